@@ -1,0 +1,195 @@
+"""Argument checking and normalisation for every entry point.
+
+Every public function funnels its arguments through :func:`normalize`, which raises the errors of
+SPEC.md (before any work is done) and returns a :class:`Request` that the backends consume. The
+backends therefore never see an invalid argument and never have to re-check one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import numbers
+import operator
+
+import numpy as np
+from numpy.exceptions import AxisError
+
+from . import _dtypes
+
+MODES = ("largest", "smallest")
+ORDERS = {True: "value", "value": "value", "index": "index", False: "none"}
+NAN_POLICIES = ("last", "largest")
+BACKENDS = ("auto", "numpy", "cuda", "sim")
+INDEX_DTYPES = {np.dtype(t): np.iinfo(t).max for t in (np.int64, np.int32, np.uint32, np.uint64)}
+
+
+@dataclasses.dataclass(frozen=True)
+class Request:
+    """A validated top-K request, independent of the array it applies to.
+
+    Attributes
+    ----------
+    k : int
+        Number of elements to select, ``0 <= k <= n``.
+    axis : int
+        Non-negative axis along which to select.
+    n : int
+        Length of that axis.
+    largest : bool
+        True for ``mode="largest"``.
+    order : str
+        ``"value"`` (sorted by preference, ties by index), ``"index"`` (ascending index) or
+        ``"none"`` (any order; the selected set is the same).
+    nan_largest : bool
+        True for ``nan="largest"`` (NaN ranks above +inf); False for ``nan="last"`` (NaN is
+        never preferred over a number).
+    index_dtype : numpy.dtype
+        One of int64, int32, uint32, uint64, already checked to hold ``n - 1``.
+    backend : str
+        The resolved backend: ``"numpy"``, ``"cuda"`` or ``"sim"``.
+    algorithm : str
+        ``"auto"`` or an algorithm name; the backend checks that it exists and applies.
+    """
+
+    k: int
+    axis: int
+    n: int
+    largest: bool
+    order: str
+    nan_largest: bool
+    index_dtype: np.dtype
+    backend: str
+    algorithm: str
+
+    @property
+    def nan_first(self) -> bool:
+        """Whether NaN is the most preferred value (rather than the least) under this request."""
+        return self.nan_largest and self.largest
+
+
+def _choices(values) -> str:
+    return ", ".join(repr(v) for v in values)
+
+
+def check_k(k, n: int, axis: int) -> int:
+    """Return ``k`` as an int after checking it is an integer in ``[0, n]``."""
+    if isinstance(k, (bool, np.bool_)) or not isinstance(k, (numbers.Integral, np.integer)):
+        raise TypeError(f"k: expected an integer, got {type(k).__name__} {k!r}")
+    k = operator.index(k)
+    if k < 0 or k > n:
+        raise ValueError(f"k: expected 0 <= k <= {n} (the length of axis {axis}), got k={k}")
+    return k
+
+
+def check_axis(axis, ndim: int) -> int:
+    """Return ``axis`` normalised to ``[0, ndim)``; rank-0 input and bad axes are errors."""
+    if ndim == 0:
+        raise ValueError("a: expected an array of rank >= 1, got a rank-0 (scalar) array")
+    if isinstance(axis, (bool, np.bool_)) or not isinstance(axis, (numbers.Integral, np.integer)):
+        raise TypeError(f"axis: expected an integer, got {type(axis).__name__} {axis!r}")
+    axis = operator.index(axis)
+    if not -ndim <= axis < ndim:
+        raise AxisError(axis, ndim, "axis")
+    return axis % ndim
+
+
+def check_choice(name: str, value, choices) -> None:
+    """Raise ValueError listing ``choices`` when ``value`` is not one of them."""
+    try:
+        ok = value in choices
+    except TypeError:  # unhashable value given for a dict of choices
+        ok = False
+    if not ok or isinstance(value, (np.ndarray,)):
+        raise ValueError(f"{name}: expected one of {_choices(choices)}, got {value!r}")
+
+
+def check_order(sorted_) -> str:
+    """Map the ``sorted`` argument to "value", "index" or "none"."""
+    # True == 1 and False == 0 in Python, so reject ints explicitly: sorted=1 is not a valid choice.
+    if isinstance(sorted_, bool) or (isinstance(sorted_, str) and sorted_ in ORDERS):
+        return ORDERS[sorted_]
+    if isinstance(sorted_, np.bool_):
+        return ORDERS[bool(sorted_)]
+    raise ValueError(f"sorted: expected one of True, 'value', 'index', False, got {sorted_!r}")
+
+
+def check_index_dtype(index_dtype, n: int) -> np.dtype:
+    """Return the index dtype after checking it is supported and can hold ``n - 1``."""
+    try:
+        dt = np.dtype(index_dtype)
+    except TypeError:
+        dt = None
+    if dt not in INDEX_DTYPES:
+        names = ", ".join(str(d) for d in INDEX_DTYPES)
+        raise ValueError(f"index_dtype: expected one of {names}, got {index_dtype!r}")
+    if n - 1 > INDEX_DTYPES[dt]:
+        raise ValueError(
+            f"index_dtype: {dt} cannot hold indices up to {n - 1} along an axis of length {n}; "
+            "use int64 or uint64"
+        )
+    return dt
+
+
+def array_kind(a) -> str:
+    """Classify the input: "numpy", "cupy" (CuPy or any CUDA array), or raise TypeError."""
+    if isinstance(a, np.ndarray):
+        return "numpy"
+    module = type(a).__module__.split(".")[0]
+    if module == "cupy" or hasattr(a, "__cuda_array_interface__"):
+        return "cupy"
+    if hasattr(a, "__dlpack_device__"):
+        try:
+            device_type, _ = a.__dlpack_device__()
+        except Exception:  # noqa: BLE001 - any failure means it is not a usable DLPack array
+            device_type = None
+        if device_type == 2:  # kDLCUDA
+            return "cupy"
+        if device_type == 1:  # kDLCPU
+            return "numpy"
+    raise TypeError(
+        f"a: expected a NumPy array, a CuPy array or a CUDA array with __cuda_array_interface__ "
+        f"or DLPack, got {type(a).__module__}.{type(a).__qualname__}"
+    )
+
+
+def resolve_backend(backend, kind: str) -> str:
+    """Pick the backend for an array of ``kind``; raise TypeError when they do not match."""
+    check_choice("backend", backend, BACKENDS)
+    if backend == "auto":
+        return "cuda" if kind == "cupy" else "numpy"
+    wanted = "cupy" if backend == "cuda" else "numpy"
+    if kind != wanted:
+        given = "a GPU array" if kind == "cupy" else "a NumPy array"
+        expected = "a CuPy/CUDA array" if backend == "cuda" else "a NumPy array"
+        raise TypeError(f"backend: backend={backend!r} expects {expected}, got {given}")
+    return backend
+
+
+def normalize(a, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm) -> Request:
+    """Check every argument of :func:`cutopk.top_k` and return the normalised request.
+
+    Raises the errors listed in SPEC.md; never touches the array's data.
+    """
+    kind = array_kind(a)
+    check_choice("mode", mode, MODES)
+    order = check_order(sorted_)
+    check_choice("nan", nan, NAN_POLICIES)
+    if not isinstance(algorithm, str):
+        raise ValueError(f"algorithm: expected 'auto' or an algorithm name (a str), got {algorithm!r}")
+    resolved = resolve_backend(backend, kind)
+    _dtypes.check_dtype(a.dtype)
+    ax = check_axis(axis, len(a.shape))
+    n = int(a.shape[ax])
+    kk = check_k(k, n, ax)
+    idx = check_index_dtype(index_dtype, n)
+    return Request(
+        k=kk,
+        axis=ax,
+        n=n,
+        largest=mode == "largest",
+        order=order,
+        nan_largest=nan == "largest",
+        index_dtype=idx,
+        backend=resolved,
+        algorithm=algorithm,
+    )

@@ -1,0 +1,103 @@
+"""The one table of supported element types.
+
+Every backend looks dtypes up here: which are accepted, whether they are floating point, the
+width of their order-preserving unsigned key, and the C++ type name the kernels are instantiated
+with. bfloat16 is a NumPy dtype only through the optional ``ml_dtypes`` package.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+
+@dataclasses.dataclass(frozen=True)
+class DtypeInfo:
+    """Facts about one supported element type.
+
+    Attributes
+    ----------
+    name : str
+        NumPy's name for the dtype.
+    cxx : str
+        The C++ type the kernels are instantiated with.
+    is_float : bool
+        Floating point (has NaN, -0.0).
+    is_signed : bool
+        Signed (floats are signed).
+    key_dtype : numpy.dtype
+        Unsigned integer type of the same width: the order-preserving key.
+    """
+
+    name: str
+    cxx: str
+    is_float: bool
+    is_signed: bool
+    key_dtype: np.dtype
+
+    @property
+    def itemsize(self) -> int:
+        return self.key_dtype.itemsize
+
+
+def _bfloat16_dtype():
+    try:
+        import ml_dtypes
+    except ImportError:
+        return None
+    return np.dtype(ml_dtypes.bfloat16)
+
+
+_CXX = {
+    "float16": "__half",
+    "float32": "float",
+    "float64": "double",
+    "int8": "signed char",
+    "int16": "short",
+    "int32": "int",
+    "int64": "long long",
+    "uint8": "unsigned char",
+    "uint16": "unsigned short",
+    "uint32": "unsigned int",
+    "uint64": "unsigned long long",
+    "bfloat16": "__nv_bfloat16",
+}
+
+
+def _build_table() -> dict[np.dtype, DtypeInfo]:
+    table = {}
+    for name, cxx in _CXX.items():
+        dt = _bfloat16_dtype() if name == "bfloat16" else np.dtype(name)
+        if dt is None:
+            continue
+        is_float = name.startswith(("float", "bfloat"))
+        table[dt] = DtypeInfo(
+            name=name,
+            cxx=cxx,
+            is_float=is_float,
+            is_signed=is_float or name.startswith("int"),
+            key_dtype=np.dtype(f"uint{dt.itemsize * 8}"),
+        )
+    return table
+
+
+SUPPORTED = _build_table()
+
+
+def info(dtype) -> DtypeInfo:
+    """Return the :class:`DtypeInfo` of a supported dtype (native byte order assumed)."""
+    return SUPPORTED[np.dtype(dtype).newbyteorder("=")]
+
+
+def check_dtype(dtype) -> DtypeInfo:
+    """Return the dtype's info, or raise TypeError naming the unsupported dtype."""
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"a: unsupported dtype {dtype!r}") from None
+    native = dt.newbyteorder("=") if dt.byteorder not in ("=", "|") else dt
+    if native not in SUPPORTED:
+        names = ", ".join(i.name for i in SUPPORTED.values())
+        raise TypeError(f"a: unsupported dtype {dt} (expected one of {names})")
+    return SUPPORTED[native]

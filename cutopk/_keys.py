@@ -1,0 +1,51 @@
+"""Order-preserving unsigned keys on the CPU (the NumPy twin of ``kernels/key_traits.cuh``).
+
+The preference key ``P`` of an element is an unsigned integer of the element's width such that a
+larger ``P`` means "selected earlier": for ``largest`` it grows with the value, for ``smallest``
+it shrinks. Ties in ``P`` are broken by lower index. NaN and -0.0 are canonicalised here, so no
+caller ever compares raw floats:
+
+- -0.0 gets the key of +0.0 (they tie);
+- every NaN gets key 0 (least preferred, ``nan="last"``; also ``nan="largest"`` with
+  ``smallest``), or the all-ones key (most preferred, ``nan="largest"`` with ``largest``).
+  No number maps to either extreme: the largest number, +inf, maps below all-ones and the
+  smallest, -inf, above 0, so NaN never ties with a number.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import _dtypes
+
+
+def preference_keys(values: np.ndarray, largest: bool, nan_first: bool) -> np.ndarray:
+    """Return the preference keys of ``values`` (any shape, native byte order) as unsigned ints.
+
+    Parameters
+    ----------
+    values : numpy.ndarray
+        Elements of a supported dtype.
+    largest : bool
+        True when larger values are preferred.
+    nan_first : bool
+        True when NaN is the most preferred value (``nan="largest"`` and ``largest``).
+    """
+    info = _dtypes.info(values.dtype)
+    key_t = info.key_dtype
+    bits = np.ascontiguousarray(values).view(key_t)
+    sign = key_t.type(1 << (8 * key_t.itemsize - 1))
+    if not info.is_float:
+        key = bits ^ sign if info.is_signed else bits.copy()
+        return key if largest else ~key
+    # Floats: positive numbers get the sign bit set, negative ones are bit-inverted, so that the
+    # unsigned order is the numeric order (-inf < ... < -0 < +0 < ... < +inf).
+    negative = (bits & sign) != 0
+    key = np.where(negative, ~bits, bits | sign)
+    key[bits == sign] = sign  # -0.0 -> key of +0.0
+    if not largest:
+        key = ~key
+    nan = np.isnan(values)
+    if nan.any():
+        key[nan] = np.iinfo(key_t).max if nan_first else 0
+    return key

@@ -1,0 +1,163 @@
+"""The NumPy (CPU) backend: exact top-K in O(n) per row, with no Python loop over rows.
+
+Algorithm, for a batch of rows viewed as a 2-D array ``(rows, n)``:
+
+1. **Discard most of each row first** (when K is small against N). A strided sample of each row
+   gives a pivot value that, with overwhelming probability, has at least K elements at or beyond
+   it; one vectorised comparison against the pivot keeps only those candidates (typically a few
+   K per row) and ``nonzero`` packs them, in index order, into a padded candidate matrix. Rows
+   whose candidates fall short of K (an unlucky sample, many NaNs) go to step 2 whole, so the
+   result never depends on the sample.
+2. **Exact selection** on order-preserving unsigned keys (``_keys.preference_keys``): the K-th
+   key ``t`` of each row comes from ``np.partition``; every key above ``t`` is taken, and of the
+   keys equal to ``t`` the first ones in index order (a cumulative count), which is the SPEC.md
+   lower-index rule exactly at the K boundary.
+3. **Ordering** of the K winners: a stable argsort of the inverted keys (ties stay in ascending
+   index) for ``sorted=True``; the winners are already in index order for ``"index"``/``False``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import _dtypes
+from ._api import Request
+from ._keys import preference_keys
+
+ALGORITHMS = ("select",)
+
+# Below this row length, or when K is a large share of the row, the pivot pass cannot discard
+# enough to pay for itself (see benchmarks/cpu_numpy.py).
+PREFILTER_MIN_N = 512
+PREFILTER_MAX_K_SHARE = 1 / 16
+# When the candidates exceed this share of the input (heavy ties at the pivot), the filtered
+# path would do more work than the plain exact path, so it is abandoned.
+PREFILTER_MAX_KEEP_SHARE = 1 / 4
+
+
+def top_k(a, req: Request) -> tuple[np.ndarray, np.ndarray]:
+    """Top-K of a NumPy array along ``req.axis``; returns C-contiguous ``(values, indices)``."""
+    if req.algorithm not in ("auto", *ALGORITHMS):
+        raise ValueError(
+            f"algorithm: expected 'auto' or one of {ALGORITHMS} for backend 'numpy', "
+            f"got {req.algorithm!r}"
+        )
+    a = np.asarray(a)
+    native = a.dtype.newbyteorder("=")
+    rows_view = np.moveaxis(a, req.axis, -1)
+    batch_shape = rows_view.shape[:-1]
+    x = rows_view.reshape(-1, req.n).astype(native, copy=False)
+    out_shape = (*batch_shape, req.k)
+    if req.k == 0 or x.shape[0] == 0:
+        idx = np.zeros((x.shape[0], req.k), dtype=np.int64)
+    else:
+        idx = select_rows(x, req.k, req.largest, req.nan_first, req.order)
+    values = np.take_along_axis(x, idx, axis=1).astype(a.dtype, copy=False)
+    indices = idx.astype(req.index_dtype, copy=False)
+
+    def finish(arr):
+        return np.ascontiguousarray(np.moveaxis(arr.reshape(out_shape), -1, req.axis))
+
+    return finish(values), finish(indices)
+
+
+def select_rows(x: np.ndarray, k: int, largest: bool, nan_first: bool, order: str) -> np.ndarray:
+    """Return the ``(rows, k)`` int64 column indices of the top K of each row of ``x``.
+
+    ``x`` is 2-D with native byte order; ``1 <= k <= x.shape[1]``. The result is ordered as
+    ``order`` asks ("value", "index"; "none" gives index order).
+    """
+    rows, n = x.shape
+    if k == n:
+        idx = np.broadcast_to(np.arange(n), (rows, n))
+        if order == "value":
+            keys = preference_keys(x, largest, nan_first)
+            return np.argsort(~keys, axis=1, kind="stable")
+        return np.ascontiguousarray(idx)
+    if n >= PREFILTER_MIN_N and k <= n * PREFILTER_MAX_K_SHARE:
+        found = _select_prefiltered(x, k, largest, nan_first)
+        if found is not None:
+            cols, keys = found
+            return _order_winners(cols, keys, order)
+    keys = preference_keys(x, largest, nan_first)
+    cols = _select_exact(keys, k)
+    return _order_winners(cols, np.take_along_axis(keys, cols, axis=1), order)
+
+
+def _order_winners(cols: np.ndarray, keys: np.ndarray, order: str) -> np.ndarray:
+    """Order winners given in ascending index order, with their keys."""
+    if order != "value":
+        return cols
+    # ~key turns "largest key first" into an ascending sort; stability keeps ties in index order.
+    return np.take_along_axis(cols, np.argsort(~keys, axis=1, kind="stable"), axis=1)
+
+
+def _select_exact(keys: np.ndarray, k: int) -> np.ndarray:
+    """Positions (ascending, int64) of the K largest keys per row, ties to lower positions."""
+    rows, m = keys.shape
+    kth = np.partition(keys, m - k, axis=1)[:, m - k : m - k + 1]
+    above = keys > kth
+    at = keys == kth
+    needed = k - np.count_nonzero(above, axis=1)
+    # Of the keys equal to the K-th one, the first `needed` in index order are selected.
+    take = above | (at & (np.cumsum(at, axis=1) <= needed[:, None]))
+    return np.nonzero(take)[1].reshape(rows, k)
+
+
+def _keep_mask(x: np.ndarray, k: int, largest: bool, nan_first: bool):
+    """Mask of the elements at or beyond a per-row pivot taken from a strided sample, chosen so
+    that at least K elements of the row are kept with overwhelming probability."""
+    rows, n = x.shape
+    step = max(1, n // 1024)
+    sample = x[:, ::step]
+    s = sample.shape[1]
+    # The pivot falls short only when `rank` sample points land among the row's top K-1
+    # elements, a binomial with mean k*s/n: a margin of ~5 standard deviations makes that rare,
+    # and a shortfall only costs a fallback, never a wrong answer.
+    mean = k * s / n
+    rank = min(s, math.ceil(mean + 5 * math.sqrt(mean) + 4))
+    skeys = preference_keys(sample, largest, nan_first)
+    at = np.argpartition(skeys, s - rank, axis=1)[:, s - rank]
+    pivot = sample[np.arange(rows), at][:, None]
+    keep = x >= pivot if largest else x <= pivot
+    if nan_first:
+        keep |= np.isnan(x)
+    return keep
+
+
+def _select_prefiltered(x: np.ndarray, k: int, largest: bool, nan_first: bool):
+    """Exact top-K through a candidate pass; returns ``(cols, keys)`` in index order per row,
+    or None when the pivot pass cannot discard enough of the input."""
+    rows, n = x.shape
+    keep = _keep_mask(x, k, largest, nan_first)
+    counts = np.count_nonzero(keep, axis=1)
+    if counts.sum() > x.size * PREFILTER_MAX_KEEP_SHARE:
+        return None
+    short = counts < k
+    if short.any():
+        keep[short] = False
+        counts[short] = 0
+    r, c = np.nonzero(keep)
+    # Pack the candidates, still in index order, into a (rows, width) matrix. Padding has key 0
+    # and column n, so it ranks below every candidate with key 0 too: it is never selected
+    # while a row has at least K real candidates.
+    width = max(k, int(counts.max()))
+    starts = np.zeros(rows, dtype=np.int64)
+    np.cumsum(counts[:-1], out=starts[1:])
+    slot = np.arange(r.size) - starts[r]
+    cand_cols = np.full((rows, width), n, dtype=np.int64)
+    cand_cols[r, slot] = c
+    key_t = _dtypes.info(x.dtype).key_dtype
+    cand_keys = np.zeros((rows, width), dtype=key_t)
+    cand_keys[r, slot] = preference_keys(x[r, c], largest, nan_first)
+    pos = _select_exact(cand_keys, k)
+    cols = np.take_along_axis(cand_cols, pos, axis=1)
+    keys = np.take_along_axis(cand_keys, pos, axis=1)
+    if short.any():
+        full_keys = preference_keys(x[short], largest, nan_first)
+        short_cols = _select_exact(full_keys, k)
+        cols[short] = short_cols
+        keys[short] = np.take_along_axis(full_keys, short_cols, axis=1)
+    return cols, keys

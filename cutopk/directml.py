@@ -1,0 +1,58 @@
+"""DirectML TOP_K1 (and TOP_K, its decreasing case) on top of :func:`cutopk.top_k`.
+
+DirectML's rules: 1 to 8 dimensions, a non-negative axis below the dimension count, K > 0, the
+data types of its tensor-support table, UINT32 or UINT64 indices. Values are sorted (descending
+for "decreasing"), ties by ascending index. NaN ranks above +inf (``nan="largest"``).
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from . import TopK, _frontend, top_k as _top_k
+
+DIRECTIONS = {"decreasing": "largest", "increasing": "smallest"}
+INDEX_TYPES = {"uint32": np.uint32, "uint64": np.uint64}
+DML_DTYPES = ("float16", "float32", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+
+
+def _check_uint(name: str, value) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Integral, np.integer)):
+        raise TypeError(f"{name}: expected a non-negative integer (UINT), got {type(value).__name__} {value!r}")
+    if value < 0:
+        raise ValueError(f"{name}: expected a non-negative integer (UINT), got {value}")
+    return int(value)
+
+
+def top_k(input, axis: int, k: int, axis_direction: str = "decreasing", index_dtype: str = "uint32") -> TopK:  # noqa: A002
+    """DirectML ``DML_TOP_K1_OPERATOR_DESC``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from cutopk import directml
+    >>> x = np.array([[[[1, 2, 2, 3], [3, 4, 5, 5], [6, 6, 6, 6]]]], dtype=np.float32)
+    >>> directml.top_k(x, axis=3, k=3).indices[0, 0].tolist()
+    [[3, 1, 2], [2, 3, 1], [0, 1, 2]]
+    """
+    ndim = len(input.shape)
+    if not 1 <= ndim <= 8:
+        raise ValueError(f"input: DirectML supports 1 to 8 dimensions, got {ndim}")
+    ax = _check_uint("axis", axis)
+    if ax >= ndim:
+        raise ValueError(f"axis: expected an axis below the dimension count {ndim}, got {ax}")
+    kk = _check_uint("k", k)
+    if kk == 0:
+        raise ValueError("k: DirectML requires K > 0, got 0")
+    _frontend.check_dtypes("DirectML TOP_K1", input.dtype, DML_DTYPES)
+    return _top_k(
+        input,
+        kk,
+        axis=ax,
+        mode=_frontend.check_string("axis_direction", axis_direction, DIRECTIONS),
+        sorted=True,
+        nan="largest",
+        index_dtype=_frontend.check_string("index_dtype", index_dtype, INDEX_TYPES),
+    )

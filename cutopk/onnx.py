@@ -1,0 +1,59 @@
+"""ONNX TopK (opsets 1, 10, 11) on top of :func:`cutopk.top_k`.
+
+NaN ranks above +inf (``nan="largest"``), as in the ONNX reference implementation and onnxruntime.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from . import TopK, _frontend, top_k as _top_k
+
+ONNX_DTYPES = (
+    "float16", "float32", "float64", "int8", "int16", "int32", "int64",
+    "uint8", "uint16", "uint32", "uint64",
+)  # fmt: skip
+
+
+def _check_K(K) -> int:
+    """K is an int (the opset-1 attribute) or a 1-D int64 tensor of one element (opsets 10/11)."""
+    if isinstance(K, (numbers.Integral, np.integer)) and not isinstance(K, (bool, np.bool_)):
+        return int(K)
+    shape = getattr(K, "shape", None)
+    dtype = getattr(K, "dtype", None)
+    if shape is None or dtype is None:
+        raise TypeError(f"K: expected an int or a 1-D int64 tensor of one element, got {type(K).__name__}")
+    if np.dtype(dtype) != np.int64:
+        raise TypeError(f"K: expected a tensor of dtype int64, got {dtype}")
+    if tuple(shape) != (1,):
+        raise ValueError(f"K: expected a 1-D tensor of one element, got shape {tuple(shape)}")
+    # One int64 of K is read on the host: the output shape depends on it.
+    return int(K.tolist()[0])
+
+
+def top_k(X, K, axis: int = -1, largest: int = 1, sorted: int = 1) -> TopK:  # noqa: A002
+    """ONNX ``TopK``: ``(Values, Indices)`` with int64 indices.
+
+    Parameters
+    ----------
+    X : array
+        Input tensor (NumPy or CuPy).
+    K : int or array
+        A 1-element int64 tensor (opsets 10/11) or an int (opset 1).
+    axis, largest, sorted : int
+        The ONNX attributes; ``sorted=0`` leaves the order unspecified.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from cutopk import onnx
+    >>> onnx.top_k(np.array([[0., 1, 2, 3]]), np.array([3])).indices
+    array([[3, 2, 1]])
+    """
+    k = _check_K(K)
+    _frontend.check_dtypes("ONNX TopK", X.dtype, ONNX_DTYPES)
+    order = True if _frontend.check_flag("sorted", sorted) else False
+    mode = "largest" if _frontend.check_flag("largest", largest) else "smallest"
+    return _top_k(X, k, axis=axis, mode=mode, sorted=order, nan="largest", index_dtype=np.int64)
