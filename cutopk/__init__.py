@@ -78,6 +78,8 @@ def top_k(
     >>> cutopk.top_k(x, 1, mode="smallest", nan="largest").indices.ravel().tolist()
     [0, 0]
     """
+    if _api.array_kind(a) == "numpy":
+        a = _api.as_host_array(a)
     req = _api.normalize(a, k, axis, mode, sorted, nan, index_dtype, backend, algorithm)
     if req.backend == "numpy":
         from . import _numpy
@@ -125,6 +127,8 @@ def plan(
     For the ``"cuda"`` and ``"sim"`` backends this is the dispatcher's plan: the algorithm,
     launch configuration, scratch memory and whether the input is copied.
     """
+    if _api.array_kind(a) == "numpy":
+        a = _api.as_host_array(a)
     req = _api.normalize(a, k, axis, mode, sorted, nan, index_dtype, backend, algorithm)
     if req.backend == "numpy":
         return {"backend": "numpy", "algorithm": "select", "copy": req.axis != a.ndim - 1}

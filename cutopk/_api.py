@@ -132,7 +132,7 @@ def check_index_dtype(index_dtype, n: int) -> np.dtype:
 
 def array_kind(a) -> str:
     """Classify the input: "numpy", "cupy" (CuPy or any CUDA array), or raise TypeError."""
-    if isinstance(a, np.ndarray):
+    if isinstance(a, (np.ndarray, np.generic)):
         return "numpy"
     module = type(a).__module__.split(".")[0]
     if module == "cupy" or hasattr(a, "__cuda_array_interface__"):
@@ -163,6 +163,16 @@ def resolve_backend(backend, kind: str) -> str:
         expected = "a CuPy/CUDA array" if backend == "cuda" else "a NumPy array"
         raise TypeError(f"backend: backend={backend!r} expects {expected}, got {given}")
     return backend
+
+
+def as_host_array(a):
+    """A NumPy view of a CPU input: NumPy scalars become rank-0 arrays (refused later with a
+    clear error) and other CPU DLPack arrays (a torch CPU tensor, say) are wrapped without a copy."""
+    if isinstance(a, np.ndarray):
+        return a
+    if isinstance(a, np.generic):
+        return np.asarray(a)
+    return np.from_dlpack(a)
 
 
 def normalize(a, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm) -> Request:

@@ -48,7 +48,8 @@ def top_k(a, req: Request) -> tuple[np.ndarray, np.ndarray]:
     native = a.dtype.newbyteorder("=")
     rows_view = np.moveaxis(a, req.axis, -1)
     batch_shape = rows_view.shape[:-1]
-    x = rows_view.reshape(-1, req.n).astype(native, copy=False)
+    rows = math.prod(batch_shape)  # reshape(-1, n) is ambiguous when n == 0
+    x = rows_view.reshape(rows, req.n).astype(native, copy=False)
     out_shape = (*batch_shape, req.k)
     if req.k == 0 or x.shape[0] == 0:
         idx = np.zeros((x.shape[0], req.k), dtype=np.int64)
@@ -121,7 +122,8 @@ def _keep_mask(x: np.ndarray, k: int, largest: bool, nan_first: bool):
     skeys = preference_keys(sample, largest, nan_first)
     at = np.argpartition(skeys, s - rank, axis=1)[:, s - rank]
     pivot = sample[np.arange(rows), at][:, None]
-    keep = x >= pivot if largest else x <= pivot
+    with np.errstate(invalid="ignore"):  # NaN compares False: NaNs are added below if preferred
+        keep = x >= pivot if largest else x <= pivot
     if nan_first:
         keep |= np.isnan(x)
     return keep

@@ -1,0 +1,160 @@
+"""The NumPy backend against the stable reference: the STYLE.md matrix, hard inputs, layouts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from inputs import DISTRIBUTIONS, DTYPES, LAYOUTS, dtype_of, make_layout, make_values
+from reference import check_top_k, reference_top_k
+
+import cutopk
+from cutopk import _numpy
+
+NS = (1, 31, 32, 33, 1023, 1024, 1025, 5000)
+KS = (0, 1, 31, 32, 33, 256, 1024, "n")
+ORDERS = (True, "index", False)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", NS)
+def test_matrix_k_mode_order_nan(dtype, n):
+    rng = np.random.default_rng(n)
+    x = make_values(rng, dtype_of(dtype), (3, n), "nan" if "float" in dtype else "uniform")
+    for k in KS:
+        k = n if k == "n" else k
+        if k > n:
+            continue
+        for mode in ("largest", "smallest"):
+            for order in ORDERS:
+                for nan in ("last", "largest"):
+                    check_top_k(x, k, mode=mode, sorted=order, nan=nan)
+
+
+@pytest.mark.parametrize("dist", DISTRIBUTIONS)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_hard_inputs(dtype, dist):
+    rng = np.random.default_rng(7)
+    for n, k in ((40, 7), (3000, 50), (3000, 1000)):
+        x = make_values(rng, dtype_of(dtype), (4, n), dist)
+        for mode in ("largest", "smallest"):
+            for nan in ("last", "largest"):
+                check_top_k(x, k, mode=mode, nan=nan)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("axis", (0, 1, -1))
+def test_layouts(layout, axis):
+    rng = np.random.default_rng(3)
+    base = make_values(rng, np.float32, (6, 700), "few_distinct")
+    x = make_layout(base, layout)
+    for k in (0, 1, 5, 6, 300, 700):
+        if k <= x.shape[axis]:
+            check_top_k(x, k, axis=axis, sorted=True)
+            check_top_k(x, k, axis=axis, sorted="index", mode="smallest")
+
+
+def test_middle_axis_and_3d():
+    rng = np.random.default_rng(5)
+    x = make_values(rng, np.int16, (3, 600, 4), "few_distinct")
+    for axis in (0, 1, 2, -2):
+        check_top_k(x, 2, axis=axis)
+        check_top_k(x[:, ::-2, :], 2, axis=axis, mode="smallest")
+
+
+@pytest.mark.parametrize("index_dtype", (np.int64, np.int32, np.uint32, np.uint64))
+def test_index_dtypes(index_dtype):
+    x = np.arange(100, dtype=np.float64)[::-1]
+    r = check_top_k(x, 10, index_dtype=index_dtype)
+    assert r.indices.dtype == index_dtype
+
+
+def test_output_shape_and_types():
+    x = np.zeros((2, 3, 4), dtype=np.uint8)
+    r = cutopk.top_k(x, 2, axis=1)
+    assert isinstance(r, cutopk.TopK)
+    assert r.values.shape == r.indices.shape == (2, 2, 4)
+    assert r.values.flags.c_contiguous and r.indices.flags.c_contiguous
+
+
+def test_zero_size_dimensions():
+    x = np.zeros((0, 5), dtype=np.float32)
+    r = cutopk.top_k(x, 3)
+    assert r.values.shape == (0, 3)
+    r = cutopk.top_k(np.zeros((4, 0)), 0)
+    assert r.values.shape == (4, 0)
+    r = cutopk.top_k(np.zeros((4, 0, 3)), 2, axis=0)
+    assert r.values.shape == (2, 0, 3)
+
+
+def test_returns_input_elements_bits_included():
+    x = np.array([-0.0, 0.0, np.nan, -np.nan, 1.0], dtype=np.float32)
+    x.view(np.uint32)[3] |= 0x1234  # a NaN with a payload
+    r = cutopk.top_k(x, 5, nan="largest")
+    assert r.indices.tolist() == [2, 3, 4, 0, 1]
+    np.testing.assert_array_equal(r.values.view(np.uint32), x.view(np.uint32)[[2, 3, 4, 0, 1]])
+
+
+def test_uint64_and_int64_extremes_keep_full_range():
+    x = np.array([2**64 - 1, 2**53 + 1, 2**53, 0], dtype=np.uint64)
+    assert cutopk.top_k(x, 3).indices.tolist() == [0, 1, 2]
+    y = np.array([-(2**63), 2**63 - 1, 2**53 + 1, 2**53], dtype=np.int64)
+    assert cutopk.top_k(y, 4).indices.tolist() == [1, 2, 3, 0]
+
+
+def test_non_native_byte_order_and_read_only():
+    x = np.arange(50, dtype=">f4")
+    x.flags.writeable = False
+    r = check_top_k(x, 5)
+    assert r.values.dtype == x.dtype
+
+
+def test_array_subclass():
+    x = np.ma.masked_array(np.arange(10.0))
+    check_top_k(x, 3)
+
+
+# The prefilter path must stay exact when its pivot is unlucky or useless.
+
+
+def test_prefilter_falls_back_when_a_row_is_short():
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((8, 4096)).astype(np.float32)
+    # Row 3: the sample (every 4th element) sees only small values, the row's best are elsewhere.
+    x[3] = -1.0
+    x[3, 1::4] = np.arange(1024, dtype=np.float32)
+    for nan in ("last", "largest"):
+        check_top_k(x, 64, nan=nan)
+
+
+def test_prefilter_abandoned_on_heavy_ties():
+    x = np.zeros((4, 8192), dtype=np.float32)
+    x[:, 5] = 1
+    check_top_k(x, 64)
+    assert _numpy._select_prefiltered(x, 64, True, False) is None
+
+
+def test_prefilter_with_many_nans_first():
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((5, 4096))
+    x[rng.random(x.shape) < 0.5] = np.nan
+    check_top_k(x, 100, nan="largest")
+    check_top_k(x, 100, nan="last")
+    check_top_k(x, 100, nan="largest", mode="smallest")
+
+
+def test_reference_itself_on_a_hand_example():
+    x = np.array([1, 2, 2, 3, np.nan])
+    vals, idx = reference_top_k(x, 3)
+    assert idx.tolist() == [3, 1, 2]
+    vals, idx = reference_top_k(x, 2, nan="largest")
+    assert idx.tolist() == [4, 3]
+    vals, idx = reference_top_k(x, 2, mode="smallest", nan="largest")
+    assert idx.tolist() == [0, 1]
+
+
+def test_algorithms_and_forced_algorithm():
+    assert cutopk.algorithms("numpy") == ("select",)
+    x = np.arange(10)
+    check_top_k(x, 3, algorithm="select")
+    with pytest.raises(ValueError, match="algorithm"):
+        cutopk.top_k(x, 3, algorithm="bitonic")
