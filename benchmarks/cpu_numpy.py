@@ -35,7 +35,11 @@ def full_sort(x, k):
 
 
 def routes(k):
-    out = {"cutopk": lambda x: cutopk.top_k(x, k), "naive": lambda x: naive(x, k), "argsort": lambda x: full_sort(x, k)}
+    out = {
+        "cutopk": lambda x: cutopk.top_k(x, k),
+        "naive": lambda x: naive(x, k),
+        "argsort": lambda x: full_sort(x, k),
+    }
     try:
         import torch
     except ImportError:

@@ -13,7 +13,7 @@ import numpy as np
 
 from . import _api
 
-__all__ = ["TopK", "top_k", "algorithms", "plan", "__version__"]
+__all__ = ["TopK", "__version__", "algorithms", "plan", "top_k"]
 __version__ = "0.1.0"
 
 
@@ -31,7 +31,7 @@ def top_k(
     *,
     axis: int = -1,
     mode: str = "largest",
-    sorted: bool | str = True,  # noqa: A002 - the name is NumPy's
+    sorted: bool | str = True,
     nan: str = "last",
     index_dtype=np.int64,
     backend: str = "auto",
@@ -116,7 +116,7 @@ def plan(
     *,
     axis: int = -1,
     mode: str = "largest",
-    sorted: bool | str = True,  # noqa: A002
+    sorted: bool | str = True,
     nan: str = "last",
     index_dtype=np.int64,
     backend: str = "auto",

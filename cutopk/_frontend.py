@@ -30,4 +30,6 @@ def check_dtypes(spec: str, dtype, allowed: tuple[str, ...]) -> None:
     """Refuse element types the spec does not list (before the core's own dtype check)."""
     info = _dtypes.check_dtype(dtype)
     if info.name not in allowed:
-        raise TypeError(f"X: {spec} does not support dtype {info.name} (expected one of {', '.join(allowed)})")
+        raise TypeError(
+            f"X: {spec} does not support dtype {info.name} (expected one of {', '.join(allowed)})"
+        )

@@ -49,4 +49,3 @@ def preference_keys(values: np.ndarray, largest: bool, nan_first: bool) -> np.nd
     if nan.any():
         key[nan] = np.iinfo(key_t).max if nan_first else 0
     return key
-

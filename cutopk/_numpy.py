@@ -42,8 +42,7 @@ def top_k(a, req: Request) -> tuple[np.ndarray, np.ndarray]:
     """Top-K of a NumPy array along ``req.axis``; returns C-contiguous ``(values, indices)``."""
     if req.algorithm not in ("auto", *ALGORITHMS):
         raise ValueError(
-            f"algorithm: expected 'auto' or one of {ALGORITHMS} for backend 'numpy', "
-            f"got {req.algorithm!r}"
+            f"algorithm: expected 'auto' or one of {ALGORITHMS} for backend 'numpy', got {req.algorithm!r}"
         )
     a = np.asarray(a)
     native = a.dtype.newbyteorder("=")
@@ -121,7 +120,7 @@ def _keep_flat(x: np.ndarray, k: int, largest: bool, nan_first: bool) -> np.ndar
     """Flat (row-major) positions of the elements at or beyond a per-row pivot taken from a
     strided sample, chosen so that at least K elements of each row are kept with overwhelming
     probability."""
-    rows, n = x.shape
+    _rows, n = x.shape
     step = max(1, n // 256)
     sample = x[:, ::step]
     s = sample.shape[1]

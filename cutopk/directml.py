@@ -11,7 +11,8 @@ import numbers
 
 import numpy as np
 
-from . import TopK, _frontend, top_k as _top_k
+from . import TopK, _frontend
+from . import top_k as _top_k
 
 DIRECTIONS = {"decreasing": "largest", "increasing": "smallest"}
 INDEX_TYPES = {"uint32": np.uint32, "uint64": np.uint64}
@@ -20,13 +21,15 @@ DML_DTYPES = ("float16", "float32", "int8", "int16", "int32", "int64", "uint8", 
 
 def _check_uint(name: str, value) -> int:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Integral, np.integer)):
-        raise TypeError(f"{name}: expected a non-negative integer (UINT), got {type(value).__name__} {value!r}")
+        raise TypeError(
+            f"{name}: expected a non-negative integer (UINT), got {type(value).__name__} {value!r}"
+        )
     if value < 0:
         raise ValueError(f"{name}: expected a non-negative integer (UINT), got {value}")
     return int(value)
 
 
-def top_k(input, axis: int, k: int, axis_direction: str = "decreasing", index_dtype: str = "uint32") -> TopK:  # noqa: A002
+def top_k(input, axis: int, k: int, axis_direction: str = "decreasing", index_dtype: str = "uint32") -> TopK:
     """DirectML ``DML_TOP_K1_OPERATOR_DESC``.
 
     Examples

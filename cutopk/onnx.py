@@ -9,7 +9,8 @@ import numbers
 
 import numpy as np
 
-from . import TopK, _frontend, top_k as _top_k
+from . import TopK, _frontend
+from . import top_k as _top_k
 
 ONNX_DTYPES = (
     "float16", "float32", "float64", "int8", "int16", "int32", "int64",
@@ -33,7 +34,7 @@ def _check_K(K) -> int:
     return int(K.tolist()[0])
 
 
-def top_k(X, K, axis: int = -1, largest: int = 1, sorted: int = 1) -> TopK:  # noqa: A002
+def top_k(X, K, axis: int = -1, largest: int = 1, sorted: int = 1) -> TopK:
     """ONNX ``TopK``: ``(Values, Indices)`` with int64 indices.
 
     Parameters

@@ -10,7 +10,8 @@ import numbers
 
 import numpy as np
 
-from . import TopK, _frontend, top_k as _top_k
+from . import TopK, _frontend
+from . import top_k as _top_k
 
 MODES = {"max": "largest", "min": "smallest"}
 SORTS = {"value": True, "index": "index", "none": False}

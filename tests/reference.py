@@ -30,7 +30,7 @@ def _row_order(row: np.ndarray, largest: bool, nan_largest: bool) -> np.ndarray:
     return np.concatenate([nans, order] if nan_first else [order, nans]).astype(np.int64)
 
 
-def reference_top_k(a, k, axis=-1, mode="largest", sorted=True, nan="last"):  # noqa: A002
+def reference_top_k(a, k, axis=-1, mode="largest", sorted=True, nan="last"):
     """Top-K of NumPy array ``a`` by the definition in SPEC.md; returns (values, indices)."""
     a = np.asarray(a)
     moved = np.moveaxis(a, axis, -1)
@@ -77,14 +77,12 @@ def assert_same(result, expected, *, index_dtype=np.int64, order=True) -> None:
     np.testing.assert_array_equal(bits(values), bits(exp_values))
 
 
-def check_top_k(x, k, *, axis=-1, mode="largest", sorted=True, nan="last", index_dtype=np.int64, **kw):  # noqa: A002
+def check_top_k(x, k, *, axis=-1, mode="largest", sorted=True, nan="last", index_dtype=np.int64, **kw):
     """Run ``cutopk.top_k`` (``kw``: backend, algorithm) on NumPy array ``x`` and compare it with
     the reference, bit for bit. Returns the result for further checks."""
     import cutopk
 
-    result = cutopk.top_k(
-        x, k, axis=axis, mode=mode, sorted=sorted, nan=nan, index_dtype=index_dtype, **kw
-    )
+    result = cutopk.top_k(x, k, axis=axis, mode=mode, sorted=sorted, nan=nan, index_dtype=index_dtype, **kw)
     expected = reference_top_k(x, k, axis=axis, mode=mode, sorted=sorted, nan=nan)
     assert_same(result, expected, index_dtype=index_dtype, order=sorted)
     return result

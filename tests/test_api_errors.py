@@ -20,7 +20,9 @@ def test_k_not_an_integer(k):
 
 @pytest.mark.parametrize("k", [-1, 5, np.int64(99)])
 def test_k_out_of_range(k):
-    with pytest.raises(ValueError, match=rf"k: expected 0 <= k <= 4 \(the length of axis 1\), got k={int(k)}"):
+    with pytest.raises(
+        ValueError, match=rf"k: expected 0 <= k <= 4 \(the length of axis 1\), got k={int(k)}"
+    ):
         cutopk.top_k(X, k)
 
 
@@ -79,7 +81,9 @@ def test_unsupported_dtypes(dtype):
 
 
 def test_backend_mismatch():
-    with pytest.raises(TypeError, match="backend: backend='cuda' expects a CuPy/CUDA array, got a NumPy array"):
+    with pytest.raises(
+        TypeError, match="backend: backend='cuda' expects a CuPy/CUDA array, got a NumPy array"
+    ):
         cutopk.top_k(X, 1, backend="cuda")
 
 
@@ -87,7 +91,7 @@ def test_gpu_array_with_numpy_backend():
     class FakeCudaArray:
         shape = (4,)
         dtype = np.dtype(np.float32)
-        __cuda_array_interface__ = {"shape": (4,), "typestr": "<f4", "data": (0, False), "version": 3}
+        __cuda_array_interface__ = {"shape": (4,), "typestr": "<f4", "data": (0, False), "version": 3}  # noqa: RUF012
 
     with pytest.raises(TypeError, match="backend='numpy' expects a NumPy array, got a GPU array"):
         cutopk.top_k(FakeCudaArray(), 1, backend="numpy")
@@ -137,7 +141,7 @@ def test_cuda_backend_without_cupy_is_a_runtime_error():
     class FakeCudaArray:
         shape = (4,)
         dtype = np.dtype(np.float32)
-        __cuda_array_interface__ = {"shape": (4,), "typestr": "<f4", "data": (0, False), "version": 3}
+        __cuda_array_interface__ = {"shape": (4,), "typestr": "<f4", "data": (0, False), "version": 3}  # noqa: RUF012
 
     with pytest.raises(RuntimeError, match="CuPy"):
         cutopk.top_k(FakeCudaArray(), 1)

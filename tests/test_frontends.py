@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from reference import assert_same, reference_top_k
 
-from cutopk import directml, onnx as cutopk_onnx, openvino
+from cutopk import directml, openvino
+from cutopk import onnx as cutopk_onnx
 
 
 def _onnx_cases():
@@ -48,8 +49,14 @@ def _run_onnxruntime(X, k, axis, largest, sorted_):
     graph = helper.make_graph(
         [node],
         "topk",
-        [helper.make_tensor_value_info("X", elem, None), helper.make_tensor_value_info("K", TensorProto.INT64, [1])],
-        [helper.make_tensor_value_info("V", elem, None), helper.make_tensor_value_info("I", TensorProto.INT64, None)],
+        [
+            helper.make_tensor_value_info("X", elem, None),
+            helper.make_tensor_value_info("K", TensorProto.INT64, [1]),
+        ],
+        [
+            helper.make_tensor_value_info("V", elem, None),
+            helper.make_tensor_value_info("I", TensorProto.INT64, None),
+        ],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
     model.ir_version = 7
@@ -96,7 +103,7 @@ def test_onnx_opset1_int_k_and_sorted0():
     ],
 )
 def test_onnx_bad_K(K, error):
-    with pytest.raises(error, match="^K: "):
+    with pytest.raises(error, match=r"^K: "):
         cutopk_onnx.top_k(np.zeros((2, 3), np.float32), K)
 
 
@@ -166,7 +173,9 @@ def test_openvino_example_shape():
     )
 
 
-@pytest.mark.parametrize(("mode", "sort"), [(m, s) for m in ("max", "min") for s in ("value", "index", "none")])
+@pytest.mark.parametrize(
+    ("mode", "sort"), [(m, s) for m in ("max", "min") for s in ("value", "index", "none")]
+)
 def test_openvino_modes_and_sorts(mode, sort):
     data = np.array([[4, 1, 4, 7, 1, 7]], dtype=np.int32)
     res = openvino.top_k(data, 4, axis=-1, mode=mode, sort=sort, index_element_type="i64")

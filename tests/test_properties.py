@@ -13,7 +13,7 @@ from reference import check_top_k
 @st.composite
 def topk_cases(draw, max_side=600):
     ndim = draw(st.integers(2, 3))
-    shape = tuple(draw(st.integers(1, 5)) for _ in range(ndim - 1)) + (draw(st.integers(1, max_side)),)
+    shape = (*tuple(draw(st.integers(1, 5)) for _ in range(ndim - 1)), draw(st.integers(1, max_side)))
     dtype = dtype_of(draw(st.sampled_from(DTYPES)))
     dist = draw(st.sampled_from(DISTRIBUTIONS))
     seed = draw(st.integers(0, 2**32 - 1))
