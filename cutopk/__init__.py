@@ -7,6 +7,7 @@ TopK(values=array([5, 4]), indices=array([4, 2]))
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -78,8 +79,7 @@ def top_k(
     >>> cutopk.top_k(x, 1, mode="smallest", nan="largest").indices.ravel().tolist()
     [0, 0]
     """
-    if _api.array_kind(a) == "numpy":
-        a = _api.as_host_array(a)
+    a, back, scope = _prepare(a, backend)
     req = _api.normalize(a, k, axis, mode, sorted, nan, index_dtype, backend, algorithm)
     if req.backend == "numpy":
         from . import _numpy
@@ -88,8 +88,22 @@ def top_k(
     else:
         from . import _gpu
 
-        values, indices = _gpu.top_k(a, req)
-    return TopK(values, indices)
+        with scope:
+            values, indices = _gpu.top_k(a, req)
+    return TopK(back(values), back(indices))
+
+
+def _prepare(a, backend):
+    """The array as the backend takes it (NumPy, or CuPy without a copy), a function returning
+    results to the caller's array type, and the device/stream scope to launch in."""
+    kind = _api.array_kind(a)
+    _api.resolve_backend(backend, kind)  # a backend/array mismatch is reported before anything else
+    from . import _interop
+
+    if kind == "numpy":
+        return _api.as_host_array(a), _interop.host_result_converter(a), contextlib.nullcontext()
+
+    return _interop.as_cupy(a)
 
 
 def algorithms(backend: str = "cuda") -> tuple[str, ...]:
@@ -127,11 +141,11 @@ def plan(
     For the ``"cuda"`` and ``"sim"`` backends this is the dispatcher's plan: the algorithm,
     launch configuration, scratch memory and whether the input is copied.
     """
-    if _api.array_kind(a) == "numpy":
-        a = _api.as_host_array(a)
+    a, _, scope = _prepare(a, backend)
     req = _api.normalize(a, k, axis, mode, sorted, nan, index_dtype, backend, algorithm)
     if req.backend == "numpy":
         return {"backend": "numpy", "algorithm": "select", "copy": req.axis != a.ndim - 1}
     from . import _gpu
 
-    return _gpu.plan(a, req)
+    with scope:
+        return _gpu.plan(a, req)
