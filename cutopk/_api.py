@@ -140,7 +140,7 @@ def array_kind(a) -> str:
     if hasattr(a, "__dlpack_device__"):
         try:
             device_type, _ = a.__dlpack_device__()
-        except Exception:
+        except Exception:  # noqa: BLE001 - any failure means it is not a usable DLPack array
             device_type = None
         if device_type == 2:  # kDLCUDA
             return "cupy"
