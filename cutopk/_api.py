@@ -168,6 +168,12 @@ def resolve_backend(backend, kind: str) -> str:
 def as_host_array(a):
     """A NumPy view of a CPU input: NumPy scalars become rank-0 arrays (refused later with a
     clear error) and other CPU DLPack arrays (a torch CPU tensor, say) are wrapped without a copy."""
+    if isinstance(a, np.ma.MaskedArray):
+        # Selecting among masked-out elements would be a silent wrong answer.
+        raise TypeError(
+            "a: expected an array without a mask, got a numpy.ma.MaskedArray; "
+            "pass a.filled(value) or a.compressed() instead"
+        )
     if isinstance(a, np.ndarray):
         return a
     if isinstance(a, np.generic):

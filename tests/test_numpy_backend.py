@@ -108,9 +108,21 @@ def test_non_native_byte_order_and_read_only():
     assert r.values.dtype == x.dtype
 
 
-def test_array_subclass():
-    x = np.ma.masked_array(np.arange(10.0))
-    check_top_k(x, 3)
+@pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")  # np.matrix
+def test_array_subclasses():
+    check_top_k(np.matrix([[3, 1, 2], [0, 5, 5]]), 2)
+    with pytest.raises(TypeError, match="a: expected an array without a mask"):
+        cutopk.top_k(np.ma.masked_array(np.arange(10.0), mask=np.arange(10) > 7), 3)
+
+
+def test_tiny_rows_huge_batch():
+    rng = np.random.default_rng(4)
+    x = make_values(rng, np.float16, (200_000, 3), "few_distinct")
+    r = cutopk.top_k(x, 2, mode="smallest")
+    # Spot-check a slice against the reference (the reference is a Python loop over rows).
+    part = reference_top_k(x[:2000], 2, mode="smallest")
+    np.testing.assert_array_equal(r.indices[:2000], part[1])
+    np.testing.assert_array_equal(cutopk.top_k(x[:, :1], 1).indices, np.zeros((200_000, 1), np.int64))
 
 
 # The prefilter path must stay exact when its pivot is unlucky or useless.
