@@ -39,6 +39,8 @@ CHUNK_BYTES = 4 << 20
 # Up to this row length a full stable sort of each row is the cheapest exact route
 # (65536x16 float32, k=8: 6.7 ms sorting against 9.0 ms for partition + tie resolution).
 SORT_MAX_N = 16
+# Tie resolution keeps one int64 running count per element of a block of this many elements.
+TIE_BLOCK_ELEMENTS = 1 << 22
 
 
 def top_k(a, req: Request) -> tuple[np.ndarray, np.ndarray]:
@@ -119,10 +121,26 @@ def _select_exact(keys: np.ndarray, k: int) -> np.ndarray:
     if np.array_equal(np.count_nonzero(at, axis=1), needed):
         take = above | at  # no row has more ties at the K-th key than it needs (the usual case)
     else:
-        # Of the keys equal to the K-th one, the first `needed` in index order are selected.
-        take = above | (at & (np.cumsum(at, axis=1) <= needed[:, None]))
+        take = above | _first_true(at, needed)
     # Every row has exactly k winners; a flat search is cheaper than a 2-D nonzero.
     return (np.flatnonzero(take) % m).reshape(rows, k)
+
+
+def _first_true(mask: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """The first ``counts[r]`` True entries of each row ``r`` of ``mask`` (the lower-index rule
+    for ties at the K-th key). Runs over blocks of columns so that the running count needs
+    memory for one block, not one int64 per element of a huge row."""
+    rows, m = mask.shape
+    out = np.zeros_like(mask)
+    seen = np.zeros((rows, 1), dtype=np.int64)
+    block = max(1, TIE_BLOCK_ELEMENTS // max(1, rows))
+    for start in range(0, m, block):
+        part = mask[:, start : start + block]
+        running = np.cumsum(part, axis=1, dtype=np.int64)
+        running += seen
+        out[:, start : start + block] = part & (running <= counts[:, None])
+        seen = running[:, -1:]
+    return out
 
 
 def _sample_columns(x: np.ndarray, size: int = 256, runs: int = 16) -> np.ndarray:
@@ -138,10 +156,10 @@ def _sample_columns(x: np.ndarray, size: int = 256, runs: int = 16) -> np.ndarra
     return np.take(x, cols, axis=1)
 
 
-def _keep_flat(x: np.ndarray, k: int, largest: bool, nan_first: bool) -> np.ndarray:
+def _keep_flat(x: np.ndarray, k: int, largest: bool, nan_first: bool) -> np.ndarray | None:
     """Flat (row-major) positions of the elements at or beyond a per-row pivot taken from a
     sample of columns, chosen so that at least K elements of each row are kept with overwhelming
-    probability."""
+    probability; None when too many elements would be kept."""
     _rows, n = x.shape
     sample = _sample_columns(x)
     s = sample.shape[1]
@@ -161,6 +179,8 @@ def _keep_flat(x: np.ndarray, k: int, largest: bool, nan_first: bool) -> np.ndar
         keep = x >= pivot if largest else x <= pivot
     if nan_first:
         keep |= np.isnan(x)
+    if np.count_nonzero(keep) > keep.size * PREFILTER_MAX_KEEP_SHARE:
+        return None  # heavy ties at the pivot: cheaper to skip the filter than to pack them
     return np.flatnonzero(keep)
 
 
@@ -169,7 +189,7 @@ def _select_prefiltered(x: np.ndarray, k: int, largest: bool, nan_first: bool):
     or None when the pivot pass cannot discard enough of the input."""
     rows, n = x.shape
     flat = _keep_flat(x, k, largest, nan_first)
-    if flat.size > x.size * PREFILTER_MAX_KEEP_SHARE:
+    if flat is None:
         return None
     r, c = np.divmod(flat, n)
     counts = np.bincount(r, minlength=rows)

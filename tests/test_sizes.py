@@ -1,0 +1,58 @@
+"""Sizes at the edges of the index types: rows longer than 2**31 elements, K = N on long rows,
+and narrow index dtypes refused when they cannot hold the indices. The largest cases need several
+GB of memory (10.6 GB peak measured) and half a minute of CPU: they run with CUTOPK_SLOW=1."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import cutopk
+from cutopk import _numpy
+
+slow = pytest.mark.skipif(
+    not os.environ.get("CUTOPK_SLOW"), reason="needs ~11 GB and ~35 s: set CUTOPK_SLOW=1 to run"
+)
+
+
+def test_first_true_across_column_blocks(monkeypatch):
+    # The tie rule runs over column blocks for huge rows; force tiny blocks to cover that path.
+    monkeypatch.setattr(_numpy, "TIE_BLOCK_ELEMENTS", 7)
+    mask = np.random.default_rng(0).random((4, 1000)) < 0.3
+    counts = np.array([0, 1, 17, 1000])
+    expected = mask & (np.cumsum(mask, axis=1) <= counts[:, None])
+    np.testing.assert_array_equal(_numpy._first_true(mask, counts), expected)
+
+
+def test_ties_at_the_boundary_with_tiny_blocks(monkeypatch):
+    monkeypatch.setattr(_numpy, "TIE_BLOCK_ELEMENTS", 5)
+    x = np.zeros((3, 3000), dtype=np.int16)
+    x[:, ::7] = 1
+    r = cutopk.top_k(x, 700)
+    assert r.indices[:, :429].tolist() == [list(range(0, 3000, 7))] * 3
+    assert r.indices[:, 429:].tolist() == [[i for i in range(3000) if i % 7][: 700 - 429]] * 3
+
+
+@slow
+@pytest.mark.slow
+def test_row_longer_than_2_to_31():
+    n = 2**31 + 5
+    base = np.zeros(n, dtype=np.int8)
+    base[[3, 2**31 + 1, 2**31 + 4]] = [5, 7, 7]
+    r = cutopk.top_k(base, 4, index_dtype=np.uint32)
+    assert r.indices.tolist() == [2**31 + 1, 2**31 + 4, 3, 0]
+    assert r.values.tolist() == [7, 7, 5, 0]
+    with pytest.raises(ValueError, match="index_dtype: int32 cannot hold indices"):
+        cutopk.top_k(base, 4, index_dtype=np.int32)
+
+
+@slow
+@pytest.mark.slow
+def test_k_equals_n_on_a_long_row():
+    x = np.arange(2**26, dtype=np.int32)[::-1].copy()
+    r = cutopk.top_k(x, x.size, sorted="index")
+    np.testing.assert_array_equal(r.indices, np.arange(x.size))
+    r = cutopk.top_k(x, x.size, mode="smallest")
+    np.testing.assert_array_equal(r.indices, np.arange(x.size)[::-1])
