@@ -1,0 +1,40 @@
+"""A CPU simulator for CUDA kernels: the project's ``kernels/*.cu`` compiled with the host C++
+compiler and run with every CUDA thread as a fiber, behind the interface of ``cupy.RawModule``.
+
+``cutopk.top_k(x, k, backend="sim")`` runs the same dispatcher, launches and kernels as
+``backend="cuda"``, on NumPy arrays. Faults in a kernel become exceptions (subclasses of
+:class:`SimError`) naming the kernel, block, thread and source line.
+"""
+
+from ._errors import (
+    BarrierDivergenceError,
+    DeadlockError,
+    KernelCrashError,
+    LaunchArgumentError,
+    SharedMemoryOverrunError,
+    SimError,
+    SimUnavailableError,
+    WarpMaskError,
+)
+from ._module import Function, RawModule
+from ._toolchain import unavailable_reason
+
+__all__ = [
+    "BarrierDivergenceError",
+    "DeadlockError",
+    "Function",
+    "KernelCrashError",
+    "LaunchArgumentError",
+    "RawModule",
+    "SharedMemoryOverrunError",
+    "SimError",
+    "SimUnavailableError",
+    "WarpMaskError",
+    "is_available",
+    "unavailable_reason",
+]
+
+
+def is_available() -> bool:
+    """Whether the simulator can run here (x86-64, a C++ compiler, CUDA's headers)."""
+    return unavailable_reason() is None

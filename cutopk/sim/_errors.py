@@ -1,0 +1,45 @@
+"""The faults the simulator reports, one exception class per kind."""
+
+from __future__ import annotations
+
+
+class SimError(RuntimeError):
+    """A kernel fault found by the CPU simulator (the message names kernel, block, thread, line)."""
+
+
+class BarrierDivergenceError(SimError):
+    """A ``__syncthreads`` not reached by every thread of the block."""
+
+
+class WarpMaskError(SimError):
+    """A warp-synchronous operation whose mask disagrees with the lanes that arrive."""
+
+
+class DeadlockError(SimError):
+    """No thread can make progress (including spin-waits that can never end)."""
+
+
+class SharedMemoryOverrunError(SimError):
+    """An access past the dynamic shared memory given at launch, or too much static shared memory."""
+
+
+class KernelCrashError(SimError):
+    """The kernel crashed (invalid address, assert, abort, arithmetic fault); the process survives."""
+
+
+class LaunchArgumentError(SimError, TypeError):
+    """A launch argument whose type or size does not match the kernel parameter."""
+
+
+class SimUnavailableError(SimError):
+    """The simulator cannot run on this machine (no C++ compiler or CUDA headers)."""
+
+
+BY_CODE = {
+    1: BarrierDivergenceError,
+    2: WarpMaskError,
+    3: DeadlockError,
+    4: SharedMemoryOverrunError,
+    5: KernelCrashError,
+    6: SharedMemoryOverrunError,
+}

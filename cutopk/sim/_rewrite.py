@@ -1,0 +1,83 @@
+"""Turning a CUDA source into a host C++ translation unit for the simulator.
+
+Only the declarations of shared memory are rewritten (everything else is macros and functions of
+the runtime header): CUDA gives one copy of a ``__shared__`` variable to each block, which no C++
+storage class can express, so each declaration becomes a reference into the running block's
+arena. Replacements keep every declaration on its own line, so line numbers in faults and
+compiler messages are the kernel file's own.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+
+_ALIGN = r"__align__\s*\(\s*(?P<{0}>\d+)\s*\)\s*"
+_TYPE = r"(?P<type>(?:[\w:]+(?:\s*<[^;{}()]*?>)?[\s\*&]*?)+?)"
+
+DYNAMIC = re.compile(
+    r"extern\s+__shared__\s+(?:" + _ALIGN.format("a1") + r")?" + _TYPE + r"\s*(?:" + _ALIGN.format("a2") + r")?"
+    r"(?P<name>[A-Za-z_]\w*)\s*\[\s*\]\s*;"
+)
+STATIC = re.compile(
+    r"(?:static\s+)?__shared__\s+(?:" + _ALIGN.format("a1") + r")?" + _TYPE + r"\s+(?:" + _ALIGN.format("a2") + r")?"
+    r"(?P<name>[A-Za-z_]\w*)\s*(?P<dims>(?:\[[^\];]+\]\s*)*);"
+)
+KERNEL = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(?P<name>[A-Za-z_]\w*)\s*\(")
+
+
+def rewrite_shared(source: str) -> str:
+    """Replace ``__shared__`` declarations with references into the simulator's block arenas."""
+    counter = itertools.count()
+
+    def dynamic(m: re.Match) -> str:
+        t = m["type"].strip()
+        return f"{t}* {m['name']} = reinterpret_cast<{t}*>(::cutopk_sim::dynamic_shared());"
+
+    def static(m: re.Match) -> str:
+        t = m["type"].strip()
+        full = f"{t} {m['dims'].strip()}" if m["dims"] else t
+        align = m["a1"] or m["a2"]
+        align_expr = f"(alignof({full}) > {align} ? alignof({full}) : {align})" if align else f"alignof({full})"
+        site = f"cutopk_sim_site_{next(counter)}"
+        return (
+            f"static ::cutopk_sim::SharedSite {site}; "
+            f"auto& {m['name']} = *reinterpret_cast<std::add_pointer_t<{full}>>("
+            f"::cutopk_sim::shared_at({site}, sizeof({full}), {align_expr}, __LINE__));"
+        )
+
+    return STATIC.sub(static, DYNAMIC.sub(dynamic, source))
+
+
+def plain_kernels(source: str) -> list[str]:
+    """Names of the kernels that are not templates (those CuPy finds without name expressions)."""
+    names = []
+    for m in KERNEL.finditer(source):
+        before = source[max(0, m.start() - 400) : m.start()]
+        tail = re.split(r"[;}]", before)[-1]
+        if "template" not in tail and m["name"] not in names:
+            names.append(m["name"])
+    return names
+
+
+def translation_unit(source: str, entries: list[str]) -> str:
+    """The complete host C++ source: runtime, rewritten kernels, and the table of ``entries``."""
+    parts = ['#include "sim_runtime.h"\n#line 1 "kernel.cu"\n', rewrite_shared(source), '\n#include "sim_launch.h"\n']
+    for i, name in enumerate(entries):
+        parts.append(
+            f"static void cutopk_sim_k{i}(void** a) {{ ::cutopk_sim::invoke(&{name}, a); }}\n"
+            f"static int cutopk_sim_d{i}(char* k, unsigned long long* s, int c) "
+            f"{{ return ::cutopk_sim::describe(&{name}, k, s, c); }}\n"
+        )
+    table = ", ".join(f"{{cutopk_sim_k{i}, cutopk_sim_d{i}}}" for i in range(len(entries))) or "{nullptr, nullptr}"
+    parts.append(
+        f"static const ::cutopk_sim::KernelEntry cutopk_sim_table[] = {{{table}}};\n"
+        'extern "C" __attribute__((visibility("default"))) int cutopk_sim_describe('
+        "int i, char* k, unsigned long long* s, int c) { return cutopk_sim_table[i].describe(k, s, c); }\n"
+        'extern "C" __attribute__((visibility("default"))) int cutopk_sim_launch(int i, unsigned gx, unsigned gy, '
+        "unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned long long dyn, void** args, int resident, "
+        "unsigned long long seed, int poison, unsigned long long spin_budget) {\n"
+        "  return ::cutopk_sim::run(cutopk_sim_table[i].launch, args, dim3(gx, gy, gz), dim3(bx, by, bz), dyn, "
+        "resident, seed, poison, spin_budget);\n}\n"
+    )
+    return "".join(parts)

@@ -1,0 +1,109 @@
+"""Finding the host compiler and CUDA's headers, and building a module's shared object (cached)."""
+
+from __future__ import annotations
+
+import functools
+import glob
+import hashlib
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+
+RUNTIME_DIR = pathlib.Path(__file__).parent / "runtime"
+RUNTIME_FILES = ("sim_runtime.h", "sim_launch.h")
+# -fvisibility=hidden and -fno-gnu-unique keep the modules' runtimes apart when several are
+# loaded into one process (they would otherwise share the runtime's inline globals).
+BASE_FLAGS = ("-std=c++17", "-O1", "-g", "-fPIC", "-shared", "-fvisibility=hidden", "-fno-gnu-unique", "-w")
+ASAN_FLAGS = ("-fsanitize=address", "-fno-omit-frame-pointer")
+
+
+def compiler() -> str | None:
+    """The host C++ compiler: $CXX, else g++ or c++ on PATH."""
+    for name in (os.environ.get("CXX"), "g++", "c++", "clang++"):
+        if name and shutil.which(name):
+            return shutil.which(name)
+    return None
+
+
+def _candidate_include_dirs():
+    for var in ("CUTOPK_CUDA_INCLUDE", "CUDA_PATH", "CUDA_HOME"):
+        value = os.environ.get(var)
+        if value:
+            yield pathlib.Path(value) if var == "CUTOPK_CUDA_INCLUDE" else pathlib.Path(value) / "include"
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        yield pathlib.Path(nvcc).resolve().parent.parent / "include"
+    for path in sorted(glob.glob("/usr/local/cuda*/include"), reverse=True):
+        yield pathlib.Path(path)
+    # pip wheels that ship the headers (nvidia-cuda-runtime for CUDA 13, and CUDA 12's layout).
+    for site in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"], *sys.path}:
+        for sub in ("nvidia/cu13/include", "nvidia/cuda_runtime/include"):
+            yield pathlib.Path(site) / sub
+
+
+@functools.cache
+def cuda_include_dir() -> pathlib.Path | None:
+    """A folder holding cuda_runtime.h, cuda_fp16.h and cuda_bf16.h, or None."""
+    for path in _candidate_include_dirs():
+        if all((path / h).is_file() for h in ("cuda_runtime.h", "cuda_fp16.h", "cuda_bf16.h")):
+            return path
+    return None
+
+
+@functools.cache
+def unavailable_reason() -> str | None:
+    """Why the simulator cannot run here, or None when it can."""
+    import platform
+
+    if platform.machine() not in ("x86_64", "AMD64"):
+        return f"the simulator's fiber switch is written for x86-64, this machine is {platform.machine()}"
+    if compiler() is None:
+        return "no C++ compiler found (set CXX, or install g++)"
+    if cuda_include_dir() is None:
+        return (
+            "CUDA's headers (cuda_fp16.h, cuda_bf16.h) were not found: install a CUDA toolkit, set "
+            "CUDA_PATH, or pip install nvidia-cuda-runtime (part of cutopk's test extra)"
+        )
+    return None
+
+
+def cache_dir() -> pathlib.Path:
+    """Where built modules are kept: $CUTOPK_SIM_CACHE, else $XDG_CACHE_HOME/cutopk/sim."""
+    root = os.environ.get("CUTOPK_SIM_CACHE")
+    if root:
+        return pathlib.Path(root)
+    xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return pathlib.Path(xdg) / "cutopk" / "sim"
+
+
+def runtime_text() -> str:
+    return "".join((RUNTIME_DIR / name).read_text() for name in RUNTIME_FILES)
+
+
+def build(source: str, options: tuple[str, ...], asan: bool) -> pathlib.Path:
+    """Compile ``source`` (already complete: runtime, kernels, table) to a shared object, reusing
+    a cached one built from the same source, options, runtime and compiler."""
+    cxx = compiler()
+    flags = (*BASE_FLAGS, *(ASAN_FLAGS if asan else ()), *options)
+    key = hashlib.sha256("\0".join((source, *flags, cxx or "", str(cuda_include_dir()))).encode()).hexdigest()[:32]
+    out_dir = cache_dir()
+    out = out_dir / f"{key}.so"
+    if out.exists():
+        return out
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
+        src = pathlib.Path(tmp) / "module.cpp"
+        src.write_text(source)
+        tmp_out = pathlib.Path(tmp) / "module.so"
+        cmd = [cxx, *flags, f"-I{RUNTIME_DIR}", f"-I{cuda_include_dir()}", str(src), "-o", str(tmp_out)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            from ._errors import SimError
+
+            raise SimError(f"the simulator could not compile the kernel source:\n{proc.stderr[-6000:]}")
+        os.replace(tmp_out, out)  # atomic: a concurrent build of the same key is harmless
+    return out

@@ -1,0 +1,502 @@
+// cutopk CPU simulator: the runtime compiled in front of every kernel source in host mode.
+//
+// Each CUDA thread is a fiber (its own stack, switched by the few instructions of
+// sim_switch below: no kernel call, no signal mask save as swapcontext does). Fibers run until
+// they block on a barrier or a warp-synchronous operation; the last thread to arrive completes
+// the operation for the whole group and carries on, so most operations cost one switch per
+// thread. Blocks run one after another, or several at a time ("resident blocks") for kernels
+// whose blocks wait on each other.
+//
+// Shared memory: `__shared__` declarations are rewritten by the Python loader into references
+// into a per-block arena (poisoned with 0xCD bytes at block start, so uninitialised reads show
+// up); dynamic shared memory ends exactly at a PROT_NONE guard page, so an overrun faults.
+//
+// Faults (barrier divergence, warp mask mismatch, deadlock, shared-memory overrun, crashes)
+// stop the launch and are reported through cutopk_sim_error(); the Python side raises them.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <csetjmp>
+#include <csignal>
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <sys/mman.h>
+#include <type_traits>
+#include <unistd.h>
+#include <utility>
+#include <vector>
+
+#undef __global__
+#undef __device__
+#undef __host__
+#undef __forceinline__
+#undef __noinline__
+#undef __launch_bounds__
+#undef __align__
+#undef __restrict__
+#undef __shared__
+#undef __constant__
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __noinline__ __attribute__((noinline))
+#define __launch_bounds__(...)
+#define __align__(n) __attribute__((aligned(n)))
+#define __restrict__ __restrict
+#define __constant__ static
+// Every __shared__ declaration is rewritten before compilation; one that is left means the
+// loader did not understand its form, and compilation stops here with this name.
+#define __shared__ cutopk_sim_unsupported_shared_declaration
+
+namespace cutopk_sim {
+
+enum FiberState { RUNNABLE = 0, AT_BARRIER = 1, AT_WARP = 2, DONE = 3 };
+enum WarpOp { OP_SHFL, OP_SHFL_UP, OP_SHFL_DOWN, OP_SHFL_XOR, OP_BALLOT, OP_SYNCWARP, OP_MATCH_ANY };
+enum ErrorCode { OK = 0, E_BARRIER = 1, E_WARP = 2, E_DEADLOCK = 3, E_SHARED = 4, E_CRASH = 5, E_LIMIT = 6 };
+
+static const char* const OP_NAMES[] = {"__shfl_sync",  "__shfl_up_sync",  "__shfl_down_sync", "__shfl_xor_sync",
+                                       "__ballot_sync", "__syncwarp",     "__match_any_sync"};
+
+struct Block;
+
+struct Fiber {
+  void* sp = nullptr;
+  char* stack = nullptr;  // lowest usable byte; a guard page lies below it
+  int state = RUNNABLE;
+  unsigned linear = 0;  // thread index within the block
+  uint3 tid{};
+  Block* block = nullptr;
+  int line = 0;  // source line of the last synchronising call
+  // The pending warp operation.
+  int op = 0;
+  unsigned mask = 0;
+  uint64_t value = 0;
+  int arg = 0;
+  int width = 32;
+  uint64_t result = 0;
+  int pred = 0;
+};
+
+struct Block {
+  uint3 idx{};
+  unsigned first_fiber = 0;  // fibers [first_fiber, first_fiber + nthreads) belong to this block
+  unsigned char* arena = nullptr;  // static shared memory
+  unsigned char* dynamic = nullptr;  // dynamic shared memory (ends at a guard page)
+  unsigned arrived = 0;  // threads waiting at the barrier
+  unsigned done = 0;
+  int pred_count = 0;
+  std::vector<unsigned> warp_arrived;  // per warp: lanes waiting at a warp operation
+};
+
+constexpr size_t STACK_BYTES = 64 * 1024;
+constexpr size_t STATIC_SHARED_LIMIT = 48 * 1024;
+constexpr size_t ARENA_BYTES = 64 * 1024;
+
+struct Launch {
+  dim3 grid, block;
+  unsigned nthreads = 0;
+  size_t dynamic_bytes = 0;
+  void (*entry)(void**) = nullptr;
+  void** args = nullptr;
+  std::vector<Fiber> fibers;
+  std::vector<Block> blocks;  // the resident blocks
+  void* scheduler_sp = nullptr;
+  Fiber* current = nullptr;
+  int error = OK;
+  unsigned long long spin_budget = 0;
+  unsigned long long spins = 0;
+  std::mt19937_64 rng;
+  bool shuffle = false;
+};
+
+// Module-wide state (each module is its own shared object built with hidden visibility).
+inline Launch g_launch;
+inline char g_error[4096];
+inline size_t g_static_shared_used = 0;
+inline sigjmp_buf g_crash_env;
+inline std::vector<char*> g_stacks;
+inline std::vector<unsigned char*> g_arenas;
+inline std::vector<std::pair<unsigned char*, size_t>> g_dynamic_maps;  // (map, bytes)
+
+// Saves the callee-saved registers of the running context on its stack, stores its stack
+// pointer in *from and resumes the context whose stack pointer is `to`.
+extern "C" void cutopk_sim_switch(void** from, void* to);
+asm(R"(
+    .text
+    .p2align 4
+    .hidden cutopk_sim_switch
+    .globl cutopk_sim_switch
+    .type cutopk_sim_switch, @function
+cutopk_sim_switch:
+    pushq %rbp
+    pushq %rbx
+    pushq %r12
+    pushq %r13
+    pushq %r14
+    pushq %r15
+    movq %rsp, (%rdi)
+    movq %rsi, %rsp
+    popq %r15
+    popq %r14
+    popq %r13
+    popq %r12
+    popq %rbx
+    popq %rbp
+    ret
+    .size cutopk_sim_switch, .-cutopk_sim_switch
+)");
+
+inline Fiber* cur() { return g_launch.current; }
+
+inline void to_scheduler() {
+  Fiber* f = g_launch.current;
+  cutopk_sim_switch(&f->sp, g_launch.scheduler_sp);
+}
+
+inline void describe_thread(char* out, size_t n, const Fiber* f) {
+  snprintf(out, n, "block (%u,%u,%u) thread (%u,%u,%u) [warp %u lane %u]", f->block->idx.x, f->block->idx.y,
+           f->block->idx.z, f->tid.x, f->tid.y, f->tid.z, f->linear / 32, f->linear % 32);
+}
+
+// Records a fault for the running thread and abandons the launch: the fiber is never resumed.
+[[noreturn]] inline void fault(int code, int line, const char* fmt, ...) {
+  if (g_launch.error == OK) {
+    char who[160];
+    describe_thread(who, sizeof who, g_launch.current);
+    int len = snprintf(g_error, sizeof g_error, "%s, line %d: ", who, line);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(g_error + len, sizeof g_error - len, fmt, ap);
+    va_end(ap);
+    g_launch.error = code;
+  }
+  to_scheduler();
+  __builtin_unreachable();
+}
+
+// ---- shared memory ----
+
+struct SharedSite {
+  long offset = -1;
+};
+
+inline void* shared_at(SharedSite& site, size_t bytes, size_t align, int line) {
+  if (site.offset < 0) {
+    size_t off = (g_static_shared_used + align - 1) / align * align;
+    if (off + bytes > STATIC_SHARED_LIMIT)
+      fault(E_LIMIT, line, "static __shared__ memory exceeds the 48 KB a block may declare (%zu bytes requested)",
+            off + bytes);
+    site.offset = static_cast<long>(off);
+    g_static_shared_used = off + bytes;
+  }
+  return cur()->block->arena + site.offset;
+}
+
+inline void* dynamic_shared() { return cur()->block->dynamic; }
+
+// ---- barriers ----
+
+inline void release_barrier(Block* b) {
+  Launch& L = g_launch;
+  for (unsigned i = 0; i < L.nthreads; ++i) {
+    Fiber& f = L.fibers[b->first_fiber + i];
+    if (f.state == AT_BARRIER) {
+      f.state = RUNNABLE;
+      f.result = static_cast<uint64_t>(b->pred_count);
+    }
+  }
+  b->arrived = 0;
+  b->pred_count = 0;
+  L.spins = 0;
+}
+
+inline int syncthreads_impl(int line, int pred) {
+  Fiber* f = cur();
+  Block* b = f->block;
+  f->line = line;
+  f->state = AT_BARRIER;
+  b->pred_count += pred != 0;
+  if (++b->arrived + b->done == g_launch.nthreads && b->done == 0) {
+    release_barrier(b);  // the last thread to arrive lets everyone go and carries on
+  } else {
+    to_scheduler();
+  }
+  return static_cast<int>(f->result);
+}
+
+// ---- warp-synchronous operations ----
+
+inline Fiber& lane_fiber(Block* b, unsigned warp, unsigned lane) {
+  return g_launch.fibers[b->first_fiber + warp * 32 + lane];
+}
+
+inline unsigned lanes_in_warp(unsigned warp) {
+  unsigned n = g_launch.nthreads - warp * 32;
+  return n >= 32 ? 0xffffffffu : ((1u << n) - 1u);
+}
+
+inline int source_lane(const Fiber& f, unsigned lane) {
+  int w = f.width;
+  int base = static_cast<int>(lane) & ~(w - 1);
+  switch (f.op) {
+    case OP_SHFL:
+      return base + (f.arg & (w - 1));
+    case OP_SHFL_UP: {
+      int s = static_cast<int>(lane) - f.arg;
+      return s < base ? static_cast<int>(lane) : s;
+    }
+    case OP_SHFL_DOWN: {
+      int s = static_cast<int>(lane) + f.arg;
+      return s >= base + w ? static_cast<int>(lane) : s;
+    }
+    case OP_SHFL_XOR: {
+      int s = static_cast<int>(lane) ^ f.arg;
+      return s >= base + w ? static_cast<int>(lane) : s;
+    }
+  }
+  return static_cast<int>(lane);
+}
+
+// Completes the operation of the group `mask` of warp `warp`, all of whose lanes wait on it.
+inline void resolve_warp(Block* b, unsigned warp, unsigned mask, int line) {
+  Fiber& first = lane_fiber(b, warp, __builtin_ctz(mask));
+  uint64_t ballot = 0;
+  for (unsigned m = mask; m; m &= m - 1) ballot |= static_cast<uint64_t>(lane_fiber(b, warp, __builtin_ctz(m)).pred != 0) << __builtin_ctz(m);
+  for (unsigned m = mask; m; m &= m - 1) {
+    unsigned lane = __builtin_ctz(m);
+    Fiber& f = lane_fiber(b, warp, lane);
+    switch (first.op) {
+      case OP_BALLOT:
+        f.result = ballot;
+        break;
+      case OP_SYNCWARP:
+        break;
+      case OP_MATCH_ANY: {
+        unsigned same = 0;
+        for (unsigned n = mask; n; n &= n - 1)
+          if (lane_fiber(b, warp, __builtin_ctz(n)).value == f.value) same |= 1u << __builtin_ctz(n);
+        f.result = same;
+        break;
+      }
+      default: {
+        int src = source_lane(f, lane);
+        if (src < 0 || src > 31 || !(mask >> src & 1u)) {
+          g_launch.current = &f;
+          fault(E_WARP, line, "%s reads lane %d, which is not in the mask 0x%08x", OP_NAMES[f.op], src, mask);
+        }
+        f.result = lane_fiber(b, warp, src).value;
+      }
+    }
+    f.state = RUNNABLE;
+  }
+  b->warp_arrived[warp] &= ~mask;
+  g_launch.spins = 0;
+}
+
+inline uint64_t warp_op(int line, int op, unsigned mask, uint64_t value, int arg, int width, int pred) {
+  Fiber* f = cur();
+  Block* b = f->block;
+  unsigned warp = f->linear / 32, lane = f->linear % 32;
+  if (!(mask >> lane & 1u))
+    fault(E_WARP, line, "%s called with mask 0x%08x, which does not include the calling lane %u", OP_NAMES[op], mask,
+          lane);
+  if (mask & ~lanes_in_warp(warp))
+    fault(E_WARP, line, "%s mask 0x%08x names lanes that do not exist in this warp (blockDim has %u threads)",
+          OP_NAMES[op], mask, g_launch.nthreads);
+  if (width < 1 || width > 32 || (width & (width - 1)))
+    fault(E_WARP, line, "%s width %d is not a power of two in [1, 32]", OP_NAMES[op], width);
+  f->line = line;
+  f->op = op;
+  f->mask = mask;
+  f->value = value;
+  f->arg = arg;
+  f->width = width;
+  f->pred = pred;
+  f->state = AT_WARP;
+  unsigned& arrived = b->warp_arrived[warp];
+  arrived |= 1u << lane;
+  for (unsigned m = mask; m; m &= m - 1) {
+    Fiber& other = lane_fiber(b, warp, __builtin_ctz(m));
+    if (other.state == DONE)
+      fault(E_WARP, line, "%s mask 0x%08x names lane %u, which has already exited", OP_NAMES[op], mask,
+            __builtin_ctz(m));
+  }
+  bool complete = (arrived & mask) == mask;
+  for (unsigned m = mask; complete && m; m &= m - 1) {
+    Fiber& other = lane_fiber(b, warp, __builtin_ctz(m));
+    complete = other.mask == mask && other.op == op;
+  }
+  if (complete)
+    resolve_warp(b, warp, mask, line);
+  else
+    to_scheduler();
+  return f->result;
+}
+
+template <class T>
+inline uint64_t to_bits(T v) {
+  static_assert(sizeof(T) <= 8, "shuffled values are at most 8 bytes");
+  uint64_t bits = 0;
+  memcpy(&bits, &v, sizeof(T));
+  return bits;
+}
+
+template <class T>
+inline T from_bits(uint64_t bits) {
+  T v;
+  memcpy(&v, &bits, sizeof(T));
+  return v;
+}
+
+template <class T>
+inline T shfl(int line, int op, unsigned mask, T v, int arg, int width = 32) {
+  return from_bits<T>(warp_op(line, op, mask, to_bits(v), arg, width, 0));
+}
+
+inline unsigned ballot(int line, unsigned mask, int pred) {
+  return static_cast<unsigned>(warp_op(line, OP_BALLOT, mask, 0, 0, 32, pred));
+}
+
+template <class T>
+inline unsigned match_any(int line, unsigned mask, T v) {
+  return static_cast<unsigned>(warp_op(line, OP_MATCH_ANY, mask, to_bits(v), 0, 32, 0));
+}
+
+inline unsigned activemask() {
+  Fiber* f = cur();
+  unsigned warp = f->linear / 32, live = 0;
+  for (unsigned m = lanes_in_warp(warp); m; m &= m - 1)
+    if (lane_fiber(f->block, warp, __builtin_ctz(m)).state != DONE) live |= 1u << __builtin_ctz(m);
+  return live;
+}
+
+// ---- memory ordering, atomics, spinning ----
+
+// Kernels that wait on each other spin on atomics or fences: those are the points where the
+// running thread gives way, so that other threads (of other resident blocks) can progress.
+inline void spin_point(int line) {
+  Launch& L = g_launch;
+  if (++L.spins > L.spin_budget)
+    fault(E_DEADLOCK, line,
+          "no thread made progress in %llu consecutive fence/atomic operations: a spin-wait that can never end "
+          "(deadlock)",
+          L.spin_budget);
+  if ((L.spins & 63) == 0) to_scheduler();
+}
+
+}  // namespace cutopk_sim
+
+// ---- the CUDA names, in host mode ----
+
+#define threadIdx (::cutopk_sim::cur()->tid)
+#define blockIdx (::cutopk_sim::cur()->block->idx)
+#define blockDim (::cutopk_sim::g_launch.block)
+#define gridDim (::cutopk_sim::g_launch.grid)
+#define warpSize 32
+
+#define __syncthreads() ((void)::cutopk_sim::syncthreads_impl(__LINE__, 0))
+#define __syncthreads_count(p) (::cutopk_sim::syncthreads_impl(__LINE__, (p)))
+#define __syncthreads_or(p) (::cutopk_sim::syncthreads_impl(__LINE__, (p)) != 0)
+#define __syncthreads_and(p) \
+  (::cutopk_sim::syncthreads_impl(__LINE__, (p)) == static_cast<int>(::cutopk_sim::g_launch.nthreads))
+#define __syncwarp(...) ((void)::cutopk_sim::syncwarp_impl(__LINE__, ##__VA_ARGS__))
+#define __shfl_sync(mask, v, src, ...) \
+  (::cutopk_sim::shfl(__LINE__, ::cutopk_sim::OP_SHFL, (mask), (v), (src), ##__VA_ARGS__))
+#define __shfl_up_sync(mask, v, d, ...) \
+  (::cutopk_sim::shfl(__LINE__, ::cutopk_sim::OP_SHFL_UP, (mask), (v), (d), ##__VA_ARGS__))
+#define __shfl_down_sync(mask, v, d, ...) \
+  (::cutopk_sim::shfl(__LINE__, ::cutopk_sim::OP_SHFL_DOWN, (mask), (v), (d), ##__VA_ARGS__))
+#define __shfl_xor_sync(mask, v, m, ...) \
+  (::cutopk_sim::shfl(__LINE__, ::cutopk_sim::OP_SHFL_XOR, (mask), (v), (m), ##__VA_ARGS__))
+#define __ballot_sync(mask, p) (::cutopk_sim::ballot(__LINE__, (mask), (p)))
+#define __any_sync(mask, p) (::cutopk_sim::ballot(__LINE__, (mask), (p)) != 0)
+#define __all_sync(mask, p) (::cutopk_sim::ballot(__LINE__, (mask), (p)) == (mask))
+#define __match_any_sync(mask, v) (::cutopk_sim::match_any(__LINE__, (mask), (v)))
+#define __activemask() (::cutopk_sim::activemask())
+#define __threadfence() (::cutopk_sim::spin_point(__LINE__))
+#define __threadfence_block() (::cutopk_sim::spin_point(__LINE__))
+#define __nanosleep(ns) (::cutopk_sim::spin_point(__LINE__))
+
+namespace cutopk_sim {
+inline unsigned syncwarp_impl(int line, unsigned mask = 0xffffffffu) {
+  return static_cast<unsigned>(warp_op(line, OP_SYNCWARP, mask, 0, 0, 32, 0));
+}
+}  // namespace cutopk_sim
+
+// Bit manipulation intrinsics.
+inline int __popc(unsigned x) { return __builtin_popcount(x); }
+inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
+inline int __clz(int x) { return x == 0 ? 32 : __builtin_clz(static_cast<unsigned>(x)); }
+inline int __clzll(long long x) { return x == 0 ? 64 : __builtin_clzll(static_cast<unsigned long long>(x)); }
+inline int __ffs(int x) { return __builtin_ffs(x); }
+inline int __ffsll(long long x) { return __builtin_ffsll(x); }
+inline unsigned __brev(unsigned x) {
+  x = ((x >> 1) & 0x55555555u) | ((x & 0x55555555u) << 1);
+  x = ((x >> 2) & 0x33333333u) | ((x & 0x33333333u) << 2);
+  x = ((x >> 4) & 0x0f0f0f0fu) | ((x & 0x0f0f0f0fu) << 4);
+  return __builtin_bswap32(x);
+}
+inline unsigned long long __brevll(unsigned long long x) {
+  return (static_cast<unsigned long long>(__brev(static_cast<unsigned>(x))) << 32) | __brev(static_cast<unsigned>(x >> 32));
+}
+inline unsigned __umulhi(unsigned a, unsigned b) { return static_cast<unsigned>((static_cast<unsigned long long>(a) * b) >> 32); }
+template <class T>
+inline T __ldg(const T* p) {
+  return *p;
+}
+inline long long clock64() { return static_cast<long long>(++::cutopk_sim::g_launch.spins); }
+
+// Device-side min/max as CUDA provides them for mixed integer types.
+template <class A, class B>
+inline std::common_type_t<A, B> min(A a, B b) {
+  using C = std::common_type_t<A, B>;
+  return static_cast<C>(b) < static_cast<C>(a) ? static_cast<C>(b) : static_cast<C>(a);
+}
+template <class A, class B>
+inline std::common_type_t<A, B> max(A a, B b) {
+  using C = std::common_type_t<A, B>;
+  return static_cast<C>(a) < static_cast<C>(b) ? static_cast<C>(b) : static_cast<C>(a);
+}
+
+// Atomics: one OS thread runs every fiber and a fiber is never interrupted in the middle of
+// one, so each is atomic as written; each is also a point where a spinning thread gives way.
+#define CUTOPK_SIM_ATOMIC(name, expr)                    \
+  template <class T, class U>                            \
+  inline T name(T* address, U v) {                       \
+    ::cutopk_sim::spin_point(0);                         \
+    T old = *address;                                    \
+    T val = static_cast<T>(v);                           \
+    *address = (expr);                                   \
+    return old;                                          \
+  }
+CUTOPK_SIM_ATOMIC(atomicAdd, old + val)
+CUTOPK_SIM_ATOMIC(atomicSub, old - val)
+CUTOPK_SIM_ATOMIC(atomicExch, val)
+CUTOPK_SIM_ATOMIC(atomicMax, old < val ? val : old)
+CUTOPK_SIM_ATOMIC(atomicMin, val < old ? val : old)
+CUTOPK_SIM_ATOMIC(atomicAnd, old & val)
+CUTOPK_SIM_ATOMIC(atomicOr, old | val)
+CUTOPK_SIM_ATOMIC(atomicXor, old ^ val)
+#undef CUTOPK_SIM_ATOMIC
+template <class T, class U, class V>
+inline T atomicCAS(T* address, U compare, V val) {
+  ::cutopk_sim::spin_point(0);
+  T old = *address;
+  if (old == static_cast<T>(compare)) *address = static_cast<T>(val);
+  return old;
+}
+inline unsigned atomicInc(unsigned* address, unsigned limit) {
+  ::cutopk_sim::spin_point(0);
+  unsigned old = *address;
+  *address = old >= limit ? 0u : old + 1u;
+  return old;
+}
