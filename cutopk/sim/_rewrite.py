@@ -65,9 +65,10 @@ def translation_unit(source: str, entries: list[str]) -> str:
     parts = ['#include "sim_runtime.h"\n#line 1 "kernel.cu"\n', rewrite_shared(source), '\n#include "sim_launch.h"\n']
     for i, name in enumerate(entries):
         parts.append(
-            f"static void cutopk_sim_k{i}(void** a) {{ ::cutopk_sim::invoke(&{name}, a); }}\n"
-            f"static int cutopk_sim_d{i}(char* k, unsigned long long* s, int c) "
-            f"{{ return ::cutopk_sim::describe(&{name}, k, s, c); }}\n"
+            f"static void cutopk_sim_k{i}(void** cutopk_sim_args) "
+            f"{{ ::cutopk_sim::invoke(&{name}, cutopk_sim_args); }}\n"
+            f"static int cutopk_sim_d{i}(char* cutopk_sim_kinds, unsigned long long* cutopk_sim_sizes, int cutopk_sim_n) "
+            f"{{ return ::cutopk_sim::describe(&{name}, cutopk_sim_kinds, cutopk_sim_sizes, cutopk_sim_n); }}\n"
         )
     table = ", ".join(f"{{cutopk_sim_k{i}, cutopk_sim_d{i}}}" for i in range(len(entries))) or "{nullptr, nullptr}"
     parts.append(

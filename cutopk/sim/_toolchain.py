@@ -15,9 +15,10 @@ import tempfile
 
 RUNTIME_DIR = pathlib.Path(__file__).parent / "runtime"
 RUNTIME_FILES = ("sim_runtime.h", "sim_launch.h")
+# gnu++17 for the comma elision of the variadic macros (__syncwarp()).
 # -fvisibility=hidden and -fno-gnu-unique keep the modules' runtimes apart when several are
 # loaded into one process (they would otherwise share the runtime's inline globals).
-BASE_FLAGS = ("-std=c++17", "-O1", "-g", "-fPIC", "-shared", "-fvisibility=hidden", "-fno-gnu-unique", "-w")
+BASE_FLAGS = ("-std=gnu++17", "-O1", "-g", "-fPIC", "-shared", "-fvisibility=hidden", "-fno-gnu-unique", "-w")
 ASAN_FLAGS = ("-fsanitize=address", "-fno-omit-frame-pointer")
 
 
