@@ -118,7 +118,10 @@ class RawModule:
                 "asan=True needs the AddressSanitizer runtime loaded first: run Python with "
                 "LD_PRELOAD=$(g++ -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0"
             )
-        self._names = [*name_expressions, *(n for n in _rewrite.plain_kernels(code) if n not in name_expressions)]
+        self._names = [
+            *name_expressions,
+            *(n for n in _rewrite.plain_kernels(code) if n not in name_expressions),
+        ]
         flags = tuple(o for o in options if o.startswith(("-D", "-U", "-I")))
         self._lib = _load(_rewrite.translation_unit(code, self._names), flags, self.asan)
         self._functions: dict[str, Function] = {}
@@ -169,11 +172,15 @@ class Function:
         n = module._lib.cutopk_sim_describe(index, kinds, sizes, MAX_PARAMS)
         self.params = [(kinds.raw[i : i + 1].decode(), int(sizes[i])) for i in range(n)]
 
-    def __call__(self, grid, block, args, *, shared_mem: int = 0, stream=None, enable_cooperative_groups=False):
+    def __call__(
+        self, grid, block, args, *, shared_mem: int = 0, stream=None, enable_cooperative_groups=False
+    ):
         grid3, block3 = _dim3(grid, "grid"), _dim3(block, "block")
         threads = block3[0] * block3[1] * block3[2]
         if threads > 1024:
-            raise ValueError(f"kernel {self.name!r}: block {block3} has {threads} threads, more than CUDA's 1024")
+            raise ValueError(
+                f"kernel {self.name!r}: block {block3} has {threads} threads, more than CUDA's 1024"
+            )
         if not 0 <= int(shared_mem) <= 227 * 1024:
             raise ValueError(f"kernel {self.name!r}: shared_mem={shared_mem} is outside [0, 227 KB]")
         args = tuple(args)
@@ -182,7 +189,9 @@ class Function:
                 f"kernel {self.name!r} takes {len(self.params)} arguments, got {len(args)}"
             )
         values, copies = self._marshal(args)
-        argv = (ctypes.c_void_p * max(1, len(values)))(*(ctypes.cast(ctypes.pointer(v), ctypes.c_void_p) for v in values))
+        argv = (ctypes.c_void_p * max(1, len(values)))(
+            *(ctypes.cast(ctypes.pointer(v), ctypes.c_void_p) for v in values)
+        )
         mod = self.module
         with _LAUNCH_LOCK:
             rc = mod._lib.cutopk_sim_launch(

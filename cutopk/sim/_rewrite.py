@@ -16,14 +16,28 @@ _ALIGN = r"__align__\s*\(\s*(?P<{0}>\d+)\s*\)\s*"
 _TYPE = r"(?P<type>(?:[\w:]+(?:\s*<[^;{}()]*?>)?[\s\*&]*?)+?)"
 
 DYNAMIC = re.compile(
-    r"extern\s+__shared__\s+(?:" + _ALIGN.format("a1") + r")?" + _TYPE + r"\s*(?:" + _ALIGN.format("a2") + r")?"
+    r"extern\s+__shared__\s+(?:"
+    + _ALIGN.format("a1")
+    + r")?"
+    + _TYPE
+    + r"\s*(?:"
+    + _ALIGN.format("a2")
+    + r")?"
     r"(?P<name>[A-Za-z_]\w*)\s*\[\s*\]\s*;"
 )
 STATIC = re.compile(
-    r"(?:static\s+)?__shared__\s+(?:" + _ALIGN.format("a1") + r")?" + _TYPE + r"\s+(?:" + _ALIGN.format("a2") + r")?"
+    r"(?:static\s+)?__shared__\s+(?:"
+    + _ALIGN.format("a1")
+    + r")?"
+    + _TYPE
+    + r"\s+(?:"
+    + _ALIGN.format("a2")
+    + r")?"
     r"(?P<name>[A-Za-z_]\w*)\s*(?P<dims>(?:\[[^\];]+\]\s*)*);"
 )
-KERNEL = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(?P<name>[A-Za-z_]\w*)\s*\(")
+KERNEL = re.compile(
+    r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(?P<name>[A-Za-z_]\w*)\s*\("
+)
 
 
 def rewrite_shared(source: str) -> str:
@@ -38,7 +52,9 @@ def rewrite_shared(source: str) -> str:
         t = m["type"].strip()
         full = f"{t} {m['dims'].strip()}" if m["dims"] else t
         align = m["a1"] or m["a2"]
-        align_expr = f"(alignof({full}) > {align} ? alignof({full}) : {align})" if align else f"alignof({full})"
+        align_expr = (
+            f"(alignof({full}) > {align} ? alignof({full}) : {align})" if align else f"alignof({full})"
+        )
         site = f"cutopk_sim_site_{next(counter)}"
         return (
             f"static ::cutopk_sim::SharedSite {site}; "
@@ -62,7 +78,11 @@ def plain_kernels(source: str) -> list[str]:
 
 def translation_unit(source: str, entries: list[str]) -> str:
     """The complete host C++ source: runtime, rewritten kernels, and the table of ``entries``."""
-    parts = ['#include "sim_runtime.h"\n#line 1 "kernel.cu"\n', rewrite_shared(source), '\n#include "sim_launch.h"\n']
+    parts = [
+        '#include "sim_runtime.h"\n#line 1 "kernel.cu"\n',
+        rewrite_shared(source),
+        '\n#include "sim_launch.h"\n',
+    ]
     for i, name in enumerate(entries):
         parts.append(
             f"static void cutopk_sim_k{i}(void** cutopk_sim_args) "
@@ -70,7 +90,10 @@ def translation_unit(source: str, entries: list[str]) -> str:
             f"static int cutopk_sim_d{i}(char* cutopk_sim_kinds, unsigned long long* cutopk_sim_sizes, int cutopk_sim_n) "
             f"{{ return ::cutopk_sim::describe(&{name}, cutopk_sim_kinds, cutopk_sim_sizes, cutopk_sim_n); }}\n"
         )
-    table = ", ".join(f"{{cutopk_sim_k{i}, cutopk_sim_d{i}}}" for i in range(len(entries))) or "{nullptr, nullptr}"
+    table = (
+        ", ".join(f"{{cutopk_sim_k{i}, cutopk_sim_d{i}}}" for i in range(len(entries)))
+        or "{nullptr, nullptr}"
+    )
     parts.append(
         f"static const ::cutopk_sim::KernelEntry cutopk_sim_table[] = {{{table}}};\n"
         'extern "C" __attribute__((visibility("default"))) int cutopk_sim_describe('

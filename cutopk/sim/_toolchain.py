@@ -19,7 +19,7 @@ RUNTIME_FILES = ("sim_runtime.h", "sim_launch.h")
 # -fvisibility=hidden and -fno-gnu-unique keep the modules' runtimes apart when several are
 # loaded into one process (they would otherwise share the runtime's inline globals).
 BASE_FLAGS = ("-std=gnu++17", "-O1", "-g", "-fPIC", "-shared", "-fvisibility=hidden", "-fno-gnu-unique", "-w")
-ASAN_FLAGS = ("-fsanitize=address", "-fno-omit-frame-pointer")
+ASAN_FLAGS = ("-fsanitize=address", "-fno-omit-frame-pointer", "-DCUTOPK_SIM_ASAN")
 
 
 def compiler() -> str | None:
@@ -90,7 +90,9 @@ def build(source: str, options: tuple[str, ...], asan: bool) -> pathlib.Path:
     a cached one built from the same source, options, runtime and compiler."""
     cxx = compiler()
     flags = (*BASE_FLAGS, *(ASAN_FLAGS if asan else ()), *options)
-    key = hashlib.sha256("\0".join((source, *flags, cxx or "", str(cuda_include_dir()))).encode()).hexdigest()[:32]
+    # The runtime headers are #included, not pasted: their text must be part of the key.
+    parts = (source, runtime_text(), *flags, cxx or "", str(cuda_include_dir()))
+    key = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32]
     out_dir = cache_dir()
     out = out_dir / f"{key}.so"
     if out.exists():

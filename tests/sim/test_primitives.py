@@ -114,7 +114,13 @@ extern "C" __global__ void scalars(float* out, int a, unsigned b, long long c, u
 }
 """
 
-NAMES = ["shuffles<int>", "shuffles<float>", "shuffles<double>", "shuffles<unsigned long long>", "dyn_smem<float, 1000>"]
+NAMES = [
+    "shuffles<int>",
+    "shuffles<float>",
+    "shuffles<double>",
+    "shuffles<unsigned long long>",
+    "dyn_smem<float, 1000>",
+]
 
 
 @pytest.fixture(scope="module")
@@ -255,8 +261,12 @@ def test_random_thread_order_keeps_correct_kernels_correct():
 
 
 def test_module_cache_and_two_modules_in_one_process(tmp_path, monkeypatch):
-    a = sim.RawModule(code='extern "C" __global__ void k(int* x) { __shared__ int s; s = 1; __syncthreads(); x[0] = s; }')
-    b = sim.RawModule(code='extern "C" __global__ void k(int* x) { __shared__ int s; s = 2; __syncthreads(); x[0] = s; }')
+    a = sim.RawModule(
+        code='extern "C" __global__ void k(int* x) { __shared__ int s; s = 1; __syncthreads(); x[0] = s; }'
+    )
+    b = sim.RawModule(
+        code='extern "C" __global__ void k(int* x) { __shared__ int s; s = 2; __syncthreads(); x[0] = s; }'
+    )
     x = np.zeros(1, np.int32)
     a.get_function("k")(1, 4, (x,))
     assert x[0] == 1

@@ -53,6 +53,7 @@ struct KernelEntry {
 extern "C" void cutopk_sim_fiber_start();
 
 inline void fiber_main() {
+  asan_entered_fiber();
   Launch& L = g_launch;
   Fiber* f = L.current;
   L.entry(L.args);
@@ -60,8 +61,7 @@ inline void fiber_main() {
   f->state = DONE;
   f->block->done++;
   L.spins = 0;
-  // A barrier whose waiting threads are now all the threads still running can never complete.
-  to_scheduler();
+  to_scheduler(true);
   __builtin_unreachable();
 }
 
@@ -91,11 +91,13 @@ inline char* new_stack() {
 inline void prepare_fiber(Fiber& f, char* stack) {
   f.stack = stack;
   // The initial frame: six zeroed callee-saved registers for cutopk_sim_switch to pop, then
-  // cutopk_sim_fiber_start as its return address, placed so that the call inside
-  // cutopk_sim_fiber_start sees the 16-byte alignment the ABI requires.
-  uintptr_t top = (reinterpret_cast<uintptr_t>(stack) + STACK_BYTES) & ~static_cast<uintptr_t>(15);
+  // cutopk_sim_fiber_start as its return address. After that `ret`, rsp is 16-byte aligned, so
+  // the `call` inside cutopk_sim_fiber_start enters the body with the alignment the ABI
+  // requires (rsp + 8 a multiple of 16; SSE spills fault otherwise). The zeroed words above
+  // end frame-pointer unwinding there.
+  uintptr_t top = ((reinterpret_cast<uintptr_t>(stack) + STACK_BYTES) & ~static_cast<uintptr_t>(15)) - 16;
   void** sp = reinterpret_cast<void**>(top);
-  *--sp = nullptr;
+  sp[0] = sp[1] = nullptr;
   *--sp = reinterpret_cast<void*>(&cutopk_sim_fiber_start);
   for (int i = 0; i < 6; ++i) *--sp = nullptr;
   f.sp = sp;
@@ -310,7 +312,10 @@ inline int run(void (*entry)(void**), void** args, dim3 grid, dim3 block, size_t
   std::vector<unsigned> order(L.nthreads);
   for (unsigned i = 0; i < L.nthreads; ++i) order[i] = i;
 
+#ifndef CUTOPK_SIM_ASAN
+  // Under AddressSanitizer its own handler reports (and ends the process) instead.
   SignalGuard guard;
+#endif
   if (sigsetjmp(g_crash_env, 1)) {
     L.current = nullptr;
     return L.error;
@@ -336,7 +341,9 @@ inline int run(void (*entry)(void**), void** args, dim3 grid, dim3 block, size_t
         Fiber& f = L.fibers[b.first_fiber + i];
         if (f.state != RUNNABLE) continue;
         L.current = &f;
+        asan_entering_fiber(f.stack, STACK_BYTES);
         cutopk_sim_switch(&L.scheduler_sp, f.sp);
+        asan_back_in_scheduler();
         L.current = nullptr;
         progressed = true;
         if (L.error) return L.error;

@@ -97,7 +97,11 @@ struct Block {
   std::vector<unsigned> warp_arrived;  // per warp: lanes waiting at a warp operation
 };
 
-constexpr size_t STACK_BYTES = 64 * 1024;
+#ifdef CUTOPK_SIM_ASAN
+constexpr size_t STACK_BYTES = 1024 * 1024;  // ASan's error report itself needs deep stacks
+#else
+constexpr size_t STACK_BYTES = 64 * 1024;  // printf needs about 13 KB
+#endif
 constexpr size_t STATIC_SHARED_LIMIT = 48 * 1024;
 constexpr size_t ARENA_BYTES = 64 * 1024;
 
@@ -157,9 +161,35 @@ cutopk_sim_switch:
 
 inline Fiber* cur() { return g_launch.current; }
 
-inline void to_scheduler() {
+// AddressSanitizer must be told about every stack switch, or it mistakes fiber stacks for
+// overflows of the thread's stack (CUTOPK_SIM_ASAN is defined for asan=True builds).
+#ifdef CUTOPK_SIM_ASAN
+extern "C" void __sanitizer_start_switch_fiber(void** fake_stack_save, const void* bottom, size_t size);
+extern "C" void __sanitizer_finish_switch_fiber(void* fake_stack_save, const void** bottom_old, size_t* size_old);
+inline const void* g_scheduler_stack = nullptr;
+inline size_t g_scheduler_stack_size = 0;
+inline void* g_scheduler_fake = nullptr;
+inline void asan_entered_fiber() { __sanitizer_finish_switch_fiber(nullptr, &g_scheduler_stack, &g_scheduler_stack_size); }
+inline void asan_leaving_fiber(bool finished) {
+  static void* fake;
+  __sanitizer_start_switch_fiber(finished ? nullptr : &fake, g_scheduler_stack, g_scheduler_stack_size);
+}
+inline void asan_entering_fiber(const void* stack, size_t size) {
+  __sanitizer_start_switch_fiber(&g_scheduler_fake, stack, size);
+}
+inline void asan_back_in_scheduler() { __sanitizer_finish_switch_fiber(g_scheduler_fake, nullptr, nullptr); }
+#else
+inline void asan_entered_fiber() {}
+inline void asan_leaving_fiber(bool) {}
+inline void asan_entering_fiber(const void*, size_t) {}
+inline void asan_back_in_scheduler() {}
+#endif
+
+inline void to_scheduler(bool finished = false) {
   Fiber* f = g_launch.current;
+  asan_leaving_fiber(finished);
   cutopk_sim_switch(&f->sp, g_launch.scheduler_sp);
+  asan_entered_fiber();
 }
 
 inline void describe_thread(char* out, size_t n, const Fiber* f) {

@@ -1,0 +1,218 @@
+"""One planted bug per fault class: each must be caught, with the right exception and a message
+naming the kernel, the block, the thread and the source line."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from cutopk import sim
+
+BUGS = r"""
+extern "C" __global__ void missing_barrier(const int* in, int* out) {
+  __shared__ int buf[128];
+  buf[threadIdx.x] = in[threadIdx.x];
+  // BUG: no __syncthreads() before reading another thread's element
+  out[threadIdx.x] = buf[127 - threadIdx.x];
+}
+
+extern "C" __global__ void uninitialised_shared(int* out) {
+  __shared__ int buf[64];
+  if (threadIdx.x < 32) buf[threadIdx.x] = 1;  // BUG: half the buffer is never written
+  __syncthreads();
+  out[threadIdx.x] = buf[threadIdx.x];
+}
+
+extern "C" __global__ void divergent_barrier(int* out) {
+  if (threadIdx.x >= 40) return;  // BUG: these threads never reach the barrier
+  __syncthreads();  // the barrier the early returns skip
+  out[threadIdx.x] = 1;
+}
+
+extern "C" __global__ void bad_shuffle_mask(int* out) {
+  int v = threadIdx.x;
+  if (threadIdx.x < 16) v = __shfl_sync(0xffffffffu, v, 0);  // BUG: the mask names 32 lanes, 16 arrive
+  out[threadIdx.x] = v;
+}
+
+extern "C" __global__ void mismatched_masks(int* out) {
+  unsigned mask = threadIdx.x == 3 ? 0x0000000fu : 0x000000ffu;  // BUG: lane 3 disagrees
+  if (threadIdx.x < 8) out[threadIdx.x] = __ballot_sync(mask, 1);
+}
+
+extern "C" __global__ void deadlock(int* flag) {
+  if (threadIdx.x == 0) {
+    while (atomicAdd(flag, 0) == 0) { __threadfence(); }  // BUG: nobody ever sets the flag
+  }
+}
+
+extern "C" __global__ void typed(float* out, int n) { out[0] = n; }
+
+extern "C" __global__ void dynamic_overrun(int* out, int n) {
+  extern __shared__ int dyn[];
+  for (int i = threadIdx.x; i <= n; i += blockDim.x) dyn[i] = i;  // BUG: <= writes one past the end
+  __syncthreads();
+  out[threadIdx.x] = dyn[threadIdx.x];
+}
+
+extern "C" __global__ void null_deref(int* out) {
+  int* p = nullptr;
+  if (blockIdx.x == 1 && threadIdx.x == 5) p[0] = 1;  // BUG: crash
+  out[threadIdx.x] = 2;
+}
+
+extern "C" __global__ void global_overrun(int* out, int n) {
+  out[threadIdx.x] = 1;  // BUG: launched with more threads than out has elements
+}
+"""
+
+
+def line_of(fragment: str) -> int:
+    return next(i + 1 for i, line in enumerate(BUGS.splitlines()) if fragment in line)
+
+
+@pytest.fixture(scope="module")
+def mod():
+    return sim.RawModule(code=BUGS)
+
+
+def test_missing_barrier_found_by_random_thread_order():
+    x = np.arange(128, dtype=np.int32)
+    wrong = 0
+    for seed in range(1, 6):
+        out = np.zeros_like(x)
+        sim.RawModule(code=BUGS, seed=seed).get_function("missing_barrier")(1, 128, (x, out))
+        wrong += not np.array_equal(out, x[::-1])
+    assert wrong > 0, "a shuffled thread order must expose the missing barrier"
+
+
+def test_uninitialised_shared_memory_is_poisoned(mod):
+    out = np.zeros(64, np.int32)
+    mod.get_function("uninitialised_shared")(1, 64, (out,))
+    assert (out[:32] == 1).all()
+    assert (out[32:].view(np.uint32) == 0xCDCDCDCD).all()
+
+
+def test_barrier_divergence(mod):
+    with pytest.raises(sim.BarrierDivergenceError) as info:
+        mod.get_function("divergent_barrier")(1, 64, (np.zeros(64, np.int32),))
+    msg = str(info.value)
+    assert "divergent_barrier" in msg and "block (0,0,0)" in msg
+    assert f"line {line_of('the barrier the early returns skip')}" in msg and "reached by 40 of 64" in msg
+    assert "thread (40,0,0)" in msg
+
+
+def test_shuffle_mask_naming_lanes_that_never_arrive(mod):
+    with pytest.raises(sim.WarpMaskError) as info:
+        mod.get_function("bad_shuffle_mask")(1, 32, (np.zeros(32, np.int32),))
+    msg = str(info.value)
+    assert "bad_shuffle_mask" in msg and "__shfl_sync" in msg and "0xffffffff" in msg
+    assert f"line {line_of('v = __shfl_sync')}" in msg and "lane" in msg
+
+
+def test_mismatched_masks(mod):
+    with pytest.raises(sim.WarpMaskError) as info:
+        mod.get_function("mismatched_masks")(1, 32, (np.zeros(32, np.int32),))
+    msg = str(info.value)
+    assert "mismatched_masks" in msg and "__ballot_sync" in msg and "mismatch" in msg
+
+
+def test_deadlock_is_reported_not_hung():
+    mod = sim.RawModule(code=BUGS, spin_budget=100_000)
+    with pytest.raises(sim.DeadlockError) as info:
+        mod.get_function("deadlock")(1, 32, (np.zeros(1, np.int32),))
+    assert "deadlock" in str(info.value) and "thread (0,0,0)" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        ((np.zeros(1, np.float32), np.int64(3)), "argument 1: the parameter is a 4-byte signed integer"),
+        (
+            (np.zeros(1, np.float32), 3),
+            "argument 1: the parameter is a 4-byte signed integer, got builtins.int",
+        ),
+        ((np.zeros(1, np.float32), np.float32(3)), "argument 1"),
+        ((np.int32(1), np.int32(3)), "argument 0: the parameter is a 8-byte a pointer"),
+        ((np.zeros(1, np.float32), np.zeros(1, np.int32)), "got an array"),
+        ((np.zeros(1, np.float32),), "takes 2 arguments, got 1"),
+    ],
+)
+def test_wrong_launch_arguments(mod, args, fragment):
+    with pytest.raises(sim.LaunchArgumentError, match="typed") as info:
+        mod.get_function("typed")(1, 1, args)
+    assert fragment in str(info.value)
+
+
+def test_dynamic_shared_memory_overrun(mod):
+    with pytest.raises(sim.SharedMemoryOverrunError) as info:
+        mod.get_function("dynamic_overrun")(1, 32, (np.zeros(32, np.int32), np.int32(64)), shared_mem=64 * 4)
+    assert "dynamic_overrun" in str(info.value) and "256 bytes" in str(info.value)
+    # The same kernel within its bounds runs.
+    out = np.zeros(32, np.int32)
+    mod.get_function("dynamic_overrun")(1, 32, (out, np.int32(63)), shared_mem=64 * 4)
+    assert out.tolist() == list(range(32))
+
+
+def test_crash_does_not_take_down_the_process(mod):
+    with pytest.raises(sim.KernelCrashError) as info:
+        mod.get_function("null_deref")((2,), (32,), (np.zeros(32, np.int32),))
+    msg = str(info.value)
+    assert "null_deref" in msg and "block (1,0,0)" in msg and "thread (5,0,0)" in msg
+    assert "Segmentation fault" in msg
+    out = np.zeros(32, np.int32)
+    mod.get_function("null_deref")((1,), (32,), (out,))  # the module still works afterwards
+    assert (out == 2).all()
+
+
+ASAN_SCRIPT = textwrap.dedent(
+    """
+    import numpy as np, sys
+    sys.path.insert(0, {root!r})
+    from cutopk import sim
+    sys.path.insert(0, {here!r})
+    from test_faults import BUGS
+    mod = sim.RawModule(code=BUGS, asan=True)
+    out = np.zeros(32, np.int32)
+    mod.get_function("global_overrun")(1, {threads}, (out, np.int32(32)))
+    print("no error")
+    """
+)
+
+
+def _libasan() -> str | None:
+    try:
+        path = subprocess.run(
+            ["g++", "-print-file-name=libasan.so"], capture_output=True, text=True, check=True
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    path = path.stdout.strip()
+    return path if os.path.isabs(path) and os.path.exists(path) else None
+
+
+@pytest.mark.asan
+@pytest.mark.parametrize("threads", [32, 33])
+def test_global_out_of_bounds_caught_under_asan(threads):
+    libasan = _libasan()
+    if libasan is None:
+        pytest.skip("g++'s AddressSanitizer runtime (libasan.so) is not installed")
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(os.path.dirname(here))
+    env = {**os.environ, "LD_PRELOAD": libasan, "ASAN_OPTIONS": "detect_leaks=0"}
+    script = ASAN_SCRIPT.format(root=root, here=here, threads=threads)
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120
+    )
+    if threads == 32:
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert "no error" in proc.stdout
+    else:
+        assert proc.returncode != 0
+        assert "heap-buffer-overflow" in proc.stderr, proc.stderr[-3000:]
+        assert "global_overrun" in proc.stderr
