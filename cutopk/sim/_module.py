@@ -238,23 +238,24 @@ class Function:
         return values, copies
 
 
+_libc = ctypes.CDLL(None)
+_libc.malloc.restype = ctypes.c_void_p
+_libc.malloc.argtypes = (ctypes.c_size_t,)
+_libc.free.argtypes = (ctypes.c_void_p,)
+
+
 class _AsanCopy:
     """An exactly-sized heap copy of an array's memory, so AddressSanitizer sees its bounds."""
-
-    _libc = ctypes.CDLL(None)
-    _libc.malloc.restype = ctypes.c_void_p
-    _libc.malloc.argtypes = [ctypes.c_size_t]
-    _libc.free.argtypes = [ctypes.c_void_p]
 
     def __init__(self, arr: np.ndarray):
         self.arr = arr
         lo, hi = np.lib.array_utils.byte_bounds(arr) if arr.size else (arr.ctypes.data, arr.ctypes.data)
         self.lo, self.nbytes = lo, hi - lo
-        self.buffer = self._libc.malloc(max(1, self.nbytes))
+        self.buffer = _libc.malloc(max(1, self.nbytes))
         ctypes.memmove(self.buffer, lo, self.nbytes)
         self.pointer = self.buffer + (arr.__array_interface__["data"][0] - lo)
 
     def finish(self, write_back: bool) -> None:
         if write_back and self.arr.flags.writeable and self.nbytes:
             ctypes.memmove(self.lo, self.buffer, self.nbytes)
-        self._libc.free(self.buffer)
+        _libc.free(self.buffer)
