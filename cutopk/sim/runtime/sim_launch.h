@@ -60,6 +60,7 @@ inline void fiber_main() {
   f = L.current;  // the same fiber; reread after the switches inside the kernel
   f->state = DONE;
   f->block->done++;
+  f->block->warp_done[f->linear / 32] |= 1u << (f->linear % 32);
   L.spins = 0;
   to_scheduler(true);
   __builtin_unreachable();
@@ -260,6 +261,7 @@ inline void start_block(Block& b, size_t slot, uint3 idx, unsigned first, bool p
   b.arrived = b.done = 0;
   b.pred_count = 0;
   b.warp_arrived.assign((L.nthreads + 31) / 32, 0u);
+  b.warp_done.assign((L.nthreads + 31) / 32, 0u);
   b.arena = arena(slot);
   b.dynamic = L.dynamic_bytes ? dynamic_region(slot, L.dynamic_bytes) : nullptr;
   if (poison) {

@@ -95,6 +95,7 @@ struct Block {
   unsigned done = 0;
   int pred_count = 0;
   std::vector<unsigned> warp_arrived;  // per warp: lanes waiting at a warp operation
+  std::vector<unsigned> warp_done;  // per warp: lanes that have exited
 };
 
 #ifdef CUTOPK_SIM_ASAN
@@ -354,12 +355,9 @@ inline uint64_t warp_op(int line, int op, unsigned mask, uint64_t value, int arg
   f->state = AT_WARP;
   unsigned& arrived = b->warp_arrived[warp];
   arrived |= 1u << lane;
-  for (unsigned m = mask; m; m &= m - 1) {
-    Fiber& other = lane_fiber(b, warp, __builtin_ctz(m));
-    if (other.state == DONE)
-      fault(E_WARP, line, "%s mask 0x%08x names lane %u, which has already exited", OP_NAMES[op], mask,
-            __builtin_ctz(m));
-  }
+  if (unsigned gone = mask & b->warp_done[warp])
+    fault(E_WARP, line, "%s mask 0x%08x names lane %u, which has already exited", OP_NAMES[op], mask,
+          __builtin_ctz(gone));
   bool complete = (arrived & mask) == mask;
   for (unsigned m = mask; complete && m; m &= m - 1) {
     Fiber& other = lane_fiber(b, warp, __builtin_ctz(m));

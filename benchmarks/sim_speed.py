@@ -1,0 +1,48 @@
+"""Speed of the CPU simulator's thread switching: one 256-thread block doing 50 barriers and
+200 warp shuffles per thread (the budget in the simulator issue is 5 ms for this launch).
+
+    python benchmarks/sim_speed.py [--repeat 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+
+from cutopk import sim
+
+KERNEL = r"""
+extern "C" __global__ void __launch_bounds__(256) sync_heavy(int* out) {
+  int v = threadIdx.x;
+  for (int round = 0; round < 50; ++round) {
+    for (int s = 0; s < 4; ++s) v += __shfl_xor_sync(0xffffffffu, v, 1 << s);
+    __syncthreads();
+  }
+  out[threadIdx.x] = v;
+}
+"""
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=20)
+    args = parser.parse_args(argv)
+    fn = sim.RawModule(code=KERNEL).get_function("sync_heavy")
+    out = np.zeros(256, np.int32)
+    fn(1, 256, (out,))  # build and warm up
+    times = []
+    for _ in range(args.repeat):
+        t0 = time.perf_counter()
+        fn(1, 256, (out,))
+        times.append(time.perf_counter() - t0)
+    med = statistics.median(times) * 1e3
+    switches = 256 * (50 + 200)
+    print(f"256 threads x (50 barriers + 200 shuffles): median {med:.2f} ms, min {min(times) * 1e3:.2f} ms "
+          f"over {args.repeat} launches ({med * 1e6 / switches:.0f} ns per synchronising call); budget 5 ms")
+
+
+if __name__ == "__main__":
+    main()
