@@ -1,0 +1,141 @@
+"""The dispatcher: a pure function from the shape of a request to a kernel plan.
+
+No GPU calls here, so it is unit-tested on the CPU. The thresholds are provisional: no GPU
+benchmark of these kernels has been recorded yet (benchmarks/results/ says so); each is the
+capacity limit of a kernel, not a measured crossover, until the benchmark grid has run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+ALGORITHMS = ("warp_row", "bitonic", "radix", "sort")
+
+WARP_ROW_MAX_N = 256  # 8 registers per lane (ITEMS = 8)
+WARP_ROW_MAX_K = 32  # lane r keeps the r-th winner
+RADIX_MAX_K = 1024
+SHARED_BYTES = 48 * 1024  # dynamic shared memory a block gets without opting in, on every GPU
+BITONIC_THREADS = 512
+RADIX_THREADS = 512
+WARP_ROW_THREADS = 256
+KEYS_THREADS = 256
+MAX_CANDIDATES = 4096
+
+
+@dataclasses.dataclass(frozen=True)
+class Device:
+    """The facts about the device the plan depends on."""
+
+    sm_count: int = 132
+    shared_bytes: int = SHARED_BYTES
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """What the launcher will do.
+
+    Attributes
+    ----------
+    algorithm : str
+        One of :data:`ALGORITHMS`.
+    kernel : str
+        The kernel template (without its type arguments), or "" for the library sort.
+    grid, block : int
+        Launch configuration (1-D).
+    shared_bytes : int
+        Dynamic shared memory per block.
+    params : dict
+        Kernel-specific parameters (ITEMS, size, cap).
+    copy : bool
+        Whether the input is copied into a contiguous buffer first.
+    scratch_bytes : int
+        Device memory the call allocates besides its outputs.
+    """
+
+    algorithm: str
+    kernel: str
+    grid: int
+    block: int
+    shared_bytes: int
+    params: dict
+    copy: bool
+    scratch_bytes: int = 0
+
+
+def pow2_at_least(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def bitonic_size(n: int, key_bytes: int, device: Device) -> int | None:
+    """The padded sort size for a row of ``n``, or None when it does not fit in shared memory."""
+    size = max(32, pow2_at_least(n))
+    return size if size * (4 + key_bytes) <= device.shared_bytes else None
+
+
+def radix_cap(k: int, key_bytes: int, device: Device) -> int | None:
+    """How many candidates the radix kernel can hold next to its K winners, or None if K is
+    too large for it."""
+    if k > RADIX_MAX_K:
+        return None
+    entry = 8 + key_bytes
+    room = device.shared_bytes // entry - pow2_at_least(k)
+    if room < 32:
+        return None
+    return min(MAX_CANDIDATES, 1 << (room.bit_length() - 1))
+
+
+def why_not(algorithm: str, n: int, k: int, key_bytes: int, device: Device) -> str | None:
+    """None when ``algorithm`` can handle the request, else the reason (for the ValueError)."""
+    if algorithm == "warp_row":
+        if n > WARP_ROW_MAX_N:
+            return f"'warp_row' handles rows of at most {WARP_ROW_MAX_N} elements, this axis has {n}"
+        if k > WARP_ROW_MAX_K:
+            return f"'warp_row' selects at most k={WARP_ROW_MAX_K}, got k={k}"
+    elif algorithm == "bitonic":
+        if bitonic_size(n, key_bytes, device) is None:
+            return (
+                f"'bitonic' sorts a row in {device.shared_bytes} bytes of shared memory; a row of {n} "
+                f"{key_bytes * 8}-bit keys does not fit"
+            )
+    elif algorithm == "radix":
+        if radix_cap(k, key_bytes, device) is None:
+            return f"'radix' selects at most k={RADIX_MAX_K}, got k={k}"
+    elif algorithm != "sort":
+        return f"unknown algorithm {algorithm!r}"
+    return None
+
+
+def choose(rows: int, n: int, k: int, key_bytes: int, device: Device, algorithm: str = "auto") -> str:
+    """The algorithm for a request: the forced one, or the cheapest kernel that can take it."""
+    if algorithm != "auto":
+        return algorithm
+    if n <= WARP_ROW_MAX_N and k <= WARP_ROW_MAX_K:
+        return "warp_row"
+    if bitonic_size(n, key_bytes, device) is not None and (n <= 2048 or k > RADIX_MAX_K):
+        return "bitonic"
+    if radix_cap(k, key_bytes, device) is not None:
+        return "radix"
+    return "sort"
+
+
+def plan(
+    rows: int, n: int, k: int, key_bytes: int, device: Device, copy: bool, algorithm: str = "auto"
+) -> Plan:
+    """The full plan (launch configuration, shared memory, scratch) for a request."""
+    name = choose(rows, n, k, key_bytes, device, algorithm)
+    if name == "warp_row":
+        items = max(1, pow2_at_least(-(-n // 32)))
+        per_block = WARP_ROW_THREADS // 32
+        return Plan(name, "warp_row_topk", -(-rows // per_block), WARP_ROW_THREADS, 0, {"ITEMS": items}, copy)
+    if name == "bitonic":
+        size = bitonic_size(n, key_bytes, device)
+        return Plan(name, "bitonic_topk", rows, BITONIC_THREADS, size * (4 + key_bytes), {"size": size}, copy)
+    if name == "radix":
+        cap = radix_cap(k, key_bytes, device)
+        shared = (pow2_at_least(k) + cap) * (8 + key_bytes)
+        return Plan(name, "radix_topk", rows, RADIX_THREADS, shared, {"cap": cap}, copy)
+    total = rows * n
+    grid = max(1, min(-(-total // KEYS_THREADS), device.sm_count * 8))
+    # The keys, the sort's permutation (int64) and the sort's own buffers.
+    scratch = total * (key_bytes + 8) * 2
+    return Plan(name, "compute_keys", grid, KEYS_THREADS, 0, {}, copy, scratch)

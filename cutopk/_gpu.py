@@ -1,0 +1,206 @@
+"""The CUDA launcher, for two targets: ``"cuda"`` (CuPy arrays, ``cupy.RawModule``) and ``"sim"``
+(NumPy arrays, the CPU simulator's ``RawModule``). Everything but the array module and the
+module class is shared, so the simulator tests the very code that runs on a GPU.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import math
+import pathlib
+import re
+import threading
+
+import numpy as np
+
+from . import _dispatch, _dtypes
+from ._api import Request
+
+ALGORITHMS = _dispatch.ALGORITHMS
+# The order matters: headers first, each file once (the loader strips local #includes).
+KERNEL_FILES = ("key_traits.cuh", "block_sort.cuh", "warp_row_topk.cu", "bitonic_topk.cu", "radix_topk.cu", "keys.cu")
+WARP_ROW_ITEMS = (1, 2, 4, 8)
+_LOCAL_INCLUDE = re.compile(r'^\s*#\s*include\s+"[^"]+"\s*$', re.MULTILINE)
+
+
+def kernel_dir() -> pathlib.Path:
+    """Where the CUDA sources are: inside the installed package (``cutopk/kernels``), else the
+    ``kernels/`` folder of the source checkout this package was imported from."""
+    here = pathlib.Path(__file__).resolve().parent
+    for candidate in (here / "kernels", here.parent / "kernels"):
+        if (candidate / KERNEL_FILES[0]).is_file():
+            return candidate
+    raise RuntimeError(f"cutopk's CUDA sources were not found next to {here}: the installation is incomplete")
+
+
+@functools.cache
+def kernel_source() -> str:
+    """All kernel files as one translation unit (so that CuPy's cache key sees every header)."""
+    d = kernel_dir()
+    parts = [f"// ---- {name}\n" + _LOCAL_INCLUDE.sub("", (d / name).read_text()) for name in KERNEL_FILES]
+    return "\n".join(parts)
+
+
+def name_expressions(cxx: str) -> list[str]:
+    """Every kernel instantiation for one element type."""
+    names = [f"warp_row_topk<{cxx}, {items}>" for items in WARP_ROW_ITEMS]
+    names += [f"bitonic_topk<{cxx}>", f"radix_topk<{cxx}>", f"compute_keys<{cxx}>", f"gather_values<{cxx}>"]
+    return names
+
+
+_MODULES: dict[tuple, object] = {}
+_MODULES_LOCK = threading.Lock()
+
+
+def _module(target: str, cxx: str):
+    """The compiled module for one element type, built once per (target, device, source)."""
+    device = _device_id(target)
+    key = (target, device, cxx, hashlib.sha256(kernel_source().encode()).hexdigest())
+    with _MODULES_LOCK:
+        mod = _MODULES.get(key)
+        if mod is None:
+            if target == "cuda":
+                import cupy
+
+                mod = cupy.RawModule(code=kernel_source(), options=("-std=c++17",), name_expressions=name_expressions(cxx))
+            else:
+                from . import sim
+
+                mod = sim.RawModule(code=kernel_source(), name_expressions=name_expressions(cxx))
+            _MODULES[key] = mod
+    return mod
+
+
+def _device_id(target: str) -> int:
+    if target != "cuda":
+        return -1
+    import cupy
+
+    return cupy.cuda.Device().id
+
+
+def _xp(target: str):
+    if target == "cuda":
+        import cupy
+
+        return cupy
+    return np
+
+
+@functools.cache
+def _device_facts(target: str, device: int) -> _dispatch.Device:
+    if target != "cuda":
+        return _dispatch.Device()
+    import cupy
+
+    attrs = cupy.cuda.Device(device).attributes
+    return _dispatch.Device(sm_count=attrs["MultiProcessorCount"], shared_bytes=min(attrs["MaxSharedMemoryPerBlock"], 48 * 1024))
+
+
+def _collapse(moved):
+    """Element strides ``(row_stride, col_stride)`` of ``moved`` (axis last) seen as rows, or None
+    when the batch axes do not collapse into a single stride (then the input is copied)."""
+    itemsize = moved.dtype.itemsize
+    if any(st % itemsize for st in moved.strides):
+        return None
+    batch = [(size, st // itemsize) for size, st in zip(moved.shape[:-1], moved.strides[:-1], strict=True) if size != 1]
+    # Each batch axis must step by the extent of the axes inside it (C order over the others).
+    for (_, outer), (inner_size, inner) in zip(batch[:-1], batch[1:], strict=True):
+        if outer != inner * inner_size:
+            return None
+    return (batch[-1][1] if batch else 0), moved.strides[-1] // itemsize
+
+
+def _rows_layout(a, axis: int):
+    """``(base, row_stride, col_stride, copied)``: ``a`` as rows along ``axis``, read in place
+    when the other axes collapse into one stride, else copied to a contiguous buffer."""
+    xp = np if isinstance(a, np.ndarray) else _xp("cuda")
+    moved = xp.moveaxis(a, axis, -1)
+    strides = _collapse(moved)
+    if strides is not None:
+        return moved, *strides, False
+    return xp.ascontiguousarray(moved), moved.shape[-1], 1, True
+
+
+def _check_forced(req: Request, key_bytes: int, device: _dispatch.Device) -> None:
+    if req.algorithm == "auto":
+        return
+    if req.algorithm not in ALGORITHMS:
+        raise ValueError(f"algorithm: expected 'auto' or one of {ALGORITHMS} for backend {req.backend!r}, got {req.algorithm!r}")
+    reason = _dispatch.why_not(req.algorithm, req.n, req.k, key_bytes, device)
+    if reason:
+        raise ValueError(f"algorithm: {reason}")
+
+
+def plan(a, req: Request) -> _dispatch.Plan:
+    """The dispatcher's plan for ``top_k(a, ...)`` (nothing is launched, nothing copied)."""
+    info = _dtypes.check_dtype(a.dtype)
+    device = _device_facts(req.backend, _device_id(req.backend))
+    _check_forced(req, info.itemsize, device)
+    rows = math.prod(s for i, s in enumerate(a.shape) if i != req.axis)
+    xp = np if isinstance(a, np.ndarray) else _xp("cuda")
+    copy = _collapse(xp.moveaxis(a, req.axis, -1)) is None
+    return _dispatch.plan(rows, req.n, max(1, req.k), info.itemsize, device, copy, req.algorithm)
+
+
+def top_k(a, req: Request):
+    """Top-K of ``a`` (CuPy for "cuda", NumPy for "sim") by the CUDA kernels."""
+    target = req.backend
+    xp = _xp(target)
+    if target == "sim" and not a.dtype.isnative:
+        a = a.astype(a.dtype.newbyteorder("="))  # kernels read native byte order
+    info = _dtypes.check_dtype(a.dtype)
+    device = _device_facts(target, _device_id(target))
+    _check_forced(req, info.itemsize, device)
+    other = [s for i, s in enumerate(a.shape) if i != req.axis]
+    out_shape = (*other, req.k)
+    rows = math.prod(other)
+    values = xp.empty((rows, req.k), dtype=a.dtype)
+    indices = xp.empty((rows, req.k), dtype=np.int64)
+    if req.k > 0 and rows > 0:
+        base, row_stride, col_stride, copied = _rows_layout(a, req.axis)
+        p = _dispatch.plan(rows, req.n, req.k, info.itemsize, device, copied, req.algorithm)
+        _launch(target, info, p, base, rows, req, row_stride, col_stride, values, indices)
+    indices = indices.astype(req.index_dtype, copy=False)
+
+    def finish(arr):
+        return xp.ascontiguousarray(xp.moveaxis(arr.reshape(out_shape), -1, req.axis))
+
+    return finish(values), finish(indices)
+
+
+def _launch(target, info, p: _dispatch.Plan, base, rows, req: Request, row_stride, col_stride, values, indices):
+    mod = _module(target, info.cxx)
+    common = (base, np.int64(rows), np.int64(req.n), np.int64(row_stride), np.int64(col_stride))
+    flags = (np.int32(req.largest), np.int32(req.nan_first))
+    by_index = np.int32(req.order == "index")
+    if p.algorithm == "warp_row":
+        fn = mod.get_function(f"warp_row_topk<{info.cxx}, {p.params['ITEMS']}>")
+        fn((p.grid,), (p.block,), (*common, np.int32(req.k), *flags, by_index, values, indices))
+    elif p.algorithm == "bitonic":
+        fn = mod.get_function(f"bitonic_topk<{info.cxx}>")
+        args = (*common, np.int32(req.k), *flags, by_index, np.int32(p.params["size"]), values, indices)
+        fn((p.grid,), (p.block,), args, shared_mem=p.shared_bytes)
+    elif p.algorithm == "radix":
+        fn = mod.get_function(f"radix_topk<{info.cxx}>")
+        args = (*common, np.int32(req.k), *flags, by_index, np.int32(p.params["cap"]), values, indices)
+        fn((p.grid,), (p.block,), args, shared_mem=p.shared_bytes)
+    else:
+        _sort_path(target, info, p, mod, common, flags, rows, req, base, row_stride, col_stride, values, indices)
+
+
+def _sort_path(target, info, p, mod, common, flags, rows, req, base, row_stride, col_stride, values, indices):
+    """K too large for the shared-memory kernels: keys by our kernel, then the array library's
+    stable sort (CUB on a GPU, NumPy on the simulator), which keeps equal keys in index order."""
+    xp = _xp(target)
+    keys = xp.empty((rows, req.n), dtype=info.key_dtype)
+    mod.get_function(f"compute_keys<{info.cxx}>")((p.grid,), (p.block,), (*common, *flags, keys))
+    # Inverting the keys turns "largest first" into the ascending order the sort produces.
+    order = xp.argsort(~keys, axis=1, kind="stable")[:, : req.k]
+    if req.order == "index":
+        order = xp.sort(order, axis=1)
+    indices[...] = order
+    gather = mod.get_function(f"gather_values<{info.cxx}>")
+    grid = max(1, min(-(-(rows * req.k) // p.block), p.grid))
+    gather((grid,), (p.block,), (base, np.int64(rows), np.int64(row_stride), np.int64(col_stride), np.int32(req.k), indices, values))

@@ -1,0 +1,59 @@
+// Block-wide helpers in shared memory: a bitonic sort of (key, index) pairs and an ordered rank.
+#pragma once
+
+// Sorts `size` (a power of two) pairs in shared memory, best first by the selection order
+// (BY_INDEX false: larger key, then lower index) or by ascending index (BY_INDEX true). Every
+// thread of the block must call it; it ends with a barrier, so the result is visible to all.
+template <bool BY_INDEX, class Key, class Index>
+__device__ void cutopk_block_bitonic(Key* keys, Index* idx, int size) {
+  for (int span = 2; span <= size; span <<= 1) {
+    for (int half = span >> 1; half > 0; half >>= 1) {
+      for (int i = threadIdx.x; i < (size >> 1); i += blockDim.x) {
+        const int lo = ((i & ~(half - 1)) << 1) | (i & (half - 1));  // pairs (lo, lo + half)
+        const int hi = lo + half;
+        const bool want_lo_first = (lo & span) == 0;  // the direction of this bitonic run
+        const Key klo = keys[lo], khi = keys[hi];
+        const Index ilo = idx[lo], ihi = idx[hi];
+        const bool hi_first = BY_INDEX ? (ihi < ilo) : cutopk_before(khi, ihi, klo, ilo);
+        if (hi_first == want_lo_first) {
+          keys[lo] = khi;
+          keys[hi] = klo;
+          idx[lo] = ihi;
+          idx[hi] = ilo;
+        }
+      }
+      __syncthreads();
+    }
+  }
+}
+
+// The rank of the calling thread among the threads whose `flag` is set, in thread order (so in
+// index order when thread t holds element base + t), and the block's total of set flags.
+// Prefix sums over ballots keep the order exact, as the lower-index tie rule needs; atomics
+// would not. Every thread must call it; blockDim.x must be a multiple of 32.
+__device__ __forceinline__ int cutopk_block_rank(bool flag, int* warp_offsets, int* total) {
+  const unsigned ballot = __ballot_sync(0xffffffffu, flag);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  int rank = __popc(ballot & ((1u << lane) - 1u));
+  if (lane == 0) warp_offsets[warp] = __popc(ballot);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int running = 0;
+    for (int w = 0; w < (int)(blockDim.x >> 5); ++w) {
+      const int count = warp_offsets[w];
+      warp_offsets[w] = running;
+      running += count;
+    }
+    *total = running;
+  }
+  __syncthreads();
+  rank += warp_offsets[warp];
+  __syncthreads();  // warp_offsets is reused by the next call
+  return rank;
+}
+
+__device__ __forceinline__ int cutopk_pow2_at_least(int n) {
+  int p = 1;
+  while (p < n) p <<= 1;
+  return p;
+}

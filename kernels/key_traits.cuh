@@ -1,0 +1,80 @@
+// Order-preserving keys: the one place where element types meet the kernels.
+//
+// KeyTraits<T>::to_key(v, largest, nan_first) maps an element to an unsigned integer of the same
+// width whose integer order is the preference order: a larger key is selected earlier, and equal
+// keys are ties (broken by lower index everywhere else). Kernels compare keys only, never raw
+// floats (NVRTC flushes denormals with -ftz, and NaN compares false).
+//   * floats: positives get the sign bit set, negatives are bit-inverted (IEEE order becomes
+//     unsigned order); -0.0 gets +0.0's key; every NaN (any sign, any payload) becomes 0 (never
+//     preferred) or all-ones (nan_first: nan="largest" with mode "largest"); no number maps to
+//     either extreme, so NaN never ties with a number;
+//   * signed integers: the sign bit flipped; unsigned integers: themselves;
+//   * mode "smallest": the key bit-inverted (NaN handled after, so it stays last).
+// The NumPy twin of this file is cutopk/_keys.py; the two must agree bit for bit.
+#pragma once
+
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+
+template <class U, class T>
+__device__ __forceinline__ U cutopk_bits_of(const T& v) {
+  return *reinterpret_cast<const U*>(&v);
+}
+
+template <class Key, Key NAN_ABOVE>
+__device__ __forceinline__ Key cutopk_float_key(Key bits, bool largest, bool nan_first) {
+  const Key sign = static_cast<Key>(Key(1) << (sizeof(Key) * 8 - 1));
+  if (static_cast<Key>(bits & static_cast<Key>(~sign)) > NAN_ABOVE) return nan_first ? static_cast<Key>(~Key(0)) : Key(0);
+  Key key = (bits & sign) ? static_cast<Key>(~bits) : static_cast<Key>(bits | sign);
+  if (key == static_cast<Key>(~sign)) key = sign;  // -0.0 ties with +0.0
+  return largest ? key : static_cast<Key>(~key);
+}
+
+template <class Key>
+__device__ __forceinline__ Key cutopk_int_key(Key bits, bool is_signed, bool largest) {
+  const Key sign = static_cast<Key>(Key(1) << (sizeof(Key) * 8 - 1));
+  Key key = is_signed ? static_cast<Key>(bits ^ sign) : bits;
+  return largest ? key : static_cast<Key>(~key);
+}
+
+template <class T>
+struct KeyTraits;
+
+#define CUTOPK_INT_TRAITS(T, K, SIGNED)                                                   \
+  template <>                                                                             \
+  struct KeyTraits<T> {                                                                   \
+    typedef K Key;                                                                        \
+    static __device__ __forceinline__ Key to_key(T v, bool largest, bool) {               \
+      return cutopk_int_key<K>(cutopk_bits_of<K>(v), SIGNED, largest);                    \
+    }                                                                                     \
+  };
+CUTOPK_INT_TRAITS(signed char, unsigned char, true)
+CUTOPK_INT_TRAITS(short, unsigned short, true)
+CUTOPK_INT_TRAITS(int, unsigned int, true)
+CUTOPK_INT_TRAITS(long long, unsigned long long, true)
+CUTOPK_INT_TRAITS(unsigned char, unsigned char, false)
+CUTOPK_INT_TRAITS(unsigned short, unsigned short, false)
+CUTOPK_INT_TRAITS(unsigned int, unsigned int, false)
+CUTOPK_INT_TRAITS(unsigned long long, unsigned long long, false)
+#undef CUTOPK_INT_TRAITS
+
+#define CUTOPK_FLOAT_TRAITS(T, K, NAN_ABOVE)                                              \
+  template <>                                                                             \
+  struct KeyTraits<T> {                                                                   \
+    typedef K Key;                                                                        \
+    static __device__ __forceinline__ Key to_key(T v, bool largest, bool nan_first) {     \
+      return cutopk_float_key<K, NAN_ABOVE>(cutopk_bits_of<K>(v), largest, nan_first);    \
+    }                                                                                     \
+  };
+CUTOPK_FLOAT_TRAITS(__half, unsigned short, 0x7C00u)
+CUTOPK_FLOAT_TRAITS(__nv_bfloat16, unsigned short, 0x7F80u)
+CUTOPK_FLOAT_TRAITS(float, unsigned int, 0x7F800000u)
+CUTOPK_FLOAT_TRAITS(double, unsigned long long, 0x7FF0000000000000ull)
+#undef CUTOPK_FLOAT_TRAITS
+
+// Selection order of two (key, index) pairs: larger key first, then lower index. With indices
+// unique this is a total order, so every sort below is deterministic.
+template <class Key, class Index>
+__device__ __forceinline__ bool cutopk_before(Key ka, Index ia, Key kb, Index ib) {
+  return ka > kb || (ka == kb && ia < ib);
+}

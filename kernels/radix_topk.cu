@@ -1,0 +1,171 @@
+// Radix select: top-K of a long row (K <= 1024), one block per row.
+//
+// 1. Find the K-th key digit by digit from the top (8-bit digits over KeyTraits keys): each
+//    pass histograms, in shared memory, the next digit of the keys that share the prefix found
+//    so far; a scan from the largest digit finds the bucket holding the K-th key. It stops as
+//    soon as that bucket is small enough to hold in shared memory (`cap` candidates), or when
+//    every bit is resolved.
+// 2. Compact: one more read of the row puts the keys above the bucket (fewer than K: all
+//    winners) and the bucket's keys (the candidates) in shared memory. The candidates are sorted
+//    by (key, index) and the first ones still needed join the winners: ties at the boundary go to
+//    lower indices exactly. If the bucket never got small (a huge run of one key at the K-th
+//    place), the last pass instead takes the first equal keys in index order with block prefix
+//    sums (cutopk_block_rank), never with atomics, which would reorder them.
+// 3. The K winners are sorted into the requested order (bitonic) and written; values are
+//    re-read from the input at the winning indices.
+// Reads of the row: one per digit pass until the bucket fits (typically 1 or 2) plus one.
+// Dtypes: all (8/16/32/64-bit keys: up to 1/2/4/8 passes). Limits: K <= 1024; shared memory
+// (kp + cap) * (8 + sizeof(Key)) bytes, kp = K rounded up to a power of two (the dispatcher keeps
+// it within 48 KB). Threads per block: 512 (a multiple of 32: cutopk_block_rank needs whole
+// warps). Indices are 64-bit: rows may be longer than 2^32.
+#include "key_traits.cuh"
+#include "block_sort.cuh"
+
+template <class T>
+__global__ void __launch_bounds__(512) radix_topk(const T* __restrict__ in, long long rows, long long n,
+                                                  long long row_stride, long long col_stride, int k, int largest,
+                                                  int nan_first, int by_index, int cap, T* __restrict__ out_vals,
+                                                  long long* __restrict__ out_idx) {
+  typedef typename KeyTraits<T>::Key Key;
+  typedef unsigned long long Index;
+  const int KEY_BITS = 8 * sizeof(Key);
+  const int kp = cutopk_pow2_at_least(k);
+  extern __shared__ __align__(16) unsigned char cutopk_smem[];
+  Index* win_idx = reinterpret_cast<Index*>(cutopk_smem);
+  Index* cand_idx = win_idx + kp;
+  Key* win_key = reinterpret_cast<Key*>(cand_idx + cap);
+  Key* cand_key = win_key + kp;
+  __shared__ unsigned long long hist[256];
+  __shared__ unsigned long long s_prefix;  // the key bits above s_shift found so far
+  __shared__ long long s_needed;           // winners still to take from the current bucket
+  __shared__ unsigned long long s_bucket;  // size of the current bucket
+  __shared__ int s_shift;
+  __shared__ int s_above;  // winners above the bucket, then candidates in it
+  __shared__ int s_cands;
+  __shared__ int s_warp[32];
+  __shared__ int s_total;
+  __shared__ long long s_taken;
+
+  const long long row = blockIdx.x;
+  const T* base = in + row * row_stride;
+  if (threadIdx.x == 0) {
+    s_prefix = 0;
+    s_shift = KEY_BITS - 8;
+    s_needed = k;
+  }
+  __syncthreads();
+
+  // 1. Digit passes.
+  while (true) {
+    for (int d = threadIdx.x; d < 256; d += blockDim.x) hist[d] = 0;
+    __syncthreads();
+    const int shift = s_shift;
+    const unsigned long long prefix = s_prefix;
+    const bool first = shift + 8 >= KEY_BITS;
+    for (long long i = threadIdx.x; i < n; i += blockDim.x) {
+      const unsigned long long key = KeyTraits<T>::to_key(base[i * col_stride], largest, nan_first);
+      if (first || (key >> (shift + 8)) == prefix) atomicAdd(&hist[(key >> shift) & 255u], 1ull);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      const long long needed = s_needed;
+      long long above = 0;
+      int digit = 255;
+      for (; digit > 0; --digit) {
+        if (above + (long long)hist[digit] >= needed) break;
+        above += hist[digit];
+      }
+      s_needed = needed - above;
+      s_bucket = hist[digit];
+      s_prefix = (prefix << 8) | (unsigned long long)digit;
+    }
+    __syncthreads();
+    const bool done = s_bucket <= (unsigned long long)cap || s_shift == 0;
+    __syncthreads();  // everyone has read s_shift before it changes
+    if (done) break;
+    if (threadIdx.x == 0) s_shift -= 8;
+    __syncthreads();
+  }
+
+  // 2. Compaction.
+  const int shift = s_shift;
+  const unsigned long long prefix = s_prefix;
+  const long long needed = s_needed;
+  const int above = k - (int)needed;
+  if (threadIdx.x == 0) {
+    s_above = 0;
+    s_cands = 0;
+    s_taken = 0;
+  }
+  __syncthreads();
+  if (s_bucket <= (unsigned long long)cap) {
+    for (long long i = threadIdx.x; i < n; i += blockDim.x) {
+      const Key key = KeyTraits<T>::to_key(base[i * col_stride], largest, nan_first);
+      const unsigned long long top = (unsigned long long)key >> shift;
+      if (top > prefix) {
+        const int slot = atomicAdd(&s_above, 1);  // order is restored by the final sort
+        win_key[slot] = key;
+        win_idx[slot] = i;
+      } else if (top == prefix) {
+        const int slot = atomicAdd(&s_cands, 1);  // ties are ordered by the sort below
+        cand_key[slot] = key;
+        cand_idx[slot] = i;
+      }
+    }
+    __syncthreads();
+    const int cands = s_cands;
+    const int padded = cutopk_pow2_at_least(cands);
+    for (int i = cands + threadIdx.x; i < padded; i += blockDim.x) {
+      cand_key[i] = 0;
+      cand_idx[i] = ~0ull;
+    }
+    __syncthreads();
+    cutopk_block_bitonic<false>(cand_key, cand_idx, padded);
+    for (int j = threadIdx.x; j < needed; j += blockDim.x) {
+      win_key[above + j] = cand_key[j];
+      win_idx[above + j] = cand_idx[j];
+    }
+  } else {
+    // Every bit is resolved (shift == 0) and more than `cap` keys equal the K-th key: take the
+    // first `needed` of them in index order.
+    for (long long chunk = 0; chunk < n; chunk += blockDim.x) {
+      const long long i = chunk + threadIdx.x;
+      const bool valid = i < n;
+      const unsigned long long key = valid ? KeyTraits<T>::to_key(base[i * col_stride], largest, nan_first) : 0;
+      if (valid && key > prefix) {
+        const int slot = atomicAdd(&s_above, 1);
+        win_key[slot] = (Key)key;
+        win_idx[slot] = i;
+      }
+      const bool tie = valid && key == prefix;
+      int total;
+      const int rank = cutopk_block_rank(tie, s_warp, &s_total);
+      total = s_total;
+      const long long position = s_taken + rank;
+      if (tie && position < needed) {
+        win_key[above + position] = (Key)key;
+        win_idx[above + position] = i;
+      }
+      __syncthreads();
+      if (threadIdx.x == 0) s_taken += total;
+      __syncthreads();
+    }
+  }
+  __syncthreads();
+
+  // 3. Order the K winners and write them.
+  for (int i = k + threadIdx.x; i < kp; i += blockDim.x) {
+    win_key[i] = 0;
+    win_idx[i] = ~0ull;
+  }
+  __syncthreads();
+  if (by_index)
+    cutopk_block_bitonic<true>(win_key, win_idx, kp);
+  else
+    cutopk_block_bitonic<false>(win_key, win_idx, kp);
+  for (int j = threadIdx.x; j < k; j += blockDim.x) {
+    const Index i = win_idx[j];
+    out_idx[row * k + j] = (long long)i;
+    out_vals[row * k + j] = base[(long long)i * col_stride];
+  }
+}

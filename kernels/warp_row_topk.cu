@@ -1,0 +1,69 @@
+// Warp per row: top-K of tiny rows (N <= 32 * ITEMS, K <= 32), e.g. MoE routing over 8..256
+// experts for millions of tokens.
+//
+// Each warp holds one row in registers (lane l holds elements l, l + 32, ...), so a row costs
+// one pass over global memory. K rounds of a warp arg-max over (key, -index) with shuffles pick
+// the winners in selection order; the winner is then struck out in the lane that holds it.
+// Output order "index" re-ranks the K winners by index with K more shuffles.
+// Dtypes: all (KeyTraits). Threads per block: 256 (8 rows per block). Shared memory: none.
+// Ties: the arg-max prefers the lower index among equal keys, so ties go to lower indices both
+// at the K boundary and in the output. NaN: folded into the key by KeyTraits.
+#include "key_traits.cuh"
+
+template <class T, int ITEMS>
+__global__ void __launch_bounds__(256) warp_row_topk(const T* __restrict__ in, long long rows, long long n,
+                                                     long long row_stride, long long col_stride, int k, int largest,
+                                                     int nan_first, int by_index, T* __restrict__ out_vals,
+                                                     long long* __restrict__ out_idx) {
+  typedef typename KeyTraits<T>::Key Key;
+  const int lane = threadIdx.x & 31;
+  const long long row = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (row >= rows) return;  // the whole warp leaves together: `row` is the same for its lanes
+  const T* base = in + row * row_stride;
+  Key keys[ITEMS];
+  bool live[ITEMS];
+#pragma unroll
+  for (int i = 0; i < ITEMS; ++i) {
+    const int j = lane + i * 32;
+    live[i] = j < n;
+    keys[i] = live[i] ? KeyTraits<T>::to_key(base[j * col_stride], largest, nan_first) : Key(0);
+  }
+  int mine = -1;  // lane r keeps the r-th winner
+  for (int r = 0; r < k; ++r) {
+    Key best = 0;
+    int best_idx = 0x7fffffff;  // "none": no live element yet
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i) {
+      // Strictly greater: among equal keys the first (lowest) index of this lane stays.
+      if (live[i] && (best_idx == 0x7fffffff || keys[i] > best)) {
+        best = keys[i];
+        best_idx = lane + i * 32;
+      }
+    }
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) {
+      const Key other = __shfl_xor_sync(0xffffffffu, best, offset);
+      const int other_idx = __shfl_xor_sync(0xffffffffu, best_idx, offset);
+      if (other_idx != 0x7fffffff && (best_idx == 0x7fffffff || cutopk_before(other, other_idx, best, best_idx))) {
+        best = other;
+        best_idx = other_idx;
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i)
+      if (lane + i * 32 == best_idx) live[i] = false;
+    if (lane == r) mine = best_idx;
+  }
+  int position = lane;
+  if (by_index) {
+    position = 0;
+    for (int s = 0; s < k; ++s) {
+      const int other = __shfl_sync(0xffffffffu, mine, s);
+      position += other < mine;
+    }
+  }
+  if (lane < k) {
+    out_idx[row * k + position] = mine;
+    out_vals[row * k + position] = base[(long long)mine * col_stride];
+  }
+}
