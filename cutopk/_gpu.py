@@ -19,7 +19,14 @@ from ._api import Request
 
 ALGORITHMS = _dispatch.ALGORITHMS
 # The order matters: headers first, each file once (the loader strips local #includes).
-KERNEL_FILES = ("key_traits.cuh", "block_sort.cuh", "warp_row_topk.cu", "bitonic_topk.cu", "radix_topk.cu", "keys.cu")
+KERNEL_FILES = (
+    "key_traits.cuh",
+    "block_sort.cuh",
+    "warp_row_topk.cu",
+    "bitonic_topk.cu",
+    "radix_topk.cu",
+    "keys.cu",
+)
 WARP_ROW_ITEMS = (1, 2, 4, 8)
 _LOCAL_INCLUDE = re.compile(r'^\s*#\s*include\s+"[^"]+"\s*$', re.MULTILINE)
 
@@ -63,7 +70,9 @@ def _module(target: str, cxx: str):
             if target == "cuda":
                 import cupy
 
-                mod = cupy.RawModule(code=kernel_source(), options=("-std=c++17",), name_expressions=name_expressions(cxx))
+                mod = cupy.RawModule(
+                    code=kernel_source(), options=("-std=c++17",), name_expressions=name_expressions(cxx)
+                )
             else:
                 from . import sim
 
@@ -95,7 +104,9 @@ def _device_facts(target: str, device: int) -> _dispatch.Device:
     import cupy
 
     attrs = cupy.cuda.Device(device).attributes
-    return _dispatch.Device(sm_count=attrs["MultiProcessorCount"], shared_bytes=min(attrs["MaxSharedMemoryPerBlock"], 48 * 1024))
+    return _dispatch.Device(
+        sm_count=attrs["MultiProcessorCount"], shared_bytes=min(attrs["MaxSharedMemoryPerBlock"], 48 * 1024)
+    )
 
 
 def _collapse(moved):
@@ -104,7 +115,11 @@ def _collapse(moved):
     itemsize = moved.dtype.itemsize
     if any(st % itemsize for st in moved.strides):
         return None
-    batch = [(size, st // itemsize) for size, st in zip(moved.shape[:-1], moved.strides[:-1], strict=True) if size != 1]
+    batch = [
+        (size, st // itemsize)
+        for size, st in zip(moved.shape[:-1], moved.strides[:-1], strict=True)
+        if size != 1
+    ]
     # Each batch axis must step by the extent of the axes inside it (C order over the others).
     for (_, outer), (inner_size, inner) in zip(batch[:-1], batch[1:], strict=True):
         if outer != inner * inner_size:
@@ -127,7 +142,9 @@ def _check_forced(req: Request, key_bytes: int, device: _dispatch.Device) -> Non
     if req.algorithm == "auto":
         return
     if req.algorithm not in ALGORITHMS:
-        raise ValueError(f"algorithm: expected 'auto' or one of {ALGORITHMS} for backend {req.backend!r}, got {req.algorithm!r}")
+        raise ValueError(
+            f"algorithm: expected 'auto' or one of {ALGORITHMS} for backend {req.backend!r}, got {req.algorithm!r}"
+        )
     reason = _dispatch.why_not(req.algorithm, req.n, req.k, key_bytes, device)
     if reason:
         raise ValueError(f"algorithm: {reason}")
@@ -170,7 +187,9 @@ def top_k(a, req: Request):
     return finish(values), finish(indices)
 
 
-def _launch(target, info, p: _dispatch.Plan, base, rows, req: Request, row_stride, col_stride, values, indices):
+def _launch(
+    target, info, p: _dispatch.Plan, base, rows, req: Request, row_stride, col_stride, values, indices
+):
     mod = _module(target, info.cxx)
     common = (base, np.int64(rows), np.int64(req.n), np.int64(row_stride), np.int64(col_stride))
     flags = (np.int32(req.largest), np.int32(req.nan_first))
@@ -187,7 +206,9 @@ def _launch(target, info, p: _dispatch.Plan, base, rows, req: Request, row_strid
         args = (*common, np.int32(req.k), *flags, by_index, np.int32(p.params["cap"]), values, indices)
         fn((p.grid,), (p.block,), args, shared_mem=p.shared_bytes)
     else:
-        _sort_path(target, info, p, mod, common, flags, rows, req, base, row_stride, col_stride, values, indices)
+        _sort_path(
+            target, info, p, mod, common, flags, rows, req, base, row_stride, col_stride, values, indices
+        )
 
 
 def _sort_path(target, info, p, mod, common, flags, rows, req, base, row_stride, col_stride, values, indices):
@@ -203,4 +224,8 @@ def _sort_path(target, info, p, mod, common, flags, rows, req, base, row_stride,
     indices[...] = order
     gather = mod.get_function(f"gather_values<{info.cxx}>")
     grid = max(1, min(-(-(rows * req.k) // p.block), p.grid))
-    gather((grid,), (p.block,), (base, np.int64(rows), np.int64(row_stride), np.int64(col_stride), np.int32(req.k), indices, values))
+    gather(
+        (grid,),
+        (p.block,),
+        (base, np.int64(rows), np.int64(row_stride), np.int64(col_stride), np.int32(req.k), indices, values),
+    )
