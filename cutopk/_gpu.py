@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import math
 import pathlib
 import re
@@ -121,7 +122,7 @@ def _collapse(moved):
         if size != 1
     ]
     # Each batch axis must step by the extent of the axes inside it (C order over the others).
-    for (_, outer), (inner_size, inner) in zip(batch[:-1], batch[1:], strict=True):
+    for (_, outer), (inner_size, inner) in itertools.pairwise(batch):
         if outer != inner * inner_size:
             return None
     return (batch[-1][1] if batch else 0), moved.strides[-1] // itemsize
