@@ -13,10 +13,10 @@
 #include "block_sort.cuh"
 
 template <class T>
-__global__ void __launch_bounds__(512) bitonic_topk(const T* __restrict__ in, long long rows, long long n,
-                                                    long long row_stride, long long col_stride, int k, int largest,
-                                                    int nan_first, int by_index, int size, T* __restrict__ out_vals,
-                                                    long long* __restrict__ out_idx) {
+__global__ void __launch_bounds__(512)
+    bitonic_topk(const T* __restrict__ in, long long rows, long long n, long long row_stride, long long col_stride,
+                 int k, int largest, int nan_first, int by_index, int size, T* __restrict__ out_vals,
+                 long long* __restrict__ out_idx) {
   typedef typename KeyTraits<T>::Key Key;
   extern __shared__ __align__(16) unsigned char cutopk_smem[];
   unsigned* idx = reinterpret_cast<unsigned*>(cutopk_smem);

@@ -24,7 +24,8 @@ __device__ __forceinline__ U cutopk_bits_of(const T& v) {
 template <class Key, Key NAN_ABOVE>
 __device__ __forceinline__ Key cutopk_float_key(Key bits, bool largest, bool nan_first) {
   const Key sign = static_cast<Key>(Key(1) << (sizeof(Key) * 8 - 1));
-  if (static_cast<Key>(bits & static_cast<Key>(~sign)) > NAN_ABOVE) return nan_first ? static_cast<Key>(~Key(0)) : Key(0);
+  if (static_cast<Key>(bits & static_cast<Key>(~sign)) > NAN_ABOVE)
+    return nan_first ? static_cast<Key>(~Key(0)) : Key(0);
   Key key = (bits & sign) ? static_cast<Key>(~bits) : static_cast<Key>(bits | sign);
   if (key == static_cast<Key>(~sign)) key = sign;  // -0.0 ties with +0.0
   return largest ? key : static_cast<Key>(~key);
@@ -40,13 +41,13 @@ __device__ __forceinline__ Key cutopk_int_key(Key bits, bool is_signed, bool lar
 template <class T>
 struct KeyTraits;
 
-#define CUTOPK_INT_TRAITS(T, K, SIGNED)                                                   \
-  template <>                                                                             \
-  struct KeyTraits<T> {                                                                   \
-    typedef K Key;                                                                        \
-    static __device__ __forceinline__ Key to_key(T v, bool largest, bool) {               \
-      return cutopk_int_key<K>(cutopk_bits_of<K>(v), SIGNED, largest);                    \
-    }                                                                                     \
+#define CUTOPK_INT_TRAITS(T, K, SIGNED)                                     \
+  template <>                                                               \
+  struct KeyTraits<T> {                                                     \
+    typedef K Key;                                                          \
+    static __device__ __forceinline__ Key to_key(T v, bool largest, bool) { \
+      return cutopk_int_key<K>(cutopk_bits_of<K>(v), SIGNED, largest);      \
+    }                                                                       \
   };
 CUTOPK_INT_TRAITS(signed char, unsigned char, true)
 CUTOPK_INT_TRAITS(short, unsigned short, true)
@@ -58,13 +59,13 @@ CUTOPK_INT_TRAITS(unsigned int, unsigned int, false)
 CUTOPK_INT_TRAITS(unsigned long long, unsigned long long, false)
 #undef CUTOPK_INT_TRAITS
 
-#define CUTOPK_FLOAT_TRAITS(T, K, NAN_ABOVE)                                              \
-  template <>                                                                             \
-  struct KeyTraits<T> {                                                                   \
-    typedef K Key;                                                                        \
-    static __device__ __forceinline__ Key to_key(T v, bool largest, bool nan_first) {     \
-      return cutopk_float_key<K, NAN_ABOVE>(cutopk_bits_of<K>(v), largest, nan_first);    \
-    }                                                                                     \
+#define CUTOPK_FLOAT_TRAITS(T, K, NAN_ABOVE)                                           \
+  template <>                                                                          \
+  struct KeyTraits<T> {                                                                \
+    typedef K Key;                                                                     \
+    static __device__ __forceinline__ Key to_key(T v, bool largest, bool nan_first) {  \
+      return cutopk_float_key<K, NAN_ABOVE>(cutopk_bits_of<K>(v), largest, nan_first); \
+    }                                                                                  \
   };
 CUTOPK_FLOAT_TRAITS(__half, unsigned short, 0x7C00u)
 CUTOPK_FLOAT_TRAITS(__nv_bfloat16, unsigned short, 0x7F80u)

@@ -5,11 +5,12 @@
 #include "key_traits.cuh"
 
 template <class T>
-__global__ void __launch_bounds__(256) compute_keys(const T* __restrict__ in, long long rows, long long n,
-                                                    long long row_stride, long long col_stride, int largest,
-                                                    int nan_first, typename KeyTraits<T>::Key* __restrict__ out) {
+__global__ void __launch_bounds__(256)
+    compute_keys(const T* __restrict__ in, long long rows, long long n, long long row_stride, long long col_stride,
+                 int largest, int nan_first, typename KeyTraits<T>::Key* __restrict__ out) {
   const long long total = rows * n;
-  for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < total; t += (long long)gridDim.x * blockDim.x) {
+  for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < total;
+       t += (long long)gridDim.x * blockDim.x) {
     const long long r = t / n, i = t - r * n;
     out[t] = KeyTraits<T>::to_key(in[r * row_stride + i * col_stride], largest, nan_first);
   }
@@ -18,11 +19,12 @@ __global__ void __launch_bounds__(256) compute_keys(const T* __restrict__ in, lo
 // Values at the selected indices (row r, winner j at column idx[r * k + j]), read from the
 // strided input so their bits are the input's own.
 template <class T>
-__global__ void __launch_bounds__(256) gather_values(const T* __restrict__ in, long long rows, long long row_stride,
-                                                     long long col_stride, int k,
-                                                     const long long* __restrict__ idx, T* __restrict__ out) {
+__global__ void __launch_bounds__(256)
+    gather_values(const T* __restrict__ in, long long rows, long long row_stride, long long col_stride, int k,
+                  const long long* __restrict__ idx, T* __restrict__ out) {
   const long long total = rows * k;
-  for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < total; t += (long long)gridDim.x * blockDim.x) {
+  for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < total;
+       t += (long long)gridDim.x * blockDim.x) {
     const long long r = t / k;
     out[t] = in[r * row_stride + idx[t] * col_stride];
   }

@@ -22,10 +22,10 @@
 #include "block_sort.cuh"
 
 template <class T>
-__global__ void __launch_bounds__(512) radix_topk(const T* __restrict__ in, long long rows, long long n,
-                                                  long long row_stride, long long col_stride, int k, int largest,
-                                                  int nan_first, int by_index, int cap, T* __restrict__ out_vals,
-                                                  long long* __restrict__ out_idx) {
+__global__ void __launch_bounds__(512)
+    radix_topk(const T* __restrict__ in, long long rows, long long n, long long row_stride, long long col_stride, int k,
+               int largest, int nan_first, int by_index, int cap, T* __restrict__ out_vals,
+               long long* __restrict__ out_idx) {
   typedef typename KeyTraits<T>::Key Key;
   typedef unsigned long long Index;
   const int KEY_BITS = 8 * sizeof(Key);

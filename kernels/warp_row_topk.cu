@@ -11,10 +11,10 @@
 #include "key_traits.cuh"
 
 template <class T, int ITEMS>
-__global__ void __launch_bounds__(256) warp_row_topk(const T* __restrict__ in, long long rows, long long n,
-                                                     long long row_stride, long long col_stride, int k, int largest,
-                                                     int nan_first, int by_index, T* __restrict__ out_vals,
-                                                     long long* __restrict__ out_idx) {
+__global__ void __launch_bounds__(256)
+    warp_row_topk(const T* __restrict__ in, long long rows, long long n, long long row_stride, long long col_stride,
+                  int k, int largest, int nan_first, int by_index, T* __restrict__ out_vals,
+                  long long* __restrict__ out_idx) {
   typedef typename KeyTraits<T>::Key Key;
   const int lane = threadIdx.x & 31;
   const long long row = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);

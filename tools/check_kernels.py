@@ -1,0 +1,90 @@
+"""Compile every kernel instantiation the dispatcher can launch for sm_75, sm_80 and sm_90 with
+nvcc, and fail on a compile error or any register spill.
+
+    python tools/check_kernels.py [--arch 75 80 90] [--nvcc PATH]
+
+The source is exactly what the launcher hands to NVRTC (cutopk._gpu.kernel_source()), plus a
+host-side table that takes the address of each instantiation so that nvcc generates it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+
+from cutopk import _dtypes, _gpu  # noqa: E402
+
+ENTRY = re.compile(r"Compiling entry function '(?P<name>[^']+)' for '(?P<arch>sm_\d+)'")
+USAGE = re.compile(r"Used (?P<regs>\d+) registers")
+SPILL = re.compile(r"(?P<stack>\d+) bytes stack frame, (?P<stores>\d+) bytes spill stores, (?P<loads>\d+) bytes spill loads")
+
+
+def source() -> str:
+    names = [n for info in _dtypes.SUPPORTED.values() for n in _gpu.name_expressions(info.cxx)]
+    table = ",\n  ".join(f"(const void*)&{n}" for n in names)
+    return f"{_gpu.kernel_source()}\n\nconst void* cutopk_every_kernel[] = {{\n  {table}\n}};\n", len(names)
+
+
+def demangle(names: list[str]) -> list[str]:
+    tool = shutil.which("cu++filt") or shutil.which("c++filt")
+    if not tool:
+        return names
+    out = subprocess.run([tool], input="\n".join(names), capture_output=True, text=True, check=False).stdout
+    return out.splitlines() if out else names
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--arch", nargs="+", default=["75", "80", "90"])
+    parser.add_argument("--nvcc", default=shutil.which("nvcc"))
+    args = parser.parse_args(argv)
+    if not args.nvcc:
+        print("nvcc not found", file=sys.stderr)
+        return 2
+    text, count = source()
+    with tempfile.TemporaryDirectory() as tmp:
+        src = pathlib.Path(tmp) / "all_kernels.cu"
+        src.write_text(text)
+        cmd = [args.nvcc, "-std=c++17", "-c", str(src), "-o", str(pathlib.Path(tmp) / "all.o"), "-Xptxas", "-v"]
+        for arch in args.arch:
+            cmd += ["-gencode", f"arch=compute_{arch},code=sm_{arch}"]
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        print(proc.stderr[-8000:], file=sys.stderr)
+        print(f"FAILED: nvcc could not compile the kernels ({' '.join(cmd)})", file=sys.stderr)
+        return 1
+    rows, current = [], None
+    for line in proc.stderr.splitlines():
+        if m := ENTRY.search(line):
+            current = {"name": m["name"], "arch": m["arch"]}
+            rows.append(current)
+        elif current and (m := USAGE.search(line)):
+            current["regs"] = int(m["regs"])
+        elif current and (m := SPILL.search(line)):
+            current.update(stack=int(m["stack"]), stores=int(m["stores"]), loads=int(m["loads"]))
+    for row, pretty in zip(rows, demangle([r["name"] for r in rows]), strict=True):
+        row["pretty"] = pretty
+    bad = [r for r in rows if r.get("stores", 0) or r.get("loads", 0)]
+    print(f"{'arch':6} {'regs':>4} {'stack':>5} {'spill st/ld':>11}  kernel")
+    for r in sorted(rows, key=lambda r: (r["pretty"], r["arch"])):
+        print(f"{r['arch']:6} {r.get('regs', 0):4d} {r.get('stack', 0):5d} {r.get('stores', 0):5d}/{r.get('loads', 0):<5d}  {r['pretty']}")
+    expected = count * len(args.arch)
+    print(f"\n{len(rows)} kernel builds ({count} instantiations x {len(args.arch)} architectures), {len(bad)} with spills")
+    if len(rows) != expected:
+        print(f"FAILED: expected {expected} kernel builds in ptxas's report, found {len(rows)}", file=sys.stderr)
+        return 1
+    if bad:
+        print("FAILED: register spills in " + ", ".join(f"{r['pretty']} ({r['arch']})" for r in bad), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
