@@ -53,10 +53,11 @@ def bits(x: np.ndarray) -> np.ndarray:
     return x.view(f"u{x.dtype.itemsize}") if x.dtype.itemsize in (1, 2, 4, 8) else x
 
 
-def assert_same(result, expected, *, index_dtype=np.int64, order=True) -> None:
+def assert_same(result, expected, *, index_dtype=np.int64, order=True, axis=-1) -> None:
     """Check a cutopk result against the reference: values bit for bit, indices exactly.
 
-    For ``sorted=False`` the order is free, so both sides are compared after sorting by index.
+    For ``sorted=False`` the order is free, so both sides are compared after sorting by index
+    along ``axis`` (the axis that holds the K results).
     """
     values, indices = result
     exp_values, exp_indices = expected
@@ -67,12 +68,12 @@ def assert_same(result, expected, *, index_dtype=np.int64, order=True) -> None:
     assert values.flags.c_contiguous and indices.flags.c_contiguous
     indices = indices.astype(np.int64)
     if order is False and values.size:
-        perm = np.argsort(indices, axis=-1, kind="stable")
-        indices = np.take_along_axis(indices, perm, axis=-1)
-        values = np.take_along_axis(values, perm, axis=-1)
-        eperm = np.argsort(exp_indices, axis=-1, kind="stable")
-        exp_indices = np.take_along_axis(exp_indices, eperm, axis=-1)
-        exp_values = np.take_along_axis(exp_values, eperm, axis=-1)
+        perm = np.argsort(indices, axis=axis, kind="stable")
+        indices = np.take_along_axis(indices, perm, axis=axis)
+        values = np.take_along_axis(values, perm, axis=axis)
+        eperm = np.argsort(exp_indices, axis=axis, kind="stable")
+        exp_indices = np.take_along_axis(exp_indices, eperm, axis=axis)
+        exp_values = np.take_along_axis(exp_values, eperm, axis=axis)
     np.testing.assert_array_equal(indices, exp_indices)
     np.testing.assert_array_equal(bits(values), bits(exp_values))
 
@@ -84,5 +85,5 @@ def check_top_k(x, k, *, axis=-1, mode="largest", sorted=True, nan="last", index
 
     result = cutopk.top_k(x, k, axis=axis, mode=mode, sorted=sorted, nan=nan, index_dtype=index_dtype, **kw)
     expected = reference_top_k(x, k, axis=axis, mode=mode, sorted=sorted, nan=nan)
-    assert_same(result, expected, index_dtype=index_dtype, order=sorted)
+    assert_same(result, expected, index_dtype=index_dtype, order=sorted, axis=axis)
     return result

@@ -78,7 +78,13 @@ def _check_all_algorithms(backend, case):
             assert "algorithm" in str(exc), exc
             continue
         values, indices = (to_host(r) for r in result)
-        assert_same((values, indices), expected, index_dtype=kwargs["index_dtype"], order=kwargs["sorted"])
+        assert_same(
+            (values, indices),
+            expected,
+            index_dtype=kwargs["index_dtype"],
+            order=kwargs["sorted"],
+            axis=kwargs["axis"],
+        )
 
 
 @pytest.mark.parametrize("backend", BACKEND_PARAMS)

@@ -19,11 +19,13 @@ import tempfile
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from cutopk import _dtypes, _gpu  # noqa: E402
+from cutopk import _dtypes, _gpu
 
 ENTRY = re.compile(r"Compiling entry function '(?P<name>[^']+)' for '(?P<arch>sm_\d+)'")
 USAGE = re.compile(r"Used (?P<regs>\d+) registers")
-SPILL = re.compile(r"(?P<stack>\d+) bytes stack frame, (?P<stores>\d+) bytes spill stores, (?P<loads>\d+) bytes spill loads")
+SPILL = re.compile(
+    r"(?P<stack>\d+) bytes stack frame, (?P<stores>\d+) bytes spill stores, (?P<loads>\d+) bytes spill loads"
+)
 
 
 def source() -> str:
@@ -52,7 +54,16 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         src = pathlib.Path(tmp) / "all_kernels.cu"
         src.write_text(text)
-        cmd = [args.nvcc, "-std=c++17", "-c", str(src), "-o", str(pathlib.Path(tmp) / "all.o"), "-Xptxas", "-v"]
+        cmd = [
+            args.nvcc,
+            "-std=c++17",
+            "-c",
+            str(src),
+            "-o",
+            str(pathlib.Path(tmp) / "all.o"),
+            "-Xptxas",
+            "-v",
+        ]
         for arch in args.arch:
             cmd += ["-gencode", f"arch=compute_{arch},code=sm_{arch}"]
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
@@ -74,14 +85,23 @@ def main(argv=None) -> int:
     bad = [r for r in rows if r.get("stores", 0) or r.get("loads", 0)]
     print(f"{'arch':6} {'regs':>4} {'stack':>5} {'spill st/ld':>11}  kernel")
     for r in sorted(rows, key=lambda r: (r["pretty"], r["arch"])):
-        print(f"{r['arch']:6} {r.get('regs', 0):4d} {r.get('stack', 0):5d} {r.get('stores', 0):5d}/{r.get('loads', 0):<5d}  {r['pretty']}")
+        print(
+            f"{r['arch']:6} {r.get('regs', 0):4d} {r.get('stack', 0):5d} {r.get('stores', 0):5d}/{r.get('loads', 0):<5d}  {r['pretty']}"
+        )
     expected = count * len(args.arch)
-    print(f"\n{len(rows)} kernel builds ({count} instantiations x {len(args.arch)} architectures), {len(bad)} with spills")
+    print(
+        f"\n{len(rows)} kernel builds ({count} instantiations x {len(args.arch)} architectures), {len(bad)} with spills"
+    )
     if len(rows) != expected:
-        print(f"FAILED: expected {expected} kernel builds in ptxas's report, found {len(rows)}", file=sys.stderr)
+        print(
+            f"FAILED: expected {expected} kernel builds in ptxas's report, found {len(rows)}", file=sys.stderr
+        )
         return 1
     if bad:
-        print("FAILED: register spills in " + ", ".join(f"{r['pretty']} ({r['arch']})" for r in bad), file=sys.stderr)
+        print(
+            "FAILED: register spills in " + ", ".join(f"{r['pretty']} ({r['arch']})" for r in bad),
+            file=sys.stderr,
+        )
         return 1
     return 0
 

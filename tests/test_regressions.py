@@ -1,0 +1,23 @@
+"""Failures found by the differential fuzzer (tests/test_fuzz.py), kept as plain tests."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from backends import BACKEND_PARAMS, require, to_backend, to_host
+from reference import assert_same, reference_top_k
+
+import cutopk
+
+
+@pytest.mark.parametrize("backend", BACKEND_PARAMS)
+def test_unsorted_result_along_axis_0(backend):
+    # Found 2026-11-22: with sorted=False along axis 0 the checker compared the free order along
+    # the wrong axis. The kernels were right; the comparison must permute along `axis`.
+    require(backend)
+    x = np.array([[12.57], [-13.21]], dtype=np.float16)
+    result = cutopk.top_k(to_backend(x, backend), 2, axis=0, mode="smallest", sorted=False, backend=backend)
+    values, indices = (to_host(r) for r in result)
+    expected = reference_top_k(x, 2, axis=0, mode="smallest", sorted=False)
+    assert_same((values, indices), expected, order=False, axis=0)
+    assert sorted(indices[:, 0].tolist()) == [0, 1]
