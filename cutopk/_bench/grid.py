@@ -64,7 +64,7 @@ def full_grid(max_elements: int, dtypes=("float32", "float16", "bfloat16")) -> l
         cases += [dataclasses.replace(base, dtype=d) for d in dtypes[1:]]
         cases += [dataclasses.replace(base, dist=d) for d in DISTRIBUTIONS[1:]]
     cases += [Case("layout", 4096, 4096, 64, layout=lay) for lay in LAYOUTS]
-    return cases
+    return [c for c in cases if c.elements <= max_elements]
 
 
 def quick_grid(gpu: bool) -> list[Case]:
