@@ -1,0 +1,76 @@
+"""The dispatcher is a pure function: its choices, limits and plans, checked on the CPU."""
+
+from __future__ import annotations
+
+import pytest
+
+from cutopk import _dispatch as d
+
+DEV = d.Device()
+
+
+@pytest.mark.parametrize(
+    ("rows", "n", "k", "key_bytes", "expected"),
+    [
+        (65536, 128, 8, 4, "warp_row"),  # MoE routing
+        (1_000_000, 8, 1, 2, "warp_row"),
+        (1000, 256, 32, 8, "warp_row"),
+        (1000, 256, 33, 4, "bitonic"),  # K beyond a warp's lanes
+        (1000, 257, 8, 4, "bitonic"),
+        (10, 2048, 100, 4, "bitonic"),
+        (10, 4096, 100, 4, "radix"),  # long enough that selecting beats sorting the row
+        (1, 128256, 50, 4, "radix"),  # LLM sampling
+        (64, 131072, 1024, 8, "radix"),
+        (64, 131072, 2048, 4, "sort"),  # K too large for the shared-memory kernels
+        (4, 4096, 3000, 4, "bitonic"),  # ... unless the whole row fits in shared memory
+    ],
+)
+def test_choice(rows, n, k, key_bytes, expected):
+    assert d.choose(rows, n, k, key_bytes, DEV) == expected
+
+
+def test_bitonic_capacity_by_key_width():
+    assert d.bitonic_size(4096, 4, DEV) == 4096
+    assert d.bitonic_size(4097, 4, DEV) is None
+    assert d.bitonic_size(8192, 2, DEV) == 8192
+    assert d.bitonic_size(4096, 8, DEV) == 4096
+    assert d.bitonic_size(1, 4, DEV) == 32  # never below one warp's worth
+
+
+def test_radix_candidates_fit_shared_memory():
+    for key_bytes in (1, 2, 4, 8):
+        for k in (1, 33, 1000, 1024):
+            cap = d.radix_cap(k, key_bytes, DEV)
+            assert cap is not None and cap & (cap - 1) == 0
+            assert (d.pow2_at_least(k) + cap) * (8 + key_bytes) <= DEV.shared_bytes
+    assert d.radix_cap(1025, 4, DEV) is None
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "n", "k", "fragment"),
+    [
+        ("warp_row", 300, 1, "rows of at most 256"),
+        ("warp_row", 100, 40, "at most k=32"),
+        ("bitonic", 10_000, 5, "does not fit"),
+        ("radix", 10_000, 5000, "at most k=1024"),
+        ("magic", 10, 1, "unknown algorithm"),
+    ],
+)
+def test_why_not(algorithm, n, k, fragment):
+    assert fragment in d.why_not(algorithm, n, k, 4, DEV)
+
+
+def test_every_algorithm_applies_somewhere():
+    assert all(d.why_not(a, 200, 8, 4, DEV) is None for a in d.ALGORITHMS)
+
+
+def test_plans():
+    p = d.plan(65536, 128, 8, 4, DEV, copy=False)
+    assert (p.algorithm, p.block, p.grid, p.params["ITEMS"]) == ("warp_row", 256, 65536 // 8, 4)
+    p = d.plan(100, 1000, 10, 4, DEV, copy=True)
+    assert (p.algorithm, p.grid, p.shared_bytes, p.copy) == ("bitonic", 100, 1024 * 8, True)
+    p = d.plan(3, 100_000, 64, 8, DEV, copy=False)
+    assert p.algorithm == "radix" and p.shared_bytes <= DEV.shared_bytes and p.grid == 3
+    p = d.plan(2, 100_000, 5000, 4, DEV, copy=False)
+    assert p.algorithm == "sort" and p.scratch_bytes > 0 and p.grid <= DEV.sm_count * 8
+    assert d.plan(1, 100, 5, 4, DEV, copy=False, algorithm="sort").algorithm == "sort"
