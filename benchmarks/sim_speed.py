@@ -40,8 +40,10 @@ def main(argv=None) -> None:
         times.append(time.perf_counter() - t0)
     med = statistics.median(times) * 1e3
     switches = 256 * (50 + 200)
-    print(f"256 threads x (50 barriers + 200 shuffles): median {med:.2f} ms, min {min(times) * 1e3:.2f} ms "
-          f"over {args.repeat} launches ({med * 1e6 / switches:.0f} ns per synchronising call); budget 5 ms")
+    print(
+        f"256 threads x (50 barriers + 200 shuffles): median {med:.2f} ms, min {min(times) * 1e3:.2f} ms "
+        f"over {args.repeat} launches ({med * 1e6 / switches:.0f} ns per synchronising call); budget 5 ms"
+    )
 
 
 if __name__ == "__main__":
