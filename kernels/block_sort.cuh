@@ -52,6 +52,19 @@ __device__ __forceinline__ int cutopk_block_rank(bool flag, int* warp_offsets, i
   return rank;
 }
 
+// Adds one to hist[digit] for every lane whose `counted` is set, with one shared-memory atomic
+// per distinct digit in the warp instead of one per lane: __match_any_sync groups the lanes by
+// digit (lanes that do not count get values no digit can take), and the lowest lane of each
+// group adds the group's size. Skewed data (many equal digits) then costs few atomics. Call it
+// from warp-uniform control flow, with all 32 lanes.
+template <class Count>
+__device__ __forceinline__ void cutopk_warp_histogram_add(Count* hist, unsigned digit, bool counted) {
+  if (!__any_sync(0xffffffffu, counted)) return;
+  const unsigned lane = threadIdx.x & 31;
+  const unsigned peers = __match_any_sync(0xffffffffu, counted ? digit : 0x10000u + lane);
+  if (counted && lane == (unsigned)(__ffs(peers) - 1)) atomicAdd(&hist[digit], (Count)__popc(peers));
+}
+
 __device__ __forceinline__ int cutopk_pow2_at_least(int n) {
   int p = 1;
   while (p < n) p <<= 1;

@@ -1,10 +1,9 @@
 // Radix select: top-K of a long row (K <= 1024), one block per row.
 //
 // 1. Find the K-th key digit by digit from the top (8-bit digits over KeyTraits keys): each
-//    pass histograms, in shared memory, the next digit of the keys that share the prefix found
-//    so far; a scan from the largest digit finds the bucket holding the K-th key. It stops as
-//    soon as that bucket is small enough to hold in shared memory (`cap` candidates), or when
-//    every bit is resolved.
+//    pass histograms, in shared memory with warp-aggregated counts, the next digit of the keys
+//    that share the prefix found so far; a scan from the largest digit finds the bucket holding the K-th key. It stops
+//    as soon as that bucket is small enough to hold in shared memory (`cap` candidates), or when every bit is resolved.
 // 2. Compact: one more read of the row puts the keys above the bucket (fewer than K: all
 //    winners) and the bucket's keys (the candidates) in shared memory. The candidates are sorted
 //    by (key, index) and the first ones still needed join the winners: ties at the boundary go to
@@ -62,9 +61,14 @@ __global__ void __launch_bounds__(512)
     const int shift = s_shift;
     const unsigned long long prefix = s_prefix;
     const bool first = shift + 8 >= KEY_BITS;
-    for (long long i = threadIdx.x; i < n; i += blockDim.x) {
-      const unsigned long long key = KeyTraits<T>::to_key(base[i * col_stride], largest, nan_first);
-      if (first || (key >> (shift + 8)) == prefix) atomicAdd(&hist[(key >> shift) & 255u], 1ull);
+    // Whole chunks of blockDim elements, so every warp runs the same iterations (the warp
+    // aggregation below needs all 32 lanes).
+    for (long long chunk = 0; chunk < n; chunk += blockDim.x) {
+      const long long i = chunk + threadIdx.x;
+      const bool valid = i < n;
+      const unsigned long long key = valid ? KeyTraits<T>::to_key(base[i * col_stride], largest, nan_first) : 0;
+      const bool counted = valid && (first || (key >> (shift + 8)) == prefix);
+      cutopk_warp_histogram_add(hist, (unsigned)(key >> shift) & 255u, counted);
     }
     __syncthreads();
     if (threadIdx.x == 0) {
