@@ -27,6 +27,15 @@ class KernelCrashError(SimError):
     """The kernel crashed (invalid address, assert, abort, arithmetic fault); the process survives."""
 
 
+class KernelAssertionError(KernelCrashError):
+    """An ``assert`` in the kernel failed (the message gives the expression)."""
+
+
+class KernelHangError(DeadlockError):
+    """A thread ran for ``watchdog_s`` seconds without reaching any synchronising call (an endless
+    loop, or a spin on a volatile flag that no running thread will set)."""
+
+
 class LaunchArgumentError(SimError, TypeError):
     """A launch argument whose type or size does not match the kernel parameter."""
 
@@ -42,4 +51,6 @@ BY_CODE = {
     4: SharedMemoryOverrunError,
     5: KernelCrashError,
     6: SharedMemoryOverrunError,
+    7: KernelAssertionError,
+    8: KernelHangError,
 }

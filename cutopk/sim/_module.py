@@ -4,24 +4,24 @@ from __future__ import annotations
 
 import ctypes
 import os
+import pathlib
 import threading
 from collections.abc import Sequence
 
 import numpy as np
 
-from . import _errors, _rewrite, _toolchain
+from . import _errors, _isolate, _lines, _rewrite, _staging, _toolchain
 
 # Fault handlers are process-wide, so one launch runs at a time in a process.
 _LAUNCH_LOCK = threading.Lock()
-_MODULE_CACHE: dict[tuple, ctypes.CDLL] = {}
+_MODULE_CACHE: dict[tuple, tuple[ctypes.CDLL, pathlib.Path]] = {}
 _MODULE_CACHE_LOCK = threading.Lock()
 
 MAX_PARAMS = 64
 DEFAULT_SPIN_BUDGET = 1 << 26
-# CuPy passes Python scalars as these NumPy types.
-_PYTHON_SCALARS = {bool: np.bool_, int: np.int64, float: np.float64}
+DEFAULT_WATCHDOG_S = 60.0
 _KIND_NAMES = {
-    "p": "a pointer",
+    "p": "pointer",
     "i": "signed integer",
     "u": "unsigned integer",
     "f": "floating-point number",
@@ -30,6 +30,20 @@ _KIND_NAMES = {
     "B": "bool",
     "?": "value",
 }
+# Codes whose fault happened at an unknown place in the code: worth a look-up of the source line.
+_LOCATE = {4, 5, 8}
+
+
+def _python_scalar(arg):
+    """A Python scalar as CuPy passes it to a kernel: int (and bool, an int) as int64, float as
+    float64, complex as complex128."""
+    if isinstance(arg, int):
+        return np.int64(arg)
+    if isinstance(arg, float):
+        return np.float64(arg)
+    if isinstance(arg, complex):
+        return np.complex128(arg)
+    return arg
 
 
 def _scalar_kind(dtype: np.dtype) -> str:
@@ -38,6 +52,11 @@ def _scalar_kind(dtype: np.dtype) -> str:
     if dtype == np.float16:
         return "h"
     return {"i": "i", "u": "u", "f": "f", "b": "B"}.get(dtype.kind, "?")
+
+
+def _describe_given(arg, scalar) -> str:
+    kind = _scalar_kind(scalar.dtype)
+    return f"{type(arg).__module__}.{type(arg).__name__} ({scalar.dtype.itemsize}-byte {_KIND_NAMES[kind]})"
 
 
 def _dim3(value, what: str) -> tuple[int, int, int]:
@@ -55,6 +74,10 @@ def _asan_loaded() -> bool:
         return False
 
 
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "0").strip().lower() not in ("", "0", "false", "no")
+
+
 class RawModule:
     """CUDA C++ source compiled for the CPU simulator; the interface of ``cupy.RawModule``.
 
@@ -63,7 +86,7 @@ class RawModule:
     code : str
         The CUDA source (one translation unit; CUDA headers such as ``cuda_fp16.h`` may be
         included, local headers may not).
-    options : tuple of str
+    options : sequence of str
         Compiler options; ``-D``/``-U``/``-I`` are passed on, NVRTC-only ones are ignored.
     name_expressions : sequence of str
         Template instantiations to make available, e.g. ``"bitonic_sort<float, 256>"``.
@@ -75,12 +98,22 @@ class RawModule:
     poison : bool
         Fill shared memory with 0xCD bytes at block start (uninitialised reads show up).
     asan : bool, optional
-        Build with AddressSanitizer and give each array argument an exactly-sized copy, so an
+        Build with AddressSanitizer and give the array arguments exactly-sized copies, so an
         out-of-bounds global access is reported. Needs the ASan runtime preloaded
         (``LD_PRELOAD=$(g++ -print-file-name=libasan.so)``). Default: ``$CUTOPK_SIM_ASAN``.
+    isolate : bool, optional
+        Run each launch in a forked child process: nothing the kernel does can end the caller's
+        process, and an ASan report becomes a :class:`KernelCrashError`. Costs a fork per launch.
+        Default: ``$CUTOPK_SIM_ISOLATE``.
     spin_budget : int
-        Fence/atomic operations in a row without any barrier or warp operation completing
+        Polls (fences, atomics that change nothing) in a row, with no thread making progress,
         before the launch is declared deadlocked.
+    watchdog_s : float
+        Seconds one thread may run without reaching any synchronising call before the launch is
+        declared hung (catches spins on volatile memory). 0 disables. Default:
+        ``$CUTOPK_SIM_WATCHDOG`` or 60.
+    timeout_s : float, optional
+        With ``isolate``: wall-clock limit of a launch; the child is killed past it.
 
     Examples
     --------
@@ -103,7 +136,10 @@ class RawModule:
         resident_blocks: int = 1,
         poison: bool = True,
         asan: bool | None = None,
+        isolate: bool | None = None,
         spin_budget: int = DEFAULT_SPIN_BUDGET,
+        watchdog_s: float | None = None,
+        timeout_s: float | None = None,
     ):
         reason = _toolchain.unavailable_reason()
         if reason:
@@ -111,23 +147,36 @@ class RawModule:
         self.seed = int(os.environ.get("CUTOPK_SIM_SEED", "0")) if seed is None else int(seed)
         self.resident_blocks = int(resident_blocks)
         self.poison = bool(poison)
-        self.asan = bool(int(os.environ.get("CUTOPK_SIM_ASAN", "0"))) if asan is None else bool(asan)
+        self.asan = _env_flag("CUTOPK_SIM_ASAN") if asan is None else bool(asan)
+        self.isolate = _env_flag("CUTOPK_SIM_ISOLATE") if isolate is None else bool(isolate)
         self.spin_budget = int(spin_budget)
+        if watchdog_s is None:
+            watchdog_s = float(os.environ.get("CUTOPK_SIM_WATCHDOG", DEFAULT_WATCHDOG_S))
+        self.watchdog_s = float(watchdog_s)
+        self.timeout_s = None if timeout_s is None else float(timeout_s)
         if self.asan and not _asan_loaded():
             raise _errors.SimUnavailableError(
                 "asan=True needs the AddressSanitizer runtime loaded first: run Python with "
                 "LD_PRELOAD=$(g++ -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0"
             )
+        self.name_expressions = tuple(name_expressions)
         self._names = [
-            *name_expressions,
-            *(n for n in _rewrite.plain_kernels(code) if n not in name_expressions),
+            *self.name_expressions,
+            *(n for n in _rewrite.plain_kernels(code) if n not in self.name_expressions),
         ]
         flags = tuple(o for o in options if o.startswith(("-D", "-U", "-I")))
-        self._lib = _load(_rewrite.translation_unit(code, self._names), flags, self.asan)
+        self._lib, self.shared_object = _load(_rewrite.translation_unit(code, self._names), flags, self.asan)
         self._functions: dict[str, Function] = {}
 
     def get_function(self, name: str) -> Function:
-        """The kernel ``name``: a name expression given at construction, or a plain kernel."""
+        """The kernel ``name``: a name expression given at construction, or a plain kernel.
+
+        Parameters
+        ----------
+        name : str
+            A name expression (``"bitonic_sort<float, 256>"``; spaces do not matter) or the
+            name of an ``extern "C"`` kernel that is not a template.
+        """
         if name not in self._functions:
             key = name.replace(" ", "")
             index = next((i for i, n in enumerate(self._names) if n.replace(" ", "") == key), None)
@@ -137,12 +186,13 @@ class RawModule:
         return self._functions[name]
 
 
-def _load(source: str, flags: tuple[str, ...], asan: bool) -> ctypes.CDLL:
+def _load(source: str, flags: tuple[str, ...], asan: bool) -> tuple[ctypes.CDLL, pathlib.Path]:
     key = (source, flags, asan)
     with _MODULE_CACHE_LOCK:
-        lib = _MODULE_CACHE.get(key)
-        if lib is None:
-            lib = ctypes.CDLL(str(_toolchain.build(source, flags, asan)), mode=os.RTLD_LOCAL | os.RTLD_NOW)
+        entry = _MODULE_CACHE.get(key)
+        if entry is None:
+            path = _toolchain.build(source, flags, asan)
+            lib = ctypes.CDLL(str(path), mode=os.RTLD_LOCAL | os.RTLD_NOW)
             lib.cutopk_sim_launch.restype = ctypes.c_int
             lib.cutopk_sim_launch.argtypes = [
                 ctypes.c_int,
@@ -153,15 +203,22 @@ def _load(source: str, flags: tuple[str, ...], asan: bool) -> ctypes.CDLL:
                 ctypes.c_ulonglong,
                 ctypes.c_int,
                 ctypes.c_ulonglong,
+                ctypes.c_double,
             ]
             lib.cutopk_sim_describe.restype = ctypes.c_int
             lib.cutopk_sim_error.restype = ctypes.c_char_p
-            _MODULE_CACHE[key] = lib
-    return lib
+            lib.cutopk_sim_fault_frames.restype = ctypes.c_int
+            entry = _MODULE_CACHE[key] = (lib, path)
+    return entry
 
 
 class Function:
-    """A kernel of a simulator module; call it like a ``cupy.RawKernel``."""
+    """A kernel of a simulator module; call it like a ``cupy.RawKernel``.
+
+    ``params`` lists the kernel's parameters as the compiler sees them: (kind, size in bytes),
+    kind one of p (pointer), i/u (signed/unsigned integer), f (floating point), h (__half),
+    b (__nv_bfloat16), B (bool), ? (anything else, matched by size).
+    """
 
     def __init__(self, module: RawModule, name: str, index: int):
         self.module = module
@@ -174,7 +231,22 @@ class Function:
 
     def __call__(
         self, grid, block, args, *, shared_mem: int = 0, stream=None, enable_cooperative_groups=False
-    ):
+    ) -> None:
+        """Launch the kernel on ``grid`` blocks of ``block`` threads (ints or tuples of up to 3).
+
+        Parameters
+        ----------
+        grid, block : int or tuple of int
+            Launch dimensions, as for CuPy.
+        args : tuple
+            NumPy arrays (their element [0, ...] is the device pointer), NumPy scalars of the
+            parameter's exact type, Python scalars (int as int64, float as float64, like
+            CuPy), or None (a null pointer).
+        shared_mem : int
+            Bytes of dynamic shared memory.
+        stream, enable_cooperative_groups
+            Accepted for CuPy compatibility; launches run synchronously.
+        """
         grid3, block3 = _dim3(grid, "grid"), _dim3(block, "block")
         threads = block3[0] * block3[1] * block3[2]
         if threads > 1024:
@@ -188,74 +260,92 @@ class Function:
             raise _errors.LaunchArgumentError(
                 f"kernel {self.name!r} takes {len(self.params)} arguments, got {len(args)}"
             )
-        values, copies = self._marshal(args)
-        argv = (ctypes.c_void_p * max(1, len(values)))(
-            *(ctypes.cast(ctypes.pointer(v), ctypes.c_void_p) for v in values)
-        )
+        values, regions = self._marshal(args)
         mod = self.module
+        launch = (self._index, *grid3, *block3, int(shared_mem))
         with _LAUNCH_LOCK:
-            rc = mod._lib.cutopk_sim_launch(
-                self._index, *grid3, *block3, int(shared_mem), argv, mod.resident_blocks, mod.seed,
-                int(mod.poison), mod.spin_budget,
-            )  # fmt: skip
-            message = mod._lib.cutopk_sim_error().decode(errors="replace")
-        for copy in copies:
-            copy.finish(write_back=rc == 0)
+            if mod.isolate:
+                shared = _staging.Staging(regions, "shared")
+                outcome = None
+                try:
+                    moved = [shared.translate(v) if isinstance(v, int) and v else v for v in values]
+                    outcome = _isolate.run(
+                        lambda: self._run(launch, moved, shared.translated_regions()), mod.timeout_s
+                    )
+                finally:
+                    shared.finish(write_back=outcome is not None and outcome.rc == 0 and outcome.died is None)
+                if outcome.died:
+                    cls = _errors.KernelHangError if "hang" in outcome.died else _errors.KernelCrashError
+                    raise cls(
+                        f"kernel {self.name!r}: {outcome.died}; its stderr ends with:\n{outcome.stderr[-6000:]}"
+                    )
+                rc, message, frames = outcome.rc, outcome.message, outcome.frames
+            else:
+                rc, message, frames = self._run(launch, values, regions)
         if rc != 0:
+            where = _lines.kernel_location(mod.shared_object, frames) if rc in _LOCATE else None
+            if where:
+                message += f"; at {where}"
             raise _errors.BY_CODE.get(rc, _errors.SimError)(f"kernel {self.name!r}: {message}")
 
-    def _marshal(self, args):
-        values, copies = [], []
+    def _run(self, launch: tuple, values: list, regions: list[_staging.Region]) -> tuple[int, str, list[int]]:
+        """One launch in this process: (result code, fault message, fault frames)."""
+        mod = self.module
+        staging = _staging.Staging(regions, "malloc") if mod.asan else None
+        try:
+            if staging:
+                values = [staging.translate(v) if isinstance(v, int) and v else v for v in values]
+            cells = [ctypes.c_void_p(v) if isinstance(v, int) else v for v in values]
+            argv = (ctypes.c_void_p * max(1, len(cells)))(
+                *(ctypes.cast(ctypes.pointer(c), ctypes.c_void_p) for c in cells)
+            )
+            rc = mod._lib.cutopk_sim_launch(
+                *launch, argv, mod.resident_blocks, mod.seed, int(mod.poison), mod.spin_budget, mod.watchdog_s
+            )
+            message = mod._lib.cutopk_sim_error().decode(errors="replace")
+            frames = _isolate.frames_buffer(mod._lib) if rc else []
+        finally:
+            if staging:
+                staging.finish(write_back=rc == 0)
+        return rc, message, frames
+
+    def _marshal(self, args) -> tuple[list, list[_staging.Region]]:
+        """Each argument as the bytes the kernel parameter takes: a pointer (an int, for arrays and
+        None) or a ctypes buffer holding a scalar; and the memory regions the arrays cover."""
+        values, regions = [], []
         for position, (arg, (kind, size)) in enumerate(zip(args, self.params, strict=True)):
             where = f"kernel {self.name!r}, argument {position}"
+            article = "an" if str(size).startswith("8") or size in (11, 18) else "a"
+            expected = f"the parameter is {article} {size}-byte {_KIND_NAMES[kind]}"
             if isinstance(arg, np.ndarray):
                 if kind != "p":
                     raise _errors.LaunchArgumentError(
-                        f"{where}: the parameter is a {size}-byte {_KIND_NAMES[kind]}, got an array"
+                        f"{where}: {expected}, got an array (arrays stand for device pointers)"
                     )
-                if self.module.asan:
-                    copy = _AsanCopy(arg)
-                    copies.append(copy)
-                    values.append(ctypes.c_void_p(copy.pointer))
+                pointer = arg.__array_interface__["data"][0]
+                if arg.size:
+                    lo, hi = np.lib.array_utils.byte_bounds(arg)
                 else:
-                    values.append(ctypes.c_void_p(arg.__array_interface__["data"][0]))
+                    lo = hi = pointer
+                regions.append(_staging.Region(lo, hi, arg.flags.writeable))
+                values.append(pointer)
                 continue
-            scalar = arg
-            if type(arg) in _PYTHON_SCALARS:
-                scalar = _PYTHON_SCALARS[type(arg)](arg)
+            if arg is None:
+                if kind != "p":
+                    raise _errors.LaunchArgumentError(f"{where}: {expected}, got None (a null pointer)")
+                values.append(0)
+                continue
+            scalar = _python_scalar(arg)
             if not isinstance(scalar, np.generic):
                 raise _errors.LaunchArgumentError(
-                    f"{where}: expected a NumPy array or a NumPy scalar, got {type(arg).__name__}"
+                    f"{where}: {expected}; expected a NumPy array, a NumPy scalar or None, "
+                    f"got {type(arg).__module__}.{type(arg).__name__}"
                 )
             given = _scalar_kind(scalar.dtype)
             if kind == "p" or given != kind or scalar.dtype.itemsize != size:
+                note = " (Python ints are passed as int64, as CuPy does)" if isinstance(arg, int) else ""
                 raise _errors.LaunchArgumentError(
-                    f"{where}: the parameter is a {size}-byte {_KIND_NAMES[kind]}, got {type(arg).__module__}."
-                    f"{type(arg).__name__} ({scalar.dtype.itemsize}-byte {_KIND_NAMES[given]})"
+                    f"{where}: {expected}, got {_describe_given(arg, scalar)}{note}"
                 )
-            buffer = (ctypes.c_char * size).from_buffer_copy(scalar.tobytes())
-            values.append(buffer)
-        return values, copies
-
-
-_libc = ctypes.CDLL(None)
-_libc.malloc.restype = ctypes.c_void_p
-_libc.malloc.argtypes = (ctypes.c_size_t,)
-_libc.free.argtypes = (ctypes.c_void_p,)
-
-
-class _AsanCopy:
-    """An exactly-sized heap copy of an array's memory, so AddressSanitizer sees its bounds."""
-
-    def __init__(self, arr: np.ndarray):
-        self.arr = arr
-        lo, hi = np.lib.array_utils.byte_bounds(arr) if arr.size else (arr.ctypes.data, arr.ctypes.data)
-        self.lo, self.nbytes = lo, hi - lo
-        self.buffer = _libc.malloc(max(1, self.nbytes))
-        ctypes.memmove(self.buffer, lo, self.nbytes)
-        self.pointer = self.buffer + (arr.__array_interface__["data"][0] - lo)
-
-    def finish(self, write_back: bool) -> None:
-        if write_back and self.arr.flags.writeable and self.nbytes:
-            ctypes.memmove(self.lo, self.buffer, self.nbytes)
-        _libc.free(self.buffer)
+            values.append((ctypes.c_char * size).from_buffer_copy(scalar.tobytes()))
+        return values, regions

@@ -9,6 +9,7 @@ compiler messages are the kernel file's own.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import re
 
@@ -40,6 +41,75 @@ KERNEL = re.compile(
 )
 
 
+_NAMESPACE_OPENER = re.compile(r'(?:namespace(?:\s+[\w:]+)?|extern\s*"C(?:\+\+)?")\s*$')
+_TOKEN = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|[{};]', re.S)
+
+
+def _scopes(source: str) -> tuple[list[tuple[int, int]], list[tuple[int, bool]]]:
+    """Comment and literal spans, and the positions where "inside a function body" changes.
+
+    A brace opened after ``namespace x`` or ``extern "C"`` keeps file scope; any other brace at
+    file scope (a function body; a class body cannot declare ``__shared__``) starts code scope.
+    """
+    skipped, changes, stack = [], [(0, False)], []
+    last_stop = 0
+    for m in _TOKEN.finditer(source):
+        tok = m.group()
+        if tok not in ";{}":
+            skipped.append(m.span())
+            continue
+        was_code = bool(stack) and stack[-1]
+        if tok == "{":
+            opener = _NAMESPACE_OPENER.search(source[last_stop : m.start()].strip())
+            stack.append(was_code or not opener)
+        elif tok == "}" and stack:
+            stack.pop()
+        is_code = bool(stack) and stack[-1]
+        if is_code != was_code:
+            changes.append((m.start() if is_code else m.end(), is_code))
+        last_stop = m.end()
+    return skipped, changes
+
+
+def _inside(spans: list[tuple[int, int]], pos: int) -> bool:
+    i = bisect.bisect_right(spans, (pos, float("inf"))) - 1
+    return i >= 0 and spans[i][0] <= pos < spans[i][1]
+
+
+def _in_function(changes: list[tuple[int, bool]], pos: int) -> bool:
+    return changes[bisect.bisect_right(changes, (pos, True)) - 1][1]
+
+
+def _logical_line(text: str, pos: int) -> int:
+    """The line number the compiler gives position ``pos``, honouring ``#line`` directives."""
+    directive = text.rfind("\n#line ", 0, pos)
+    if directive < 0:
+        return text.count("\n", 0, pos) + 1
+    eol = text.index("\n", directive + 1)
+    number = int(text[directive + 7 : eol].split()[0])
+    return number + text.count("\n", eol + 1, pos)
+
+
+def _substitute(pattern: re.Pattern, source: str, local, file_scope) -> str:
+    """Rewrite each match of ``pattern`` outside comments with ``local`` (inside a function) or
+    ``file_scope`` (a namespace-level declaration, which becomes a macro)."""
+    skipped, changes = _scopes(source)
+    out, last = [], 0
+    for m in pattern.finditer(source):
+        if _inside(skipped, m.start()):
+            continue
+        out.append(source[last : m.start()])
+        if _in_function(changes, m.start()):
+            out.append(local(m))
+        else:
+            # A macro needs lines of its own; #line puts the numbering back.
+            line = _logical_line(source, m.start())
+            out.append(f'\n{file_scope(m)}\n#line {line} "kernel.cu"\n')
+        last = m.end()
+    out.append(source[last:])
+    return "".join(out)
+
+
 def rewrite_shared(source: str) -> str:
     """Replace ``__shared__`` declarations with references into the simulator's block arenas."""
     counter = itertools.count()
@@ -48,7 +118,11 @@ def rewrite_shared(source: str) -> str:
         t = m["type"].strip()
         return f"{t}* {m['name']} = reinterpret_cast<{t}*>(::cutopk_sim::dynamic_shared());"
 
-    def static(m: re.Match) -> str:
+    def dynamic_global(m: re.Match) -> str:
+        t = m["type"].strip()
+        return f"#define {m['name']} (reinterpret_cast<{t}*>(::cutopk_sim::dynamic_shared()))"
+
+    def parts(m: re.Match) -> tuple[str, str, str]:
         t = m["type"].strip()
         full = f"{t} {m['dims'].strip()}" if m["dims"] else t
         align = m["a1"] or m["a2"]
@@ -56,13 +130,22 @@ def rewrite_shared(source: str) -> str:
             f"(alignof({full}) > {align} ? alignof({full}) : {align})" if align else f"alignof({full})"
         )
         site = f"cutopk_sim_site_{next(counter)}"
-        return (
-            f"static ::cutopk_sim::SharedSite {site}; "
-            f"auto& {m['name']} = *reinterpret_cast<std::add_pointer_t<{full}>>("
-            f"::cutopk_sim::shared_at({site}, sizeof({full}), {align_expr}, __LINE__));"
+        access = (
+            f"*reinterpret_cast<std::add_pointer_t<{full}>>("
+            f"::cutopk_sim::shared_at({site}, sizeof({full}), {align_expr}, __LINE__))"
         )
+        return site, access, full
 
-    return STATIC.sub(static, DYNAMIC.sub(dynamic, source))
+    def static(m: re.Match) -> str:
+        site, access, _ = parts(m)
+        return f"static ::cutopk_sim::SharedSite {site}; auto& {m['name']} = {access};"
+
+    def static_global(m: re.Match) -> str:
+        site, access, _ = parts(m)
+        return f"static ::cutopk_sim::SharedSite {site};\n#define {m['name']} ({access})"
+
+    source = _substitute(DYNAMIC, source, dynamic, dynamic_global)
+    return _substitute(STATIC, source, static, static_global)
 
 
 def plain_kernels(source: str) -> list[str]:
@@ -100,8 +183,8 @@ def translation_unit(source: str, entries: list[str]) -> str:
         "int i, char* k, unsigned long long* s, int c) { return cutopk_sim_table[i].describe(k, s, c); }\n"
         'extern "C" __attribute__((visibility("default"))) int cutopk_sim_launch(int i, unsigned gx, unsigned gy, '
         "unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned long long dyn, void** args, int resident, "
-        "unsigned long long seed, int poison, unsigned long long spin_budget) {\n"
+        "unsigned long long seed, int poison, unsigned long long spin_budget, double watchdog_s) {\n"
         "  return ::cutopk_sim::run(cutopk_sim_table[i].launch, args, dim3(gx, gy, gz), dim3(bx, by, bz), dyn, "
-        "resident, seed, poison, spin_budget);\n}\n"
+        "resident, seed, poison, spin_budget, watchdog_s);\n}\n"
     )
     return "".join(parts)

@@ -14,11 +14,13 @@ import sysconfig
 import tempfile
 
 RUNTIME_DIR = pathlib.Path(__file__).parent / "runtime"
-RUNTIME_FILES = ("sim_runtime.h", "sim_launch.h")
+RUNTIME_FILES = ("sim_runtime.h", "sim_intrinsics.h", "sim_launch.h")
 # gnu++17 for the comma elision of the variadic macros (__syncwarp()).
 # -fvisibility=hidden and -fno-gnu-unique keep the modules' runtimes apart when several are
 # loaded into one process (they would otherwise share the runtime's inline globals).
 BASE_FLAGS = ("-std=gnu++17", "-O1", "-g", "-fPIC", "-shared", "-fvisibility=hidden", "-fno-gnu-unique", "-w")
+# timer_create (the watchdog) and dladdr (crash lines) live in libc since glibc 2.34, before in these.
+LIBS = ("-lrt", "-ldl")
 ASAN_FLAGS = ("-fsanitize=address", "-fno-omit-frame-pointer", "-DCUTOPK_SIM_ASAN")
 
 
@@ -91,7 +93,7 @@ def build(source: str, options: tuple[str, ...], asan: bool) -> pathlib.Path:
     cxx = compiler()
     flags = (*BASE_FLAGS, *(ASAN_FLAGS if asan else ()), *options)
     # The runtime headers are #included, not pasted: their text must be part of the key.
-    parts = (source, runtime_text(), *flags, cxx or "", str(cuda_include_dir()))
+    parts = (source, runtime_text(), *flags, *LIBS, cxx or "", str(cuda_include_dir()))
     key = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32]
     out_dir = cache_dir()
     out = out_dir / f"{key}.so"
@@ -102,7 +104,16 @@ def build(source: str, options: tuple[str, ...], asan: bool) -> pathlib.Path:
         src = pathlib.Path(tmp) / "module.cpp"
         src.write_text(source)
         tmp_out = pathlib.Path(tmp) / "module.so"
-        cmd = [cxx, *flags, f"-I{RUNTIME_DIR}", f"-I{cuda_include_dir()}", str(src), "-o", str(tmp_out)]
+        cmd = [
+            cxx,
+            *flags,
+            f"-I{RUNTIME_DIR}",
+            f"-I{cuda_include_dir()}",
+            str(src),
+            "-o",
+            str(tmp_out),
+            *LIBS,
+        ]
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             from ._errors import SimError

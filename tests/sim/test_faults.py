@@ -135,10 +135,14 @@ def test_deadlock_is_reported_not_hung():
         ((np.zeros(1, np.float32), np.int64(3)), "argument 1: the parameter is a 4-byte signed integer"),
         (
             (np.zeros(1, np.float32), 3),
-            "argument 1: the parameter is a 4-byte signed integer, got builtins.int",
+            "argument 1: the parameter is a 4-byte signed integer, got builtins.int (8-byte signed integer) "
+            "(Python ints are passed as int64, as CuPy does)",
         ),
         ((np.zeros(1, np.float32), np.float32(3)), "argument 1"),
-        ((np.int32(1), np.int32(3)), "argument 0: the parameter is a 8-byte a pointer"),
+        (
+            (np.int32(1), np.int32(3)),
+            "argument 0: the parameter is an 8-byte pointer, got numpy.int32 (4-byte signed integer)",
+        ),
         ((np.zeros(1, np.float32), np.zeros(1, np.int32)), "got an array"),
         ((np.zeros(1, np.float32),), "takes 2 arguments, got 1"),
     ],

@@ -9,7 +9,8 @@ namespace cutopk_sim {
 // half, 'b' bfloat16, 'B' bool, '?' other) and its size in bytes.
 template <class T>
 constexpr char kind_of() {
-  if constexpr (std::is_pointer_v<T>) return 'p';
+  if constexpr (std::is_enum_v<T>) return kind_of<std::underlying_type_t<T>>();
+  else if constexpr (std::is_pointer_v<T>) return 'p';
   else if constexpr (std::is_same_v<T, bool>) return 'B';
   else if constexpr (std::is_same_v<T, __half>) return 'h';
   else if constexpr (std::is_same_v<T, __nv_bfloat16>) return 'b';
@@ -61,7 +62,7 @@ inline void fiber_main() {
   f->state = DONE;
   f->block->done++;
   f->block->warp_done[f->linear / 32] |= 1u << (f->linear % 32);
-  L.spins = 0;
+  progressed();
   to_scheduler(true);
   __builtin_unreachable();
 }
@@ -112,40 +113,98 @@ inline unsigned char* arena(size_t i) {
   return g_arenas[i];
 }
 
-// Dynamic shared memory of `bytes`, ending exactly at a PROT_NONE page.
+// Dynamic shared memory of `bytes`, between two PROT_NONE pages: [guard][usable][guard], the
+// region at the end of `usable`. An access that reaches a guard page faults at once; the few
+// bytes between the region and the guards (the end is rounded to CUDA's 16-byte alignment) are
+// canaries checked when the block ends.
 inline unsigned char* dynamic_region(size_t i, size_t bytes) {
   long page = sysconf(_SC_PAGESIZE);
   size_t usable = (bytes + page - 1) / page * page;
   while (g_dynamic_maps.size() <= i) g_dynamic_maps.push_back({nullptr, 0});
   auto& m = g_dynamic_maps[i];
-  if (m.second < usable + page) {
+  if (m.second != usable + 2 * page) {
     if (m.first) munmap(m.first, m.second);
-    void* p = mmap(nullptr, usable + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void* p = mmap(nullptr, usable + 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return nullptr;
-    m = {static_cast<unsigned char*>(p), usable + page};
-    mprotect(m.first + usable, page, PROT_NONE);
+    m = {static_cast<unsigned char*>(p), usable + 2 * page};
+    mprotect(m.first, page, PROT_NONE);
+    mprotect(m.first + page + usable, page, PROT_NONE);
   }
   unsigned char* guard = m.first + (m.second - page);
-  // Round down to 16 bytes: the region is as aligned as CUDA's, and ends within 15 bytes of
-  // the guard page (a dynamic size that is a multiple of 16 ends exactly at it).
   return reinterpret_cast<unsigned char*>(reinterpret_cast<uintptr_t>(guard - bytes) & ~static_cast<uintptr_t>(15));
+}
+
+constexpr unsigned char CANARY = 0xFD;
+constexpr size_t CANARY_BEFORE = 64;
+
+// The canary bytes around block b's dynamic region: [lo0, hi0) before it, [lo1, hi1) after.
+inline void canary_ranges(const Block& b, unsigned char** r) {
+  long page = sysconf(_SC_PAGESIZE);
+  unsigned char* region = b.dynamic;
+  unsigned char* usable = region - ((reinterpret_cast<uintptr_t>(region) - page) % page);  // page start
+  r[0] = region - CANARY_BEFORE < usable ? usable : region - CANARY_BEFORE;
+  r[1] = region;
+  r[2] = region + g_launch.dynamic_bytes;
+  r[3] = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(r[2]) + page - 1) / page * page);
+}
+
+inline void set_canaries(const Block& b) {
+  unsigned char* r[4];
+  canary_ranges(b, r);
+  memset(r[0], CANARY, r[1] - r[0]);
+  memset(r[2], CANARY, r[3] - r[2]);
+}
+
+// Where a canary was overwritten, as a byte offset from the region's start (0 if none).
+inline long damaged_canary(const Block& b) {
+  unsigned char* r[4];
+  canary_ranges(b, r);
+  for (unsigned char* p = r[0]; p < r[1]; ++p)
+    if (*p != CANARY) return p - b.dynamic;
+  for (unsigned char* p = r[2]; p < r[3]; ++p)
+    if (*p != CANARY) return p - b.dynamic;
+  return 0;
 }
 
 inline bool in_dynamic_guard(const void* addr) {
   long page = sysconf(_SC_PAGESIZE);
+  auto a = static_cast<const unsigned char*>(addr);
   for (auto& m : g_dynamic_maps) {
     if (!m.first) continue;
-    const unsigned char* guard = m.first + (m.second - page);
-    auto a = static_cast<const unsigned char*>(addr);
-    if (a >= guard && a < guard + page) return true;
+    const unsigned char* back = m.first + (m.second - page);
+    if ((a >= back && a < back + page) || (a >= m.first && a < m.first + page)) return true;
   }
   return false;
 }
 
 // ---- crashes ----
 
-inline void on_signal(int sig, siginfo_t* info, void*) {
+// Return addresses of the frames inside this module at the last fault, as offsets from the
+// module's load address (Python turns them into kernel.cu lines with addr2line).
+inline uintptr_t g_frames[16];
+inline int g_nframes = 0;
+
+inline void record_frames(void* context) {
+  Dl_info self{};
+  dladdr(reinterpret_cast<void*>(&record_frames), &self);
+  uintptr_t base = reinterpret_cast<uintptr_t>(self.dli_fbase);
+  void* pcs[48];
+  int n = 0;
+  if (context) pcs[n++] = reinterpret_cast<void*>(static_cast<ucontext_t*>(context)->uc_mcontext.gregs[REG_RIP]);
+  n += backtrace(pcs + n, 48 - n);
+  g_nframes = 0;
+  for (int i = 0; i < n && g_nframes < 16; ++i) {
+    Dl_info where{};
+    if (!dladdr(pcs[i], &where) || where.dli_fbase != self.dli_fbase) continue;
+    // A return address points after its call; step back into it (not for the faulting PC).
+    uintptr_t off = reinterpret_cast<uintptr_t>(pcs[i]) - base - (i == 0 && context ? 0 : 1);
+    g_frames[g_nframes++] = off;
+  }
+}
+
+inline void on_signal(int sig, siginfo_t* info, void* context) {
   Launch& L = g_launch;
+  record_frames(context);
   char who[160] = "outside any thread";
   if (L.current) describe_thread(who, sizeof who, L.current);
   if ((sig == SIGSEGV || sig == SIGBUS) && in_dynamic_guard(info->si_addr)) {
@@ -168,6 +227,8 @@ struct SignalGuard {
   stack_t old_stack{};
   char* alt = nullptr;
   SignalGuard() {
+    void* warm[2];
+    backtrace(warm, 2);  // loads the unwinder now: the signal handler must not be the first caller
     // The handler needs a stack of its own: the fault may be a fiber's stack overflow.
     alt = static_cast<char*>(malloc(1 << 16));
     stack_t ss{};
@@ -184,6 +245,72 @@ struct SignalGuard {
     for (int i = 0; i < 5; ++i) sigaction(SIGNALS[i], &old[i], nullptr);
     sigaltstack(&old_stack, nullptr);
     free(alt);
+  }
+};
+
+// ---- the watchdog ----
+
+// A thread that loops without ever calling into the runtime (a spin on a volatile flag) can
+// only be stopped from outside: a timer signal checks that fiber switches still happen, and
+// abandons the launch when the same thread has run for watchdog seconds.
+inline double g_watchdog_s = 0;
+inline unsigned long long g_watch_switches = 0;
+inline double g_watch_stalled = 0;
+inline double g_watch_tick = 0;
+
+inline void on_tick(int, siginfo_t*, void* context) {
+  Launch& L = g_launch;
+  if (!L.current || L.switches != g_watch_switches) {
+    g_watch_switches = L.switches;
+    g_watch_stalled = 0;
+    return;
+  }
+  g_watch_stalled += g_watch_tick;
+  if (g_watch_stalled < g_watchdog_s || L.error) return;
+  record_frames(context);
+  char who[160];
+  describe_thread(who, sizeof who, L.current);
+  snprintf(g_error, sizeof g_error,
+           "%s has run for %.1f s without reaching a barrier, warp operation, fence or atomic: an endless loop, or "
+           "a spin-wait on memory that no running thread will change -- hang (watchdog_s=%g; last synchronising "
+           "call at line %d)",
+           who, g_watch_stalled, g_watchdog_s, L.current->line);
+  L.error = E_HANG;
+  siglongjmp(g_crash_env, 1);
+}
+
+struct Watchdog {
+  timer_t timer{};
+  bool armed = false;
+  struct sigaction old{};
+  explicit Watchdog(double seconds) {
+    if (seconds <= 0) return;
+    g_watchdog_s = seconds;
+    g_watch_tick = seconds / 4 < 0.25 ? seconds / 4 : 0.25;
+    g_watch_switches = g_launch.switches;
+    g_watch_stalled = 0;
+    struct sigaction sa{};
+    sa.sa_sigaction = on_tick;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGVTALRM, &sa, &old);
+    // Aimed at this OS thread only (not the process), on the monotonic clock.
+    struct sigevent ev{};
+    ev.sigev_notify = SIGEV_THREAD_ID;
+    ev.sigev_signo = SIGVTALRM;
+    ev._sigev_un._tid = static_cast<pid_t>(syscall(SYS_gettid));
+    if (timer_create(CLOCK_MONOTONIC, &ev, &timer) != 0) return;
+    struct itimerspec spec{};
+    spec.it_interval.tv_sec = static_cast<time_t>(g_watch_tick);
+    spec.it_interval.tv_nsec = static_cast<long>((g_watch_tick - static_cast<double>(spec.it_interval.tv_sec)) * 1e9);
+    spec.it_value = spec.it_interval;
+    timer_settime(timer, 0, &spec, nullptr);
+    armed = true;
+  }
+  ~Watchdog() {
+    if (armed) timer_delete(timer);
+    if (g_watchdog_s > 0) sigaction(SIGVTALRM, &old, nullptr);
+    g_watchdog_s = 0;
   }
 };
 
@@ -259,6 +386,7 @@ inline void start_block(Block& b, size_t slot, uint3 idx, unsigned first, bool p
   b.idx = idx;
   b.first_fiber = first;
   b.arrived = b.done = 0;
+  b.barrier_line = 0;
   b.pred_count = 0;
   b.warp_arrived.assign((L.nthreads + 31) / 32, 0u);
   b.warp_done.assign((L.nthreads + 31) / 32, 0u);
@@ -268,6 +396,7 @@ inline void start_block(Block& b, size_t slot, uint3 idx, unsigned first, bool p
     memset(b.arena, 0xCD, ARENA_BYTES);
     if (b.dynamic) memset(b.dynamic, 0xCD, L.dynamic_bytes);
   }
+  if (b.dynamic) set_canaries(b);
   for (unsigned i = 0; i < L.nthreads; ++i) {
     Fiber& f = L.fibers[first + i];
     f.block = &b;
@@ -279,9 +408,13 @@ inline void start_block(Block& b, size_t slot, uint3 idx, unsigned first, bool p
   }
 }
 
-inline int run(void (*entry)(void**), void** args, dim3 grid, dim3 block, size_t dynamic_bytes, int resident,
-               unsigned long long seed, int poison, unsigned long long spin_budget) {
+inline int run_launch(void (*entry)(void**), void** args, dim3 grid, dim3 block, size_t dynamic_bytes, int resident,
+                      unsigned long long seed, int poison, unsigned long long spin_budget, double watchdog_s) {
   Launch& L = g_launch;
+  L.epoch++;
+  L.static_shared_used = 0;
+  L.polls = 0;
+  g_nframes = 0;
   L.entry = entry;
   L.args = args;
   L.grid = grid;
@@ -318,6 +451,7 @@ inline int run(void (*entry)(void**), void** args, dim3 grid, dim3 block, size_t
   // Under AddressSanitizer its own handler reports (and ends the process) instead.
   SignalGuard guard;
 #endif
+  Watchdog watchdog(watchdog_s);
   if (sigsetjmp(g_crash_env, 1)) {
     L.current = nullptr;
     return L.error;
@@ -343,6 +477,7 @@ inline int run(void (*entry)(void**), void** args, dim3 grid, dim3 block, size_t
         Fiber& f = L.fibers[b.first_fiber + i];
         if (f.state != RUNNABLE) continue;
         L.current = &f;
+        L.switches++;
         asan_entering_fiber(f.stack, STACK_BYTES);
         cutopk_sim_switch(&L.scheduler_sp, f.sp);
         asan_back_in_scheduler();
@@ -351,6 +486,15 @@ inline int run(void (*entry)(void**), void** args, dim3 grid, dim3 block, size_t
         if (L.error) return L.error;
       }
       if (b.done == L.nthreads) {
+        if (b.dynamic) {
+          if (long at = damaged_canary(b)) {
+            snprintf(g_error, sizeof g_error,
+                     "block (%u,%u,%u): dynamic shared memory overrun: a thread wrote at byte offset %ld, outside "
+                     "the %zu bytes given as shared_mem (found when the block ended; the thread is not known)",
+                     b.idx.x, b.idx.y, b.idx.z, at, L.dynamic_bytes);
+            return L.error = E_SHARED;
+          }
+        }
         if (next < nblocks) {
           start_block(b, s, block_index(next++), s * L.nthreads, poison);
         } else {
@@ -367,8 +511,29 @@ inline int run(void (*entry)(void**), void** args, dim3 grid, dim3 block, size_t
   return OK;
 }
 
+inline int run(void (*entry)(void**), void** args, dim3 grid, dim3 block, size_t dynamic_bytes, int resident,
+               unsigned long long seed, int poison, unsigned long long spin_budget, double watchdog_s) {
+  int rc = run_launch(entry, args, grid, block, dynamic_bytes, resident, seed, poison, spin_budget, watchdog_s);
+  g_launch.current = nullptr;
+  fflush(stdout);  // the kernel's printf output comes before anything Python prints next
+  return rc;
+}
+
 }  // namespace cutopk_sim
+
+// assert() in a kernel: glibc's assert calls this. Defined here (hidden, so it binds inside this
+// module only), it reports the failed expression with the thread instead of aborting.
+extern "C" __attribute__((visibility("hidden"))) void __assert_fail(const char* expr, const char* file,
+                                                                   unsigned int line, const char* function) noexcept {
+  if (!cutopk_sim::g_launch.current) abort();
+  cutopk_sim::fault(cutopk_sim::E_ASSERT, static_cast<int>(line), "assertion `%s` failed in %s", expr, function);
+}
 
 extern "C" {
 __attribute__((visibility("default"))) const char* cutopk_sim_error() { return cutopk_sim::g_error; }
+__attribute__((visibility("default"))) int cutopk_sim_fault_frames(unsigned long long* out, int capacity) {
+  int n = cutopk_sim::g_nframes < capacity ? cutopk_sim::g_nframes : capacity;
+  for (int i = 0; i < n; ++i) out[i] = cutopk_sim::g_frames[i];
+  return n;
+}
 }

@@ -20,8 +20,13 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <cassert>
 #include <csetjmp>
 #include <csignal>
+#include <ctime>
+#include <dlfcn.h>
+#include <execinfo.h>
+#include <sys/syscall.h>
 #include <cstdarg>
 #include <cstdint>
 #include <cstdio>
@@ -60,11 +65,39 @@
 namespace cutopk_sim {
 
 enum FiberState { RUNNABLE = 0, AT_BARRIER = 1, AT_WARP = 2, DONE = 3 };
-enum WarpOp { OP_SHFL, OP_SHFL_UP, OP_SHFL_DOWN, OP_SHFL_XOR, OP_BALLOT, OP_SYNCWARP, OP_MATCH_ANY };
-enum ErrorCode { OK = 0, E_BARRIER = 1, E_WARP = 2, E_DEADLOCK = 3, E_SHARED = 4, E_CRASH = 5, E_LIMIT = 6 };
+enum WarpOp {
+  OP_SHFL,
+  OP_SHFL_UP,
+  OP_SHFL_DOWN,
+  OP_SHFL_XOR,
+  OP_BALLOT,
+  OP_SYNCWARP,
+  OP_MATCH_ANY,
+  OP_MATCH_ALL,
+  OP_REDUCE_ADD,
+  OP_REDUCE_MIN,
+  OP_REDUCE_MAX,
+  OP_REDUCE_AND,
+  OP_REDUCE_OR,
+  OP_REDUCE_XOR,
+};
+// The Python side maps each code to an exception class (_errors.BY_CODE).
+enum ErrorCode {
+  OK = 0,
+  E_BARRIER = 1,
+  E_WARP = 2,
+  E_DEADLOCK = 3,
+  E_SHARED = 4,
+  E_CRASH = 5,
+  E_LIMIT = 6,
+  E_ASSERT = 7,
+  E_HANG = 8,
+};
 
-static const char* const OP_NAMES[] = {"__shfl_sync",  "__shfl_up_sync",  "__shfl_down_sync", "__shfl_xor_sync",
-                                       "__ballot_sync", "__syncwarp",     "__match_any_sync"};
+static const char* const OP_NAMES[] = {
+    "__shfl_sync",       "__shfl_up_sync",    "__shfl_down_sync",  "__shfl_xor_sync",  "__ballot_sync",
+    "__syncwarp",        "__match_any_sync",  "__match_all_sync",  "__reduce_add_sync", "__reduce_min_sync",
+    "__reduce_max_sync", "__reduce_and_sync", "__reduce_or_sync",  "__reduce_xor_sync"};
 
 struct Block;
 
@@ -92,6 +125,7 @@ struct Block {
   unsigned char* arena = nullptr;  // static shared memory
   unsigned char* dynamic = nullptr;  // dynamic shared memory (ends at a guard page)
   unsigned arrived = 0;  // threads waiting at the barrier
+  int barrier_line = 0;  // the call site of the barrier they wait at
   unsigned done = 0;
   int pred_count = 0;
   std::vector<unsigned> warp_arrived;  // per warp: lanes waiting at a warp operation
@@ -118,7 +152,11 @@ struct Launch {
   Fiber* current = nullptr;
   int error = OK;
   unsigned long long spin_budget = 0;
-  unsigned long long spins = 0;
+  unsigned long long spins = 0;  // polls (fences, atomics that change nothing) since the last progress
+  unsigned long long polls = 0;  // every poll, to give way to other threads now and then
+  unsigned long long switches = 0;  // fiber switches so far: the watchdog's sign of life
+  size_t static_shared_used = 0;  // static shared memory laid out so far in this launch
+  unsigned epoch = 0;  // launch counter: SharedSite offsets are valid for one launch
   std::mt19937_64 rng;
   bool shuffle = false;
 };
@@ -126,7 +164,6 @@ struct Launch {
 // Module-wide state (each module is its own shared object built with hidden visibility).
 inline Launch g_launch;
 inline char g_error[4096];
-inline size_t g_static_shared_used = 0;
 inline sigjmp_buf g_crash_env;
 inline std::vector<char*> g_stacks;
 inline std::vector<unsigned char*> g_arenas;
@@ -161,6 +198,10 @@ cutopk_sim_switch:
 )");
 
 inline Fiber* cur() { return g_launch.current; }
+
+// A thread made progress (a barrier or warp operation completed, memory changed by an atomic,
+// a thread exited): spin-waits that were polling may now succeed.
+inline void progressed() { g_launch.spins = 0; }
 
 // AddressSanitizer must be told about every stack switch, or it mistakes fiber stacks for
 // overflows of the thread's stack (CUTOPK_SIM_ASAN is defined for asan=True builds).
@@ -214,20 +255,28 @@ inline void describe_thread(char* out, size_t n, const Fiber* f) {
   __builtin_unreachable();
 }
 
+[[noreturn]] inline void trap(int line) { fault(E_CRASH, line, "__trap() called"); }
+
 // ---- shared memory ----
 
+// One per __shared__ declaration (a function-local static). Offsets are laid out afresh in each
+// launch, in the order the declarations are first reached, so that a module's kernels do not
+// add up against the 48 KB one block may declare.
 struct SharedSite {
-  long offset = -1;
+  unsigned epoch = 0;
+  size_t offset = 0;
 };
 
 inline void* shared_at(SharedSite& site, size_t bytes, size_t align, int line) {
-  if (site.offset < 0) {
-    size_t off = (g_static_shared_used + align - 1) / align * align;
+  Launch& L = g_launch;
+  if (site.epoch != L.epoch) {
+    size_t off = (L.static_shared_used + align - 1) / align * align;
     if (off + bytes > STATIC_SHARED_LIMIT)
       fault(E_LIMIT, line, "static __shared__ memory exceeds the 48 KB a block may declare (%zu bytes requested)",
             off + bytes);
-    site.offset = static_cast<long>(off);
-    g_static_shared_used = off + bytes;
+    site.offset = off;
+    site.epoch = L.epoch;
+    L.static_shared_used = off + bytes;
   }
   return cur()->block->arena + site.offset;
 }
@@ -247,12 +296,27 @@ inline void release_barrier(Block* b) {
   }
   b->arrived = 0;
   b->pred_count = 0;
-  L.spins = 0;
+  progressed();
 }
 
 inline int syncthreads_impl(int line, int pred) {
   Fiber* f = cur();
   Block* b = f->block;
+  // The hardware would let threads waiting at two different __syncthreads go together; CUDA
+  // calls that undefined, and it is nearly always a bug, so it is reported.
+  if (b->arrived == 0) {
+    b->barrier_line = line;
+  } else if (b->barrier_line != line) {
+    Fiber* other = nullptr;
+    for (unsigned i = 0; i < g_launch.nthreads && !other; ++i)
+      if (g_launch.fibers[b->first_fiber + i].state == AT_BARRIER) other = &g_launch.fibers[b->first_fiber + i];
+    char whom[160] = "?";
+    if (other) describe_thread(whom, sizeof whom, other);
+    fault(E_BARRIER, line,
+          "__syncthreads here while %u other threads wait at the __syncthreads at line %d (first: %s) -- "
+          "barrier divergence",
+          b->arrived, b->barrier_line, whom);
+  }
   f->line = line;
   f->state = AT_BARRIER;
   b->pred_count += pred != 0;
@@ -311,11 +375,36 @@ inline void resolve_warp(Block* b, unsigned warp, unsigned mask, int line) {
         break;
       case OP_SYNCWARP:
         break;
-      case OP_MATCH_ANY: {
+      case OP_MATCH_ANY:
+      case OP_MATCH_ALL: {
         unsigned same = 0;
         for (unsigned n = mask; n; n &= n - 1)
           if (lane_fiber(b, warp, __builtin_ctz(n)).value == f.value) same |= 1u << __builtin_ctz(n);
-        f.result = same;
+        f.result = first.op == OP_MATCH_ANY ? same : same == mask ? mask : 0u;
+        f.pred = same == mask;
+        break;
+      }
+      case OP_REDUCE_ADD:
+      case OP_REDUCE_MIN:
+      case OP_REDUCE_MAX:
+      case OP_REDUCE_AND:
+      case OP_REDUCE_OR:
+      case OP_REDUCE_XOR: {
+        // 32-bit operands; `arg` says whether they are signed (min/max differ).
+        uint32_t acc = static_cast<uint32_t>(first.value);
+        for (unsigned n = mask & (mask - 1); n; n &= n - 1) {
+          uint32_t v = static_cast<uint32_t>(lane_fiber(b, warp, __builtin_ctz(n)).value);
+          bool less = first.arg ? static_cast<int32_t>(v) < static_cast<int32_t>(acc) : v < acc;
+          switch (first.op) {
+            case OP_REDUCE_ADD: acc += v; break;
+            case OP_REDUCE_MIN: acc = less ? v : acc; break;
+            case OP_REDUCE_MAX: acc = less ? acc : v; break;
+            case OP_REDUCE_AND: acc &= v; break;
+            case OP_REDUCE_OR: acc |= v; break;
+            default: acc ^= v;
+          }
+        }
+        f.result = acc;
         break;
       }
       default: {
@@ -330,7 +419,7 @@ inline void resolve_warp(Block* b, unsigned warp, unsigned mask, int line) {
     f.state = RUNNABLE;
   }
   b->warp_arrived[warp] &= ~mask;
-  g_launch.spins = 0;
+  progressed();
 }
 
 inline uint64_t warp_op(int line, int op, unsigned mask, uint64_t value, int arg, int width, int pred) {
@@ -399,6 +488,19 @@ inline unsigned match_any(int line, unsigned mask, T v) {
   return static_cast<unsigned>(warp_op(line, OP_MATCH_ANY, mask, to_bits(v), 0, 32, 0));
 }
 
+template <class T>
+inline unsigned match_all(int line, unsigned mask, T v, int* pred) {
+  unsigned r = static_cast<unsigned>(warp_op(line, OP_MATCH_ALL, mask, to_bits(v), 0, 32, 0));
+  if (pred) *pred = cur()->pred;
+  return r;
+}
+
+template <class T>
+inline T reduce(int line, int op, unsigned mask, T v) {
+  static_assert(sizeof(T) == 4 && std::is_integral_v<T>, "__reduce_*_sync takes int or unsigned");
+  return static_cast<T>(warp_op(line, op, mask, static_cast<uint32_t>(v), std::is_signed_v<T>, 32, 0));
+}
+
 inline unsigned activemask() {
   Fiber* f = cur();
   unsigned warp = f->linear / 32, live = 0;
@@ -410,16 +512,24 @@ inline unsigned activemask() {
 // ---- memory ordering, atomics, spinning ----
 
 // Kernels that wait on each other spin on atomics or fences: those are the points where the
-// running thread gives way, so that other threads (of other resident blocks) can progress.
-inline void spin_point(int line) {
+// running thread gives way now and then, so that other threads (of other resident blocks) can
+// progress. A poll that changes nothing counts towards the deadlock budget: when every thread
+// only polls, budget after budget, none of them can ever see a change.
+inline void poll_point(int line, bool changed_memory) {
   Launch& L = g_launch;
-  if (++L.spins > L.spin_budget)
+  if (changed_memory) {
+    progressed();
+  } else if (++L.spins > L.spin_budget) {
     fault(E_DEADLOCK, line,
-          "no thread made progress in %llu consecutive fence/atomic operations: a spin-wait that can never end "
-          "(deadlock)",
+          "no thread made progress in %llu consecutive polls (fences, atomics that changed nothing): a "
+          "spin-wait that can never end -- deadlock (if another block should release it, raise "
+          "resident_blocks)",
           L.spin_budget);
-  if ((L.spins & 63) == 0) to_scheduler();
+  }
+  if ((++L.polls & 63) == 0) to_scheduler();
 }
+
+inline void atomic_point(bool changed_memory) { poll_point(0, changed_memory); }
 
 }  // namespace cutopk_sim
 
@@ -449,10 +559,20 @@ inline void spin_point(int line) {
 #define __any_sync(mask, p) (::cutopk_sim::ballot(__LINE__, (mask), (p)) != 0)
 #define __all_sync(mask, p) (::cutopk_sim::ballot(__LINE__, (mask), (p)) == (mask))
 #define __match_any_sync(mask, v) (::cutopk_sim::match_any(__LINE__, (mask), (v)))
+#define __match_all_sync(mask, v, pred) (::cutopk_sim::match_all(__LINE__, (mask), (v), (pred)))
+#define __reduce_add_sync(mask, v) (::cutopk_sim::reduce(__LINE__, ::cutopk_sim::OP_REDUCE_ADD, (mask), (v)))
+#define __reduce_min_sync(mask, v) (::cutopk_sim::reduce(__LINE__, ::cutopk_sim::OP_REDUCE_MIN, (mask), (v)))
+#define __reduce_max_sync(mask, v) (::cutopk_sim::reduce(__LINE__, ::cutopk_sim::OP_REDUCE_MAX, (mask), (v)))
+#define __reduce_and_sync(mask, v) (::cutopk_sim::reduce(__LINE__, ::cutopk_sim::OP_REDUCE_AND, (mask), (v)))
+#define __reduce_or_sync(mask, v) (::cutopk_sim::reduce(__LINE__, ::cutopk_sim::OP_REDUCE_OR, (mask), (v)))
+#define __reduce_xor_sync(mask, v) (::cutopk_sim::reduce(__LINE__, ::cutopk_sim::OP_REDUCE_XOR, (mask), (v)))
 #define __activemask() (::cutopk_sim::activemask())
-#define __threadfence() (::cutopk_sim::spin_point(__LINE__))
-#define __threadfence_block() (::cutopk_sim::spin_point(__LINE__))
-#define __nanosleep(ns) (::cutopk_sim::spin_point(__LINE__))
+#define __threadfence() (::cutopk_sim::poll_point(__LINE__, false))
+#define __threadfence_block() (::cutopk_sim::poll_point(__LINE__, false))
+#define __threadfence_system() (::cutopk_sim::poll_point(__LINE__, false))
+#define __nanosleep(ns) (::cutopk_sim::poll_point(__LINE__, false))
+#define __trap() (::cutopk_sim::trap(__LINE__))
+
 
 namespace cutopk_sim {
 inline unsigned syncwarp_impl(int line, unsigned mask = 0xffffffffu) {
@@ -460,71 +580,7 @@ inline unsigned syncwarp_impl(int line, unsigned mask = 0xffffffffu) {
 }
 }  // namespace cutopk_sim
 
-// Bit manipulation intrinsics.
-inline int __popc(unsigned x) { return __builtin_popcount(x); }
-inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
-inline int __clz(int x) { return x == 0 ? 32 : __builtin_clz(static_cast<unsigned>(x)); }
-inline int __clzll(long long x) { return x == 0 ? 64 : __builtin_clzll(static_cast<unsigned long long>(x)); }
-inline int __ffs(int x) { return __builtin_ffs(x); }
-inline int __ffsll(long long x) { return __builtin_ffsll(x); }
-inline unsigned __brev(unsigned x) {
-  x = ((x >> 1) & 0x55555555u) | ((x & 0x55555555u) << 1);
-  x = ((x >> 2) & 0x33333333u) | ((x & 0x33333333u) << 2);
-  x = ((x >> 4) & 0x0f0f0f0fu) | ((x & 0x0f0f0f0fu) << 4);
-  return __builtin_bswap32(x);
-}
-inline unsigned long long __brevll(unsigned long long x) {
-  return (static_cast<unsigned long long>(__brev(static_cast<unsigned>(x))) << 32) | __brev(static_cast<unsigned>(x >> 32));
-}
-inline unsigned __umulhi(unsigned a, unsigned b) { return static_cast<unsigned>((static_cast<unsigned long long>(a) * b) >> 32); }
-template <class T>
-inline T __ldg(const T* p) {
-  return *p;
-}
-inline long long clock64() { return static_cast<long long>(++::cutopk_sim::g_launch.spins); }
+// A clock that moves with the simulation: kernels use it for timing or back-off, never for results.
+inline long long clock64() { return static_cast<long long>(++::cutopk_sim::g_launch.polls); }
 
-// Device-side min/max as CUDA provides them for mixed integer types.
-template <class A, class B>
-inline std::common_type_t<A, B> min(A a, B b) {
-  using C = std::common_type_t<A, B>;
-  return static_cast<C>(b) < static_cast<C>(a) ? static_cast<C>(b) : static_cast<C>(a);
-}
-template <class A, class B>
-inline std::common_type_t<A, B> max(A a, B b) {
-  using C = std::common_type_t<A, B>;
-  return static_cast<C>(a) < static_cast<C>(b) ? static_cast<C>(b) : static_cast<C>(a);
-}
-
-// Atomics: one OS thread runs every fiber and a fiber is never interrupted in the middle of
-// one, so each is atomic as written; each is also a point where a spinning thread gives way.
-#define CUTOPK_SIM_ATOMIC(name, expr)                    \
-  template <class T, class U>                            \
-  inline T name(T* address, U v) {                       \
-    ::cutopk_sim::spin_point(0);                         \
-    T old = *address;                                    \
-    T val = static_cast<T>(v);                           \
-    *address = (expr);                                   \
-    return old;                                          \
-  }
-CUTOPK_SIM_ATOMIC(atomicAdd, old + val)
-CUTOPK_SIM_ATOMIC(atomicSub, old - val)
-CUTOPK_SIM_ATOMIC(atomicExch, val)
-CUTOPK_SIM_ATOMIC(atomicMax, old < val ? val : old)
-CUTOPK_SIM_ATOMIC(atomicMin, val < old ? val : old)
-CUTOPK_SIM_ATOMIC(atomicAnd, old & val)
-CUTOPK_SIM_ATOMIC(atomicOr, old | val)
-CUTOPK_SIM_ATOMIC(atomicXor, old ^ val)
-#undef CUTOPK_SIM_ATOMIC
-template <class T, class U, class V>
-inline T atomicCAS(T* address, U compare, V val) {
-  ::cutopk_sim::spin_point(0);
-  T old = *address;
-  if (old == static_cast<T>(compare)) *address = static_cast<T>(val);
-  return old;
-}
-inline unsigned atomicInc(unsigned* address, unsigned limit) {
-  ::cutopk_sim::spin_point(0);
-  unsigned old = *address;
-  *address = old >= limit ? 0u : old + 1u;
-  return old;
-}
+#include "sim_intrinsics.h"
