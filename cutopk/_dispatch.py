@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-ALGORITHMS = ("warp_row", "bitonic", "radix", "sort")
+ALGORITHMS = ("warp_row", "bitonic", "radix", "multiblock", "sort")
 
 WARP_ROW_MAX_N = 256  # 8 registers per lane (ITEMS = 8)
 WARP_ROW_MAX_K = 32  # lane r keeps the r-th winner
@@ -20,6 +20,12 @@ RADIX_THREADS = 512
 WARP_ROW_THREADS = 256
 KEYS_THREADS = 256
 MAX_CANDIDATES = 4096
+MULTIBLOCK_THREADS = 256
+MULTIBLOCK_MAX_ROWS = 65535  # rows are gridDim.y
+MULTIBLOCK_FEW_ROWS = 64  # up to this many rows, one block per row would leave most SMs idle
+MULTIBLOCK_MIN_N = 1 << 16
+MULTIBLOCK_MIN_SLICE = 2048  # elements per block: below this the per-block overheads dominate
+MULTIBLOCK_STATE_BYTES = 40  # sizeof(MbState) in kernels/multiblock_radix.cu
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,7 +90,7 @@ def radix_cap(k: int, key_bytes: int, device: Device) -> int | None:
     return min(MAX_CANDIDATES, 1 << (room.bit_length() - 1))
 
 
-def why_not(algorithm: str, n: int, k: int, key_bytes: int, device: Device) -> str | None:
+def why_not(algorithm: str, n: int, k: int, key_bytes: int, device: Device, rows: int = 1) -> str | None:
     """None when ``algorithm`` can handle the request, else the reason (for the ValueError)."""
     if algorithm == "warp_row":
         if n > WARP_ROW_MAX_N:
@@ -100,6 +106,9 @@ def why_not(algorithm: str, n: int, k: int, key_bytes: int, device: Device) -> s
     elif algorithm == "radix":
         if radix_cap(k, key_bytes, device) is None:
             return f"'radix' selects at most k={RADIX_MAX_K}, got k={k}"
+    elif algorithm == "multiblock":
+        if rows > MULTIBLOCK_MAX_ROWS:
+            return f"'multiblock' handles at most {MULTIBLOCK_MAX_ROWS} rows, got {rows}"
     elif algorithm != "sort":
         return f"unknown algorithm {algorithm!r}"
     return None
@@ -111,11 +120,13 @@ def choose(rows: int, n: int, k: int, key_bytes: int, device: Device, algorithm:
         return algorithm
     if n <= WARP_ROW_MAX_N and k <= WARP_ROW_MAX_K:
         return "warp_row"
+    if rows <= MULTIBLOCK_FEW_ROWS and n >= MULTIBLOCK_MIN_N:
+        return "multiblock"  # few long rows: spread each row over many blocks
     if bitonic_size(n, key_bytes, device) is not None and (n <= 2048 or k > RADIX_MAX_K):
         return "bitonic"
     if radix_cap(k, key_bytes, device) is not None:
         return "radix"
-    return "sort"
+    return "multiblock" if rows <= MULTIBLOCK_MAX_ROWS else "sort"
 
 
 def plan(
@@ -134,6 +145,16 @@ def plan(
         cap = radix_cap(k, key_bytes, device)
         shared = (pow2_at_least(k) + cap) * (8 + key_bytes)
         return Plan(name, "radix_topk", rows, RADIX_THREADS, shared, {"cap": cap}, copy)
+    if name == "multiblock":
+        # Enough blocks for a few waves over the whole GPU, but slices no shorter than
+        # MULTIBLOCK_MIN_SLICE; slices are whole multiples of the block size.
+        per_row = max(1, min(-(-device.sm_count * 4 // rows), -(-n // MULTIBLOCK_MIN_SLICE)))
+        slice_ = -(-n // per_row)
+        slice_ = -(-slice_ // MULTIBLOCK_THREADS) * MULTIBLOCK_THREADS
+        per_row = -(-n // slice_)
+        scratch = rows * (MULTIBLOCK_STATE_BYTES + 256 * 8 + per_row * 8 + k * (key_bytes + 8) * 3)
+        params = {"blocks_per_row": per_row, "slice": slice_}
+        return Plan(name, "mb_histogram", per_row * rows, MULTIBLOCK_THREADS, 0, params, copy, scratch)
     total = rows * n
     grid = max(1, min(-(-total // KEYS_THREADS), device.sm_count * 8))
     # The keys, the sort's permutation (int64) and the sort's own buffers.

@@ -26,8 +26,11 @@ KERNEL_FILES = (
     "warp_row_topk.cu",
     "bitonic_topk.cu",
     "radix_topk.cu",
+    "multiblock_radix.cu",
     "keys.cu",
 )
+# Kernels that are not templates (one copy per module).
+PLAIN_KERNELS = ("mb_init", "mb_select", "mb_scan_ties")
 WARP_ROW_ITEMS = (1, 2, 4, 8)
 _LOCAL_INCLUDE = re.compile(r'^\s*#\s*include\s+"[^"]+"\s*$', re.MULTILINE)
 
@@ -54,6 +57,7 @@ def name_expressions(cxx: str) -> list[str]:
     """Every kernel instantiation for one element type."""
     names = [f"warp_row_topk<{cxx}, {items}>" for items in WARP_ROW_ITEMS]
     names += [f"bitonic_topk<{cxx}>", f"radix_topk<{cxx}>", f"compute_keys<{cxx}>", f"gather_values<{cxx}>"]
+    names += [f"mb_histogram<{cxx}>", f"mb_count_ties<{cxx}>", f"mb_collect<{cxx}>"]
     return names
 
 
@@ -139,14 +143,14 @@ def _rows_layout(a, axis: int):
     return xp.ascontiguousarray(moved), moved.shape[-1], 1, True
 
 
-def _check_forced(req: Request, key_bytes: int, device: _dispatch.Device) -> None:
+def _check_forced(req: Request, key_bytes: int, device: _dispatch.Device, rows: int) -> None:
     if req.algorithm == "auto":
         return
     if req.algorithm not in ALGORITHMS:
         raise ValueError(
             f"algorithm: expected 'auto' or one of {ALGORITHMS} for backend {req.backend!r}, got {req.algorithm!r}"
         )
-    reason = _dispatch.why_not(req.algorithm, req.n, req.k, key_bytes, device)
+    reason = _dispatch.why_not(req.algorithm, req.n, req.k, key_bytes, device, rows)
     if reason:
         raise ValueError(f"algorithm: {reason}")
 
@@ -155,8 +159,8 @@ def plan(a, req: Request) -> _dispatch.Plan:
     """The dispatcher's plan for ``top_k(a, ...)`` (nothing is launched, nothing copied)."""
     info = _dtypes.check_dtype(a.dtype)
     device = _device_facts(req.backend, _device_id(req.backend))
-    _check_forced(req, info.itemsize, device)
     rows = math.prod(s for i, s in enumerate(a.shape) if i != req.axis)
+    _check_forced(req, info.itemsize, device, rows)
     xp = np if isinstance(a, np.ndarray) else _xp("cuda")
     copy = _collapse(xp.moveaxis(a, req.axis, -1)) is None
     return _dispatch.plan(rows, req.n, max(1, req.k), info.itemsize, device, copy, req.algorithm)
@@ -170,10 +174,10 @@ def top_k(a, req: Request):
         a = a.astype(a.dtype.newbyteorder("="))  # kernels read native byte order
     info = _dtypes.check_dtype(a.dtype)
     device = _device_facts(target, _device_id(target))
-    _check_forced(req, info.itemsize, device)
     other = [s for i, s in enumerate(a.shape) if i != req.axis]
     out_shape = (*other, req.k)
     rows = math.prod(other)
+    _check_forced(req, info.itemsize, device, rows)
     values = xp.empty((rows, req.k), dtype=a.dtype)
     indices = xp.empty((rows, req.k), dtype=np.int64)
     if req.k > 0 and rows > 0:
@@ -206,6 +210,12 @@ def _launch(
         fn = mod.get_function(f"radix_topk<{info.cxx}>")
         args = (*common, np.int32(req.k), *flags, by_index, np.int32(p.params["cap"]), values, indices)
         fn((p.grid,), (p.block,), args, shared_mem=p.shared_bytes)
+    elif p.algorithm == "multiblock":
+        from . import _gpu_multiblock
+
+        _gpu_multiblock.run(
+            _xp(target), mod, info, p, base, rows, req, row_stride, col_stride, values, indices
+        )
     else:
         _sort_path(
             target, info, p, mod, common, flags, rows, req, base, row_stride, col_stride, values, indices

@@ -19,9 +19,11 @@ DEV = d.Device()
         (1000, 257, 8, 4, "bitonic"),
         (10, 2048, 100, 4, "bitonic"),
         (10, 4096, 100, 4, "radix"),  # long enough that selecting beats sorting the row
-        (1, 128256, 50, 4, "radix"),  # LLM sampling
-        (64, 131072, 1024, 8, "radix"),
-        (64, 131072, 2048, 4, "sort"),  # K too large for the shared-memory kernels
+        (1, 128256, 50, 4, "multiblock"),  # LLM sampling at batch 1: few long rows
+        (64, 131072, 1024, 8, "multiblock"),
+        (65, 131072, 1024, 8, "radix"),  # enough rows to fill the GPU one block per row
+        (1000, 100_000, 2048, 4, "multiblock"),  # K too large for the shared-memory kernels
+        (70_000, 5000, 2048, 4, "sort"),  # ... and too many rows for the multi-block grid
         (4, 4096, 3000, 4, "bitonic"),  # ... unless the whole row fits in shared memory
     ],
 )
@@ -54,10 +56,11 @@ def test_radix_candidates_fit_shared_memory():
         ("bitonic", 10_000, 5, "does not fit"),
         ("radix", 10_000, 5000, "at most k=1024"),
         ("magic", 10, 1, "unknown algorithm"),
+        ("multiblock", 10, 1, "at most 65535 rows"),
     ],
 )
 def test_why_not(algorithm, n, k, fragment):
-    assert fragment in d.why_not(algorithm, n, k, 4, DEV)
+    assert fragment in d.why_not(algorithm, n, k, 4, DEV, rows=70_000)
 
 
 def test_every_algorithm_applies_somewhere():
@@ -69,8 +72,15 @@ def test_plans():
     assert (p.algorithm, p.block, p.grid, p.params["ITEMS"]) == ("warp_row", 256, 65536 // 8, 4)
     p = d.plan(100, 1000, 10, 4, DEV, copy=True)
     assert (p.algorithm, p.grid, p.shared_bytes, p.copy) == ("bitonic", 100, 1024 * 8, True)
-    p = d.plan(3, 100_000, 64, 8, DEV, copy=False)
-    assert p.algorithm == "radix" and p.shared_bytes <= DEV.shared_bytes and p.grid == 3
-    p = d.plan(2, 100_000, 5000, 4, DEV, copy=False)
+    p = d.plan(300, 10_000, 64, 8, DEV, copy=False)
+    assert p.algorithm == "radix" and p.shared_bytes <= DEV.shared_bytes and p.grid == 300
+    p = d.plan(2, 10_000_000, 5000, 4, DEV, copy=False)
+    assert p.algorithm == "multiblock" and p.scratch_bytes > 0
+    per_row, slice_ = p.params["blocks_per_row"], p.params["slice"]
+    assert per_row * slice_ >= 10_000_000 > (per_row - 1) * slice_ and slice_ % 256 == 0
+    assert p.grid == 2 * per_row and p.grid >= 4 * DEV.sm_count  # a few waves over every SM
+    p = d.plan(1, 100_000, 10, 4, DEV, copy=False)
+    assert p.params["slice"] >= d.MULTIBLOCK_MIN_SLICE  # short rows: fewer, fuller blocks
+    p = d.plan(70_000, 5000, 2048, 4, DEV, copy=False)
     assert p.algorithm == "sort" and p.scratch_bytes > 0 and p.grid <= DEV.sm_count * 8
     assert d.plan(1, 100, 5, 4, DEV, copy=False, algorithm="sort").algorithm == "sort"

@@ -125,6 +125,23 @@ def test_radix_paths_for_heavy_ties(backend):
 
 
 @pytest.mark.parametrize("backend", GPU_BACKENDS)
+def test_multiblock_ties_across_slices(backend):
+    require(backend)
+    # 20000 equal keys split over ten 2048-element slices: the winners at the boundary must be the
+    # lowest indices of the whole row, whichever block holds them.
+    x = np.zeros((2, 20000), dtype=np.float32)
+    x[0, 15000:] = 1.0
+    x[1, ::3] = -1.0
+    for k in (1, 4999, 5001, 12000, 20000):
+        for order in (True, "index"):
+            run_case(backend, x, k, algorithm="multiblock", sorted=order)
+            run_case(backend, x, k, algorithm="multiblock", sorted=order, mode="smallest")
+    # 64-bit keys with early differences and late ones (every digit pass).
+    y = (np.int64(2**62) + np.arange(30000, dtype=np.int64) % 7).reshape(1, -1)
+    run_case(backend, y, 9000, algorithm="multiblock")
+
+
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
 def test_forced_algorithm_that_cannot_apply(backend):
     require(backend)
     x = np.zeros((2, 5000), np.float32)

@@ -30,6 +30,7 @@ SPILL = re.compile(
 
 def source() -> str:
     names = [n for info in _dtypes.SUPPORTED.values() for n in _gpu.name_expressions(info.cxx)]
+    names += list(_gpu.PLAIN_KERNELS)
     table = ",\n  ".join(f"(const void*)&{n}" for n in names)
     return f"{_gpu.kernel_source()}\n\nconst void* cutopk_every_kernel[] = {{\n  {table}\n}};\n", len(names)
 
