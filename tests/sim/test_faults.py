@@ -4,6 +4,7 @@ naming the kernel, the block, the thread and the source line."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -68,6 +69,40 @@ extern "C" __global__ void null_deref(int* out) {
 
 extern "C" __global__ void global_overrun(int* out, int n) {
   out[threadIdx.x] = 1;  // BUG: launched with more threads than out has elements
+}
+
+extern "C" __global__ void two_barriers(int* out) {
+  if (threadIdx.x < 32) {
+    __syncthreads();  // BUG: the first warp waits here...
+  } else {
+    __syncthreads();  // ...the others here
+  }
+  out[threadIdx.x] = 1;
+}
+
+extern "C" __global__ void failing_assert(const int* in) {
+  assert(in[threadIdx.x] >= 0);  // BUG: a negative input
+}
+
+extern "C" __global__ void trapping(int* out) {
+  if (threadIdx.x == 3) __trap();  // the kernel gives up
+  out[threadIdx.x] = 1;
+}
+
+extern "C" __global__ void volatile_spin(volatile int* flag) {
+  while (flag[0] == 0) { }  // BUG: nothing ever sets the flag, and the loop never yields
+}
+
+extern "C" __global__ void small_dynamic_overrun(int n) {
+  extern __shared__ unsigned char bytes[];
+  if (threadIdx.x == 0) bytes[n] = 1;  // BUG: one past the end of n bytes
+}
+
+extern "C" __global__ void wait_for_block_one(int* flag) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    while (atomicAdd(flag, 0) == 0) { }  // waits for a block that only runs after this one
+  }
+  if (blockIdx.x == 1 && threadIdx.x == 0) atomicExch(flag, 1);
 }
 """
 
@@ -169,9 +204,74 @@ def test_crash_does_not_take_down_the_process(mod):
     msg = str(info.value)
     assert "null_deref" in msg and "block (1,0,0)" in msg and "thread (5,0,0)" in msg
     assert "Segmentation fault" in msg
+    if shutil.which("addr2line"):
+        assert f"kernel.cu line {line_of('BUG: crash')}" in msg
     out = np.zeros(32, np.int32)
     mod.get_function("null_deref")((1,), (32,), (out,))  # the module still works afterwards
     assert (out == 2).all()
+
+
+def test_barriers_at_different_call_sites(mod):
+    with pytest.raises(sim.BarrierDivergenceError) as info:
+        mod.get_function("two_barriers")(1, 64, (np.zeros(64, np.int32),))
+    msg = str(info.value)
+    assert "two_barriers" in msg and "block (0,0,0)" in msg and "barrier divergence" in msg
+    assert f"line {line_of('the first warp waits here')}" in msg
+    assert f"line {line_of('the others here')}" in msg
+
+
+def test_failed_assert(mod):
+    x = np.zeros(64, np.int32)
+    x[17] = -1
+    with pytest.raises(sim.KernelAssertionError) as info:
+        mod.get_function("failing_assert")(1, 64, (x,))
+    msg = str(info.value)
+    assert "failing_assert" in msg and "thread (17,0,0)" in msg and "in[threadIdx.x] >= 0" in msg
+    assert f"line {line_of('BUG: a negative input')}" in msg
+
+
+def test_trap(mod):
+    with pytest.raises(sim.KernelCrashError, match=r"thread \(3,0,0\).*__trap\(\) called"):
+        mod.get_function("trapping")(1, 32, (np.zeros(32, np.int32),))
+
+
+def test_non_yielding_spin_is_stopped_by_the_watchdog():
+    mod = sim.RawModule(code=BUGS, watchdog_s=0.3)
+    with pytest.raises(sim.KernelHangError) as info:
+        mod.get_function("volatile_spin")(1, 4, (np.zeros(1, np.int32),))
+    msg = str(info.value)
+    assert "volatile_spin" in msg and "thread (0,0,0)" in msg and "hang" in msg
+    if shutil.which("addr2line"):
+        assert f"kernel.cu line {line_of('never yields')}" in msg
+    assert isinstance(info.value, sim.DeadlockError)
+
+
+def test_dynamic_overrun_within_the_alignment_slack_is_found_by_canaries(mod):
+    with pytest.raises(sim.SharedMemoryOverrunError, match="byte offset 10, outside the 10 bytes"):
+        mod.get_function("small_dynamic_overrun")(1, 32, (np.int32(10),), shared_mem=10)
+    mod.get_function("small_dynamic_overrun")(1, 32, (np.int32(9),), shared_mem=10)
+
+
+def test_spin_on_a_later_block_is_a_deadlock_unless_both_are_resident():
+    flag = np.zeros(1, np.int32)
+    with pytest.raises(sim.DeadlockError, match="resident_blocks"):
+        sim.RawModule(code=BUGS, spin_budget=10_000).get_function("wait_for_block_one")(2, 32, (flag,))
+    flag[0] = 0
+    sim.RawModule(code=BUGS, resident_blocks=2).get_function("wait_for_block_one")(2, 32, (flag,))
+    assert flag[0] == 1
+
+
+def test_isolated_launches_survive_crashes_and_hangs():
+    mod = sim.RawModule(code=BUGS, isolate=True, timeout_s=20)
+    out = np.zeros(32, np.int32)
+    with pytest.raises(sim.KernelCrashError, match=r"block \(1,0,0\) thread \(5,0,0\)"):
+        mod.get_function("null_deref")((2,), (32,), (out,))
+    assert (out == 0).all()  # a failed launch writes nothing back
+    mod.get_function("null_deref")((1,), (32,), (out,))
+    assert (out == 2).all()  # results come back from the child
+    hung = sim.RawModule(code=BUGS, isolate=True, timeout_s=0.5, watchdog_s=0)
+    with pytest.raises(sim.KernelHangError, match="timeout_s=0.5"):
+        hung.get_function("volatile_spin")(1, 1, (np.zeros(1, np.int32),))
 
 
 ASAN_SCRIPT = textwrap.dedent(
@@ -181,10 +281,14 @@ ASAN_SCRIPT = textwrap.dedent(
     from cutopk import sim
     sys.path.insert(0, {here!r})
     from test_faults import BUGS
-    mod = sim.RawModule(code=BUGS, asan=True)
+    mod = sim.RawModule(code=BUGS, asan=True, isolate={isolate})
     out = np.zeros(32, np.int32)
-    mod.get_function("global_overrun")(1, {threads}, (out, np.int32(32)))
-    print("no error")
+    try:
+        mod.get_function("global_overrun")(1, {threads}, (out, np.int32(32)))
+    except sim.KernelCrashError as exc:
+        print("caught:", exc)
+    else:
+        print("no error", int(out.sum()))
     """
 )
 
@@ -201,21 +305,28 @@ def _libasan() -> str | None:
 
 
 @pytest.mark.asan
+@pytest.mark.parametrize("isolate", [False, True])
 @pytest.mark.parametrize("threads", [32, 33])
-def test_global_out_of_bounds_caught_under_asan(threads):
+def test_global_out_of_bounds_caught_under_asan(threads, isolate):
+    """Under ASan a global overrun ends the process with ASan's report; with isolate=True the
+    report comes back as a KernelCrashError and the process carries on."""
     libasan = _libasan()
     if libasan is None:
         pytest.skip("g++'s AddressSanitizer runtime (libasan.so) is not installed")
     here = os.path.dirname(os.path.abspath(__file__))
     root = os.path.dirname(os.path.dirname(here))
     env = {**os.environ, "LD_PRELOAD": libasan, "ASAN_OPTIONS": "detect_leaks=0"}
-    script = ASAN_SCRIPT.format(root=root, here=here, threads=threads)
+    script = ASAN_SCRIPT.format(root=root, here=here, threads=threads, isolate=isolate)
     proc = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120
     )
     if threads == 32:
         assert proc.returncode == 0, proc.stderr[-3000:]
-        assert "no error" in proc.stdout
+        assert "no error 32" in proc.stdout
+    elif isolate:
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert "caught: kernel 'global_overrun'" in proc.stdout
+        assert "heap-buffer-overflow" in proc.stdout and "global_overrun" in proc.stdout
     else:
         assert proc.returncode != 0
         assert "heap-buffer-overflow" in proc.stderr, proc.stderr[-3000:]
