@@ -170,7 +170,9 @@ def test_none_bool_and_enum_arguments_follow_cupy(mod):
     assert out.tolist() == [-1, 1, -5]
     fn(1, 1, (out, np.array([9], np.int32), 12, np.int32(0)))
     assert out.tolist() == [9, 12, 5]
-    with pytest.raises(sim.LaunchArgumentError, match="argument 2: the parameter is an 8-byte signed integer, got None"):
+    with pytest.raises(
+        sim.LaunchArgumentError, match="argument 2: the parameter is an 8-byte signed integer, got None"
+    ):
         fn(1, 1, (out, None, None, np.int32(0)))
 
 
