@@ -48,13 +48,27 @@ def _candidate_include_dirs():
             yield pathlib.Path(site) / sub
 
 
+# What host-mode cuda_fp16.h/cuda_bf16.h pull in: the runtime headers, crt/ (nvidia-cuda-crt on
+# pip) and CCCL's <nv/target> (nvidia-cuda-cccl; a toolkit keeps it under include/cccl).
+_NEEDED = ("cuda_runtime.h", "cuda_fp16.h", "cuda_bf16.h", "crt/host_defines.h")
+
+
 @functools.cache
-def cuda_include_dir() -> pathlib.Path | None:
-    """A folder holding cuda_runtime.h, cuda_fp16.h and cuda_bf16.h, or None."""
+def cuda_include_dirs() -> tuple[pathlib.Path, ...] | None:
+    """The include folders for CUDA's headers (the main one first, then CCCL's), or None."""
     for path in _candidate_include_dirs():
-        if all((path / h).is_file() for h in ("cuda_runtime.h", "cuda_fp16.h", "cuda_bf16.h")):
-            return path
+        if not all((path / h).is_file() for h in _NEEDED):
+            continue
+        for cccl in (path, path / "cccl"):
+            if (cccl / "nv" / "target").is_file():
+                return (path,) if cccl == path else (path, cccl)
     return None
+
+
+def cuda_include_dir() -> pathlib.Path | None:
+    """The folder holding cuda_runtime.h, cuda_fp16.h and cuda_bf16.h, or None."""
+    dirs = cuda_include_dirs()
+    return dirs[0] if dirs else None
 
 
 @functools.cache
@@ -68,8 +82,9 @@ def unavailable_reason() -> str | None:
         return "no C++ compiler found (set CXX, or install g++)"
     if cuda_include_dir() is None:
         return (
-            "CUDA's headers (cuda_fp16.h, cuda_bf16.h) were not found: install a CUDA toolkit, set "
-            "CUDA_PATH, or pip install nvidia-cuda-runtime (part of cutopk's test extra)"
+            "CUDA's headers (cuda_runtime.h, cuda_fp16.h, cuda_bf16.h, crt/host_defines.h, nv/target) were "
+            "not found: install a CUDA toolkit, set CUDA_PATH (or CUTOPK_CUDA_INCLUDE to the include folder), "
+            "or pip install nvidia-cuda-runtime nvidia-cuda-crt nvidia-cuda-cccl (cutopk's test extra)"
         )
     return None
 
@@ -93,7 +108,8 @@ def build(source: str, options: tuple[str, ...], asan: bool) -> pathlib.Path:
     cxx = compiler()
     flags = (*BASE_FLAGS, *(ASAN_FLAGS if asan else ()), *options)
     # The runtime headers are #included, not pasted: their text must be part of the key.
-    parts = (source, runtime_text(), *flags, *LIBS, cxx or "", str(cuda_include_dir()))
+    includes = [f"-I{d}" for d in cuda_include_dirs() or ()]
+    parts = (source, runtime_text(), *flags, *LIBS, cxx or "", *includes)
     key = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32]
     out_dir = cache_dir()
     out = out_dir / f"{key}.so"
@@ -108,7 +124,7 @@ def build(source: str, options: tuple[str, ...], asan: bool) -> pathlib.Path:
             cxx,
             *flags,
             f"-I{RUNTIME_DIR}",
-            f"-I{cuda_include_dir()}",
+            *includes,
             str(src),
             "-o",
             str(tmp_out),
