@@ -309,7 +309,11 @@ struct Watchdog {
   }
   ~Watchdog() {
     if (armed) timer_delete(timer);
-    if (g_watchdog_s > 0) sigaction(SIGVTALRM, &old, nullptr);
+    if (g_watchdog_s > 0) {
+      // SIGVTALRM's default action ends the process: a tick still in flight must not find it.
+      if (!(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_DFL) old.sa_handler = SIG_IGN;
+      sigaction(SIGVTALRM, &old, nullptr);
+    }
     g_watchdog_s = 0;
   }
 };
