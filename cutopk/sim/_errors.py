@@ -53,4 +53,5 @@ BY_CODE = {
     6: SharedMemoryOverrunError,
     7: KernelAssertionError,
     8: KernelHangError,
+    9: SimError,
 }

@@ -31,7 +31,7 @@ _KIND_NAMES = {
     "?": "value",
 }
 # Codes whose fault happened at an unknown place in the code: worth a look-up of the source line.
-_LOCATE = {4, 5, 8}
+_LOCATE = {4, 5, 8}  # overrun, crash, hang
 
 
 def _python_scalar(arg):

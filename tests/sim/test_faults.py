@@ -98,6 +98,23 @@ extern "C" __global__ void small_dynamic_overrun(int n) {
   if (threadIdx.x == 0) bytes[n] = 1;  // BUG: one past the end of n bytes
 }
 
+__device__ int deep(int depth, int* sink) {
+  int frame[256];  // 1 KB per call: 100 calls overflow a 64 KB fiber stack
+  frame[depth % 256] = depth;
+  sink[0] += frame[(depth * 7) % 256];
+  return depth == 0 ? 0 : frame[depth % 256] + deep(depth - 1, sink);
+}
+
+extern "C" __global__ void stack_overflow(int* out, int depth) {
+  out[threadIdx.x] = deep(depth, out);  // BUG: recursion far deeper than a GPU stack allows
+}
+
+extern "C" __global__ void too_much_static_shared(int* out) {
+  __shared__ int big[13000];  // BUG: 52 KB, over the 48 KB a block may declare statically
+  big[threadIdx.x] = 1;
+  out[0] = big[0];
+}
+
 extern "C" __global__ void wait_for_block_one(int* flag) {
   if (blockIdx.x == 0 && threadIdx.x == 0) {
     while (atomicAdd(flag, 0) == 0) { }  // waits for a block that only runs after this one
@@ -259,6 +276,18 @@ def test_spin_on_a_later_block_is_a_deadlock_unless_both_are_resident():
     flag[0] = 0
     sim.RawModule(code=BUGS, resident_blocks=2).get_function("wait_for_block_one")(2, 32, (flag,))
     assert flag[0] == 1
+
+
+def test_stack_overflow_is_named(mod):
+    out = np.zeros(4, np.int32)
+    with pytest.raises(sim.KernelCrashError, match=r"thread \(0,0,0\).*stack overflow: .* 64 KB stack"):
+        mod.get_function("stack_overflow")(1, 4, (out, np.int32(1000)))
+    mod.get_function("stack_overflow")(1, 4, (out, np.int32(5)))  # shallow recursion is fine
+
+
+def test_static_shared_over_48_kb(mod):
+    with pytest.raises(sim.SharedMemoryOverrunError, match="48 KB"):
+        mod.get_function("too_much_static_shared")(1, 32, (np.zeros(1, np.int32),))
 
 
 def test_isolated_launches_survive_crashes_and_hangs():

@@ -96,6 +96,14 @@ extern "C" __global__ void halves(const __half* h, const __nv_bfloat16* b, float
   out[32 + i] = __half2float(moved);
 }
 
+extern "C" __global__ void bf16_shuffle(const __nv_bfloat16* in, __nv_bfloat16* out) {
+  out[threadIdx.x] = __shfl_down_sync(0xffffffffu, in[threadIdx.x], 1);
+}
+
+extern "C" __global__ void hello(int tag) {
+  if (threadIdx.x % 16 == 0) printf("tag %d block %d thread %d\n", tag, (int)blockIdx.x, (int)threadIdx.x);
+}
+
 extern "C" __global__ void producer_consumer(volatile int* flag, int* out) {
   // Block 1 waits for block 0: needs both blocks resident at once.
   if (blockIdx.x == 1) {
@@ -234,6 +242,19 @@ def test_half_and_bfloat16(mod):
     np.testing.assert_array_equal(out[:32], h.astype(np.float32) + 0.5)
     np.testing.assert_array_equal(raw, (h.astype(np.float32) + 0.5).astype(np.float16).view(np.uint16))
     np.testing.assert_array_equal(out[32:], h[np.arange(32) ^ 1].astype(np.float32))
+
+
+def test_bfloat16_shuffle(mod):
+    bits = (np.arange(32, dtype=np.uint16) + 0x3F80).astype(np.uint16)  # raw bfloat16 patterns
+    out = np.zeros(32, np.uint16)
+    mod.get_function("bf16_shuffle")(1, 32, (bits, out))
+    assert out.tolist() == [*bits[1:].tolist(), int(bits[31])]
+
+
+def test_printf_from_threads(mod, capfd):
+    mod.get_function("hello")(2, 32, (np.int32(5),))
+    lines = sorted(capfd.readouterr().out.splitlines())
+    assert lines == sorted(f"tag 5 block {b} thread {t}" for b in (0, 1) for t in (0, 16))
 
 
 def test_resident_blocks_make_progress_together():

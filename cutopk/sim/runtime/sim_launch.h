@@ -141,8 +141,8 @@ constexpr size_t CANARY_BEFORE = 64;
 inline void canary_ranges(const Block& b, unsigned char** r) {
   long page = sysconf(_SC_PAGESIZE);
   unsigned char* region = b.dynamic;
-  unsigned char* usable = region - ((reinterpret_cast<uintptr_t>(region) - page) % page);  // page start
-  r[0] = region - CANARY_BEFORE < usable ? usable : region - CANARY_BEFORE;
+  unsigned char* page_start = region - reinterpret_cast<uintptr_t>(region) % page;  // a guard page or more region lies below
+  r[0] = region - CANARY_BEFORE < page_start ? page_start : region - CANARY_BEFORE;
   r[1] = region;
   r[2] = region + g_launch.dynamic_bytes;
   r[3] = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(r[2]) + page - 1) / page * page);
@@ -179,6 +179,14 @@ inline bool in_dynamic_guard(const void* addr) {
 
 // ---- crashes ----
 
+inline bool in_stack_guard(const void* addr) {
+  long page = sysconf(_SC_PAGESIZE);
+  auto a = static_cast<const char*>(addr);
+  for (char* s : g_stacks)
+    if (a >= s - page && a < s) return true;
+  return false;
+}
+
 // Return addresses of the frames inside this module at the last fault, as offsets from the
 // module's load address (Python turns them into kernel.cu lines with addr2line).
 inline uintptr_t g_frames[16];
@@ -207,7 +215,13 @@ inline void on_signal(int sig, siginfo_t* info, void* context) {
   record_frames(context);
   char who[160] = "outside any thread";
   if (L.current) describe_thread(who, sizeof who, L.current);
-  if ((sig == SIGSEGV || sig == SIGBUS) && in_dynamic_guard(info->si_addr)) {
+  if ((sig == SIGSEGV || sig == SIGBUS) && in_stack_guard(info->si_addr)) {
+    snprintf(g_error, sizeof g_error,
+             "%s: stack overflow: the thread used more than its %zu KB stack (large local arrays or deep "
+             "recursion; last synchronising call at line %d)",
+             who, STACK_BYTES / 1024, L.current ? L.current->line : 0);
+    L.error = E_CRASH;
+  } else if ((sig == SIGSEGV || sig == SIGBUS) && in_dynamic_guard(info->si_addr)) {
     snprintf(g_error, sizeof g_error,
              "%s: dynamic shared memory overrun: access at or past the end of the %zu bytes given as shared_mem",
              who, L.dynamic_bytes);
@@ -441,7 +455,7 @@ inline int run_launch(void (*entry)(void**), void** args, dim3 grid, dim3 block,
     char* s = new_stack();
     if (!s) {
       snprintf(g_error, sizeof g_error, "cannot allocate fiber stacks for %zu threads", nfibers);
-      return E_LIMIT;
+      return E_RESOURCE;
     }
     g_stacks.push_back(s);
   }

@@ -92,6 +92,7 @@ enum ErrorCode {
   E_LIMIT = 6,
   E_ASSERT = 7,
   E_HANG = 8,
+  E_RESOURCE = 9,
 };
 
 static const char* const OP_NAMES[] = {
