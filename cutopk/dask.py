@@ -1,123 +1,265 @@
-"""Top-K of Dask arrays (NumPy- or CuPy-backed chunks) on Dask's own reduction machinery.
+"""Top-K of Dask arrays (NumPy- or CuPy-backed chunks) on Dask's own tree reduction.
 
-Each chunk's candidates come from :func:`cutopk.top_k` (so on a GPU the chunk's work runs in our
-kernels), tagged with their global indices; Dask's tree reduction then merges candidate sets
-(``combine``) and orders the final K (``aggregate``). The semantics are exactly those of
-``cutopk.top_k``, including ties that fall in different chunks:
+:func:`top_k` is :func:`cutopk.top_k` for a Dask array. It is a ``dask.array.reduction`` along
+the axis with three steps, each of them a :func:`cutopk.top_k` call (so with CuPy chunks every
+step runs in cutopk's CUDA kernels, on the worker that holds the chunk):
 
-*Why the lower global index wins across chunks.* Every candidate set is kept in ascending global
-index order: a chunk's candidates are selected with ``sorted="index"``, and Dask hands the sets of
-consecutive chunks along the axis to ``combine`` in block order, so their concatenation is again in
-ascending global index order. ``cutopk.top_k`` breaks ties by position, and position order is
-global index order, so each merge keeps exactly the candidates the whole-array call would keep
-(selecting K from a union of sets that each hold their part's top K loses nothing: an element of
-the overall top K is in the top K of its own part). The final ``aggregate`` orders the K winners
-as ``sorted`` asks, ties again by position, that is by global index.
+- *chunk*: each block, tagged with the global indices of its elements along the axis, gives its
+  top ``min(k, block length)`` candidates, in ascending index order;
+- *combine*: a group of at most ``split_every`` neighbouring candidate sets is concatenated and
+  cut back to its top ``k``, again in ascending index order;
+- *aggregate*: the last group gives the final K, ordered as ``sorted`` asks.
+
+Every block of the reduction is a ``(values, global_indices)`` pair of arrays of the chunk's type
+(the same device as the data), in a Dask array of dtype object; ``dask.array.argtopk`` carries its
+intermediates in the same way. Dask's own ``topk``/``argtopk`` are not used: they break ties
+arbitrarily and know nothing of NaN policies.
+
+Why ties across chunks go to the lower global index
+----------------------------------------------------
+Write ``x < y`` ("x is preferred to y") for: x's value is preferred under ``mode``/``nan``, or the
+values tie (equal, ``-0.0 == +0.0``, any two NaNs) and x's global index is lower. This is a strict
+total order, and the answer of ``cutopk.top_k`` on the whole array is the set T of its first K
+elements (then ordered). Two facts give the proof:
+
+1. *Nothing of T is lost in a merge.* Let a set S of elements be split into parts S_1, ..., S_m.
+   An element t of the first K of S has fewer than K elements of S before it, so fewer than K of
+   its own part: t is among the first ``min(k, |S_j|)`` of its part. Hence the first K of the
+   union of the parts' candidates are the first K of S (the union contains them, and it is a
+   subset of S).
+2. *Every ``cutopk.top_k`` call here decides by the order above.* ``top_k`` compares values by
+   the same rule and breaks ties by lower *position* in the array it is given. Each candidate
+   set is in ascending global index order (``sorted="index"``), it covers a contiguous range of
+   blocks, and Dask hands ``combine``/``aggregate`` the sets of neighbouring blocks in block
+   order (``partial_reduce`` groups consecutive blocks, ``lol_tuples`` lists them in order), so
+   their concatenation is again in ascending global index order: position order *is* global
+   index order, and the tie-break by position is the tie-break by global index.
+
+By induction over the levels of the tree every set holds the first ``min(k, size)`` elements of
+the blocks it covers, in index order; the last one holds T, and ordering it by value (ties by
+position, i.e. by global index) or keeping index order gives exactly ``cutopk.top_k``'s output.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import sys
+from typing import Any
 
 import numpy as np
 
-from . import TopK, _api
+from . import TopK, _api, _dtypes
 from . import top_k as _top_k
+
+__all__ = ["top_k", "top_k_indices"]
+
+# The final order for each normalised ``sorted``: "none" may be any order; index order is free.
+_FINAL_ORDER = {"value": "value", "index": "index", "none": "index"}
 
 
 def _xp(arr):
-    return sys.modules[type(arr).__module__.split(".")[0]] if not isinstance(arr, np.ndarray) else np
+    """The array module of a chunk (NumPy or CuPy), without importing CuPy on a CPU machine."""
+    return np if isinstance(arr, np.ndarray) else sys.modules[type(arr).__module__.split(".")[0]]
 
 
 def _tag(block, index):
-    """A chunk and the global indices of its elements along the axis (broadcast)."""
-    xp = _xp(block)
-    return block, xp.asarray(index)
+    """A block and the global indices of its elements along the axis (shape 1 off the axis)."""
+    return block, _xp(block).asarray(index)
 
 
-def _flatten(parts):
+def _pairs(parts) -> list:
+    """The ``(values, indices)`` pairs of a (nested) list of blocks, in block order."""
     if isinstance(parts, tuple):
         return [parts]
-    return [p for part in parts for p in _flatten(part)]
+    return [pair for part in parts for pair in _pairs(part)]
 
 
-def _select(parts, axis, keepdims, k, semantics, order="index"):
-    """Top ``k`` (at most what is there) of the concatenated candidate sets, in index order."""
-    pairs = _flatten(parts)
-    ax = axis[0] if isinstance(axis, tuple) else axis
-    values = pairs[0][0] if len(pairs) == 1 else _xp(pairs[0][0]).concatenate([p[0] for p in pairs], axis=ax)
-    index = pairs[0][1] if len(pairs) == 1 else _xp(pairs[0][1]).concatenate([p[1] for p in pairs], axis=ax)
-    xp = _xp(values)
-    index = xp.broadcast_to(index, values.shape) if index.shape != values.shape else index
-    take = min(k, values.shape[ax])
-    chosen = _top_k(values, take, axis=ax, sorted=order, **semantics)
-    return chosen.values, xp.take_along_axis(index, chosen.indices, axis=ax)
+def _merge(parts, axis, keepdims, *, k: int, order: str, options: dict):
+    """The first ``min(k, size)`` elements of the concatenated candidate sets (see the module
+    docstring for why concatenating in block order keeps the lower-global-index tie rule)."""
+    (ax,) = axis
+    pairs = _pairs(parts)
+    xp = _xp(pairs[0][0])
+    # The chunk step's indices have length 1 off the axis: broadcast them to their values.
+    values = [p[0] for p in pairs]
+    index = [xp.broadcast_to(p[1], p[0].shape) for p in pairs]
+    if len(pairs) > 1:
+        values, index = [xp.concatenate(values, axis=ax)], [xp.concatenate(index, axis=ax)]
+    chosen = _top_k(values[0], min(k, values[0].shape[ax]), axis=ax, sorted=order, **options)
+    return chosen.values, xp.take_along_axis(index[0], chosen.indices, axis=ax)
 
 
-def _aggregate(parts, axis, keepdims, k, semantics, order):
-    return _select(parts, axis, keepdims, k, semantics, order)
-
-
-def _field(pair, i, dtype):
+def _field(pair, i: int, dtype):
+    """One array of a final ``(values, indices)`` pair, indices cast to ``index_dtype``."""
     return pair[i].astype(dtype, copy=False)
 
 
-def top_k(a, k, axis: int = -1, mode: str = "largest", sorted=True, nan: str = "last",
-          index_dtype=np.int64, split_every=None) -> TopK:  # fmt: skip
-    """:func:`cutopk.top_k` for a Dask array: ``TopK(values, indices)`` as Dask arrays.
+def _check(a, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm) -> _api.Request:
+    """The checks of :func:`cutopk._api.normalize`, in the same order and with the same
+    messages, for a Dask array (whose chunk type is its ``_meta``)."""
+    try:
+        import dask.array as da
+    except ImportError as exc:
+        raise ImportError(f"cutopk.dask needs dask[array]: {exc}") from None
+    if not isinstance(a, da.Array):
+        raise TypeError(
+            f"a: expected a dask.array.Array, got {type(a).__module__}.{type(a).__qualname__}; "
+            "use cutopk.top_k for NumPy and CuPy arrays"
+        )
+    kind = _api.array_kind(a._meta)
+    _api.check_choice("mode", mode, _api.MODES)
+    order = _api.check_order(sorted_)
+    _api.check_choice("nan", nan, _api.NAN_POLICIES)
+    if not isinstance(algorithm, str):
+        raise ValueError(f"algorithm: expected 'auto' or an algorithm name (a str), got {algorithm!r}")
+    resolved = _api.resolve_backend(backend, kind)
+    _dtypes.check_dtype(a.dtype)
+    ax = _api.check_axis(axis, a.ndim)
+    n = a.shape[ax]
+    if math.isnan(n):
+        raise ValueError(
+            f"a: the length of axis {ax} is unknown (NaN chunk sizes); call a.compute_chunk_sizes() first"
+        )
+    kk = _api.check_k(k, int(n), ax)
+    idx = _api.check_index_dtype(index_dtype, int(n))
+    return _api.Request(
+        k=kk,
+        axis=ax,
+        n=int(n),
+        largest=mode == "largest",
+        order=order,
+        nan_largest=nan == "largest",
+        index_dtype=idx,
+        backend=resolved,
+        algorithm=algorithm,
+    )
 
-    Indices refer to the whole array. ``split_every`` is passed to Dask's tree reduction.
-    Arguments are checked at once, before any graph is built.
 
-    Examples
-    --------
-    >>> import dask.array as da, numpy as np
-    >>> from cutopk import dask as cdask
-    >>> x = da.from_array(np.array([5, 1, 5, 7, 5, 0]), chunks=2)
-    >>> r = cdask.top_k(x, 3)
-    >>> r.values.compute().tolist(), r.indices.compute().tolist()
-    ([7, 5, 5], [3, 0, 2])
-    """
+def _reduce(a, req: _api.Request, options: dict, algorithm: str, split_every):
+    """The Dask array of final ``(values, global int64 indices)`` pairs, one per block off the axis."""
     import dask.array as da
     from dask.array.reductions import reduction
 
-    _api.check_choice("mode", mode, _api.MODES)
-    order = _api.check_order(sorted)
-    _api.check_choice("nan", nan, _api.NAN_POLICIES)
-    from . import _dtypes
-
-    _dtypes.check_dtype(a.dtype)
-    ax = _api.check_axis(axis, a.ndim)
-    n = int(a.shape[ax])
-    kk = _api.check_k(k, n, ax)
-    idx_dtype = _api.check_index_dtype(index_dtype, n)
-    semantics = {"mode": mode, "nan": nan}
-    index = da.arange(n, chunks=(a.chunks[ax],), dtype=np.int64)
+    ax = req.axis
+    index = da.arange(req.n, chunks=(a.chunks[ax],), dtype=np.int64)
     index = index[tuple(slice(None) if i == ax else None for i in range(a.ndim))]
-    tagged = da.map_blocks(_tag, a, index, dtype=object, meta=np.empty((0,) * a.ndim, dtype=object))
-    select = functools.partial(_select, k=kk, semantics=semantics)
-    final_order = {"value": True, "index": "index", "none": "index"}[order]
-    pairs = reduction(
+    obj_meta = np.empty((0,) * a.ndim, dtype=object)
+    tagged = da.map_blocks(_tag, a, index, dtype=object, meta=obj_meta)
+    merge = functools.partial(_merge, k=req.k, options=options)
+    return reduction(
         tagged,
-        chunk=select,
-        combine=select,
-        aggregate=functools.partial(_aggregate, k=kk, semantics=semantics, order=final_order),
+        # Only each chunk's own call gets a forced algorithm: the merges see small candidate
+        # sets that the forced algorithm may not be made for.
+        chunk=functools.partial(merge, order="index", options={**options, "algorithm": algorithm}),
+        combine=functools.partial(merge, order="index"),
+        aggregate=functools.partial(merge, order=_FINAL_ORDER[req.order]),
         axis=ax,
         keepdims=True,
         dtype=object,
         split_every=split_every,
-        concatenate=False,
-        output_size=kk,
-        meta=np.empty((0,) * a.ndim, dtype=object),
+        concatenate=False,  # blocks are (values, indices) pairs, concatenated by _merge itself
+        output_size=req.k,
+        meta=obj_meta,
     )
-    meta_v = a._meta if hasattr(a, "_meta") else np.empty((0,) * a.ndim, dtype=a.dtype)
-    values = pairs.map_blocks(_field, 0, a.dtype, dtype=a.dtype, meta=meta_v)
-    indices = pairs.map_blocks(_field, 1, idx_dtype, dtype=idx_dtype)
+
+
+def top_k(
+    a,
+    k,
+    /,
+    *,
+    axis: int = -1,
+    mode: str = "largest",
+    sorted: bool | str = True,
+    nan: str = "last",
+    index_dtype=np.int64,
+    backend: str = "auto",
+    algorithm: str = "auto",
+    split_every: int | dict[int, int] | None = None,
+) -> TopK:
+    """:func:`cutopk.top_k` for a Dask array: ``TopK(values, indices)`` as lazy Dask arrays.
+
+    Same arguments, semantics and errors as :func:`cutopk.top_k` (ties, including ties between
+    elements in different chunks, go to the lower global index). Arguments are checked at once,
+    before any graph is built.
+
+    Parameters
+    ----------
+    a : dask.array.Array
+        NumPy- or CuPy-backed chunks, any chunking (the axis may be split into uneven chunks,
+        shorter than ``k`` too).
+    k, axis, mode, sorted, nan, index_dtype
+        As in :func:`cutopk.top_k`; ``0 <= k <= a.shape[axis]``.
+    backend : {"auto", "numpy", "cuda", "sim"}
+        The backend of every chunk's :func:`cutopk.top_k` call; ``"auto"`` follows the chunk type.
+    algorithm : str
+        Forced on each chunk's own call only; the merges of candidate sets use ``"auto"``.
+    split_every : int or dict, optional
+        How many candidate sets one merge takes (Dask's tree reduction; default from Dask's
+        ``split_every`` config, 4).
+
+    Returns
+    -------
+    TopK
+        ``values`` (dtype of ``a``, same chunk type) and ``indices`` (``index_dtype``, along the
+        axis of the whole array), of shape ``a.shape`` with ``axis`` replaced by ``k``, in one
+        chunk along the axis and chunked like ``a`` along the other axes. Compute both in one
+        pass with ``dask.compute(*result)``.
+
+    Examples
+    --------
+    >>> import dask, dask.array as da, numpy as np
+    >>> import cutopk.dask
+    >>> x = da.from_array(np.array([5, 1, 7, 5, 0, 7, 5]), chunks=3)
+    >>> values, indices = dask.compute(*cutopk.dask.top_k(x, 4), scheduler="sync")
+    >>> values.tolist(), indices.tolist()
+    ([7, 7, 5, 5], [2, 5, 0, 3])
+    """
+    req = _check(a, k, axis, mode, sorted, nan, index_dtype, backend, algorithm)
+    options = {"mode": mode, "nan": nan, "backend": backend}
+    pairs = _reduce(a, req, options, algorithm, split_every)
+    # Explicit metas: Dask cannot infer them from the object-dtype pairs, and CuPy chunks must
+    # give CuPy-typed results.
+    values = pairs.map_blocks(_field, 0, a.dtype, dtype=a.dtype, meta=a._meta.astype(a.dtype))
+    index_meta = a._meta.astype(req.index_dtype)
+    indices = pairs.map_blocks(_field, 1, req.index_dtype, dtype=req.index_dtype, meta=index_meta)
     return TopK(values, indices)
 
 
-def top_k_indices(a, k, axis: int = -1, mode: str = "largest", sorted=True, nan: str = "last",
-                  index_dtype=np.int64, split_every=None):  # fmt: skip
-    """Only the indices of :func:`top_k` (an ``argtopk`` with cutopk's exact semantics)."""
-    return top_k(a, k, axis, mode, sorted, nan, index_dtype, split_every).indices
+def top_k_indices(
+    a,
+    k,
+    /,
+    *,
+    axis: int = -1,
+    mode: str = "largest",
+    sorted: bool | str = True,
+    nan: str = "last",
+    index_dtype=np.int64,
+    backend: str = "auto",
+    algorithm: str = "auto",
+    split_every: int | dict[int, int] | None = None,
+) -> Any:
+    """Only the ``indices`` of :func:`top_k`: an ``argtopk`` with cutopk's exact semantics.
+
+    Examples
+    --------
+    >>> import dask.array as da, numpy as np
+    >>> import cutopk.dask
+    >>> x = da.from_array(np.array([[3.0, np.nan, 3.0, 1.0]]), chunks=(1, 2))
+    >>> cutopk.dask.top_k_indices(x, 2, mode="smallest").compute(scheduler="sync").tolist()
+    [[3, 0]]
+    """
+    return top_k(
+        a,
+        k,
+        axis=axis,
+        mode=mode,
+        sorted=sorted,
+        nan=nan,
+        index_dtype=index_dtype,
+        backend=backend,
+        algorithm=algorithm,
+        split_every=split_every,
+    ).indices
