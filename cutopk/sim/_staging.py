@@ -45,15 +45,14 @@ class Region:
 
 
 def merge(regions: list[Region]) -> list[Region]:
-    """Overlapping or touching regions joined into one (writeable only if all parts are)."""
+    """Overlapping regions joined into one. Regions that only touch stay apart: they are
+    usually different arrays, and ASan must see an overrun from one into the other."""
     merged: list[Region] = []
-    for r in sorted(regions, key=lambda r: r.lo):
-        if merged and r.lo <= merged[-1].hi:
-            last = merged[-1]
-            last.hi = max(last.hi, r.hi)
-            last.writeable = last.writeable and r.writeable
+    for r in sorted(regions, key=lambda r: (r.lo, r.hi)):
+        if merged and (r.lo < merged[-1].hi or r.lo == merged[-1].lo):
+            merged[-1].hi = max(merged[-1].hi, r.hi)
         else:
-            merged.append(Region(r.lo, r.hi, r.writeable))
+            merged.append(Region(r.lo, r.hi, True))
     return merged
 
 
@@ -63,6 +62,7 @@ class Staging:
 
     def __init__(self, regions: list[Region], kind: str):
         self.kind = kind
+        self.originals = [r for r in regions if r.hi > r.lo]
         self.regions = merge(regions)
         self.copies: list[int] = []
         try:
@@ -87,7 +87,8 @@ class Staging:
 
     def translate(self, pointer: int) -> int:
         """Where ``pointer`` (into one of the original regions) lies in the copies."""
-        for r, copy in zip(self.regions, self.copies, strict=False):
+        # A pointer at the end of one region and the start of the next belongs to the next.
+        for r, copy in reversed(list(zip(self.regions, self.copies, strict=False))):
             if r.lo <= pointer <= r.hi:
                 return copy + (pointer - r.lo)
         raise ValueError(f"pointer {pointer:#x} is in none of the staged regions")
@@ -99,18 +100,23 @@ class Staging:
     def finish(self, write_back: bool) -> None:
         """Copy the bytes the launch changed back into the originals (if ``write_back``), then free."""
         problem = None
-        for r, copy in zip(self.regions, self.copies, strict=False):
-            n = r.hi - r.lo
-            # Only changed regions go back: one may be read-only memory the kernel only read.
-            if write_back and n and not np.array_equal(_bytes_at(copy, n), _bytes_at(r.lo, n)):
+        if write_back and self.copies:
+            writeable = [r for r in self.originals if r.writeable]
+            for r in self.originals:
+                n = r.hi - r.lo
+                copy = self.translate(r.lo)
+                # Only changed bytes go back: a read-only argument may be memory that cannot be written.
+                if np.array_equal(_bytes_at(copy, n), _bytes_at(r.lo, n)):
+                    continue
                 if r.writeable:
                     ctypes.memmove(r.lo, copy, n)
-                else:
+                elif not any(w.lo < r.hi and r.lo < w.hi for w in writeable):
                     problem = "the kernel wrote into a read-only array argument"
+        for r, copy in zip(self.regions, self.copies, strict=False):
             if self.kind == "malloc":
                 _libc.free(copy)
             else:
-                _libc.munmap(copy, max(1, n))
+                _libc.munmap(copy, max(1, r.hi - r.lo))
         self.copies = []
         if problem:
             raise ValueError(problem)
