@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 
-ALGORITHMS = ("warp_row", "bitonic", "radix", "multiblock", "sort")
+ALGORITHMS = ("warp_row", "thread_row", "bitonic", "radix", "multiblock", "sort")
 
 WARP_ROW_MAX_N = 256  # 8 registers per lane (ITEMS = 8)
 WARP_ROW_MAX_K = 32  # lane r keeps the r-th winner
+THREAD_ROW_MAX_K = 8  # winners kept in registers by one thread (16 spills on sm_90)
+THREAD_ROW_THREADS = 256
+THREAD_ROW_MIN_ROWS = 256  # one thread per row: fewer rows would leave the GPU idle
 RADIX_MAX_K = 1024
 SHARED_BYTES = 48 * 1024  # dynamic shared memory a block gets without opting in, on every GPU
 BITONIC_THREADS = 512
@@ -92,7 +95,12 @@ def radix_cap(k: int, key_bytes: int, device: Device) -> int | None:
 
 def why_not(algorithm: str, n: int, k: int, key_bytes: int, device: Device, rows: int = 1) -> str | None:
     """None when ``algorithm`` can handle the request, else the reason (for the ValueError)."""
-    if algorithm == "warp_row":
+    if algorithm == "thread_row":
+        if k > THREAD_ROW_MAX_K:
+            return f"'thread_row' selects at most k={THREAD_ROW_MAX_K}, got k={k}"
+        if n >= 2**31:
+            return f"'thread_row' handles rows shorter than 2**31 elements, this axis has {n}"
+    elif algorithm == "warp_row":
         if n > WARP_ROW_MAX_N:
             return f"'warp_row' handles rows of at most {WARP_ROW_MAX_N} elements, this axis has {n}"
         if k > WARP_ROW_MAX_K:
@@ -114,10 +122,18 @@ def why_not(algorithm: str, n: int, k: int, key_bytes: int, device: Device, rows
     return None
 
 
-def choose(rows: int, n: int, k: int, key_bytes: int, device: Device, algorithm: str = "auto") -> str:
-    """The algorithm for a request: the forced one, or the cheapest kernel that can take it."""
+def choose(
+    rows: int, n: int, k: int, key_bytes: int, device: Device, algorithm: str = "auto", outer: bool = False
+) -> str:
+    """The algorithm for a request: the forced one, or the cheapest kernel that can take it.
+
+    ``outer``: the rows lie along an outer axis (adjacent rows are adjacent in memory), where a
+    thread per row reads coalesced and a warp per row would not.
+    """
     if algorithm != "auto":
         return algorithm
+    if outer and k <= THREAD_ROW_MAX_K and rows >= THREAD_ROW_MIN_ROWS:
+        return "thread_row"
     if n <= WARP_ROW_MAX_N and k <= WARP_ROW_MAX_K:
         return "warp_row"
     if rows <= MULTIBLOCK_FEW_ROWS and n >= MULTIBLOCK_MIN_N:
@@ -130,10 +146,21 @@ def choose(rows: int, n: int, k: int, key_bytes: int, device: Device, algorithm:
 
 
 def plan(
-    rows: int, n: int, k: int, key_bytes: int, device: Device, copy: bool, algorithm: str = "auto"
+    rows: int,
+    n: int,
+    k: int,
+    key_bytes: int,
+    device: Device,
+    copy: bool,
+    algorithm: str = "auto",
+    outer: bool = False,
 ) -> Plan:
     """The full plan (launch configuration, shared memory, scratch) for a request."""
-    name = choose(rows, n, k, key_bytes, device, algorithm)
+    name = choose(rows, n, k, key_bytes, device, algorithm, outer)
+    if name == "thread_row":
+        kmax = pow2_at_least(k)
+        grid = -(-rows // THREAD_ROW_THREADS)
+        return Plan(name, "thread_row_topk", grid, THREAD_ROW_THREADS, 0, {"KMAX": kmax}, copy)
     if name == "warp_row":
         items = max(1, pow2_at_least(-(-n // 32)))
         per_block = WARP_ROW_THREADS // 32

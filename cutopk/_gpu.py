@@ -24,6 +24,7 @@ KERNEL_FILES = (
     "key_traits.cuh",
     "block_sort.cuh",
     "warp_row_topk.cu",
+    "thread_row_topk.cu",
     "bitonic_topk.cu",
     "radix_topk.cu",
     "multiblock_radix.cu",
@@ -32,6 +33,7 @@ KERNEL_FILES = (
 # Kernels that are not templates (one copy per module).
 PLAIN_KERNELS = ("mb_init", "mb_select", "mb_scan_ties")
 WARP_ROW_ITEMS = (1, 2, 4, 8)
+THREAD_ROW_KMAX = (1, 2, 4, 8)
 _LOCAL_INCLUDE = re.compile(r'^\s*#\s*include\s+"[^"]+"\s*$', re.MULTILINE)
 
 
@@ -56,6 +58,7 @@ def kernel_source() -> str:
 def name_expressions(cxx: str) -> list[str]:
     """Every kernel instantiation for one element type."""
     names = [f"warp_row_topk<{cxx}, {items}>" for items in WARP_ROW_ITEMS]
+    names += [f"thread_row_topk<{cxx}, {kmax}>" for kmax in THREAD_ROW_KMAX]
     names += [f"bitonic_topk<{cxx}>", f"radix_topk<{cxx}>", f"compute_keys<{cxx}>", f"gather_values<{cxx}>"]
     names += [f"mb_histogram<{cxx}>", f"mb_count_ties<{cxx}>", f"mb_collect<{cxx}>"]
     return names
@@ -162,8 +165,16 @@ def plan(a, req: Request) -> _dispatch.Plan:
     rows = math.prod(s for i, s in enumerate(a.shape) if i != req.axis)
     _check_forced(req, info.itemsize, device, rows)
     xp = np if isinstance(a, np.ndarray) else _xp("cuda")
-    copy = _collapse(xp.moveaxis(a, req.axis, -1)) is None
-    return _dispatch.plan(rows, req.n, max(1, req.k), info.itemsize, device, copy, req.algorithm)
+    strides = _collapse(xp.moveaxis(a, req.axis, -1))
+    outer = strides is not None and _is_outer(rows, *strides)
+    return _dispatch.plan(
+        rows, req.n, max(1, req.k), info.itemsize, device, strides is None, req.algorithm, outer
+    )
+
+
+def _is_outer(rows: int, row_stride: int, col_stride: int) -> bool:
+    """Rows along an outer axis: adjacent rows are adjacent in memory, a row's elements are not."""
+    return rows > 1 and row_stride == 1 and col_stride != 1
 
 
 def top_k(a, req: Request):
@@ -182,7 +193,8 @@ def top_k(a, req: Request):
     indices = xp.empty((rows, req.k), dtype=np.int64)
     if req.k > 0 and rows > 0:
         base, row_stride, col_stride, copied = _rows_layout(a, req.axis)
-        p = _dispatch.plan(rows, req.n, req.k, info.itemsize, device, copied, req.algorithm)
+        outer = _is_outer(rows, row_stride, col_stride)
+        p = _dispatch.plan(rows, req.n, req.k, info.itemsize, device, copied, req.algorithm, outer)
         _launch(target, info, p, base, rows, req, row_stride, col_stride, values, indices)
     indices = indices.astype(req.index_dtype, copy=False)
 
@@ -199,7 +211,10 @@ def _launch(
     common = (base, np.int64(rows), np.int64(req.n), np.int64(row_stride), np.int64(col_stride))
     flags = (np.int32(req.largest), np.int32(req.nan_first))
     by_index = np.int32(req.order == "index")
-    if p.algorithm == "warp_row":
+    if p.algorithm == "thread_row":
+        fn = mod.get_function(f"thread_row_topk<{info.cxx}, {p.params['KMAX']}>")
+        fn((p.grid,), (p.block,), (*common, np.int32(req.k), *flags, by_index, values, indices))
+    elif p.algorithm == "warp_row":
         fn = mod.get_function(f"warp_row_topk<{info.cxx}, {p.params['ITEMS']}>")
         fn((p.grid,), (p.block,), (*common, np.int32(req.k), *flags, by_index, values, indices))
     elif p.algorithm == "bitonic":

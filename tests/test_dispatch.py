@@ -31,6 +31,15 @@ def test_choice(rows, n, k, key_bytes, expected):
     assert d.choose(rows, n, k, key_bytes, DEV) == expected
 
 
+def test_outer_axis_rows_get_a_thread_each():
+    assert d.choose(4096, 4096, 8, 4, DEV, outer=True) == "thread_row"
+    assert d.choose(4096, 4096, 9, 4, DEV, outer=True) == "radix"
+    assert d.choose(100, 4096, 8, 4, DEV, outer=True) == "radix"  # too few rows for a thread each
+    assert d.choose(4096, 4096, 8, 4, DEV, outer=False) == "radix"
+    p = d.plan(1000, 50, 5, 2, DEV, copy=False, outer=True)
+    assert (p.algorithm, p.params["KMAX"], p.grid) == ("thread_row", 8, 4)
+
+
 def test_bitonic_capacity_by_key_width():
     assert d.bitonic_size(4096, 4, DEV) == 4096
     assert d.bitonic_size(4097, 4, DEV) is None
@@ -56,6 +65,7 @@ def test_radix_candidates_fit_shared_memory():
         ("bitonic", 10_000, 5, "does not fit"),
         ("radix", 10_000, 5000, "at most k=1024"),
         ("magic", 10, 1, "unknown algorithm"),
+        ("thread_row", 100, 9, "at most k=8"),
         ("multiblock", 10, 1, "at most 65535 rows"),
     ],
 )

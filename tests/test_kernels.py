@@ -78,7 +78,7 @@ def test_hard_inputs(backend, dist, algorithm):
     require(backend)
     rng = np.random.default_rng(1)
     n = 200 if algorithm == "warp_row" else 2000
-    k = 20 if algorithm == "warp_row" else 150
+    k = {"warp_row": 20, "thread_row": 8}.get(algorithm, 150)
     dtypes = ("float32", "float16", "int8", "uint64", "float64") if FULL else ("float32", "float16", "int64")
     for dtype in dtypes:
         x = make_values(rng, dtype_of(dtype), (2, n), dist)
@@ -122,6 +122,20 @@ def test_radix_paths_for_heavy_ties(backend):
     # 64-bit keys that differ only in the lowest bits: every digit pass runs.
     y = (np.int64(2**62) + np.arange(4000, dtype=np.int64) % 5).reshape(1, -1)
     run_case(backend, y, 900, algorithm="radix")
+
+
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
+def test_outer_axis_reads_in_place(backend):
+    require(backend)
+    rng = np.random.default_rng(8)
+    x = make_values(rng, np.float32, (300, 400), "few_distinct")  # rows along axis 0
+    assert cutopk.plan(x, 5, axis=0, backend="sim").algorithm == "thread_row"
+    for k in (1, 5, 8):
+        for order in (True, "index", False):
+            run_case(backend, x, k, axis=0, sorted=order)
+            run_case(backend, x, k, axis=0, sorted=order, mode="smallest", nan="largest")
+    y = make_values(rng, np.int8, (40, 300), "extremes")
+    run_case(backend, y[::-1], 3, axis=0, algorithm="thread_row")
 
 
 @pytest.mark.parametrize("backend", GPU_BACKENDS)

@@ -1,0 +1,68 @@
+// Thread per row: top-K (K <= 8) of rows that lie along an outer axis, e.g. axis 0 of a
+// C-contiguous matrix, where element j of row r sits at r + j * col_stride.
+//
+// Thread t of the grid owns row t and walks its row; at every step the 32 lanes of a warp read
+// 32 adjacent rows, so each load instruction is one coalesced access. The thread keeps the best
+// KMAX (key, index) pairs seen so far in registers, sorted by the selection order (key, then
+// index), by carrying each new element down the list with compare-exchanges whose positions are
+// all known at compile time (no local memory), so ties keep the lower index. The first K of the KMAX are written
+// (re-sorted by index for order "index"). Dtypes: all (KeyTraits). Limits: K <= KMAX <= 8 (16 spills registers), N <
+// 2^31. Threads per block: 256. Shared memory: none.
+#include "key_traits.cuh"
+
+template <class T, int KMAX>
+__global__ void __launch_bounds__(256)
+    thread_row_topk(const T* __restrict__ in, long long rows, long long n, long long row_stride, long long col_stride,
+                    int k, int largest, int nan_first, int by_index, T* __restrict__ out_vals,
+                    long long* __restrict__ out_idx) {
+  typedef typename KeyTraits<T>::Key Key;
+  const long long row = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (row >= rows) return;
+  const T* base = in + row * row_stride;
+  Key keys[KMAX];
+  int idx[KMAX];  // -1: an empty slot, worse than any element (rows are shorter than 2^31)
+#pragma unroll
+  for (int s = 0; s < KMAX; ++s) {
+    keys[s] = 0;
+    idx[s] = -1;
+  }
+  for (int j = 0; j < (int)n; ++j) {
+    Key carry_key = KeyTraits<T>::to_key(base[j * col_stride], largest, nan_first);
+    int carry_idx = j;
+#pragma unroll
+    for (int s = 0; s < KMAX; ++s) {
+      // The selection order, index included: a new element (the highest index so far) stays
+      // behind kept equal keys, and a kept element pushed down by a better one goes back in
+      // front of later equal keys (the simulator's NaN tests caught the key-only version).
+      if (carry_idx >= 0 && (idx[s] < 0 || cutopk_before(carry_key, carry_idx, keys[s], idx[s]))) {
+        const Key tk = keys[s];
+        const int ti = idx[s];
+        keys[s] = carry_key;
+        idx[s] = carry_idx;
+        carry_key = tk;
+        carry_idx = ti;
+      }
+    }
+  }
+  if (by_index) {
+    // Bubble the first k entries into index order (all positions static: stays in registers).
+#pragma unroll
+    for (int pass = 0; pass < KMAX; ++pass) {
+#pragma unroll
+      for (int s = 0; s + 1 < KMAX; ++s) {
+        if (s + 1 < k && idx[s + 1] < idx[s]) {
+          const int ti = idx[s];
+          idx[s] = idx[s + 1];
+          idx[s + 1] = ti;
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int s = 0; s < KMAX; ++s) {
+    if (s < k) {
+      out_idx[row * k + s] = idx[s];
+      out_vals[row * k + s] = base[(long long)idx[s] * col_stride];
+    }
+  }
+}
