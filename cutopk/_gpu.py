@@ -195,7 +195,16 @@ def top_k(a, req: Request):
         base, row_stride, col_stride, copied = _rows_layout(a, req.axis)
         outer = _is_outer(rows, row_stride, col_stride)
         p = _dispatch.plan(rows, req.n, req.k, info.itemsize, device, copied, req.algorithm, outer)
-        _launch(target, info, p, base, rows, req, row_stride, col_stride, values, indices)
+        try:
+            _launch(target, info, p, base, rows, req, row_stride, col_stride, values, indices)
+        except Exception as exc:
+            if type(exc).__name__ != "OutOfMemoryError":  # cupy.cuda.memory.OutOfMemoryError
+                raise
+            # The scratch arrays are local to _launch and already released to CuPy's pool.
+            raise MemoryError(
+                f"top_k: out of GPU memory running {p.algorithm!r} on {rows} rows of {req.n} "
+                f"(scratch {p.scratch_bytes} bytes besides the outputs): {exc}"
+            ) from None
     indices = indices.astype(req.index_dtype, copy=False)
 
     def finish(arr):

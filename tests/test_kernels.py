@@ -189,3 +189,17 @@ def test_algorithms_and_plan():
     assert plan.copy is True
     plan = cutopk.plan(np.zeros((2, 5000), np.float64), 100, backend="sim")
     assert plan.algorithm == "radix" and plan.params["cap"] >= 1024
+
+
+def test_out_of_memory_is_a_clear_memory_error(monkeypatch):
+    from cutopk import _gpu
+
+    class OutOfMemoryError(Exception):  # stands in for cupy.cuda.memory.OutOfMemoryError
+        pass
+
+    def no_memory(*args, **kwargs):
+        raise OutOfMemoryError("out of memory allocating 1,024 bytes")
+
+    monkeypatch.setattr(_gpu, "_launch", no_memory)
+    with pytest.raises(MemoryError, match=r"top_k: out of GPU memory running 'radix' on 2 rows of 5000"):
+        cutopk.top_k(np.zeros((2, 5000), np.float32), 100, backend="sim")
