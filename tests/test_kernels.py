@@ -203,3 +203,28 @@ def test_out_of_memory_is_a_clear_memory_error(monkeypatch):
     monkeypatch.setattr(_gpu, "_launch", no_memory)
     with pytest.raises(MemoryError, match=r"top_k: out of GPU memory running 'radix' on 2 rows of 5000"):
         cutopk.top_k(np.zeros((2, 5000), np.float32), 100, backend="sim")
+
+
+@pytest.mark.parametrize("backend", [pytest.param("numpy"), *GPU_BACKENDS])
+def test_many_threads_at_once(backend):
+    # Several Python threads calling top_k together, the first call of each dtype among them, so
+    # that module building, the module cache and the launches all race.
+    require(backend)
+    from concurrent.futures import ThreadPoolExecutor
+
+    from cutopk import _gpu
+
+    _gpu._MODULES.clear()
+    rng = np.random.default_rng(12)
+    jobs = [
+        make_values(rng, dtype_of(d), (4, 500), "few_distinct")
+        for d in ("int16", "float32", "uint8", "float64") * 3
+    ]
+
+    def one(x):
+        result = cutopk.top_k(to_backend(x, backend), 7, backend=backend)
+        assert_same(tuple(to_host(r) for r in result), reference_top_k(x, 7))
+        return True
+
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        assert all(pool.map(one, jobs))
