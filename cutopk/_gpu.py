@@ -55,6 +55,17 @@ def kernel_source() -> str:
     return "\n".join(parts)
 
 
+@functools.cache
+def _source_hash() -> str:
+    return hashlib.sha256(kernel_source().encode()).hexdigest()
+
+
+def stable_argsort(xp, a):
+    """Row-wise stable argsort: NumPy needs kind="stable"; CuPy's sort is always stable (thrust's
+    stable sort) and accepts no other kind."""
+    return xp.argsort(a, axis=1, kind="stable") if xp is np else xp.argsort(a, axis=1)
+
+
 def name_expressions(cxx: str) -> list[str]:
     """Every kernel instantiation for one element type."""
     names = [f"warp_row_topk<{cxx}, {items}>" for items in WARP_ROW_ITEMS]
@@ -71,7 +82,7 @@ _MODULES_LOCK = threading.Lock()
 def _module(target: str, cxx: str):
     """The compiled module for one element type, built once per (target, device, source)."""
     device = _device_id(target)
-    key = (target, device, cxx, hashlib.sha256(kernel_source().encode()).hexdigest())
+    key = (target, device, cxx, _source_hash())
     with _MODULES_LOCK:
         mod = _MODULES.get(key)
         if mod is None:
@@ -253,7 +264,7 @@ def _sort_path(target, info, p, mod, common, flags, rows, req, base, row_stride,
     keys = xp.empty((rows, req.n), dtype=info.key_dtype)
     mod.get_function(f"compute_keys<{info.cxx}>")((p.grid,), (p.block,), (*common, *flags, keys))
     # Inverting the keys turns "largest first" into the ascending order the sort produces.
-    order = xp.argsort(~keys, axis=1, kind="stable")[:, : req.k]
+    order = stable_argsort(xp, ~keys)[:, : req.k]
     if req.order == "index":
         order = xp.sort(order, axis=1)
     indices[...] = order

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _dispatch
+from ._gpu import stable_argsort
 
 
 def run(
@@ -49,11 +50,11 @@ def run(
     args = (*strided, np.int64(slice_), np.int32(k), state, ties, win_key, win_idx)
     mod.get_function(f"mb_collect<{cxx}>")(grid2, (threads,), args)
     # Order the K winners: by index, then (stably) by key, so equal keys stay in index order.
-    by_index = xp.argsort(win_idx, axis=1)
+    by_index = xp.argsort(win_idx, axis=1)  # indices are distinct: any sort will do
     order = by_index
     if req.order == "value":
         keys = xp.take_along_axis(win_key, by_index, axis=1)
-        order = xp.take_along_axis(by_index, xp.argsort(~keys, axis=1, kind="stable"), axis=1)
+        order = xp.take_along_axis(by_index, stable_argsort(xp, ~keys), axis=1)
     indices[...] = xp.take_along_axis(win_idx, order, axis=1)
     gather = mod.get_function(f"gather_values<{cxx}>")
     total = rows * k
