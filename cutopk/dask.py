@@ -95,6 +95,18 @@ def _field(pair, i: int, dtype):
     return pair[i].astype(dtype, copy=False)
 
 
+def _check_algorithm_name(algorithm: str, backend: str) -> None:
+    """The backend's own check of a forced algorithm's name (with its message), done eagerly;
+    whether the algorithm can handle a chunk's shape is only known when the chunk's call runs."""
+    from . import algorithms
+
+    names = algorithms(backend)
+    if algorithm != "auto" and algorithm not in names:
+        raise ValueError(
+            f"algorithm: expected 'auto' or one of {names} for backend {backend!r}, got {algorithm!r}"
+        )
+
+
 def _check(a, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm) -> _api.Request:
     """The checks of :func:`cutopk._api.normalize`, in the same order and with the same
     messages, for a Dask array (whose chunk type is its ``_meta``)."""
@@ -114,6 +126,7 @@ def _check(a, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm) -> _
     if not isinstance(algorithm, str):
         raise ValueError(f"algorithm: expected 'auto' or an algorithm name (a str), got {algorithm!r}")
     resolved = _api.resolve_backend(backend, kind)
+    _check_algorithm_name(algorithm, resolved)
     _dtypes.check_dtype(a.dtype)
     ax = _api.check_axis(axis, a.ndim)
     n = a.shape[ax]
@@ -194,7 +207,9 @@ def top_k(
     backend : {"auto", "numpy", "cuda", "sim"}
         The backend of every chunk's :func:`cutopk.top_k` call; ``"auto"`` follows the chunk type.
     algorithm : str
-        Forced on each chunk's own call only; the merges of candidate sets use ``"auto"``.
+        Forced on each chunk's own call only; the merges of candidate sets use ``"auto"``. An
+        unknown name is an error at once; a forced algorithm that cannot handle a chunk raises
+        its ``ValueError`` when that chunk is computed.
     split_every : int or dict, optional
         How many candidate sets one merge takes (Dask's tree reduction; default from Dask's
         ``split_every`` config, 4).

@@ -1,84 +1,259 @@
-"""cutopk.dask against cutopk.top_k on the computed array, bit for bit, over shapes and chunkings
-(the axis chunked unevenly, k larger than a chunk, ties across chunks, NaN, every mode/order)."""
+"""cutopk.dask against cutopk.top_k on the computed array, bit for bit: shapes (1-D to 3-D, every
+axis, negative axes), chunkings (the axis in uneven chunks, shorter than k, unchunked), k from 0
+to n, ties and NaNs that fall in different chunks, every mode, order, NaN policy and index dtype,
+tree depths (split_every), eager errors, CuPy-backed chunks (GPU) and the simulator backend."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
+from backends import cuda_unavailable_reason, sim_unavailable_reason
 from hypothesis import given
 from hypothesis import strategies as st
-from inputs import make_values
-from reference import assert_same
+from inputs import dtype_of, make_values
+from reference import assert_same, bits
 
 import cutopk
 
+dask = pytest.importorskip("dask", reason="cutopk.dask needs dask[array]")
 da = pytest.importorskip("dask.array", reason="cutopk.dask needs dask[array]")
 import cutopk.dask as cdask  # noqa: E402
 
-
-def compute(result):
-    return tuple(r.compute(scheduler="sync") for r in result)
+ORDERS = (True, "value", "index", False)
 
 
-def check(x, chunks, k, **kw):
+@pytest.fixture(autouse=True)
+def _sync_scheduler():
+    """The synchronous scheduler: deterministic, and fast for these small graphs."""
+    with dask.config.set(scheduler="sync"):
+        yield
+
+
+def check(x: np.ndarray, chunks, k: int, *, split_every=None, index_only=False, **kw):
+    """cutopk.dask.top_k on ``x`` in ``chunks`` against cutopk.top_k on ``x``, bit for bit, plus
+    the lazy result's metadata and (``index_only``) the index-only variant."""
     d = da.from_array(x, chunks=chunks)
-    got = compute(cdask.top_k(d, k, **kw))
-    expected = cutopk.top_k(x, k, **{n: v for n, v in kw.items() if n != "split_every"})
-    assert_same(
-        got,
-        expected,
-        index_dtype=kw.get("index_dtype", np.int64),
-        order=kw.get("sorted", True),
-        axis=kw.get("axis", -1),
-    )
+    lazy = cdask.top_k(d, k, split_every=split_every, **kw)
+    expected = cutopk.top_k(x, k, **kw)
+    axis = kw.get("axis", -1) % x.ndim
+    index_dtype = np.dtype(kw.get("index_dtype", np.int64))
+    assert lazy.values.dtype == x.dtype and lazy.indices.dtype == index_dtype
+    assert lazy.values.shape == lazy.indices.shape == expected.values.shape
+    out_chunks = tuple((k,) if i == axis else c for i, c in enumerate(d.chunks))
+    assert lazy.values.chunks == lazy.indices.chunks == out_chunks
+    assert isinstance(lazy.values._meta, np.ndarray) and lazy.indices._meta.dtype == index_dtype
+    got = dask.compute(*lazy)
+    assert_same(got, expected, index_dtype=index_dtype, order=kw.get("sorted", True), axis=axis)
+    if kw.get("sorted", True) is not False:  # a fixed order: the very same arrays as top_k
+        np.testing.assert_array_equal(got[1], expected.indices)
+    if index_only:
+        only = cdask.top_k_indices(d, k, split_every=split_every, **kw).compute()
+        assert only.dtype == index_dtype
+        np.testing.assert_array_equal(only, got[1])
+    return got
 
 
-@pytest.mark.parametrize("chunks", [(2, 7), (5, 37), (1, (3, 1, 20, 13)), (3, 5)])
+@pytest.mark.parametrize("chunks", [37, 5, (3, 1, 20, 13), (1,) * 37, (36, 1)], ids=str)
+def test_1d_every_mode_order_and_nan_policy(chunks):
+    x = make_values(np.random.default_rng(0), np.float32, (37,), "nan")
+    ks = itertools.cycle((0, 1, 2, 4, 21, 36, 37))  # 4 and 21 exceed some chunks' lengths
+    for mode, order, nan in itertools.product(("largest", "smallest"), ORDERS[1:], ("last", "largest")):
+        check(x, chunks, next(ks), mode=mode, sorted=order, nan=nan, split_every=3, index_only=True)
+
+
+@pytest.mark.parametrize("chunks", [(5, 37), (2, 7), (1, (3, 1, 20, 13)), (3, (30, 7)), (5, 1)], ids=str)
+@pytest.mark.parametrize("axis", [0, 1, -1, -2])
+def test_2d_chunkings_and_axes(chunks, axis):
+    x = make_values(np.random.default_rng(1), np.float64, (5, 37), "few_distinct")
+    n = x.shape[axis]
+    orders = itertools.cycle(ORDERS)
+    for k in sorted({0, 1, 3, 9, n - 1, n} & set(range(n + 1))):
+        check(x, chunks, k, axis=axis, sorted=next(orders), mode="smallest" if k % 2 else "largest")
+
+
 @pytest.mark.parametrize("axis", [0, 1, -1])
-def test_chunkings_and_axes(chunks, axis):
-    x = make_values(np.random.default_rng(0), np.float32, (5, 37), "few_distinct")
-    for k in (0, 1, 4, 9, x.shape[axis]):
-        if k <= x.shape[axis]:
-            for order in (True, "index", False):
-                check(x, chunks, k, axis=axis, sorted=order, split_every=2)
+@pytest.mark.parametrize("mode", ["largest", "smallest"])
+@pytest.mark.parametrize("nan", ["last", "largest"])
+def test_3d_uneven_chunks_nan_policies(axis, mode, nan):
+    x = make_values(np.random.default_rng(2), np.float16, (4, 9, 23), "nan")
+    chunks = ((1, 3), (2, 2, 5), (4, 1, 11, 7))
+    n = x.shape[axis]
+    for k, order in zip(sorted({0, 1, 3, 6, n} & set(range(n + 1))), itertools.cycle(ORDERS)):
+        check(x, chunks, k, axis=axis, mode=mode, nan=nan, sorted=order, split_every=2)
+
+
+@pytest.mark.parametrize("split_every", [None, 2, 3, 100, {0: 2}, {0: 5}], ids=str)
+def test_tree_depths(split_every):
+    """40 blocks of 1 to 3 elements: 2 to 6 levels of merges, all ties across blocks."""
+    sizes = tuple(np.random.default_rng(3).integers(1, 4, 40).tolist())
+    x = make_values(np.random.default_rng(4), np.int16, (sum(sizes),), "few_distinct")
+    for k, order in zip((1, 5, 17, 60), ORDERS, strict=True):
+        check(x, (sizes,), k, sorted=order, split_every=split_every)
 
 
 def test_ties_across_chunks_go_to_the_lower_global_index():
     x = np.array([1, 5, 3, 5, 5, 0, 5, 2, 5], dtype=np.int32)
-    r = compute(cdask.top_k(da.from_array(x, chunks=2), 3))
-    assert r[1].tolist() == [1, 3, 4]
-    r = compute(cdask.top_k(da.from_array(x[::-1].copy(), chunks=4), 3))
-    assert r[1].tolist() == [0, 2, 4]
+    assert cdask.top_k_indices(da.from_array(x, chunks=2), 3).compute().tolist() == [1, 3, 4]
+    assert cdask.top_k_indices(da.from_array(x[::-1].copy(), chunks=4), 3).compute().tolist() == [0, 2, 4]
+    # All equal: the first k in every order, whatever the chunking and tree shape.
+    ones = np.ones(50, dtype=np.uint8)
+    for chunks, split_every, order in itertools.product((7, (1, 30, 19), 50), (2, 4), ORDERS):
+        got = cdask.top_k_indices(
+            da.from_array(ones, chunks=chunks), 9, sorted=order, split_every=split_every
+        )
+        assert sorted(got.compute().tolist()) == list(range(9))
 
 
-@pytest.mark.parametrize("mode", ["largest", "smallest"])
-@pytest.mark.parametrize("nan", ["last", "largest"])
-def test_nan_policies_and_modes_3d(mode, nan):
-    x = make_values(np.random.default_rng(2), np.float64, (3, 4, 50), "nan")
-    for axis in (0, 1, 2):
-        check(x, (2, 3, 9), 3, axis=axis, mode=mode, nan=nan, index_dtype=np.int32)
+def test_signed_zeros_and_nan_payloads_tie_across_chunks_and_keep_their_bits():
+    raw = np.array([0x8000, 0x0000, 0x7E00, 0xFE01, 0x8000, 0x7C00, 0x0000, 0x7E05, 0xFC00], np.uint16)
+    x = raw.view(np.float16)  # -0, +0, NaN, -NaN(payload), -0, +inf, +0, NaN(payload), -inf
+    ks = itertools.cycle(range(len(x) + 1))
+    for nan, mode, order in itertools.product(("last", "largest"), ("largest", "smallest"), ORDERS[1:]):
+        for _ in range(3):
+            values, _ = check(x, (2, 3, 1, 3), next(ks), nan=nan, mode=mode, sorted=order)
+            # The values are the input's own elements: -0.0 stays -0.0, NaN payloads survive.
+            assert set(bits(values).tolist()) <= set(raw.tolist())
+
+
+@pytest.mark.parametrize("index_dtype", [np.int32, np.uint32, np.uint64, np.int64])
+@pytest.mark.parametrize("dtype", ["int8", "uint64", "int64", "float32", "bfloat16"])
+def test_dtypes_and_index_dtypes(dtype, index_dtype):
+    try:
+        dt = dtype_of(dtype)
+    except KeyError:
+        pytest.skip(f"{dtype} needs ml_dtypes")
+    x = make_values(np.random.default_rng(5), dt, (3, 41), "extremes")
+    for axis, order in zip((0, 1, 1), ORDERS[1:], strict=True):
+        chunks = ((2, 1), (10, 10, 21))
+        check(x, chunks, min(7, x.shape[axis]), axis=axis, sorted=order, index_dtype=index_dtype)
+
+
+def test_empty_axes_and_k_zero():
+    check(np.zeros((0, 10), np.float32), ((0,), (4, 6)), 3)  # no rows
+    check(np.zeros((3, 0), np.float32), ((2, 1), (0,)), 0)  # empty axis: k must be 0
+    check(np.zeros((3, 7), np.int32), (1, 3), 0, axis=0)
+
+
+def test_unknown_chunk_sizes_off_the_axis_are_fine_on_the_axis_an_error():
+    x = np.arange(40.0).reshape(8, 5) % 7
+    d = da.from_array(x, chunks=(3, 2))
+    rows = d[d[:, 0] > 2]  # NaN chunk sizes along axis 0
+    got = cdask.top_k(rows, 2, axis=1)
+    expected = cutopk.top_k(x[x[:, 0] > 2], 2, axis=1)
+    assert_same(dask.compute(*got), expected)
+    with pytest.raises(ValueError, match="length of axis 0 is unknown"):
+        cdask.top_k(rows, 2, axis=0)
 
 
 @given(
-    n=st.integers(1, 60),
-    chunk=st.integers(1, 20),
-    k=st.integers(0, 60),
-    seed=st.integers(0, 1000),
-    dtype=st.sampled_from(["int8", "float16", "uint64", "float32"]),
-    order=st.sampled_from([True, "index", False]),
+    sizes=st.lists(st.integers(1, 9), min_size=1, max_size=8),
+    rows=st.integers(1, 3),
+    k=st.integers(0, 80),
+    seed=st.integers(0, 2**16),
+    dtype=st.sampled_from(["int8", "float16", "uint64", "float32", "float64"]),
+    dist=st.sampled_from(["few_distinct", "nan", "zeros", "extremes", "all_equal"]),
+    order=st.sampled_from(ORDERS),
     mode=st.sampled_from(["largest", "smallest"]),
+    nan=st.sampled_from(["last", "largest"]),
+    split_every=st.integers(2, 5),
 )
-def test_property_1d(n, chunk, k, seed, dtype, order, mode):
-    x = make_values(np.random.default_rng(seed), np.dtype(dtype), (n,), "few_distinct")
-    check(x, chunk, min(k, n), sorted=order, mode=mode)
+def test_property_random_chunkings(sizes, rows, k, seed, dtype, dist, order, mode, nan, split_every):
+    n = sum(sizes)
+    x = make_values(np.random.default_rng(seed), np.dtype(dtype), (rows, n), dist)
+    kw = {"sorted": order, "mode": mode, "nan": nan}
+    check(x, ((1,) * rows, tuple(sizes)), min(k, n), split_every=split_every, **kw)
+    check(x.T.copy(), (tuple(sizes), rows), min(k, n), axis=0, split_every=split_every, **kw)
 
 
-def test_index_only_variant_and_errors():
-    d = da.from_array(np.arange(10.0), chunks=3)
-    assert cdask.top_k_indices(d, 2).compute().tolist() == [9, 8]
-    with pytest.raises(ValueError, match="k: expected 0 <= k <= 10"):
-        cdask.top_k(d, 11)
-    with pytest.raises(ValueError, match="mode: expected one of"):
-        cdask.top_k(d, 1, mode="max")
-    with pytest.raises(TypeError, match="unsupported dtype"):
+BAD_ARGUMENTS = [
+    ({"k": 11}, ValueError),
+    ({"k": -1}, ValueError),
+    ({"k": 2.0}, TypeError),
+    ({"k": True}, TypeError),
+    ({"axis": 2}, np.exceptions.AxisError),
+    ({"axis": 1.0}, TypeError),
+    ({"mode": "max"}, ValueError),
+    ({"sorted": 1}, ValueError),
+    ({"nan": "first"}, ValueError),
+    ({"index_dtype": np.int16}, ValueError),
+    ({"backend": "cuda"}, TypeError),
+    ({"backend": "gpu"}, ValueError),
+    ({"algorithm": "radix"}, ValueError),
+    ({"algorithm": 3}, ValueError),
+]
+
+
+@pytest.mark.parametrize(("bad", "error"), BAD_ARGUMENTS, ids=str)
+def test_errors_are_eager_and_match_top_k(bad, error):
+    x = np.arange(20.0).reshape(2, 10)
+
+    def must_not_run(block):
+        raise AssertionError("the graph was computed")
+
+    d = da.from_array(x, chunks=(1, 3)).map_blocks(must_not_run, dtype=x.dtype)
+    kw = {"k": 2, **bad}
+    k = kw.pop("k")
+    with pytest.raises(error) as expected:
+        cutopk.top_k(x, k, **kw)
+    for func in (cdask.top_k, cdask.top_k_indices):
+        with pytest.raises(error) as got:
+            func(d, k, **kw)
+        assert str(got.value) == str(expected.value)
+
+
+def test_unsupported_dtype_and_non_dask_input():
+    with pytest.raises(TypeError, match="unsupported dtype bool"):
         cdask.top_k(da.from_array(np.zeros(4, bool), chunks=2), 1)
+    with pytest.raises(TypeError, match=r"expected a dask\.array\.Array, got numpy\.ndarray"):
+        cdask.top_k(np.arange(4), 1)
+
+
+def test_algorithm_forced_on_the_chunks():
+    x = make_values(np.random.default_rng(6), np.float32, (3, 50), "uniform")
+    check(x, (2, 7), 10, algorithm="select", backend="numpy")
+
+
+def test_graph_is_lazy_and_computes_values_and_indices_in_one_pass():
+    calls = []
+
+    def count(block):
+        if block.size:  # not Dask's probe of the output type
+            calls.append(block.shape)
+        return block
+
+    x = np.arange(30.0)
+    d = da.from_array(x, chunks=7).map_blocks(count, dtype=x.dtype)
+    top = cdask.top_k(d, 3)
+    assert calls == []
+    _, indices = dask.compute(*top)
+    assert len(calls) == 5 and indices.tolist() == [29, 28, 27]
+
+
+def test_simulator_backend_in_the_chunks():
+    reason = sim_unavailable_reason()
+    if reason:
+        pytest.skip(f"the CPU simulator is unavailable: {reason}")
+    x = make_values(np.random.default_rng(7), np.float32, (2, 40), "few_distinct")
+    for order in ORDERS:
+        check(x, (1, (9, 31)), 12, backend="sim", sorted=order)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "int64", "float16"])
+def test_cupy_backed_chunks(dtype):
+    reason = cuda_unavailable_reason()
+    if reason:
+        pytest.skip(f"needs a CUDA GPU: {reason}")
+    import cupy
+
+    x = make_values(np.random.default_rng(8), np.dtype(dtype), (6, 3000), "few_distinct")
+    d = da.from_array(x, chunks=(4, 700)).map_blocks(cupy.asarray)
+    for order, mode in itertools.product(ORDERS, ("largest", "smallest")):
+        top = cdask.top_k(d, 50, sorted=order, mode=mode, split_every=2)
+        assert isinstance(top.values._meta, cupy.ndarray) and isinstance(top.indices._meta, cupy.ndarray)
+        values, indices = dask.compute(*top)
+        assert isinstance(values, cupy.ndarray) and isinstance(indices, cupy.ndarray)
+        expected = cutopk.top_k(x, 50, sorted=order, mode=mode)
+        assert_same((values.get(), indices.get()), expected, order=order)
