@@ -53,34 +53,30 @@ def jax_route(x, axis, k, mode, dist):
     return call, None
 
 
+def partition_route(xp, x, axis, k, mode):
+    """The sort-based route of NumPy's own top_k (and CuPy's best): argpartition, gather, then
+    sort the K. Ties come out in any order."""
+    n = x.shape[axis]
+
+    def call():
+        kth = n - k if mode == "largest" else k - 1
+        part = xp.argpartition(x, kth, axis=axis)
+        idx = xp.take(part, xp.arange(n - k, n) if mode == "largest" else xp.arange(k), axis=axis)
+        vals = xp.take_along_axis(x, idx, axis=axis)
+        order = xp.argsort(-vals if mode == "largest" else vals, axis=axis)
+        return xp.take_along_axis(vals, order, axis=axis), xp.take_along_axis(idx, order, axis=axis)
+
+    return call
+
+
 def cupy_route(x, axis, k, mode):
     import cupy
 
-    n = x.shape[axis]
-
-    def call():
-        kth = n - k if mode == "largest" else k - 1
-        part = cupy.argpartition(x, kth, axis=axis)
-        idx = cupy.take(part, cupy.arange(n - k, n) if mode == "largest" else cupy.arange(k), axis=axis)
-        vals = cupy.take_along_axis(x, idx, axis=axis)
-        order = cupy.argsort(-vals if mode == "largest" else vals, axis=axis)
-        return cupy.take_along_axis(vals, order, axis=axis), cupy.take_along_axis(idx, order, axis=axis)
-
-    return call
+    return partition_route(cupy, x, axis, k, mode)
 
 
 def numpy_naive_route(x, axis, k, mode):
-    n = x.shape[axis]
-
-    def call():
-        kth = n - k if mode == "largest" else k - 1
-        part = np.argpartition(x, kth, axis=axis)
-        idx = np.take(part, np.arange(n - k, n) if mode == "largest" else np.arange(k), axis=axis)
-        vals = np.take_along_axis(x, idx, axis=axis)
-        order = np.argsort(-vals if mode == "largest" else vals, axis=axis)
-        return np.take_along_axis(vals, order, axis=axis), np.take_along_axis(idx, order, axis=axis)
-
-    return call
+    return partition_route(np, x, axis, k, mode)
 
 
 def numpy_sort_route(x, axis, k, mode):
