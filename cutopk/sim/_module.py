@@ -94,7 +94,8 @@ class RawModule:
         Non-zero: run the threads of a block in an order shuffled by this seed (missing
         barriers show up). Default: ``$CUTOPK_SIM_SEED`` or 0 (thread order).
     resident_blocks : int
-        Blocks kept running at once, for kernels whose blocks wait on each other.
+        Blocks kept running at once (interleaved), for kernels whose blocks wait on each other;
+        0 keeps every block of the grid resident.
     poison : bool
         Fill shared memory with 0xCD bytes at block start (uninitialised reads show up).
     asan : bool, optional
@@ -146,6 +147,8 @@ class RawModule:
             raise _errors.SimUnavailableError(reason)
         self.seed = int(os.environ.get("CUTOPK_SIM_SEED", "0")) if seed is None else int(seed)
         self.resident_blocks = int(resident_blocks)
+        if self.resident_blocks < 0:
+            raise ValueError(f"resident_blocks: expected 0 (all) or a positive int, got {resident_blocks!r}")
         self.poison = bool(poison)
         self.asan = _env_flag("CUTOPK_SIM_ASAN") if asan is None else bool(asan)
         self.isolate = _env_flag("CUTOPK_SIM_ISOLATE") if isolate is None else bool(isolate)

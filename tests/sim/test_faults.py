@@ -273,9 +273,10 @@ def test_spin_on_a_later_block_is_a_deadlock_unless_both_are_resident():
     flag = np.zeros(1, np.int32)
     with pytest.raises(sim.DeadlockError, match="resident_blocks"):
         sim.RawModule(code=BUGS, spin_budget=10_000).get_function("wait_for_block_one")(2, 32, (flag,))
-    flag[0] = 0
-    sim.RawModule(code=BUGS, resident_blocks=2).get_function("wait_for_block_one")(2, 32, (flag,))
-    assert flag[0] == 1
+    for resident in (2, 0):  # 0: the whole grid
+        flag[0] = 0
+        sim.RawModule(code=BUGS, resident_blocks=resident).get_function("wait_for_block_one")(2, 32, (flag,))
+        assert flag[0] == 1
 
 
 def test_stack_overflow_is_named(mod):

@@ -448,8 +448,8 @@ inline int run_launch(void (*entry)(void**), void** args, dim3 grid, dim3 block,
   g_error[0] = 0;
   unsigned long long nblocks = 1ull * grid.x * grid.y * grid.z;
   if (nblocks == 0 || L.nthreads == 0) return OK;
-  if (resident < 1) resident = 1;
-  if (static_cast<unsigned long long>(resident) > nblocks) resident = static_cast<int>(nblocks);
+  // 0 (or more than the grid) keeps every block of the grid resident.
+  if (resident < 1 || static_cast<unsigned long long>(resident) > nblocks) resident = static_cast<int>(nblocks);
   size_t nfibers = static_cast<size_t>(resident) * L.nthreads;
   while (g_stacks.size() < nfibers) {
     char* s = new_stack();
