@@ -59,7 +59,9 @@ def cuda_include_dirs() -> tuple[pathlib.Path, ...] | None:
     for path in _candidate_include_dirs():
         if not all((path / h).is_file() for h in _NEEDED):
             continue
-        for cccl in (path, path / "cccl"):
+        # CCCL: beside the headers (CUDA 13 wheels), in include/cccl (toolkits), or in the
+        # sibling wheel folder nvidia/cuda_cccl/include (CUDA 12 wheels).
+        for cccl in (path, path / "cccl", path.parent.parent / "cuda_cccl" / "include"):
             if (cccl / "nv" / "target").is_file():
                 return (path,) if cccl == path else (path, cccl)
     return None
