@@ -1,43 +1,192 @@
-"""Interop: torch tensors in and out (CPU here, CUDA on a GPU machine), arrays that only expose
-__cuda_array_interface__, streams, CUDA graph capture and multiple devices. GPU tests skip with
-the reason when no GPU is usable."""
+"""Interop: which objects are taken as host or GPU arrays (DLPack devices, __cuda_array_interface__),
+torch tensors in and torch tensors out, and on a GPU: no copy of the input, the caller's device
+and current stream (torch's or CuPy's), CUDA graph capture and a second device.
+
+The CPU tests run everywhere. The GPU tests carry the ``gpu`` marker and skip, with the reason,
+without CuPy, torch with CUDA or a GPU; they are written against the public API and SPEC.md
+("a torch CUDA tensor is accepted without a copy", "same array type as the input", "kernels run on
+CuPy's current stream of the input's device; no host synchronisation").
+"""
 
 from __future__ import annotations
+
+import itertools
 
 import numpy as np
 import pytest
 from backends import cuda_unavailable_reason
+from reference import assert_same
 
 import cutopk
 from cutopk import _api
+
+ORDERS = (True, "index", False)
 
 
 def _torch():
     return pytest.importorskip("torch", reason="torch is not installed")
 
 
-def test_torch_cpu_tensor_in_torch_tensor_out():
-    torch = _torch()
-    t = torch.tensor([[3.0, 1.0, 3.0, 2.0]])
-    r = cutopk.top_k(t, 2)
-    assert isinstance(r.values, torch.Tensor) and isinstance(r.indices, torch.Tensor)
-    assert r.indices.tolist() == [[0, 2]]
+# ---------------------------------------------------------------------------------------------
+# Classification of foreign objects (CPU only: nothing is ever read from a fake GPU pointer)
 
 
-def test_cpu_dlpack_objects_are_host_arrays():
-    class CpuDlpack:
-        def __init__(self, arr):
-            self.arr = arr
+class FakeDlpack:
+    """A DLPack producer that reports ``device_type``; on the CPU it exports a NumPy array."""
 
-        def __dlpack__(self, **kw):
-            return self.arr.__dlpack__(**kw)
+    def __init__(self, arr: np.ndarray, device_type: int, device_id: int = 0):
+        self.arr, self.device = arr, (device_type, device_id)
+        self.shape, self.dtype = arr.shape, arr.dtype
 
-        def __dlpack_device__(self):
-            return (1, 0)
+    def __dlpack__(self, **kw):
+        if self.device[0] != 1:
+            raise AssertionError("a GPU DLPack object was exported on a machine without a GPU")
+        return self.arr.__dlpack__(**kw)
 
-    obj = CpuDlpack(np.array([1.0, 5.0, 2.0]))
+    def __dlpack_device__(self):
+        return self.device
+
+
+class FakeCudaArray:
+    """Exposes only ``__cuda_array_interface__``, with a pointer nothing may dereference."""
+
+    shape, dtype = (4,), np.dtype(np.float32)
+
+    @property
+    def __cuda_array_interface__(self):
+        return {"shape": (4,), "typestr": "<f4", "data": (0xDEAD0000, False), "version": 3}
+
+
+def test_cpu_dlpack_object_is_a_host_array_and_gives_numpy_results():
+    obj = FakeDlpack(np.array([1.0, 5.0, 2.0, 5.0]), device_type=1)  # kDLCPU
     assert _api.array_kind(obj) == "numpy"
-    assert cutopk.top_k(obj, 1).indices.tolist() == [1]
+    r = cutopk.top_k(obj, 2)
+    assert isinstance(r.values, np.ndarray) and r.indices.tolist() == [1, 3]
+    with pytest.raises(TypeError, match="backend='cuda' expects a CuPy/CUDA array, got a NumPy array"):
+        cutopk.top_k(obj, 1, backend="cuda")
+
+
+def test_cuda_dlpack_object_is_a_gpu_array():
+    obj = FakeDlpack(np.zeros(3), device_type=2)  # kDLCUDA
+    assert _api.array_kind(obj) == "cupy"
+    for backend in ("numpy", "sim"):
+        with pytest.raises(TypeError, match=f"backend='{backend}' expects a NumPy array, got a GPU array"):
+            cutopk.top_k(obj, 1, backend=backend)
+
+
+@pytest.mark.parametrize("device_type", [3, 4, 7, 8, 13, 14])  # CUDAHost, OpenCL, Vulkan, Metal, ...
+def test_other_dlpack_devices_are_refused(device_type):
+    obj = FakeDlpack(np.zeros(3), device_type=device_type)
+    with pytest.raises(TypeError, match="expected a NumPy array, a CuPy array or a CUDA array"):
+        _api.array_kind(obj)
+    with pytest.raises(TypeError, match="FakeDlpack"):
+        cutopk.top_k(obj, 1)
+
+
+def test_a_failing_dlpack_device_query_is_a_type_error():
+    class Broken(FakeDlpack):
+        def __dlpack_device__(self):
+            raise RuntimeError("no device")
+
+    with pytest.raises(TypeError, match=r"got test_interop\..*Broken"):
+        cutopk.top_k(Broken(np.zeros(3), 1), 1)
+
+
+def test_cuda_array_interface_object_is_a_gpu_array():
+    assert _api.array_kind(FakeCudaArray()) == "cupy"
+    for backend in ("numpy", "sim"):
+        with pytest.raises(TypeError, match=f"backend='{backend}' expects a NumPy array, got a GPU array"):
+            cutopk.top_k(FakeCudaArray(), 1, backend=backend)
+        with pytest.raises(TypeError, match="expects a NumPy array, got a GPU array"):
+            cutopk.plan(FakeCudaArray(), 1, backend=backend)
+
+
+def test_cuda_array_without_cupy_says_what_is_missing():
+    try:
+        import cupy  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        pytest.skip("CuPy is installed: the missing-CuPy message cannot be seen")
+    for backend in ("auto", "cuda"):
+        with pytest.raises(RuntimeError, match="needs CuPy and a CUDA GPU, but CuPy is not installed"):
+            cutopk.top_k(FakeCudaArray(), 1, backend=backend)
+
+
+@pytest.mark.parametrize("obj", [[1.0, 2.0], 3.0, object(), "abc"], ids=lambda o: type(o).__name__)
+def test_objects_that_are_not_arrays_are_refused(obj):
+    with pytest.raises(TypeError, match=f"got builtins.{type(obj).__name__}"):
+        cutopk.top_k(obj, 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# torch on the CPU: the NumPy backend, torch tensors back
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "int8", "int32", "int64", "uint8"])
+def test_torch_cpu_tensor_in_torch_tensor_out(dtype):
+    torch = _torch()
+    x = np.random.default_rng(0).integers(-3, 4, (3, 40)).astype(dtype)  # many ties
+    t = torch.from_numpy(x)
+    for order, mode, index_dtype in itertools.product(ORDERS, ("largest", "smallest"), (np.int64, np.int32)):
+        r = cutopk.top_k(t, 7, sorted=order, mode=mode, index_dtype=index_dtype)
+        assert isinstance(r.values, torch.Tensor) and isinstance(r.indices, torch.Tensor)
+        assert r.values.dtype == t.dtype and r.values.device == t.device
+        assert r.indices.dtype == {np.int64: torch.int64, np.int32: torch.int32}[index_dtype]
+        expected = cutopk.top_k(x, 7, sorted=order, mode=mode, index_dtype=index_dtype)
+        assert_same((r.values.numpy(), r.indices.numpy()), expected, index_dtype=index_dtype, order=order)
+
+
+def test_torch_cpu_strided_tensors():
+    torch = _torch()
+    base = torch.arange(60.0).reshape(3, 20) % 7
+    for t in (base.T, base[:, ::3], base[::2]):
+        for axis in (0, -1):
+            r = cutopk.top_k(t, 2, axis=axis)
+            expected = cutopk.top_k(t.numpy(), 2, axis=axis)
+            assert_same((r.values.numpy(), r.indices.numpy()), expected, axis=axis)
+
+
+def test_torch_cpu_tensor_errors_are_the_numpy_ones():
+    torch = _torch()
+    with pytest.raises(TypeError, match="unsupported dtype bool"):
+        cutopk.top_k(torch.tensor([True, False]), 1)
+    with pytest.raises(ValueError, match="rank >= 1"):
+        cutopk.top_k(torch.tensor(1.0), 1)
+    with pytest.raises(ValueError, match="k: expected 0 <= k <= 3"):
+        cutopk.top_k(torch.zeros(3), 4)
+    with pytest.raises(TypeError, match="backend='cuda' expects a CuPy/CUDA array, got a NumPy array"):
+        cutopk.top_k(torch.zeros(3), 1, backend="cuda")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=BufferError,
+    reason="API gap: the CPU path exports the tensor by DLPack without .detach() (the CUDA path "
+    "detaches), and torch refuses to export a tensor that requires grad",
+)
+def test_torch_cpu_tensor_that_requires_grad():
+    torch = _torch()
+    t = torch.tensor([1.0, 3.0, 2.0], requires_grad=True)
+    assert cutopk.top_k(t, 1).indices.tolist() == [1]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=RuntimeError,
+    reason="API gap: NumPy's from_dlpack has no bfloat16; a torch CPU bfloat16 tensor needs a "
+    "zero-copy view as int16 -> ml_dtypes.bfloat16 (and back)",
+)
+def test_torch_cpu_bfloat16():
+    torch = _torch()
+    pytest.importorskip("ml_dtypes", reason="bfloat16 on the CPU needs ml_dtypes")
+    t = torch.tensor([1.0, -0.0, 3.0, float("nan"), 3.0]).to(torch.bfloat16)
+    r = cutopk.top_k(t, 2)
+    assert r.values.dtype == torch.bfloat16 and r.indices.tolist() == [2, 4]
+
+
+# ---------------------------------------------------------------------------------------------
+# GPU: torch CUDA tensors and CuPy arrays
 
 
 def _cuda():
@@ -53,20 +202,84 @@ def _torch_cuda():
     cupy = _cuda()
     torch = _torch()
     if not torch.cuda.is_available():
-        pytest.skip("torch has no CUDA device")
+        pytest.skip("torch has no CUDA device (a CPU-only torch build?)")
     return cupy, torch
 
 
+def _host(t):
+    """A torch tensor (any device) as NumPy, bfloat16 through ml_dtypes, sharing nothing."""
+    torch = _torch()
+    t = t.detach().cpu().contiguous()
+    if t.dtype == torch.bfloat16:
+        ml_dtypes = pytest.importorskip("ml_dtypes", reason="bfloat16 reference needs ml_dtypes")
+        return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    return t.numpy()
+
+
+def _check_against_host(t, k, **kw):
+    """cutopk.top_k on a torch CUDA tensor against the NumPy backend on its host copy, bit for bit;
+    the result must be torch tensors on the input's device."""
+    torch = _torch()
+    r = cutopk.top_k(t, k, **kw)
+    assert isinstance(r.values, torch.Tensor) and isinstance(r.indices, torch.Tensor)
+    assert r.values.device == t.device and r.indices.device == t.device
+    assert r.values.dtype == t.dtype
+    expected = cutopk.top_k(_host(t), k, **kw)
+    got = (_host(r.values), _host(r.indices))
+    assert_same(got, expected, index_dtype=kw.get("index_dtype", np.int64), order=kw.get("sorted", True),
+                axis=kw.get("axis", -1))  # fmt: skip
+    return r
+
+
 @pytest.mark.gpu
-def test_torch_cuda_in_torch_cuda_out_without_copy():
+@pytest.mark.parametrize("dtype", ["float32", "float16", "float64", "int32", "int64", "uint8"])
+def test_torch_cuda_in_torch_cuda_out(dtype):
     _, torch = _torch_cuda()
-    t = torch.randn(64, 1000, device="cuda")
-    before = t.data_ptr()
-    r = cutopk.top_k(t, 10)
-    assert isinstance(r.values, torch.Tensor) and r.values.device == t.device
-    ref = torch.topk(t, 10)
-    assert torch.equal(r.values, ref.values)
-    assert t.data_ptr() == before
+    g = torch.Generator(device="cuda").manual_seed(0)
+    t = torch.randint(-3, 4, (8, 3000), device="cuda", generator=g).to(getattr(torch, dtype))  # ties
+    for order, mode in itertools.product(ORDERS, ("largest", "smallest")):
+        _check_against_host(t, 33, sorted=order, mode=mode)
+    r = _check_against_host(t, 5, index_dtype=np.int32)
+    assert r.indices.dtype == torch.int32
+
+
+@pytest.mark.gpu
+def test_torch_cuda_nan_and_signed_zeros():
+    _, torch = _torch_cuda()
+    t = torch.tensor([[0.0, -0.0, float("nan"), 1.0, float("-inf"), -float("nan"), float("inf")] * 50],
+                     device="cuda")  # fmt: skip
+    for nan, mode, order in itertools.product(("last", "largest"), ("largest", "smallest"), ORDERS):
+        _check_against_host(t, 60, nan=nan, mode=mode, sorted=order)
+
+
+@pytest.mark.gpu
+def test_torch_cuda_strided_and_empty():
+    _, torch = _torch_cuda()
+    base = torch.randn(64, 1000, device="cuda")
+    for t in (base.T, base[:, ::3], base[::2, 100:700]):
+        for axis in (0, 1):
+            _check_against_host(t, 9, axis=axis)
+    r = cutopk.top_k(base, 0)
+    assert r.values.shape == (64, 0) and r.values.device == base.device
+
+
+@pytest.mark.gpu
+def test_torch_cuda_input_is_read_in_place_not_copied():
+    cupy, torch = _torch_cuda()
+    t = torch.randn(256, 65536, device="cuda")  # 64 MiB
+    before = t.clone()
+    cutopk.top_k(t, 8)  # build the kernels, warm the pool
+    torch.cuda.synchronize()
+    pool = cupy.get_default_memory_pool()
+    torch_before, cupy_before = torch.cuda.memory_allocated(), pool.used_bytes()
+    r = cutopk.top_k(t, 8)
+    torch.cuda.synchronize()
+    # Neither torch (a .contiguous() copy, say) nor CuPy's pool may hold a copy of the input: the
+    # only new memory is the outputs (and bounded scratch, far below the input's 64 MiB).
+    assert torch.cuda.memory_allocated() - torch_before < t.nbytes // 4
+    assert pool.used_bytes() - cupy_before < t.nbytes // 4
+    assert torch.equal(t, before)  # the input is untouched
+    assert torch.equal(r.values, torch.topk(t, 8).values)
 
 
 @pytest.mark.gpu
@@ -77,33 +290,90 @@ def test_torch_bfloat16_on_gpu():
         r = cutopk.top_k(t, 5)
     except (TypeError, ValueError) as exc:
         pytest.xfail(f"bfloat16 through DLPack is not supported by this CuPy: {exc}")
-    assert torch.equal(r.values, torch.topk(t, 5).values)
+    assert r.values.dtype == torch.bfloat16
+    _check_against_host(t, 5)
 
 
 @pytest.mark.gpu
 def test_runs_on_the_current_torch_stream():
+    """The input is written on a side stream after a long sleep; if cutopk ran on any other
+    stream it would read the input before it is written."""
     _, torch = _torch_cuda()
+    t = torch.zeros(16, 5000, device="cuda")
+    torch.cuda.synchronize()
     s = torch.cuda.Stream()
     with torch.cuda.stream(s):
-        t = torch.randn(16, 5000, device="cuda")
-        r = cutopk.top_k(t, 7)
+        torch.cuda._sleep(200_000_000)  # about 0.1 s of GPU time
+        t.copy_(torch.arange(5000.0, device="cuda").expand(16, 5000))
+        r = cutopk.top_k(t, 3)
     s.synchronize()
-    assert torch.equal(r.values, torch.topk(t, 7).values)
+    assert r.indices.tolist() == [[4999, 4998, 4997]] * 16
+
+
+_SPIN_THEN_FILL = r"""
+extern "C" __global__ void spin_then_fill(long long cycles, float* x, int n) {
+    long long start = clock64();
+    while (clock64() - start < cycles) {}
+    for (int i = threadIdx.x; i < n; i += blockDim.x) x[i] = (float)i;
+}
+"""
 
 
 @pytest.mark.gpu
-def test_cuda_graph_capture():
+def test_runs_on_the_current_cupy_stream():
+    """As above with CuPy's current stream (non-blocking, so the legacy default stream would
+    not wait for it)."""
     cupy = _cuda()
-    x = cupy.random.random((32, 4096), dtype=cupy.float32)
-    cutopk.top_k(x, 16)  # compile before capture
+    fill = cupy.RawKernel(_SPIN_THEN_FILL, "spin_then_fill")
+    x = cupy.zeros(5000, dtype=cupy.float32)
+    cutopk.top_k(x, 3)  # build the kernels first
+    cupy.cuda.Device().synchronize()
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        fill((1,), (256,), (np.int64(200_000_000), x, np.int32(x.size)))
+        r = cutopk.top_k(x, 3)
+    stream.synchronize()
+    assert r.indices.get().tolist() == [4999, 4998, 4997]
+
+
+@pytest.mark.gpu
+def test_cuda_graph_capture_and_replay_on_new_data():
+    cupy = _cuda()
+    rng = np.random.default_rng(1)
+    host = rng.random((32, 4096), dtype=np.float32)
+    x = cupy.asarray(host)
+    cutopk.top_k(x, 16)  # build the kernels and warm the pool before capture
+    cupy.cuda.Device().synchronize()
     stream = cupy.cuda.Stream(non_blocking=True)
     with stream:
         stream.begin_capture()
-        r = cutopk.top_k(x, 16)
+        r = cutopk.top_k(x, 16)  # a host synchronisation here would break the capture
         graph = stream.end_capture()
-    graph.launch(stream)
-    stream.synchronize()
-    assert (r.values == cutopk.top_k(x, 16).values).all()
+    for _ in range(2):
+        graph.launch(stream)
+        stream.synchronize()
+        assert_same((r.values.get(), r.indices.get()), cutopk.top_k(host, 16))
+        host = rng.random((32, 4096), dtype=np.float32)  # the replay reads the input in place
+        x[...] = cupy.asarray(host)
+        cupy.cuda.Device().synchronize()
+
+
+@pytest.mark.gpu
+def test_torch_cuda_graph_capture():
+    _, torch = _torch_cuda()
+    t = torch.rand(32, 4096, device="cuda")
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):  # warm up (kernels, pools) on a side stream, as torch recommends
+        cutopk.top_k(t, 16)
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        r = cutopk.top_k(t, 16)
+    t.copy_(torch.rand(32, 4096, device="cuda"))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(r.values, torch.topk(t, 16).values)
 
 
 @pytest.mark.gpu
@@ -113,8 +383,21 @@ def test_array_on_device_1_is_processed_on_device_1():
         pytest.skip("needs two GPUs")
     with cupy.cuda.Device(1):
         x = cupy.random.random((4, 1000))
+    assert cupy.cuda.Device().id == 0
     r = cutopk.top_k(x, 3)
-    assert r.values.device.id == 1
+    assert r.values.device.id == 1 and r.indices.device.id == 1
+    assert cupy.cuda.Device().id == 0  # the caller's current device is restored
+    assert_same((r.values.get(), r.indices.get()), cutopk.top_k(x.get(), 3))
+
+
+@pytest.mark.gpu
+def test_torch_tensor_on_cuda_1_stays_on_cuda_1():
+    _, torch = _torch_cuda()
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs two GPUs")
+    t = torch.randn(4, 1000, device="cuda:1")
+    r = _check_against_host(t, 3)
+    assert r.values.device == torch.device("cuda:1") and torch.cuda.current_device() == 0
 
 
 @pytest.mark.gpu
@@ -127,3 +410,27 @@ def test_cuda_array_interface_only_object():
 
     r = cutopk.top_k(Cai(), 3)
     assert r.indices.get().tolist() == [99, 98, 97]
+
+
+@pytest.mark.gpu
+def test_dlpack_only_gpu_object():
+    cupy = _cuda()
+    base = cupy.arange(100, dtype=cupy.float32) % 10
+
+    class OnlyDlpack:
+        def __dlpack__(self, **kw):
+            return base.__dlpack__(**kw)
+
+        def __dlpack_device__(self):
+            return base.__dlpack_device__()
+
+    r = cutopk.top_k(OnlyDlpack(), 3)
+    assert cupy.asnumpy(r.indices).tolist() == [9, 19, 29]
+
+
+@pytest.mark.gpu
+def test_gpu_arrays_refuse_the_numpy_backend():
+    cupy, torch = _torch_cuda()
+    for a in (cupy.zeros(3), torch.zeros(3, device="cuda")):
+        with pytest.raises(TypeError, match="backend='numpy' expects a NumPy array, got a GPU array"):
+            cutopk.top_k(a, 1, backend="numpy")
