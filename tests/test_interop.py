@@ -268,6 +268,7 @@ def test_torch_cuda_input_is_read_in_place_not_copied():
     cupy, torch = _torch_cuda()
     t = torch.randn(256, 65536, device="cuda")  # 64 MiB
     before = t.clone()
+    assert not cutopk.plan(t, 8).copy  # a contiguous row-major input is read where it is
     cutopk.top_k(t, 8)  # build the kernels, warm the pool
     torch.cuda.synchronize()
     pool = cupy.get_default_memory_pool()
@@ -360,6 +361,9 @@ def test_cuda_graph_capture_and_replay_on_new_data():
 
 @pytest.mark.gpu
 def test_torch_cuda_graph_capture():
+    """Captured with torch's own API. Every stream CuPy and torch touch while wrapping the tensor
+    and handing the results back must be the capturing stream: a DLPack exchange that asks torch
+    or CuPy to order against another stream (the legacy default one, say) breaks the capture."""
     _, torch = _torch_cuda()
     t = torch.rand(32, 4096, device="cuda")
     s = torch.cuda.Stream()
