@@ -158,7 +158,7 @@ def _reduce(a, req: _api.Request, options: dict, algorithm: str, split_every):
     index = da.arange(req.n, chunks=(a.chunks[ax],), dtype=np.int64)
     index = index[tuple(slice(None) if i == ax else None for i in range(a.ndim))]
     obj_meta = np.empty((0,) * a.ndim, dtype=object)
-    tagged = da.map_blocks(_tag, a, index, dtype=object, meta=obj_meta)
+    tagged = da.map_blocks(_tag, a, index, dtype=object, meta=obj_meta, token="cutopk-tag")
     merge = functools.partial(_merge, k=req.k, options=options)
     return reduction(
         tagged,
@@ -174,6 +174,7 @@ def _reduce(a, req: _api.Request, options: dict, algorithm: str, split_every):
         concatenate=False,  # blocks are (values, indices) pairs, concatenated by _merge itself
         output_size=req.k,
         meta=obj_meta,
+        name="cutopk-top_k",
     )
 
 
@@ -236,9 +237,13 @@ def top_k(
     pairs = _reduce(a, req, options, algorithm, split_every)
     # Explicit metas: Dask cannot infer them from the object-dtype pairs, and CuPy chunks must
     # give CuPy-typed results.
-    values = pairs.map_blocks(_field, 0, a.dtype, dtype=a.dtype, meta=a._meta.astype(a.dtype))
+    values = pairs.map_blocks(
+        _field, 0, a.dtype, dtype=a.dtype, meta=a._meta.astype(a.dtype), token="cutopk-top_k-values"
+    )
     index_meta = a._meta.astype(req.index_dtype)
-    indices = pairs.map_blocks(_field, 1, req.index_dtype, dtype=req.index_dtype, meta=index_meta)
+    indices = pairs.map_blocks(
+        _field, 1, req.index_dtype, dtype=req.index_dtype, meta=index_meta, token="cutopk-top_k-indices"
+    )
     return TopK(values, indices)
 
 
