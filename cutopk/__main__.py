@@ -1,4 +1,9 @@
-"""``python -m cutopk``: the short demo benchmark (see cutopk/_bench)."""
+"""``python -m cutopk``: the short demo benchmark on the GPU when there is one, else on the CPU.
+
+    python -m cutopk [--quick | --full] [--regime moe,llm] [--out DIR | --save] [--plots]
+
+See ``cutopk/_bench`` and ``benchmarks/README.md``.
+"""
 
 import sys
 

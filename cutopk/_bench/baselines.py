@@ -1,113 +1,185 @@
-"""The peers cutopk is measured against, each built for one input, and the answer checker.
+"""The routes measured side by side: cutopk and its peers, each built for one input.
 
-Every route returns ``(values, indices)``; NaN ranks above +inf in all of them (torch's and
-JAX's rule), so cutopk runs with ``nan="largest"`` here.
+A route is a callable returning ``(values, indices)`` in the peer's own array type, plus the
+facts the checker and the timer need: whether its output is sorted by value, which NaN rule it
+follows (``"largest"``: NaN ranks above +inf, torch's rule; ``"last"``: a NaN is never preferred),
+and whether it runs on a stream of its own (JAX).
+
+Peers on a GPU: ``torch.topk`` on a zero-copy DLPack view; ``jax.lax.top_k`` on a DLPack import
+(last axis and largest only: the axis is moved inside the jitted function, and the smallest are
+the largest of ``-x``, negated back; integers would take ``~x`` instead, which has no overflow,
+and floats with NaN are skipped because ``-NaN`` sorts first); CuPy's best sort-based route
+(``cupy.argsort`` + take: CuPy's ``argpartition`` sorts fully anyway, so a partition would only
+add a second sort of the K). On the CPU: NumPy's naive route (``argpartition`` + gather +
+``argsort`` of the K), a full ``argsort(kind="stable")``, and ``torch.topk`` with one thread (the
+NumPy backend is single-threaded too).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
+from collections.abc import Callable
 
 import numpy as np
 
 import cutopk
 
 
-def available(name: str) -> str | None:
-    """None when the peer's library is importable, else the reason it is skipped."""
-    module = {"torch": "torch", "jax": "jax", "cupy": "cupy"}.get(name)
-    if module and importlib.util.find_spec(module) is None:
-        return f"{module} is not installed"
-    return None
+@dataclasses.dataclass
+class Route:
+    """One way of computing the top-K of one input.
+
+    Attributes
+    ----------
+    name : str
+        Column name in the table and the files.
+    call : callable or None
+        Returns ``(values, indices)``; None when the route is skipped.
+    reason : str or None
+        Why the route is skipped (``call`` is None).
+    sorts : bool
+        The output is ordered by value (the checker then compares in order).
+    nan : str
+        The NaN rule the route follows, as cutopk's ``nan=`` argument spells it.
+    own_stream : bool
+        The route runs on a stream of its own and waits for itself (the timer synchronizes the
+        device before it starts the clock).
+    """
+
+    name: str
+    call: Callable | None
+    reason: str | None = None
+    sorts: bool = True
+    nan: str = "largest"
+    own_stream: bool = False
 
 
-def cutopk_route(x, axis, k, mode):
-    return lambda: cutopk.top_k(x, k, axis=axis, mode=mode, nan="largest")
+def missing(module: str) -> str | None:
+    """None when ``module`` can be imported, else the reason a peer needing it is skipped."""
+    return None if importlib.util.find_spec(module) is not None else f"{module} is not installed"
 
 
-def torch_route(x, axis, k, mode):
+def _slice(a, axis: int, start: int | None, stop: int | None, step: int = 1):
+    """``a[..., start:stop:step, ...]`` along ``axis`` (a view, for NumPy and CuPy alike)."""
+    index = [slice(None)] * a.ndim
+    index[axis] = slice(start, stop, step)
+    return a[tuple(index)]
+
+
+def _take_ends(xp, x, order, axis: int, k: int, mode: str):
+    """Values and indices of the first K (smallest) or the last K reversed (largest) of an
+    ascending ``order``. NaN sorts last in NumPy and CuPy, so both follow the ``largest`` rule."""
+    n = x.shape[axis]
+    # Reversed slice n-1 down to n-k; a stop of -1 would mean "the last element", hence None.
+    rev = _slice(order, axis, n - 1, n - k - 1 if n > k else None, -1)
+    idx = _slice(order, axis, 0, k) if mode == "smallest" else rev
+    idx = xp.ascontiguousarray(idx)
+    return xp.take_along_axis(x, idx, axis=axis), idx
+
+
+def cutopk_route(x, axis: int, k: int, mode: str, nan: str = "largest") -> Route:
+    """cutopk itself, with torch's NaN rule so that every GPU peer is compared like for like."""
+    return Route("cutopk", lambda: cutopk.top_k(x, k, axis=axis, mode=mode, nan=nan), nan=nan)
+
+
+def torch_route(x, axis: int, k: int, mode: str, dtype: str) -> Route:
+    if reason := missing("torch"):
+        return Route("torch", None, reason)
     import torch
 
-    t = torch.from_dlpack(x) if not isinstance(x, np.ndarray) else torch.from_numpy(x)
-    return lambda: torch.topk(t, k, dim=axis, largest=mode == "largest", sorted=True)
+    if isinstance(x, np.ndarray):
+        # ml_dtypes' bfloat16 does not cross torch.from_numpy: share the bits and reinterpret.
+        t = (
+            torch.from_numpy(x.view(np.uint16)).view(torch.bfloat16)
+            if dtype == "bfloat16"
+            else torch.from_numpy(x)
+        )
+    elif dtype == "bfloat16":
+        t = torch.from_dlpack(x.view(np.uint16)).view(torch.bfloat16)
+    else:
+        t = torch.from_dlpack(x)  # zero-copy: torch reads CuPy's memory in place
+    largest = mode == "largest"
+    return Route("torch", lambda: torch.topk(t, k, dim=axis, largest=largest, sorted=True))
 
 
-def jax_route(x, axis, k, mode, dist):
+def jax_route(x, axis: int, k: int, mode: str, dist: str) -> Route:
+    if reason := missing("jax"):
+        return Route("jax", None, reason)
+    if mode != "largest" and dist == "nan":
+        return Route("jax", None, "jax.lax.top_k selects the largest only and -NaN would rank first")
     import jax
     import jax.numpy as jnp
 
-    if mode != "largest" and dist in ("nan", "inf"):
-        return None, "jax.lax.top_k selects the largest only; negating to get the smallest misorders NaN/inf"
-    arr = jnp.asarray(x) if isinstance(x, np.ndarray) else jax.dlpack.from_dlpack(x)
+    try:
+        arr = jax.dlpack.from_dlpack(x) if not isinstance(x, np.ndarray) else jnp.asarray(x)
+    except Exception as exc:  # noqa: BLE001 - JAX refuses some strides and dtypes; say which
+        return Route("jax", None, f"JAX cannot import this array: {type(exc).__name__}: {exc}"[:160])
 
     @jax.jit
     def run(a):
-        a = jnp.moveaxis(a, axis, -1)  # top_k works on the last axis only
-        return jax.lax.top_k(a if mode == "largest" else -a, k)
+        a = jnp.moveaxis(a, axis, -1)  # lax.top_k works on the last axis only
+        if mode == "largest":
+            v, i = jax.lax.top_k(a, k)
+        else:
+            v, i = jax.lax.top_k(-a, k)
+            v = -v  # -(-x) is x bit for bit for every non-NaN float
+        return jnp.moveaxis(v, -1, axis), jnp.moveaxis(i, -1, axis)
 
     def call():
         out = run(arr)
-        out[0].block_until_ready()
+        out[1].block_until_ready()
         return out
 
-    return call, None
+    return Route("jax", call, own_stream=True)
 
 
-def partition_route(xp, x, axis, k, mode):
-    """The sort-based route of NumPy's own top_k (and CuPy's best): argpartition, gather, then
-    sort the K. Ties come out in any order."""
+def cupy_route(x, axis: int, k: int, mode: str) -> Route:
+    import cupy
+
+    return Route("cupy", lambda: _take_ends(cupy, x, cupy.argsort(x, axis=axis), axis, k, mode))
+
+
+def numpy_naive_route(x, axis: int, k: int, mode: str) -> Route:
+    """``argpartition`` + gather + ``argsort`` of the K: what NumPy users write (ties arbitrary)."""
     n = x.shape[axis]
 
     def call():
         kth = n - k if mode == "largest" else k - 1
-        part = xp.argpartition(x, kth, axis=axis)
-        idx = xp.take(part, xp.arange(n - k, n) if mode == "largest" else xp.arange(k), axis=axis)
-        vals = xp.take_along_axis(x, idx, axis=axis)
-        order = xp.argsort(-vals if mode == "largest" else vals, axis=axis)
-        return xp.take_along_axis(vals, order, axis=axis), xp.take_along_axis(idx, order, axis=axis)
+        part = np.argpartition(x, kth, axis=axis)
+        idx = _slice(part, axis, n - k, n) if mode == "largest" else _slice(part, axis, 0, k)
+        vals = np.take_along_axis(x, idx, axis=axis)
+        top, pos = _take_ends(np, vals, np.argsort(vals, axis=axis), axis, k, mode)
+        return top, np.take_along_axis(idx, pos, axis=axis)
 
-    return call
-
-
-def cupy_route(x, axis, k, mode):
-    import cupy
-
-    return partition_route(cupy, x, axis, k, mode)
+    return Route("numpy-naive", call)
 
 
-def numpy_naive_route(x, axis, k, mode):
-    return partition_route(np, x, axis, k, mode)
+def numpy_sort_route(x, axis: int, k: int, mode: str) -> Route:
+    """A full stable ``argsort`` and a slice: exact, ties by index, O(n log n).
 
+    For the largest it sorts ``-x`` (so equal values keep ascending indices), which puts NaN last:
+    this route follows the ``last`` NaN rule.
+    """
 
-def numpy_sort_route(x, axis, k, mode):
     def call():
-        idx = np.argsort(-x if mode == "largest" else x, axis=axis, kind="stable")
-        idx = np.take(idx, np.arange(k), axis=axis)
+        idx = _slice(np.argsort(-x if mode == "largest" else x, axis=axis, kind="stable"), axis, 0, k)
         return np.take_along_axis(x, idx, axis=axis), idx
 
-    return call
+    return Route("numpy-sort", call, nan="last")
 
 
-def to_numpy(a) -> np.ndarray:
-    if hasattr(a, "get"):
-        return a.get()
-    if type(a).__module__.split(".")[0] == "torch":
-        return a.detach().cpu().numpy()
-    return np.asarray(a)
-
-
-def check(x_host: np.ndarray, axis: int, expected_values: np.ndarray, result) -> str | None:
-    """None when ``result`` selects the same values as cutopk (indices equal up to ties: the
-    input at the returned indices holds the returned values), else what differs."""
-    values, indices = (to_numpy(r) for r in result)
-    values = np.moveaxis(values, axis, -1).astype(np.float64)
-    indices = np.moveaxis(indices, axis, -1).astype(np.int64)
-    expected = np.moveaxis(expected_values, axis, -1).astype(np.float64)
-    if values.shape != expected.shape:
-        return f"shape {values.shape}, expected {expected.shape}"
-    if not np.array_equal(np.sort(values, axis=-1), np.sort(expected, axis=-1), equal_nan=True):
-        return "different values selected"
-    at = np.take_along_axis(np.moveaxis(x_host, axis, -1).astype(np.float64), indices, axis=-1)
-    if not np.array_equal(at, values, equal_nan=True):
-        return "indices do not point at the returned values"
-    return None
+def peers(x, axis: int, case, gpu: bool) -> list[Route]:
+    """The peers for one input: on a GPU torch, JAX and CuPy; on the CPU NumPy's two routes and
+    torch."""
+    if gpu:
+        return [
+            torch_route(x, axis, case.k, case.mode, case.dtype),
+            jax_route(x, axis, case.k, case.mode, case.dist),
+            cupy_route(x, axis, case.k, case.mode),
+        ]
+    return [
+        numpy_naive_route(x, axis, case.k, case.mode),
+        numpy_sort_route(x, axis, case.k, case.mode),
+        torch_route(x, axis, case.k, case.mode, case.dtype),
+    ]

@@ -1,164 +1,353 @@
-"""Running the grid: inputs, routes, checks, timings, and the report."""
+"""Running the grid: per case, the input, cutopk's answer and time, every peer checked then timed.
+
+``python -m cutopk`` and ``benchmarks/run.py`` both end in :func:`main`.
+"""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import math
+import os
 import pathlib
+import sys
+import time
 
 import numpy as np
 
 import cutopk
 
-from . import baselines, grid, inputs, report, timing
+from . import baselines, check, env, grid, inputs, report, timing
+
+GIB = 1 << 30
 
 
-def gpu_available() -> str | None:
-    """None when CuPy sees a GPU, else why not."""
+@dataclasses.dataclass
+class Session:
+    """What every measurement of one run shares."""
+
+    gpu: bool
+    timer: object
+    copy_bps: float | None = None
+    peers: tuple[str, ...] = ()
+    self_check_max: int = 1 << 26
+
+
+def _free_device_bytes() -> int:
+    import cupy
+
+    return cupy.cuda.runtime.memGetInfo()[0] + cupy.get_default_memory_pool().free_bytes()
+
+
+def _free_host_bytes() -> int:
     try:
-        import cupy
-
-        if cupy.cuda.runtime.getDeviceCount() > 0:
-            return None
-        return "CuPy found no GPU"
-    except ImportError:
-        return "CuPy is not installed"
-    except Exception as exc:  # noqa: BLE001 - a broken driver or runtime means no GPU to use
-        return f"CuPy cannot use a GPU ({exc})"
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 1 << 62  # unknown: let the allocation itself fail and be reported
 
 
-def _routes(case, x_dev, axis, gpu):
-    """The peers for one case: {name: callable or None}, and the reasons for the skipped."""
-    routes, notes = {}, {}
-    for name in ("torch", "jax", "cupy") if gpu else ("numpy-naive", "numpy-sort", "torch"):
-        reason = baselines.available(name.split("-")[0])
-        fn = None
-        if reason is None:
-            if name == "torch":
-                fn = (
-                    baselines.torch_route(x_dev, axis, case.k, case.mode)
-                    if case.dtype != "bfloat16"
-                    else None
-                )
-                reason = None if fn else "bfloat16 arrays do not cross DLPack into torch here"
-            elif name == "jax":
-                fn, reason = baselines.jax_route(x_dev, axis, case.k, case.mode, case.dist)
-            elif name == "cupy":
-                fn = baselines.cupy_route(x_dev, axis, case.k, case.mode)
-            elif name == "numpy-naive":
-                fn = baselines.numpy_naive_route(x_dev, axis, case.k, case.mode)
-            else:
-                fn = baselines.numpy_sort_route(x_dev, axis, case.k, case.mode)
-        routes[name], notes[name] = fn, reason
-    return routes, notes
-
-
-def measure(case: grid.Case, timer, gpu: bool, copy_bps: float | None) -> dict:
-    x_host, axis = inputs.arrange(inputs.values(case), case)
-    x_dev = x_host
+def does_not_fit(case: grid.Case, gpu: bool) -> str | None:
+    """Why the case's input cannot be held (host: float32 draw, dtype copy, layout copy; device:
+    input, layout copy, outputs), or None."""
+    itemsize = inputs.numpy_dtype(case.dtype).itemsize
+    host = case.elements * (4 + 2 * itemsize)
+    if host > _free_host_bytes():
+        return f"needs about {host / GIB:.1f} GiB of host memory, {_free_host_bytes() / GIB:.1f} GiB free"
     if gpu:
+        dev = case.elements * 2 * itemsize + case.rows * case.k * (itemsize + 8)
+        if dev > _free_device_bytes():
+            return f"needs about {dev / GIB:.1f} GiB of GPU memory, {_free_device_bytes() / GIB:.1f} GiB free"
+    return None
+
+
+def _peer_memory(name: str, case: grid.Case, itemsize: int) -> int:
+    """Rough device bytes a peer allocates besides its outputs (sort-based routes hold indices
+    and double buffers for the whole input; torch's radix select needs little)."""
+    per_element = {"cupy": 3 * itemsize + 24, "jax": 3 * (itemsize + 4)}.get(name, 0)
+    return case.elements * per_element
+
+
+def _error(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}".replace("\n", " ")[:200]
+
+
+def _release(gpu: bool) -> None:
+    """Hand cached device memory back between cases, so the next (maybe larger) case fits."""
+    if not gpu:
+        return
+    import cupy
+
+    cupy.get_default_memory_pool().free_all_blocks()
+    if "torch" in sys.modules:
+        sys.modules["torch"].cuda.empty_cache()
+
+
+def self_check(x_host: np.ndarray, axis: int, case: grid.Case, ours, limit: int) -> str:
+    """cutopk's CUDA answer against its NumPy backend (identical values and indices, SPEC.md
+    rule 5); skipped above ``limit`` elements, where the single-threaded reference is slow."""
+    if case.elements > limit:
+        return f"skipped: more than {limit} elements"
+    ref = cutopk.top_k(x_host, case.k, axis=axis, mode=case.mode, nan="largest", backend="numpy")
+    values, indices = (check.to_numpy(a) for a in ours)
+    if not np.array_equal(check.bits(values), check.bits(ref.values)):
+        return "mismatch: values differ from the NumPy backend's"
+    if not np.array_equal(indices, ref.indices):
+        return "mismatch: indices differ from the NumPy backend's"
+    return "ok"
+
+
+def _algorithm(x, case: grid.Case, axis: int) -> str:
+    try:
+        p = cutopk.plan(x, case.k, axis=axis, mode=case.mode, nan="largest")
+    except Exception as exc:  # noqa: BLE001 - the plan is informative only
+        return f"? ({type(exc).__name__})"
+    name = p["algorithm"] if isinstance(p, dict) else getattr(p, "algorithm", "?")
+    copied = p.get("copy") if isinstance(p, dict) else getattr(p, "copy", False)
+    return f"{name}{'+copy' if copied else ''}"
+
+
+def measure(case: grid.Case, session: Session) -> dict:
+    """Check and time cutopk and every peer on one case; a failure becomes a note, never an
+    exception."""
+    result: dict = {"case": dataclasses.asdict(case), "label": case.label(), "peers": {}}
+    host = inputs.values(case)
+    x_host, axis = inputs.arrange(host, case)
+    x = x_host
+    if session.gpu:
         import cupy
 
-        x_dev = cupy.asarray(x_host)
-    ours = baselines.cutopk_route(x_dev, axis, case.k, case.mode)
-    expected = baselines.to_numpy(ours()[0])
-    t = timer(ours)
-    routes, notes = _routes(case, x_dev, axis, gpu)
-    peers_ms = {}
-    for name, fn in routes.items():
-        if fn is None:
-            peers_ms[name] = None
+        x, axis = inputs.arrange(cupy.asarray(host), case, cupy)
+    del host
+    itemsize = x_host.itemsize
+    result["bytes"] = x_host.nbytes + case.rows * case.k * (itemsize + 8)  # input read, outputs written
+    result["algorithm"] = _algorithm(x, case, axis)
+
+    ours = baselines.cutopk_route(x, axis, case.k, case.mode)
+    try:
+        first = ours.call()
+        expected = {"largest": check.to_numpy(first.values)}
+        if session.gpu:
+            result["self_check"] = self_check(x_host, axis, case, first, session.self_check_max)
+        t = session.timer(ours.call)
+    except Exception as exc:  # noqa: BLE001 - cutopk failing on a case is reported, and the run goes on
+        result["cutopk"] = {"note": _error(exc)}
+        return result
+    result["cutopk"] = {f"{k}_ms": v * 1e3 for k, v in t.items() if k != "repeat"} | {"repeat": t["repeat"]}
+    result["gbps"] = result["bytes"] / t["median"] / 1e9
+    result["bandwidth_pct"] = (
+        100 * result["bytes"] / t["median"] / session.copy_bps if session.copy_bps else None
+    )
+
+    for route in baselines.peers(x, axis, case, session.gpu):
+        if session.peers and route.name not in session.peers:
             continue
-        try:
-            problem = baselines.check(x_host, axis, expected, fn())
-        except Exception as exc:  # noqa: BLE001 - a peer that fails on this input is reported, not fatal
-            problem = f"failed: {type(exc).__name__}: {exc}"[:120]
-        if problem:
-            peers_ms[name], notes[name] = None, f"mismatch: {problem}"
-            continue
-        peers_ms[name] = timer(fn)["median"] * 1e3
-    moved = x_host.nbytes + case.rows * case.k * (x_host.itemsize + 8)
-    result = {"case": dataclasses.asdict(case), "label": case.label(), "cutopk_ms": t["median"] * 1e3,
-              "cutopk_min_ms": t["min"] * 1e3, "cutopk_max_ms": t["max"] * 1e3, "peers_ms": peers_ms,
-              "peer_notes": {k: v for k, v in notes.items() if v}, "bytes": moved,
-              "algorithm": getattr(cutopk.plan(x_dev, case.k, axis=axis, mode=case.mode), "algorithm", "select")}  # fmt: skip
-    result["gbps"] = moved / t["median"] / 1e9
-    result["bandwidth_pct"] = 100 * moved / t["median"] / copy_bps if copy_bps else None
+        result["peers"][route.name] = _measure_peer(
+            route, case, x, x_host, axis, expected, t, session, itemsize
+        )
     return result
 
 
-def run(full: bool = False, out: pathlib.Path | None = None, plots: bool = False, regimes=None,
-        repeat: int | None = None, max_elements: int | None = None) -> list[dict]:  # fmt: skip
-    """Run the quick or full grid; print the table; write CSV/JSON (and plots) under ``out``."""
-    reason = gpu_available()
-    gpu = reason is None
-    if gpu:
-        import cupy
+def _measure_peer(route, case, x, x_host, axis, expected, ours_t, session, itemsize) -> dict:
+    if route.call is None:
+        return {"status": "skipped", "note": route.reason}
+    if session.gpu:
+        need, free = _peer_memory(route.name, case, itemsize), _free_device_bytes()
+        if need > free:
+            return {
+                "status": "skipped",
+                "note": f"needs about {need / GIB:.1f} GiB, {free / GIB:.1f} GiB free",
+            }
+    try:
+        answer = route.call()  # also the warm-up (and JAX's compilation)
+        if route.nan not in expected:
+            rule = cutopk.top_k(x, case.k, axis=axis, mode=case.mode, nan=route.nan)
+            expected[route.nan] = check.to_numpy(rule.values)
+        problem = check.check(x_host, axis, expected[route.nan], answer, route.sorts)
+        del answer
+        if problem:
+            return {"status": "mismatch", "note": problem}
+        t = session.timer(route.call, own_stream=route.own_stream)
+    except Exception as exc:  # noqa: BLE001 - a peer failing (memory, dtype, layout) is reported
+        _release(session.gpu)
+        return {"status": "error", "note": _error(exc)}
+    out = {f"{k}_ms": v * 1e3 for k, v in t.items() if k != "repeat"}
+    return out | {
+        "repeat": t["repeat"],
+        "status": "ok",
+        "speedup": t["median"] / ours_t["median"],
+        "note": None,
+    }
 
-        name = report.metadata(True)["device"]
-        print(f"GPU found: {name}; benchmarking cutopk's CUDA backend against torch, JAX and CuPy")
+
+def summary(results: list[dict], peers: list[str]) -> list[str]:
+    """Geometric-mean speedups per peer, and counts of what was not timed."""
+    lines = []
+    for peer in peers:
+        ratios = [
+            r["peers"][peer]["speedup"] for r in results if r["peers"].get(peer, {}).get("status") == "ok"
+        ]
+        if ratios:
+            geo = math.exp(sum(map(math.log, ratios)) / len(ratios))
+            lines.append(
+                f"{peer}: cutopk is {geo:.2f}x as fast in geometric mean over {len(ratios)} cases "
+                f"(min {min(ratios):.2f}x, max {max(ratios):.2f}x)"
+            )
+        bad = sum(r["peers"].get(peer, {}).get("status") == "mismatch" for r in results)
+        if bad:
+            lines.append(f"{peer}: {bad} answers differ from cutopk's (see notes): no time reported for them")
+    wrong = [r["label"] for r in results if str(r.get("self_check", "ok")).startswith("mismatch")]
+    failed = [r["label"] for r in results if "median_ms" not in r.get("cutopk", {})]
+    if wrong:
+        lines.append(
+            f"cutopk's CUDA answer differs from its NumPy backend's on {len(wrong)} cases: {wrong[:3]}"
+        )
+    if failed:
+        lines.append(f"cutopk failed on {len(failed)} cases: {failed[:3]}")
+    return lines
+
+
+def start(repeat: int | None, peers: tuple[str, ...]) -> Session:
+    """Pick the GPU when CuPy can use one, say which backend runs and why, set up the timer."""
+    reason = env.gpu_unavailable()
+    if reason is None:
+        env.prepare_jax()
+        facts = env.device_facts()
         timer = timing.GpuTimer(repeat or 20)
-        free = cupy.cuda.runtime.memGetInfo()[0]
-        limit = max_elements or free // 16  # input, keys and the peers' temporaries must fit
+        print(
+            f"GPU found: {facts['device']} (compute capability {facts['compute_capability']}, driver "
+            f"{facts['driver']}, CUDA runtime {facts['cuda_runtime']}): benchmarking cutopk's CUDA backend "
+            "against torch.topk, jax.lax.top_k and CuPy's argsort route"
+        )
         copy_bps = timer.copy_bandwidth()
-        print(f"measured device-to-device copy bandwidth: {copy_bps / 1e9:.0f} GB/s")
-    else:
-        print(f"no GPU found ({reason}): benchmarking the NumPy backend on the CPU against NumPy's own routes "
-              "(and torch on the CPU if installed); shapes are scaled down for the CPU")  # fmt: skip
-        timer = timing.CpuTimer(repeat or 5)
-        limit, copy_bps = max_elements or (1 << 24), None
-    cases = grid.full_grid(limit) if full else [c for c in grid.quick_grid(gpu) if c.elements <= limit]
-    if regimes:
-        cases = [c for c in cases if c.regime in regimes]
-    results = []
+        print(f"device-to-device copy bandwidth measured now: {copy_bps / 1e9:.0f} GB/s (read + write)")
+        return Session(True, timer, copy_bps, peers)
+    if baselines.missing("torch") is None:
+        import torch
+
+        torch.set_num_threads(1)  # the NumPy backend is single-threaded: compare like with like
+    print(
+        f"no GPU found ({reason}): benchmarking the NumPy backend on the CPU against NumPy's own "
+        "routes and torch.topk on the CPU (1 thread) where installed; shapes are scaled down for the CPU"
+    )
+    return Session(False, timing.CpuTimer(repeat or 7), None, peers)
+
+
+def run(
+    full: bool = False,
+    regimes: list[str] | None = None,
+    out: pathlib.Path | None = None,
+    save: bool = False,
+    plots: bool = False,
+    repeat: int | None = None,
+    max_elements: int | None = None,
+    time_limit: float | None = None,
+    peers: tuple[str, ...] = (),
+) -> list[dict]:
+    """Run the quick or full grid, print the table, and write files when asked.
+
+    Returns the list of results (one dict per measured case).
+    """
+    t0 = time.monotonic()
+    session = start(repeat, peers)
+    cases = grid.select(grid.full_grid() if full else grid.quick_grid(session.gpu), regimes)
+    if max_elements is None and not session.gpu and full:
+        max_elements = 1 << 24
+        print("CPU: shapes with more than 2**24 elements are left out of the full grid (--max-elements)")
+    names = [
+        r.name for r in baselines.peers(np.zeros((1, 2), np.float32), 1, grid.Case("x", 1, 2, 1), session.gpu)
+    ]
+    names = [n for n in names if not peers or n in peers]
+    meta = env.metadata(session.gpu) | {
+        "grid": "full" if full else "quick",
+        "regimes": regimes or "all",
+        "peers": names,
+        "copy_gbps": session.copy_bps / 1e9 if session.copy_bps else None,
+        "timer": _timer_facts(session.timer),
+        "argv": sys.argv,
+    }
+    stem = ("full" if full else "quick") + ("-" + "-".join(regimes) if regimes else "")
+    if save and out is None:
+        out = env.default_out_dir(meta)
+    table = report.Table(names, session.gpu, len(cases))
+    table.header()
+    results, skipped = [], []
     for i, case in enumerate(cases):
-        report.progress(i, len(cases), case.label())
-        try:
-            result = measure(case, timer, gpu, copy_bps)
-        except MemoryError as exc:
-            print(f"\nskipped {case.label()}: out of memory ({exc})")
+        why = (
+            f"more than --max-elements {max_elements}"
+            if max_elements and case.elements > max_elements
+            else None
+        ) or does_not_fit(case, session.gpu)
+        if time_limit and time.monotonic() - t0 > time_limit:
+            why = f"--time-limit {time_limit:g} s reached"
+        if why:
+            skipped.append({"case": dataclasses.asdict(case), "label": case.label(), "reason": why})
+            table.note(case.label(), "case skipped", why)
             continue
-        results.append(result)
-        if report.sys.stdout.isatty():
-            print("\r", end="")
-        print(report.row_text(result))
-    _summary(results)
+        table.progress(i, case.label())
+        try:
+            results.append(measure(case, session))
+        except MemoryError as exc:
+            skipped.append({"case": dataclasses.asdict(case), "label": case.label(), "reason": _error(exc)})
+            table.note(case.label(), "case skipped (out of memory)", _error(exc))
+            continue
+        finally:
+            _release(session.gpu)
+        table.row(i, results[-1])
+        if out is not None:  # after every case, so an interrupted run keeps what it measured
+            report.write(results, meta | {"skipped": skipped}, out, stem)
+    lines = summary(results, names)
+    lines.append(f"{len(results)} cases measured, {len(skipped)} skipped, in {time.monotonic() - t0:.0f} s")
+    table.footer(lines)
     if out is not None:
-        files = report.write(results, report.metadata(gpu), out, plots)
+        files = report.write(results, meta | {"skipped": skipped}, out, stem)
+        if plots:
+            from . import plots as plotting
+
+            files += plotting.plot(results, names, out, stem)
         print("wrote " + ", ".join(str(f) for f in files))
     return results
 
 
-def _summary(results: list[dict]) -> None:
-    peers = sorted({p for r in results for p, ms in r["peers_ms"].items() if ms})
-    for peer in peers:
-        ratios = [r["peers_ms"][peer] / r["cutopk_ms"] for r in results if r["peers_ms"].get(peer)]
-        geo = math.exp(sum(map(math.log, ratios)) / len(ratios))
-        print(f"{peer}: cutopk is {geo:.2f}x faster in geometric mean over {len(ratios)} shapes "
-              f"(min {min(ratios):.2f}x, max {max(ratios):.2f}x)")  # fmt: skip
-    mismatches = [
-        (r["label"], p, n) for r in results for p, n in r["peer_notes"].items() if n.startswith("mismatch")
-    ]
-    for label, peer, note in mismatches:
-        print(f"answer check: {peer} on {label.strip()}: {note}")
+def _timer_facts(timer) -> dict:
+    facts = {k: getattr(timer, k) for k in ("repeat", "min_repeat", "warmup", "budget")}
+    facts["clock"] = "cuda events" if isinstance(timer, timing.GpuTimer) else "time.perf_counter"
+    if isinstance(timer, timing.GpuTimer):
+        facts["l2_flush_bytes"] = int(timer.flush.nbytes)
+    return facts
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m cutopk", description="cutopk's benchmark (quick by default)"
+def parser(prog: str = "python -m cutopk") -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=prog, description="cutopk's benchmark against torch, JAX, CuPy and NumPy"
     )
-    parser.add_argument("--full", action="store_true", help="the full grid (GPU: many minutes)")
-    parser.add_argument(
-        "--out", type=pathlib.Path, help="write results.json/.csv (and plots) into this folder"
-    )
-    parser.add_argument("--plots", action="store_true", help="also write PNG plots (needs matplotlib)")
-    parser.add_argument(
-        "--regime", action="append", help="only these regimes (moe, llm, indexer, knn, huge, layout, cpu)"
-    )
-    parser.add_argument("--repeat", type=int, help="timed repetitions per measurement")
-    parser.add_argument("--max-elements", type=int, help="skip shapes with more elements than this")
-    args = parser.parse_args(argv)
-    np.seterr(all="ignore")
-    run(args.full, args.out, args.plots, args.regime, args.repeat, args.max_elements)
+    size = p.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="the quick grid (default): a tour of every regime")
+    size.add_argument("--full", action="store_true", help="the full grid (many minutes on a GPU)")
+    p.add_argument("--regime", action="append", help="only these regimes (repeat or comma-separate): "
+                   f"{', '.join([*grid.REGIMES, 'layout'])}")  # fmt: skip
+    p.add_argument("--out", type=pathlib.Path, help="write <grid>.json / .csv (and plots) into this folder")
+    p.add_argument("--save", action="store_true", help="write into benchmarks/results/<date>-<device>/")
+    p.add_argument("--plots", action="store_true", help="also write PNG plots (needs matplotlib)")
+    p.add_argument("--repeat", type=int, help="most timed repetitions per measurement (GPU 20, CPU 7)")
+    p.add_argument("--max-elements", type=int, help="leave out cases with more elements than this")
+    p.add_argument("--time-limit", type=float, help="start no new case after this many seconds")
+    p.add_argument("--peers", help="only these peers, comma-separated (e.g. torch,cupy)")
+    p.add_argument("--list", action="store_true", help="print the grid's cases and exit")
+    return p
+
+
+def main(argv: list[str] | None = None, prog: str = "python -m cutopk") -> int:
+    args = parser(prog).parse_args(argv)
+    regimes = [r for item in args.regime or [] for r in item.split(",") if r]
+    np.seterr(all="ignore")  # -inf - inf and NaN comparisons in the peers' routes are expected
+    if args.list:
+        gpu = env.gpu_unavailable() is None
+        cases = grid.select(grid.full_grid() if args.full else grid.quick_grid(gpu), regimes)
+        for c in cases:
+            print(c.label())
+        print(f"{len(cases)} cases")
+        return 0
+    peers = tuple(p for p in (args.peers or "").split(",") if p)
+    run(args.full, regimes, args.out, args.save, args.plots or False, args.repeat, args.max_elements,
+        args.time_limit, peers)  # fmt: skip
     return 0

@@ -1,31 +1,76 @@
-"""Timing: CUDA events with the L2 cache flushed between repetitions on a GPU, perf_counter on the
-CPU; the device's copy bandwidth measured in the same run."""
+"""Timing: CUDA events with the L2 cache flushed before every repetition on a GPU,
+``time.perf_counter`` on the CPU; median and spread; the device's copy bandwidth.
+
+Both timers adapt the number of repetitions to a time budget per measurement (at least
+``min_repeat``, at most ``repeat``), so that a full sort of 2**28 elements does not take the
+quick run's whole minute while a 20-microsecond kernel still gets ``repeat`` samples.
+"""
 
 from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
+
+
+def summarize(times: list[float]) -> dict:
+    """Median, min, max and the quartiles (seconds) of the repetitions."""
+    q = statistics.quantiles(times, n=4) if len(times) > 1 else [times[0]] * 3
+    return {"median": statistics.median(times), "min": min(times), "max": max(times),
+            "q1": q[0], "q3": q[2], "repeat": len(times)}  # fmt: skip
+
+
+def _repeats(first: float, repeat: int, min_repeat: int, budget: float) -> int:
+    return max(min_repeat, min(repeat, int(budget / max(first, 1e-9))))
+
+
+class CpuTimer:
+    """Wall-clock time of a callable with ``time.perf_counter``."""
+
+    def __init__(self, repeat: int = 7, warmup: int = 0, min_repeat: int = 3, budget: float = 0.5):
+        # warmup 0: the runner's answer check is already a first, untimed call of every route.
+        self.repeat, self.warmup, self.min_repeat, self.budget = repeat, warmup, min_repeat, budget
+
+    def __call__(self, fn: Callable, own_stream: bool = False) -> dict:
+        for _ in range(self.warmup):
+            fn()
+        times = []
+        while len(times) < (_repeats(times[0], self.repeat, self.min_repeat, self.budget) if times else 1):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+        return summarize(times)
 
 
 class GpuTimer:
-    """Times a callable on the current CuPy stream, L2 flushed before every repetition."""
+    """Device time of a callable between two CUDA events on CuPy's current stream.
 
-    def __init__(self, repeat: int = 20, warmup: int = 3):
+    Before every repetition a buffer twice the size of the L2 cache is written, so that each
+    repetition reads its input from DRAM as it would in an application. The events are recorded
+    behind the flush in stream order, so the flush is not timed, and the callable's launches queue
+    behind it (its host-side launch cost is hidden when the flush takes longer than the launches).
+    A route on a stream of its own (JAX) cannot be ordered after the flush by the stream, so the
+    device is synchronized first; its time then includes its host-side dispatch.
+    """
+
+    def __init__(self, repeat: int = 20, warmup: int = 2, min_repeat: int = 5, budget: float = 1.0):
         import cupy
 
         self.cupy = cupy
-        self.repeat, self.warmup = repeat, warmup
-        l2 = cupy.cuda.Device().attributes.get("L2CacheSize", 64 << 20)
-        self.flush = cupy.empty(max(2 * l2, 1 << 20), dtype=cupy.uint8)
+        self.repeat, self.warmup, self.min_repeat, self.budget = repeat, warmup, min_repeat, budget
+        self.l2_bytes = int(cupy.cuda.Device().attributes.get("L2CacheSize", 64 << 20))
+        self.flush = cupy.empty(max(2 * self.l2_bytes, 1 << 20), dtype=cupy.uint8)
 
-    def __call__(self, fn) -> dict:
+    def __call__(self, fn: Callable, own_stream: bool = False) -> dict:
         cp = self.cupy
         for _ in range(self.warmup):
             fn()
         start, end = cp.cuda.Event(), cp.cuda.Event()
-        times = []
-        for i in range(self.repeat):
-            self.flush.fill(i & 0xFF)  # evicts the input from L2: every repetition reads DRAM
+        times: list[float] = []
+        while len(times) < (_repeats(times[0], self.repeat, self.min_repeat, self.budget) if times else 1):
+            self.flush.fill(len(times) & 0xFF)  # evicts the input from L2
+            if own_stream:
+                cp.cuda.Device().synchronize()
             start.record()
             fn()
             end.record()
@@ -34,28 +79,14 @@ class GpuTimer:
         return summarize(times)
 
     def copy_bandwidth(self, nbytes: int = 1 << 30) -> float:
-        """Bytes per second of a device-to-device copy (read + write counted)."""
+        """Bytes per second (read plus written) of a device-to-device copy of ``nbytes``."""
         cp = self.cupy
-        src = cp.ones(nbytes // 4, dtype=cp.float32)
-        dst = cp.empty_like(src)
-        stats = self(lambda: cp.copyto(dst, src))
+        nbytes = min(nbytes, cp.cuda.runtime.memGetInfo()[0] // 4) // 4 * 4  # two buffers, room to spare
+        stats = self._time_copy(nbytes)
+        cp.get_default_memory_pool().free_all_blocks()  # the buffers died with _time_copy's frame
         return 2 * nbytes / stats["median"]
 
-
-class CpuTimer:
-    def __init__(self, repeat: int = 5, warmup: int = 1):
-        self.repeat, self.warmup = repeat, warmup
-
-    def __call__(self, fn) -> dict:
-        for _ in range(self.warmup):
-            fn()
-        times = []
-        for _ in range(self.repeat):
-            t0 = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t0)
-        return summarize(times)
-
-
-def summarize(times: list[float]) -> dict:
-    return {"median": statistics.median(times), "min": min(times), "max": max(times)}
+    def _time_copy(self, nbytes: int) -> dict:
+        src = self.cupy.ones(nbytes // 4, dtype=self.cupy.float32)
+        dst = self.cupy.empty_like(src)
+        return self(lambda: self.cupy.copyto(dst, src))

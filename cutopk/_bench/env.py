@@ -1,0 +1,119 @@
+"""Where the benchmark runs: is there a usable GPU, what the machine and libraries are, and
+where results go."""
+
+from __future__ import annotations
+
+import datetime
+import importlib.metadata
+import os
+import pathlib
+import platform
+import re
+import subprocess
+
+import cutopk
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+
+def gpu_unavailable() -> str | None:
+    """None when CuPy sees a GPU it can use, else why not (never raises)."""
+    try:
+        import cupy
+    except Exception as exc:  # noqa: BLE001 - a broken install (missing CUDA libraries) is "no GPU"
+        return "CuPy is not installed" if isinstance(exc, ImportError) else f"CuPy fails to import ({exc})"
+    try:
+        if cupy.cuda.runtime.getDeviceCount() > 0:
+            return None
+        return "CuPy found no GPU"
+    except Exception as exc:  # noqa: BLE001 - no driver, or a driver too old for this CuPy
+        return f"CuPy cannot use a GPU ({type(exc).__name__}: {exc})"
+
+
+def prepare_jax() -> None:
+    """Keep JAX from grabbing most of the GPU's memory at import (its default), which would leave
+    CuPy, cutopk and torch too little; a value the user set is kept."""
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    os.environ.setdefault("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.35")
+
+
+def version(dist: str) -> str | None:
+    """The installed version of a distribution, without importing it (importing JAX or torch
+    would initialise CUDA)."""
+    for name in (dist, *{"cupy": ("cupy-cuda13x", "cupy-cuda12x")}.get(dist, ())):
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def device_facts() -> dict:
+    """Name, driver and runtime versions, memory, L2 size and SM count of CuPy's current GPU."""
+    import cupy
+
+    dev = cupy.cuda.Device()
+    props = cupy.cuda.runtime.getDeviceProperties(dev.id)
+    name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+    return {
+        "device": name,
+        "device_id": dev.id,
+        "compute_capability": dev.compute_capability,
+        "sm_count": props.get("multiProcessorCount"),
+        "memory_bytes": props.get("totalGlobalMem"),
+        "l2_bytes": props.get("l2CacheSize"),
+        "driver": cupy.cuda.runtime.driverGetVersion(),
+        "cuda_runtime": cupy.cuda.runtime.runtimeGetVersion(),
+    }
+
+
+def metadata(gpu: bool) -> dict:
+    """Everything needed to reproduce or compare a run: date, machine, library versions, commit."""
+    meta = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "backend": "cuda" if gpu else "numpy",
+        "cutopk": cutopk.__version__,
+        "git_commit": _git("rev-parse", "HEAD"),
+        "git_dirty": bool(_git("status", "--porcelain", "--untracked-files=no"))
+        if _git("rev-parse") == ""
+        else None,
+        "python": platform.python_version(),
+        "cpu": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        **{lib: version(lib) for lib in ("numpy", "cupy", "torch", "jax", "jaxlib", "ml_dtypes")},
+    }
+    if gpu:
+        meta.update(device_facts())
+    return meta
+
+
+def cpu_model() -> str:
+    try:
+        for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _git(*args: str) -> str | None:
+    """Output of a git command in the source checkout this module was loaded from, or None."""
+    if not (REPO / ".git").exists():
+        return None
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(REPO), *args], capture_output=True, text=True, check=True, timeout=10
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip()
+
+
+def default_out_dir(meta: dict) -> pathlib.Path:
+    """``benchmarks/results/<date>-<device>/`` in the source checkout (the current directory
+    when cutopk was installed from a wheel)."""
+    device = meta.get("device") or f"cpu-{meta['cpu']}"
+    slug = re.sub(r"[^a-z0-9]+", "-", device.lower()).strip("-")[:40]
+    base = REPO / "benchmarks" / "results" if (REPO / "benchmarks").is_dir() else pathlib.Path.cwd()
+    return base / f"{meta['date'][:10]}-{slug}"
