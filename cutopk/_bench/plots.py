@@ -51,8 +51,8 @@ def plot(results: list[dict], peers: list[str], out: pathlib.Path, stem: str) ->
                     g = geomean(vals)
                     xs.append(i + j * width)
                     ys.append(g)
-                    lo.append(g - min(vals))
-                    hi.append(max(vals) - g)
+                    lo.append(max(0.0, g - min(vals)))  # rounding can put g below min
+                    hi.append(max(0.0, max(vals) - g))
             ax.bar(xs, ys, width, yerr=[lo, hi], capsize=3, label=f"over {peer}")
         ax.set_xticks([i + 0.4 - width / 2 for i in range(len(regimes))], regimes)
         ax.axhline(1, color="k", lw=0.8)
