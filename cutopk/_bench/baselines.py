@@ -95,6 +95,8 @@ def torch_route(x, axis: int, k: int, mode: str, dtype: str) -> Route:
             if dtype == "bfloat16"
             else torch.from_numpy(x)
         )
+    elif not torch.cuda.is_available():
+        return Route("torch", None, f"this torch ({torch.__version__}) has no CUDA")
     elif dtype == "bfloat16":
         t = torch.from_dlpack(x.view(np.uint16)).view(torch.bfloat16)
     else:
@@ -111,6 +113,8 @@ def jax_route(x, axis: int, k: int, mode: str, dist: str) -> Route:
     import jax
     import jax.numpy as jnp
 
+    if not isinstance(x, np.ndarray) and jax.default_backend() != "gpu":
+        return Route("jax", None, f"JAX has no GPU backend here (its default is {jax.default_backend()})")
     try:
         arr = jax.dlpack.from_dlpack(x) if not isinstance(x, np.ndarray) else jnp.asarray(x)
     except Exception as exc:  # noqa: BLE001 - JAX refuses some strides and dtypes; say which
@@ -171,15 +175,24 @@ def numpy_sort_route(x, axis: int, k: int, mode: str) -> Route:
 
 def peers(x, axis: int, case, gpu: bool) -> list[Route]:
     """The peers for one input: on a GPU torch, JAX and CuPy; on the CPU NumPy's two routes and
-    torch."""
+    torch. A peer whose library fails to import or to take the input is skipped, with the reason."""
+    k, mode = case.k, case.mode
     if gpu:
-        return [
-            torch_route(x, axis, case.k, case.mode, case.dtype),
-            jax_route(x, axis, case.k, case.mode, case.dist),
-            cupy_route(x, axis, case.k, case.mode),
-        ]
-    return [
-        numpy_naive_route(x, axis, case.k, case.mode),
-        numpy_sort_route(x, axis, case.k, case.mode),
-        torch_route(x, axis, case.k, case.mode, case.dtype),
-    ]
+        builders = {
+            "torch": lambda: torch_route(x, axis, k, mode, case.dtype),
+            "jax": lambda: jax_route(x, axis, k, mode, case.dist),
+            "cupy": lambda: cupy_route(x, axis, k, mode),
+        }
+    else:
+        builders = {
+            "numpy-naive": lambda: numpy_naive_route(x, axis, k, mode),
+            "numpy-sort": lambda: numpy_sort_route(x, axis, k, mode),
+            "torch": lambda: torch_route(x, axis, k, mode, case.dtype),
+        }
+    routes = []
+    for name, build in builders.items():
+        try:
+            routes.append(build())
+        except Exception as exc:  # noqa: BLE001 - e.g. a JAX whose CUDA plugin does not load
+            routes.append(Route(name, None, f"cannot set up: {type(exc).__name__}: {exc}"[:200]))
+    return routes

@@ -30,7 +30,7 @@ class Session:
     timer: object
     copy_bps: float | None = None
     peers: tuple[str, ...] = ()
-    self_check_max: int = 1 << 26
+    self_check_max: int = 1 << 27
 
 
 def _free_device_bytes() -> int:
@@ -336,18 +336,22 @@ def parser(prog: str = "python -m cutopk") -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None, prog: str = "python -m cutopk") -> int:
-    args = parser(prog).parse_args(argv)
+def main(argv: list[str] | None = None, prog: str = "python -m cutopk", **defaults) -> int:
+    """The command line; ``defaults`` preset options (``benchmarks/run.py``: full grid, saved)."""
+    p = parser(prog)
+    p.set_defaults(**defaults)
+    args = p.parse_args(argv)
+    full = args.full and not args.quick  # --quick wins over a preset --full
+    save = args.save and args.out is None
     regimes = [r for item in args.regime or [] for r in item.split(",") if r]
     np.seterr(all="ignore")  # -inf - inf and NaN comparisons in the peers' routes are expected
     if args.list:
         gpu = env.gpu_unavailable() is None
-        cases = grid.select(grid.full_grid() if args.full else grid.quick_grid(gpu), regimes)
+        cases = grid.select(grid.full_grid() if full else grid.quick_grid(gpu), regimes)
         for c in cases:
             print(c.label())
         print(f"{len(cases)} cases")
         return 0
     peers = tuple(p for p in (args.peers or "").split(",") if p)
-    run(args.full, regimes, args.out, args.save, args.plots or False, args.repeat, args.max_elements,
-        args.time_limit, peers)  # fmt: skip
+    run(full, regimes, args.out, save, args.plots, args.repeat, args.max_elements, args.time_limit, peers)
     return 0
