@@ -81,16 +81,18 @@ def top_k(
     """
     a, back, scope = _prepare(a, backend)
     req = _api.normalize(a, k, axis, mode, sorted, nan, index_dtype, backend, algorithm)
-    if req.backend == "numpy":
-        from . import _numpy
+    # The scope makes the input's device and the caller's stream current, for the launches and for
+    # handing the results back as the caller's array type.
+    with scope:
+        if req.backend == "numpy":
+            from . import _numpy
 
-        values, indices = _numpy.top_k(a, req)
-    else:
-        from . import _gpu
+            values, indices = _numpy.top_k(a, req)
+        else:
+            from . import _gpu
 
-        with scope:
             values, indices = _gpu.top_k(a, req)
-    return TopK(back(values), back(indices))
+        return TopK(back(values), back(indices))
 
 
 def _prepare(a, backend):
@@ -101,7 +103,7 @@ def _prepare(a, backend):
     from . import _interop
 
     if kind == "numpy":
-        return _api.as_host_array(a), _interop.host_result_converter(a), contextlib.nullcontext()
+        return (*_interop.as_host(a), contextlib.nullcontext())
 
     return _interop.as_cupy(a)
 

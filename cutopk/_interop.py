@@ -13,6 +13,8 @@ import contextlib
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 
 def _module_of(a) -> str:
     return type(a).__module__.split(".")[0]
@@ -49,10 +51,15 @@ def as_cupy(a) -> tuple[Any, Callable[[Any], Any], contextlib.AbstractContextMan
     if _module_of(a) == "torch":
         import torch
 
-        arr = cupy.from_dlpack(a.detach())
+        device = a.device.index
         stream = torch.cuda.current_stream(a.device)
-        external = cupy.cuda.ExternalStream(stream.cuda_stream, a.device.index)
-        return arr, torch.from_dlpack, _device_scope(cupy, a.device.index, external)
+        external = cupy.cuda.ExternalStream(stream.cuda_stream, device)
+        # Exported on its own device and stream: torch refuses a tensor of another device than
+        # the current one, and a stream mismatch would make it insert a cross-stream wait
+        # (which breaks CUDA graph capture).
+        with cupy.cuda.Device(device), external:
+            arr = cupy.from_dlpack(a.detach())
+        return arr, torch.from_dlpack, _device_scope(cupy, device, external)
     if hasattr(a, "__cuda_array_interface__"):
         arr = cupy.asarray(a)  # zero-copy for __cuda_array_interface__ producers
         return arr, _identity, _device_scope(cupy, arr.device.id, None)
@@ -60,14 +67,35 @@ def as_cupy(a) -> tuple[Any, Callable[[Any], Any], contextlib.AbstractContextMan
     return arr, _identity, _device_scope(cupy, arr.device.id, None)
 
 
-def host_result_converter(a) -> Callable[[Any], Any]:
-    """For a CPU input: return NumPy results as the caller's type (torch CPU tensor in, torch
-    tensor out, sharing memory); NumPy arrays and anything else get NumPy arrays."""
-    if _module_of(a) == "torch":
-        import torch
+def as_host(a) -> tuple[Any, Callable[[Any], Any]]:
+    """A CPU input as NumPy without a copy, and the function that returns NumPy results as the
+    caller's type (torch CPU tensor in, torch tensor out, sharing memory).
 
-        return torch.from_numpy
-    return _identity
+    Torch tensors are detached first (torch refuses to export a tensor that requires grad), and
+    bfloat16 ones cross as int16 bits reinterpreted as ``ml_dtypes.bfloat16`` (NumPy's DLPack has
+    no bfloat16)."""
+    from ._api import as_host_array
+
+    if _module_of(a) != "torch":
+        return as_host_array(a), _identity
+    import torch
+
+    t = a.detach()
+    if t.dtype != torch.bfloat16:
+        return np.from_dlpack(t), torch.from_numpy
+    try:
+        import ml_dtypes
+    except ImportError:
+        raise TypeError(
+            "a: a bfloat16 tensor on the CPU needs the ml_dtypes package (pip install ml_dtypes)"
+        ) from None
+
+    def back(result):
+        if result.dtype == ml_dtypes.bfloat16:
+            return torch.from_numpy(result.view(np.int16)).view(torch.bfloat16)
+        return torch.from_numpy(result)
+
+    return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16), back
 
 
 def _identity(x):

@@ -19,6 +19,23 @@ import numpy as np
 from . import _dtypes
 
 
+def _inf_bits(dtype, key_t):
+    """The bit pattern of +inf: every pattern above it (sign cleared) is a NaN."""
+    return np.array(np.inf, dtype=dtype).view(key_t)[()]
+
+
+def is_nan(values: np.ndarray) -> np.ndarray:
+    """NaN mask of an array, from its bits (no floating-point exception on signalling NaNs);
+    all False for integer dtypes."""
+    info = _dtypes.info(values.dtype)
+    if not info.is_float:
+        return np.zeros(values.shape, dtype=bool)
+    key_t = info.key_dtype
+    bits = np.ascontiguousarray(values).view(key_t)
+    sign = key_t.type(1 << (8 * key_t.itemsize - 1))
+    return (bits & ~sign) > _inf_bits(values.dtype, key_t)
+
+
 def preference_keys(values: np.ndarray, largest: bool, nan_first: bool) -> np.ndarray:
     """Return the preference keys of ``values`` (any shape, native byte order) as unsigned ints.
 
@@ -51,7 +68,9 @@ def preference_keys(values: np.ndarray, largest: bool, nan_first: bool) -> np.nd
     key += key == key_t.type(~sign)
     if not largest:
         np.invert(key, out=key)
-    nan = np.isnan(values)
+    # NaN found from the bits (any exponent all ones with a non-zero mantissa), not np.isnan,
+    # which raises FE_INVALID on signalling NaNs of ml_dtypes' bfloat16.
+    nan = (bits & ~sign) > _inf_bits(values.dtype, key_t)
     if nan.any():
         key[nan] = np.iinfo(key_t).max if nan_first else 0
     return key

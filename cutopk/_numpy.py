@@ -24,7 +24,7 @@ import numpy as np
 
 from . import _dtypes
 from ._api import Request
-from ._keys import preference_keys
+from ._keys import is_nan, preference_keys
 
 ALGORITHMS = ("select",)
 
@@ -178,7 +178,7 @@ def _keep_flat(x: np.ndarray, k: int, largest: bool, nan_first: bool) -> np.ndar
     with np.errstate(invalid="ignore"):  # NaN compares False: NaNs are added below if preferred
         keep = x >= pivot if largest else x <= pivot
     if nan_first:
-        keep |= np.isnan(x)
+        keep |= is_nan(x)
     if np.count_nonzero(keep) > keep.size * PREFILTER_MAX_KEEP_SHARE:
         return None  # heavy ties at the pivot: cheaper to skip the filter than to pack them
     return np.flatnonzero(keep)

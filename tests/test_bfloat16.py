@@ -167,11 +167,6 @@ def test_index_dtypes():
         np.testing.assert_array_equal(r.indices, cutopk.top_k(x, 9).indices)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="core bug: _keys.preference_keys and _numpy._keep_flat call np.isnan on bfloat16, which "
-    "raises FE_INVALID (RuntimeWarning) for signalling NaNs; NaN should be found from the bits",
-)
 def test_signalling_nans_raise_no_warning():
     x = bf16([0x7F81, 0x3F80, 0xFFA0] * 400)
     with warnings.catch_warnings():

@@ -159,24 +159,12 @@ def test_torch_cpu_tensor_errors_are_the_numpy_ones():
         cutopk.top_k(torch.zeros(3), 1, backend="cuda")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=BufferError,
-    reason="API gap: the CPU path exports the tensor by DLPack without .detach() (the CUDA path "
-    "detaches), and torch refuses to export a tensor that requires grad",
-)
 def test_torch_cpu_tensor_that_requires_grad():
     torch = _torch()
     t = torch.tensor([1.0, 3.0, 2.0], requires_grad=True)
     assert cutopk.top_k(t, 1).indices.tolist() == [1]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=RuntimeError,
-    reason="API gap: NumPy's from_dlpack has no bfloat16; a torch CPU bfloat16 tensor needs a "
-    "zero-copy view as int16 -> ml_dtypes.bfloat16 (and back)",
-)
 def test_torch_cpu_bfloat16():
     torch = _torch()
     pytest.importorskip("ml_dtypes", reason="bfloat16 on the CPU needs ml_dtypes")
