@@ -265,6 +265,8 @@ def run(
         "timer": _timer_facts(session.timer),
         "argv": sys.argv,
     }
+    if "torch" in sys.modules and not session.gpu:
+        meta["torch_threads"] = sys.modules["torch"].get_num_threads()
     stem = ("full" if full else "quick") + ("-" + "-".join(regimes) if regimes else "")
     if save and out is None:
         out = env.default_out_dir(meta)
@@ -286,9 +288,12 @@ def run(
         table.progress(i, case.label())
         try:
             results.append(measure(case, session))
-        except MemoryError as exc:
+        except KeyboardInterrupt:
+            print("\ninterrupted: writing what was measured")
+            break
+        except Exception as exc:  # noqa: BLE001 - out of memory, or an input the device cannot hold
             skipped.append({"case": dataclasses.asdict(case), "label": case.label(), "reason": _error(exc)})
-            table.note(case.label(), "case skipped (out of memory)", _error(exc))
+            table.note(case.label(), "case failed", _error(exc))
             continue
         finally:
             _release(session.gpu)
