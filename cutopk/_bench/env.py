@@ -115,5 +115,6 @@ def default_out_dir(meta: dict) -> pathlib.Path:
     when cutopk was installed from a wheel)."""
     device = meta.get("device") or f"cpu-{meta['cpu']}"
     slug = re.sub(r"[^a-z0-9]+", "-", device.lower()).strip("-")[:40]
-    base = REPO / "benchmarks" / "results" if (REPO / "benchmarks").is_dir() else pathlib.Path.cwd()
+    in_checkout = (REPO / "benchmarks" / "run.py").is_file()  # not site-packages
+    base = REPO / "benchmarks" / "results" if in_checkout else pathlib.Path.cwd()
     return base / f"{meta['date'][:10]}-{slug}"
