@@ -16,6 +16,7 @@ import cutopk
 from cutopk._bench import baselines, check, env, grid, inputs, plots, report, runner, timing
 
 HAS_TORCH = baselines.missing("torch") is None
+HAS_MPL = baselines.missing("matplotlib") is None
 
 
 # --- grid -------------------------------------------------------------------------------------
@@ -202,8 +203,15 @@ def test_measure_write_and_plot(tmp_path):
         and "\nregime,rows,n,k,mode,dtype,dist,layout,algorithm,cutopk_ms," in text
     )
     assert "numpy-sort_speedup" in text
-    pngs = plots.plot(results, meta["peers"], tmp_path, "quick")
-    assert [p.name for p in pngs] == ["quick-speedup.png"] and pngs[0].stat().st_size > 1000
+    if HAS_MPL:
+        pngs = plots.plot(results, meta["peers"], tmp_path, "quick")
+        assert [p.name for p in pngs] == ["quick-speedup.png"] and pngs[0].stat().st_size > 1000
+
+
+def test_plots_are_skipped_with_a_message_without_matplotlib(monkeypatch, tmp_path, capsys):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib raises ImportError
+    assert plots.plot([], ["torch"], tmp_path, "quick") == []
+    assert "matplotlib is not installed: no plots" in capsys.readouterr().out
 
 
 def test_table_prints_rows_notes_and_summary(capsys):
@@ -310,7 +318,8 @@ def test_gpu_path_on_a_stand_in_cupy(monkeypatch, tmp_path, capsys):
             assert r["peers"]["torch"]["status"] == "ok", r["peers"]["torch"]
     meta = json.loads((tmp_path / "quick.json").read_text())["meta"]
     assert meta["device"] == "FakeGPU" and meta["backend"] == "cuda" and meta["copy_gbps"] > 0
-    assert {p.name for p in tmp_path.iterdir()} >= {"quick.csv", "quick-speedup.png", "quick-bandwidth.png"}
+    pngs = {"quick-speedup.png", "quick-bandwidth.png"} if HAS_MPL else set()
+    assert {p.name for p in tmp_path.iterdir()} >= {"quick.csv", *pngs}
 
 
 # --- the command ------------------------------------------------------------------------------
