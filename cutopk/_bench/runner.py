@@ -78,7 +78,7 @@ def _release(gpu: bool) -> None:
     import cupy
 
     cupy.get_default_memory_pool().free_all_blocks()
-    if "torch" in sys.modules:
+    if sys.modules.get("torch") is not None:  # only when a peer imported it
         sys.modules["torch"].cuda.empty_cache()
 
 
@@ -265,7 +265,7 @@ def run(
         "timer": _timer_facts(session.timer),
         "argv": sys.argv,
     }
-    if "torch" in sys.modules and not session.gpu:
+    if sys.modules.get("torch") is not None and not session.gpu:
         meta["torch_threads"] = sys.modules["torch"].get_num_threads()
     stem = ("full" if full else "quick") + ("-" + "-".join(regimes) if regimes else "")
     if save and out is None:
