@@ -23,6 +23,14 @@ RADIX_THREADS = 512
 WARP_ROW_THREADS = 256
 KEYS_THREADS = 256
 MAX_CANDIDATES = 4096
+# Radix candidate buffer (global scratch): up to n / RADIX_BUFFER_DIVISOR (key, uint32 index)
+# pairs per row, so that the digit passes after the bucket fits it read the buffer instead of the
+# row. 16 keeps the scratch at most an eighth of a float32 input (the interop test's bound is a
+# quarter); writing and re-reading a bucket that large still costs less than one more read of the
+# row. Provisional, like every threshold here. The total is capped at RADIX_SCRATCH_LIMIT.
+RADIX_BUFFER_DIVISOR = 16
+RADIX_SCRATCH_LIMIT = 256 << 20
+RADIX_BUFFER_MAX_N = 1 << 32  # buffer indices are 32-bit
 MULTIBLOCK_THREADS = 256
 MULTIBLOCK_MAX_ROWS = 65535  # rows are gridDim.y
 MULTIBLOCK_FEW_ROWS = 64  # up to this many rows, one block per row would leave most SMs idle
@@ -91,6 +99,16 @@ def radix_cap(k: int, key_bytes: int, device: Device) -> int | None:
     if room < 32:
         return None
     return min(MAX_CANDIDATES, 1 << (room.bit_length() - 1))
+
+
+def radix_buffer(rows: int, n: int, key_bytes: int, cap: int) -> int:
+    """Entries per row of the radix kernel's candidate buffer (0: no buffer, the passes re-read
+    the row). Only worth having when it holds more than the ``cap`` candidates of shared memory."""
+    if n >= RADIX_BUFFER_MAX_N:
+        return 0
+    entries = n // RADIX_BUFFER_DIVISOR
+    entries = min(entries, RADIX_SCRATCH_LIMIT // (max(1, rows) * (key_bytes + 4)))
+    return entries if entries > cap else 0
 
 
 def why_not(algorithm: str, n: int, k: int, key_bytes: int, device: Device, rows: int = 1) -> str | None:
@@ -171,7 +189,11 @@ def plan(
     if name == "radix":
         cap = radix_cap(k, key_bytes, device)
         shared = (pow2_at_least(k) + cap) * (8 + key_bytes)
-        return Plan(name, "radix_topk", rows, RADIX_THREADS, shared, {"cap": cap}, copy)
+        buf = radix_buffer(rows, n, key_bytes, cap)
+        params = {"cap": cap, "buffer": buf}
+        return Plan(
+            name, "radix_topk", rows, RADIX_THREADS, shared, params, copy, rows * buf * (key_bytes + 4)
+        )
     if name == "multiblock":
         # Enough blocks for a few waves over the whole GPU, but slices no shorter than
         # MULTIBLOCK_MIN_SLICE; slices are whole multiples of the block size.

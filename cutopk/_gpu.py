@@ -243,7 +243,23 @@ def _launch(
         fn((p.grid,), (p.block,), args, shared_mem=p.shared_bytes)
     elif p.algorithm == "radix":
         fn = mod.get_function(f"radix_topk<{info.cxx}>")
-        args = (*common, np.int32(req.k), *flags, by_index, np.int32(p.params["cap"]), values, indices)
+        buf = p.params["buffer"]
+        xp = _xp(target)
+        buf_key = xp.empty(max(1, rows * buf), dtype=info.key_dtype)
+        buf_idx = xp.empty(max(1, rows * buf), dtype=np.uint32)
+        cap = np.int32(p.params["cap"])
+        args = (
+            *common,
+            np.int32(req.k),
+            *flags,
+            by_index,
+            cap,
+            np.int64(buf),
+            buf_key,
+            buf_idx,
+            values,
+            indices,
+        )
         fn((p.grid,), (p.block,), args, shared_mem=p.shared_bytes)
     elif p.algorithm == "multiblock":
         from . import _gpu_multiblock

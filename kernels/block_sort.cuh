@@ -65,6 +65,51 @@ __device__ __forceinline__ void cutopk_warp_histogram_add(Count* hist, unsigned 
   if (counted && lane == (unsigned)(__ffs(peers) - 1)) atomicAdd(&hist[digit], (Count)__popc(peers));
 }
 
+// The bucket that holds the `needed`-th key counting down from the largest digit: the largest
+// digit d with hist[d] + hist[d + 1] + ... + hist[255] >= needed (0 if none), and `*above`, the
+// keys in the buckets above it. One whole warp calls it (lane l sums bins 8l .. 8l + 7, then a
+// suffix scan over the lanes with shuffles), instead of one thread walking 256 bins serially.
+// The result is the same in every lane.
+template <class Count>
+__device__ __forceinline__ int cutopk_warp_find_bucket(const Count* hist, long long needed, long long* above) {
+  const unsigned FULL = 0xffffffffu;
+  const int lane = threadIdx.x & 31;
+  long long c[8];
+  long long total = 0;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    c[j] = (long long)hist[lane * 8 + j];
+    total += c[j];
+  }
+  long long suffix = total;  // inclusive suffix sum over the lanes: bins 8 * lane .. 255
+#pragma unroll
+  for (int offset = 1; offset < 32; offset <<= 1) {
+    const long long other = __shfl_down_sync(FULL, suffix, offset);
+    if (lane + offset < 32) suffix += other;
+  }
+  long long running = suffix - total;  // keys in the bins of the lanes above this one
+  int found = -1;
+  long long found_above = 0;
+#pragma unroll
+  for (int j = 7; j >= 0; --j) {
+    if (found < 0 && running + c[j] >= needed) {
+      found = lane * 8 + j;
+      found_above = running;
+    }
+    running += c[j];
+  }
+  // The suffix sums only grow towards lower digits, so the answer is in the highest lane that
+  // found one.
+  const unsigned hit = __ballot_sync(FULL, found >= 0);
+  if (!hit) {  // cannot happen when needed <= the keys counted; mirror the serial scan anyway
+    *above = __shfl_sync(FULL, suffix, 0) - __shfl_sync(FULL, c[0], 0);
+    return 0;
+  }
+  const int src = 31 - __clz(hit);
+  *above = __shfl_sync(FULL, found_above, src);
+  return __shfl_sync(FULL, found, src);
+}
+
 __device__ __forceinline__ int cutopk_pow2_at_least(int n) {
   int p = 1;
   while (p < n) p <<= 1;

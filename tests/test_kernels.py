@@ -228,3 +228,32 @@ def test_many_threads_at_once(backend):
 
     with ThreadPoolExecutor(max_workers=6) as pool:
         assert all(pool.map(one, jobs))
+
+
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
+def test_radix_candidate_buffer_paths(backend, monkeypatch):
+    # Small shared-memory and buffer capacities, so that rows of a few thousand take every radix
+    # path: the move of a bucket to the buffer (in index order), digit passes over the buffer,
+    # compaction from it, and the ordered tie selection over it (few distinct values).
+    require(backend)
+    monkeypatch.setattr(_dispatch, "MAX_CANDIDATES", 64)
+    monkeypatch.setattr(_dispatch, "RADIX_BUFFER_DIVISOR", 3)
+    rng = np.random.default_rng(21)
+    assert cutopk.plan(np.zeros((2, 3000), np.float32), 100, backend="sim").params == {
+        "cap": 64,
+        "buffer": 1000,
+    }
+    for dtype, dist in (
+        ("float32", "uniform"),
+        ("float32", "few_distinct"),
+        ("float64", "leading_bits"),
+        ("int64", "uniform"),
+        ("float16", "nan"),
+        ("uint8", "uniform"),
+        ("int32", "all_equal"),
+    ):
+        x = make_values(rng, dtype_of(dtype), (2, 3000), dist)
+        for k in (1, 100, 700):
+            run_case(backend, x, k, algorithm="radix")
+        run_case(backend, x, 300, algorithm="radix", sorted="index", mode="smallest", nan="largest")
+        run_case(backend, x[:, ::-1], 50, algorithm="radix", sorted=False, nan="largest")
