@@ -105,7 +105,7 @@ def torch_route(x, axis: int, k: int, mode: str, dtype: str) -> Route:
     return Route("torch", lambda: torch.topk(t, k, dim=axis, largest=largest, sorted=True))
 
 
-def jax_route(x, axis: int, k: int, mode: str, dist: str) -> Route:
+def jax_route(x, axis: int, k: int, mode: str, dist: str, dtype: str = "float32") -> Route:
     if reason := missing("jax"):
         return Route("jax", None, reason)
     if mode != "largest" and dist == "nan":
@@ -115,13 +115,17 @@ def jax_route(x, axis: int, k: int, mode: str, dist: str) -> Route:
 
     if not isinstance(x, np.ndarray) and jax.default_backend() != "gpu":
         return Route("jax", None, f"JAX has no GPU backend here (its default is {jax.default_backend()})")
+    bf16 = dtype == "bfloat16"
+    src = x.view(np.uint16) if bf16 else x  # DLPack exporters may not know bfloat16: pass the bits
     try:
-        arr = jax.dlpack.from_dlpack(x) if not isinstance(x, np.ndarray) else jnp.asarray(x)
+        arr = jnp.asarray(src) if isinstance(x, np.ndarray) else jax.dlpack.from_dlpack(src)
     except Exception as exc:  # noqa: BLE001 - JAX refuses some strides and dtypes; say which
         return Route("jax", None, f"JAX cannot import this array: {type(exc).__name__}: {exc}"[:160])
 
     @jax.jit
     def run(a):
+        if bf16:
+            a = jax.lax.bitcast_convert_type(a, jnp.bfloat16)  # a reinterpretation, not a conversion
         a = jnp.moveaxis(a, axis, -1)  # lax.top_k works on the last axis only
         if mode == "largest":
             v, i = jax.lax.top_k(a, k)
@@ -180,7 +184,7 @@ def peers(x, axis: int, case, gpu: bool) -> list[Route]:
     if gpu:
         builders = {
             "torch": lambda: torch_route(x, axis, k, mode, case.dtype),
-            "jax": lambda: jax_route(x, axis, k, mode, case.dist),
+            "jax": lambda: jax_route(x, axis, k, mode, case.dist, case.dtype),
             "cupy": lambda: cupy_route(x, axis, k, mode),
         }
     else:
