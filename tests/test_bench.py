@@ -351,3 +351,21 @@ def test_gpu_benchmark_quick_run(tmp_path):
     results = runner.run(regimes=["moe"], out=tmp_path, repeat=3)
     assert results and all(r["bandwidth_pct"] for r in results)
     assert all(r["self_check"] == "ok" for r in results)
+
+
+def test_a_wrong_cutopk_answer_on_the_gpu_path_is_flagged_and_peers_keep_their_times(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "cupy", fake_cupy())
+
+    def wrong_rule(x, axis, k, mode, nan="largest"):  # NaN last instead of first: a wrong answer
+        return baselines.Route("cutopk", lambda: cutopk.top_k(x, k, axis=axis, mode=mode, nan="last"))
+
+    monkeypatch.setattr(baselines, "cutopk_route", wrong_rule)
+    session = runner.Session(True, timing.GpuTimer(repeat=3), copy_bps=1e9)
+    result = runner.measure(grid.Case("llm", 2, 3000, 20, dist="nan"), session)
+    assert result["self_check"].startswith("mismatch: values differ")
+    assert result["peers"]["cupy"]["status"] == "ok"
+    table = report.Table(["torch", "jax", "cupy"], gpu=True, total=1)
+    table.row(0, result)
+    table.footer(runner.summary([result], ["cupy"]))
+    out = capsys.readouterr().out
+    assert "WRONG" in out and "differs from its NumPy backend's on 1 cases" in out
