@@ -252,7 +252,7 @@ def fake_cupy(devices: int = 1, broken: bool = False) -> types.ModuleType:
 
     cp = types.ModuleType("cupy")
     for name in ("asarray", "ascontiguousarray", "empty", "empty_like", "ones", "copyto", "argsort",
-                 "take_along_axis", "float32", "uint8", "uint16"):  # fmt: skip
+                 "take_along_axis", "float32", "uint8", "uint16", "arange"):  # fmt: skip
         setattr(cp, name, getattr(np, name))
     cp.ndarray = np.ndarray
 
@@ -293,6 +293,12 @@ def test_gpu_detection_never_raises(monkeypatch):
     assert "cannot use a GPU" in env.gpu_unavailable()
     monkeypatch.setitem(sys.modules, "cupy", fake_cupy(devices=0))
     assert env.gpu_unavailable() == "CuPy found no GPU"
+    no_compiler = fake_cupy()
+    no_compiler.arange = lambda n: (_ for _ in ()).throw(RuntimeError("nvrtc: libnvrtc.so not found"))
+    monkeypatch.setitem(sys.modules, "cupy", no_compiler)
+    assert "cannot run a kernel" in env.gpu_unavailable()
+    monkeypatch.setitem(sys.modules, "cupy", fake_cupy())
+    assert env.gpu_unavailable() is None
     monkeypatch.setitem(sys.modules, "cupy", None)  # import cupy raises ImportError
     assert env.gpu_unavailable() == "CuPy is not installed"
 

@@ -23,11 +23,16 @@ def gpu_unavailable() -> str | None:
     except Exception as exc:  # noqa: BLE001 - a broken install (missing CUDA libraries) is "no GPU"
         return "CuPy is not installed" if isinstance(exc, ImportError) else f"CuPy fails to import ({exc})"
     try:
-        if cupy.cuda.runtime.getDeviceCount() > 0:
-            return None
-        return "CuPy found no GPU"
+        if cupy.cuda.runtime.getDeviceCount() == 0:
+            return "CuPy found no GPU"
     except Exception as exc:  # noqa: BLE001 - no driver, or a driver too old for this CuPy
         return f"CuPy cannot use a GPU ({type(exc).__name__}: {exc})"
+    try:  # a device is there; can CuPy compile and run a kernel on it (NVRTC, driver/runtime)?
+        if int((cupy.arange(4) + 1).sum()) != 10:
+            return "CuPy runs kernels on the GPU but computes wrong sums"
+    except Exception as exc:  # noqa: BLE001 - e.g. NVRTC missing: a broken install means "no GPU"
+        return f"CuPy cannot run a kernel on the GPU ({type(exc).__name__}: {exc})"[:300]
+    return None
 
 
 def prepare_jax() -> None:
