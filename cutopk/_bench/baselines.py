@@ -177,6 +177,10 @@ def numpy_sort_route(x, axis: int, k: int, mode: str) -> Route:
     return Route("numpy-sort", call, nan="last")
 
 
+GPU_PEERS = ("torch", "jax", "cupy")
+CPU_PEERS = ("numpy-naive", "numpy-sort", "torch")
+
+
 def peers(x, axis: int, case, gpu: bool) -> list[Route]:
     """The peers for one input: on a GPU torch, JAX and CuPy; on the CPU NumPy's two routes and
     torch. A peer whose library fails to import or to take the input is skipped, with the reason."""
@@ -193,6 +197,7 @@ def peers(x, axis: int, case, gpu: bool) -> list[Route]:
             "numpy-sort": lambda: numpy_sort_route(x, axis, k, mode),
             "torch": lambda: torch_route(x, axis, k, mode, case.dtype),
         }
+    assert tuple(builders) == (GPU_PEERS if gpu else CPU_PEERS)
     routes = []
     for name, build in builders.items():
         try:

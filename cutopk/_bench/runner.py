@@ -267,9 +267,8 @@ def run(
         max_elements = 1 << 24
         print("CPU: shapes with more than 2**24 elements are left out of the full grid (--max-elements)")
     names = [
-        r.name for r in baselines.peers(np.zeros((1, 2), np.float32), 1, grid.Case("x", 1, 2, 1), session.gpu)
+        n for n in (baselines.GPU_PEERS if session.gpu else baselines.CPU_PEERS) if not peers or n in peers
     ]
-    names = [n for n in names if not peers or n in peers]
     meta = env.metadata(session.gpu) | {
         "grid": "full" if full else "quick",
         "regimes": regimes or "all",
