@@ -74,13 +74,9 @@ template <class Count>
 __device__ __forceinline__ int cutopk_warp_find_bucket(const Count* hist, long long needed, long long* above) {
   const unsigned FULL = 0xffffffffu;
   const int lane = threadIdx.x & 31;
-  long long c[8];
   long long total = 0;
 #pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    c[j] = (long long)hist[lane * 8 + j];
-    total += c[j];
-  }
+  for (int j = 0; j < 8; ++j) total += (long long)hist[lane * 8 + j];
   long long suffix = total;  // inclusive suffix sum over the lanes: bins 8 * lane .. 255
 #pragma unroll
   for (int offset = 1; offset < 32; offset <<= 1) {
@@ -90,19 +86,21 @@ __device__ __forceinline__ int cutopk_warp_find_bucket(const Count* hist, long l
   long long running = suffix - total;  // keys in the bins of the lanes above this one
   int found = -1;
   long long found_above = 0;
+  // The bins are read again rather than kept in registers (eight 64-bit counts would cost 16).
 #pragma unroll
   for (int j = 7; j >= 0; --j) {
-    if (found < 0 && running + c[j] >= needed) {
+    const long long count = (long long)hist[lane * 8 + j];
+    if (found < 0 && running + count >= needed) {
       found = lane * 8 + j;
       found_above = running;
     }
-    running += c[j];
+    running += count;
   }
   // The suffix sums only grow towards lower digits, so the answer is in the highest lane that
   // found one.
   const unsigned hit = __ballot_sync(FULL, found >= 0);
   if (!hit) {  // cannot happen when needed <= the keys counted; mirror the serial scan anyway
-    *above = __shfl_sync(FULL, suffix, 0) - __shfl_sync(FULL, c[0], 0);
+    *above = __shfl_sync(FULL, suffix, 0) - (long long)hist[0];
     return 0;
   }
   const int src = 31 - __clz(hit);

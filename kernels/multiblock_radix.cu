@@ -86,23 +86,23 @@ extern "C" __global__ void __launch_bounds__(256)
   __syncthreads();
   if (done) return;
   unsigned long long* h = hist + row * 256;
-  if (threadIdx.x == 0) {
+  if (threadIdx.x < 32) {
+    // One warp finds the bucket (a suffix scan with shuffles, not a serial walk of 256 bins).
+    // Every lane reads the state before the scan's shuffles; only lane 0 writes it, after them.
     MbState s = state[row];
-    long long above = 0;
-    int digit = 255;
-    for (; digit > 0; --digit) {
-      if (above + (long long)h[digit] >= s.needed) break;
-      above += h[digit];
+    long long above;
+    const int digit = cutopk_warp_find_bucket(h, s.needed, &above);
+    if (threadIdx.x == 0) {
+      s.needed -= above;
+      s.bucket = h[digit];
+      s.prefix = (s.prefix << 8) | (unsigned long long)digit;
+      // Early stop: the whole bucket is taken, so no lower digit can change the selection.
+      if ((long long)s.bucket == s.needed || s.shift == 0)
+        s.done = 1;
+      else
+        s.shift -= 8;
+      state[row] = s;
     }
-    s.needed -= above;
-    s.bucket = h[digit];
-    s.prefix = (s.prefix << 8) | (unsigned long long)digit;
-    // Early stop: the whole bucket is taken, so no lower digit can change the selection.
-    if ((long long)s.bucket == s.needed || s.shift == 0)
-      s.done = 1;
-    else
-      s.shift -= 8;
-    state[row] = s;
   }
   __syncthreads();
   for (int d = threadIdx.x; d < 256; d += blockDim.x) h[d] = 0;  // ready for the next pass

@@ -1,5 +1,7 @@
 """Compile every kernel instantiation the dispatcher can launch for sm_75, sm_80 and sm_90 with
-nvcc, and fail on a compile error or any register spill.
+nvcc, and fail on a compile error, any register spill or any local-memory stack frame (no
+kernel here means to use local memory; a stack frame is a dynamically indexed array or a
+spill in disguise).
 
     python tools/check_kernels.py [--arch 75 80 90] [--nvcc PATH]
 
@@ -64,6 +66,8 @@ def main(argv=None) -> int:
             str(pathlib.Path(tmp) / "all.o"),
             "-Xptxas",
             "-v",
+            "--threads",
+            "0",  # one ptxas per architecture, in parallel
         ]
         for arch in args.arch:
             cmd += ["-gencode", f"arch=compute_{arch},code=sm_{arch}"]
@@ -84,6 +88,7 @@ def main(argv=None) -> int:
     for row, pretty in zip(rows, demangle([r["name"] for r in rows]), strict=True):
         row["pretty"] = pretty
     bad = [r for r in rows if r.get("stores", 0) or r.get("loads", 0)]
+    stacked = [r for r in rows if r.get("stack", 0)]
     print(f"{'arch':6} {'regs':>4} {'stack':>5} {'spill st/ld':>11}  kernel")
     for r in sorted(rows, key=lambda r: (r["pretty"], r["arch"])):
         print(
@@ -91,11 +96,24 @@ def main(argv=None) -> int:
         )
     expected = count * len(args.arch)
     print(
-        f"\n{len(rows)} kernel builds ({count} instantiations x {len(args.arch)} architectures), {len(bad)} with spills"
+        f"\n{len(rows)} kernel builds ({count} instantiations x {len(args.arch)} architectures), "
+        f"{len(bad)} with spills, {len(stacked)} with a stack frame; "
+        f"registers per arch (max): "
+        + ", ".join(
+            f"{arch} {max((r.get('regs', 0) for r in rows if r['arch'] == arch), default=0)}"
+            for arch in sorted({r["arch"] for r in rows})
+        )
     )
     if len(rows) != expected:
         print(
             f"FAILED: expected {expected} kernel builds in ptxas's report, found {len(rows)}", file=sys.stderr
+        )
+        return 1
+    if stacked:
+        print(
+            "FAILED: local-memory stack frames in "
+            + ", ".join(f"{r['pretty']} ({r['arch']}: {r['stack']} bytes)" for r in stacked),
+            file=sys.stderr,
         )
         return 1
     if bad:
