@@ -330,6 +330,9 @@ def _timer_facts(timer) -> dict:
     facts["clock"] = "cuda events" if isinstance(timer, timing.GpuTimer) else "time.perf_counter"
     if isinstance(timer, timing.GpuTimer):
         facts["l2_flush_bytes"] = int(timer.flush.nbytes)
+        facts["spin_ms"] = (
+            timer.spin_ns / 1e6 if timer.spin is not None else None
+        )  # None: host overhead timed
     return facts
 
 

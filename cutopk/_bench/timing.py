@@ -12,6 +12,8 @@ import statistics
 import time
 from collections.abc import Callable
 
+import numpy as np
+
 
 def summarize(times: list[float]) -> dict:
     """Median, min, max and the quartiles (seconds) of the repetitions."""
@@ -42,24 +44,52 @@ class CpuTimer:
         return summarize(times)
 
 
+# A one-thread kernel that spins on the global nanosecond timer: launched after the L2 flush and
+# before the start event, it keeps the stream busy while the host launches the timed call, so
+# Python-side overhead (argument checks, dispatch) is not counted: the events time the device.
+_SPIN_SOURCE = r"""
+extern "C" __global__ void __launch_bounds__(1) cutopk_bench_spin(long long ns) {
+    unsigned long long start, now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+    do {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    } while (now - start < (unsigned long long)ns);
+}
+"""
+
+
 class GpuTimer:
     """Device time of a callable between two CUDA events on CuPy's current stream.
 
     Before every repetition a buffer twice the size of the L2 cache is written, so that each
-    repetition reads its input from DRAM as it would in an application. The events are recorded
-    behind the flush in stream order, so the flush is not timed, and the callable's launches queue
-    behind it (its host-side launch cost is hidden when the flush takes longer than the launches).
-    A route on a stream of its own (JAX) cannot be ordered after the flush by the stream, so the
-    device is synchronized first; its time then includes its host-side dispatch.
+    repetition reads its input from DRAM as it would in an application; then a spin kernel of
+    ``spin_ms`` keeps the stream busy while the callable's launches are queued behind it. The events
+    are recorded in stream order after both, so neither the flush nor the host's launch overhead is
+    timed. A route on a stream of its own (JAX) cannot be ordered after the flush by the stream, so
+    the device is synchronized first and its time includes its host-side dispatch.
     """
 
-    def __init__(self, repeat: int = 20, warmup: int = 2, min_repeat: int = 5, budget: float = 1.0):
+    def __init__(
+        self,
+        repeat: int = 20,
+        warmup: int = 2,
+        min_repeat: int = 5,
+        budget: float = 1.0,
+        spin_ms: float = 1.0,
+    ):
         import cupy
 
         self.cupy = cupy
         self.repeat, self.warmup, self.min_repeat, self.budget = repeat, warmup, min_repeat, budget
         self.l2_bytes = int(cupy.cuda.Device().attributes.get("L2CacheSize", 64 << 20))
         self.flush = cupy.empty(max(2 * self.l2_bytes, 1 << 20), dtype=cupy.uint8)
+        self.spin_ns = int(spin_ms * 1e6)
+        try:
+            self.spin = cupy.RawKernel(_SPIN_SOURCE, "cutopk_bench_spin")
+            self.spin((1,), (1,), (np.int64(1000),))
+            cupy.cuda.Device().synchronize()
+        except Exception:  # noqa: BLE001 - without the spin kernel the host overhead is timed too
+            self.spin = None
 
     def __call__(self, fn: Callable, own_stream: bool = False) -> dict:
         cp = self.cupy
@@ -71,6 +101,8 @@ class GpuTimer:
             self.flush.fill(len(times) & 0xFF)  # evicts the input from L2
             if own_stream:
                 cp.cuda.Device().synchronize()
+            elif self.spin is not None:
+                self.spin((1,), (1,), (np.int64(self.spin_ns),))
             start.record()
             fn()
             end.record()
