@@ -255,6 +255,7 @@ def fake_cupy(devices: int = 1, broken: bool = False) -> types.ModuleType:
                  "take_along_axis", "float32", "uint8", "uint16", "arange"):  # fmt: skip
         setattr(cp, name, getattr(np, name))
     cp.ndarray = np.ndarray
+    cp.RawKernel = lambda source, name: lambda grid, block, args: None  # the timer's spin kernel
 
     def count():
         if broken:
@@ -326,6 +327,7 @@ def test_gpu_path_on_a_stand_in_cupy(monkeypatch, tmp_path, capsys):
             assert r["peers"]["torch"]["status"] == "ok", r["peers"]["torch"]
     meta = json.loads((tmp_path / "quick.json").read_text())["meta"]
     assert meta["device"] == "FakeGPU" and meta["backend"] == "cuda" and meta["copy_gbps"] > 0
+    assert meta["timer"]["clock"] == "cuda events" and meta["timer"]["spin_ms"] == 1.0
     pngs = {"quick-speedup.png", "quick-bandwidth.png"} if HAS_MPL else set()
     assert {p.name for p in tmp_path.iterdir()} >= {"quick.csv", *pngs}
 
@@ -342,6 +344,11 @@ def test_python_m_cutopk_runs(tmp_path):
     assert "no GPU found" in proc.stdout or "GPU found" in proc.stdout
     assert "moe 16384x128 k=8" in proc.stdout and "geometric mean" in proc.stdout
     assert (tmp_path / "quick-moe-llm.json").exists() and (tmp_path / "quick-moe-llm.csv").exists()
+
+
+def test_unknown_peer_is_an_error():
+    with pytest.raises(SystemExit):
+        runner.main(["--peers", "nope"])
 
 
 def test_python_m_cutopk_lists_the_full_grid():

@@ -372,6 +372,9 @@ def main(argv: list[str] | None = None, prog: str = "python -m cutopk", **defaul
             print(c.label())
         print(f"{len(cases)} cases")
         return 0
-    peers = tuple(p for p in (args.peers or "").split(",") if p)
+    peers = tuple(name for name in (args.peers or "").split(",") if name)
+    known = {*baselines.GPU_PEERS, *baselines.CPU_PEERS}
+    if set(peers) - known:
+        p.error(f"--peers: unknown {sorted(set(peers) - known)}; expected some of {sorted(known)}")
     run(full, regimes, args.out, save, args.plots, args.repeat, args.max_elements, args.time_limit, peers)
     return 0
