@@ -173,8 +173,23 @@ def plan(
     algorithm: str = "auto",
     outer: bool = False,
 ) -> Plan:
-    """The full plan (launch configuration, shared memory, scratch) for a request."""
+    """The full plan (launch configuration, shared memory, scratch) for a request.
+
+    ``copy``: the batch axes do not collapse into one stride, so the input must be copied.
+    Rows along an outer axis are also copied (to row-major) for every algorithm but
+    "thread_row": those kernels read a row with adjacent threads, which along an outer axis
+    touches one 32-byte sector per element (8x the traffic for float32), while a transposing
+    copy reads and writes the input once each. The copy counts in ``scratch_bytes``.
+    """
     name = choose(rows, n, k, key_bytes, device, algorithm, outer)
+    copy = copy or (outer and name != "thread_row")
+    p = _plan(rows, n, k, key_bytes, device, copy, name)
+    if copy:
+        p = dataclasses.replace(p, scratch_bytes=p.scratch_bytes + rows * n * key_bytes)
+    return p
+
+
+def _plan(rows: int, n: int, k: int, key_bytes: int, device: Device, copy: bool, name: str) -> Plan:
     if name == "thread_row":
         kmax = pow2_at_least(k)
         grid = -(-rows // THREAD_ROW_THREADS)

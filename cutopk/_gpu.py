@@ -147,14 +147,11 @@ def _collapse(moved):
 
 
 def _rows_layout(a, axis: int):
-    """``(base, row_stride, col_stride, copied)``: ``a`` as rows along ``axis``, read in place
-    when the other axes collapse into one stride, else copied to a contiguous buffer."""
+    """``(moved, strides)``: ``a`` with ``axis`` last, and its ``(row_stride, col_stride)`` when
+    the other axes collapse into one stride (else None: the input must be copied)."""
     xp = np if isinstance(a, np.ndarray) else _xp("cuda")
     moved = xp.moveaxis(a, axis, -1)
-    strides = _collapse(moved)
-    if strides is not None:
-        return moved, *strides, False
-    return xp.ascontiguousarray(moved), moved.shape[-1], 1, True
+    return moved, _collapse(moved)
 
 
 def _check_forced(req: Request, key_bytes: int, device: _dispatch.Device, rows: int) -> None:
@@ -175,8 +172,7 @@ def plan(a, req: Request) -> _dispatch.Plan:
     device = _device_facts(req.backend, _device_id(req.backend))
     rows = math.prod(s for i, s in enumerate(a.shape) if i != req.axis)
     _check_forced(req, info.itemsize, device, rows)
-    xp = np if isinstance(a, np.ndarray) else _xp("cuda")
-    strides = _collapse(xp.moveaxis(a, req.axis, -1))
+    _, strides = _rows_layout(a, req.axis)
     outer = strides is not None and _is_outer(rows, *strides)
     return _dispatch.plan(
         rows, req.n, max(1, req.k), info.itemsize, device, strides is None, req.algorithm, outer
@@ -185,7 +181,7 @@ def plan(a, req: Request) -> _dispatch.Plan:
 
 def _is_outer(rows: int, row_stride: int, col_stride: int) -> bool:
     """Rows along an outer axis: adjacent rows are adjacent in memory, a row's elements are not."""
-    return rows > 1 and row_stride == 1 and col_stride != 1
+    return rows > 1 and row_stride == 1 and col_stride not in (0, 1)  # 0: one address per row
 
 
 def top_k(a, req: Request):
@@ -203,9 +199,13 @@ def top_k(a, req: Request):
     values = xp.empty((rows, req.k), dtype=a.dtype)
     indices = xp.empty((rows, req.k), dtype=np.int64)
     if req.k > 0 and rows > 0:
-        base, row_stride, col_stride, copied = _rows_layout(a, req.axis)
-        outer = _is_outer(rows, row_stride, col_stride)
-        p = _dispatch.plan(rows, req.n, req.k, info.itemsize, device, copied, req.algorithm, outer)
+        moved, strides = _rows_layout(a, req.axis)
+        outer = strides is not None and _is_outer(rows, *strides)
+        p = _dispatch.plan(rows, req.n, req.k, info.itemsize, device, strides is None, req.algorithm, outer)
+        if p.copy:
+            base, row_stride, col_stride = xp.ascontiguousarray(moved), req.n, 1
+        else:
+            base, (row_stride, col_stride) = moved, strides
         try:
             _launch(target, info, p, base, rows, req, row_stride, col_stride, values, indices)
         except Exception as exc:

@@ -38,6 +38,17 @@ def test_outer_axis_rows_get_a_thread_each():
     assert d.choose(4096, 4096, 8, 4, DEV, outer=False) == "radix"
     p = d.plan(1000, 50, 5, 2, DEV, copy=False, outer=True)
     assert (p.algorithm, p.params["KMAX"], p.grid) == ("thread_row", 8, 4)
+    assert p.copy is False and p.scratch_bytes == 0
+
+
+def test_outer_axis_rows_are_copied_for_the_block_kernels():
+    # A block reading an outer-axis row touches one sector per element: a transposing copy is cheaper.
+    p = d.plan(4096, 4096, 9, 4, DEV, copy=False, outer=True)
+    assert (p.algorithm, p.copy) == ("radix", True)
+    assert p.scratch_bytes >= 4096 * 4096 * 4
+    p = d.plan(4096, 300, 100, 8, DEV, copy=False, outer=True, algorithm="bitonic")
+    assert p.copy is True and p.scratch_bytes == 4096 * 300 * 8
+    assert d.plan(4096, 300, 100, 8, DEV, copy=False, outer=False).copy is False
 
 
 def test_bitonic_capacity_by_key_width():

@@ -136,6 +136,18 @@ def test_outer_axis_reads_in_place(backend):
             run_case(backend, x, k, axis=0, sorted=order, mode="smallest", nan="largest")
     y = make_values(rng, np.int8, (40, 300), "extremes")
     run_case(backend, y[::-1], 3, axis=0, algorithm="thread_row")
+    # K beyond a thread's registers: the block kernels would read an outer axis one sector per
+    # element, so the plan copies the rows to row-major first.
+    plan = cutopk.plan(x, 20, axis=0, backend="sim")
+    assert plan.copy is True and plan.algorithm != "thread_row"
+    assert plan.scratch_bytes >= x.nbytes
+    for k in (9, 20):
+        run_case(backend, x, k, axis=0, sorted=True, nan="largest")
+        run_case(backend, x[::-1], k, axis=0, sorted="index", mode="smallest", algorithm="radix")
+    # A broadcast (zero-stride) axis is not an outer axis: one address per row, read in place.
+    z = np.broadcast_to(x[:1], (50, 400))
+    assert cutopk.plan(z, 20, axis=0, backend="sim").copy is False
+    run_case(backend, z, 20, axis=0)
 
 
 @pytest.mark.parametrize("backend", GPU_BACKENDS)
