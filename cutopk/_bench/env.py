@@ -115,11 +115,15 @@ def _git(*args: str) -> str | None:
     return out.stdout.strip()
 
 
+def in_checkout() -> bool:
+    """True when cutopk runs from a source checkout (not from site-packages)."""
+    return (REPO / "benchmarks" / "run.py").is_file()
+
+
 def default_out_dir(meta: dict) -> pathlib.Path:
     """``benchmarks/results/<date>-<device>/`` in the source checkout (the current directory
     when cutopk was installed from a wheel)."""
     device = meta.get("device") or f"cpu-{meta['cpu']}"
     slug = re.sub(r"[^a-z0-9]+", "-", device.lower()).strip("-")[:40]
-    in_checkout = (REPO / "benchmarks" / "run.py").is_file()  # not site-packages
-    base = REPO / "benchmarks" / "results" if in_checkout else pathlib.Path.cwd()
+    base = REPO / "benchmarks" / "results" if in_checkout() else pathlib.Path.cwd()
     return base / f"{meta['date'][:10]}-{slug}"

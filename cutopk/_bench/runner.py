@@ -249,16 +249,35 @@ def run(
     full: bool = False,
     regimes: list[str] | None = None,
     out: pathlib.Path | None = None,
-    save: bool = False,
+    save: bool | None = None,
     plots: bool = False,
     repeat: int | None = None,
     max_elements: int | None = None,
     time_limit: float | None = None,
     peers: tuple[str, ...] = (),
 ) -> list[dict]:
-    """Run the quick or full grid, print the table, and write files when asked.
+    """Run the quick or full grid, print the table, and write files.
 
-    Returns the list of results (one dict per measured case).
+    Parameters
+    ----------
+    full : bool
+        The full grid instead of the quick one.
+    regimes : list of str, optional
+        Only these regimes (``grid.REGIMES`` and ``"layout"``).
+    out : pathlib.Path, optional
+        Folder for ``<stem>.json`` / ``.csv`` (and plots).
+    save : bool, optional
+        Write into ``benchmarks/results/<date>-<device>/`` when ``out`` is not given; by default
+        only a GPU run from a source checkout does.
+    plots : bool
+        Also write PNG plots (needs matplotlib).
+    repeat, max_elements, time_limit, peers
+        As the command-line options of the same names.
+
+    Returns
+    -------
+    list of dict
+        One result per measured case (the JSON file's ``results``).
     """
     t0 = time.monotonic()
     session = start(repeat, peers)
@@ -280,6 +299,8 @@ def run(
     if sys.modules.get("torch") is not None and not session.gpu:
         meta["torch_threads"] = sys.modules["torch"].get_num_threads()
     stem = ("full" if full else "quick") + ("-" + "-".join(regimes) if regimes else "")
+    if save is None:  # GPU results from a source checkout are kept unless --no-save
+        save = session.gpu and env.in_checkout()
     if save and out is None:
         out = env.default_out_dir(meta)
     table = report.Table(names, session.gpu, len(cases))
@@ -346,7 +367,9 @@ def parser(prog: str = "python -m cutopk") -> argparse.ArgumentParser:
     p.add_argument("--regime", action="append", help="only these regimes (repeat or comma-separate): "
                    f"{', '.join([*grid.REGIMES, 'layout'])}")  # fmt: skip
     p.add_argument("--out", type=pathlib.Path, help="write <grid>.json / .csv (and plots) into this folder")
-    p.add_argument("--save", action="store_true", help="write into benchmarks/results/<date>-<device>/")
+    p.add_argument("--save", action="store_const", const=True, help="write into benchmarks/results/<date>-<device>/ "
+                   "(the default for a GPU run from a source checkout)")  # fmt: skip
+    p.add_argument("--no-save", dest="save", action="store_const", const=False, help="do not write files")
     p.add_argument("--plots", action="store_true", help="also write PNG plots (needs matplotlib)")
     p.add_argument("--repeat", type=int, help="most timed repetitions per measurement (GPU 20, CPU 7)")
     p.add_argument("--max-elements", type=int, help="leave out cases with more elements than this")
@@ -362,7 +385,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m cutopk", **defaul
     p.set_defaults(**defaults)
     args = p.parse_args(argv)
     full = args.full and not args.quick  # --quick wins over a preset --full
-    save = args.save and args.out is None
+    save = False if args.out is not None else args.save
     regimes = [r for item in args.regime or [] for r in item.split(",") if r]
     np.seterr(all="ignore")  # -inf - inf and NaN comparisons in the peers' routes are expected
     if args.list:
