@@ -84,6 +84,7 @@ def cutopk_route(x, axis: int, k: int, mode: str, nan: str = "largest") -> Route
 
 
 def torch_route(x, axis: int, k: int, mode: str, dtype: str) -> Route:
+    """``torch.topk`` on a zero-copy view of ``x`` (``from_numpy`` on the CPU, DLPack on a GPU)."""
     if reason := missing("torch"):
         return Route("torch", None, reason)
     import torch
@@ -106,6 +107,8 @@ def torch_route(x, axis: int, k: int, mode: str, dtype: str) -> Route:
 
 
 def jax_route(x, axis: int, k: int, mode: str, dist: str, dtype: str = "float32") -> Route:
+    """``jax.lax.top_k`` jitted around a DLPack import of ``x`` (see the module doc for the axis,
+    the smallest and NaN)."""
     if reason := missing("jax"):
         return Route("jax", None, reason)
     if mode != "largest" and dist == "nan":
@@ -143,6 +146,7 @@ def jax_route(x, axis: int, k: int, mode: str, dist: str, dtype: str = "float32"
 
 
 def cupy_route(x, axis: int, k: int, mode: str) -> Route:
+    """``cupy.argsort`` (stable) and a take of the first or last K."""
     import cupy
 
     return Route("cupy", lambda: _take_ends(cupy, x, cupy.argsort(x, axis=axis), axis, k, mode))
