@@ -12,9 +12,12 @@ import pytest
 import cutopk
 from cutopk import _numpy
 
-slow = pytest.mark.skipif(
-    not os.environ.get("CUTOPK_SLOW"), reason="needs ~11 GB and ~35 s: set CUTOPK_SLOW=1 to run"
-)
+
+def slow(needs: str):
+    """Opt-in: these take minutes or gigabytes, too much for every CI run."""
+    return pytest.mark.skipif(
+        not os.environ.get("CUTOPK_SLOW"), reason=f"needs {needs}: set CUTOPK_SLOW=1 to run"
+    )
 
 
 def test_first_true_across_column_blocks(monkeypatch):
@@ -35,7 +38,7 @@ def test_ties_at_the_boundary_with_tiny_blocks(monkeypatch):
     assert r.indices[:, 429:].tolist() == [[i for i in range(3000) if i % 7][: 700 - 429]] * 3
 
 
-@slow
+@slow("~11 GB and ~35 s")
 @pytest.mark.slow
 def test_row_longer_than_2_to_31():
     n = 2**31 + 5
@@ -48,7 +51,7 @@ def test_row_longer_than_2_to_31():
         cutopk.top_k(base, 4, index_dtype=np.int32)
 
 
-@slow
+@slow("~2 GB and ~10 s")
 @pytest.mark.slow
 def test_k_equals_n_on_a_long_row():
     x = np.arange(2**26, dtype=np.int32)[::-1].copy()
@@ -56,3 +59,13 @@ def test_k_equals_n_on_a_long_row():
     np.testing.assert_array_equal(r.indices, np.arange(x.size))
     r = cutopk.top_k(x, x.size, mode="smallest")
     np.testing.assert_array_equal(r.indices, np.arange(x.size)[::-1])
+
+
+@slow("~70 s (150 MB)")
+@pytest.mark.slow
+def test_more_than_2_to_32_elements_in_total():
+    # A zero-stride view: 65537 x 65537 (about 4.3e9) elements without allocating them.
+    x = np.broadcast_to(np.int8(3), (65537, 65537))
+    r = cutopk.top_k(x, 3, mode="smallest")
+    assert r.indices.shape == (65537, 3)
+    assert (r.indices == np.arange(3)).all() and (r.values == 3).all()
