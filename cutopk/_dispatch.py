@@ -150,7 +150,7 @@ def choose(
     """
     if algorithm != "auto":
         return algorithm
-    if outer and k <= THREAD_ROW_MAX_K and rows >= THREAD_ROW_MIN_ROWS:
+    if outer and k <= THREAD_ROW_MAX_K and rows >= THREAD_ROW_MIN_ROWS and n < 2**31:
         return "thread_row"
     if n <= WARP_ROW_MAX_N and k <= WARP_ROW_MAX_K:
         return "warp_row"

@@ -35,6 +35,7 @@ def test_outer_axis_rows_get_a_thread_each():
     assert d.choose(4096, 4096, 8, 4, DEV, outer=True) == "thread_row"
     assert d.choose(4096, 4096, 9, 4, DEV, outer=True) == "radix"
     assert d.choose(100, 4096, 8, 4, DEV, outer=True) == "radix"  # too few rows for a thread each
+    assert d.choose(4096, 2**31, 8, 1, DEV, outer=True) != "thread_row"  # 32-bit indices in registers
     assert d.choose(4096, 4096, 8, 4, DEV, outer=False) == "radix"
     p = d.plan(1000, 50, 5, 2, DEV, copy=False, outer=True)
     assert (p.algorithm, p.params["KMAX"], p.grid) == ("thread_row", 8, 4)
