@@ -213,6 +213,7 @@ def _plan(rows: int, n: int, k: int, key_bytes: int, device: Device, copy: bool,
         # Enough blocks for a few waves over the whole GPU, but slices no shorter than
         # MULTIBLOCK_MIN_SLICE; slices are whole multiples of the block size.
         per_row = max(1, min(-(-device.sm_count * 4 // rows), -(-n // MULTIBLOCK_MIN_SLICE)))
+        per_row = max(per_row, -(-n // 2**31))  # a block's shared histogram counts are 32-bit
         slice_ = -(-n // per_row)
         slice_ = -(-slice_ // MULTIBLOCK_THREADS) * MULTIBLOCK_THREADS
         per_row = -(-n // slice_)

@@ -103,6 +103,8 @@ def test_plans():
     assert p.grid == 2 * per_row and p.grid >= 4 * DEV.sm_count  # a few waves over every SM
     p = d.plan(1, 100_000, 10, 4, DEV, copy=False)
     assert p.params["slice"] >= d.MULTIBLOCK_MIN_SLICE  # short rows: fewer, fuller blocks
+    p = d.plan(64, 2**40, 10, 1, DEV, copy=False)
+    assert p.params["slice"] <= 2**31  # per-block counts stay within 32 bits
     p = d.plan(70_000, 5000, 2048, 4, DEV, copy=False)
     assert p.algorithm == "sort" and p.scratch_bytes > 0 and p.grid <= DEV.sm_count * 8
     assert d.plan(1, 100, 5, 4, DEV, copy=False, algorithm="sort").algorithm == "sort"
