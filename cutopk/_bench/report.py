@@ -51,7 +51,7 @@ class Table:
             ours = (f"{c['median_ms']:.4g}", f"{c['min_ms']:.4g}-{c['max_ms']:.4g}")
             bw = (
                 f"{result['gbps']:.1f}",
-                f"{result['bandwidth_pct']:.0f}" if result.get("bandwidth_pct") else "",
+                f"{result['bandwidth_pct']:.1f}" if result.get("bandwidth_pct") else "",
             )
         else:
             ours, bw = ("FAILED", ""), ("", "")
