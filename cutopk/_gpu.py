@@ -31,7 +31,7 @@ KERNEL_FILES = (
     "keys.cu",
 )
 # Kernels that are not templates (one copy per module).
-PLAIN_KERNELS = ("mb_init", "mb_select", "mb_scan_ties")
+PLAIN_KERNELS = ("mb_init", "mb_select", "mb_scan_ties", "mb_switch")
 WARP_ROW_ITEMS = (1, 2, 4, 8)
 THREAD_ROW_KMAX = (1, 2, 4, 8)
 _LOCAL_INCLUDE = re.compile(r'^\s*#\s*include\s+"[^"]+"\s*$', re.MULTILINE)
@@ -71,7 +71,8 @@ def name_expressions(cxx: str) -> list[str]:
     names = [f"warp_row_topk<{cxx}, {items}>" for items in WARP_ROW_ITEMS]
     names += [f"thread_row_topk<{cxx}, {kmax}>" for kmax in THREAD_ROW_KMAX]
     names += [f"bitonic_topk<{cxx}>", f"radix_topk<{cxx}>", f"compute_keys<{cxx}>", f"gather_values<{cxx}>"]
-    names += [f"mb_histogram<{cxx}>", f"mb_count_ties<{cxx}>", f"mb_collect<{cxx}>"]
+    names += [f"{k}<{cxx}, {f}>" for k in ("mb_histogram", "mb_count_ties", "mb_collect") for f in ("false", "true")]
+    names += [f"mb_compact<{cxx}>"]
     return names
 
 
@@ -197,7 +198,8 @@ def top_k(a, req: Request):
     rows = math.prod(other)
     _check_forced(req, info.itemsize, device, rows)
     values = xp.empty((rows, req.k), dtype=a.dtype)
-    indices = xp.empty((rows, req.k), dtype=np.int64)
+    # Written in index_dtype by the kernels (no cast afterwards).
+    indices = xp.empty((rows, req.k), dtype=req.index_dtype)
     if req.k > 0 and rows > 0:
         moved, strides = _rows_layout(a, req.axis)
         outer = strides is not None and _is_outer(rows, *strides)
@@ -216,7 +218,6 @@ def top_k(a, req: Request):
                 f"top_k: out of GPU memory running {p.algorithm!r} on {rows} rows of {req.n} "
                 f"(scratch {p.scratch_bytes} bytes besides the outputs): {exc}"
             ) from None
-    indices = indices.astype(req.index_dtype, copy=False)
 
     def finish(arr):
         return xp.ascontiguousarray(xp.moveaxis(arr.reshape(out_shape), -1, req.axis))
@@ -231,15 +232,16 @@ def _launch(
     common = (base, np.int64(rows), np.int64(req.n), np.int64(row_stride), np.int64(col_stride))
     flags = (np.int32(req.largest), np.int32(req.nan_first))
     by_index = np.int32(req.order == "index")
+    out = (values, indices, np.int32(indices.itemsize))  # 4- or 8-byte indices
     if p.algorithm == "thread_row":
         fn = mod.get_function(f"thread_row_topk<{info.cxx}, {p.params['KMAX']}>")
-        fn((p.grid,), (p.block,), (*common, np.int32(req.k), *flags, by_index, values, indices))
+        fn((p.grid,), (p.block,), (*common, np.int32(req.k), *flags, by_index, *out))
     elif p.algorithm == "warp_row":
         fn = mod.get_function(f"warp_row_topk<{info.cxx}, {p.params['ITEMS']}>")
-        fn((p.grid,), (p.block,), (*common, np.int32(req.k), *flags, by_index, values, indices))
+        fn((p.grid,), (p.block,), (*common, np.int32(req.k), *flags, by_index, *out))
     elif p.algorithm == "bitonic":
         fn = mod.get_function(f"bitonic_topk<{info.cxx}>")
-        args = (*common, np.int32(req.k), *flags, by_index, np.int32(p.params["size"]), values, indices)
+        args = (*common, np.int32(req.k), *flags, by_index, np.int32(p.params["size"]), *out)
         fn((p.grid,), (p.block,), args, shared_mem=p.shared_bytes)
     elif p.algorithm == "radix":
         fn = mod.get_function(f"radix_topk<{info.cxx}>")
@@ -257,20 +259,25 @@ def _launch(
             np.int64(buf),
             buf_key,
             buf_idx,
-            values,
-            indices,
+            *out,
         )
         fn((p.grid,), (p.block,), args, shared_mem=p.shared_bytes)
-    elif p.algorithm == "multiblock":
-        from . import _gpu_multiblock
-
-        _gpu_multiblock.run(
-            _xp(target), mod, info, p, base, rows, req, row_stride, col_stride, values, indices
-        )
     else:
-        _sort_path(
-            target, info, p, mod, common, flags, rows, req, base, row_stride, col_stride, values, indices
-        )
+        # These paths gather the values through 64-bit indices (gather_values); uint64 indices
+        # (all below 2**63) share int64's bits, 4-byte ones are converted once at the end.
+        xp = _xp(target)
+        wide = indices.itemsize == 8
+        idx64 = indices.view(np.int64) if wide else xp.empty((rows, req.k), np.int64)
+        if p.algorithm == "multiblock":
+            from . import _gpu_multiblock
+
+            _gpu_multiblock.run(xp, mod, info, p, base, rows, req, row_stride, col_stride, values, idx64)
+        else:
+            _sort_path(
+                target, info, p, mod, common, flags, rows, req, base, row_stride, col_stride, values, idx64
+            )
+        if not wide:
+            indices[...] = idx64
 
 
 def _sort_path(target, info, p, mod, common, flags, rows, req, base, row_stride, col_stride, values, indices):

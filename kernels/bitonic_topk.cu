@@ -5,7 +5,7 @@
 // by the selection order (larger key, then lower index: a total order, so the result is
 // deterministic) and writes the first K; for order "index" the K winners are sorted again by
 // index. Values are re-read from the input at the winning indices, so their bits are the
-// input's own.
+// input's own; indices are written as 4 or 8 bytes (index_bytes, the output's index dtype).
 // Dtypes: all (KeyTraits). Limits: size <= 2^16 and size * (4 + sizeof(Key)) bytes of dynamic
 // shared memory (the dispatcher keeps this within 48 KB: N <= 4096 for 32/64-bit keys, 8192 for
 // 8/16-bit). Threads per block: 512.
@@ -16,7 +16,7 @@ template <class T>
 __global__ void __launch_bounds__(512)
     bitonic_topk(const T* __restrict__ in, long long rows, long long n, long long row_stride, long long col_stride,
                  int k, int largest, int nan_first, int by_index, int size, T* __restrict__ out_vals,
-                 long long* __restrict__ out_idx) {
+                 void* __restrict__ out_idx, int index_bytes) {
   typedef typename KeyTraits<T>::Key Key;
   extern __shared__ __align__(16) unsigned char cutopk_smem[];
   unsigned* idx = reinterpret_cast<unsigned*>(cutopk_smem);
@@ -42,7 +42,7 @@ __global__ void __launch_bounds__(512)
   }
   for (int j = threadIdx.x; j < k; j += blockDim.x) {
     const unsigned i = idx[j];
-    out_idx[row * k + j] = i;
+    cutopk_store_index(out_idx, row * k + j, i, index_bytes);
     out_vals[row * k + j] = base[(long long)i * col_stride];
   }
 }

@@ -79,3 +79,14 @@ template <class Key, class Index>
 __device__ __forceinline__ bool cutopk_before(Key ka, Index ia, Key kb, Index ib) {
   return ka > kb || (ka == kb && ia < ib);
 }
+
+// Writes index `i` into element `at` of an output of 4-byte (int32/uint32) or 8-byte
+// (int64/uint64) indices, so no separate cast runs after the kernel. The front end has checked
+// that every index fits the type, so the low 32 bits are the int32 and the uint32 value alike.
+// `index_bytes` is the same for the whole launch: the branch never diverges.
+__device__ __forceinline__ void cutopk_store_index(void* out, long long at, unsigned long long i, int index_bytes) {
+  if (index_bytes == 4)
+    static_cast<unsigned*>(out)[at] = static_cast<unsigned>(i);
+  else
+    static_cast<unsigned long long*>(out)[at] = i;
+}

@@ -24,7 +24,8 @@
 // shared memory (kp + cap) * (8 + sizeof(Key)) bytes, kp = K rounded up to a power of two (the
 // dispatcher keeps it within 48 KB). Scratch: buf_cap * (sizeof(Key) + 4) bytes per row (32-bit
 // buffer indices: the dispatcher passes buf_cap = 0 for rows of 2^32 or more). Threads per block:
-// 512 (a multiple of 32: cutopk_block_rank needs whole warps). Indices are 64-bit otherwise.
+// 512 (a multiple of 32: cutopk_block_rank needs whole warps). Indices are 64-bit otherwise;
+// the output takes them as 4 or 8 bytes (index_bytes).
 #include "key_traits.cuh"
 #include "block_sort.cuh"
 
@@ -49,7 +50,7 @@ __global__ void __launch_bounds__(512)
     radix_topk(const T* __restrict__ in, long long rows, long long n, long long row_stride, long long col_stride, int k,
                int largest, int nan_first, int by_index, int cap, long long buf_cap,
                typename KeyTraits<T>::Key* __restrict__ buf_key, unsigned* __restrict__ buf_idx,
-               T* __restrict__ out_vals, long long* __restrict__ out_idx) {
+               T* __restrict__ out_vals, void* __restrict__ out_idx, int index_bytes) {
   typedef typename KeyTraits<T>::Key Key;
   typedef unsigned long long Index;
   const int KEY_BITS = 8 * sizeof(Key);
@@ -238,7 +239,7 @@ __global__ void __launch_bounds__(512)
     cutopk_block_bitonic<false>(win_key, win_idx, kp);
   for (int j = threadIdx.x; j < k; j += blockDim.x) {
     const Index i = win_idx[j];
-    out_idx[row * k + j] = (long long)i;
+    cutopk_store_index(out_idx, row * k + j, i, index_bytes);
     out_vals[row * k + j] = base[(long long)i * col_stride];
   }
 }

@@ -7,14 +7,14 @@
 // index), by carrying each new element down the list with compare-exchanges whose positions are
 // all known at compile time (no local memory), so ties keep the lower index. The first K of the KMAX are written
 // (re-sorted by index for order "index"). Dtypes: all (KeyTraits). Limits: K <= KMAX <= 8 (16 spills registers), N <
-// 2^31. Threads per block: 256. Shared memory: none.
+// 2^31. Threads per block: 256. Shared memory: none. Output indices: 4 or 8 bytes (index_bytes).
 #include "key_traits.cuh"
 
 template <class T, int KMAX>
 __global__ void __launch_bounds__(256)
     thread_row_topk(const T* __restrict__ in, long long rows, long long n, long long row_stride, long long col_stride,
                     int k, int largest, int nan_first, int by_index, T* __restrict__ out_vals,
-                    long long* __restrict__ out_idx) {
+                    void* __restrict__ out_idx, int index_bytes) {
   typedef typename KeyTraits<T>::Key Key;
   const long long row = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   if (row >= rows) return;
@@ -61,7 +61,7 @@ __global__ void __launch_bounds__(256)
 #pragma unroll
   for (int s = 0; s < KMAX; ++s) {
     if (s < k) {
-      out_idx[row * k + s] = idx[s];
+      cutopk_store_index(out_idx, row * k + s, (unsigned long long)idx[s], index_bytes);
       out_vals[row * k + s] = base[(long long)idx[s] * col_stride];
     }
   }

@@ -5,7 +5,8 @@
 // one pass over global memory. K rounds of a warp arg-max over (key, -index) with shuffles pick
 // the winners in selection order; the winner is then struck out in the lane that holds it.
 // Output order "index" re-ranks the K winners by index with K more shuffles.
-// Dtypes: all (KeyTraits). Threads per block: 256 (8 rows per block). Shared memory: none.
+// Dtypes: all (KeyTraits); indices written as 4 or 8 bytes (index_bytes). Threads per block: 256
+// (8 rows per block). Shared memory: none.
 // Ties: the arg-max prefers the lower index among equal keys, so ties go to lower indices both
 // at the K boundary and in the output. NaN: folded into the key by KeyTraits.
 #include "key_traits.cuh"
@@ -13,8 +14,8 @@
 template <class T, int ITEMS>
 __global__ void __launch_bounds__(256)
     warp_row_topk(const T* __restrict__ in, long long rows, long long n, long long row_stride, long long col_stride,
-                  int k, int largest, int nan_first, int by_index, T* __restrict__ out_vals,
-                  long long* __restrict__ out_idx) {
+                  int k, int largest, int nan_first, int by_index, T* __restrict__ out_vals, void* __restrict__ out_idx,
+                  int index_bytes) {
   typedef typename KeyTraits<T>::Key Key;
   const int lane = threadIdx.x & 31;
   const long long row = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
@@ -63,7 +64,7 @@ __global__ void __launch_bounds__(256)
     }
   }
   if (lane < k) {
-    out_idx[row * k + position] = mine;
+    cutopk_store_index(out_idx, row * k + position, (unsigned long long)mine, index_bytes);
     out_vals[row * k + position] = base[(long long)mine * col_stride];
   }
 }

@@ -67,8 +67,12 @@ def test_matrix(backend, dtype, n, k, algorithm):
     dist = "nan" if "float" in dtype else "few_distinct"
     x = make_values(rng, dtype_of(dtype), (3, n), dist)
     options = list(itertools.product(("largest", "smallest"), (True, "index", False), ("last", "largest")))
-    for mode, order, nan in options if FULL else options[(n + k) % 3 :: 3]:
-        run_case(backend, x, k, mode=mode, sorted=order, nan=nan, algorithm=algorithm)
+    index_dtypes = (np.int64, np.int32, np.uint32, np.uint64)
+    for j, (mode, order, nan) in enumerate(options if FULL else options[(n + k) % 3 :: 3]):
+        index_dtype = index_dtypes[(j + n + k) % 4]
+        run_case(
+            backend, x, k, mode=mode, sorted=order, nan=nan, algorithm=algorithm, index_dtype=index_dtype
+        )
 
 
 @pytest.mark.parametrize("backend", GPU_BACKENDS)
