@@ -200,7 +200,10 @@ def _plan(rows: int, n: int, k: int, key_bytes: int, device: Device, copy: bool,
         return Plan(name, "warp_row_topk", -(-rows // per_block), WARP_ROW_THREADS, 0, {"ITEMS": items}, copy)
     if name == "bitonic":
         size = bitonic_size(n, key_bytes, device)
-        return Plan(name, "bitonic_topk", rows, BITONIC_THREADS, size * (4 + key_bytes), {"size": size}, copy)
+        # One thread per compare-exchange pair (size / 2), at most BITONIC_THREADS: a short row
+        # does not hold a block of 512 threads that mostly wait at the barriers.
+        threads = min(BITONIC_THREADS, max(32, size // 2))
+        return Plan(name, "bitonic_topk", rows, threads, size * (4 + key_bytes), {"size": size}, copy)
     if name == "radix":
         cap = radix_cap(k, key_bytes, device)
         shared = (pow2_at_least(k) + cap) * (8 + key_bytes)
