@@ -36,7 +36,7 @@ MULTIBLOCK_MAX_ROWS = 65535  # rows are gridDim.y
 MULTIBLOCK_FEW_ROWS = 64  # up to this many rows, one block per row would leave most SMs idle
 MULTIBLOCK_MIN_N = 1 << 16
 MULTIBLOCK_MIN_SLICE = 2048  # elements per block: below this the per-block overheads dominate
-MULTIBLOCK_STATE_BYTES = 40  # sizeof(MbState) in kernels/multiblock_radix.cu
+MULTIBLOCK_STATE_BYTES = 56  # sizeof(MbState) in kernels/multiblock_radix.cu
 
 
 @dataclasses.dataclass(frozen=True)
@@ -220,8 +220,11 @@ def _plan(rows: int, n: int, k: int, key_bytes: int, device: Device, copy: bool,
         slice_ = -(-n // per_row)
         slice_ = -(-slice_ // MULTIBLOCK_THREADS) * MULTIBLOCK_THREADS
         per_row = -(-n // slice_)
-        scratch = rows * (MULTIBLOCK_STATE_BYTES + 256 * 8 + per_row * 8 + k * (key_bytes + 8) * 3)
-        params = {"blocks_per_row": per_row, "slice": slice_}
+        # Candidate buffer per row: the top digit's bucket is about n / 256 keys for spread data;
+        # n / 32 leaves room for skew (a larger bucket stays on the input, only slower).
+        cap = max(1, min(n, max(1 << 16, n // 32)))
+        scratch = rows * (MULTIBLOCK_STATE_BYTES + 256 * 8 + per_row * 8 + (k * 3 + cap) * (key_bytes + 8))
+        params = {"blocks_per_row": per_row, "slice": slice_, "cap": cap}
         return Plan(name, "mb_histogram", per_row * rows, MULTIBLOCK_THREADS, 0, params, copy, scratch)
     total = rows * n
     grid = max(1, min(-(-total // KEYS_THREADS), device.sm_count * 8))

@@ -1,8 +1,10 @@
 """Launch sequence of the multi-block radix select (kernels/multiblock_radix.cu).
 
 A fixed sequence of launches on the current stream, with no host synchronisation: the number
-of digit passes is the key width / 8 whatever the data, and passes after a row's early stop
-return at once, so the whole call can be captured in a CUDA graph.
+of digit passes is the key width / 8 whatever the data, every per-slice kernel is launched in
+both flavours (input, candidate buffer) and each row is handled by the one matching its mode,
+and passes after a row's early stop return at once, so the whole call can be captured in a CUDA
+graph.
 """
 
 from __future__ import annotations
@@ -16,16 +18,20 @@ from ._gpu import stable_argsort
 def run(
     xp, mod, info, plan: _dispatch.Plan, base, rows, req, row_stride, col_stride, values, indices
 ) -> None:
-    per_row, slice_ = plan.params["blocks_per_row"], plan.params["slice"]
+    per_row, slice_, cap = plan.params["blocks_per_row"], plan.params["slice"], plan.params["cap"]
+    cand_slice = -(-cap // per_row)
     threads = plan.block
     k, n = req.k, req.n
     key_bits = 8 * info.itemsize
     state = xp.empty(rows * _dispatch.MULTIBLOCK_STATE_BYTES, dtype=np.uint8)
     hist = xp.empty(rows * 256, dtype=np.uint64)
-    ties = xp.empty(rows * per_row, dtype=np.int64)
+    ties = xp.zeros(rows * per_row, dtype=np.int64)
     win_key = xp.empty((rows, k), dtype=info.key_dtype)
     win_idx = xp.empty((rows, k), dtype=np.int64)
-    grid2 = (per_row, rows)
+    cand_key = xp.empty((rows, cap), dtype=info.key_dtype)
+    cand_idx = xp.empty((rows, cap), dtype=np.int64)
+    grid2, block = (per_row, rows), (threads,)
+    cxx = info.cxx
     strided = (
         base,
         np.int64(n),
@@ -34,21 +40,50 @@ def run(
         np.int32(req.largest),
         np.int32(req.nan_first),
     )
-    cxx = info.cxx
+
+    def params(from_cand: bool):
+        return (*strided, np.int64(cand_slice if from_cand else slice_), np.int64(cap), cand_key, cand_idx)
+
+    def both(name, *tail):
+        for flavour in ("false", "true"):
+            mod.get_function(f"{name}<{cxx}, {flavour}>")(grid2, block, (*params(flavour == "true"), *tail))
+
+    def scan():
+        mod.get_function("mb_scan_ties")(
+            (-(-rows // threads),), block, (ties, np.int64(rows), np.int32(per_row))
+        )
+
     mod.get_function("mb_init")(
-        (-(-rows * 256 // threads),),
-        (threads,),
-        (state, hist, np.int64(rows), np.int32(k), np.int32(key_bits)),
+        (-(-rows * 256 // threads),), block, (state, hist, np.int64(rows), np.int32(k), np.int32(key_bits))
     )
-    for _ in range(key_bits // 8):
-        mod.get_function(f"mb_histogram<{cxx}>")(grid2, (threads,), (*strided, np.int64(slice_), state, hist))
-        mod.get_function("mb_select")((rows,), (threads,), (state, hist))
-    mod.get_function(f"mb_count_ties<{cxx}>")(grid2, (threads,), (*strided, np.int64(slice_), state, ties))
-    mod.get_function("mb_scan_ties")(
-        (-(-rows // threads),), (threads,), (ties, np.int64(rows), np.int32(per_row))
+    # The top digit, over the input.
+    mod.get_function(f"mb_histogram<{cxx}, false>")(grid2, block, (*params(False), state, hist))
+    mod.get_function("mb_select")((rows,), block, (state, hist))
+    # Rows whose bucket fits move to the candidate buffer.
+    mod.get_function(f"mb_count_ties<{cxx}, false>")(grid2, block, (*params(False), state, ties))
+    scan()
+    compact = (
+        *strided,
+        np.int64(slice_),
+        np.int64(cap),
+        cand_key,
+        cand_idx,
+        np.int32(k),
+        state,
+        ties,
+        win_key,
+        win_idx,
     )
-    args = (*strided, np.int64(slice_), np.int32(k), state, ties, win_key, win_idx)
-    mod.get_function(f"mb_collect<{cxx}>")(grid2, (threads,), args)
+    mod.get_function(f"mb_compact<{cxx}>")(grid2, block, compact)
+    mod.get_function("mb_switch")((-(-rows // threads),), block, (state, np.int64(rows), np.int64(cap)))
+    # The other digits.
+    for _ in range(key_bits // 8 - 1):
+        both("mb_histogram", state, hist)
+        mod.get_function("mb_select")((rows,), block, (state, hist))
+    # The final bucket: winners above it, then its first keys in index order.
+    both("mb_count_ties", state, ties)
+    scan()
+    both("mb_collect", np.int32(k), state, ties, win_key, win_idx)
     # Order the K winners: by index, then (stably) by key, so equal keys stay in index order.
     by_index = xp.argsort(win_idx, axis=1)  # indices are distinct: any sort will do
     order = by_index

@@ -4,21 +4,27 @@
 // A row is cut into `blocks_per_row` slices, one block each. The kernels are launched in a fixed
 // sequence (no host synchronisation, so the whole call can be captured in a CUDA graph); each
 // reads the per-row state the previous one left in global memory:
-//   mb_init                       state: prefix 0, shift at the top digit, needed = K
-//   (mb_histogram, mb_select) x D  D = key bits / 8 digit passes: every block histograms the next
-//                                 digit of its slice's keys that match the prefix (warp-aggregated
-//                                 counts in shared memory, then one global atomic per bin);
-//                                 mb_select finds the bucket holding the K-th key, and marks the
-//                                 row done as soon as that bucket is taken whole (early stop) or
-//                                 every bit is resolved; later passes of a done row return at once.
-//   mb_count_ties                 each block counts its slice's keys in the final bucket
-//   mb_scan_ties                  exclusive prefix sums of those counts over the slices, in order
-//   mb_collect                    keys above the bucket are winners; of the bucket's keys the
-//                                 first `needed` in index order (block prefix sums plus the
-//                                 slice's offset) are winners: the lower-index tie rule exactly.
+//   mb_init                  state: prefix 0, shift at the top digit, needed = K
+//   mb_histogram, mb_select  the top digit: every block histograms its slice (warp-aggregated
+//                            counts in shared memory, one global atomic per bin); mb_select finds
+//                            the bucket holding the K-th key, and marks the row done when that
+//                            bucket is taken whole (early stop) or every bit is resolved
+//   mb_count_ties, mb_scan_ties, mb_compact, mb_switch
+//                            rows whose bucket fits the candidate buffer (`cap` per row) move
+//                            there: keys above the bucket become winners, the bucket's keys are
+//                            copied with their indices, in index order (per-slice counts, their
+//                            prefix sums, block prefix sums inside a slice)
+//   (mb_histogram, mb_select) x the other digits, over the candidates (or over the input for
+//                            rows whose bucket did not fit); a done row returns at once
+//   mb_count_ties, mb_scan_ties, mb_collect
+//                            keys above the final bucket are winners; of the bucket's keys the
+//                            first `needed` in index order are winners: the lower-index rule.
+// Every kernel comes in two flavours (FROM_CAND) and a row is handled by the one matching its
+// mode, so reads of the input are: 3 for a row that moves to the candidate buffer (top digit,
+// count, compact), else one per digit pass plus 2.
 // The launcher then orders the K winners (by index, then stably by key) and gathers the values.
-// Dtypes: all (KeyTraits). Threads per block: 256. Scratch: 40 bytes of state and 256 counters
-// per row, one counter per slice, and K (key, index) pairs per row for the winners.
+// Dtypes: all (KeyTraits). Threads per block: 256. Scratch per row: 56 bytes of state, 256
+// counters, one counter per slice, K winners and `cap` candidates (key and 64-bit index each).
 #include "key_traits.cuh"
 #include "block_sort.cuh"
 
@@ -28,8 +34,53 @@ struct MbState {
   unsigned long long bucket;  // keys in that bucket
   int shift;
   int done;
-  long long above;  // winners above the bucket placed so far (mb_collect's cursor)
+  long long above;       // winners above the bucket placed so far (a cursor)
+  int from_cand;         // 1: the row's elements are in the candidate buffer
+  int unused;            // keeps cand_count 8-byte aligned
+  long long cand_count;  // candidates in the buffer
 };
+
+// One row's elements, wherever they are: the strided input (key computed, index = position) or
+// the candidate buffer (key and index stored, in index order).
+template <class T, bool FROM_CAND>
+struct MbRow {
+  typedef typename KeyTraits<T>::Key Key;
+  const T* base;
+  long long col_stride;
+  bool largest, nan_first;
+  const Key* cand_key;
+  const long long* cand_idx;
+  long long length;
+  __device__ __forceinline__ Key key(long long i) const {
+    return FROM_CAND ? cand_key[i] : KeyTraits<T>::to_key(base[i * col_stride], largest, nan_first);
+  }
+  __device__ __forceinline__ long long index(long long i) const { return FROM_CAND ? cand_idx[i] : i; }
+};
+
+template <class T, bool FROM_CAND>
+__device__ __forceinline__ MbRow<T, FROM_CAND> mb_row(const T* in, long long n, long long row_stride,
+                                                      long long col_stride, int largest, int nan_first,
+                                                      const typename KeyTraits<T>::Key* cand_key,
+                                                      const long long* cand_idx, long long cap, const MbState& s,
+                                                      long long row) {
+  MbRow<T, FROM_CAND> r;
+  r.base = in + row * row_stride;
+  r.col_stride = col_stride;
+  r.largest = largest;
+  r.nan_first = nan_first;
+  r.cand_key = cand_key + row * cap;
+  r.cand_idx = cand_idx + row * cap;
+  r.length = FROM_CAND ? s.cand_count : n;
+  return r;
+}
+
+// The parameters every per-slice kernel takes, in this order.
+#define MB_PARAMS                                                                                                \
+  const T *__restrict__ in, long long n, long long row_stride, long long col_stride, int largest, int nan_first, \
+      long long slice, long long cap, const typename KeyTraits<T>::Key *__restrict__ cand_key,                   \
+      const long long *__restrict__ cand_idx
+#define MB_ROW(s, row) \
+  mb_row<T, FROM_CAND>(in, n, row_stride, col_stride, largest, nan_first, cand_key, cand_idx, cap, s, row)
 
 extern "C" __global__ void __launch_bounds__(256)
     mb_init(MbState* __restrict__ state, unsigned long long* __restrict__ hist, long long rows, int k, int key_bits) {
@@ -42,35 +93,35 @@ extern "C" __global__ void __launch_bounds__(256)
     s.shift = key_bits - 8;
     s.done = 0;
     s.above = 0;
+    s.from_cand = 0;
+    s.unused = 0;
+    s.cand_count = 0;
     state[t] = s;
   }
   if (t < rows * 256) hist[t] = 0;
 }
 
-template <class T>
+template <class T, bool FROM_CAND>
 __global__ void __launch_bounds__(256)
-    mb_histogram(const T* __restrict__ in, long long n, long long row_stride, long long col_stride, int largest,
-                 int nan_first, long long slice, const MbState* __restrict__ state,
-                 unsigned long long* __restrict__ hist) {
-  typedef typename KeyTraits<T>::Key Key;
-  const int KEY_BITS = 8 * sizeof(Key);
+    mb_histogram(MB_PARAMS, const MbState* __restrict__ state, unsigned long long* __restrict__ hist) {
+  const int KEY_BITS = 8 * sizeof(typename KeyTraits<T>::Key);
   const long long row = blockIdx.y;
-  if (state[row].done) return;  // the same for the whole block: it exits before any barrier
+  const MbState s = state[row];
+  // The same for the whole block: it exits before any barrier.
+  if (s.done || s.from_cand != (int)FROM_CAND) return;
   __shared__ unsigned int counts[256];
   for (int d = threadIdx.x; d < 256; d += blockDim.x) counts[d] = 0;
   __syncthreads();
-  const int shift = state[row].shift;
-  const unsigned long long prefix = state[row].prefix;
-  const bool first = shift + 8 >= KEY_BITS;
-  const T* base = in + row * row_stride;
+  const MbRow<T, FROM_CAND> r = MB_ROW(s, row);
+  const bool first = s.shift + 8 >= KEY_BITS;
   const long long begin = (long long)blockIdx.x * slice;
-  const long long end = min(n, begin + slice);
+  const long long end = min(r.length, begin + slice);
   for (long long chunk = begin; chunk < end; chunk += blockDim.x) {
     const long long i = chunk + threadIdx.x;
     const bool valid = i < end;
-    const unsigned long long key = valid ? KeyTraits<T>::to_key(base[i * col_stride], largest, nan_first) : 0;
-    cutopk_warp_histogram_add(counts, (unsigned)(key >> shift) & 255u,
-                              valid && (first || (key >> (shift + 8)) == prefix));
+    const unsigned long long key = valid ? r.key(i) : 0;
+    const bool counted = valid && (first || (key >> (s.shift + 8)) == s.prefix);
+    cutopk_warp_histogram_add(counts, (unsigned)(key >> s.shift) & 255u, counted);
   }
   __syncthreads();
   for (int d = threadIdx.x; d < 256; d += blockDim.x)
@@ -86,49 +137,57 @@ extern "C" __global__ void __launch_bounds__(256)
   __syncthreads();
   if (done) return;
   unsigned long long* h = hist + row * 256;
-  if (threadIdx.x < 32) {
-    // One warp finds the bucket (a suffix scan with shuffles, not a serial walk of 256 bins).
-    // Every lane reads the state before the scan's shuffles; only lane 0 writes it, after them.
+  if (threadIdx.x == 0) {
     MbState s = state[row];
-    long long above;
-    const int digit = cutopk_warp_find_bucket(h, s.needed, &above);
-    if (threadIdx.x == 0) {
-      s.needed -= above;
-      s.bucket = h[digit];
-      s.prefix = (s.prefix << 8) | (unsigned long long)digit;
-      // Early stop: the whole bucket is taken, so no lower digit can change the selection.
-      if ((long long)s.bucket == s.needed || s.shift == 0)
-        s.done = 1;
-      else
-        s.shift -= 8;
-      state[row] = s;
+    long long above = 0;
+    int digit = 255;
+    for (; digit > 0; --digit) {
+      if (above + (long long)h[digit] >= s.needed) break;
+      above += h[digit];
     }
+    s.needed -= above;
+    s.bucket = h[digit];
+    s.prefix = (s.prefix << 8) | (unsigned long long)digit;
+    // Early stop: the whole bucket is taken, so no lower digit can change the selection.
+    if ((long long)s.bucket == s.needed || s.shift == 0)
+      s.done = 1;
+    else
+      s.shift -= 8;
+    state[row] = s;
   }
   __syncthreads();
   for (int d = threadIdx.x; d < 256; d += blockDim.x) h[d] = 0;  // ready for the next pass
 }
 
-template <class T>
+// The bucket prefix of a row as its elements are tested: after a non-final mb_select the prefix
+// covers the bits above `shift + 8`... no: mb_select shifts `shift` down only for rows that go
+// on, so for them the bucket is `key >> (shift + 8) == prefix`, and for done rows it is
+// `key >> shift == prefix`.
+__device__ __forceinline__ int mb_bucket_shift(const MbState& s) {
+  return s.done ? s.shift : s.shift + 8;
+}
+
+template <class T, bool FROM_CAND>
 __global__ void __launch_bounds__(256)
-    mb_count_ties(const T* __restrict__ in, long long n, long long row_stride, long long col_stride, int largest,
-                  int nan_first, long long slice, const MbState* __restrict__ state, long long* __restrict__ ties) {
+    mb_count_ties(MB_PARAMS, const MbState* __restrict__ state, long long* __restrict__ ties) {
   const long long row = blockIdx.y;
-  const int shift = state[row].shift;
-  const unsigned long long prefix = state[row].prefix;
-  const T* base = in + row * row_stride;
-  const long long begin = (long long)blockIdx.x * slice;
-  const long long end = min(n, begin + slice);
+  const MbState s = state[row];
+  const bool mine = s.from_cand == (int)FROM_CAND;
   __shared__ unsigned long long count;
   if (threadIdx.x == 0) count = 0;
   __syncthreads();
-  unsigned long long mine = 0;
-  for (long long i = begin + threadIdx.x; i < end; i += blockDim.x) {
-    const unsigned long long key = KeyTraits<T>::to_key(base[i * col_stride], largest, nan_first);
-    mine += (key >> shift) == prefix;
+  if (mine) {
+    const MbRow<T, FROM_CAND> r = MB_ROW(s, row);
+    const int shift = mb_bucket_shift(s);
+    const long long begin = (long long)blockIdx.x * slice;
+    const long long end = min(r.length, begin + slice);
+    unsigned long long tally = 0;
+    for (long long i = begin + threadIdx.x; i < end; i += blockDim.x)
+      tally += ((unsigned long long)r.key(i) >> shift) == s.prefix;
+    if (tally) atomicAdd(&count, tally);
   }
-  if (mine) atomicAdd(&count, mine);
   __syncthreads();
-  if (threadIdx.x == 0) ties[row * gridDim.x + blockIdx.x] = (long long)count;
+  if (mine && threadIdx.x == 0) ties[row * gridDim.x + blockIdx.x] = (long long)count;
 }
 
 extern "C" __global__ void __launch_bounds__(256)
@@ -143,47 +202,91 @@ extern "C" __global__ void __launch_bounds__(256)
   }
 }
 
-template <class T>
-__global__ void __launch_bounds__(256)
-    mb_collect(const T* __restrict__ in, long long n, long long row_stride, long long col_stride, int largest,
-               int nan_first, long long slice, int k, MbState* __restrict__ state, const long long* __restrict__ ties,
-               typename KeyTraits<T>::Key* __restrict__ win_key, long long* __restrict__ win_idx) {
+// Writes a slice's winners and bucket members, in index order within the row: keys above the
+// bucket go to (win_key, win_idx) after the row's cursor; bucket keys go to `out` at the
+// slice's offset plus their rank (only the first `limit` of them, when limit >= 0).
+template <class T, bool FROM_CAND>
+__device__ void mb_split(const MbRow<T, FROM_CAND>& r, long long begin, long long end, int shift,
+                         unsigned long long prefix, MbState* s, long long offset, long long limit,
+                         typename KeyTraits<T>::Key* win_key, long long* win_idx, typename KeyTraits<T>::Key* out_key,
+                         long long* out_idx) {
   typedef typename KeyTraits<T>::Key Key;
-  const long long row = blockIdx.y;
-  const int shift = state[row].shift;
-  const unsigned long long prefix = state[row].prefix;
-  const long long needed = state[row].needed;
-  const long long first_tie = k - needed;  // the bucket's winners follow the winners above it
-  const T* base = in + row * row_stride;
-  const long long begin = (long long)blockIdx.x * slice;
-  const long long end = min(n, begin + slice);
   __shared__ int s_warp[32];
   __shared__ int s_total;
   __shared__ long long s_cursor;
-  long long tie_rank = ties[row * gridDim.x + blockIdx.x];  // ties in the slices before this one
   for (long long chunk = begin; chunk < end; chunk += blockDim.x) {
     const long long i = chunk + threadIdx.x;
     const bool valid = i < end;
-    const Key key = valid ? KeyTraits<T>::to_key(base[i * col_stride], largest, nan_first) : Key(0);
+    const Key key = valid ? r.key(i) : Key(0);
     const unsigned long long top = (unsigned long long)key >> shift;
     const bool above = valid && top > prefix;
-    const bool tie = valid && top == prefix;
-    // Winners above the bucket: any order (the launcher sorts), one atomic per chunk.
+    const bool member = valid && top == prefix;
+    // Winners above the bucket: any order (the launcher sorts them), one atomic per chunk.
     const int rank = cutopk_block_rank(above, s_warp, &s_total);
     if (threadIdx.x == 0 && s_total)
-      s_cursor = atomicAdd((unsigned long long*)&state[row].above, (unsigned long long)s_total);
+      s_cursor = (long long)atomicAdd((unsigned long long*)&s->above, (unsigned long long)s_total);
     __syncthreads();
     if (above) {
-      win_key[row * k + s_cursor + rank] = key;
-      win_idx[row * k + s_cursor + rank] = i;
+      win_key[s_cursor + rank] = key;
+      win_idx[s_cursor + rank] = r.index(i);
     }
-    // Ties: ranked in index order across the whole row.
-    const int tie_pos = cutopk_block_rank(tie, s_warp, &s_total);
-    if (tie && tie_rank + tie_pos < needed) {
-      win_key[row * k + first_tie + tie_rank + tie_pos] = key;
-      win_idx[row * k + first_tie + tie_rank + tie_pos] = i;
+    // Bucket members: ranked in index order across the whole row.
+    const int pos = cutopk_block_rank(member, s_warp, &s_total);
+    if (member && (limit < 0 || offset + pos < limit)) {
+      out_key[offset + pos] = key;
+      out_idx[offset + pos] = r.index(i);
     }
-    tie_rank += s_total;
+    offset += s_total;
     __syncthreads();  // s_total and s_cursor are rewritten by the next chunk
   }
 }
+
+// Moves a row whose top-digit bucket fits in `cap` to the candidate buffer (input only).
+template <class T>
+__global__ void __launch_bounds__(256)
+    mb_compact(const T* __restrict__ in, long long n, long long row_stride, long long col_stride, int largest,
+               int nan_first, long long slice, long long cap, typename KeyTraits<T>::Key* __restrict__ cand_key,
+               long long* __restrict__ cand_idx, int k, MbState* __restrict__ state, const long long* __restrict__ ties,
+               typename KeyTraits<T>::Key* __restrict__ win_key, long long* __restrict__ win_idx) {
+  const long long row = blockIdx.y;
+  const MbState s = state[row];
+  if (s.done || s.from_cand || (long long)s.bucket > cap) return;
+  const MbRow<T, false> r =
+      mb_row<T, false>(in, n, row_stride, col_stride, largest, nan_first, cand_key, cand_idx, cap, s, row);
+  const long long begin = (long long)blockIdx.x * slice;
+  mb_split<T, false>(r, begin, min(n, begin + slice), s.shift + 8, s.prefix, state + row,
+                     ties[row * gridDim.x + blockIdx.x], -1, win_key + row * k, win_idx + row * k, cand_key + row * cap,
+                     cand_idx + row * cap);
+}
+
+// Rows compacted by mb_compact read from the candidate buffer from now on.
+extern "C" __global__ void __launch_bounds__(256)
+    mb_switch(MbState* __restrict__ state, long long rows, long long cap) {
+  const long long row = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (row >= rows) return;
+  MbState s = state[row];
+  if (!s.done && !s.from_cand && (long long)s.bucket <= cap) {
+    s.from_cand = 1;
+    s.cand_count = (long long)s.bucket;
+    state[row] = s;
+  }
+}
+
+template <class T, bool FROM_CAND>
+__global__ void __launch_bounds__(256)
+    mb_collect(MB_PARAMS, int k, MbState* __restrict__ state, const long long* __restrict__ ties,
+               typename KeyTraits<T>::Key* __restrict__ win_key, long long* __restrict__ win_idx) {
+  const long long row = blockIdx.y;
+  const MbState s = state[row];
+  if (s.from_cand != (int)FROM_CAND) return;
+  const MbRow<T, FROM_CAND> r = MB_ROW(s, row);
+  const long long begin = (long long)blockIdx.x * slice;
+  // The bucket's winners follow the winners above it: the first `needed` bucket keys in index
+  // order, placed from position k - needed.
+  const long long first_tie = k - s.needed;
+  mb_split<T, FROM_CAND>(r, begin, min(r.length, begin + slice), mb_bucket_shift(s), s.prefix, state + row,
+                         ties[row * gridDim.x + blockIdx.x], s.needed, win_key + row * k, win_idx + row * k,
+                         win_key + row * k + first_tie, win_idx + row * k + first_tie);
+}
+#undef MB_ROW
+#undef MB_PARAMS

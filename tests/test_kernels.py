@@ -172,6 +172,22 @@ def test_multiblock_ties_across_slices(backend):
 
 
 @pytest.mark.parametrize("backend", GPU_BACKENDS)
+def test_multiblock_candidate_buffer_and_input_rows_together(backend):
+    require(backend)
+    # Rows of spread keys move to the candidate buffer after the top digit (a bucket of about
+    # n / 256); a row of one repeated key cannot, and finishes on the input. Both in one call,
+    # with ties planted across slices in the spread rows.
+    rng = np.random.default_rng(21)
+    x = rng.integers(-(2**31), 2**31 - 1, (3, 120_000), dtype=np.int32)
+    x[2] = 5
+    x[:2, ::997] = x[0, 11]
+    for k in (1, 100, 3000):
+        for mode in ("largest", "smallest"):
+            run_case(backend, x, k, algorithm="multiblock", mode=mode)
+            run_case(backend, x, k, algorithm="multiblock", mode=mode, sorted="index")
+
+
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
 def test_forced_algorithm_that_cannot_apply(backend):
     require(backend)
     x = np.zeros((2, 5000), np.float32)
