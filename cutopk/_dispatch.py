@@ -11,8 +11,13 @@ import dataclasses
 
 ALGORITHMS = ("warp_row", "thread_row", "bitonic", "radix", "multiblock", "sort")
 
-WARP_ROW_MAX_N = 256  # 8 registers per lane (ITEMS = 8)
+WARP_ROW_MAX_N = 1024  # ITEMS = 32 keys per lane in registers (95 for float64 on sm_90, no spills)
 WARP_ROW_MAX_K = 32  # lane r keeps the r-th winner
+# Auto picks warp_row for rows up to WARP_ROW_SHORT_N with any K <= 32, and up to WARP_ROW_MAX_N
+# with K <= WARP_ROW_MEDIUM_MAX_K: a round costs ITEMS compares per lane, so long rows with a
+# large K are left to the block kernels. Provisional: an instruction-count estimate, no benchmark.
+WARP_ROW_SHORT_N = 256
+WARP_ROW_MEDIUM_MAX_K = 16
 THREAD_ROW_MAX_K = 8  # winners kept in registers by one thread (16 spills on sm_90)
 THREAD_ROW_THREADS = 256
 THREAD_ROW_MIN_ROWS = 256  # one thread per row: fewer rows would leave the GPU idle
@@ -152,7 +157,9 @@ def choose(
         return algorithm
     if outer and k <= THREAD_ROW_MAX_K and rows >= THREAD_ROW_MIN_ROWS and n < 2**31:
         return "thread_row"
-    if n <= WARP_ROW_MAX_N and k <= WARP_ROW_MAX_K:
+    if (n <= WARP_ROW_SHORT_N and k <= WARP_ROW_MAX_K) or (
+        n <= WARP_ROW_MAX_N and k <= WARP_ROW_MEDIUM_MAX_K
+    ):
         return "warp_row"
     if rows <= MULTIBLOCK_FEW_ROWS and n >= MULTIBLOCK_MIN_N:
         return "multiblock"  # few long rows: spread each row over many blocks

@@ -1,9 +1,12 @@
-// Warp per row: top-K of tiny rows (N <= 32 * ITEMS, K <= 32), e.g. MoE routing over 8..256
-// experts for millions of tokens.
+// Warp per row: top-K of short rows (N <= 32 * ITEMS, ITEMS <= 32, K <= 32), e.g. MoE routing
+// over 8..256 experts for millions of tokens, or rows of up to 1024 with a small K.
 //
 // Each warp holds one row in registers (lane l holds elements l, l + 32, ...), so a row costs
 // one pass over global memory. K rounds of a warp arg-max over (key, -index) with shuffles pick
-// the winners in selection order; the winner is then struck out in the lane that holds it.
+// the winners in selection order; the winner is then struck out in the lane that holds it (one
+// bit of a per-lane mask). A round costs ITEMS compares per lane plus 5 shuffle steps and no
+// barrier, so for N <= 1024 and a small K it should beat sorting the row in shared memory (an
+// instruction-count estimate, not yet measured on a GPU).
 // Output order "index" re-ranks the K winners by index with K more shuffles.
 // Dtypes: all (KeyTraits); indices written as 4 or 8 bytes (index_bytes). Threads per block: 256
 // (8 rows per block). Shared memory: none.
@@ -22,12 +25,12 @@ __global__ void __launch_bounds__(256)
   if (row >= rows) return;  // the whole warp leaves together: `row` is the same for its lanes
   const T* base = in + row * row_stride;
   Key keys[ITEMS];
-  bool live[ITEMS];
+  unsigned live = 0;  // bit i: element lane + 32 i exists and is not taken yet (ITEMS <= 32)
 #pragma unroll
   for (int i = 0; i < ITEMS; ++i) {
     const int j = lane + i * 32;
-    live[i] = j < n;
-    keys[i] = live[i] ? KeyTraits<T>::to_key(base[j * col_stride], largest, nan_first) : Key(0);
+    keys[i] = j < n ? KeyTraits<T>::to_key(base[j * col_stride], largest, nan_first) : Key(0);
+    if (j < n) live |= 1u << i;
   }
   int mine = -1;  // lane r keeps the r-th winner
   for (int r = 0; r < k; ++r) {
@@ -36,7 +39,7 @@ __global__ void __launch_bounds__(256)
 #pragma unroll
     for (int i = 0; i < ITEMS; ++i) {
       // Strictly greater: among equal keys the first (lowest) index of this lane stays.
-      if (live[i] && (best_idx == 0x7fffffff || keys[i] > best)) {
+      if (((live >> i) & 1u) && (best_idx == 0x7fffffff || keys[i] > best)) {
         best = keys[i];
         best_idx = lane + i * 32;
       }
@@ -50,9 +53,8 @@ __global__ void __launch_bounds__(256)
         best_idx = other_idx;
       }
     }
-#pragma unroll
-    for (int i = 0; i < ITEMS; ++i)
-      if (lane + i * 32 == best_idx) live[i] = false;
+    // Strike the winner out in the lane that holds it: element j sits in lane j % 32, slot j / 32.
+    if ((best_idx & 31) == lane) live &= ~(1u << (best_idx >> 5));
     if (lane == r) mine = best_idx;
   }
   int position = lane;

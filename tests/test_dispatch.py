@@ -16,7 +16,9 @@ DEV = d.Device()
         (1_000_000, 8, 1, 2, "warp_row"),
         (1000, 256, 32, 8, "warp_row"),
         (1000, 256, 33, 4, "bitonic"),  # K beyond a warp's lanes
-        (1000, 257, 8, 4, "bitonic"),
+        (1000, 257, 17, 4, "bitonic"),  # a medium row with K too large for a warp's rounds
+        (1000, 1024, 16, 4, "warp_row"),  # a medium row with a small K: one warp, no barriers
+        (1000, 1025, 8, 4, "bitonic"),
         (10, 2048, 100, 4, "bitonic"),
         (10, 4096, 100, 4, "radix"),  # long enough that selecting beats sorting the row
         (1, 128256, 50, 4, "multiblock"),  # LLM sampling at batch 1: few long rows
@@ -72,7 +74,7 @@ def test_radix_candidates_fit_shared_memory():
 @pytest.mark.parametrize(
     ("algorithm", "n", "k", "fragment"),
     [
-        ("warp_row", 300, 1, "rows of at most 256"),
+        ("warp_row", 1100, 1, "rows of at most 1024"),
         ("warp_row", 100, 40, "at most k=32"),
         ("bitonic", 10_000, 5, "does not fit"),
         ("radix", 10_000, 5000, "at most k=1024"),
@@ -92,7 +94,7 @@ def test_every_algorithm_applies_somewhere():
 def test_plans():
     p = d.plan(65536, 128, 8, 4, DEV, copy=False)
     assert (p.algorithm, p.block, p.grid, p.params["ITEMS"]) == ("warp_row", 256, 65536 // 8, 4)
-    p = d.plan(100, 1000, 10, 4, DEV, copy=True)
+    p = d.plan(100, 1000, 20, 4, DEV, copy=True)
     assert (p.algorithm, p.grid, p.shared_bytes, p.copy) == ("bitonic", 100, 1024 * 8, True)
     p = d.plan(300, 10_000, 64, 8, DEV, copy=False)
     assert p.algorithm == "radix" and p.shared_bytes <= DEV.shared_bytes and p.grid == 300

@@ -191,7 +191,7 @@ def test_multiblock_candidate_buffer_and_input_rows_together(backend):
 def test_forced_algorithm_that_cannot_apply(backend):
     require(backend)
     x = np.zeros((2, 5000), np.float32)
-    with pytest.raises(ValueError, match="algorithm: 'warp_row' handles rows of at most 256"):
+    with pytest.raises(ValueError, match="algorithm: 'warp_row' handles rows of at most 1024"):
         cutopk.top_k(to_backend(x, backend), 3, backend=backend, algorithm="warp_row")
     with pytest.raises(ValueError, match="algorithm: 'radix' selects at most k=1024"):
         cutopk.top_k(to_backend(x, backend), 2000, backend=backend, algorithm="radix")
@@ -289,3 +289,25 @@ def test_radix_candidate_buffer_paths(backend, monkeypatch):
             run_case(backend, x, k, algorithm="radix")
         run_case(backend, x, 300, algorithm="radix", sorted="index", mode="smallest", nan="largest")
         run_case(backend, x[:, ::-1], 50, algorithm="radix", sorted=False, nan="largest")
+
+
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
+def test_warp_row_medium_rows(backend):
+    # ITEMS = 16 and 32 (rows of up to 1024 in a warp's registers), partial last slots, ties and
+    # NaN across lanes and slots, every order.
+    require(backend)
+    rng = np.random.default_rng(31)
+    for dtype, dist, n in (
+        ("float64", "nan", 1024),
+        ("int8", "few_distinct", 1000),
+        ("float16", "zeros", 513),
+    ):
+        x = make_values(rng, dtype_of(dtype), (9, n), dist)
+        assert cutopk.plan(x, 16, backend="sim").algorithm == "warp_row"
+        for k, order, mode, nan in (
+            (1, True, "largest", "last"),
+            (16, "index", "smallest", "largest"),
+            (32, False, "largest", "largest"),
+            (32, True, "smallest", "last"),
+        ):
+            run_case(backend, x, k, sorted=order, mode=mode, nan=nan, algorithm="warp_row")
