@@ -181,12 +181,13 @@ def as_host_array(a):
     return np.from_dlpack(a)
 
 
-def normalize(a, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm) -> Request:
+def normalize(a, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm, kind=None) -> Request:
     """Check every argument of :func:`cutopk.top_k` and return the normalised request.
 
-    Raises the errors listed in SPEC.md; never touches the array's data.
+    Raises the errors listed in SPEC.md; never touches the array's data. ``kind`` overrides the
+    array kind (a Dask array passes that of its chunks).
     """
-    kind = array_kind(a)
+    kind = array_kind(a) if kind is None else kind
     check_choice("mode", mode, MODES)
     order = check_order(sorted_)
     check_choice("nan", nan, NAN_POLICIES)
@@ -195,6 +196,10 @@ def normalize(a, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm) -
     resolved = resolve_backend(backend, kind)
     _dtypes.check_dtype(a.dtype)
     ax = check_axis(axis, len(a.shape))
+    if a.shape[ax] != a.shape[ax]:  # NaN: a lazy array whose length is not known yet
+        raise ValueError(
+            f"a: the length of axis {ax} is unknown (NaN chunk sizes); call a.compute_chunk_sizes() first"
+        )
     n = int(a.shape[ax])
     kk = check_k(k, n, ax)
     idx = check_index_dtype(index_dtype, n)

@@ -43,13 +43,12 @@ position, i.e. by global index) or keeping index order gives exactly ``cutopk.to
 from __future__ import annotations
 
 import functools
-import math
 import sys
 from typing import Any
 
 import numpy as np
 
-from . import TopK, _api, _dtypes
+from . import TopK, _api
 from . import top_k as _top_k
 
 __all__ = ["top_k", "top_k_indices"]
@@ -119,34 +118,11 @@ def _check(a, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm) -> _
             f"a: expected a dask.array.Array, got {type(a).__module__}.{type(a).__qualname__}; "
             "use cutopk.top_k for NumPy and CuPy arrays"
         )
-    kind = _api.array_kind(a._meta)
-    _api.check_choice("mode", mode, _api.MODES)
-    order = _api.check_order(sorted_)
-    _api.check_choice("nan", nan, _api.NAN_POLICIES)
-    if not isinstance(algorithm, str):
-        raise ValueError(f"algorithm: expected 'auto' or an algorithm name (a str), got {algorithm!r}")
-    resolved = _api.resolve_backend(backend, kind)
-    _check_algorithm_name(algorithm, resolved)
-    _dtypes.check_dtype(a.dtype)
-    ax = _api.check_axis(axis, a.ndim)
-    n = a.shape[ax]
-    if math.isnan(n):
-        raise ValueError(
-            f"a: the length of axis {ax} is unknown (NaN chunk sizes); call a.compute_chunk_sizes() first"
-        )
-    kk = _api.check_k(k, int(n), ax)
-    idx = _api.check_index_dtype(index_dtype, int(n))
-    return _api.Request(
-        k=kk,
-        axis=ax,
-        n=int(n),
-        largest=mode == "largest",
-        order=order,
-        nan_largest=nan == "largest",
-        index_dtype=idx,
-        backend=resolved,
-        algorithm=algorithm,
+    req = _api.normalize(
+        a, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm, kind=_api.array_kind(a._meta)
     )
+    _check_algorithm_name(algorithm, req.backend)
+    return req
 
 
 def _reduce(a, req: _api.Request, options: dict, algorithm: str, split_every):
