@@ -137,32 +137,29 @@ extern "C" __global__ void __launch_bounds__(256)
   __syncthreads();
   if (done) return;
   unsigned long long* h = hist + row * 256;
-  if (threadIdx.x == 0) {
+  if (threadIdx.x < 32) {  // one warp finds the bucket (suffix scan with shuffles)
     MbState s = state[row];
-    long long above = 0;
-    int digit = 255;
-    for (; digit > 0; --digit) {
-      if (above + (long long)h[digit] >= s.needed) break;
-      above += h[digit];
+    long long above;
+    const int digit = cutopk_warp_find_bucket(h, s.needed, &above);
+    if (threadIdx.x == 0) {
+      s.needed -= above;
+      s.bucket = h[digit];
+      s.prefix = (s.prefix << 8) | (unsigned long long)digit;
+      // Early stop: the whole bucket is taken, so no lower digit can change the selection.
+      if ((long long)s.bucket == s.needed || s.shift == 0)
+        s.done = 1;
+      else
+        s.shift -= 8;
+      state[row] = s;
     }
-    s.needed -= above;
-    s.bucket = h[digit];
-    s.prefix = (s.prefix << 8) | (unsigned long long)digit;
-    // Early stop: the whole bucket is taken, so no lower digit can change the selection.
-    if ((long long)s.bucket == s.needed || s.shift == 0)
-      s.done = 1;
-    else
-      s.shift -= 8;
-    state[row] = s;
   }
   __syncthreads();
   for (int d = threadIdx.x; d < 256; d += blockDim.x) h[d] = 0;  // ready for the next pass
 }
 
-// The bucket prefix of a row as its elements are tested: after a non-final mb_select the prefix
-// covers the bits above `shift + 8`... no: mb_select shifts `shift` down only for rows that go
-// on, so for them the bucket is `key >> (shift + 8) == prefix`, and for done rows it is
-// `key >> shift == prefix`.
+// How far to shift a key to compare it with the row's bucket prefix: mb_select lowers `shift`
+// only for rows that go on, so a row still selecting has its bucket at `key >> (shift + 8)`,
+// and a done row at `key >> shift`.
 __device__ __forceinline__ int mb_bucket_shift(const MbState& s) {
   return s.done ? s.shift : s.shift + 8;
 }
