@@ -19,9 +19,12 @@ import numpy as np
 from . import _dtypes
 
 
-def _inf_bits(dtype, key_t):
-    """The bit pattern of +inf: every pattern above it (sign cleared) is a NaN."""
-    return np.array(np.inf, dtype=dtype).view(key_t)[()]
+def _nan_from_bits(bits: np.ndarray, dtype) -> np.ndarray:
+    """NaN mask from a float array's bits: with the sign cleared, every pattern above +inf's is a
+    NaN (np.isnan would raise FE_INVALID on signalling NaNs of ml_dtypes' bfloat16)."""
+    key_t = bits.dtype
+    sign = key_t.type(1 << (8 * key_t.itemsize - 1))
+    return (bits & ~sign) > np.array(np.inf, dtype=dtype).view(key_t)[()]
 
 
 def is_nan(values: np.ndarray) -> np.ndarray:
@@ -30,10 +33,7 @@ def is_nan(values: np.ndarray) -> np.ndarray:
     info = _dtypes.info(values.dtype)
     if not info.is_float:
         return np.zeros(values.shape, dtype=bool)
-    key_t = info.key_dtype
-    bits = np.ascontiguousarray(values).view(key_t)
-    sign = key_t.type(1 << (8 * key_t.itemsize - 1))
-    return (bits & ~sign) > _inf_bits(values.dtype, key_t)
+    return _nan_from_bits(np.ascontiguousarray(values).view(info.key_dtype), values.dtype)
 
 
 def preference_keys(values: np.ndarray, largest: bool, nan_first: bool) -> np.ndarray:
@@ -68,9 +68,7 @@ def preference_keys(values: np.ndarray, largest: bool, nan_first: bool) -> np.nd
     key += key == key_t.type(~sign)
     if not largest:
         np.invert(key, out=key)
-    # NaN found from the bits (any exponent all ones with a non-zero mantissa), not np.isnan,
-    # which raises FE_INVALID on signalling NaNs of ml_dtypes' bfloat16.
-    nan = (bits & ~sign) > _inf_bits(values.dtype, key_t)
+    nan = _nan_from_bits(bits, values.dtype)
     if nan.any():
         key[nan] = np.iinfo(key_t).max if nan_first else 0
     return key
