@@ -37,7 +37,11 @@ RADIX_BUFFER_DIVISOR = 16
 RADIX_SCRATCH_LIMIT = 256 << 20
 RADIX_BUFFER_MAX_N = 1 << 32  # buffer indices are 32-bit
 MULTIBLOCK_THREADS = 256
-MULTIBLOCK_MAX_ROWS = 65535  # rows are gridDim.y
+MULTIBLOCK_MAX_ROWS = 65535  # rows are gridDim.y: more rows are launched in chunks of rows
+# Scratch one chunk of rows may take (candidate buffers, winners): more rows than fit are
+# launched in successive chunks, each chunk's scratch going back to the pool for the next.
+# At least one row per chunk, whatever its scratch.
+MULTIBLOCK_SCRATCH_LIMIT = 1 << 30
 MULTIBLOCK_FEW_ROWS = 64  # up to this many rows, one block per row would leave most SMs idle
 MULTIBLOCK_MIN_N = 1 << 16
 MULTIBLOCK_MIN_SLICE = 2048  # elements per block: below this the per-block overheads dominate
@@ -63,15 +67,15 @@ class Plan:
     kernel : str
         The kernel template (without its type arguments), or "" for the library sort.
     grid, block : int
-        Launch configuration (1-D).
+        Launch configuration (1-D; for "multiblock", the blocks of one chunk of rows).
     shared_bytes : int
         Dynamic shared memory per block.
     params : dict
-        Kernel-specific parameters (ITEMS, size, cap).
+        Kernel-specific parameters (ITEMS, size, cap, rows_per_chunk).
     copy : bool
         Whether the input is copied into a contiguous buffer first.
     scratch_bytes : int
-        Device memory the call allocates besides its outputs.
+        Device memory the call allocates besides its outputs (at most, at any one time).
     """
 
     algorithm: str
@@ -137,10 +141,7 @@ def why_not(algorithm: str, n: int, k: int, key_bytes: int, device: Device, rows
     elif algorithm == "radix":
         if radix_cap(k, key_bytes, device) is None:
             return f"'radix' selects at most k={RADIX_MAX_K}, got k={k}"
-    elif algorithm == "multiblock":
-        if rows > MULTIBLOCK_MAX_ROWS:
-            return f"'multiblock' handles at most {MULTIBLOCK_MAX_ROWS} rows, got {rows}"
-    elif algorithm != "sort":
+    elif algorithm not in ("multiblock", "sort"):
         return f"unknown algorithm {algorithm!r}"
     return None
 
@@ -167,7 +168,7 @@ def choose(
         return "bitonic"
     if radix_cap(k, key_bytes, device) is not None:
         return "radix"
-    return "multiblock" if rows <= MULTIBLOCK_MAX_ROWS else "sort"
+    return "multiblock"  # K too large for shared memory: one read plus sorting the K winners
 
 
 def plan(
@@ -230,9 +231,11 @@ def _plan(rows: int, n: int, k: int, key_bytes: int, device: Device, copy: bool,
         # Candidate buffer per row: the top digit's bucket is about n / 256 keys for spread data;
         # n / 32 leaves room for skew (a larger bucket stays on the input, only slower).
         cap = max(1, min(n, max(1 << 16, n // 32)))
-        scratch = rows * (MULTIBLOCK_STATE_BYTES + 256 * 8 + per_row * 8 + (k * 3 + cap) * (key_bytes + 8))
-        params = {"blocks_per_row": per_row, "slice": slice_, "cap": cap}
-        return Plan(name, "mb_histogram", per_row * rows, MULTIBLOCK_THREADS, 0, params, copy, scratch)
+        row_scratch = MULTIBLOCK_STATE_BYTES + 256 * 8 + per_row * 8 + (k * 3 + cap) * (key_bytes + 8)
+        chunk = max(1, min(rows, MULTIBLOCK_MAX_ROWS, MULTIBLOCK_SCRATCH_LIMIT // row_scratch))
+        params = {"blocks_per_row": per_row, "slice": slice_, "cap": cap, "rows_per_chunk": chunk}
+        grid = per_row * chunk
+        return Plan(name, "mb_histogram", grid, MULTIBLOCK_THREADS, 0, params, copy, chunk * row_scratch)
     total = rows * n
     grid = max(1, min(-(-total // KEYS_THREADS), device.sm_count * 8))
     # The keys, the sort's permutation (int64) and the sort's own buffers.

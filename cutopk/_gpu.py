@@ -271,15 +271,46 @@ def _launch(
         wide = indices.itemsize == 8
         idx64 = indices.view(np.int64) if wide else xp.empty((rows, req.k), np.int64)
         if p.algorithm == "multiblock":
-            from . import _gpu_multiblock
-
-            _gpu_multiblock.run(xp, mod, info, p, base, rows, req, row_stride, col_stride, values, idx64)
+            _multiblock_in_chunks(xp, mod, info, p, base, rows, req, row_stride, col_stride, values, idx64)
         else:
             _sort_path(
                 target, info, p, mod, common, flags, rows, req, base, row_stride, col_stride, values, idx64
             )
         if not wide:
             indices[...] = idx64
+
+
+def _multiblock_in_chunks(xp, mod, info, p, base, rows, req, row_stride, col_stride, values, indices):
+    """The multi-block select over successive chunks of at most ``rows_per_chunk`` rows (the grid's
+    y extent and the scratch budget bound a chunk), each chunk a (rows, n) view of the input."""
+    from . import _gpu_multiblock
+
+    chunk = p.params["rows_per_chunk"]
+    if chunk >= rows:
+        _gpu_multiblock.run(xp, mod, info, p, base, rows, req, row_stride, col_stride, values, indices)
+        return
+    itemsize = base.dtype.itemsize
+    # The rows collapse to one stride (or the input was copied): a 2-D view of the same memory,
+    # whose row slices start at the chunk's first row.
+    as_rows = xp.lib.stride_tricks.as_strided(
+        base, shape=(rows, req.n), strides=(row_stride * itemsize, col_stride * itemsize)
+    )
+    for start in range(0, rows, chunk):
+        stop = min(rows, start + chunk)
+        part = as_rows[start:stop]
+        _gpu_multiblock.run(
+            xp,
+            mod,
+            info,
+            p,
+            part,
+            stop - start,
+            req,
+            row_stride,
+            col_stride,
+            values[start:stop],
+            indices[start:stop],
+        )
 
 
 def _sort_path(target, info, p, mod, common, flags, rows, req, base, row_stride, col_stride, values, indices):

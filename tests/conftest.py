@@ -1,4 +1,5 @@
-"""Shared pytest configuration: the hypothesis profiles (a bounded one for CI)."""
+"""Shared pytest configuration: the hypothesis profiles (a bounded one for CI), and CuPy without
+its memory pool when a sanitizer asks for it."""
 
 import os
 
@@ -10,3 +11,11 @@ settings.register_profile(
 )
 settings.register_profile("dev", max_examples=60, deadline=None)
 settings.load_profile(os.environ.get("CUTOPK_HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
+
+if os.environ.get("CUTOPK_CUPY_NO_POOL") == "1":
+    # For compute-sanitizer (tools/gpu_session.sh): every array gets its own cudaMalloc, so an
+    # access past an array's end leaves the allocation instead of landing inside a pool block.
+    import cupy
+
+    cupy.cuda.set_allocator(None)
+    cupy.cuda.set_pinned_memory_allocator(None)

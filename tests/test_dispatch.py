@@ -25,7 +25,7 @@ DEV = d.Device()
         (64, 131072, 1024, 8, "multiblock"),
         (65, 131072, 1024, 8, "radix"),  # enough rows to fill the GPU one block per row
         (1000, 100_000, 2048, 4, "multiblock"),  # K too large for the shared-memory kernels
-        (70_000, 5000, 2048, 4, "sort"),  # ... and too many rows for the multi-block grid
+        (70_000, 5000, 2048, 4, "multiblock"),  # ... on any number of rows (in chunks of rows)
         (4, 4096, 3000, 4, "bitonic"),  # ... unless the whole row fits in shared memory
     ],
 )
@@ -80,7 +80,6 @@ def test_radix_candidates_fit_shared_memory():
         ("radix", 10_000, 5000, "at most k=1024"),
         ("magic", 10, 1, "unknown algorithm"),
         ("thread_row", 100, 9, "at most k=8"),
-        ("multiblock", 10, 1, "at most 65535 rows"),
     ],
 )
 def test_why_not(algorithm, n, k, fragment):
@@ -107,6 +106,21 @@ def test_plans():
     assert p.params["slice"] >= d.MULTIBLOCK_MIN_SLICE  # short rows: fewer, fuller blocks
     p = d.plan(64, 2**40, 10, 1, DEV, copy=False)
     assert p.params["slice"] <= 2**31  # per-block counts stay within 32 bits
-    p = d.plan(70_000, 5000, 2048, 4, DEV, copy=False)
+    p = d.plan(70_000, 5000, 2048, 4, DEV, copy=False, algorithm="sort")
     assert p.algorithm == "sort" and p.scratch_bytes > 0 and p.grid <= DEV.sm_count * 8
     assert d.plan(1, 100, 5, 4, DEV, copy=False, algorithm="sort").algorithm == "sort"
+
+
+def test_multiblock_chunks_of_rows():
+    # The grid's y extent holds at most 65535 rows; the scratch budget may hold fewer.
+    p = d.plan(200_000, 100, 50, 1, DEV, copy=False, algorithm="multiblock")
+    assert p.params["rows_per_chunk"] == d.MULTIBLOCK_MAX_ROWS
+    p = d.plan(10_000, 1_000_000, 4096, 4, DEV, copy=False)
+    chunk = p.params["rows_per_chunk"]
+    assert p.algorithm == "multiblock" and 1 <= chunk < 10_000
+    assert p.scratch_bytes <= d.MULTIBLOCK_SCRATCH_LIMIT < p.scratch_bytes // chunk * (chunk + 1)
+    assert p.grid == p.params["blocks_per_row"] * chunk
+    # One row per chunk at least, however much scratch it takes.
+    p = d.plan(3, 2**36, 4000, 4, DEV, copy=False)
+    assert p.params["rows_per_chunk"] == 1 and p.scratch_bytes > d.MULTIBLOCK_SCRATCH_LIMIT
+    assert d.plan(64, 2**20, 64, 4, DEV, copy=False).params["rows_per_chunk"] == 64

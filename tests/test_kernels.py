@@ -188,6 +188,30 @@ def test_multiblock_candidate_buffer_and_input_rows_together(backend):
 
 
 @pytest.mark.parametrize("backend", GPU_BACKENDS)
+def test_multiblock_in_chunks_of_rows(backend, monkeypatch):
+    require(backend)
+    # Chunks of two rows stand in for the 65535-row grid limit: each chunk is a view that starts
+    # at its first row, for reversed rows, a transposed input and batch axes that collapse.
+    monkeypatch.setattr(_dispatch, "MULTIBLOCK_MAX_ROWS", 2)
+    rng = np.random.default_rng(5)
+    x = make_values(rng, np.float32, (7, 3000), "ties")
+    x[:, 100:300] = np.nan
+    plan = cutopk.plan(x, 40, backend=backend, algorithm="multiblock")
+    assert plan.params["rows_per_chunk"] == 2
+    for view in (x, x[::-1], x[::2, ::-3]):
+        run_case(backend, view, 40, algorithm="multiblock", nan="largest")
+        run_case(backend, view, view.shape[1] - 500, algorithm="multiblock", mode="smallest", sorted="index")
+    run_case(backend, np.ascontiguousarray(x.T), 7, axis=0, algorithm="multiblock")
+    y = make_values(rng, np.int16, (3, 2, 5, 2048), "extremes")
+    run_case(backend, y, 1000, algorithm="multiblock")
+    run_case(backend, y[:, :, ::-1], 3, algorithm="multiblock", sorted="index")
+    # The scratch budget: one row per chunk.
+    monkeypatch.setattr(_dispatch, "MULTIBLOCK_SCRATCH_LIMIT", 1)
+    assert cutopk.plan(y, 9, backend=backend, algorithm="multiblock").params["rows_per_chunk"] == 1
+    run_case(backend, y, 9, algorithm="multiblock", mode="smallest")
+
+
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
 def test_forced_algorithm_that_cannot_apply(backend):
     require(backend)
     x = np.zeros((2, 5000), np.float32)
