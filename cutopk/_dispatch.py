@@ -231,7 +231,9 @@ def _plan(rows: int, n: int, k: int, key_bytes: int, device: Device, copy: bool,
         # Candidate buffer per row: the top digit's bucket is about n / 256 keys for spread data;
         # n / 32 leaves room for skew (a larger bucket stays on the input, only slower).
         cap = max(1, min(n, max(1 << 16, n // 32)))
-        row_scratch = MULTIBLOCK_STATE_BYTES + 256 * 8 + per_row * 8 + (k * 3 + cap) * (key_bytes + 8)
+        row_scratch = (
+            MULTIBLOCK_STATE_BYTES + 256 * 8 + per_row * (8 + 256 * 4) + (k * 3 + cap) * (key_bytes + 8)
+        )
         chunk = max(1, min(rows, MULTIBLOCK_MAX_ROWS, MULTIBLOCK_SCRATCH_LIMIT // row_scratch))
         params = {"blocks_per_row": per_row, "slice": slice_, "cap": cap, "rows_per_chunk": chunk}
         grid = per_row * chunk

@@ -25,7 +25,8 @@ def run(
     key_bits = 8 * info.itemsize
     state = xp.empty(rows * _dispatch.MULTIBLOCK_STATE_BYTES, dtype=np.uint8)
     hist = xp.empty(rows * 256, dtype=np.uint64)
-    ties = xp.zeros(rows * per_row, dtype=np.int64)
+    ties = xp.empty(rows * per_row, dtype=np.int64)
+    slice_hist = xp.empty(rows * per_row * 256, dtype=np.uint32)
     win_key = xp.empty((rows, k), dtype=info.key_dtype)
     win_idx = xp.empty((rows, k), dtype=np.int64)
     cand_key = xp.empty((rows, cap), dtype=info.key_dtype)
@@ -50,17 +51,16 @@ def run(
 
     def scan():
         mod.get_function("mb_scan_ties")(
-            (-(-rows // threads),), block, (ties, np.int64(rows), np.int32(per_row))
+            (-(-rows // threads),), block, (state, slice_hist, ties, np.int64(rows), np.int32(per_row))
         )
 
     mod.get_function("mb_init")(
         (-(-rows * 256 // threads),), block, (state, hist, np.int64(rows), np.int32(k), np.int32(key_bits))
     )
     # The top digit, over the input.
-    mod.get_function(f"mb_histogram<{cxx}, false>")(grid2, block, (*params(False), state, hist))
+    mod.get_function(f"mb_histogram<{cxx}, false>")(grid2, block, (*params(False), state, hist, slice_hist))
     mod.get_function("mb_select")((rows,), block, (state, hist))
     # Rows whose bucket fits move to the candidate buffer.
-    mod.get_function(f"mb_count_ties<{cxx}, false>")(grid2, block, (*params(False), state, ties))
     scan()
     compact = (
         *strided,
@@ -78,10 +78,9 @@ def run(
     mod.get_function("mb_switch")((-(-rows // threads),), block, (state, np.int64(rows), np.int64(cap)))
     # The other digits.
     for _ in range(key_bits // 8 - 1):
-        both("mb_histogram", state, hist)
+        both("mb_histogram", state, hist, slice_hist)
         mod.get_function("mb_select")((rows,), block, (state, hist))
     # The final bucket: winners above it, then its first keys in index order.
-    both("mb_count_ties", state, ties)
     scan()
     both("mb_collect", np.int32(k), state, ties, win_key, win_idx)
     # Order the K winners: by index, then (stably) by key, so equal keys stay in index order.

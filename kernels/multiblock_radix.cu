@@ -6,25 +6,29 @@
 // reads the per-row state the previous one left in global memory:
 //   mb_init                  state: prefix 0, shift at the top digit, needed = K
 //   mb_histogram, mb_select  the top digit: every block histograms its slice (warp-aggregated
-//                            counts in shared memory, one global atomic per bin); mb_select finds
-//                            the bucket holding the K-th key, and marks the row done when that
-//                            bucket is taken whole (early stop) or every bit is resolved
-//   mb_count_ties, mb_scan_ties, mb_compact, mb_switch
+//                            counts in shared memory), adds them to the row's histogram (one
+//                            global atomic per bin) and keeps them as its slice's histogram;
+//                            mb_select finds the bucket holding the K-th key, and marks the row
+//                            done when that bucket is taken whole (early stop) or every bit is
+//                            resolved
+//   mb_scan_ties, mb_compact, mb_switch
 //                            rows whose bucket fits the candidate buffer (`cap` per row) move
 //                            there: keys above the bucket become winners, the bucket's keys are
-//                            copied with their indices, in index order (per-slice counts, their
-//                            prefix sums, block prefix sums inside a slice)
+//                            copied with their indices, in index order (each slice's count of
+//                            bucket keys is its histogram's bin, so a prefix sum over slices gives
+//                            each block its offset without reading the row again; block prefix
+//                            sums inside a slice)
 //   (mb_histogram, mb_select) x the other digits, over the candidates (or over the input for
 //                            rows whose bucket did not fit); a done row returns at once
-//   mb_count_ties, mb_scan_ties, mb_collect
-//                            keys above the final bucket are winners; of the bucket's keys the
+//   mb_scan_ties, mb_collect keys above the final bucket are winners; of the bucket's keys the
 //                            first `needed` in index order are winners: the lower-index rule.
 // Every kernel comes in two flavours (FROM_CAND) and a row is handled by the one matching its
-// mode, so reads of the input are: 3 for a row that moves to the candidate buffer (top digit,
-// count, compact), else one per digit pass plus 2.
+// mode, so reads of the input are: 2 for a row that moves to the candidate buffer (top digit,
+// compact), else one per digit pass plus 1.
 // The launcher then orders the K winners (by index, then stably by key) and gathers the values.
 // Dtypes: all (KeyTraits). Threads per block: 256. Scratch per row: 56 bytes of state, 256
-// counters, one counter per slice, K winners and `cap` candidates (key and 64-bit index each).
+// counters, 256 32-bit counters and one offset per slice, K winners and `cap` candidates (key and
+// 64-bit index each).
 #include "key_traits.cuh"
 #include "block_sort.cuh"
 
@@ -101,9 +105,12 @@ extern "C" __global__ void __launch_bounds__(256)
   if (t < rows * 256) hist[t] = 0;
 }
 
+// Also writes every bin of the slice's histogram (zeros included: the bins of the pass that
+// decides a row's final bucket must be this pass's), so mb_scan_ties needs no second read.
 template <class T, bool FROM_CAND>
 __global__ void __launch_bounds__(256)
-    mb_histogram(MB_PARAMS, const MbState* __restrict__ state, unsigned long long* __restrict__ hist) {
+    mb_histogram(MB_PARAMS, const MbState* __restrict__ state, unsigned long long* __restrict__ hist,
+                 unsigned int* __restrict__ slice_hist) {
   const int KEY_BITS = 8 * sizeof(typename KeyTraits<T>::Key);
   const long long row = blockIdx.y;
   const MbState s = state[row];
@@ -124,8 +131,12 @@ __global__ void __launch_bounds__(256)
     cutopk_warp_histogram_add(counts, (unsigned)(key >> s.shift) & 255u, counted);
   }
   __syncthreads();
-  for (int d = threadIdx.x; d < 256; d += blockDim.x)
-    if (counts[d]) atomicAdd(&hist[row * 256 + d], (unsigned long long)counts[d]);
+  unsigned int* mine = slice_hist + (row * gridDim.x + blockIdx.x) * 256;
+  for (int d = threadIdx.x; d < 256; d += blockDim.x) {
+    const unsigned int c = counts[d];
+    mine[d] = c;
+    if (c) atomicAdd(&hist[row * 256 + d], (unsigned long long)c);
+  }
 }
 
 extern "C" __global__ void __launch_bounds__(256)
@@ -164,38 +175,18 @@ __device__ __forceinline__ int mb_bucket_shift(const MbState& s) {
   return s.done ? s.shift : s.shift + 8;
 }
 
-template <class T, bool FROM_CAND>
-__global__ void __launch_bounds__(256)
-    mb_count_ties(MB_PARAMS, const MbState* __restrict__ state, long long* __restrict__ ties) {
-  const long long row = blockIdx.y;
-  const MbState s = state[row];
-  const bool mine = s.from_cand == (int)FROM_CAND;
-  __shared__ unsigned long long count;
-  if (threadIdx.x == 0) count = 0;
-  __syncthreads();
-  if (mine) {
-    const MbRow<T, FROM_CAND> r = MB_ROW(s, row);
-    const int shift = mb_bucket_shift(s);
-    const long long begin = (long long)blockIdx.x * slice;
-    const long long end = min(r.length, begin + slice);
-    unsigned long long tally = 0;
-    for (long long i = begin + threadIdx.x; i < end; i += blockDim.x)
-      tally += ((unsigned long long)r.key(i) >> shift) == s.prefix;
-    if (tally) atomicAdd(&count, tally);
-  }
-  __syncthreads();
-  if (mine && threadIdx.x == 0) ties[row * gridDim.x + blockIdx.x] = (long long)count;
-}
-
+// Each slice's offset among the bucket keys of its row (an exclusive prefix sum over slices of
+// the bucket's bin in the slice histograms that mb_select's last pass for the row chose from).
 extern "C" __global__ void __launch_bounds__(256)
-    mb_scan_ties(long long* __restrict__ ties, long long rows, int blocks_per_row) {
+    mb_scan_ties(const MbState* __restrict__ state, const unsigned int* __restrict__ slice_hist,
+                 long long* __restrict__ ties, long long rows, int blocks_per_row) {
   const long long row = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   if (row >= rows) return;
+  const unsigned digit = (unsigned)(state[row].prefix & 255u);
   long long running = 0;
   for (int b = 0; b < blocks_per_row; ++b) {
-    const long long count = ties[row * blocks_per_row + b];
     ties[row * blocks_per_row + b] = running;
-    running += count;
+    running += slice_hist[(row * blocks_per_row + b) * 256 + digit];
   }
 }
 
