@@ -45,7 +45,14 @@ MULTIBLOCK_SCRATCH_LIMIT = 1 << 30
 MULTIBLOCK_FEW_ROWS = 64  # up to this many rows, one block per row would leave most SMs idle
 MULTIBLOCK_MIN_N = 1 << 16
 MULTIBLOCK_MIN_SLICE = 2048  # elements per block: below this the per-block overheads dominate
-MULTIBLOCK_STATE_BYTES = 56  # sizeof(MbState) in kernels/multiblock_radix.cu
+MULTIBLOCK_STATE_BYTES = 72  # sizeof(MbState) in kernels/multiblock_radix.cu
+# The sampled threshold (mb_sample): MB_SAMPLES keys per row in the kernel. A row whose keys
+# above the threshold hold the K winners is read once instead of twice; the sample, the decision
+# and the squeeze are three more launches, so it is used from this many elements per call on
+# (about 64 MB of float32, a saved read of ~20 us at 3 TB/s against a few microseconds of
+# launches). Provisional, like every threshold here: an estimate, no benchmark yet.
+MULTIBLOCK_SAMPLES = 4096
+MULTIBLOCK_SAMPLE_MIN_ELEMENTS = 1 << 24
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,6 +125,26 @@ def radix_buffer(rows: int, n: int, key_bytes: int, cap: int) -> int:
     entries = n // RADIX_BUFFER_DIVISOR
     entries = min(entries, RADIX_SCRATCH_LIMIT // (max(1, rows) * (key_bytes + 4)))
     return entries if entries > cap else 0
+
+
+def sample_threshold(rows: int, n: int, k: int, per_row: int, cap: int) -> tuple[int | None, int]:
+    """``(rank, seg)`` of the multi-block select's sampled threshold, or ``(None, 0)`` without one.
+
+    The threshold is the sample's key of rank ``rank``: about ``(rank + 1) * n / SAMPLES`` keys of
+    the row reach it, and fewer than K only when more than ``rank`` of the samples fall among the
+    row's top K - 1, whose expected number is ``k * SAMPLES / n``; twice that plus 8 makes it
+    rare (the row then takes the two-read route, still exact). ``seg``: staging entries per
+    slice, twice the expected share plus a margin; a fuller slice also sends the row that way.
+    """
+    if rows * n < MULTIBLOCK_SAMPLE_MIN_ELEMENTS:
+        return None, 0
+    s = MULTIBLOCK_SAMPLES
+    rank = min(s - 1, 2 * -(-k * s // n) + 8)
+    expected = (rank + 1) * -(-n // s)
+    if expected * 16 > n or expected > cap:
+        return None, 0  # too many keys reach the threshold for the staging to pay
+    seg = -(-(2 * expected // per_row + 256) // 256) * 256
+    return rank, seg
 
 
 def why_not(algorithm: str, n: int, k: int, key_bytes: int, device: Device, rows: int = 1) -> str | None:
@@ -231,11 +258,21 @@ def _plan(rows: int, n: int, k: int, key_bytes: int, device: Device, copy: bool,
         # Candidate buffer per row: the top digit's bucket is about n / 256 keys for spread data;
         # n / 32 leaves room for skew (a larger bucket stays on the input, only slower).
         cap = max(1, min(n, max(1 << 16, n // 32)))
+        rank, seg = sample_threshold(rows, n, k, per_row, cap)
         row_scratch = (
             MULTIBLOCK_STATE_BYTES + 256 * 8 + per_row * (8 + 256 * 4) + (k * 3 + cap) * (key_bytes + 8)
         )
+        if rank is not None:
+            row_scratch += per_row * (8 + seg * (key_bytes + 4))
         chunk = max(1, min(rows, MULTIBLOCK_MAX_ROWS, MULTIBLOCK_SCRATCH_LIMIT // row_scratch))
-        params = {"blocks_per_row": per_row, "slice": slice_, "cap": cap, "rows_per_chunk": chunk}
+        params = {
+            "blocks_per_row": per_row,
+            "slice": slice_,
+            "cap": cap,
+            "rows_per_chunk": chunk,
+            "sample_rank": rank,
+            "seg": seg,
+        }
         grid = per_row * chunk
         return Plan(name, "mb_histogram", grid, MULTIBLOCK_THREADS, 0, params, copy, chunk * row_scratch)
     total = rows * n

@@ -31,7 +31,7 @@ KERNEL_FILES = (
     "keys.cu",
 )
 # Kernels that are not templates (one copy per module).
-PLAIN_KERNELS = ("mb_init", "mb_select", "mb_scan_ties", "mb_switch")
+PLAIN_KERNELS = ("mb_init", "mb_select", "mb_scan_ties", "mb_switch", "mb_decide")
 WARP_ROW_ITEMS = (1, 2, 4, 8, 16, 32)
 THREAD_ROW_KMAX = (1, 2, 4, 8)
 _LOCAL_INCLUDE = re.compile(r'^\s*#\s*include\s+"[^"]+"\s*$', re.MULTILINE)
@@ -72,7 +72,7 @@ def name_expressions(cxx: str) -> list[str]:
     names += [f"thread_row_topk<{cxx}, {kmax}>" for kmax in THREAD_ROW_KMAX]
     names += [f"bitonic_topk<{cxx}>", f"radix_topk<{cxx}>", f"compute_keys<{cxx}>", f"gather_values<{cxx}>"]
     names += [f"{k}<{cxx}, {f}>" for k in ("mb_histogram", "mb_collect") for f in ("false", "true")]
-    names += [f"mb_compact<{cxx}>"]
+    names += [f"mb_compact<{cxx}>", f"mb_sample<{cxx}>", f"mb_squeeze<{cxx}>"]
     return names
 
 

@@ -31,6 +31,16 @@ def run(
     win_idx = xp.empty((rows, k), dtype=np.int64)
     cand_key = xp.empty((rows, cap), dtype=info.key_dtype)
     cand_idx = xp.empty((rows, cap), dtype=np.int64)
+    # A sampled threshold (long rows): pass 1 stages the keys that reach it, `seg` per slice.
+    rank, seg = plan.params["sample_rank"], plan.params["seg"]
+    staged = rank is not None
+    slots = rows * per_row if staged else 1
+    stage = (
+        xp.empty(slots * max(1, seg), dtype=info.key_dtype),
+        xp.empty(slots * max(1, seg), dtype=np.uint32),
+        xp.empty(slots, dtype=np.int64),
+        np.int64(seg),
+    )
     grid2, block = (per_row, rows), (threads,)
     cxx = info.cxx
     strided = (
@@ -49,6 +59,11 @@ def run(
         for flavour in ("false", "true"):
             mod.get_function(f"{name}<{cxx}, {flavour}>")(grid2, block, (*params(flavour == "true"), *tail))
 
+    def histograms(*flavours):
+        for flavour in flavours:
+            args = (*params(flavour == "true"), state, hist, slice_hist, *stage)
+            mod.get_function(f"mb_histogram<{cxx}, {flavour}>")(grid2, block, args)
+
     def scan():
         mod.get_function("mb_scan_ties")(
             (-(-rows // threads),), block, (state, slice_hist, ties, np.int64(rows), np.int32(per_row))
@@ -57,9 +72,19 @@ def run(
     mod.get_function("mb_init")(
         (-(-rows * 256 // threads),), block, (state, hist, np.int64(rows), np.int32(k), np.int32(key_bits))
     )
-    # The top digit, over the input.
-    mod.get_function(f"mb_histogram<{cxx}, false>")(grid2, block, (*params(False), state, hist, slice_hist))
+    if staged:
+        mod.get_function(f"mb_sample<{cxx}>")((rows,), block, (*strided, np.int32(rank), state))
+    # The top digit, over the input (staging the keys that reach the threshold).
+    histograms("false")
     mod.get_function("mb_select")((rows,), block, (state, hist))
+    if staged:
+        # Rows whose staged keys hold the K winners restart on them in the candidate buffer.
+        decide = (state, stage[2], ties, np.int64(rows), np.int32(per_row), stage[3], np.int64(cap))
+        mod.get_function("mb_decide")(
+            (-(-rows // threads),), block, (*decide, np.int32(k), np.int32(key_bits))
+        )
+        squeeze = (state, np.int64(slice_), np.int64(cap), cand_key, cand_idx, ties, *stage)
+        mod.get_function(f"mb_squeeze<{cxx}>")(grid2, block, squeeze)
     # Rows whose bucket fits move to the candidate buffer.
     scan()
     compact = (
@@ -77,8 +102,9 @@ def run(
     mod.get_function(f"mb_compact<{cxx}>")(grid2, block, compact)
     mod.get_function("mb_switch")((-(-rows // threads),), block, (state, np.int64(rows), np.int64(cap)))
     # The other digits.
-    for _ in range(key_bits // 8 - 1):
-        both("mb_histogram", state, hist, slice_hist)
+    # Rows that restarted on their staged keys need every digit, the others one fewer.
+    for _ in range(key_bits // 8 - (0 if staged else 1)):
+        histograms("false", "true")
         mod.get_function("mb_select")((rows,), block, (state, hist))
     # The final bucket: winners above it, then its first keys in index order.
     scan()

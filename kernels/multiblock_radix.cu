@@ -5,12 +5,21 @@
 // sequence (no host synchronisation, so the whole call can be captured in a CUDA graph); each
 // reads the per-row state the previous one left in global memory:
 //   mb_init                  state: prefix 0, shift at the top digit, needed = K
+//   mb_sample                (long rows only) a threshold from a strided sample of the row: the
+//                            sample's key of rank `rank`, chosen so that about (rank + 1) * n /
+//                            MB_SAMPLES keys of the row reach it, and almost surely at least K
 //   mb_histogram, mb_select  the top digit: every block histograms its slice (warp-aggregated
 //                            counts in shared memory), adds them to the row's histogram (one
 //                            global atomic per bin) and keeps them as its slice's histogram;
+//                            rows with a threshold also copy the slice's keys that reach it, in
+//                            index order, to the block's staging segment (`seg` entries).
 //                            mb_select finds the bucket holding the K-th key, and marks the row
 //                            done when that bucket is taken whole (early stop) or every bit is
 //                            resolved
+//   mb_decide, mb_squeeze    a row whose staged keys number at least K, fit every segment and fit
+//                            the candidate buffer restarts its selection on them (they hold the
+//                            K winners): the segments are squeezed into the candidate buffer in
+//                            index order. Such a row reads its input once. Other rows go on.
 //   mb_scan_ties, mb_compact, mb_switch
 //                            rows whose bucket fits the candidate buffer (`cap` per row) move
 //                            there: keys above the bucket become winners, the bucket's keys are
@@ -18,17 +27,18 @@
 //                            bucket keys is its histogram's bin, so a prefix sum over slices gives
 //                            each block its offset without reading the row again; block prefix
 //                            sums inside a slice)
-//   (mb_histogram, mb_select) x the other digits, over the candidates (or over the input for
-//                            rows whose bucket did not fit); a done row returns at once
+//   (mb_histogram, mb_select) x the other digits (x every digit when a threshold was sampled),
+//                            over the candidates (or over the input for rows whose bucket did not
+//                            fit); a done row returns at once
 //   mb_scan_ties, mb_collect keys above the final bucket are winners; of the bucket's keys the
 //                            first `needed` in index order are winners: the lower-index rule.
 // Every kernel comes in two flavours (FROM_CAND) and a row is handled by the one matching its
-// mode, so reads of the input are: 2 for a row that moves to the candidate buffer (top digit,
-// compact), else one per digit pass plus 1.
+// mode, so reads of the input are: 1 for a row that restarts on its staged keys, 2 for a row
+// that moves to the candidate buffer (top digit, compact), else one per digit pass plus 1.
 // The launcher then orders the K winners (by index, then stably by key) and gathers the values.
-// Dtypes: all (KeyTraits). Threads per block: 256. Scratch per row: 56 bytes of state, 256
+// Dtypes: all (KeyTraits). Threads per block: 256. Scratch per row: 72 bytes of state, 256
 // counters, 256 32-bit counters and one offset per slice, K winners and `cap` candidates (key and
-// 64-bit index each).
+// 64-bit index each); with a threshold, a staged count and `seg` keys and 32-bit offsets per slice.
 #include "key_traits.cuh"
 #include "block_sort.cuh"
 
@@ -38,11 +48,17 @@ struct MbState {
   unsigned long long bucket;  // keys in that bucket
   int shift;
   int done;
-  long long above;       // winners above the bucket placed so far (a cursor)
-  int from_cand;         // 1: the row's elements are in the candidate buffer
-  int unused;            // keeps cand_count 8-byte aligned
-  long long cand_count;  // candidates in the buffer
+  long long above;               // winners above the bucket placed so far (a cursor)
+  int from_cand;                 // 1: the row's elements are in the candidate buffer
+  int unused;                    // keeps cand_count 8-byte aligned
+  long long cand_count;          // candidates in the buffer
+  unsigned long long threshold;  // mb_sample's key: pass 1 stages the keys that reach it
+  int filter;                    // 1 from mb_sample to mb_decide: pass 1 stages keys
+  int unused2;
 };
+static_assert(sizeof(MbState) == 72, "MULTIBLOCK_STATE_BYTES in cutopk/_dispatch.py");
+
+#define MB_SAMPLES 4096  // keys in mb_sample's sample of a row
 
 // One row's elements, wherever they are: the strided input (key computed, index = position) or
 // the candidate buffer (key and index stored, in index order).
@@ -100,27 +116,40 @@ extern "C" __global__ void __launch_bounds__(256)
     s.from_cand = 0;
     s.unused = 0;
     s.cand_count = 0;
+    s.threshold = 0;
+    s.filter = 0;
+    s.unused2 = 0;
     state[t] = s;
   }
   if (t < rows * 256) hist[t] = 0;
 }
+
+// Where pass 1 stages the keys that reach a row's threshold: `seg` entries per slice.
+#define MB_STAGE_PARAMS                                                                     \
+  typename KeyTraits<T>::Key* __restrict__ stage_key, unsigned int* __restrict__ stage_off, \
+      long long* __restrict__ stage_count, long long seg
 
 // Also writes every bin of the slice's histogram (zeros included: the bins of the pass that
 // decides a row's final bucket must be this pass's), so mb_scan_ties needs no second read.
 template <class T, bool FROM_CAND>
 __global__ void __launch_bounds__(256)
     mb_histogram(MB_PARAMS, const MbState* __restrict__ state, unsigned long long* __restrict__ hist,
-                 unsigned int* __restrict__ slice_hist) {
+                 unsigned int* __restrict__ slice_hist, MB_STAGE_PARAMS) {
   const int KEY_BITS = 8 * sizeof(typename KeyTraits<T>::Key);
   const long long row = blockIdx.y;
   const MbState s = state[row];
   // The same for the whole block: it exits before any barrier.
   if (s.done || s.from_cand != (int)FROM_CAND) return;
   __shared__ unsigned int counts[256];
+  __shared__ int s_warp[32];
+  __shared__ int s_total;
   for (int d = threadIdx.x; d < 256; d += blockDim.x) counts[d] = 0;
   __syncthreads();
   const MbRow<T, FROM_CAND> r = MB_ROW(s, row);
   const bool first = s.shift + 8 >= KEY_BITS;
+  const bool staging = !FROM_CAND && s.filter;  // the same for the whole block
+  const long long slot = row * gridDim.x + blockIdx.x;
+  long long staged = 0;  // keys of this slice that reach the threshold (may exceed seg)
   const long long begin = (long long)blockIdx.x * slice;
   const long long end = min(r.length, begin + slice);
   for (long long chunk = begin; chunk < end; chunk += blockDim.x) {
@@ -129,13 +158,123 @@ __global__ void __launch_bounds__(256)
     const unsigned long long key = valid ? r.key(i) : 0;
     const bool counted = valid && (first || (key >> (s.shift + 8)) == s.prefix);
     cutopk_warp_histogram_add(counts, (unsigned)(key >> s.shift) & 255u, counted);
+    // Few keys reach the threshold: one barrier per chunk finds the chunks that hold any.
+    if (staging && __syncthreads_or(valid && key >= s.threshold)) {
+      const bool pick = valid && key >= s.threshold;
+      const long long at = staged + cutopk_block_rank(pick, s_warp, &s_total);
+      if (pick && at < seg) {
+        stage_key[slot * seg + at] = (typename KeyTraits<T>::Key)key;
+        stage_off[slot * seg + at] = (unsigned int)(i - begin);
+      }
+      staged += s_total;  // read before the next chunk's rank rewrites it, behind its barrier
+    }
   }
   __syncthreads();
-  unsigned int* mine = slice_hist + (row * gridDim.x + blockIdx.x) * 256;
+  unsigned int* mine = slice_hist + slot * 256;
   for (int d = threadIdx.x; d < 256; d += blockDim.x) {
     const unsigned int c = counts[d];
     mine[d] = c;
     if (c) atomicAdd(&hist[row * 256 + d], (unsigned long long)c);
+  }
+  if (staging && threadIdx.x == 0) stage_count[slot] = staged;
+}
+
+// A row's threshold: the key of rank `rank` (0: the best) among MB_SAMPLES keys read at evenly
+// spaced positions, found by a radix select in shared memory (one block per row).
+template <class T>
+__global__ void __launch_bounds__(256)
+    mb_sample(const T* __restrict__ in, long long n, long long row_stride, long long col_stride, int largest,
+              int nan_first, int rank, MbState* __restrict__ state) {
+  typedef typename KeyTraits<T>::Key Key;
+  const int KEY_BITS = 8 * sizeof(Key);
+  __shared__ Key keys[MB_SAMPLES];
+  __shared__ unsigned int counts[256];
+  __shared__ int s_digit;
+  __shared__ long long s_above;
+  const long long row = blockIdx.x;
+  const T* base = in + row * row_stride;
+  for (int j = threadIdx.x; j < MB_SAMPLES; j += blockDim.x)
+    keys[j] = KeyTraits<T>::to_key(base[(long long)j * n / MB_SAMPLES * col_stride], largest, nan_first);
+  unsigned long long prefix = 0;
+  long long needed = (long long)rank + 1;
+  for (int shift = KEY_BITS - 8; shift >= 0; shift -= 8) {
+    for (int d = threadIdx.x; d < 256; d += blockDim.x) counts[d] = 0;
+    __syncthreads();
+    // A whole number of rounds per thread (MB_SAMPLES is a multiple of the block size), so
+    // every lane of a warp reaches the histogram's warp votes together.
+    for (int j = threadIdx.x; j < MB_SAMPLES; j += blockDim.x) {
+      const unsigned long long key = keys[j];
+      const bool counted = shift + 8 >= KEY_BITS || (key >> (shift + 8)) == prefix;
+      cutopk_warp_histogram_add(counts, (unsigned)(key >> shift) & 255u, counted);
+    }
+    __syncthreads();
+    if (threadIdx.x < 32) {
+      long long above;
+      const int digit = cutopk_warp_find_bucket(counts, needed, &above);
+      if (threadIdx.x == 0) {
+        s_digit = digit;
+        s_above = above;
+      }
+    }
+    __syncthreads();
+    prefix = (prefix << 8) | (unsigned long long)s_digit;
+    needed -= s_above;
+    __syncthreads();  // s_digit and counts are rewritten by the next digit
+  }
+  if (threadIdx.x == 0) {
+    state[row].threshold = prefix;
+    state[row].filter = 1;
+  }
+}
+
+// Rows whose staged keys hold the K winners (at least K of them, every slice's within its
+// segment, all within the candidate buffer) restart their selection on them; `ties` gets each
+// slice's offset in the candidate buffer. Other rows go on with the top digit already selected.
+extern "C" __global__ void __launch_bounds__(256)
+    mb_decide(MbState* __restrict__ state, const long long* __restrict__ stage_count, long long* __restrict__ ties,
+              long long rows, int blocks_per_row, long long seg, long long cap, int k, int key_bits) {
+  const long long row = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (row >= rows) return;
+  MbState s = state[row];
+  if (!s.filter) return;
+  long long total = 0;
+  bool fits = true;
+  for (int b = 0; b < blocks_per_row; ++b) {
+    const long long count = stage_count[row * blocks_per_row + b];
+    fits = fits && count <= seg;
+    ties[row * blocks_per_row + b] = total;
+    total += count;
+  }
+  s.filter = 0;
+  if (fits && total >= k && total <= cap) {
+    s.prefix = 0;
+    s.needed = k;
+    s.bucket = 0;
+    s.shift = key_bits - 8;
+    s.done = 0;
+    s.above = 0;
+    s.from_cand = 1;
+    s.cand_count = total;
+  }
+  state[row] = s;
+}
+
+// Copies the staged segments of the rows that restarted into their candidate buffers, in index
+// order (mb_decide's offsets), with the indices in the row.
+template <class T>
+__global__ void __launch_bounds__(256)
+    mb_squeeze(const MbState* __restrict__ state, long long slice, long long cap,
+               typename KeyTraits<T>::Key* __restrict__ cand_key, long long* __restrict__ cand_idx,
+               const long long* __restrict__ ties, MB_STAGE_PARAMS) {
+  const long long row = blockIdx.y;
+  // Only mb_decide has set from_cand yet (mb_switch comes later).
+  if (!state[row].from_cand) return;
+  const long long slot = row * gridDim.x + blockIdx.x;
+  const long long count = stage_count[slot];
+  const long long offset = row * cap + ties[slot];
+  for (long long j = threadIdx.x; j < count; j += blockDim.x) {
+    cand_key[offset + j] = stage_key[slot * seg + j];
+    cand_idx[offset + j] = (long long)blockIdx.x * slice + stage_off[slot * seg + j];
   }
 }
 
@@ -278,3 +417,4 @@ __global__ void __launch_bounds__(256)
 }
 #undef MB_ROW
 #undef MB_PARAMS
+#undef MB_STAGE_PARAMS

@@ -18,6 +18,7 @@ from inputs import DISTRIBUTIONS, DTYPES, LAYOUTS, dtype_of, make_layout, make_v
 from reference import assert_same, reference_top_k
 
 import cutopk
+from cutopk import _dispatch
 
 # The simulator runs every CUDA thread as a fiber: keep its inputs small.
 MAX_N = {"numpy": 3000, "sim": 700, "cuda": 100_000}
@@ -69,9 +70,17 @@ def _check_all_algorithms(backend, case):
     expected = reference_top_k(
         x, k, axis=kwargs["axis"], mode=kwargs["mode"], sorted=kwargs["sorted"], nan=kwargs["nan"]
     )
-    for algorithm in ("auto", *cutopk.algorithms(backend)):
+    runs = [("auto", False), *((a, False) for a in cutopk.algorithms(backend))]
+    if backend != "numpy":
+        runs.append(("multiblock", True))  # with the sampled threshold, which needs long inputs
+    for algorithm, sampled in runs:
         try:
-            result = cutopk.top_k(to_backend(x, backend), k, backend=backend, algorithm=algorithm, **kwargs)
+            with pytest.MonkeyPatch.context() as patch:
+                if sampled:
+                    patch.setattr(_dispatch, "MULTIBLOCK_SAMPLE_MIN_ELEMENTS", 0)
+                result = cutopk.top_k(
+                    to_backend(x, backend), k, backend=backend, algorithm=algorithm, **kwargs
+                )
         except ValueError as exc:
             # A forced algorithm may refuse an input it cannot handle, saying why; "auto" never may.
             assert algorithm != "auto", exc

@@ -211,6 +211,67 @@ def test_multiblock_in_chunks_of_rows(backend, monkeypatch):
     run_case(backend, y, 9, algorithm="multiblock", mode="smallest")
 
 
+@pytest.fixture
+def sampled_threshold(monkeypatch):
+    """The multi-block select with its sampled threshold on every row, however short."""
+    monkeypatch.setattr(_dispatch, "MULTIBLOCK_SAMPLE_MIN_ELEMENTS", 0)
+
+
+def staged_plan(x, k, backend, **kw):
+    plan = cutopk.plan(x, k, backend=backend, algorithm="multiblock", **kw)
+    assert plan.params["sample_rank"] is not None, "the sampled threshold is off for this case"
+    return plan
+
+
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float64", "int8", "uint16", "int64"])
+def test_multiblock_sampled_threshold(backend, dtype, sampled_threshold):
+    require(backend)
+    rng = np.random.default_rng(abs(hash(dtype)) % 2**32)
+    x = make_values(rng, dtype_of(dtype), (4, 30_000), "uniform")
+    staged_plan(x, 50, backend)
+    for k in (1, 50, 300):
+        for mode in ("largest", "smallest"):
+            run_case(backend, x, k, algorithm="multiblock", mode=mode)
+            run_case(backend, x[::-1, ::-1], k, algorithm="multiblock", mode=mode, sorted="index")
+
+
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
+def test_multiblock_sampled_threshold_rows_that_go_the_long_way(backend, sampled_threshold):
+    require(backend)
+    # One call, one row of each outcome: staged keys hold the winners (spread row); every key
+    # reaches the threshold, overflowing the slices' segments (all equal); the sample sees only
+    # the largest keys, so fewer than K reach its threshold (planted at the sample positions);
+    # the winners crowd one slice (sorted); heavy ties at the K-th value across slices; NaNs.
+    n, k = 40_000, 200
+    rng = np.random.default_rng(8)
+    x = rng.random((6, n)).astype(np.float32)
+    x[1] = 0.25
+    sample_positions = np.arange(_dispatch.MULTIBLOCK_SAMPLES) * n // _dispatch.MULTIBLOCK_SAMPLES
+    x[2, sample_positions[:60]] = 2.0  # the threshold (rank 50 of the sample) is 2.0: 60 < K keys
+    x[3] = np.sort(x[3])
+    x[4] = np.round(x[4] * 8) / 8  # 1/16 of the row ties at each value
+    x[5, ::7] = np.nan
+    plan = staged_plan(x, k, backend)
+    assert plan.params["sample_rank"] == 50
+    for kk in (k, 4096, 4097):  # 4096 and more: too many keys would reach a threshold
+        for nan in ("largest", "last"):
+            run_case(backend, x, kk, algorithm="multiblock", nan=nan)
+            run_case(backend, x, kk, algorithm="multiblock", nan=nan, mode="smallest", sorted="index")
+
+
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
+@pytest.mark.parametrize("dist", DISTRIBUTIONS)
+def test_multiblock_sampled_threshold_distributions(backend, dist, sampled_threshold):
+    require(backend)
+    rng = np.random.default_rng(len(dist))
+    for dtype in ("float32", "int16"):
+        x = make_values(rng, dtype_of(dtype), (3, 20_000), dist)
+        staged_plan(x, 64, backend)
+        run_case(backend, x, 64, algorithm="multiblock")
+        run_case(backend, x, 1000, algorithm="multiblock", mode="smallest", nan="largest")
+
+
 @pytest.mark.parametrize("backend", GPU_BACKENDS)
 def test_forced_algorithm_that_cannot_apply(backend):
     require(backend)
