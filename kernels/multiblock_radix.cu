@@ -59,6 +59,7 @@ struct MbState {
 static_assert(sizeof(MbState) == 72, "MULTIBLOCK_STATE_BYTES in cutopk/_dispatch.py");
 
 #define MB_SAMPLES 4096  // keys in mb_sample's sample of a row
+#define MB_ITEMS 4       // keys each thread of mb_histogram loads per round
 
 // One row's elements, wherever they are: the strided input (key computed, index = position) or
 // the candidate buffer (key and index stored, in index order).
@@ -152,21 +153,38 @@ __global__ void __launch_bounds__(256)
   long long staged = 0;  // keys of this slice that reach the threshold (may exceed seg)
   const long long begin = (long long)blockIdx.x * slice;
   const long long end = min(r.length, begin + slice);
-  for (long long chunk = begin; chunk < end; chunk += blockDim.x) {
-    const long long i = chunk + threadIdx.x;
-    const bool valid = i < end;
-    const unsigned long long key = valid ? r.key(i) : 0;
-    const bool counted = valid && (first || (key >> (s.shift + 8)) == s.prefix);
-    cutopk_warp_histogram_add(counts, (unsigned)(key >> s.shift) & 255u, counted);
-    // Few keys reach the threshold: one barrier per chunk finds the chunks that hold any.
-    if (staging && __syncthreads_or(valid && key >= s.threshold)) {
-      const bool pick = valid && key >= s.threshold;
-      const long long at = staged + cutopk_block_rank(pick, s_warp, &s_total);
-      if (pick && at < seg) {
-        stage_key[slot * seg + at] = (typename KeyTraits<T>::Key)key;
-        stage_off[slot * seg + at] = (unsigned int)(i - begin);
+  // MB_ITEMS keys per thread per round, all loaded before any is used: more loads in flight per
+  // thread, which a pass at the memory-bandwidth limit needs (one per thread is too few to cover
+  // the latency of HBM with the blocks an SM holds).
+  for (long long chunk = begin; chunk < end; chunk += (long long)MB_ITEMS * blockDim.x) {
+    unsigned long long keys[MB_ITEMS];
+#pragma unroll
+    for (int j = 0; j < MB_ITEMS; ++j) {
+      const long long i = chunk + (long long)j * blockDim.x + threadIdx.x;
+      keys[j] = i < end ? (unsigned long long)r.key(i) : 0;
+    }
+    bool any_pick = false;
+#pragma unroll
+    for (int j = 0; j < MB_ITEMS; ++j) {
+      const bool valid = chunk + (long long)j * blockDim.x + threadIdx.x < end;
+      const bool counted = valid && (first || (keys[j] >> (s.shift + 8)) == s.prefix);
+      cutopk_warp_histogram_add(counts, (unsigned)(keys[j] >> s.shift) & 255u, counted);
+      any_pick = any_pick || (valid && keys[j] >= s.threshold);
+    }
+    // Few keys reach the threshold: one barrier per round finds the rounds that hold any; their
+    // keys are ranked item by item, which is index order (item j covers the j-th blockDim.x).
+    if (staging && __syncthreads_or(any_pick)) {
+#pragma unroll
+      for (int j = 0; j < MB_ITEMS; ++j) {
+        const long long i = chunk + (long long)j * blockDim.x + threadIdx.x;
+        const bool pick = i < end && keys[j] >= s.threshold;
+        const long long at = staged + cutopk_block_rank(pick, s_warp, &s_total);
+        if (pick && at < seg) {
+          stage_key[slot * seg + at] = (typename KeyTraits<T>::Key)keys[j];
+          stage_off[slot * seg + at] = (unsigned int)(i - begin);
+        }
+        staged += s_total;  // read before the next rank rewrites it, behind that rank's barrier
       }
-      staged += s_total;  // read before the next chunk's rank rewrites it, behind its barrier
     }
   }
   __syncthreads();

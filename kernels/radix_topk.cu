@@ -29,6 +29,8 @@
 #include "key_traits.cuh"
 #include "block_sort.cuh"
 
+#define RADIX_ITEMS 4  // keys each thread loads per round of a digit pass
+
 // Element i of the current source: the row itself (key computed from the input) or the
 // candidate buffer (key and index stored there).
 template <class T>
@@ -96,16 +98,26 @@ __global__ void __launch_bounds__(512)
     const bool buffered = s_buffered;
     const long long len = s_len;
     const bool first = shift + 8 >= KEY_BITS;
-    // Whole chunks of blockDim elements, so every warp runs the same iterations (the warp
-    // aggregation below needs all 32 lanes).
-    for (long long chunk = 0; chunk < len; chunk += blockDim.x) {
-      const long long i = chunk + threadIdx.x;
-      const bool valid = i < len;
-      Key key = 0;
-      Index index = 0;
-      if (valid) cutopk_radix_load(base, col_stride, largest, nan_first, buffered, bkey, bidx, i, &key, &index);
-      const bool counted = valid && (first || ((unsigned long long)key >> (shift + 8)) == prefix);
-      cutopk_warp_histogram_add(hist, (unsigned)((unsigned long long)key >> shift) & 255u, counted);
+    // Whole rounds of RADIX_ITEMS * blockDim elements, so every warp runs the same iterations
+    // (the warp aggregation below needs all 32 lanes). A thread loads its RADIX_ITEMS keys
+    // before using any: with one block per row, one load in flight per thread is far too few
+    // to cover the memory latency.
+    for (long long chunk = 0; chunk < len; chunk += (long long)RADIX_ITEMS * blockDim.x) {
+      Key keys[RADIX_ITEMS];
+#pragma unroll
+      for (int j = 0; j < RADIX_ITEMS; ++j) {
+        const long long i = chunk + (long long)j * blockDim.x + threadIdx.x;
+        Index index = 0;
+        keys[j] = 0;
+        if (i < len) cutopk_radix_load(base, col_stride, largest, nan_first, buffered, bkey, bidx, i, &keys[j], &index);
+      }
+#pragma unroll
+      for (int j = 0; j < RADIX_ITEMS; ++j) {
+        const unsigned long long key = keys[j];
+        const bool valid = chunk + (long long)j * blockDim.x + threadIdx.x < len;
+        const bool counted = valid && (first || (key >> (shift + 8)) == prefix);
+        cutopk_warp_histogram_add(hist, (unsigned)(key >> shift) & 255u, counted);
+      }
     }
     __syncthreads();
     if (threadIdx.x < 32) {

@@ -15,6 +15,10 @@
 #   full-llm
 #   full-knn
 #
+# The lent machines' image has CuPy, torch, JAX, pytest, hypothesis and matplotlib but not Dask
+# (as listed on 2026-11-17): the CuPy-chunk Dask test skips there, saying so, unless Dask's wheels
+# travel with the checkout (the device tool's README says how).
+#
 # Logs go to $OUT/<phase>.log (or ./gpu-session/ without $OUT); benchmark files to
 # $OUT/bench-<phase>.tar.gz, to be unpacked under benchmarks/results/. Each phase is bounded by
 # PHASE_TIMEOUT seconds (default 540) so that what it wrote still comes back.
