@@ -134,7 +134,8 @@ def sample_threshold(rows: int, n: int, k: int, per_row: int, cap: int) -> tuple
     the row reach it, and fewer than K only when more than ``rank`` of the samples fall among the
     row's top K - 1, whose expected number is ``k * SAMPLES / n``; twice that plus 8 makes it
     rare (the row then takes the two-read route, still exact). ``seg``: staging entries per
-    slice, twice the expected share plus a margin; a fuller slice also sends the row that way.
+    slice (shared by its warps), twice the expected share plus a margin; a fuller segment also
+    sends the row that way.
     """
     if rows * n < MULTIBLOCK_SAMPLE_MIN_ELEMENTS:
         return None, 0
@@ -143,7 +144,8 @@ def sample_threshold(rows: int, n: int, k: int, per_row: int, cap: int) -> tuple
     expected = (rank + 1) * -(-n // s)
     if expected * 16 > n or expected > cap:
         return None, 0  # too many keys reach the threshold for the staging to pay
-    seg = -(-(2 * expected // per_row + 256) // 256) * 256
+    # Split evenly between a block's 8 warps: twice a warp's share plus 64.
+    seg = -(-(2 * expected // per_row + 512) // 256) * 256
     return rank, seg
 
 

@@ -35,10 +35,11 @@ def run(
     rank, seg = plan.params["sample_rank"], plan.params["seg"]
     staged = rank is not None
     slots = rows * per_row if staged else 1
+    warps = threads // 32  # staged counts are per warp; seg is split evenly between them
     stage = (
         xp.empty(slots * max(1, seg), dtype=info.key_dtype),
         xp.empty(slots * max(1, seg), dtype=np.uint32),
-        xp.empty(slots, dtype=np.int64),
+        xp.empty(slots * warps, dtype=np.int64),
         np.int64(seg),
     )
     grid2, block = (per_row, rows), (threads,)
@@ -79,7 +80,16 @@ def run(
     mod.get_function("mb_select")((rows,), block, (state, hist))
     if staged:
         # Rows whose staged keys hold the K winners restart on them in the candidate buffer.
-        decide = (state, stage[2], ties, np.int64(rows), np.int32(per_row), stage[3], np.int64(cap))
+        decide = (
+            state,
+            stage[2],
+            ties,
+            np.int64(rows),
+            np.int32(per_row),
+            np.int32(warps),
+            stage[3],
+            np.int64(cap),
+        )
         mod.get_function("mb_decide")(
             (-(-rows // threads),), block, (*decide, np.int32(k), np.int32(key_bits))
         )

@@ -11,8 +11,9 @@
 //   mb_histogram, mb_select  the top digit: every block histograms its slice (warp-aggregated
 //                            counts in shared memory), adds them to the row's histogram (one
 //                            global atomic per bin) and keeps them as its slice's histogram;
-//                            rows with a threshold also copy the slice's keys that reach it, in
-//                            index order, to the block's staging segment (`seg` entries).
+//                            rows with a threshold also copy the keys that reach it, in index
+//                            order, to staging segments (`seg` entries per slice, split evenly
+//                            between the block's warps: each warp reads a contiguous part).
 //                            mb_select finds the bucket holding the K-th key, and marks the row
 //                            done when that bucket is taken whole (early stop) or every bit is
 //                            resolved
@@ -38,7 +39,8 @@
 // The launcher then orders the K winners (by index, then stably by key) and gathers the values.
 // Dtypes: all (KeyTraits). Threads per block: 256. Scratch per row: 72 bytes of state, 256
 // counters, 256 32-bit counters and one offset per slice, K winners and `cap` candidates (key and
-// 64-bit index each); with a threshold, a staged count and `seg` keys and 32-bit offsets per slice.
+// 64-bit index each); with a threshold, `seg` staged keys and 32-bit offsets per slice and a
+// staged count per warp.
 #include "key_traits.cuh"
 #include "block_sort.cuh"
 
@@ -142,51 +144,53 @@ __global__ void __launch_bounds__(256)
   // The same for the whole block: it exits before any barrier.
   if (s.done || s.from_cand != (int)FROM_CAND) return;
   __shared__ unsigned int counts[256];
-  __shared__ int s_warp[32];
-  __shared__ int s_total;
   for (int d = threadIdx.x; d < 256; d += blockDim.x) counts[d] = 0;
   __syncthreads();
   const MbRow<T, FROM_CAND> r = MB_ROW(s, row);
   const bool first = s.shift + 8 >= KEY_BITS;
   const bool staging = !FROM_CAND && s.filter;  // the same for the whole block
   const long long slot = row * gridDim.x + blockIdx.x;
-  long long staged = 0;  // keys of this slice that reach the threshold (may exceed seg)
   const long long begin = (long long)blockIdx.x * slice;
   const long long end = min(r.length, begin + slice);
-  // MB_ITEMS keys per thread per round, all loaded before any is used: more loads in flight per
-  // thread, which a pass at the memory-bandwidth limit needs (one per thread is too few to cover
-  // the latency of HBM with the blocks an SM holds).
-  for (long long chunk = begin; chunk < end; chunk += (long long)MB_ITEMS * blockDim.x) {
+  // Each warp takes a contiguous part of the slice, in whole rounds of 32 * MB_ITEMS keys, so
+  // that its staged keys are in index order with a ballot and no block barrier; a warp's lanes
+  // read 32 consecutive keys per load (coalesced). MB_ITEMS keys per lane are loaded before any
+  // is used: more loads in flight, which a pass at the memory-bandwidth limit needs.
+  const int warps = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const long long round = 32LL * MB_ITEMS;
+  const long long part = ((max(0LL, end - begin) + warps - 1) / warps + round - 1) / round * round;
+  const long long wbegin = begin + warp * part;
+  const long long wend = min(end, wbegin + part);
+  const long long wslot = slot * warps + warp;  // the warp's staging segment
+  const long long wseg = seg / warps;
+  const unsigned lanes_below = (1u << lane) - 1u;
+  int staged = 0;  // keys of this warp's part that reach the threshold (may exceed wseg; < 2^31)
+  for (long long chunk = wbegin; chunk < wend; chunk += round) {
     unsigned long long keys[MB_ITEMS];
 #pragma unroll
     for (int j = 0; j < MB_ITEMS; ++j) {
-      const long long i = chunk + (long long)j * blockDim.x + threadIdx.x;
-      keys[j] = i < end ? (unsigned long long)r.key(i) : 0;
+      const long long i = chunk + 32LL * j + lane;
+      keys[j] = i < wend ? (unsigned long long)r.key(i) : 0;
     }
-    bool any_pick = false;
 #pragma unroll
     for (int j = 0; j < MB_ITEMS; ++j) {
-      const bool valid = chunk + (long long)j * blockDim.x + threadIdx.x < end;
+      const long long i = chunk + 32LL * j + lane;
+      const bool valid = i < wend;
       const bool counted = valid && (first || (keys[j] >> (s.shift + 8)) == s.prefix);
       cutopk_warp_histogram_add(counts, (unsigned)(keys[j] >> s.shift) & 255u, counted);
-      any_pick = any_pick || (valid && keys[j] >= s.threshold);
-    }
-    // Few keys reach the threshold: one barrier per round finds the rounds that hold any; their
-    // keys are ranked item by item, which is index order (item j covers the j-th blockDim.x).
-    if (staging && __syncthreads_or(any_pick)) {
-#pragma unroll
-      for (int j = 0; j < MB_ITEMS; ++j) {
-        const long long i = chunk + (long long)j * blockDim.x + threadIdx.x;
-        const bool pick = i < end && keys[j] >= s.threshold;
-        const long long at = staged + cutopk_block_rank(pick, s_warp, &s_total);
-        if (pick && at < seg) {
-          stage_key[slot * seg + at] = (typename KeyTraits<T>::Key)keys[j];
-          stage_off[slot * seg + at] = (unsigned int)(i - begin);
+      if (staging) {
+        const bool pick = valid && keys[j] >= s.threshold;
+        const unsigned picks = __ballot_sync(0xffffffffu, pick);
+        const int at = staged + __popc(picks & lanes_below);
+        if (pick && at < wseg) {
+          stage_key[wslot * wseg + at] = (typename KeyTraits<T>::Key)keys[j];
+          stage_off[wslot * wseg + at] = (unsigned int)(i - begin);
         }
-        staged += s_total;  // read before the next rank rewrites it, behind that rank's barrier
+        staged += __popc(picks);
       }
     }
   }
+  if (staging && lane == 0) stage_count[wslot] = staged;
   __syncthreads();
   unsigned int* mine = slice_hist + slot * 256;
   for (int d = threadIdx.x; d < 256; d += blockDim.x) {
@@ -194,7 +198,6 @@ __global__ void __launch_bounds__(256)
     mine[d] = c;
     if (c) atomicAdd(&hist[row * 256 + d], (unsigned long long)c);
   }
-  if (staging && threadIdx.x == 0) stage_count[slot] = staged;
 }
 
 // A row's threshold: the key of rank `rank` (0: the best) among MB_SAMPLES keys read at evenly
@@ -245,12 +248,12 @@ __global__ void __launch_bounds__(256)
   }
 }
 
-// Rows whose staged keys hold the K winners (at least K of them, every slice's within its
+// Rows whose staged keys hold the K winners (at least K of them, every warp's within its
 // segment, all within the candidate buffer) restart their selection on them; `ties` gets each
 // slice's offset in the candidate buffer. Other rows go on with the top digit already selected.
 extern "C" __global__ void __launch_bounds__(256)
     mb_decide(MbState* __restrict__ state, const long long* __restrict__ stage_count, long long* __restrict__ ties,
-              long long rows, int blocks_per_row, long long seg, long long cap, int k, int key_bits) {
+              long long rows, int blocks_per_row, int warps, long long seg, long long cap, int k, int key_bits) {
   const long long row = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   if (row >= rows) return;
   MbState s = state[row];
@@ -258,10 +261,12 @@ extern "C" __global__ void __launch_bounds__(256)
   long long total = 0;
   bool fits = true;
   for (int b = 0; b < blocks_per_row; ++b) {
-    const long long count = stage_count[row * blocks_per_row + b];
-    fits = fits && count <= seg;
     ties[row * blocks_per_row + b] = total;
-    total += count;
+    for (int w = 0; w < warps; ++w) {
+      const long long count = stage_count[(row * blocks_per_row + b) * warps + w];
+      fits = fits && count <= seg / warps;
+      total += count;
+    }
   }
   s.filter = 0;
   if (fits && total >= k && total <= cap) {
@@ -278,7 +283,8 @@ extern "C" __global__ void __launch_bounds__(256)
 }
 
 // Copies the staged segments of the rows that restarted into their candidate buffers, in index
-// order (mb_decide's offsets), with the indices in the row.
+// order (mb_decide's offsets per slice, then the warps' segments in order), with the indices in
+// the row. Launched with mb_histogram's block size: one warp per segment.
 template <class T>
 __global__ void __launch_bounds__(256)
     mb_squeeze(const MbState* __restrict__ state, long long slice, long long cap,
@@ -287,12 +293,16 @@ __global__ void __launch_bounds__(256)
   const long long row = blockIdx.y;
   // Only mb_decide has set from_cand yet (mb_switch comes later).
   if (!state[row].from_cand) return;
+  const int warps = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const long long slot = row * gridDim.x + blockIdx.x;
-  const long long count = stage_count[slot];
-  const long long offset = row * cap + ties[slot];
-  for (long long j = threadIdx.x; j < count; j += blockDim.x) {
-    cand_key[offset + j] = stage_key[slot * seg + j];
-    cand_idx[offset + j] = (long long)blockIdx.x * slice + stage_off[slot * seg + j];
+  const long long wseg = seg / warps;
+  long long offset = row * cap + ties[slot];
+  for (int w = 0; w < warp; ++w) offset += stage_count[slot * warps + w];
+  const long long wslot = slot * warps + warp;
+  const long long count = stage_count[wslot];
+  for (long long j = lane; j < count; j += 32) {
+    cand_key[offset + j] = stage_key[wslot * wseg + j];
+    cand_idx[offset + j] = (long long)blockIdx.x * slice + stage_off[wslot * wseg + j];
   }
 }
 
