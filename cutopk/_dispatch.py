@@ -78,7 +78,8 @@ class Plan:
     shared_bytes : int
         Dynamic shared memory per block.
     params : dict
-        Kernel-specific parameters (ITEMS, size, cap, rows_per_chunk).
+        Kernel-specific parameters (ITEMS, KMAX, size, cap, buffer; multiblock: blocks_per_row,
+        slice, cap, rows_per_chunk, sample_rank, seg).
     copy : bool
         Whether the input is copied into a contiguous buffer first.
     scratch_bytes : int

@@ -111,8 +111,7 @@ def run(
     )
     mod.get_function(f"mb_compact<{cxx}>")(grid2, block, compact)
     mod.get_function("mb_switch")((-(-rows // threads),), block, (state, np.int64(rows), np.int64(cap)))
-    # The other digits.
-    # Rows that restarted on their staged keys need every digit, the others one fewer.
+    # The other digits (every digit for the rows that restarted on their staged keys).
     for _ in range(key_bits // 8 - (0 if staged else 1)):
         histograms("false", "true")
         mod.get_function("mb_select")((rows,), block, (state, hist))

@@ -124,3 +124,16 @@ def test_multiblock_chunks_of_rows():
     p = d.plan(3, 2**36, 4000, 4, DEV, copy=False)
     assert p.params["rows_per_chunk"] == 1 and p.scratch_bytes > d.MULTIBLOCK_SCRATCH_LIMIT
     assert d.plan(64, 2**20, 64, 4, DEV, copy=False).params["rows_per_chunk"] == 64
+
+
+def test_multiblock_sampled_threshold_plan():
+    p = d.plan(1, 2**28, 64, 4, DEV, copy=False)
+    assert p.params["sample_rank"] == 10  # 8 + 2 * ceil(64 * 4096 / 2**28)
+    expected = 11 * 2**28 // d.MULTIBLOCK_SAMPLES  # keys that reach the threshold, about
+    seg, blocks = p.params["seg"], p.params["blocks_per_row"]
+    assert seg % 256 == 0 and seg * blocks >= 2 * expected  # split evenly over 8 warps
+    assert p.scratch_bytes >= blocks * seg * (4 + 4)
+    assert d.plan(1, 2**23, 64, 4, DEV, copy=False).params["sample_rank"] is None  # too short to pay
+    assert d.plan(4, 2**22, 64, 4, DEV, copy=False).params["sample_rank"] is not None  # 2**24 in all
+    # 521 * 4096 keys would reach the threshold: more than n / 16, no threshold.
+    assert d.plan(1, 2**24, 2**20, 4, DEV, copy=False).params["sample_rank"] is None
