@@ -79,7 +79,7 @@ class Plan:
         Dynamic shared memory per block.
     params : dict
         Kernel-specific parameters (ITEMS, KMAX, size, cap, buffer; multiblock: blocks_per_row,
-        slice, cap, rows_per_chunk, sample_rank, seg).
+        slice, cap, rows_per_chunk, sample_rank, seg, order_shared).
     copy : bool
         Whether the input is copied into a contiguous buffer first.
     scratch_bytes : int
@@ -262,6 +262,7 @@ def _plan(rows: int, n: int, k: int, key_bytes: int, device: Device, copy: bool,
         # n / 32 leaves room for skew (a larger bucket stays on the input, only slower).
         cap = max(1, min(n, max(1 << 16, n // 32)))
         rank, seg = sample_threshold(rows, n, k, per_row, cap)
+        order_bytes = pow2_at_least(k) * (8 + key_bytes)
         row_scratch = (
             MULTIBLOCK_STATE_BYTES + 256 * 8 + per_row * (8 + 256 * 4) + (k * 3 + cap) * (key_bytes + 8)
         )
@@ -275,6 +276,8 @@ def _plan(rows: int, n: int, k: int, key_bytes: int, device: Device, copy: bool,
             "rows_per_chunk": chunk,
             "sample_rank": rank,
             "seg": seg,
+            # mb_order sorts the K winners in shared memory when their pairs fit (else CuPy does).
+            "order_shared": order_bytes if order_bytes <= device.shared_bytes else 0,
         }
         grid = per_row * chunk
         return Plan(name, "mb_histogram", grid, MULTIBLOCK_THREADS, 0, params, copy, chunk * row_scratch)

@@ -118,6 +118,20 @@ def run(
     # The final bucket: winners above it, then its first keys in index order.
     scan()
     both("mb_collect", np.int32(k), state, ties, win_key, win_idx)
+    if plan.params["order_shared"]:
+        order = (
+            base,
+            np.int64(row_stride),
+            np.int64(col_stride),
+            np.int32(k),
+            np.int32(req.order != "value"),
+            win_key,
+            win_idx,
+            values,
+            indices,
+        )
+        mod.get_function(f"mb_order<{cxx}>")((rows,), block, order, shared_mem=plan.params["order_shared"])
+        return
     # Order the K winners: by index, then (stably) by key, so equal keys stay in index order.
     by_index = xp.argsort(win_idx, axis=1)  # indices are distinct: any sort will do
     order = by_index

@@ -36,7 +36,8 @@
 // Every kernel comes in two flavours (FROM_CAND) and a row is handled by the one matching its
 // mode, so reads of the input are: 1 for a row that restarts on its staged keys, 2 for a row
 // that moves to the candidate buffer (top digit, compact), else one per digit pass plus 1.
-// The launcher then orders the K winners (by index, then stably by key) and gathers the values.
+// The launcher then orders the K winners and gathers the values: mb_order when their pairs fit
+// shared memory, else the array library's sorts (by index, then stably by key).
 // Dtypes: all (KeyTraits). Threads per block: 256. Scratch per row: 72 bytes of state, 256
 // counters, 256 32-bit counters and one offset per slice, K winners and `cap` candidates (key and
 // 64-bit index each); with a threshold, `seg` staged keys and 32-bit offsets per slice and a
@@ -443,6 +444,39 @@ __global__ void __launch_bounds__(256)
                          ties[row * gridDim.x + blockIdx.x], s.needed, win_key + row * k, win_idx + row * k,
                          win_key + row * k + first_tie, win_idx + row * k + first_tie);
 }
+// The last step when a row's K (key, index) pairs fit shared memory: orders the winners (by key,
+// ties by index; or by index) with a block bitonic sort and writes the indices and the values,
+// re-read from the input at the winning indices so that their bits are the input's. One block
+// per row, one launch, instead of the array library's sorts and gathers.
+template <class T>
+__global__ void __launch_bounds__(256)
+    mb_order(const T* __restrict__ in, long long row_stride, long long col_stride, int k, int by_index,
+             const typename KeyTraits<T>::Key* __restrict__ win_key, const long long* __restrict__ win_idx,
+             T* __restrict__ out_vals, long long* __restrict__ out_idx) {
+  typedef typename KeyTraits<T>::Key Key;
+  typedef unsigned long long Index;
+  const int kp = cutopk_pow2_at_least(k);
+  extern __shared__ __align__(16) unsigned char cutopk_smem[];
+  Index* idx = reinterpret_cast<Index*>(cutopk_smem);
+  Key* keys = reinterpret_cast<Key*>(idx + kp);
+  const long long row = blockIdx.x;
+  // Padding sorts last either way: the lowest key with the highest index.
+  for (int j = threadIdx.x; j < kp; j += blockDim.x) {
+    keys[j] = j < k ? win_key[row * k + j] : Key(0);
+    idx[j] = j < k ? (Index)win_idx[row * k + j] : ~0ull;
+  }
+  __syncthreads();
+  if (by_index)
+    cutopk_block_bitonic<true>(keys, idx, kp);
+  else
+    cutopk_block_bitonic<false>(keys, idx, kp);
+  const T* base = in + row * row_stride;
+  for (int j = threadIdx.x; j < k; j += blockDim.x) {
+    out_idx[row * k + j] = (long long)idx[j];
+    out_vals[row * k + j] = base[(long long)idx[j] * col_stride];
+  }
+}
+
 #undef MB_ROW
 #undef MB_PARAMS
 #undef MB_STAGE_PARAMS

@@ -137,3 +137,11 @@ def test_multiblock_sampled_threshold_plan():
     assert d.plan(4, 2**22, 64, 4, DEV, copy=False).params["sample_rank"] is not None  # 2**24 in all
     # 521 * 4096 keys would reach the threshold: more than n / 16, no threshold.
     assert d.plan(1, 2**24, 2**20, 4, DEV, copy=False).params["sample_rank"] is None
+
+
+def test_multiblock_orders_the_winners_in_shared_memory_when_they_fit():
+    # pow2(K) (key, 64-bit index) pairs in 48 KB: K <= 4096 for 32-bit keys, <= 2048 for 64-bit.
+    assert d.plan(1, 2**20, 4096, 4, DEV, copy=False).params["order_shared"] == 4096 * 12
+    assert d.plan(1, 2**20, 4097, 4, DEV, copy=False).params["order_shared"] == 0
+    assert d.plan(1, 2**20, 2048, 8, DEV, copy=False).params["order_shared"] == 2048 * 16
+    assert d.plan(1, 2**20, 2049, 8, DEV, copy=False).params["order_shared"] == 0
