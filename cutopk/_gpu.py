@@ -71,8 +71,7 @@ def name_expressions(cxx: str) -> list[str]:
     names = [f"warp_row_topk<{cxx}, {items}>" for items in WARP_ROW_ITEMS]
     names += [f"thread_row_topk<{cxx}, {kmax}>" for kmax in THREAD_ROW_KMAX]
     names += [f"bitonic_topk<{cxx}>", f"radix_topk<{cxx}>", f"compute_keys<{cxx}>", f"gather_values<{cxx}>"]
-    names += [f"{k}<{cxx}, {f}>" for k in ("mb_histogram", "mb_collect") for f in ("false", "true")]
-    names += [f"mb_compact<{cxx}>", f"mb_sample<{cxx}>", f"mb_squeeze<{cxx}>", f"mb_order<{cxx}>"]
+    names += [f"mb_{k}<{cxx}>" for k in ("histogram", "collect", "compact", "sample", "squeeze", "order")]
     return names
 
 

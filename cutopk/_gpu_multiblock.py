@@ -1,8 +1,8 @@
 """Launch sequence of the multi-block radix select (kernels/multiblock_radix.cu).
 
 A fixed sequence of launches on the current stream, with no host synchronisation: the number
-of digit passes is the key width / 8 whatever the data, every per-slice kernel is launched in
-both flavours (input, candidate buffer) and each row is handled by the one matching its mode,
+of digit passes is the key width / 8 whatever the data (one more with a sampled threshold), a
+per-slice pass serves the rows on the input and those on the candidate buffer in one launch,
 and passes after a row's early stop return at once, so the whole call can be captured in a CUDA
 graph.
 """
@@ -53,17 +53,13 @@ def run(
         np.int32(req.nan_first),
     )
 
-    def params(from_cand: bool):
-        return (*strided, np.int64(cand_slice if from_cand else slice_), np.int64(cap), cand_key, cand_idx)
+    # The per-slice passes take both slice lengths: each block reads the input or the candidate
+    # buffer, as its row's state says.
+    per_slice = (*strided, np.int64(slice_), np.int64(cap), cand_key, cand_idx, np.int64(cand_slice))
 
-    def both(name, *tail):
-        for flavour in ("false", "true"):
-            mod.get_function(f"{name}<{cxx}, {flavour}>")(grid2, block, (*params(flavour == "true"), *tail))
-
-    def histograms(*flavours):
-        for flavour in flavours:
-            args = (*params(flavour == "true"), state, hist, slice_hist, *stage)
-            mod.get_function(f"mb_histogram<{cxx}, {flavour}>")(grid2, block, args)
+    def histogram():
+        args = (*per_slice, state, hist, slice_hist, *stage)
+        mod.get_function(f"mb_histogram<{cxx}>")(grid2, block, args)
 
     def scan():
         mod.get_function("mb_scan_ties")(
@@ -76,7 +72,7 @@ def run(
     if staged:
         mod.get_function(f"mb_sample<{cxx}>")((rows,), block, (*strided, np.int32(rank), state))
     # The top digit, over the input (staging the keys that reach the threshold).
-    histograms("false")
+    histogram()
     mod.get_function("mb_select")((rows,), block, (state, hist))
     if staged:
         # Rows whose staged keys hold the K winners restart on them in the candidate buffer.
@@ -113,11 +109,12 @@ def run(
     mod.get_function("mb_switch")((-(-rows // threads),), block, (state, np.int64(rows), np.int64(cap)))
     # The other digits (every digit for the rows that restarted on their staged keys).
     for _ in range(key_bits // 8 - (0 if staged else 1)):
-        histograms("false", "true")
+        histogram()
         mod.get_function("mb_select")((rows,), block, (state, hist))
     # The final bucket: winners above it, then its first keys in index order.
     scan()
-    both("mb_collect", np.int32(k), state, ties, win_key, win_idx)
+    collect = (*per_slice, np.int32(k), state, ties, win_key, win_idx)
+    mod.get_function(f"mb_collect<{cxx}>")(grid2, block, collect)
     if plan.params["order_shared"]:
         order = (
             base,

@@ -33,15 +33,14 @@
 //                            fit); a done row returns at once
 //   mb_scan_ties, mb_collect keys above the final bucket are winners; of the bucket's keys the
 //                            first `needed` in index order are winners: the lower-index rule.
-// Every kernel comes in two flavours (FROM_CAND) and a row is handled by the one matching its
-// mode, so reads of the input are: 1 for a row that restarts on its staged keys, 2 for a row
-// that moves to the candidate buffer (top digit, compact), else one per digit pass plus 1.
-// The launcher then orders the K winners and gathers the values: mb_order when their pairs fit
-// shared memory, else the array library's sorts (by index, then stably by key).
-// Dtypes: all (KeyTraits). Threads per block: 256. Scratch per row: 72 bytes of state, 256
-// counters, 256 32-bit counters and one offset per slice, K winners and `cap` candidates (key and
-// 64-bit index each); with a threshold, `seg` staged keys and 32-bit offsets per slice and a
-// staged count per warp.
+// A per-slice pass is one launch for every row: each block reads the input or the candidate
+// buffer, as its row's state says (FROM_CAND in the device code), so reads of the input are: 1 for a row that restarts
+// on its staged keys, 2 for a row that moves to the candidate buffer (top digit, compact), else one per digit pass
+// plus 1. The launcher then orders the K winners and gathers the values: mb_order when their pairs fit shared memory,
+// else the array library's sorts (by index, then stably by key). Dtypes: all (KeyTraits). Threads per block: 256.
+// Scratch per row: 72 bytes of state, 256 counters, 256 32-bit counters and one offset per slice, K winners and `cap`
+// candidates (key and 64-bit index each); with a threshold, `seg` staged keys and 32-bit offsets per slice and a staged
+// count per warp.
 #include "key_traits.cuh"
 #include "block_sort.cuh"
 
@@ -136,9 +135,8 @@ extern "C" __global__ void __launch_bounds__(256)
 // Also writes every bin of the slice's histogram (zeros included: the bins of the pass that
 // decides a row's final bucket must be this pass's), so mb_scan_ties needs no second read.
 template <class T, bool FROM_CAND>
-__global__ void __launch_bounds__(256)
-    mb_histogram(MB_PARAMS, const MbState* __restrict__ state, unsigned long long* __restrict__ hist,
-                 unsigned int* __restrict__ slice_hist, MB_STAGE_PARAMS) {
+__device__ void mb_histogram_rows(MB_PARAMS, const MbState* __restrict__ state, unsigned long long* __restrict__ hist,
+                                  unsigned int* __restrict__ slice_hist, MB_STAGE_PARAMS) {
   const int KEY_BITS = 8 * sizeof(typename KeyTraits<T>::Key);
   const long long row = blockIdx.y;
   const MbState s = state[row];
@@ -429,9 +427,8 @@ extern "C" __global__ void __launch_bounds__(256)
 }
 
 template <class T, bool FROM_CAND>
-__global__ void __launch_bounds__(256)
-    mb_collect(MB_PARAMS, int k, MbState* __restrict__ state, const long long* __restrict__ ties,
-               typename KeyTraits<T>::Key* __restrict__ win_key, long long* __restrict__ win_idx) {
+__device__ void mb_collect_rows(MB_PARAMS, int k, MbState* __restrict__ state, const long long* __restrict__ ties,
+                                typename KeyTraits<T>::Key* __restrict__ win_key, long long* __restrict__ win_idx) {
   const long long row = blockIdx.y;
   const MbState s = state[row];
   if (s.from_cand != (int)FROM_CAND) return;
@@ -444,6 +441,31 @@ __global__ void __launch_bounds__(256)
                          ties[row * gridDim.x + blockIdx.x], s.needed, win_key + row * k, win_idx + row * k,
                          win_key + row * k + first_tie, win_idx + row * k + first_tie);
 }
+// The kernels of the per-slice passes: one launch serves rows on the input and rows on the
+// candidate buffer, each block reading the source its row's state names (slices of `slice`
+// elements over the input, of `cand_slice` over the candidates).
+#define MB_ARGS(SLICE) in, n, row_stride, col_stride, largest, nan_first, SLICE, cap, cand_key, cand_idx
+template <class T>
+__global__ void __launch_bounds__(256)
+    mb_histogram(MB_PARAMS, long long cand_slice, const MbState* __restrict__ state,
+                 unsigned long long* __restrict__ hist, unsigned int* __restrict__ slice_hist, MB_STAGE_PARAMS) {
+  if (state[blockIdx.y].from_cand)
+    mb_histogram_rows<T, true>(MB_ARGS(cand_slice), state, hist, slice_hist, stage_key, stage_off, stage_count, seg);
+  else
+    mb_histogram_rows<T, false>(MB_ARGS(slice), state, hist, slice_hist, stage_key, stage_off, stage_count, seg);
+}
+
+template <class T>
+__global__ void __launch_bounds__(256)
+    mb_collect(MB_PARAMS, long long cand_slice, int k, MbState* __restrict__ state, const long long* __restrict__ ties,
+               typename KeyTraits<T>::Key* __restrict__ win_key, long long* __restrict__ win_idx) {
+  if (state[blockIdx.y].from_cand)
+    mb_collect_rows<T, true>(MB_ARGS(cand_slice), k, state, ties, win_key, win_idx);
+  else
+    mb_collect_rows<T, false>(MB_ARGS(slice), k, state, ties, win_key, win_idx);
+}
+#undef MB_ARGS
+
 // The last step when a row's K (key, index) pairs fit shared memory: orders the winners (by key,
 // ties by index; or by index) with a block bitonic sort and writes the indices and the values,
 // re-read from the input at the winning indices so that their bits are the input's. One block
