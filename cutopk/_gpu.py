@@ -31,7 +31,7 @@ KERNEL_FILES = (
     "keys.cu",
 )
 # Kernels that are not templates (one copy per module).
-PLAIN_KERNELS = ("mb_init", "mb_select", "mb_scan_ties", "mb_switch", "mb_decide")
+PLAIN_KERNELS = ("mb_init", "mb_select", "mb_switch")
 WARP_ROW_ITEMS = (1, 2, 4, 8, 16, 32)
 THREAD_ROW_KMAX = (1, 2, 4, 8)
 _LOCAL_INCLUDE = re.compile(r'^\s*#\s*include\s+"[^"]+"\s*$', re.MULTILINE)
@@ -71,7 +71,7 @@ def name_expressions(cxx: str) -> list[str]:
     names = [f"warp_row_topk<{cxx}, {items}>" for items in WARP_ROW_ITEMS]
     names += [f"thread_row_topk<{cxx}, {kmax}>" for kmax in THREAD_ROW_KMAX]
     names += [f"bitonic_topk<{cxx}>", f"radix_topk<{cxx}>", f"compute_keys<{cxx}>", f"gather_values<{cxx}>"]
-    names += [f"mb_{k}<{cxx}>" for k in ("histogram", "collect", "compact", "sample", "squeeze", "order")]
+    names += [f"mb_{k}<{cxx}>" for k in ("histogram", "collect", "move", "sample", "order")]
     return names
 
 

@@ -61,10 +61,9 @@ def run(
         args = (*per_slice, state, hist, slice_hist, *stage)
         mod.get_function(f"mb_histogram<{cxx}>")(grid2, block, args)
 
-    def scan():
-        mod.get_function("mb_scan_ties")(
-            (-(-rows // threads),), block, (state, slice_hist, ties, np.int64(rows), np.int32(per_row))
-        )
+    def select():
+        args = (state, hist, slice_hist, ties, np.int32(per_row), stage[2], np.int32(warps), stage[3])
+        mod.get_function("mb_select")((rows,), block, (*args, np.int64(cap), np.int32(k), np.int32(key_bits)))
 
     mod.get_function("mb_init")(
         (-(-rows * 256 // threads),), block, (state, hist, np.int64(rows), np.int32(k), np.int32(key_bits))
@@ -73,27 +72,10 @@ def run(
         mod.get_function(f"mb_sample<{cxx}>")((rows,), block, (*strided, np.int32(rank), state))
     # The top digit, over the input (staging the keys that reach the threshold).
     histogram()
-    mod.get_function("mb_select")((rows,), block, (state, hist))
-    if staged:
-        # Rows whose staged keys hold the K winners restart on them in the candidate buffer.
-        decide = (
-            state,
-            stage[2],
-            ties,
-            np.int64(rows),
-            np.int32(per_row),
-            np.int32(warps),
-            stage[3],
-            np.int64(cap),
-        )
-        mod.get_function("mb_decide")(
-            (-(-rows // threads),), block, (*decide, np.int32(k), np.int32(key_bits))
-        )
-        squeeze = (state, np.int64(slice_), np.int64(cap), cand_key, cand_idx, ties, *stage)
-        mod.get_function(f"mb_squeeze<{cxx}>")(grid2, block, squeeze)
-    # Rows whose bucket fits move to the candidate buffer.
-    scan()
-    compact = (
+    select()
+    # Rows that restarted on their staged keys, and rows whose bucket fits, move to the
+    # candidate buffer.
+    move = (
         *strided,
         np.int64(slice_),
         np.int64(cap),
@@ -105,14 +87,13 @@ def run(
         win_key,
         win_idx,
     )
-    mod.get_function(f"mb_compact<{cxx}>")(grid2, block, compact)
+    mod.get_function(f"mb_move<{cxx}>")(grid2, block, (*move, *stage))
     mod.get_function("mb_switch")((-(-rows // threads),), block, (state, np.int64(rows), np.int64(cap)))
     # The other digits (every digit for the rows that restarted on their staged keys).
     for _ in range(key_bits // 8 - (0 if staged else 1)):
         histogram()
-        mod.get_function("mb_select")((rows,), block, (state, hist))
+        select()
     # The final bucket: winners above it, then its first keys in index order.
-    scan()
     collect = (*per_slice, np.int32(k), state, ties, win_key, win_idx)
     mod.get_function(f"mb_collect<{cxx}>")(grid2, block, collect)
     if plan.params["order_shared"]:

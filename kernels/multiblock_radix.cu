@@ -4,43 +4,40 @@
 // A row is cut into `blocks_per_row` slices, one block each. The kernels are launched in a fixed
 // sequence (no host synchronisation, so the whole call can be captured in a CUDA graph); each
 // reads the per-row state the previous one left in global memory:
-//   mb_init                  state: prefix 0, shift at the top digit, needed = K
-//   mb_sample                (long rows only) a threshold from a strided sample of the row: the
-//                            sample's key of rank `rank`, chosen so that about (rank + 1) * n /
-//                            MB_SAMPLES keys of the row reach it, and almost surely at least K
-//   mb_histogram, mb_select  the top digit: every block histograms its slice (warp-aggregated
-//                            counts in shared memory), adds them to the row's histogram (one
-//                            global atomic per bin) and keeps them as its slice's histogram;
-//                            rows with a threshold also copy the keys that reach it, in index
-//                            order, to staging segments (`seg` entries per slice, split evenly
-//                            between the block's warps: each warp reads a contiguous part).
-//                            mb_select finds the bucket holding the K-th key, and marks the row
-//                            done when that bucket is taken whole (early stop) or every bit is
-//                            resolved
-//   mb_decide, mb_squeeze    a row whose staged keys number at least K, fit every segment and fit
-//                            the candidate buffer restarts its selection on them (they hold the
-//                            K winners): the segments are squeezed into the candidate buffer in
-//                            index order. Such a row reads its input once. Other rows go on.
-//   mb_scan_ties, mb_compact, mb_switch
-//                            rows whose bucket fits the candidate buffer (`cap` per row) move
-//                            there: keys above the bucket become winners, the bucket's keys are
-//                            copied with their indices, in index order (each slice's count of
-//                            bucket keys is its histogram's bin, so a prefix sum over slices gives
-//                            each block its offset without reading the row again; block prefix
-//                            sums inside a slice)
-//   (mb_histogram, mb_select) x the other digits (x every digit when a threshold was sampled),
-//                            over the candidates (or over the input for rows whose bucket did not
-//                            fit); a done row returns at once
-//   mb_scan_ties, mb_collect keys above the final bucket are winners; of the bucket's keys the
-//                            first `needed` in index order are winners: the lower-index rule.
+//   mb_init       state: prefix 0, shift at the top digit, needed = K
+//   mb_sample     (long inputs only) a threshold from an evenly spaced sample of the row: the
+//                 sample's key of rank `rank`, chosen so that about (rank + 1) * n / MB_SAMPLES
+//                 keys of the row reach it, and almost surely at least K
+//   mb_histogram  the top digit: every block histograms its slice (warp-aggregated counts in
+//                 shared memory), adds them to the row's histogram (one global atomic per bin)
+//                 and keeps them as its slice's histogram. Rows with a threshold also stage the
+//                 keys that reach it, in index order: each warp reads a contiguous part of the
+//                 slice into its own segment (`seg` entries per slice, split between the warps)
+//   mb_select     finds the bucket holding the K-th key and marks the row done when that bucket
+//                 is taken whole (early stop) or every bit is resolved; a row whose staged keys
+//                 number at least K, fit every segment and fit the candidate buffer restarts its
+//                 selection on them (they hold the K winners); then each slice's offset: among
+//                 the staged keys, or among the bucket's keys (its histogram bin)
+//   mb_move       a restarted row squeezes its staged keys into its candidate buffer (so it
+//                 reads its input once); a row whose bucket fits the buffer (`cap` per row)
+//                 copies the bucket's keys there with their indices, in index order, and its
+//                 keys above the bucket become winners (a second read)
+//   mb_switch     the latter rows read the buffer from now on
+//   (mb_histogram, mb_select) x the other digits (x every digit with a threshold), over the
+//                 candidates, or over the input for rows whose bucket did not fit; a done row
+//                 returns at once
+//   mb_collect    keys above the final bucket are winners; of the bucket's keys the first
+//                 `needed` in index order are winners: the lower-index rule
+//   mb_order      the K winners in the requested order, and their values (when pow2(K) pairs
+//                 fit shared memory; the launcher sorts larger K with the array library)
 // A per-slice pass is one launch for every row: each block reads the input or the candidate
-// buffer, as its row's state says (FROM_CAND in the device code), so reads of the input are: 1 for a row that restarts
-// on its staged keys, 2 for a row that moves to the candidate buffer (top digit, compact), else one per digit pass
-// plus 1. The launcher then orders the K winners and gathers the values: mb_order when their pairs fit shared memory,
-// else the array library's sorts (by index, then stably by key). Dtypes: all (KeyTraits). Threads per block: 256.
-// Scratch per row: 72 bytes of state, 256 counters, 256 32-bit counters and one offset per slice, K winners and `cap`
-// candidates (key and 64-bit index each); with a threshold, `seg` staged keys and 32-bit offsets per slice and a staged
-// count per warp.
+// buffer, as its row's state says (FROM_CAND in the device code). Reads of the input: 1 for a
+// row that restarts on its staged keys, 2 for a row that moves to the candidate buffer, else
+// one per digit pass plus 1.
+// Dtypes: all (KeyTraits). Threads per block: 256. Scratch per row: 72 bytes of state, 256
+// counters, 256 32-bit counters and one offset per slice, K winners and `cap` candidates (key
+// and 64-bit index each); with a threshold, `seg` staged keys and 32-bit offsets per slice and
+// a staged count per warp.
 #include "key_traits.cuh"
 #include "block_sort.cuh"
 
@@ -55,7 +52,7 @@ struct MbState {
   int unused;                    // keeps cand_count 8-byte aligned
   long long cand_count;          // candidates in the buffer
   unsigned long long threshold;  // mb_sample's key: pass 1 stages the keys that reach it
-  int filter;                    // 1 from mb_sample to mb_decide: pass 1 stages keys
+  int filter;                    // 1 from mb_sample to pass 1's mb_select: pass 1 stages keys
   int unused2;
 };
 static_assert(sizeof(MbState) == 72, "MULTIBLOCK_STATE_BYTES in cutopk/_dispatch.py");
@@ -133,7 +130,7 @@ extern "C" __global__ void __launch_bounds__(256)
       long long* __restrict__ stage_count, long long seg
 
 // Also writes every bin of the slice's histogram (zeros included: the bins of the pass that
-// decides a row's final bucket must be this pass's), so mb_scan_ties needs no second read.
+// decides a row's final bucket must be this pass's), so mb_select needs no second read.
 template <class T, bool FROM_CAND>
 __device__ void mb_histogram_rows(MB_PARAMS, const MbState* __restrict__ state, unsigned long long* __restrict__ hist,
                                   unsigned int* __restrict__ slice_hist, MB_STAGE_PARAMS) {
@@ -247,66 +244,47 @@ __global__ void __launch_bounds__(256)
   }
 }
 
-// Rows whose staged keys hold the K winners (at least K of them, every warp's within its
-// segment, all within the candidate buffer) restart their selection on them; `ties` gets each
-// slice's offset in the candidate buffer. Other rows go on with the top digit already selected.
-extern "C" __global__ void __launch_bounds__(256)
-    mb_decide(MbState* __restrict__ state, const long long* __restrict__ stage_count, long long* __restrict__ ties,
-              long long rows, int blocks_per_row, int warps, long long seg, long long cap, int k, int key_bits) {
-  const long long row = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-  if (row >= rows) return;
-  MbState s = state[row];
-  if (!s.filter) return;
-  long long total = 0;
-  bool fits = true;
-  for (int b = 0; b < blocks_per_row; ++b) {
-    ties[row * blocks_per_row + b] = total;
+// Exclusive prefix sum over the block of one value per thread; every thread gets its own prefix
+// and the total. Uses `sums` (warps + 1 entries of shared memory) and ends behind a barrier.
+__device__ __forceinline__ long long mb_block_exclusive_sum(long long v, long long* sums, long long& total) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  long long inclusive = v;
+#pragma unroll
+  for (int offset = 1; offset < 32; offset <<= 1) {
+    const long long other = __shfl_up_sync(0xffffffffu, inclusive, offset);
+    if (lane >= offset) inclusive += other;
+  }
+  if (lane == 31) sums[warp] = inclusive;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    long long running = 0;
     for (int w = 0; w < warps; ++w) {
-      const long long count = stage_count[(row * blocks_per_row + b) * warps + w];
-      fits = fits && count <= seg / warps;
-      total += count;
+      const long long t = sums[w];
+      sums[w] = running;
+      running += t;
     }
+    sums[warps] = running;
   }
-  s.filter = 0;
-  if (fits && total >= k && total <= cap) {
-    s.prefix = 0;
-    s.needed = k;
-    s.bucket = 0;
-    s.shift = key_bits - 8;
-    s.done = 0;
-    s.above = 0;
-    s.from_cand = 1;
-    s.cand_count = total;
-  }
-  state[row] = s;
+  __syncthreads();
+  const long long prefix = sums[warp] + inclusive - v;
+  total = sums[warps];
+  __syncthreads();  // sums is reused by the next call
+  return prefix;
 }
 
-// Copies the staged segments of the rows that restarted into their candidate buffers, in index
-// order (mb_decide's offsets per slice, then the warps' segments in order), with the indices in
-// the row. Launched with mb_histogram's block size: one warp per segment.
-template <class T>
-__global__ void __launch_bounds__(256)
-    mb_squeeze(const MbState* __restrict__ state, long long slice, long long cap,
-               typename KeyTraits<T>::Key* __restrict__ cand_key, long long* __restrict__ cand_idx,
-               const long long* __restrict__ ties, MB_STAGE_PARAMS) {
-  const long long row = blockIdx.y;
-  // Only mb_decide has set from_cand yet (mb_switch comes later).
-  if (!state[row].from_cand) return;
-  const int warps = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const long long slot = row * gridDim.x + blockIdx.x;
-  const long long wseg = seg / warps;
-  long long offset = row * cap + ties[slot];
-  for (int w = 0; w < warp; ++w) offset += stage_count[slot * warps + w];
-  const long long wslot = slot * warps + warp;
-  const long long count = stage_count[wslot];
-  for (long long j = lane; j < count; j += 32) {
-    cand_key[offset + j] = stage_key[wslot * wseg + j];
-    cand_idx[offset + j] = (long long)blockIdx.x * slice + stage_off[wslot * wseg + j];
-  }
-}
-
+// After a histogram pass, one block per row: finds the bucket holding the K-th key (marking the
+// row done when that bucket is taken whole or every bit is resolved) and clears the histogram.
+// After pass 1, a row with a sampled threshold then decides whether to restart on its staged
+// keys (at least K of them, every warp's within its segment, all within the candidate buffer).
+// Finally `ties` gets each slice's offset: among the staged keys for a row that restarts, else
+// among the keys of the chosen bucket (each slice's bin of this pass's histogram), which
+// mb_move and mb_collect use. The slices are shared out to the threads in contiguous runs and
+// summed with a block scan: a serial loop over hundreds of slices would wait on each load.
 extern "C" __global__ void __launch_bounds__(256)
-    mb_select(MbState* __restrict__ state, unsigned long long* __restrict__ hist) {
+    mb_select(MbState* __restrict__ state, unsigned long long* __restrict__ hist,
+              const unsigned int* __restrict__ slice_hist, long long* __restrict__ ties, int blocks_per_row,
+              const long long* __restrict__ stage_count, int warps, long long seg, long long cap, int k, int key_bits) {
+  __shared__ long long sums[33];
   const long long row = blockIdx.x;
   const int done = state[row].done;
   // Every thread reads `done` before thread 0 may set it below: a thread reading it afterwards
@@ -332,6 +310,58 @@ extern "C" __global__ void __launch_bounds__(256)
   }
   __syncthreads();
   for (int d = threadIdx.x; d < 256; d += blockDim.x) h[d] = 0;  // ready for the next pass
+  // Thread 0's update, seen after the barrier; rewritten only below, once every thread has read it.
+  const int filter = state[row].filter;
+  const unsigned digit = (unsigned)(state[row].prefix & 255u);
+  const int per_thread = (blocks_per_row + blockDim.x - 1) / blockDim.x;
+  const int b0 = min(blocks_per_row, (int)threadIdx.x * per_thread);
+  const int b1 = min(blocks_per_row, b0 + per_thread);
+  long long* row_ties = ties + row * blocks_per_row;
+  long long total;
+  bool restart = false;
+  if (filter) {  // the same for the whole block
+    const long long* counts = stage_count + row * blocks_per_row * warps;
+    long long local = 0;
+    bool fits = true;
+    for (int b = b0; b < b1; ++b)
+      for (int w = 0; w < warps; ++w) {
+        const long long c = counts[b * warps + w];
+        fits = fits && c <= seg / warps;
+        local += c;
+      }
+    fits = __syncthreads_and(fits);
+    long long running = mb_block_exclusive_sum(local, sums, total);
+    restart = fits && total >= k && total <= cap;
+    if (restart)
+      for (int b = b0; b < b1; ++b) {
+        row_ties[b] = running;
+        for (int w = 0; w < warps; ++w) running += counts[b * warps + w];
+      }
+    if (threadIdx.x == 0) {  // every thread has read `s` before the scan's barriers
+      MbState* t = state + row;
+      t->filter = 0;
+      if (restart) {
+        t->prefix = 0;
+        t->needed = k;
+        t->bucket = 0;
+        t->shift = key_bits - 8;
+        t->done = 0;
+        t->above = 0;
+        t->from_cand = 1;
+        t->cand_count = total;
+      }
+    }
+  }
+  if (!restart) {
+    const unsigned int* bins = slice_hist + row * blocks_per_row * 256 + digit;
+    long long local = 0;
+    for (int b = b0; b < b1; ++b) local += bins[b * 256];
+    long long running = mb_block_exclusive_sum(local, sums, total);
+    for (int b = b0; b < b1; ++b) {
+      row_ties[b] = running;
+      running += bins[b * 256];
+    }
+  }
 }
 
 // How far to shift a key to compare it with the row's bucket prefix: mb_select lowers `shift`
@@ -341,29 +371,14 @@ __device__ __forceinline__ int mb_bucket_shift(const MbState& s) {
   return s.done ? s.shift : s.shift + 8;
 }
 
-// Each slice's offset among the bucket keys of its row (an exclusive prefix sum over slices of
-// the bucket's bin in the slice histograms that mb_select's last pass for the row chose from).
-extern "C" __global__ void __launch_bounds__(256)
-    mb_scan_ties(const MbState* __restrict__ state, const unsigned int* __restrict__ slice_hist,
-                 long long* __restrict__ ties, long long rows, int blocks_per_row) {
-  const long long row = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-  if (row >= rows) return;
-  const unsigned digit = (unsigned)(state[row].prefix & 255u);
-  long long running = 0;
-  for (int b = 0; b < blocks_per_row; ++b) {
-    ties[row * blocks_per_row + b] = running;
-    running += slice_hist[(row * blocks_per_row + b) * 256 + digit];
-  }
-}
-
 // Writes a slice's winners and bucket members, in index order within the row: keys above the
 // bucket go to (win_key, win_idx) after the row's cursor; bucket keys go to `out` at the
 // slice's offset plus their rank (only the first `limit` of them, when limit >= 0).
 template <class T, bool FROM_CAND>
-__device__ void mb_split(const MbRow<T, FROM_CAND>& r, long long begin, long long end, int shift,
-                         unsigned long long prefix, MbState* s, long long offset, long long limit,
-                         typename KeyTraits<T>::Key* win_key, long long* win_idx, typename KeyTraits<T>::Key* out_key,
-                         long long* out_idx) {
+__device__ __forceinline__ void mb_split(const MbRow<T, FROM_CAND>& r, long long begin, long long end, int shift,
+                                         unsigned long long prefix, MbState* s, long long offset, long long limit,
+                                         typename KeyTraits<T>::Key* win_key, long long* win_idx,
+                                         typename KeyTraits<T>::Key* out_key, long long* out_idx) {
   typedef typename KeyTraits<T>::Key Key;
   __shared__ int s_warp[32];
   __shared__ int s_total;
@@ -395,16 +410,47 @@ __device__ void mb_split(const MbRow<T, FROM_CAND>& r, long long begin, long lon
   }
 }
 
-// Moves a row whose top-digit bucket fits in `cap` to the candidate buffer (input only).
+// Copies the staged segments of the rows that restarted into their candidate buffers, in index
+// order (mb_select's offsets per slice, then the warps' segments in order), with the indices in
+// the row. Launched with mb_histogram's block size: one warp per segment.
+template <class T>
+__device__ __forceinline__ void mb_squeeze(long long row, long long slice, long long cap,
+                                           typename KeyTraits<T>::Key* __restrict__ cand_key,
+                                           long long* __restrict__ cand_idx, const long long* __restrict__ ties,
+                                           MB_STAGE_PARAMS) {
+  const int warps = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const long long slot = row * gridDim.x + blockIdx.x;
+  const long long wseg = seg / warps;
+  long long offset = row * cap + ties[slot];
+  for (int w = 0; w < warp; ++w) offset += stage_count[slot * warps + w];
+  const long long wslot = slot * warps + warp;
+  const long long count = stage_count[wslot];
+  // Not unrolled: unrolled, ptxas spilled 8 bytes for 64-bit keys on sm_80 inside mb_move.
+#pragma unroll 1
+  for (long long j = lane; j < count; j += 32) {
+    cand_key[offset + j] = stage_key[wslot * wseg + j];
+    cand_idx[offset + j] = (long long)blockIdx.x * slice + stage_off[wslot * wseg + j];
+  }
+}
+
+// After pass 1, one launch moves rows to their candidate buffers: a row that restarted on its
+// staged keys squeezes them there; a row whose top-digit bucket fits in `cap` copies the bucket
+// there in index order (one more read of its slice), and the keys above the bucket become
+// winners. mb_switch then marks the latter as reading the buffer.
 template <class T>
 __global__ void __launch_bounds__(256)
-    mb_compact(const T* __restrict__ in, long long n, long long row_stride, long long col_stride, int largest,
-               int nan_first, long long slice, long long cap, typename KeyTraits<T>::Key* __restrict__ cand_key,
-               long long* __restrict__ cand_idx, int k, MbState* __restrict__ state, const long long* __restrict__ ties,
-               typename KeyTraits<T>::Key* __restrict__ win_key, long long* __restrict__ win_idx) {
+    mb_move(const T* __restrict__ in, long long n, long long row_stride, long long col_stride, int largest,
+            int nan_first, long long slice, long long cap, typename KeyTraits<T>::Key* __restrict__ cand_key,
+            long long* __restrict__ cand_idx, int k, MbState* __restrict__ state, const long long* __restrict__ ties,
+            typename KeyTraits<T>::Key* __restrict__ win_key, long long* __restrict__ win_idx, MB_STAGE_PARAMS) {
   const long long row = blockIdx.y;
   const MbState s = state[row];
-  if (s.done || s.from_cand || (long long)s.bucket > cap) return;
+  // Only mb_select's restart has set from_cand yet (mb_switch comes later).
+  if (s.from_cand) {
+    mb_squeeze<T>(row, slice, cap, cand_key, cand_idx, ties, stage_key, stage_off, stage_count, seg);
+    return;
+  }
+  if (s.done || (long long)s.bucket > cap) return;
   const MbRow<T, false> r =
       mb_row<T, false>(in, n, row_stride, col_stride, largest, nan_first, cand_key, cand_idx, cap, s, row);
   const long long begin = (long long)blockIdx.x * slice;
@@ -413,7 +459,7 @@ __global__ void __launch_bounds__(256)
                      cand_idx + row * cap);
 }
 
-// Rows compacted by mb_compact read from the candidate buffer from now on.
+// Rows whose bucket mb_move copied read from the candidate buffer from now on.
 extern "C" __global__ void __launch_bounds__(256)
     mb_switch(MbState* __restrict__ state, long long rows, long long cap) {
   const long long row = (long long)blockIdx.x * blockDim.x + threadIdx.x;
