@@ -31,7 +31,7 @@ KERNEL_FILES = (
     "keys.cu",
 )
 # Kernels that are not templates (one copy per module).
-PLAIN_KERNELS = ("mb_init", "mb_select", "mb_switch")
+PLAIN_KERNELS = ("mb_init", "mb_select")
 WARP_ROW_ITEMS = (1, 2, 4, 8, 16, 32)
 THREAD_ROW_KMAX = (1, 2, 4, 8)
 _LOCAL_INCLUDE = re.compile(r'^\s*#\s*include\s+"[^"]+"\s*$', re.MULTILINE)

@@ -88,7 +88,6 @@ def run(
         win_idx,
     )
     mod.get_function(f"mb_move<{cxx}>")(grid2, block, (*move, *stage))
-    mod.get_function("mb_switch")((-(-rows // threads),), block, (state, np.int64(rows), np.int64(cap)))
     # The other digits (every digit for the rows that restarted on their staged keys).
     for _ in range(key_bits // 8 - (0 if staged else 1)):
         histogram()

@@ -16,13 +16,13 @@
 //   mb_select     finds the bucket holding the K-th key and marks the row done when that bucket
 //                 is taken whole (early stop) or every bit is resolved; a row whose staged keys
 //                 number at least K, fit every segment and fit the candidate buffer restarts its
-//                 selection on them (they hold the K winners); then each slice's offset: among
-//                 the staged keys, or among the bucket's keys (its histogram bin)
+//                 selection on them (they hold the K winners), else a row whose bucket fits the
+//                 buffer (`cap` per row) moves there; both read the buffer from now on. Then each
+//                 slice's offset: among the staged keys, or among the bucket's keys (its bin)
 //   mb_move       a restarted row squeezes its staged keys into its candidate buffer (so it
-//                 reads its input once); a row whose bucket fits the buffer (`cap` per row)
-//                 copies the bucket's keys there with their indices, in index order, and its
-//                 keys above the bucket become winners (a second read)
-//   mb_switch     the latter rows read the buffer from now on
+//                 reads its input once); a moving row copies its bucket's keys there with their
+//                 indices, in index order, and its keys above the bucket become winners (a
+//                 second read)
 //   (mb_histogram, mb_select) x the other digits (x every digit with a threshold), over the
 //                 candidates, or over the input for rows whose bucket did not fit; a done row
 //                 returns at once
@@ -49,7 +49,7 @@ struct MbState {
   int done;
   long long above;               // winners above the bucket placed so far (a cursor)
   int from_cand;                 // 1: the row's elements are in the candidate buffer
-  int unused;                    // keeps cand_count 8-byte aligned
+  int pending;                   // set by pass 1's mb_select for mb_move: 1 squeeze the staged keys, 2 copy the bucket
   long long cand_count;          // candidates in the buffer
   unsigned long long threshold;  // mb_sample's key: pass 1 stages the keys that reach it
   int filter;                    // 1 from mb_sample to pass 1's mb_select: pass 1 stages keys
@@ -114,7 +114,7 @@ extern "C" __global__ void __launch_bounds__(256)
     s.done = 0;
     s.above = 0;
     s.from_cand = 0;
-    s.unused = 0;
+    s.pending = 0;
     s.cand_count = 0;
     s.threshold = 0;
     s.filter = 0;
@@ -297,6 +297,7 @@ extern "C" __global__ void __launch_bounds__(256)
     long long above;
     const int digit = cutopk_warp_find_bucket(h, s.needed, &above);
     if (threadIdx.x == 0) {
+      const bool top_digit = s.shift == key_bits - 8 && !s.from_cand;  // pass 1, over the input
       s.needed -= above;
       s.bucket = h[digit];
       s.prefix = (s.prefix << 8) | (unsigned long long)digit;
@@ -305,6 +306,14 @@ extern "C" __global__ void __launch_bounds__(256)
         s.done = 1;
       else
         s.shift -= 8;
+      // After pass 1, a bucket that fits the candidate buffer moves there (mb_move copies it);
+      // the next passes read the buffer.
+      s.pending = 0;
+      if (top_digit && !s.done && (long long)s.bucket <= cap) {
+        s.from_cand = 1;
+        s.cand_count = (long long)s.bucket;
+        s.pending = 2;
+      }
       state[row] = s;
     }
   }
@@ -349,6 +358,7 @@ extern "C" __global__ void __launch_bounds__(256)
         t->above = 0;
         t->from_cand = 1;
         t->cand_count = total;
+        t->pending = 1;
       }
     }
   }
@@ -433,10 +443,10 @@ __device__ __forceinline__ void mb_squeeze(long long row, long long slice, long 
   }
 }
 
-// After pass 1, one launch moves rows to their candidate buffers: a row that restarted on its
-// staged keys squeezes them there; a row whose top-digit bucket fits in `cap` copies the bucket
-// there in index order (one more read of its slice), and the keys above the bucket become
-// winners. mb_switch then marks the latter as reading the buffer.
+// After pass 1, one launch moves rows to their candidate buffers, as pass 1's mb_select marked
+// them: a row that restarted on its staged keys squeezes them there; a row whose top-digit bucket
+// fits in `cap` copies the bucket there in index order (one more read of its slice), and the
+// keys above the bucket become winners.
 template <class T>
 __global__ void __launch_bounds__(256)
     mb_move(const T* __restrict__ in, long long n, long long row_stride, long long col_stride, int largest,
@@ -445,31 +455,17 @@ __global__ void __launch_bounds__(256)
             typename KeyTraits<T>::Key* __restrict__ win_key, long long* __restrict__ win_idx, MB_STAGE_PARAMS) {
   const long long row = blockIdx.y;
   const MbState s = state[row];
-  // Only mb_select's restart has set from_cand yet (mb_switch comes later).
-  if (s.from_cand) {
+  if (s.pending == 1) {
     mb_squeeze<T>(row, slice, cap, cand_key, cand_idx, ties, stage_key, stage_off, stage_count, seg);
     return;
   }
-  if (s.done || (long long)s.bucket > cap) return;
+  if (s.pending != 2) return;
   const MbRow<T, false> r =
       mb_row<T, false>(in, n, row_stride, col_stride, largest, nan_first, cand_key, cand_idx, cap, s, row);
   const long long begin = (long long)blockIdx.x * slice;
   mb_split<T, false>(r, begin, min(n, begin + slice), s.shift + 8, s.prefix, state + row,
                      ties[row * gridDim.x + blockIdx.x], -1, win_key + row * k, win_idx + row * k, cand_key + row * cap,
                      cand_idx + row * cap);
-}
-
-// Rows whose bucket mb_move copied read from the candidate buffer from now on.
-extern "C" __global__ void __launch_bounds__(256)
-    mb_switch(MbState* __restrict__ state, long long rows, long long cap) {
-  const long long row = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-  if (row >= rows) return;
-  MbState s = state[row];
-  if (!s.done && !s.from_cand && (long long)s.bucket <= cap) {
-    s.from_cand = 1;
-    s.cand_count = (long long)s.bucket;
-    state[row] = s;
-  }
 }
 
 template <class T, bool FROM_CAND>
