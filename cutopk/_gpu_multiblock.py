@@ -65,11 +65,13 @@ def run(
         args = (state, hist, slice_hist, ties, np.int32(per_row), stage[2], np.int32(warps), stage[3])
         mod.get_function("mb_select")((rows,), block, (*args, np.int64(cap), np.int32(k), np.int32(key_bits)))
 
-    mod.get_function("mb_init")(
-        (-(-rows * 256 // threads),), block, (state, hist, np.int64(rows), np.int32(k), np.int32(key_bits))
-    )
+    # The initial states and zeroed histograms: mb_sample sets them too.
     if staged:
-        mod.get_function(f"mb_sample<{cxx}>")((rows,), block, (*strided, np.int32(rank), state))
+        sample = (*strided, np.int32(rank), np.int32(k), state, hist)
+        mod.get_function(f"mb_sample<{cxx}>")((rows,), block, sample)
+    else:
+        init = (state, hist, np.int64(rows), np.int32(k), np.int32(key_bits))
+        mod.get_function("mb_init")((-(-rows * 256 // threads),), block, init)
     # The top digit, over the input (staging the keys that reach the threshold).
     histogram()
     select()

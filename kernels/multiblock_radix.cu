@@ -4,7 +4,7 @@
 // A row is cut into `blocks_per_row` slices, one block each. The kernels are launched in a fixed
 // sequence (no host synchronisation, so the whole call can be captured in a CUDA graph); each
 // reads the per-row state the previous one left in global memory:
-//   mb_init       state: prefix 0, shift at the top digit, needed = K
+//   mb_init       state: prefix 0, shift at the top digit, needed = K (or mb_sample does it)
 //   mb_sample     (long inputs only) a threshold from an evenly spaced sample of the row: the
 //                 sample's key of rank `rank`, chosen so that about (rank + 1) * n / MB_SAMPLES
 //                 keys of the row reach it, and almost surely at least K
@@ -102,25 +102,29 @@ __device__ __forceinline__ MbRow<T, FROM_CAND> mb_row(const T* in, long long n, 
 #define MB_ROW(s, row) \
   mb_row<T, FROM_CAND>(in, n, row_stride, col_stride, largest, nan_first, cand_key, cand_idx, cap, s, row)
 
+// A row's state before pass 1: prefix 0, shift at the top digit, needed = K, on the input.
+__device__ __forceinline__ MbState mb_initial_state(int k, int key_bits) {
+  MbState s;
+  s.prefix = 0;
+  s.needed = k;
+  s.bucket = 0;
+  s.shift = key_bits - 8;
+  s.done = 0;
+  s.above = 0;
+  s.from_cand = 0;
+  s.pending = 0;
+  s.cand_count = 0;
+  s.threshold = 0;
+  s.filter = 0;
+  s.unused2 = 0;
+  return s;
+}
+
+// The rows' initial states and zeroed histograms (mb_sample does both when it runs).
 extern "C" __global__ void __launch_bounds__(256)
     mb_init(MbState* __restrict__ state, unsigned long long* __restrict__ hist, long long rows, int k, int key_bits) {
   const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-  if (t < rows) {
-    MbState s;
-    s.prefix = 0;
-    s.needed = k;
-    s.bucket = 0;
-    s.shift = key_bits - 8;
-    s.done = 0;
-    s.above = 0;
-    s.from_cand = 0;
-    s.pending = 0;
-    s.cand_count = 0;
-    s.threshold = 0;
-    s.filter = 0;
-    s.unused2 = 0;
-    state[t] = s;
-  }
+  if (t < rows) state[t] = mb_initial_state(k, key_bits);
   if (t < rows * 256) hist[t] = 0;
 }
 
@@ -197,11 +201,12 @@ __device__ void mb_histogram_rows(MB_PARAMS, const MbState* __restrict__ state, 
 }
 
 // A row's threshold: the key of rank `rank` (0: the best) among MB_SAMPLES keys read at evenly
-// spaced positions, found by a radix select in shared memory (one block per row).
+// spaced positions, found by a radix select in shared memory (one block per row). Also sets the
+// row's initial state and zeroes its histogram, in place of mb_init.
 template <class T>
 __global__ void __launch_bounds__(256)
     mb_sample(const T* __restrict__ in, long long n, long long row_stride, long long col_stride, int largest,
-              int nan_first, int rank, MbState* __restrict__ state) {
+              int nan_first, int rank, int k, MbState* __restrict__ state, unsigned long long* __restrict__ hist) {
   typedef typename KeyTraits<T>::Key Key;
   const int KEY_BITS = 8 * sizeof(Key);
   __shared__ Key keys[MB_SAMPLES];
@@ -239,9 +244,12 @@ __global__ void __launch_bounds__(256)
     __syncthreads();  // s_digit and counts are rewritten by the next digit
   }
   if (threadIdx.x == 0) {
-    state[row].threshold = prefix;
-    state[row].filter = 1;
+    MbState s = mb_initial_state(k, KEY_BITS);
+    s.threshold = prefix;
+    s.filter = 1;
+    state[row] = s;
   }
+  for (int d = threadIdx.x; d < 256; d += blockDim.x) hist[row * 256 + d] = 0;
 }
 
 // Exclusive prefix sum over the block of one value per thread; every thread gets its own prefix
