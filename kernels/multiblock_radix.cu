@@ -47,9 +47,10 @@ struct MbState {
   unsigned long long bucket;  // keys in that bucket
   int shift;
   int done;
-  long long above;               // winners above the bucket placed so far (a cursor)
-  int from_cand;                 // 1: the row's elements are in the candidate buffer
-  int pending;                   // set by pass 1's mb_select for mb_move: 1 squeeze the staged keys, 2 copy the bucket
+  long long above;  // winners above the bucket placed so far (a cursor)
+  int from_cand;    // 1: the row's elements are in the candidate buffer
+  // Set by pass 1's mb_select for mb_move: 1 squeeze the staged keys, 2 copy the bucket.
+  int pending;
   long long cand_count;          // candidates in the buffer
   unsigned long long threshold;  // mb_sample's key: pass 1 stages the keys that reach it
   int filter;                    // 1 from mb_sample to pass 1's mb_select: pass 1 stages keys
