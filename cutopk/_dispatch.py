@@ -79,7 +79,7 @@ class Plan:
         Dynamic shared memory per block.
     params : dict
         Kernel-specific parameters (ITEMS, KMAX, size, cap, buffer; multiblock: blocks_per_row,
-        slice, cap, rows_per_chunk, sample_rank, seg, order_shared).
+        slice, cap, rows_per_chunk, sample_rank, seg, stage_total, order_shared).
     copy : bool
         Whether the input is copied into a contiguous buffer first.
     scratch_bytes : int
@@ -128,26 +128,30 @@ def radix_buffer(rows: int, n: int, key_bytes: int, cap: int) -> int:
     return entries if entries > cap else 0
 
 
-def sample_threshold(rows: int, n: int, k: int, per_row: int, cap: int) -> tuple[int | None, int]:
-    """``(rank, seg)`` of the multi-block select's sampled threshold, or ``(None, 0)`` without one.
+def sample_threshold(rows: int, n: int, k: int, per_row: int, cap: int) -> tuple[int | None, int, int]:
+    """``(rank, seg, stage_total)`` of the multi-block select's sampled threshold, or
+    ``(None, 0, 0)`` without one.
 
     The threshold is the sample's key of rank ``rank``: about ``(rank + 1) * n / SAMPLES`` keys of
     the row reach it, and fewer than K only when more than ``rank`` of the samples fall among the
     row's top K - 1, whose expected number is ``k * SAMPLES / n``; twice that plus 8 makes it
-    rare (the row then takes the two-read route, still exact). ``seg``: staging entries per
-    slice (shared by its warps), twice the expected share plus a margin; a fuller segment also
-    sends the row that way.
+    rare (the row then takes the two-read route, still exact). ``seg``: the even share of
+    staging entries per slice (split between its warps), twice the expected share plus a margin.
+    ``stage_total``: staging entries per row, the even shares plus room for three times the keys
+    expected to reach the threshold, which mb_sample gives to the parts of the row where its
+    sample saw them (a sorted row's winners crowd a few slices). A fuller segment also sends the
+    row the two-read way.
     """
     if rows * n < MULTIBLOCK_SAMPLE_MIN_ELEMENTS:
-        return None, 0
+        return None, 0, 0
     s = MULTIBLOCK_SAMPLES
     rank = min(s - 1, 2 * -(-k * s // n) + 8)
     expected = (rank + 1) * -(-n // s)
     if expected * 16 > n or expected > cap:
-        return None, 0  # too many keys reach the threshold for the staging to pay
+        return None, 0, 0  # too many keys reach the threshold for the staging to pay
     # Split evenly between a block's 8 warps: twice a warp's share plus 64.
     seg = -(-(2 * expected // per_row + 512) // 256) * 256
-    return rank, seg
+    return rank, seg, per_row * seg + 3 * expected
 
 
 def why_not(algorithm: str, n: int, k: int, key_bytes: int, device: Device, rows: int = 1) -> str | None:
@@ -261,13 +265,14 @@ def _plan(rows: int, n: int, k: int, key_bytes: int, device: Device, copy: bool,
         # Candidate buffer per row: the top digit's bucket is about n / 256 keys for spread data;
         # n / 32 leaves room for skew (a larger bucket stays on the input, only slower).
         cap = max(1, min(n, max(1 << 16, n // 32)))
-        rank, seg = sample_threshold(rows, n, k, per_row, cap)
+        rank, seg, stage_total = sample_threshold(rows, n, k, per_row, cap)
         order_bytes = pow2_at_least(k) * (8 + key_bytes)
         row_scratch = (
             MULTIBLOCK_STATE_BYTES + 256 * 8 + per_row * (8 + 256 * 4) + (k * 3 + cap) * (key_bytes + 8)
         )
-        if rank is not None:
-            row_scratch += per_row * (8 + seg * (key_bytes + 4))
+        if rank is not None:  # staged keys and offsets, a count and a segment offset per warp part
+            parts = per_row * (MULTIBLOCK_THREADS // 32)
+            row_scratch += stage_total * (key_bytes + 4) + parts * 8 + (parts + 1) * 8
         chunk = max(1, min(rows, MULTIBLOCK_MAX_ROWS, MULTIBLOCK_SCRATCH_LIMIT // row_scratch))
         params = {
             "blocks_per_row": per_row,
@@ -276,6 +281,7 @@ def _plan(rows: int, n: int, k: int, key_bytes: int, device: Device, copy: bool,
             "rows_per_chunk": chunk,
             "sample_rank": rank,
             "seg": seg,
+            "stage_total": stage_total,
             # mb_order sorts the K winners in shared memory when their pairs fit (else CuPy does).
             "order_shared": order_bytes if order_bytes <= device.shared_bytes else 0,
         }

@@ -31,16 +31,19 @@ def run(
     win_idx = xp.empty((rows, k), dtype=np.int64)
     cand_key = xp.empty((rows, cap), dtype=info.key_dtype)
     cand_idx = xp.empty((rows, cap), dtype=np.int64)
-    # A sampled threshold (long rows): pass 1 stages the keys that reach it, `seg` per slice.
-    rank, seg = plan.params["sample_rank"], plan.params["seg"]
+    # A sampled threshold (long inputs): pass 1 stages the keys that reach it, each warp part of
+    # a slice into its own segment (mb_sample sizes them within stage_total entries per row).
+    rank, seg, stage_total = plan.params["sample_rank"], plan.params["seg"], plan.params["stage_total"]
     staged = rank is not None
-    slots = rows * per_row if staged else 1
-    warps = threads // 32  # staged counts are per warp; seg is split evenly between them
+    warps = threads // 32
+    parts = per_row * warps if staged else 0
+    stage_start = xp.empty(rows * (parts + 1) if staged else 1, dtype=np.int64)
     stage = (
-        xp.empty(slots * max(1, seg), dtype=info.key_dtype),
-        xp.empty(slots * max(1, seg), dtype=np.uint32),
-        xp.empty(slots * warps, dtype=np.int64),
-        np.int64(seg),
+        xp.empty(max(1, rows * stage_total), dtype=info.key_dtype),
+        xp.empty(max(1, rows * stage_total), dtype=np.uint32),
+        xp.empty(max(1, rows * parts), dtype=np.int64),
+        stage_start,
+        np.int64(stage_total),
     )
     grid2, block = (per_row, rows), (threads,)
     cxx = info.cxx
@@ -62,12 +65,24 @@ def run(
         mod.get_function(f"mb_histogram<{cxx}>")(grid2, block, args)
 
     def select():
-        args = (state, hist, slice_hist, ties, np.int32(per_row), stage[2], np.int32(warps), stage[3])
+        args = (state, hist, slice_hist, ties, np.int32(per_row), stage[2], np.int32(warps))
         mod.get_function("mb_select")((rows,), block, (*args, np.int64(cap), np.int32(k), np.int32(key_bits)))
 
     # The initial states and zeroed histograms: mb_sample sets them too.
     if staged:
-        sample = (*strided, np.int32(rank), np.int32(k), state, hist)
+        # Room per warp part: an even share of seg, plus a sample interval per nearby hit.
+        room, per_hit = seg // warps, -(-n // _dispatch.MULTIBLOCK_SAMPLES)
+        geometry = (np.int64(slice_), np.int32(per_row), np.int32(warps), np.int64(room), np.int64(per_hit))
+        sample = (
+            *strided,
+            np.int32(rank),
+            np.int32(k),
+            state,
+            hist,
+            *geometry,
+            stage_start,
+            np.int64(stage_total),
+        )
         mod.get_function(f"mb_sample<{cxx}>")((rows,), block, sample)
     else:
         init = (state, hist, np.int64(rows), np.int32(k), np.int32(key_bits))

@@ -12,10 +12,11 @@
 //                 shared memory), adds them to the row's histogram (one global atomic per bin)
 //                 and keeps them as its slice's histogram. Rows with a threshold also stage the
 //                 keys that reach it, in index order: each warp reads a contiguous part of the
-//                 slice into its own segment (`seg` entries per slice, split between the warps)
+//                 slice into its own segment (sized by mb_sample: an even share, plus room
+//                 where the sample saw keys reach the threshold)
 //   mb_select     finds the bucket holding the K-th key and marks the row done when that bucket
 //                 is taken whole (early stop) or every bit is resolved; a row whose staged keys
-//                 number at least K, fit every segment and fit the candidate buffer restarts its
+//                 number at least K, fit their segments and fit the candidate buffer restarts its
 //                 selection on them (they hold the K winners), else a row whose bucket fits the
 //                 buffer (`cap` per row) moves there; both read the buffer from now on. Then each
 //                 slice's offset: among the staged keys, or among the bucket's keys (its bin)
@@ -36,8 +37,8 @@
 // one per digit pass plus 1.
 // Dtypes: all (KeyTraits). Threads per block: 256. Scratch per row: 72 bytes of state, 256
 // counters, 256 32-bit counters and one offset per slice, K winners and `cap` candidates (key
-// and 64-bit index each); with a threshold, `seg` staged keys and 32-bit offsets per slice and
-// a staged count per warp.
+// and 64-bit index each); with a threshold, `stage_total` staged keys and 32-bit offsets, and a
+// staged count and a segment offset per warp part.
 #include "key_traits.cuh"
 #include "block_sort.cuh"
 
@@ -129,10 +130,66 @@ extern "C" __global__ void __launch_bounds__(256)
   if (t < rows * 256) hist[t] = 0;
 }
 
-// Where pass 1 stages the keys that reach a row's threshold: `seg` entries per slice.
+// Exclusive prefix sum over the block of one value per thread; every thread gets its own prefix
+// and the total. Uses `sums` (warps + 1 entries of shared memory) and ends behind a barrier.
+__device__ __forceinline__ long long mb_block_exclusive_sum(long long v, long long* sums, long long& total) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  long long inclusive = v;
+#pragma unroll
+  for (int offset = 1; offset < 32; offset <<= 1) {
+    const long long other = __shfl_up_sync(0xffffffffu, inclusive, offset);
+    if (lane >= offset) inclusive += other;
+  }
+  if (lane == 31) sums[warp] = inclusive;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    long long running = 0;
+    for (int w = 0; w < warps; ++w) {
+      const long long t = sums[w];
+      sums[w] = running;
+      running += t;
+    }
+    sums[warps] = running;
+  }
+  __syncthreads();
+  const long long prefix = sums[warp] + inclusive - v;
+  total = sums[warps];
+  __syncthreads();  // sums is reused by the next call
+  return prefix;
+}
+
+// A warp's part of its block's slice in pass 1, [wbegin, wend): whole rounds of 32 * MB_ITEMS
+// keys, contiguous, so that its staged keys come in index order (mb_histogram_rows and
+// mb_sample must agree on it).
+__device__ __forceinline__ void mb_warp_part(long long n, long long slice, long long block, int warp, int warps,
+                                             long long* wbegin, long long* wend) {
+  const long long begin = block * slice, end = min(n, begin + slice);
+  const long long round = 32LL * MB_ITEMS;
+  const long long part = ((max(0LL, end - begin) + warps - 1) / warps + round - 1) / round * round;
+  *wbegin = min(end, begin + warp * part);
+  *wend = min(end, *wbegin + part);
+}
+
+// The staging entries of warp part g (block g / warps, warp g % warps) of a row: `room`, plus
+// `per_hit` for each sample that reached the threshold (hits_before: their prefix counts) whose
+// interval [j * n / S, (j + 1) * n / S) meets the part, i.e. samples j0 - 1 .. j1 - 1 with j0 and
+// j1 the first samples at or after the part's ends. An empty part gets none.
+__device__ __forceinline__ long long mb_part_room(long long n, long long slice, int g, int warps, long long room,
+                                                  long long per_hit, const unsigned short* hits_before) {
+  long long wbegin, wend;
+  mb_warp_part(n, slice, g / warps, g % warps, warps, &wbegin, &wend);
+  if (wbegin >= wend) return 0;
+  const long long j0 = min((long long)MB_SAMPLES, (wbegin * MB_SAMPLES + n - 1) / n);
+  const long long j1 = min((long long)MB_SAMPLES, (wend * MB_SAMPLES + n - 1) / n);
+  return room + per_hit * (hits_before[j1] - hits_before[max(0LL, j0 - 1)]);
+}
+
+// Where pass 1 stages the keys that reach a row's threshold: `stage_total` entries per row, the
+// warp parts' segments starting at stage_start (blocks_per_row * warps + 1 offsets per row,
+// set by mb_sample), a staged count per warp part.
 #define MB_STAGE_PARAMS                                                                     \
   typename KeyTraits<T>::Key* __restrict__ stage_key, unsigned int* __restrict__ stage_off, \
-      long long* __restrict__ stage_count, long long seg
+      long long* __restrict__ stage_count, const long long* __restrict__ stage_start, long long stage_total
 
 // Also writes every bin of the slice's histogram (zeros included: the bins of the pass that
 // decides a row's final bucket must be this pass's), so mb_select needs no second read.
@@ -152,21 +209,23 @@ __device__ void mb_histogram_rows(MB_PARAMS, const MbState* __restrict__ state, 
   const bool staging = !FROM_CAND && s.filter;  // the same for the whole block
   const long long slot = row * gridDim.x + blockIdx.x;
   const long long begin = (long long)blockIdx.x * slice;
-  const long long end = min(r.length, begin + slice);
   // Each warp takes a contiguous part of the slice, in whole rounds of 32 * MB_ITEMS keys, so
   // that its staged keys are in index order with a ballot and no block barrier; a warp's lanes
   // read 32 consecutive keys per load (coalesced). MB_ITEMS keys per lane are loaded before any
   // is used: more loads in flight, which a pass at the memory-bandwidth limit needs.
   const int warps = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const long long round = 32LL * MB_ITEMS;
-  const long long part = ((max(0LL, end - begin) + warps - 1) / warps + round - 1) / round * round;
-  const long long wbegin = begin + warp * part;
-  const long long wend = min(end, wbegin + part);
+  long long wbegin, wend;
+  mb_warp_part(r.length, slice, blockIdx.x, warp, warps, &wbegin, &wend);
   const long long wslot = slot * warps + warp;  // the warp's staging segment
-  const long long wseg = seg / warps;
+  long long wstart = 0, wroom = 0;
+  if (staging) {
+    const long long* starts = stage_start + row * (gridDim.x * warps + 1) + blockIdx.x * warps + warp;
+    wstart = row * stage_total + starts[0];
+    wroom = starts[1] - starts[0];
+  }
   const unsigned lanes_below = (1u << lane) - 1u;
-  int staged = 0;  // keys of this warp's part that reach the threshold (may exceed wseg; < 2^31)
-  for (long long chunk = wbegin; chunk < wend; chunk += round) {
+  int staged = 0;  // keys of this warp's part that reach the threshold (may exceed wroom; < 2^31)
+  for (long long chunk = wbegin; chunk < wend; chunk += 32LL * MB_ITEMS) {
     unsigned long long keys[MB_ITEMS];
 #pragma unroll
     for (int j = 0; j < MB_ITEMS; ++j) {
@@ -183,15 +242,16 @@ __device__ void mb_histogram_rows(MB_PARAMS, const MbState* __restrict__ state, 
         const bool pick = valid && keys[j] >= s.threshold;
         const unsigned picks = __ballot_sync(0xffffffffu, pick);
         const int at = staged + __popc(picks & lanes_below);
-        if (pick && at < wseg) {
-          stage_key[wslot * wseg + at] = (typename KeyTraits<T>::Key)keys[j];
-          stage_off[wslot * wseg + at] = (unsigned int)(i - begin);
+        if (pick && at < wroom) {
+          stage_key[wstart + at] = (typename KeyTraits<T>::Key)keys[j];
+          stage_off[wstart + at] = (unsigned int)(i - begin);
         }
         staged += __popc(picks);
       }
     }
   }
-  if (staging && lane == 0) stage_count[wslot] = staged;
+  // A segment that overflowed counts as more than any candidate buffer holds: no restart.
+  if (staging && lane == 0) stage_count[wslot] = staged <= wroom ? staged : 1LL << 40;
   __syncthreads();
   unsigned int* mine = slice_hist + slot * 256;
   for (int d = threadIdx.x; d < 256; d += blockDim.x) {
@@ -207,13 +267,17 @@ __device__ void mb_histogram_rows(MB_PARAMS, const MbState* __restrict__ state, 
 template <class T>
 __global__ void __launch_bounds__(256)
     mb_sample(const T* __restrict__ in, long long n, long long row_stride, long long col_stride, int largest,
-              int nan_first, int rank, int k, MbState* __restrict__ state, unsigned long long* __restrict__ hist) {
+              int nan_first, int rank, int k, MbState* __restrict__ state, unsigned long long* __restrict__ hist,
+              long long slice, int blocks_per_row, int warps, long long room, long long per_hit,
+              long long* __restrict__ stage_start, long long stage_total) {
   typedef typename KeyTraits<T>::Key Key;
   const int KEY_BITS = 8 * sizeof(Key);
   __shared__ Key keys[MB_SAMPLES];
   __shared__ unsigned int counts[256];
   __shared__ int s_digit;
   __shared__ long long s_above;
+  __shared__ unsigned short hits_before[MB_SAMPLES + 1];  // samples that reach the threshold
+  __shared__ long long sums[33];
   const long long row = blockIdx.x;
   const T* base = in + row * row_stride;
   for (int j = threadIdx.x; j < MB_SAMPLES; j += blockDim.x)
@@ -251,34 +315,34 @@ __global__ void __launch_bounds__(256)
     state[row] = s;
   }
   for (int d = threadIdx.x; d < 256; d += blockDim.x) hist[row * 256 + d] = 0;
-}
 
-// Exclusive prefix sum over the block of one value per thread; every thread gets its own prefix
-// and the total. Uses `sums` (warps + 1 entries of shared memory) and ends behind a barrier.
-__device__ __forceinline__ long long mb_block_exclusive_sum(long long v, long long* sums, long long& total) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-  long long inclusive = v;
-#pragma unroll
-  for (int offset = 1; offset < 32; offset <<= 1) {
-    const long long other = __shfl_up_sync(0xffffffffu, inclusive, offset);
-    if (lane >= offset) inclusive += other;
+  // The staging segments. Every warp part gets `room` entries (spread keys: twice its expected
+  // share), plus `per_hit` (n / MB_SAMPLES, a sample interval's length) for each sample reaching
+  // the threshold whose interval overlaps the part: keys crowded where the sample saw them (a
+  // sorted row) still fit. The offsets are clipped to `stage_total`; a part left too small
+  // overflows and its row takes the two-read route.
+  const int per = MB_SAMPLES / blockDim.x;  // a whole number: MB_SAMPLES is a multiple of it
+  long long local = 0, total;
+  for (int j = threadIdx.x * per; j < (threadIdx.x + 1) * per; ++j) local += keys[j] >= prefix;
+  long long before = mb_block_exclusive_sum(local, sums, total);
+  for (int j = threadIdx.x * per; j < (threadIdx.x + 1) * per; ++j) {
+    hits_before[j] = (unsigned short)before;
+    before += keys[j] >= prefix;
   }
-  if (lane == 31) sums[warp] = inclusive;
+  if (threadIdx.x == 0) hits_before[MB_SAMPLES] = (unsigned short)total;
   __syncthreads();
-  if (threadIdx.x == 0) {
-    long long running = 0;
-    for (int w = 0; w < warps; ++w) {
-      const long long t = sums[w];
-      sums[w] = running;
-      running += t;
-    }
-    sums[warps] = running;
+  const int parts = blocks_per_row * warps;
+  const int per_thread = (parts + blockDim.x - 1) / blockDim.x;
+  const int g0 = min(parts, (int)threadIdx.x * per_thread), g1 = min(parts, g0 + per_thread);
+  local = 0;
+  for (int g = g0; g < g1; ++g) local += mb_part_room(n, slice, g, warps, room, per_hit, hits_before);
+  long long start = mb_block_exclusive_sum(local, sums, total);
+  long long* starts = stage_start + row * (parts + 1);
+  for (int g = g0; g < g1; ++g) {
+    starts[g] = min(start, stage_total);
+    start += mb_part_room(n, slice, g, warps, room, per_hit, hits_before);
   }
-  __syncthreads();
-  const long long prefix = sums[warp] + inclusive - v;
-  total = sums[warps];
-  __syncthreads();  // sums is reused by the next call
-  return prefix;
+  if (threadIdx.x == 0) starts[parts] = min(total, stage_total);
 }
 
 // After a histogram pass, one block per row: finds the bucket holding the K-th key (marking the
@@ -292,7 +356,7 @@ __device__ __forceinline__ long long mb_block_exclusive_sum(long long v, long lo
 extern "C" __global__ void __launch_bounds__(256)
     mb_select(MbState* __restrict__ state, unsigned long long* __restrict__ hist,
               const unsigned int* __restrict__ slice_hist, long long* __restrict__ ties, int blocks_per_row,
-              const long long* __restrict__ stage_count, int warps, long long seg, long long cap, int k, int key_bits) {
+              const long long* __restrict__ stage_count, int warps, long long cap, int k, int key_bits) {
   __shared__ long long sums[33];
   const long long row = blockIdx.x;
   const int done = state[row].done;
@@ -339,17 +403,12 @@ extern "C" __global__ void __launch_bounds__(256)
   bool restart = false;
   if (filter) {  // the same for the whole block
     const long long* counts = stage_count + row * blocks_per_row * warps;
+    // An overflowed segment's count (2^40) puts the total beyond any candidate buffer.
     long long local = 0;
-    bool fits = true;
     for (int b = b0; b < b1; ++b)
-      for (int w = 0; w < warps; ++w) {
-        const long long c = counts[b * warps + w];
-        fits = fits && c <= seg / warps;
-        local += c;
-      }
-    fits = __syncthreads_and(fits);
+      for (int w = 0; w < warps; ++w) local += counts[b * warps + w];
     long long running = mb_block_exclusive_sum(local, sums, total);
-    restart = fits && total >= k && total <= cap;
+    restart = total >= k && total <= cap;
     if (restart)
       for (int b = b0; b < b1; ++b) {
         row_ties[b] = running;
@@ -439,16 +498,16 @@ __device__ __forceinline__ void mb_squeeze(long long row, long long slice, long 
                                            MB_STAGE_PARAMS) {
   const int warps = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const long long slot = row * gridDim.x + blockIdx.x;
-  const long long wseg = seg / warps;
   long long offset = row * cap + ties[slot];
   for (int w = 0; w < warp; ++w) offset += stage_count[slot * warps + w];
   const long long wslot = slot * warps + warp;
   const long long count = stage_count[wslot];
+  const long long from = row * stage_total + stage_start[row * (gridDim.x * warps + 1) + blockIdx.x * warps + warp];
   // Not unrolled: unrolled, ptxas spilled 8 bytes for 64-bit keys on sm_80 inside mb_move.
 #pragma unroll 1
   for (long long j = lane; j < count; j += 32) {
-    cand_key[offset + j] = stage_key[wslot * wseg + j];
-    cand_idx[offset + j] = (long long)blockIdx.x * slice + stage_off[wslot * wseg + j];
+    cand_key[offset + j] = stage_key[from + j];
+    cand_idx[offset + j] = (long long)blockIdx.x * slice + stage_off[from + j];
   }
 }
 
@@ -465,7 +524,8 @@ __global__ void __launch_bounds__(256)
   const long long row = blockIdx.y;
   const MbState s = state[row];
   if (s.pending == 1) {
-    mb_squeeze<T>(row, slice, cap, cand_key, cand_idx, ties, stage_key, stage_off, stage_count, seg);
+    mb_squeeze<T>(row, slice, cap, cand_key, cand_idx, ties, stage_key, stage_off, stage_count, stage_start,
+                  stage_total);
     return;
   }
   if (s.pending != 2) return;
@@ -501,9 +561,11 @@ __global__ void __launch_bounds__(256)
     mb_histogram(MB_PARAMS, long long cand_slice, const MbState* __restrict__ state,
                  unsigned long long* __restrict__ hist, unsigned int* __restrict__ slice_hist, MB_STAGE_PARAMS) {
   if (state[blockIdx.y].from_cand)
-    mb_histogram_rows<T, true>(MB_ARGS(cand_slice), state, hist, slice_hist, stage_key, stage_off, stage_count, seg);
+    mb_histogram_rows<T, true>(MB_ARGS(cand_slice), state, hist, slice_hist, stage_key, stage_off, stage_count,
+                               stage_start, stage_total);
   else
-    mb_histogram_rows<T, false>(MB_ARGS(slice), state, hist, slice_hist, stage_key, stage_off, stage_count, seg);
+    mb_histogram_rows<T, false>(MB_ARGS(slice), state, hist, slice_hist, stage_key, stage_off, stage_count, stage_start,
+                                stage_total);
 }
 
 template <class T>

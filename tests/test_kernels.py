@@ -260,6 +260,59 @@ def test_multiblock_sampled_threshold_rows_that_go_the_long_way(backend, sampled
             run_case(backend, x, kk, algorithm="multiblock", nan=nan, mode="smallest", sorted="index")
 
 
+# MbState in kernels/multiblock_radix.cu, to read the rows' final states in a test.
+MB_STATE = np.dtype(
+    {
+        "names": ["done", "from_cand", "cand_count", "filter"],
+        "formats": [np.int32, np.int32, np.int64, np.int32],
+        "offsets": [28, 40, 48, 64],
+        "itemsize": _dispatch.MULTIBLOCK_STATE_BYTES,
+    }
+)
+
+
+class _Recorder:
+    """An array module that keeps every array its ``empty`` makes (the first is the state)."""
+
+    def __init__(self, xp, made):
+        self._xp, self._made = xp, made
+
+    def __getattr__(self, name):
+        return getattr(self._xp, name)
+
+    def empty(self, *args, **kwargs):
+        self._made.append(self._xp.empty(*args, **kwargs))
+        return self._made[-1]
+
+
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
+def test_multiblock_sampled_threshold_reads_crowded_rows_once(backend, sampled_threshold, monkeypatch):
+    require(backend)
+    # A sorted row's winners crowd its last slices, a reversed row's its first: mb_sample gives
+    # the warp parts where its sample saw them room for them, so these rows restart on their
+    # staged keys (about (rank + 1) * n / 4096 candidates) like a spread row; a row of equal keys
+    # overflows every segment and stays on the input (its top bucket is the row, beyond `cap`).
+    from cutopk import _gpu_multiblock
+
+    made = []
+    original = _gpu_multiblock.run
+    monkeypatch.setattr(_gpu_multiblock, "run", lambda xp, *a, **kw: original(_Recorder(xp, made), *a, **kw))
+    n, k = 200_000, 100
+    rng = np.random.default_rng(12)
+    x = rng.random((4, n)).astype(np.float32)
+    x[0] = np.sort(x[0])
+    x[1] = np.sort(x[1])[::-1]
+    x[3] = 0.5
+    plan = staged_plan(x, k, backend)
+    expected = (plan.params["sample_rank"] + 1) * -(-n // _dispatch.MULTIBLOCK_SAMPLES)
+    run_case(backend, x, k, algorithm="multiblock")
+    state = to_host(made[0]).view(MB_STATE)
+    assert (state["done"] == 1).all() and (state["filter"] == 0).all()
+    for row in range(3):
+        assert state["from_cand"][row] == 1 and k <= state["cand_count"][row] <= 3 * expected, row
+    assert state["from_cand"][3] == 0 and plan.params["cap"] < n
+
+
 @pytest.mark.parametrize("backend", GPU_BACKENDS)
 @pytest.mark.parametrize("dist", DISTRIBUTIONS)
 def test_multiblock_sampled_threshold_distributions(backend, dist, sampled_threshold):
