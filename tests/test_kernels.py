@@ -242,7 +242,8 @@ def test_multiblock_sampled_threshold_rows_that_go_the_long_way(backend, sampled
     # One call, one row of each outcome: staged keys hold the winners (spread row); every key
     # reaches the threshold, overflowing the slices' segments (all equal); the sample sees only
     # the largest keys, so fewer than K reach its threshold (planted at the sample positions);
-    # the winners crowd one slice (sorted); heavy ties at the K-th value across slices; NaNs.
+    # the winners crowd the last slices (sorted: segments sized by the sample); heavy ties at the
+    # K-th value across slices; NaNs.
     n, k = 40_000, 200
     rng = np.random.default_rng(8)
     x = rng.random((6, n)).astype(np.float32)
