@@ -414,7 +414,7 @@ extern "C" __global__ void __launch_bounds__(256)
         row_ties[b] = running;
         for (int w = 0; w < warps; ++w) running += counts[b * warps + w];
       }
-    if (threadIdx.x == 0) {  // every thread has read `s` before the scan's barriers
+    if (threadIdx.x == 0) {  // every thread read `filter` and `digit` before the scan's barriers
       MbState* t = state + row;
       t->filter = 0;
       if (restart) {
