@@ -171,8 +171,43 @@ def test_multiblock_ties_across_slices(backend):
     run_case(backend, y, 9000, algorithm="multiblock")
 
 
+# MbState in kernels/multiblock_radix.cu, to read the rows' final states in a test.
+MB_STATE = np.dtype(
+    {
+        "names": ["done", "from_cand", "cand_count", "filter"],
+        "formats": [np.int32, np.int32, np.int64, np.int32],
+        "offsets": [28, 40, 48, 64],
+        "itemsize": _dispatch.MULTIBLOCK_STATE_BYTES,
+    }
+)
+
+
+class _Recorder:
+    """An array module that keeps every array its ``empty`` makes (the first is the state)."""
+
+    def __init__(self, xp, made):
+        self._xp, self._made = xp, made
+
+    def __getattr__(self, name):
+        return getattr(self._xp, name)
+
+    def empty(self, *args, **kwargs):
+        self._made.append(self._xp.empty(*args, **kwargs))
+        return self._made[-1]
+
+
+def record_multiblock_arrays(monkeypatch):
+    """The arrays the next multi-block launches make, in order (the first is the rows' state)."""
+    from cutopk import _gpu_multiblock
+
+    made = []
+    original = _gpu_multiblock.run
+    monkeypatch.setattr(_gpu_multiblock, "run", lambda xp, *a, **kw: original(_Recorder(xp, made), *a, **kw))
+    return made
+
+
 @pytest.mark.parametrize("backend", GPU_BACKENDS)
-def test_multiblock_candidate_buffer_and_input_rows_together(backend):
+def test_multiblock_candidate_buffer_and_input_rows_together(backend, monkeypatch):
     require(backend)
     # Rows of spread keys move to the candidate buffer after the top digit (a bucket of about
     # n / 256); a row of one repeated key cannot, and finishes on the input. Both in one call,
@@ -181,6 +216,11 @@ def test_multiblock_candidate_buffer_and_input_rows_together(backend):
     x = rng.integers(-(2**31), 2**31 - 1, (3, 120_000), dtype=np.int32)
     x[2] = 5
     x[:2, ::997] = x[0, 11]
+    made = record_multiblock_arrays(monkeypatch)
+    run_case(backend, x, 100, algorithm="multiblock")
+    state = to_host(made[0]).view(MB_STATE)
+    assert list(state["from_cand"]) == [1, 1, 0]  # the spread rows read the input twice
+    assert (state["cand_count"][:2] < x.shape[1] // 64).all()
     for k in (1, 100, 3000):
         for mode in ("largest", "smallest"):
             run_case(backend, x, k, algorithm="multiblock", mode=mode)
@@ -261,31 +301,6 @@ def test_multiblock_sampled_threshold_rows_that_go_the_long_way(backend, sampled
             run_case(backend, x, kk, algorithm="multiblock", nan=nan, mode="smallest", sorted="index")
 
 
-# MbState in kernels/multiblock_radix.cu, to read the rows' final states in a test.
-MB_STATE = np.dtype(
-    {
-        "names": ["done", "from_cand", "cand_count", "filter"],
-        "formats": [np.int32, np.int32, np.int64, np.int32],
-        "offsets": [28, 40, 48, 64],
-        "itemsize": _dispatch.MULTIBLOCK_STATE_BYTES,
-    }
-)
-
-
-class _Recorder:
-    """An array module that keeps every array its ``empty`` makes (the first is the state)."""
-
-    def __init__(self, xp, made):
-        self._xp, self._made = xp, made
-
-    def __getattr__(self, name):
-        return getattr(self._xp, name)
-
-    def empty(self, *args, **kwargs):
-        self._made.append(self._xp.empty(*args, **kwargs))
-        return self._made[-1]
-
-
 @pytest.mark.parametrize("backend", GPU_BACKENDS)
 def test_multiblock_sampled_threshold_reads_crowded_rows_once(backend, sampled_threshold, monkeypatch):
     require(backend)
@@ -293,11 +308,7 @@ def test_multiblock_sampled_threshold_reads_crowded_rows_once(backend, sampled_t
     # the warp parts where its sample saw them room for them, so these rows restart on their
     # staged keys (about (rank + 1) * n / 4096 candidates) like a spread row; a row of equal keys
     # overflows every segment and stays on the input (its top bucket is the row, beyond `cap`).
-    from cutopk import _gpu_multiblock
-
-    made = []
-    original = _gpu_multiblock.run
-    monkeypatch.setattr(_gpu_multiblock, "run", lambda xp, *a, **kw: original(_Recorder(xp, made), *a, **kw))
+    made = record_multiblock_arrays(monkeypatch)
     n, k = 200_000, 100
     rng = np.random.default_rng(12)
     x = rng.random((4, n)).astype(np.float32)
