@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-ALGORITHMS = ("warp_row", "thread_row", "bitonic", "radix", "multiblock", "sort")
+ALGORITHMS = ("warp_row", "warp_radix", "thread_row", "bitonic", "radix", "multiblock", "sort")
 
 WARP_ROW_MAX_N = 1024  # ITEMS = 32 keys per lane in registers (95 for float64 on sm_90, no spills)
 WARP_ROW_MAX_K = 32  # lane r keeps the r-th winner
@@ -18,6 +18,14 @@ WARP_ROW_MAX_K = 32  # lane r keeps the r-th winner
 # large K are left to the block kernels. Provisional: an instruction-count estimate, no benchmark.
 WARP_ROW_SHORT_N = 256
 WARP_ROW_MEDIUM_MAX_K = 16
+# warp_radix: a warp per row, radix select with its own shared histogram, no block barrier.
+WARP_RADIX_MAX_K = 128  # WR_MAX_K in kernels/warp_radix_topk.cu
+WARP_RADIX_WARPS = 8  # rows per block
+# Auto picks it for batches of at least WARP_RADIX_MIN_ROWS rows longer than warp_row's short
+# rows and up to WARP_RADIX_MAX_N (a few passes over a row that stays in L1/L2), where the block
+# kernels would synchronise a block per row at every step. Provisional: a design estimate.
+WARP_RADIX_MIN_ROWS = 1024
+WARP_RADIX_MAX_N = 16384
 THREAD_ROW_MAX_K = 8  # winners kept in registers by one thread (16 spills on sm_90)
 THREAD_ROW_THREADS = 256
 THREAD_ROW_MIN_ROWS = 256  # one thread per row: fewer rows would leave the GPU idle
@@ -166,6 +174,11 @@ def why_not(algorithm: str, n: int, k: int, key_bytes: int, device: Device, rows
             return f"'warp_row' handles rows of at most {WARP_ROW_MAX_N} elements, this axis has {n}"
         if k > WARP_ROW_MAX_K:
             return f"'warp_row' selects at most k={WARP_ROW_MAX_K}, got k={k}"
+    elif algorithm == "warp_radix":
+        if k > WARP_RADIX_MAX_K:
+            return f"'warp_radix' selects at most k={WARP_RADIX_MAX_K}, got k={k}"
+        if n >= 2**31:
+            return f"'warp_radix' handles rows shorter than 2**31 elements, this axis has {n}"
     elif algorithm == "bitonic":
         if bitonic_size(n, key_bytes, device) is None:
             return (
@@ -196,6 +209,8 @@ def choose(
         n <= WARP_ROW_MAX_N and k <= WARP_ROW_MEDIUM_MAX_K
     ):
         return "warp_row"
+    if rows >= WARP_RADIX_MIN_ROWS and k <= WARP_RADIX_MAX_K and WARP_ROW_SHORT_N < n <= WARP_RADIX_MAX_N:
+        return "warp_radix"
     if rows <= MULTIBLOCK_FEW_ROWS and n >= MULTIBLOCK_MIN_N:
         return "multiblock"  # few long rows: spread each row over many blocks
     if bitonic_size(n, key_bytes, device) is not None and (n <= 2048 or k > RADIX_MAX_K):
@@ -240,6 +255,9 @@ def _plan(rows: int, n: int, k: int, key_bytes: int, device: Device, copy: bool,
         items = max(1, pow2_at_least(-(-n // 32)))
         per_block = WARP_ROW_THREADS // 32
         return Plan(name, "warp_row_topk", -(-rows // per_block), WARP_ROW_THREADS, 0, {"ITEMS": items}, copy)
+    if name == "warp_radix":
+        grid = -(-rows // WARP_RADIX_WARPS)
+        return Plan(name, "warp_radix_topk", grid, WARP_RADIX_WARPS * 32, 0, {}, copy)
     if name == "bitonic":
         size = bitonic_size(n, key_bytes, device)
         # One thread per compare-exchange pair (size / 2), at most BITONIC_THREADS: a short row

@@ -24,6 +24,7 @@ KERNEL_FILES = (
     "key_traits.cuh",
     "block_sort.cuh",
     "warp_row_topk.cu",
+    "warp_radix_topk.cu",
     "thread_row_topk.cu",
     "bitonic_topk.cu",
     "radix_topk.cu",
@@ -70,7 +71,13 @@ def name_expressions(cxx: str) -> list[str]:
     """Every kernel instantiation for one element type."""
     names = [f"warp_row_topk<{cxx}, {items}>" for items in WARP_ROW_ITEMS]
     names += [f"thread_row_topk<{cxx}, {kmax}>" for kmax in THREAD_ROW_KMAX]
-    names += [f"bitonic_topk<{cxx}>", f"radix_topk<{cxx}>", f"compute_keys<{cxx}>", f"gather_values<{cxx}>"]
+    names += [
+        f"warp_radix_topk<{cxx}>",
+        f"bitonic_topk<{cxx}>",
+        f"radix_topk<{cxx}>",
+        f"compute_keys<{cxx}>",
+        f"gather_values<{cxx}>",
+    ]
     names += [f"mb_{k}<{cxx}>" for k in ("histogram", "collect", "move", "sample", "order")]
     return names
 
@@ -237,6 +244,9 @@ def _launch(
         fn((p.grid,), (p.block,), (*common, np.int32(req.k), *flags, by_index, *out))
     elif p.algorithm == "warp_row":
         fn = mod.get_function(f"warp_row_topk<{info.cxx}, {p.params['ITEMS']}>")
+        fn((p.grid,), (p.block,), (*common, np.int32(req.k), *flags, by_index, *out))
+    elif p.algorithm == "warp_radix":
+        fn = mod.get_function(f"warp_radix_topk<{info.cxx}>")
         fn((p.grid,), (p.block,), (*common, np.int32(req.k), *flags, by_index, *out))
     elif p.algorithm == "bitonic":
         fn = mod.get_function(f"bitonic_topk<{info.cxx}>")

@@ -21,6 +21,12 @@ DEV = d.Device()
         (1000, 1025, 8, 4, "bitonic"),
         (10, 2048, 100, 4, "bitonic"),
         (10, 4096, 100, 4, "radix"),  # long enough that selecting beats sorting the row
+        (16384, 2048, 64, 4, "warp_radix"),  # a batch of medium rows: a warp each, no barriers
+        (1024, 16384, 128, 8, "warp_radix"),
+        (1023, 2048, 64, 4, "bitonic"),  # too few rows to fill the GPU a warp per row
+        (16384, 16385, 64, 4, "radix"),  # longer rows: a block each
+        (16384, 2048, 129, 4, "bitonic"),  # K beyond the warp's shared pairs
+        (16384, 256, 64, 4, "bitonic"),  # short rows with K > 32: the block sort
         (1, 128256, 50, 4, "multiblock"),  # LLM sampling at batch 1: few long rows
         (64, 131072, 1024, 8, "multiblock"),
         (65, 131072, 1024, 8, "radix"),  # enough rows to fill the GPU one block per row
@@ -35,10 +41,10 @@ def test_choice(rows, n, k, key_bytes, expected):
 
 def test_outer_axis_rows_get_a_thread_each():
     assert d.choose(4096, 4096, 8, 4, DEV, outer=True) == "thread_row"
-    assert d.choose(4096, 4096, 9, 4, DEV, outer=True) == "radix"
+    assert d.choose(4096, 4096, 9, 4, DEV, outer=True) == "warp_radix"
     assert d.choose(100, 4096, 8, 4, DEV, outer=True) == "radix"  # too few rows for a thread each
     assert d.choose(4096, 2**31, 8, 1, DEV, outer=True) != "thread_row"  # 32-bit indices in registers
-    assert d.choose(4096, 4096, 8, 4, DEV, outer=False) == "radix"
+    assert d.choose(4096, 4096, 8, 4, DEV, outer=False) == "warp_radix"
     p = d.plan(1000, 50, 5, 2, DEV, copy=False, outer=True)
     assert (p.algorithm, p.params["KMAX"], p.grid) == ("thread_row", 8, 4)
     assert p.copy is False and p.scratch_bytes == 0
@@ -47,7 +53,7 @@ def test_outer_axis_rows_get_a_thread_each():
 def test_outer_axis_rows_are_copied_for_the_block_kernels():
     # A block reading an outer-axis row touches one sector per element: a transposing copy is cheaper.
     p = d.plan(4096, 4096, 9, 4, DEV, copy=False, outer=True)
-    assert (p.algorithm, p.copy) == ("radix", True)
+    assert (p.algorithm, p.copy) == ("warp_radix", True)
     assert p.scratch_bytes >= 4096 * 4096 * 4
     p = d.plan(4096, 300, 100, 8, DEV, copy=False, outer=True, algorithm="bitonic")
     assert p.copy is True and p.scratch_bytes == 4096 * 300 * 8
@@ -80,6 +86,7 @@ def test_radix_candidates_fit_shared_memory():
         ("radix", 10_000, 5000, "at most k=1024"),
         ("magic", 10, 1, "unknown algorithm"),
         ("thread_row", 100, 9, "at most k=8"),
+        ("warp_radix", 1000, 129, "at most k=128"),
     ],
 )
 def test_why_not(algorithm, n, k, fragment):
@@ -95,6 +102,8 @@ def test_plans():
     assert (p.algorithm, p.block, p.grid, p.params["ITEMS"]) == ("warp_row", 256, 65536 // 8, 4)
     p = d.plan(100, 1000, 20, 4, DEV, copy=True)
     assert (p.algorithm, p.grid, p.shared_bytes, p.copy) == ("bitonic", 100, 1024 * 8, True)
+    p = d.plan(5000, 3000, 100, 2, DEV, copy=False)
+    assert (p.algorithm, p.grid, p.block, p.shared_bytes) == ("warp_radix", 625, 256, 0)  # static shared
     p = d.plan(300, 10_000, 64, 8, DEV, copy=False)
     assert p.algorithm == "radix" and p.shared_bytes <= DEV.shared_bytes and p.grid == 300
     p = d.plan(2, 10_000_000, 5000, 4, DEV, copy=False)
