@@ -3,12 +3,16 @@
 
 // Sorts `size` (a power of two) pairs in shared memory, best first by the selection order
 // (BY_INDEX false: larger key, then lower index) or by ascending index (BY_INDEX true). Every
-// thread of the block must call it; it ends with a barrier, so the result is visible to all.
-template <bool BY_INDEX, class Key, class Index>
+// thread of the block must call it, or with ONE_WARP every lane of the calling warp alone (the
+// pairs are then that warp's); it ends with a barrier (__syncwarp for one warp), so the result
+// is visible to all of them.
+template <bool BY_INDEX, bool ONE_WARP = false, class Key, class Index>
 __device__ void cutopk_block_bitonic(Key* keys, Index* idx, int size) {
+  const int first = ONE_WARP ? (int)(threadIdx.x & 31) : (int)threadIdx.x;
+  const int stride = ONE_WARP ? 32 : (int)blockDim.x;
   for (int span = 2; span <= size; span <<= 1) {
     for (int half = span >> 1; half > 0; half >>= 1) {
-      for (int i = threadIdx.x; i < (size >> 1); i += blockDim.x) {
+      for (int i = first; i < (size >> 1); i += stride) {
         const int lo = ((i & ~(half - 1)) << 1) | (i & (half - 1));  // pairs (lo, lo + half)
         const int hi = lo + half;
         const bool want_lo_first = (lo & span) == 0;  // the direction of this bitonic run
@@ -22,7 +26,10 @@ __device__ void cutopk_block_bitonic(Key* keys, Index* idx, int size) {
           idx[hi] = ilo;
         }
       }
-      __syncthreads();
+      if (ONE_WARP)
+        __syncwarp();
+      else
+        __syncthreads();
     }
   }
 }

@@ -200,7 +200,7 @@ __device__ void mb_histogram_rows(MB_PARAMS, const MbState* __restrict__ state, 
   const long long row = blockIdx.y;
   const MbState s = state[row];
   // The same for the whole block: it exits before any barrier.
-  if (s.done || s.from_cand != (int)FROM_CAND) return;
+  if (s.done) return;
   __shared__ unsigned int counts[256];
   for (int d = threadIdx.x; d < 256; d += blockDim.x) counts[d] = 0;
   __syncthreads();
@@ -542,7 +542,6 @@ __device__ void mb_collect_rows(MB_PARAMS, int k, MbState* __restrict__ state, c
                                 typename KeyTraits<T>::Key* __restrict__ win_key, long long* __restrict__ win_idx) {
   const long long row = blockIdx.y;
   const MbState s = state[row];
-  if (s.from_cand != (int)FROM_CAND) return;
   const MbRow<T, FROM_CAND> r = MB_ROW(s, row);
   const long long begin = (long long)blockIdx.x * slice;
   // The bucket's winners follow the winners above it: the first `needed` bucket keys in index

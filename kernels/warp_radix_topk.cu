@@ -26,30 +26,17 @@
 #define WR_CAP 256    // (key, index) pairs per warp: the winners above the bucket and the bucket
 #define WR_MAX_K 128  // at most half of WR_CAP, so that a bucket of K keys or more can still fit
 
-// Bitonic sort of `size` (a power of two) pairs in shared memory by one warp: by (key
-// descending, index ascending), or by index ascending.
+// Sorts the warp's first `count` pairs (by key and index, or by index) after padding them to a
+// power of two with pairs that sort last (the lowest key, the highest index).
 template <bool BY_INDEX, class Key>
-__device__ void cutopk_warp_bitonic(Key* keys, unsigned* idx, int size) {
-  const int lane = threadIdx.x & 31;
-  for (int span = 2; span <= size; span <<= 1) {
-    for (int half = span >> 1; half > 0; half >>= 1) {
-      for (int i = lane; i < (size >> 1); i += 32) {
-        const int lo = ((i & ~(half - 1)) << 1) | (i & (half - 1));  // pairs (lo, lo + half)
-        const int hi = lo + half;
-        const bool want_lo_first = (lo & span) == 0;  // the direction of this bitonic run
-        const Key klo = keys[lo], khi = keys[hi];
-        const unsigned ilo = idx[lo], ihi = idx[hi];
-        const bool hi_first = BY_INDEX ? (ihi < ilo) : cutopk_before(khi, ihi, klo, ilo);
-        if (hi_first == want_lo_first) {
-          keys[lo] = khi;
-          keys[hi] = klo;
-          idx[lo] = ihi;
-          idx[hi] = ilo;
-        }
-      }
-      __syncwarp();
-    }
+__device__ __forceinline__ void wr_sort(Key* keys, unsigned* idx, int count) {
+  const int size = cutopk_pow2_at_least(count);
+  for (int j = count + (int)(threadIdx.x & 31); j < size; j += 32) {
+    keys[j] = Key(0);
+    idx[j] = 0xffffffffu;
   }
+  __syncwarp();
+  cutopk_block_bitonic<BY_INDEX, true>(keys, idx, size);
 }
 
 // At least 4 blocks (32 warps) per SM: with the maximum block size alone, ptxas chose 40
@@ -131,23 +118,8 @@ __global__ void __launch_bounds__(256, 4)
   __syncwarp();
 
   // 3. Order: the K winners first, by (key, index); padding sorts last.
-  const int count = fits ? above_count + (int)bucket : k;
-  const int size = cutopk_pow2_at_least(count);
-  for (int j = count + lane; j < size; j += 32) {
-    keys[j] = Key(0);
-    idx[j] = 0xffffffffu;
-  }
-  __syncwarp();
-  cutopk_warp_bitonic<false>(keys, idx, size);
-  if (by_index) {
-    const int kp = cutopk_pow2_at_least(k);
-    for (int j = k + lane; j < kp; j += 32) {
-      keys[j] = Key(0);
-      idx[j] = 0xffffffffu;
-    }
-    __syncwarp();
-    cutopk_warp_bitonic<true>(keys, idx, kp);
-  }
+  wr_sort<false>(keys, idx, fits ? above_count + (int)bucket : k);
+  if (by_index) wr_sort<true>(keys, idx, k);
   for (int j = lane; j < k; j += 32) {
     const unsigned int i = idx[j];
     cutopk_store_index(out_idx, row * k + j, (unsigned long long)i, index_bytes);
