@@ -113,7 +113,7 @@ def run(
     collect = (*per_slice, np.int32(k), state, ties, win_key, win_idx)
     mod.get_function(f"mb_collect<{cxx}>")(grid2, block, collect)
     if plan.params["order_shared"]:
-        order = (
+        order_args = (
             base,
             np.int64(row_stride),
             np.int64(col_stride),
@@ -124,7 +124,9 @@ def run(
             values,
             indices,
         )
-        mod.get_function(f"mb_order<{cxx}>")((rows,), block, order, shared_mem=plan.params["order_shared"])
+        mod.get_function(f"mb_order<{cxx}>")(
+            (rows,), block, order_args, shared_mem=plan.params["order_shared"]
+        )
         return
     # Order the K winners: by index, then (stably) by key, so equal keys stay in index order.
     by_index = xp.argsort(win_idx, axis=1)  # indices are distinct: any sort will do
