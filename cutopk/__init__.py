@@ -7,14 +7,14 @@ TopK(values=array([5, 4]), indices=array([4, 2]))
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from . import _api
+from . import _api, _call
+from ._plan import Launch, Plan
 
-__all__ = ["TopK", "__version__", "algorithms", "plan", "top_k"]
+__all__ = ["Launch", "Plan", "TopK", "__version__", "algorithms", "plan", "top_k"]
 __version__ = "0.1.0"
 
 
@@ -37,15 +37,19 @@ def top_k(
     index_dtype=np.int64,
     backend: str = "auto",
     algorithm: str = "auto",
+    out=None,
 ) -> TopK:
     """Return the K largest (or smallest) elements of ``a`` along ``axis`` and their indices.
+
+    The contract is ``docs/SPEC.md``.
 
     Parameters
     ----------
     a : array
-        NumPy array (CPU) or CuPy / CUDA array (GPU), rank >= 1, any strides.
+        NumPy array (CPU) or CuPy / CUDA array (GPU; a torch tensor too), rank >= 1, any strides.
     k : int
-        How many elements to select, ``0 <= k <= a.shape[axis]``.
+        How many elements to select, ``0 <= k <= a.shape[axis]``: any integer ``operator.index``
+        accepts (0-d integer arrays and tensors too), not a bool.
     axis : int
         The axis to select along; negative counts from the end.
     mode : {"largest", "smallest"}
@@ -57,16 +61,20 @@ def top_k(
         ``"last"``: a NaN is never preferred over a number. ``"largest"``: NaN ranks above +inf
         (ONNX, torch). NaNs tie with each other.
     index_dtype : dtype
-        int64 (default), int32, uint32 or uint64.
+        int64 (default), int32, uint32 or uint64 (NumPy's or torch's).
     backend : {"auto", "numpy", "cuda", "sim"}
         ``"auto"`` picks by array type; ``"sim"`` runs the CUDA kernels on the CPU simulator.
     algorithm : str
         ``"auto"`` or one of :func:`algorithms` for the backend.
+    out : (values, indices), optional
+        Preallocated C-contiguous outputs of the result's shape, dtypes, array type and device, not
+        overlapping the input: the results are written there and the same objects returned.
 
     Returns
     -------
     TopK
-        ``(values, indices)``, C-contiguous, shape of ``a`` with ``axis`` replaced by ``k``.
+        ``(values, indices)``, C-contiguous, shape of ``a`` with ``axis`` replaced by ``k``. For a
+        torch tensor that requires grad, ``values`` carries the gradient (to the selected elements).
 
     Examples
     --------
@@ -79,33 +87,32 @@ def top_k(
     >>> cutopk.top_k(x, 1, mode="smallest", nan="largest").indices.ravel().tolist()
     [0, 0]
     """
-    a, back, scope = _prepare(a, backend)
-    req = _api.normalize(a, k, axis, mode, sorted, nan, index_dtype, backend, algorithm)
-    # The scope makes the input's device and the caller's stream current, for the launches and for
-    # handing the results back as the caller's array type.
+    if type(a) is not np.ndarray and getattr(a, "requires_grad", False):
+        from . import _autograd
+
+        if _autograd.records(a):
+            if out is not None:
+                raise ValueError(
+                    "out: cannot be used with an input that requires grad (values carry its gradient)"
+                )
+            return TopK(*_autograd.top_k(a, k, axis, mode, sorted, nan, index_dtype, backend, algorithm))
+    arr, back, scope, call, _ = _call.prepare(a, k, axis, mode, sorted, nan, index_dtype, backend, algorithm)
+    if scope is None:
+        return _run(arr, back, call, out)
     with scope:
-        if req.backend == "numpy":
-            from . import _numpy
-
-            values, indices = _numpy.top_k(a, req)
-        else:
-            from . import _gpu
-
-            values, indices = _gpu.top_k(a, req)
-        return TopK(back(values), back(indices))
+        return _run(arr, back, call, out)
 
 
-def _prepare(a, backend):
-    """The array as the backend takes it (NumPy, or CuPy without a copy), a function returning
-    results to the caller's array type, and the device/stream scope to launch in."""
-    kind = _api.array_kind(a)
-    _api.resolve_backend(backend, kind)  # a backend/array mismatch is reported before anything else
-    from . import _interop
+def _run(arr, back, call, out) -> TopK:
+    if out is not None:
+        from . import _out
 
-    if kind == "numpy":
-        return (*_interop.as_host(a), contextlib.nullcontext())
-
-    return _interop.as_cupy(a)
+        call.run(arr, _out.check(out, call, arr))
+        return TopK(*out)
+    values, indices = call.run(arr)
+    if back is None:
+        return TopK(values, indices)
+    return TopK(back(values), back(indices))
 
 
 def algorithms(backend: str = "cuda") -> tuple[str, ...]:
@@ -137,17 +144,30 @@ def plan(
     index_dtype=np.int64,
     backend: str = "auto",
     algorithm: str = "auto",
-):
-    """Report what :func:`top_k` would do with these arguments, without running anything.
+) -> Plan:
+    """Report what :func:`top_k` does with these arguments, without running anything.
 
-    For the ``"cuda"`` and ``"sim"`` backends this is the dispatcher's plan: the algorithm,
-    launch configuration, scratch memory and whether the input is copied.
+    The same checks as :func:`top_k` (the same errors), and the same plan: the algorithm, every
+    launch, the scratch memory, every copy, and whether the signature was already planned (a
+    cached signature skips the checks and the planning). ``print(plan)`` lays it out.
+
+    >>> import numpy as np, cutopk
+    >>> p = cutopk.plan(np.zeros((4, 100), np.float32), 3, backend="sim")
+    >>> p.algorithm, p.launch_count, p.copies
+    ('warp_row', 1, ())
     """
-    a, _, scope = _prepare(a, backend)
-    req = _api.normalize(a, k, axis, mode, sorted, nan, index_dtype, backend, algorithm)
-    if req.backend == "numpy":
-        return {"backend": "numpy", "algorithm": "select", "copy": req.axis != a.ndim - 1}
-    from . import _gpu
+    _, _, _, call, cached = _call.prepare(a, k, axis, mode, sorted, nan, index_dtype, backend, algorithm)
+    return _call.describe(call, cached)
 
-    with scope:
-        return _gpu.plan(a, req)
+
+_SUBMODULES = ("onnx", "openvino", "directml", "dask")
+
+
+def __getattr__(name: str):
+    # The front ends and the Dask integration load on first use: importing cutopk stays cheap
+    # and needs no Dask.
+    if name in _SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -71,20 +71,36 @@ def _choices(values) -> str:
     return ", ".join(repr(v) for v in values)
 
 
-def check_k(k, n: int, axis: int) -> int:
-    """Return ``k`` as an int after checking it is an integer in ``[0, n]``."""
-    if isinstance(k, (bool, np.bool_)) or not isinstance(k, (numbers.Integral, np.integer)):
-        raise TypeError(f"k: expected an integer, got {type(k).__name__} {k!r}")
-    k = operator.index(k)
+def check_k(k, n: int, axis: int, name: str = "k") -> int:
+    """Return ``k`` as an int after checking it is an integer in ``[0, n]``.
+
+    Anything ``operator.index`` accepts is an integer (Python and NumPy integers, 0-d integer
+    arrays and tensors), except booleans and arrays of any other rank (SPEC.md)."""
+    if type(k) is not int:
+        k = as_index(k, name)
     if k < 0 or k > n:
-        raise ValueError(f"k: expected 0 <= k <= {n} (the length of axis {axis}), got k={k}")
+        raise ValueError(f"{name}: expected 0 <= {name} <= {n} (the length of axis {axis}), got {name}={k}")
     return k
 
 
-def check_axis(axis, ndim: int) -> int:
+def as_index(value, name: str) -> int:
+    """``operator.index(value)`` for a non-bool integer scalar or 0-d integer array, else TypeError."""
+    shape = getattr(value, "shape", None)
+    dtype = getattr(value, "dtype", None)
+    is_bool = isinstance(value, (bool, np.bool_)) or (dtype is not None and "bool" in str(dtype))
+    if is_bool or (shape is not None and tuple(shape) != ()):
+        what = f"a {len(shape)}-d array" if shape is not None and tuple(shape) != () else type(value).__name__
+        raise TypeError(f"{name}: expected an integer, got {what} {value!r}")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name}: expected an integer, got {type(value).__name__} {value!r}") from None
+
+
+def check_axis(axis, ndim: int, array_name: str = "a") -> int:
     """Return ``axis`` normalised to ``[0, ndim)``; rank-0 input and bad axes are errors."""
     if ndim == 0:
-        raise ValueError("a: expected an array of rank >= 1, got a rank-0 (scalar) array")
+        raise ValueError(f"{array_name}: expected an array of rank >= 1, got a rank-0 (scalar) array")
     if isinstance(axis, (bool, np.bool_)) or not isinstance(axis, (numbers.Integral, np.integer)):
         raise TypeError(f"axis: expected an integer, got {type(axis).__name__} {axis!r}")
     axis = operator.index(axis)
@@ -113,24 +129,25 @@ def check_order(sorted_) -> str:
     raise ValueError(f"sorted: expected one of True, 'value', 'index', False, got {sorted_!r}")
 
 
-def check_index_dtype(index_dtype, n: int) -> np.dtype:
-    """Return the index dtype after checking it is supported and can hold ``n - 1``."""
+def check_index_dtype(index_dtype, n: int, name: str = "index_dtype") -> np.dtype:
+    """Return the index dtype after checking it is supported and can hold ``n - 1``.
+
+    NumPy dtypes and their torch twins (``torch.int32``) are both accepted."""
     try:
-        dt = np.dtype(index_dtype)
+        dt = _dtypes.as_numpy_dtype(index_dtype)
     except TypeError:
         dt = None
     if dt not in INDEX_DTYPES:
         names = ", ".join(str(d) for d in INDEX_DTYPES)
-        raise ValueError(f"index_dtype: expected one of {names}, got {index_dtype!r}")
+        raise ValueError(f"{name}: expected one of {names}, got {index_dtype!r}")
     if n - 1 > INDEX_DTYPES[dt]:
         raise ValueError(
-            f"index_dtype: {dt} cannot hold indices up to {n - 1} along an axis of length {n}; "
-            "use int64 or uint64"
+            f"{name}: {dt} cannot hold indices up to {n - 1} along an axis of length {n}; use int64 or uint64"
         )
     return dt
 
 
-def array_kind(a) -> str:
+def array_kind(a, name: str = "a") -> str:
     """Classify the input: "numpy", "cupy" (CuPy or any CUDA array), or raise TypeError."""
     if isinstance(a, (np.ndarray, np.generic)):
         return "numpy"
@@ -147,19 +164,41 @@ def array_kind(a) -> str:
         if device_type == 1:  # kDLCPU
             return "numpy"
     raise TypeError(
-        f"a: expected a NumPy array, a CuPy array or a CUDA array with __cuda_array_interface__ "
+        f"{name}: expected a NumPy array, a CuPy array or a CUDA array with __cuda_array_interface__ "
         f"or DLPack, got {type(a).__module__}.{type(a).__qualname__}"
     )
 
 
-def resolve_backend(backend, kind: str) -> str:
+def element_dtype(a, name: str = "a") -> np.dtype:
+    """The NumPy dtype of any accepted array (a torch tensor's ``torch.float32`` included), or the
+    TypeError of an unsupported dtype."""
+    try:
+        return _dtypes.as_numpy_dtype(a.dtype)
+    except TypeError:
+        pass
+    _dtypes.check_dtype(a.dtype, name)  # a dtype without a NumPy twin: raises, naming it
+    raise AssertionError("unreachable: check_dtype accepted a dtype that has no NumPy twin")
+
+
+def describe_array(a) -> str:
+    """How an error message names the array it was given."""
+    if isinstance(a, np.ndarray):
+        return "a NumPy array"
+    device = "a GPU array" if array_kind(a) == "cupy" else "a CPU array"
+    return f"{device} ({type(a).__module__}.{type(a).__qualname__})"
+
+
+def resolve_backend(backend, kind: str, a=None) -> str:
     """Pick the backend for an array of ``kind``; raise TypeError when they do not match."""
     check_choice("backend", backend, BACKENDS)
     if backend == "auto":
         return "cuda" if kind == "cupy" else "numpy"
     wanted = "cupy" if backend == "cuda" else "numpy"
     if kind != wanted:
-        given = "a GPU array" if kind == "cupy" else "a NumPy array"
+        if a is not None:
+            given = describe_array(a)
+        else:  # the kind of a lazy array's chunks (Dask)
+            given = "a GPU array" if kind == "cupy" else "a NumPy array"
         expected = "a CuPy/CUDA array" if backend == "cuda" else "a NumPy array"
         raise TypeError(f"backend: backend={backend!r} expects {expected}, got {given}")
     return backend
@@ -187,13 +226,14 @@ def normalize(a, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm, k
     Raises the errors listed in SPEC.md; never touches the array's data. ``kind`` overrides the
     array kind (a Dask array passes that of its chunks).
     """
+    given_kind = kind
     kind = array_kind(a) if kind is None else kind
     check_choice("mode", mode, MODES)
     order = check_order(sorted_)
     check_choice("nan", nan, NAN_POLICIES)
     if not isinstance(algorithm, str):
         raise ValueError(f"algorithm: expected 'auto' or an algorithm name (a str), got {algorithm!r}")
-    resolved = resolve_backend(backend, kind)
+    resolved = resolve_backend(backend, kind, a if given_kind is None else None)
     _dtypes.check_dtype(a.dtype)
     ax = check_axis(axis, len(a.shape))
     if a.shape[ax] != a.shape[ax]:  # NaN: a lazy array whose length is not known yet

@@ -90,14 +90,33 @@ def info(dtype) -> DtypeInfo:
     return SUPPORTED[np.dtype(dtype).newbyteorder("=")]
 
 
-def check_dtype(dtype) -> DtypeInfo:
-    """Return the dtype's info, or raise TypeError naming the unsupported dtype."""
+def as_numpy_dtype(dtype) -> np.dtype:
+    """The NumPy dtype of a NumPy/CuPy dtype, a torch dtype (``torch.float32``, ``torch.bfloat16``)
+    or anything ``numpy.dtype`` accepts; raises TypeError when there is none."""
+    if isinstance(dtype, np.dtype):
+        return dtype
+    if type(dtype).__module__ == "torch":  # torch.dtype: its name is NumPy's, bfloat16 aside
+        name = str(dtype).removeprefix("torch.")
+        if name == "bfloat16":
+            dt = _bfloat16_dtype()
+            if dt is None:
+                raise TypeError("bfloat16 needs the ml_dtypes package (pip install ml_dtypes)")
+            return dt
+        try:
+            return np.dtype(name)
+        except TypeError:
+            raise TypeError(f"{dtype} has no NumPy equivalent") from None
+    return np.dtype(dtype)
+
+
+def check_dtype(dtype, name: str = "a") -> DtypeInfo:
+    """Return the dtype's info, or raise TypeError naming the argument and the unsupported dtype."""
     try:
-        dt = np.dtype(dtype)
+        dt = as_numpy_dtype(dtype)
     except TypeError:
-        raise TypeError(f"a: unsupported dtype {dtype!r}") from None
-    native = dt.newbyteorder("=") if dt.byteorder not in ("=", "|") else dt
+        dt = None
+    native = None if dt is None else dt.newbyteorder("=") if dt.byteorder not in ("=", "|") else dt
     if native not in SUPPORTED:
         names = ", ".join(i.name for i in SUPPORTED.values())
-        raise TypeError(f"a: unsupported dtype {dt} (expected one of {names})")
+        raise TypeError(f"{name}: unsupported dtype {dtype if dt is None else dt} (expected one of {names})")
     return SUPPORTED[native]

@@ -1,4 +1,9 @@
-"""Helpers shared by the operator-spec front ends (onnx, openvino, directml)."""
+"""Helpers shared by the operator-spec front ends (onnx, openvino, directml).
+
+A front end checks its whole call in its own spec's terms (``X``/``K`` for ONNX, ``data`` for
+OpenVINO, ``input``/``K`` for DirectML) before it calls :func:`cutopk.top_k`, so every error a
+user of that spec sees names the spec's arguments; ``top_k`` then has nothing left to refuse.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,7 @@ import numbers
 
 import numpy as np
 
-from . import _dtypes
+from . import _api, _dtypes
 
 
 def check_flag(name: str, value) -> bool:
@@ -26,10 +31,32 @@ def check_string(name: str, value, mapping: dict):
     return mapping[value]
 
 
-def check_dtypes(spec: str, dtype, allowed: tuple[str, ...]) -> None:
-    """Refuse element types the spec does not list (before the core's own dtype check)."""
-    info = _dtypes.check_dtype(dtype)
+def check_tensor(spec: str, name: str, x, allowed: tuple[str, ...]) -> None:
+    """The input tensor: an array ``top_k`` accepts, of an element type the spec lists."""
+    if not hasattr(x, "shape") or not hasattr(x, "dtype"):
+        raise TypeError(
+            f"{name}: expected a tensor (a NumPy, CuPy or torch array), got {type(x).__module__}."
+            f"{type(x).__qualname__}; wrap a list with numpy.asarray first"
+        )
+    _api.array_kind(x, name)
+    info = _dtypes.check_dtype(x.dtype, name)
     if info.name not in allowed:
         raise TypeError(
-            f"X: {spec} does not support dtype {info.name} (expected one of {', '.join(allowed)})"
+            f"{name}: {spec} does not support dtype {info.name} (expected one of {', '.join(allowed)})"
         )
+
+
+def check_scalar_k(name: str, k) -> int:
+    """K given as a scalar: any integer ``operator.index`` accepts (0-d integer arrays and tensors
+    included), not a bool."""
+    return _api.as_index(k, name)
+
+
+def check_axis_and_k(name: str, x, axis: int, k: int, k_name: str, index_dtype, index_name: str) -> int:
+    """The axis, K against its length, and the index type against it, named as the spec names
+    them; returns the axis length."""
+    ax = _api.check_axis(axis, len(x.shape), name)
+    n = int(x.shape[ax])
+    _api.check_k(k, n, ax, k_name)
+    _api.check_index_dtype(index_dtype, n, index_name)
+    return n

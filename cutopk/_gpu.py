@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import itertools
 import math
 import pathlib
 import re
@@ -15,7 +14,7 @@ import threading
 
 import numpy as np
 
-from . import _dispatch, _dtypes
+from . import _dispatch, _dtypes, _layout
 from ._api import Request
 
 ALGORITHMS = _dispatch.ALGORITHMS
@@ -86,24 +85,41 @@ _MODULES: dict[tuple, object] = {}
 _MODULES_LOCK = threading.Lock()
 
 
-def _module(target: str, cxx: str):
+class _Module:
+    """A compiled module whose kernel function objects are fetched once each: CuPy's
+    ``RawModule.get_function`` builds a new function object on every call."""
+
+    def __init__(self, raw):
+        self.raw = raw
+        self._functions: dict[str, object] = {}
+
+    def get_function(self, name: str):
+        fn = self._functions.get(name)
+        if fn is None:  # a race only builds the same function object twice
+            fn = self._functions[name] = self.raw.get_function(name)
+        return fn
+
+
+def _build_module(target: str, cxx: str):
+    if target == "cuda":
+        import cupy
+
+        return cupy.RawModule(
+            code=kernel_source(), options=("-std=c++17",), name_expressions=name_expressions(cxx)
+        )
+    from . import sim
+
+    return sim.RawModule(code=kernel_source(), name_expressions=name_expressions(cxx))
+
+
+def _module(target: str, cxx: str, device: int | None = None) -> _Module:
     """The compiled module for one element type, built once per (target, device, source)."""
-    device = _device_id(target)
+    device = _device_id(target) if device is None else device
     key = (target, device, cxx, _source_hash())
     with _MODULES_LOCK:
         mod = _MODULES.get(key)
         if mod is None:
-            if target == "cuda":
-                import cupy
-
-                mod = cupy.RawModule(
-                    code=kernel_source(), options=("-std=c++17",), name_expressions=name_expressions(cxx)
-                )
-            else:
-                from . import sim
-
-                mod = sim.RawModule(code=kernel_source(), name_expressions=name_expressions(cxx))
-            _MODULES[key] = mod
+            mod = _MODULES[key] = _Module(_build_module(target, cxx))
     return mod
 
 
@@ -135,30 +151,17 @@ def _device_facts(target: str, device: int) -> _dispatch.Device:
     )
 
 
-def _collapse(moved):
-    """Element strides ``(row_stride, col_stride)`` of ``moved`` (axis last) seen as rows, or None
-    when the batch axes do not collapse into a single stride (then the input is copied)."""
-    itemsize = moved.dtype.itemsize
-    if any(st % itemsize for st in moved.strides):
-        return None
-    batch = [
-        (size, st // itemsize)
-        for size, st in zip(moved.shape[:-1], moved.strides[:-1], strict=True)
-        if size != 1
-    ]
-    # Each batch axis must step by the extent of the axes inside it (C order over the others).
-    for (_, outer), (inner_size, inner) in itertools.pairwise(batch):
-        if outer != inner * inner_size:
-            return None
-    return (batch[-1][1] if batch else 0), moved.strides[-1] // itemsize
+_PLACEHOLDERS: dict[tuple, object] = {}
 
 
-def _rows_layout(a, axis: int):
-    """``(moved, strides)``: ``a`` with ``axis`` last, and its ``(row_stride, col_stride)`` when
-    the other axes collapse into one stride (else None: the input must be copied)."""
-    xp = np if isinstance(a, np.ndarray) else _xp("cuda")
-    moved = xp.moveaxis(a, axis, -1)
-    return moved, _collapse(moved)
+def placeholder(target: str, dtype) -> object:
+    """A one-element array of ``dtype`` on the current device, made once: the argument for a
+    kernel's pointer that the plan never dereferences (no allocation per call)."""
+    key = (target, _device_id(target), np.dtype(dtype))
+    arr = _PLACEHOLDERS.get(key)
+    if arr is None:
+        arr = _PLACEHOLDERS[key] = _xp(target).zeros(1, dtype=dtype)
+    return arr
 
 
 def _check_forced(req: Request, key_bytes: int, device: _dispatch.Device, rows: int) -> None:
@@ -173,68 +176,108 @@ def _check_forced(req: Request, key_bytes: int, device: _dispatch.Device, rows: 
         raise ValueError(f"algorithm: {reason}")
 
 
-def plan(a, req: Request) -> _dispatch.Plan:
-    """The dispatcher's plan for ``top_k(a, ...)`` (nothing is launched, nothing copied)."""
-    info = _dtypes.check_dtype(a.dtype)
-    device = _device_facts(req.backend, _device_id(req.backend))
-    rows = math.prod(s for i, s in enumerate(a.shape) if i != req.axis)
-    _check_forced(req, info.itemsize, device, rows)
-    _, strides = _rows_layout(a, req.axis)
-    outer = strides is not None and _is_outer(rows, *strides)
-    return _dispatch.plan(
-        rows, req.n, max(1, req.k), info.itemsize, device, strides is None, req.algorithm, outer
-    )
+class GpuCall:
+    """Everything about one call signature (shape, strides, dtype, request, device) that does not
+    depend on the data: checked and planned once, then :meth:`run` does only the per-call work
+    (the outputs, the launches, and any copy the plan names)."""
 
+    def __init__(self, shape, strides, dtype, req: Request, device: int):
+        self.req = req
+        self.target = req.backend
+        self.xp = _xp(self.target)
+        self.dtype = np.dtype(dtype)
+        # The kernels read native byte order: the simulator swaps a non-native input first (a
+        # GPU array library has no other byte order).
+        self.native = self.dtype.newbyteorder("=") if not self.dtype.isnative else self.dtype
+        self.info = _dtypes.check_dtype(self.dtype)
+        self.facts = _device_facts(self.target, device)
+        other = [s for i, s in enumerate(shape) if i != req.axis]
+        self.rows = math.prod(other)
+        self.out_shape = (*other, req.k)
+        self.last_axis = req.axis == len(shape) - 1
+        _check_forced(req, self.info.itemsize, self.facts, self.rows)
+        layout = _layout.row_strides(shape, strides, self.dtype.itemsize, req.axis)
+        self.strides = layout
+        outer = layout is not None and _layout.is_outer(self.rows, *layout)
+        self.plan = _dispatch.plan(
+            self.rows,
+            req.n,
+            max(1, req.k),
+            self.info.itemsize,
+            self.facts,
+            layout is None,
+            req.algorithm,
+            outer,
+        )
+        self.launches = req.k > 0 and self.rows > 0
+        self.module = _module(self.target, self.info.cxx, device) if self.launches else None
 
-def _is_outer(rows: int, row_stride: int, col_stride: int) -> bool:
-    """Rows along an outer axis: adjacent rows are adjacent in memory, a row's elements are not."""
-    return rows > 1 and row_stride == 1 and col_stride not in (0, 1)  # 0: one address per row
+    def run(self, a, out=None):
+        """``(values, indices)`` of ``a`` (which has this call's signature), written into ``out``
+        when given (already checked to fit)."""
+        xp, req = self.xp, self.req
+        if self.native is not self.dtype:
+            a = a.astype(self.native)
+        direct = out is not None and self.last_axis and self.native is self.dtype
+        if direct:  # C-contiguous outputs of the result's shape: the kernels write into them
+            values = out[0].reshape(self.rows, req.k)
+            indices = out[1].reshape(self.rows, req.k)
+        else:
+            values = xp.empty((self.rows, req.k), dtype=self.native)
+            # Written in index_dtype by the kernels (no cast afterwards).
+            indices = xp.empty((self.rows, req.k), dtype=req.index_dtype)
+        if self.launches:
+            self._launch(a, values, indices)
+        if direct:
+            return out
+        values, indices = self._finish(values), self._finish(indices)
+        if out is not None:
+            xp.copyto(out[0], values)
+            xp.copyto(out[1], indices)
+            return out
+        if self.native is not self.dtype:
+            values = values.astype(self.dtype)  # SPEC: values.dtype == a.dtype
+        return values, indices
 
+    def _finish(self, arr):
+        if self.last_axis:
+            return arr.reshape(self.out_shape)
+        return self.xp.ascontiguousarray(self.xp.moveaxis(arr.reshape(self.out_shape), -1, self.req.axis))
 
-def top_k(a, req: Request):
-    """Top-K of ``a`` (CuPy for "cuda", NumPy for "sim") by the CUDA kernels."""
-    target = req.backend
-    xp = _xp(target)
-    if target == "sim" and not a.dtype.isnative:
-        a = a.astype(a.dtype.newbyteorder("="))  # kernels read native byte order
-    info = _dtypes.check_dtype(a.dtype)
-    device = _device_facts(target, _device_id(target))
-    other = [s for i, s in enumerate(a.shape) if i != req.axis]
-    out_shape = (*other, req.k)
-    rows = math.prod(other)
-    _check_forced(req, info.itemsize, device, rows)
-    values = xp.empty((rows, req.k), dtype=a.dtype)
-    # Written in index_dtype by the kernels (no cast afterwards).
-    indices = xp.empty((rows, req.k), dtype=req.index_dtype)
-    if req.k > 0 and rows > 0:
-        moved, strides = _rows_layout(a, req.axis)
-        outer = strides is not None and _is_outer(rows, *strides)
-        p = _dispatch.plan(rows, req.n, req.k, info.itemsize, device, strides is None, req.algorithm, outer)
+    def _launch(self, a, values, indices):
+        xp, p, req = self.xp, self.plan, self.req
+        moved = a if self.last_axis else xp.moveaxis(a, req.axis, -1)
         if p.copy:
             base, row_stride, col_stride = xp.ascontiguousarray(moved), req.n, 1
         else:
-            base, (row_stride, col_stride) = moved, strides
+            base, (row_stride, col_stride) = moved, self.strides
         try:
-            _launch(target, info, p, base, rows, req, row_stride, col_stride, values, indices)
+            _launch(
+                self.module,
+                self.target,
+                self.info,
+                p,
+                base,
+                self.rows,
+                req,
+                row_stride,
+                col_stride,
+                values,
+                indices,
+            )
         except Exception as exc:
             if type(exc).__name__ != "OutOfMemoryError":  # cupy.cuda.memory.OutOfMemoryError
                 raise
             # The scratch arrays are local to _launch and already released to CuPy's pool.
             raise MemoryError(
-                f"top_k: out of GPU memory running {p.algorithm!r} on {rows} rows of {req.n} "
+                f"top_k: out of GPU memory running {p.algorithm!r} on {self.rows} rows of {req.n} "
                 f"(scratch {p.scratch_bytes} bytes besides the outputs): {exc}"
             ) from None
 
-    def finish(arr):
-        return xp.ascontiguousarray(xp.moveaxis(arr.reshape(out_shape), -1, req.axis))
-
-    return finish(values), finish(indices)
-
 
 def _launch(
-    target, info, p: _dispatch.Plan, base, rows, req: Request, row_stride, col_stride, values, indices
+    mod, target, info, p: _dispatch.Plan, base, rows, req: Request, row_stride, col_stride, values, indices
 ):
-    mod = _module(target, info.cxx)
     common = (base, np.int64(rows), np.int64(req.n), np.int64(row_stride), np.int64(col_stride))
     flags = (np.int32(req.largest), np.int32(req.nan_first))
     by_index = np.int32(req.order == "index")
@@ -256,8 +299,11 @@ def _launch(
         fn = mod.get_function(f"radix_topk<{info.cxx}>")
         buf = p.params["buffer"]
         xp = _xp(target)
-        buf_key = xp.empty(max(1, rows * buf), dtype=info.key_dtype)
-        buf_idx = xp.empty(max(1, rows * buf), dtype=np.uint32)
+        if buf:
+            buf_key = xp.empty(rows * buf, dtype=info.key_dtype)
+            buf_idx = xp.empty(rows * buf, dtype=np.uint32)
+        else:  # no candidate buffer: the kernel never touches these pointers
+            buf_key, buf_idx = placeholder(target, info.key_dtype), placeholder(target, np.uint32)
         cap = np.int32(p.params["cap"])
         args = (
             *common,
@@ -338,3 +384,70 @@ def _sort_path(target, info, p, mod, common, flags, rows, req, base, row_stride,
         (p.block,),
         (base, np.int64(rows), np.int64(row_stride), np.int64(col_stride), np.int32(req.k), indices, values),
     )
+
+
+def launches(call: GpuCall) -> list:
+    """The launches of a prepared call, in order, as :func:`cutopk.plan` reports them (a test
+    compares them with the launches the simulator records, so this list cannot drift)."""
+    from ._plan import Launch
+
+    p, cxx, req = call.plan, call.info.cxx, call.req
+    if p.algorithm == "multiblock":
+        seq = _multiblock_launches(call)
+    elif p.algorithm == "sort":
+        seq = [
+            Launch(f"compute_keys<{cxx}>", (p.grid,), p.block),
+            Launch("library: stable argsort of the keys", ()),
+            *([Launch("library: sort of the K indices", ())] if req.order == "index" else []),
+            Launch(
+                f"gather_values<{cxx}>", (max(1, min(-(-(call.rows * req.k) // p.block), p.grid)),), p.block
+            ),
+        ]
+    else:
+        template = {
+            "thread_row": f"thread_row_topk<{cxx}, {p.params.get('KMAX')}>",
+            "warp_row": f"warp_row_topk<{cxx}, {p.params.get('ITEMS')}>",
+        }.get(p.algorithm, f"{p.kernel}<{cxx}>")
+        seq = [Launch(template, (p.grid,), p.block, p.shared_bytes)]
+    if p.algorithm in ("multiblock", "sort") and req.index_dtype.itemsize != 8:
+        seq.append(Launch(f"library: int64 indices to {req.index_dtype}", ()))
+    if p.copy:
+        seq.insert(0, Launch("library: copy of the input to row-major", ()))
+    if call.native is not call.dtype:
+        seq.insert(0, Launch("library: byte swap of the input", ()))
+    if not call.last_axis:
+        seq.append(Launch(f"library: outputs moved to axis {req.axis}", (), count=2))
+    return seq
+
+
+def _multiblock_launches(call: GpuCall) -> list:
+    """Mirror of the sequence in :func:`cutopk._gpu_multiblock.run`, per chunk of rows."""
+    from ._plan import Launch
+
+    p, cxx, req = call.plan, call.info.cxx, call.req
+    chunk = p.params["rows_per_chunk"]
+    chunks = -(-call.rows // chunk)
+    per_row, block = p.params["blocks_per_row"], p.block
+    staged = p.params["sample_rank"] is not None
+    key_bits = 8 * call.info.itemsize
+    grid2 = (per_row, chunk)
+    passes = key_bits // 8 - (0 if staged else 1)
+    seq = [
+        Launch(f"mb_sample<{cxx}>", (chunk,), block)
+        if staged
+        else Launch("mb_init", (-(-chunk * 256 // block),), block),
+        Launch(f"mb_histogram<{cxx}>", grid2, block),
+        Launch("mb_select", (chunk,), block),
+        Launch(f"mb_move<{cxx}>", grid2, block),
+        Launch(f"mb_histogram<{cxx}>", grid2, block, count=passes),
+        Launch("mb_select", (chunk,), block, count=passes),
+        Launch(f"mb_collect<{cxx}>", grid2, block),
+    ]
+    if p.params["order_shared"]:
+        seq.append(Launch(f"mb_order<{cxx}>", (chunk,), block, p.params["order_shared"]))
+    else:
+        seq += [Launch("library: sorts and gathers ordering the K winners", ())]
+        seq.append(Launch(f"gather_values<{cxx}>", (max(1, min(-(-(chunk * req.k) // 256), 4096)),), 256))
+    if chunks > 1:
+        seq = [Launch(x.kernel, x.grid, x.block, x.shared_bytes, x.count * chunks) for x in seq]
+    return seq

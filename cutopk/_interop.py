@@ -47,10 +47,11 @@ def as_cupy(a) -> tuple[Any, Callable[[Any], Any], contextlib.AbstractContextMan
     """
     cupy = import_cupy()
     if isinstance(a, cupy.ndarray):
-        return a, _identity, _device_scope(cupy, a.device.id, None)
+        return a, identity, _device_scope(cupy, a.device.id, None)
     if _module_of(a) == "torch":
         import torch
 
+        a = plain_tensor(a)
         device = a.device.index
         stream = torch.cuda.current_stream(a.device)
         external = cupy.cuda.ExternalStream(stream.cuda_stream, device)
@@ -62,9 +63,9 @@ def as_cupy(a) -> tuple[Any, Callable[[Any], Any], contextlib.AbstractContextMan
         return arr, torch.from_dlpack, _device_scope(cupy, device, external)
     if hasattr(a, "__cuda_array_interface__"):
         arr = cupy.asarray(a)  # zero-copy for __cuda_array_interface__ producers
-        return arr, _identity, _device_scope(cupy, arr.device.id, None)
+        return arr, identity, _device_scope(cupy, arr.device.id, None)
     arr = cupy.from_dlpack(a)
-    return arr, _identity, _device_scope(cupy, arr.device.id, None)
+    return arr, identity, _device_scope(cupy, arr.device.id, None)
 
 
 def as_host(a) -> tuple[Any, Callable[[Any], Any]]:
@@ -77,28 +78,60 @@ def as_host(a) -> tuple[Any, Callable[[Any], Any]]:
     from ._api import as_host_array
 
     if _module_of(a) != "torch":
-        return as_host_array(a), _identity
+        return as_host_array(a), identity
     import torch
 
-    t = a.detach()
+    t = plain_tensor(a)
     if t.dtype != torch.bfloat16:
         return np.from_dlpack(t), torch.from_numpy
-    try:
-        import ml_dtypes
-    except ImportError:
-        raise TypeError(
-            "a: a bfloat16 tensor on the CPU needs the ml_dtypes package (pip install ml_dtypes)"
-        ) from None
+    import ml_dtypes
 
     def back(result):
         if result.dtype == ml_dtypes.bfloat16:
             return torch.from_numpy(result.view(np.int16)).view(torch.bfloat16)
         return torch.from_numpy(result)
 
-    return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16), back
+    return host_view(t), back
 
 
-def _identity(x):
+def host_view(t, name: str = "a"):
+    """A NumPy view of a strided torch CPU tensor's memory; a bfloat16 one crosses as int16 bits
+    reinterpreted as ``ml_dtypes.bfloat16`` (NumPy's DLPack has no bfloat16)."""
+    import torch
+
+    if t.dtype != torch.bfloat16:
+        return np.from_dlpack(t)
+    try:
+        import ml_dtypes
+    except ImportError:
+        raise TypeError(
+            f"{name}: a bfloat16 tensor on the CPU needs the ml_dtypes package (pip install ml_dtypes)"
+        ) from None
+    return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+
+
+def plain_tensor(t, name: str = "a"):
+    """A torch tensor as DLPack can export it faithfully: detached (torch refuses to export one
+    that requires grad), with its lazy negation and conjugation applied. DLPack carries neither
+    bit, so a view such as ``x.conj().imag`` would otherwise be read with the wrong sign. Sparse
+    and quantized tensors have no strided memory to share and are refused."""
+    import torch
+
+    if t.layout is not torch.strided:
+        raise TypeError(
+            f"{name}: expected a dense (strided) tensor, got layout {t.layout}; call .to_dense() first"
+        )
+    if t.is_quantized:
+        raise TypeError(f"{name}: unsupported dtype {t.dtype} (quantized tensors: call .dequantize() first)")
+    t = t.detach()
+    if t.is_neg():
+        t = t.resolve_neg()
+    if t.is_conj():
+        t = t.resolve_conj()
+    return t
+
+
+def identity(x):
     return x
 
 

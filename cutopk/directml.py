@@ -1,13 +1,13 @@
 """DirectML TOP_K1 (and TOP_K, its decreasing case) on top of :func:`cutopk.top_k`.
 
-DirectML's rules: 1 to 8 dimensions, a non-negative axis below the dimension count, K > 0, the
+DirectML's rules: 1 to 8 dimensions, a non-negative axis below the dimension count, 0 < K < the
+axis length (both DirectML documents: K "must be greater than 0, but less than the number of
+elements ... along Axis"), the
 data types of its tensor-support table, UINT32 or UINT64 indices. Values are sorted (descending
 for "decreasing"), ties by ascending index. NaN ranks above +inf (``nan="largest"``).
 """
 
 from __future__ import annotations
-
-import numbers
 
 import numpy as np
 
@@ -20,17 +20,21 @@ DML_DTYPES = ("float16", "float32", "int8", "int16", "int32", "int64", "uint8", 
 
 
 def _check_uint(name: str, value) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Integral, np.integer)):
+    try:
+        value = _frontend.check_scalar_k(name, value)
+    except TypeError:
         raise TypeError(
             f"{name}: expected a non-negative integer (UINT), got {type(value).__name__} {value!r}"
-        )
+        ) from None
     if value < 0:
         raise ValueError(f"{name}: expected a non-negative integer (UINT), got {value}")
-    return int(value)
+    return value
 
 
 def top_k(input, axis: int, k: int, axis_direction: str = "decreasing", index_dtype: str = "uint32") -> TopK:
     """DirectML ``DML_TOP_K1_OPERATOR_DESC``.
+
+    Errors name DirectML's own fields (``input``, ``axis``, ``K``) and quote its rules.
 
     Examples
     --------
@@ -40,22 +44,21 @@ def top_k(input, axis: int, k: int, axis_direction: str = "decreasing", index_dt
     >>> directml.top_k(x, axis=3, k=3).indices[0, 0].tolist()
     [[3, 1, 2], [2, 3, 1], [0, 1, 2]]
     """
+    _frontend.check_tensor("DirectML TOP_K1", "input", input, DML_DTYPES)
     ndim = len(input.shape)
     if not 1 <= ndim <= 8:
         raise ValueError(f"input: DirectML supports 1 to 8 dimensions, got {ndim}")
     ax = _check_uint("axis", axis)
     if ax >= ndim:
         raise ValueError(f"axis: expected an axis below the dimension count {ndim}, got {ax}")
-    kk = _check_uint("k", k)
-    if kk == 0:
-        raise ValueError("k: DirectML requires K > 0, got 0")
-    _frontend.check_dtypes("DirectML TOP_K1", input.dtype, DML_DTYPES)
-    return _top_k(
-        input,
-        kk,
-        axis=ax,
-        mode=_frontend.check_string("axis_direction", axis_direction, DIRECTIONS),
-        sorted=True,
-        nan="largest",
-        index_dtype=_frontend.check_string("index_dtype", index_dtype, INDEX_TYPES),
-    )
+    kk = _check_uint("K", k)
+    n = int(input.shape[ax])
+    if not 0 < kk < n:
+        raise ValueError(
+            f'K: DirectML requires that K "must be greater than 0, but less than the number of elements '
+            f'in the InputTensor along the dimension specified by Axis" ({n} along axis {ax}), got K={kk}'
+        )
+    mode = _frontend.check_string("axis_direction", axis_direction, DIRECTIONS)
+    index_type = _frontend.check_string("index_dtype", index_dtype, INDEX_TYPES)
+    _frontend.check_axis_and_k("input", input, ax, kk, "K", index_type, "index_dtype")
+    return _top_k(input, kk, axis=ax, mode=mode, sorted=True, nan="largest", index_dtype=index_type)

@@ -5,11 +5,9 @@ NaN ranks above +inf (``nan="largest"``), as in the ONNX reference implementatio
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 
-from . import TopK, _frontend
+from . import TopK, _dtypes, _frontend
 from . import top_k as _top_k
 
 ONNX_DTYPES = (
@@ -19,15 +17,17 @@ ONNX_DTYPES = (
 
 
 def _check_K(K) -> int:
-    """K is an int (the opset-1 attribute) or a 1-D int64 tensor of one element (opsets 10/11)."""
-    if isinstance(K, (numbers.Integral, np.integer)) and not isinstance(K, (bool, np.bool_)):
-        return int(K)
+    """K is an int (the opset-1 attribute; any ``operator.index`` integer) or a 1-D int64 tensor of
+    one element (opsets 10/11: NumPy, CuPy or torch)."""
     shape = getattr(K, "shape", None)
-    dtype = getattr(K, "dtype", None)
-    if shape is None or dtype is None:
-        raise TypeError(f"K: expected an int or a 1-D int64 tensor of one element, got {type(K).__name__}")
-    if np.dtype(dtype) != np.int64:
-        raise TypeError(f"K: expected a tensor of dtype int64, got {dtype}")
+    if shape is None or tuple(shape) == ():
+        return _frontend.check_scalar_k("K", K)
+    try:
+        dtype = _dtypes.as_numpy_dtype(K.dtype)
+    except TypeError:
+        dtype = K.dtype
+    if dtype != np.int64:
+        raise TypeError(f"K: expected a tensor of dtype int64, got {K.dtype}")
     if tuple(shape) != (1,):
         raise ValueError(f"K: expected a 1-D tensor of one element, got shape {tuple(shape)}")
     # One int64 of K is read on the host: the output shape depends on it.
@@ -40,7 +40,7 @@ def top_k(X, K, axis: int = -1, largest: int = 1, sorted: int = 1) -> TopK:
     Parameters
     ----------
     X : array
-        Input tensor (NumPy or CuPy).
+        Input tensor (NumPy, CuPy or torch).
     K : int or array
         A 1-element int64 tensor (opsets 10/11) or an int (opset 1).
     axis, largest, sorted : int
@@ -53,8 +53,9 @@ def top_k(X, K, axis: int = -1, largest: int = 1, sorted: int = 1) -> TopK:
     >>> onnx.top_k(np.array([[0., 1, 2, 3]]), np.array([3])).indices
     array([[3, 2, 1]])
     """
+    _frontend.check_tensor("ONNX TopK", "X", X, ONNX_DTYPES)
     k = _check_K(K)
-    _frontend.check_dtypes("ONNX TopK", X.dtype, ONNX_DTYPES)
     order = True if _frontend.check_flag("sorted", sorted) else False
     mode = "largest" if _frontend.check_flag("largest", largest) else "smallest"
+    _frontend.check_axis_and_k("X", X, axis, k, "K", np.int64, "Indices")
     return _top_k(X, k, axis=axis, mode=mode, sorted=order, nan="largest", index_dtype=np.int64)

@@ -6,12 +6,15 @@ what OpenVINO TopK-11 ``stable=true`` promises). NaN ranks above +inf (``nan="la
 
 from __future__ import annotations
 
-import numbers
+import math
 
 import numpy as np
 
-from . import TopK, _frontend
+from . import TopK, _dtypes, _frontend
 from . import top_k as _top_k
+
+# Every element type cutopk has (OpenVINO TopK-1 takes any numeric type).
+OPENVINO_DTYPES = tuple(info.name for info in _dtypes.SUPPORTED.values())
 
 MODES = {"max": "largest", "min": "smallest"}
 SORTS = {"value": True, "index": "index", "none": False}
@@ -19,14 +22,14 @@ INDEX_TYPES = {"i32": np.int32, "i64": np.int64}
 
 
 def _check_k(k) -> int:
-    """k is a scalar: an int or a 0-d / 1-element integer array."""
-    if isinstance(k, (numbers.Integral, np.integer)) and not isinstance(k, (bool, np.bool_)):
-        return int(k)
+    """k is a scalar: an int, a 0-d integer array or a 1-element integer tensor (NumPy, CuPy, torch)."""
     shape = getattr(k, "shape", None)
-    dtype = getattr(k, "dtype", None)
-    if shape is None or dtype is None or np.dtype(dtype).kind not in "iu" or int(np.prod(shape)) != 1:
-        raise TypeError(f"k: expected an integer scalar, got {type(k).__name__} {k!r}")
-    return int(k.tolist() if not shape else k.ravel().tolist()[0])
+    if shape is not None and tuple(shape) != () and math.prod(shape) == 1:
+        k = k.reshape(())
+    try:
+        return _frontend.check_scalar_k("k", k)
+    except TypeError:
+        raise TypeError(f"k: expected an integer scalar, got {type(k).__name__} {k!r}") from None
 
 
 def top_k(data, k, axis: int, mode: str, sort: str, index_element_type: str = "i32") -> TopK:
@@ -35,7 +38,7 @@ def top_k(data, k, axis: int, mode: str, sort: str, index_element_type: str = "i
     Parameters
     ----------
     data : array
-        Input tensor (NumPy or CuPy).
+        Input tensor (NumPy, CuPy or torch).
     k : int
         Number of elements to select.
     axis : int
@@ -51,13 +54,10 @@ def top_k(data, k, axis: int, mode: str, sort: str, index_element_type: str = "i
     >>> openvino.top_k(np.array([5, 1, 5, 7]), 3, axis=0, mode="max", sort="index").indices
     array([0, 2, 3], dtype=int32)
     """
+    _frontend.check_tensor("OpenVINO TopK", "data", data, OPENVINO_DTYPES)
     kk = _check_k(k)
-    return _top_k(
-        data,
-        kk,
-        axis=axis,
-        mode=_frontend.check_string("mode", mode, MODES),
-        sorted=_frontend.check_string("sort", sort, SORTS),
-        nan="largest",
-        index_dtype=_frontend.check_string("index_element_type", index_element_type, INDEX_TYPES),
-    )
+    mode = _frontend.check_string("mode", mode, MODES)
+    order = _frontend.check_string("sort", sort, SORTS)
+    index_type = _frontend.check_string("index_element_type", index_element_type, INDEX_TYPES)
+    _frontend.check_axis_and_k("data", data, axis, kk, "k", index_type, "index_element_type")
+    return _top_k(data, kk, axis=axis, mode=mode, sorted=order, nan="largest", index_dtype=index_type)

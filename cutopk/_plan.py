@@ -1,0 +1,80 @@
+"""What :func:`cutopk.plan` reports: one type for every backend, readable with ``print``."""
+
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class Launch:
+    """One kernel launch of a call (``count`` times when a pass repeats), or an array-library
+    operation (no grid)."""
+
+    kernel: str
+    grid: tuple[int, ...] = ()  # () for an array-library operation (a copy, a sort)
+    block: int = 0
+    shared_bytes: int = 0
+    count: int = 1
+
+    def __str__(self) -> str:
+        if not self.grid:
+            return f"{self.count} x {self.kernel}" if self.count != 1 else self.kernel
+        grid = "x".join(str(g) for g in self.grid)
+        times = f"{self.count} x " if self.count != 1 else ""
+        shared = f", {self.shared_bytes} B shared" if self.shared_bytes else ""
+        return f"{times}{self.kernel} <<<{grid}, {self.block}{shared}>>>"
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """What :func:`cutopk.top_k` does for one call signature, without running anything.
+
+    Attributes
+    ----------
+    backend, algorithm : str
+        The backend that runs and the algorithm it chose (``"select"`` on the NumPy backend).
+    rows, n, k : int
+        The batch of rows, the length of the selection axis, and K.
+    launches : tuple of Launch
+        The kernel launches in order (empty on the NumPy backend, and when there is nothing to
+        select: ``k == 0`` or no rows). A library sort is listed by name, without a launch shape.
+    copies : tuple of str
+        Every copy of the input or the outputs the call makes, with its size.
+    scratch_bytes : int
+        Memory the call allocates besides its outputs, at most, at any one time (copies included).
+    cached : bool
+        Whether this signature was already planned (a repeated call skips the checks and planning).
+    params : dict
+        The chosen kernel's parameters (the dispatcher's, on the CUDA and simulator backends).
+    """
+
+    backend: str
+    algorithm: str
+    rows: int
+    n: int
+    k: int
+    launches: tuple[Launch, ...]
+    copies: tuple[str, ...]
+    scratch_bytes: int
+    cached: bool
+    params: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def copy(self) -> bool:
+        """Whether the input is copied before the selection."""
+        return any(c.startswith("input") for c in self.copies)
+
+    @property
+    def launch_count(self) -> int:
+        return sum(launch.count for launch in self.launches)
+
+    def __str__(self) -> str:
+        lines = [
+            f"cutopk plan: {self.algorithm!r} on backend {self.backend!r}, {self.rows} rows of "
+            f"{self.n}, k={self.k}{' (cached)' if self.cached else ''}",
+            f"  launches: {self.launch_count}" + ("" if self.launches else " (nothing runs on a GPU)"),
+        ]
+        lines += [f"    {launch}" for launch in self.launches]
+        lines.append(f"  scratch: {self.scratch_bytes} bytes besides the outputs")
+        lines.append("  copies: " + ("none" if not self.copies else "; ".join(self.copies)))
+        return "\n".join(lines)
