@@ -1,7 +1,7 @@
 """Argument checking and normalisation for every entry point.
 
 Every public function funnels its arguments through :func:`normalize`, which raises the errors of
-SPEC.md (before any work is done) and returns a :class:`Request` that the backends consume. The
+docs/SPEC.md (before any work is done) and returns a :class:`Request` that the backends consume. The
 backends therefore never see an invalid argument and never have to re-check one.
 """
 
@@ -75,7 +75,7 @@ def check_k(k, n: int, axis: int, name: str = "k") -> int:
     """Return ``k`` as an int after checking it is an integer in ``[0, n]``.
 
     Anything ``operator.index`` accepts is an integer (Python and NumPy integers, 0-d integer
-    arrays and tensors), except booleans and arrays of any other rank (SPEC.md)."""
+    arrays and tensors), except booleans and arrays of any other rank (docs/SPEC.md)."""
     if type(k) is not int:
         k = as_index(k, name)
     if k < 0 or k > n:
@@ -223,7 +223,7 @@ def as_host_array(a):
 def normalize(a, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm, kind=None) -> Request:
     """Check every argument of :func:`cutopk.top_k` and return the normalised request.
 
-    Raises the errors listed in SPEC.md; never touches the array's data. ``kind`` overrides the
+    Raises the errors listed in docs/SPEC.md; never touches the array's data. ``kind`` overrides the
     array kind (a Dask array passes that of its chunks).
     """
     given_kind = kind

@@ -11,7 +11,6 @@ raised before any work on every call. The key holds the *types* of the scalar ar
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import threading
 
@@ -24,30 +23,30 @@ CACHE_SIZE = 1024
 
 
 class PlanCache:
-    """A bounded, thread-safe LRU map from call signatures to prepared calls."""
+    """A bounded, thread-safe map from call signatures to prepared calls.
+
+    A lookup is one dict read (atomic in CPython, no lock on the hot path); inserts take a lock
+    and evict the oldest entries beyond ``maxsize``. The counters are statistics only."""
 
     def __init__(self, maxsize: int = CACHE_SIZE):
         self.maxsize = maxsize
-        self._entries: collections.OrderedDict = collections.OrderedDict()
+        self._entries: dict = {}
         self._lock = threading.Lock()
         self.hits = self.misses = 0
 
     def get(self, key):
-        with self._lock:
-            entry = self._entries.get(key)
-            if entry is None:
-                self.misses += 1
-            else:
-                self.hits += 1
-                self._entries.move_to_end(key)
-            return entry
+        entry = self._entries.get(key)
+        if entry is None:
+            self.misses += 1
+        else:
+            self.hits += 1
+        return entry
 
     def put(self, key, entry) -> None:
         with self._lock:
             self._entries[key] = entry
-            self._entries.move_to_end(key)
-            while len(self._entries) > self.maxsize:
-                self._entries.popitem(last=False)
+            while len(self._entries) > self.maxsize:  # dicts keep insertion order: oldest first
+                del self._entries[next(iter(self._entries))]
 
     def clear(self) -> None:
         with self._lock:
@@ -55,13 +54,7 @@ class PlanCache:
             self.hits = self.misses = 0
 
     def info(self) -> dict:
-        with self._lock:
-            return {
-                "hits": self.hits,
-                "misses": self.misses,
-                "size": len(self._entries),
-                "maxsize": self.maxsize,
-            }
+        return {"hits": self.hits, "misses": self.misses, "size": len(self._entries), "maxsize": self.maxsize}
 
 
 CACHE = PlanCache()
@@ -81,7 +74,7 @@ class NumpyCall:
         self.req = req
         self.run_numpy = _numpy.top_k
         self.shape, self.strides, self.dtype = tuple(shape), tuple(strides), np.dtype(dtype)
-        self.out_shape = (*(s for i, s in enumerate(self.shape) if i != req.axis), req.k)
+        self.result_shape = tuple(req.k if i == req.axis else s for i, s in enumerate(self.shape))
 
     def run(self, a, out=None):
         values, indices = self.run_numpy(a, self.req)

@@ -193,7 +193,8 @@ class GpuCall:
         self.facts = _device_facts(self.target, device)
         other = [s for i, s in enumerate(shape) if i != req.axis]
         self.rows = math.prod(other)
-        self.out_shape = (*other, req.k)
+        self.out_shape = (*other, req.k)  # the kernels' rows, before the axis goes back in place
+        self.result_shape = tuple(req.k if i == req.axis else s for i, s in enumerate(shape))
         self.last_axis = req.axis == len(shape) - 1
         _check_forced(req, self.info.itemsize, self.facts, self.rows)
         layout = _layout.row_strides(shape, strides, self.dtype.itemsize, req.axis)
@@ -439,10 +440,10 @@ def _multiblock_launches(call: GpuCall) -> list:
         Launch(f"mb_histogram<{cxx}>", grid2, block),
         Launch("mb_select", (chunk,), block),
         Launch(f"mb_move<{cxx}>", grid2, block),
-        Launch(f"mb_histogram<{cxx}>", grid2, block, count=passes),
-        Launch("mb_select", (chunk,), block, count=passes),
-        Launch(f"mb_collect<{cxx}>", grid2, block),
     ]
+    for _ in range(passes):
+        seq += [Launch(f"mb_histogram<{cxx}>", grid2, block), Launch("mb_select", (chunk,), block)]
+    seq.append(Launch(f"mb_collect<{cxx}>", grid2, block))
     if p.params["order_shared"]:
         seq.append(Launch(f"mb_order<{cxx}>", (chunk,), block, p.params["order_shared"]))
     else:

@@ -21,7 +21,7 @@ def _module_of(a) -> str:
 
 
 def import_cupy():
-    """Import CuPy, or raise the RuntimeError of SPEC.md saying what is missing."""
+    """Import CuPy, or raise the RuntimeError of docs/SPEC.md saying what is missing."""
     try:
         import cupy
     except ImportError as exc:

@@ -81,8 +81,8 @@ def check(out, call, arr):
     views = []
     for obj, (dtype, name) in zip(out, expected, strict=True):
         view = _as_backend_array(obj, name, arr)
-        if tuple(view.shape) != call.out_shape:
-            raise _fail(ValueError, name, f"must have shape {call.out_shape}, got {tuple(view.shape)}")
+        if tuple(view.shape) != call.result_shape:
+            raise _fail(ValueError, name, f"must have shape {call.result_shape}, got {tuple(view.shape)}")
         if view.dtype != dtype:
             raise _fail(TypeError, name, f"must have dtype {dtype}, got {view.dtype}")
         if not view.flags.c_contiguous:

@@ -31,7 +31,7 @@ def _row_order(row: np.ndarray, largest: bool, nan_largest: bool) -> np.ndarray:
 
 
 def reference_top_k(a, k, axis=-1, mode="largest", sorted=True, nan="last"):
-    """Top-K of NumPy array ``a`` by the definition in SPEC.md; returns (values, indices)."""
+    """Top-K of NumPy array ``a`` by the definition in docs/SPEC.md; returns (values, indices)."""
     a = np.asarray(a)
     moved = np.moveaxis(a, axis, -1)
     rows = moved.reshape(-1, moved.shape[-1])

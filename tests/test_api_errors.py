@@ -1,4 +1,4 @@
-"""Every error of SPEC.md's table: the right type, a message naming the argument, the expected and
+"""Every error of docs/SPEC.md's table: the right type, a message naming the argument, the expected and
 the given value, raised before any work is done."""
 
 from __future__ import annotations

@@ -1,0 +1,229 @@
+"""Host time per call: what cutopk's Python costs before (and around) its kernel launches.
+
+    PYTHONPATH=. python benchmarks/host_overhead.py [--calls 2000] [--repeat 7] [--out FILE.md]
+
+Per shape of the GPU quick grid, the CUDA code path is timed with everything real except the
+kernel launch itself: the simulator target (NumPy arrays) with a recording module in place of
+the compiled one, so argument checks, the plan cache, layout, allocations and the launch
+arguments all run, and the launch only counts. The input is a view with the shape's strides over
+a few bytes (nothing reads it), so the grid's largest shapes cost no memory. Beside it, in the
+same run: ``torch.topk`` on a 1x128 CPU tensor (the framework-overhead reference: a whole call
+of a tiny problem), NumPy's argpartition route and cutopk's NumPy backend on 1x128 and 65536x8.
+
+Reported per shape: microseconds per cached call (the median over ``--repeat`` runs of
+``--calls`` calls), the first call of a new signature (checks and planning; the module is
+already compiled), launches and allocations per call. With CuPy and a GPU, also the wall-clock
+time per call against ``torch.topk`` on the GPU.
+
+Goals (issue 12): a cached CUDA-path call costs no more host time than torch.topk's whole 1x128
+CPU call; the NumPy backend on 1x128 and 65536x8 is no slower than the argpartition route; a first
+call stays under 10x a cached one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+
+import numpy as np
+
+import cutopk
+from cutopk import _bench, _call
+from cutopk._bench.baselines import numpy_naive_route
+from cutopk._bench.grid import quick_grid
+from cutopk._bench.recording import recording_launches
+
+
+def _dtype(name: str):
+    if name == "bfloat16":
+        import ml_dtypes
+
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(name)
+
+
+def unread_input(case) -> tuple[np.ndarray, int]:
+    """A view with the case's shape and strides over 16 bytes (never read: the launches only
+    count), and the axis to select along. Where the plan copies the input first, the copy reads
+    it, so those cases get real (zeroed) memory."""
+    dt = _dtype(case.dtype)
+    x, axis = _strided_view(np.zeros(16, np.uint8).view(dt), case)
+    if cutopk.plan(x, case.k, axis=axis, mode=case.mode, backend="sim").copy:
+        x, axis = _strided_view(np.zeros(case.rows * case.n, dt), case)
+    return x, axis
+
+
+def _strided_view(base, case):
+    item = base.dtype.itemsize
+    if case.layout == "axis0":  # (n, rows) C-contiguous, selected along axis 0
+        return np.lib.stride_tricks.as_strided(base, (case.n, case.rows), (case.rows * item, item)), 0
+    if case.layout == "transposed":  # (rows, n) view of a C-contiguous (n, rows)
+        return np.lib.stride_tricks.as_strided(base, (case.rows, case.n), (item, case.rows * item)), 1
+    return np.lib.stride_tricks.as_strided(base, (case.rows, case.n), (case.n * item, item)), 1
+
+
+def per_call_us(fn, calls: int, repeat: int) -> float:
+    """Median over ``repeat`` runs of the mean time of ``calls`` calls, in microseconds."""
+    fn()
+    runs = []
+    for _ in range(repeat):
+        t0 = time.perf_counter_ns()
+        for _ in range(calls):
+            fn()
+        runs.append((time.perf_counter_ns() - t0) / calls / 1e3)
+    return statistics.median(runs)
+
+
+def first_call_us(fn, repeat: int) -> float:
+    """Median time of a call with a cold plan cache (the compiled module stays), microseconds."""
+    runs = []
+    for _ in range(repeat):
+        _call.CACHE.clear()
+        t0 = time.perf_counter_ns()
+        fn()
+        runs.append((time.perf_counter_ns() - t0) / 1e3)
+    return statistics.median(runs)
+
+
+def cuda_path_rows(calls: int, repeat: int) -> list[dict]:
+    rows = []
+    for case in quick_grid(gpu=True):
+        with recording_launches() as rec:
+            x, axis = unread_input(case)
+            kw = {"axis": axis, "mode": case.mode, "backend": "sim"}
+
+            def call(x=x, kw=kw, k=case.k):
+                return cutopk.top_k(x, k, **kw)
+
+            call()
+            before = (len(rec.launches), rec.allocations)
+            call()
+            per = (len(rec.launches) - before[0], rec.allocations - before[1])
+            cached = per_call_us(call, max(10, calls // max(1, per[0] * 10)), repeat)
+            first = first_call_us(call, repeat)
+            algorithm = cutopk.plan(x, case.k, **kw).algorithm
+        rows.append(
+            {
+                "case": case.label(),
+                "algorithm": algorithm,
+                "cached_us": cached,
+                "first_us": first,
+                "launches": per[0],
+                "allocations": per[1],
+            }
+        )
+    return rows
+
+
+def reference_rows(calls: int, repeat: int) -> dict[str, float]:
+    rng = np.random.default_rng(0)
+    out = {}
+    for shape, k in (((1, 128), 8), ((65536, 8), 2)):
+        x = rng.random(shape, dtype=np.float32)
+        label = f"{shape[0]}x{shape[1]} k={k}"
+        n_calls = calls if shape[0] == 1 else max(5, calls // 200)
+        out[f"numpy backend {label}"] = per_call_us(lambda x=x, k=k: cutopk.top_k(x, k), n_calls, repeat)
+        route = numpy_naive_route(x, 1, k, "largest")
+        out[f"np.argpartition route {label}"] = per_call_us(route.call, n_calls, repeat)
+    if _bench.baselines.missing("torch") is None:
+        import torch
+
+        t = torch.from_numpy(rng.random((1, 128), dtype=np.float32))
+        out["torch.topk 1x128 k=8 (CPU)"] = per_call_us(lambda: torch.topk(t, 8), calls, repeat)
+    return out
+
+
+def gpu_rows(calls: int, repeat: int) -> list[dict]:
+    """Wall-clock per call on a GPU, cutopk against torch.topk on the same tensors (synchronised
+    once per batch of calls, so it is the steady-state issue rate a training loop sees)."""
+    try:
+        import cupy
+        import torch
+
+        if cupy.cuda.runtime.getDeviceCount() == 0 or not torch.cuda.is_available():
+            return []
+    except Exception:  # noqa: BLE001 - no GPU stack: nothing to report
+        return []
+    rows = []
+    for shape, k in (((4096, 128), 8), ((1, 128256), 50), ((64, 128256), 50), ((1, 128), 8)):
+        t = torch.rand(shape, device="cuda")
+
+        def ours(t=t, k=k):
+            cutopk.top_k(t, k)
+
+        def theirs(t=t, k=k):
+            torch.topk(t, k)
+
+        result = {}
+        for name, fn in (("cutopk", ours), ("torch.topk", theirs)):
+
+            def batch(fn=fn):
+                for _ in range(calls):
+                    fn()
+                torch.cuda.synchronize()
+
+            batch()
+            result[name] = statistics.median(_timed(batch) for _ in range(repeat)) / calls
+        rows.append({"case": f"{shape[0]}x{shape[1]} k={k}", **result})
+    return rows
+
+
+def _timed(fn) -> float:
+    t0 = time.perf_counter_ns()
+    fn()
+    return (time.perf_counter_ns() - t0) / 1e3
+
+
+def report(cuda_rows, refs, gpu) -> str:
+    torch_ref = refs.get("torch.topk 1x128 k=8 (CPU)")
+    lines = [
+        "## CUDA code path, host time per call (launches recorded, not run)",
+        "",
+        "| case | algorithm | cached µs | first call µs | first/cached | launches | allocations |"
+        + (" vs torch.topk 1x128 CPU |" if torch_ref else ""),
+        "|---|---|---:|---:|---:|---:|---:|" + ("---:|" if torch_ref else ""),
+    ]
+    for r in cuda_rows:
+        ratio = f" {torch_ref / r['cached_us']:.2f}x |" if torch_ref else ""
+        lines.append(
+            f"| {r['case']} | {r['algorithm']} | {r['cached_us']:.1f} | {r['first_us']:.1f} | "
+            f"{r['first_us'] / r['cached_us']:.1f}x | {r['launches']} | {r['allocations']} |{ratio}"
+        )
+    lines += ["", "## References (same run)", "", "| route | µs per call |", "|---|---:|"]
+    lines += [f"| {name} | {us:.1f} |" for name, us in refs.items()]
+    if gpu:
+        lines += [
+            "",
+            "## GPU wall clock per call",
+            "",
+            "| case | cutopk µs | torch.topk µs |",
+            "|---|---:|---:|",
+        ]
+        lines += [f"| {r['case']} | {r['cutopk']:.1f} | {r['torch.topk']:.1f} |" for r in gpu]
+    else:
+        lines += ["", "No GPU here: the GPU wall-clock comparison did not run."]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--calls", type=int, default=2000, help="calls per timed run (default 2000)")
+    parser.add_argument("--repeat", type=int, default=7, help="timed runs per figure (median; default 7)")
+    parser.add_argument("--out", help="also write the markdown report to this file")
+    args = parser.parse_args(argv)
+    if args.calls < 1 or args.repeat < 1:
+        parser.error("--calls and --repeat must be positive")
+    refs = reference_rows(args.calls, args.repeat)
+    cuda_rows = cuda_path_rows(args.calls, args.repeat)
+    text = report(cuda_rows, refs, gpu_rows(args.calls, args.repeat))
+    print(text)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,84 @@
+"""The CUDA code path with its kernel launches recorded instead of run: for timing the host path
+(``benchmarks/host_overhead.py``) and for counting launches and allocations in tests.
+
+The simulator target (NumPy arrays) runs every step of a call for real (checks, the plan cache,
+layout, allocations, launch arguments) up to the launch itself, which only counts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from unittest import mock
+
+import numpy as np
+
+from .. import _call, _gpu
+
+
+class Recorder:
+    """What a call did: ``launches`` (the kernel names, in order) and ``allocations`` (arrays the
+    launcher allocated)."""
+
+    def __init__(self):
+        self.launches: list[str] = []
+        self.allocations = 0
+
+
+class _RecordingModule:
+    """Stands in for a compiled module: a launch only records the kernel's name."""
+
+    def __init__(self, recorder: Recorder):
+        self.recorder = recorder
+
+    def get_function(self, name: str):
+        def launch(grid, block, args, **kwargs):
+            self.recorder.launches.append(name)
+
+        return launch
+
+
+class _CountingNumpy:
+    """NumPy as the launcher's array module, counting the arrays it allocates."""
+
+    ALLOCATORS = ("empty", "zeros", "empty_like", "zeros_like")
+
+    def __init__(self, recorder: Recorder):
+        self.recorder = recorder
+
+    def __getattr__(self, name):
+        attr = getattr(np, name)
+        if name not in self.ALLOCATORS:
+            return attr
+
+        def counted(*args, **kwargs):
+            self.recorder.allocations += 1
+            return attr(*args, **kwargs)
+
+        return counted
+
+    def ascontiguousarray(self, a):
+        """A copy where one is needed (counted), left unwritten: nothing reads it, and copying
+        the largest layouts on the CPU would time NumPy, not the host path."""
+        if a.flags.c_contiguous:
+            return np.ascontiguousarray(a)
+        self.recorder.allocations += 1
+        return np.empty(a.shape, a.dtype)
+
+
+@contextlib.contextmanager
+def recording_launches():
+    """The simulator target with recording kernels and counted allocations; yields the
+    :class:`Recorder`. The plan cache and the module cache start empty and are left empty."""
+    recorder = Recorder()
+    xp = _CountingNumpy(recorder)
+    with (
+        mock.patch.object(_gpu, "_build_module", lambda target, cxx: _RecordingModule(recorder)),
+        mock.patch.object(_gpu, "_xp", lambda target: xp if target == "sim" else np),
+        mock.patch.dict(_gpu._MODULES, clear=True),
+        mock.patch.dict(_gpu._PLACEHOLDERS, clear=True),
+    ):
+        _call.CACHE.clear()
+        try:
+            yield recorder
+        finally:
+            _call.CACHE.clear()
