@@ -43,11 +43,15 @@ def as_cupy(a) -> tuple[Any, Callable[[Any], Any], contextlib.AbstractContextMan
 
     Returns ``(array, back, scope)``: ``back`` converts a CuPy result to the caller's array type,
     and ``scope`` is a context manager that makes the array's device and the caller's stream
-    current while the kernels are launched.
+    current while the kernels are launched, or None for a CuPy array on the current device
+    (CuPy's current stream is already the caller's: nothing to enter).
     """
     cupy = import_cupy()
     if isinstance(a, cupy.ndarray):
-        return a, identity, _device_scope(cupy, a.device.id, None)
+        device = a.device.id
+        if device == cupy.cuda.runtime.getDevice():
+            return a, identity, None
+        return a, identity, _device_scope(cupy, device, None)
     if _module_of(a) == "torch":
         import torch
 
