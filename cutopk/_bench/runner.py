@@ -31,6 +31,7 @@ class Session:
     copy_bps: float | None = None
     peers: tuple[str, ...] = ()
     self_check_max: int = 1 << 27
+    cub: dict | None = None  # the CUB shim's version and library, or why it is unavailable
 
 
 def _free_device_bytes() -> int:
@@ -184,12 +185,12 @@ def _measure_peer(route, case, x, x_host, axis, expected, ours_t, session, items
         _release(session.gpu)
         return {"status": "error", "note": _error(exc)}
     out = {f"{k}_ms": v * 1e3 for k, v in t.items() if k != "repeat"}
-    return out | {
-        "repeat": t["repeat"],
-        "status": "ok",
-        "speedup": t["median"] / ours_t["median"],
-        "note": None,
-    }
+    out |= {"repeat": t["repeat"], "status": "ok", "speedup": t["median"] / ours_t["median"], "note": None}
+    if route.detail:
+        out["route"] = route.detail
+    if not route.sorts:
+        out["sorted"] = False  # its time does not include ordering the K
+    return out
 
 
 def summary(results: list[dict], peers: list[str]) -> list[str]:
@@ -229,11 +230,11 @@ def start(repeat: int | None, peers: tuple[str, ...]) -> Session:
         print(
             f"GPU found: {facts['device']} (compute capability {facts['compute_capability']}, driver "
             f"{facts['driver']}, CUDA runtime {facts['cuda_runtime']}): benchmarking cutopk's CUDA backend "
-            "against torch.topk, jax.lax.top_k and CuPy's argsort route"
+            "against torch.topk, jax.lax.top_k, CuPy's argsort route and CUB's DeviceTopK"
         )
         copy_bps = timer.copy_bandwidth()
         print(f"device-to-device copy bandwidth measured now: {copy_bps / 1e9:.0f} GB/s (read + write)")
-        return Session(True, timer, copy_bps, peers)
+        return Session(True, timer, copy_bps, peers, cub=_cub_facts(facts, peers))
     if baselines.missing("torch") is None:
         import torch
 
@@ -243,6 +244,22 @@ def start(repeat: int | None, peers: tuple[str, ...]) -> Session:
         "routes and torch.topk on the CPU (1 thread) where installed; shapes are scaled down for the CPU"
     )
     return Session(False, timing.CpuTimer(repeat or 7), None, peers)
+
+
+def _cub_facts(facts: dict, peers: tuple[str, ...]) -> dict | None:
+    """Load the CUB shim for this GPU once, say whether the ``cub`` peer runs, and return what
+    the files record about it."""
+    if peers and "cub" not in peers:
+        return None
+    from . import cub
+
+    lib, why = cub.available(cub.arch_of(facts["compute_capability"]))
+    if lib is None:
+        print(f"CUB peer skipped: {why}")
+        return {"available": False, "reason": why}
+    v = lib.version
+    print(f"CUB peer: CUB {v // 100000}.{v // 100 % 1000}.{v % 100} from {lib.path}; {cub.NOTE}")
+    return {"available": True, "cub_version": v, "library": str(lib.path), "note": cub.NOTE}
 
 
 def run(
@@ -293,6 +310,7 @@ def run(
         "regimes": regimes or "all",
         "peers": names,
         "copy_gbps": session.copy_bps / 1e9 if session.copy_bps else None,
+        "cub": session.cub,
         "timer": _timer_facts(session.timer),
         "argv": sys.argv,
     }
