@@ -203,6 +203,24 @@ GPU_PEERS = ("torch", "jax", "cupy", "cub")
 CPU_PEERS = ("numpy-naive", "numpy-sort", "torch")
 
 
+def peer_unavailable(name: str, gpu: bool) -> str | None:
+    """None when the peer ``name`` can run in a GPU (or CPU) benchmark here, else why not; asked
+    for the peers named with ``--peers``, so that one that cannot run is an error, not a silent drop."""
+    mine, here = (GPU_PEERS, "GPU") if gpu else (CPU_PEERS, "CPU")
+    if name not in mine:
+        there = "CPU" if gpu else "GPU"
+        return f"{name} runs only in a {there} benchmark, and this one runs on the {here} (its peers: {', '.join(mine)})"
+    if name in ("torch", "jax"):
+        return missing(name)
+    if name == "cub":
+        import cupy
+
+        from . import cub
+
+        return cub.available(cub.arch_of(cupy.cuda.Device().compute_capability))[1]
+    return None
+
+
 def peers(x, axis: int, case, gpu: bool) -> list[Route]:
     """The peers for one input: on a GPU torch, JAX, CuPy and CUB; on the CPU NumPy's two routes and
     torch. A peer whose library fails to import or to take the input is skipped, with the reason."""
