@@ -170,6 +170,25 @@ def test_a_wrong_peer_is_reported_as_a_mismatch_without_a_time(monkeypatch):
         assert result["peers"][name]["status"] == "mismatch" and "median_ms" not in result["peers"][name]
 
 
+def test_an_unsorted_peer_is_compared_as_a_multiset_and_the_files_say_so(monkeypatch):
+    def unordered(x, axis, case, gpu):
+        good = baselines.numpy_naive_route(x, axis, case.k, case.mode)
+
+        def call():
+            v, i = good.call()
+            return v[..., ::-1], i[..., ::-1]  # the K in the opposite order
+
+        return [baselines.Route("rev", call, sorts=False, detail="reversed"),
+                baselines.Route("rev-claims-sorted", call)]  # fmt: skip
+
+    monkeypatch.setattr(baselines, "peers", unordered)
+    result = runner.measure(grid.Case("t", 4, 500, 5), runner.Session(False, timing.CpuTimer(repeat=3)))
+    rev = result["peers"]["rev"]
+    assert (rev["status"], rev["route"], rev["sorted"]) == ("ok", "reversed", False)
+    assert result["peers"]["rev-claims-sorted"]["status"] == "mismatch"
+    assert "rev's K are unsorted, its times exclude the sort" in runner.summary([result], ["rev"])[0]
+
+
 # --- timing -----------------------------------------------------------------------------------
 
 

@@ -61,11 +61,20 @@ NOTE = (
     "them; its K results are not sorted, so its time excludes ordering them (cutopk's and torch's include it)"
 )
 
-_SIZE_P = ctypes.POINTER(ctypes.c_size_t)
 _I64 = ctypes.c_int64
-# Both row entry points: (dtype, largest, temp, *temp_bytes, keys_in, keys_out, idx_out, rows, n, k, stream)
-ENTRY_ARGTYPES = [ctypes.c_int, ctypes.c_int, ctypes.c_void_p, _SIZE_P, ctypes.c_void_p, ctypes.c_void_p,
-                  ctypes.c_void_p, _I64, _I64, _I64, ctypes.c_void_p]  # fmt: skip
+# (dtype, largest, temp, *temp_bytes, keys_in, keys_out, idx_out, rows, n, k, stream): both row entry points.
+_ENTRY = [ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t), ctypes.c_void_p,
+          ctypes.c_void_p, ctypes.c_void_p, _I64, _I64, _I64, ctypes.c_void_p]  # fmt: skip
+# Every extern "C" function of the shim: (restype, argtypes). Declared, so that ctypes does not pass
+# Python ints as 32-bit C ints (truncating pointers and sizes); tests/test_cub_shim.py checks them
+# against the C source.
+SIGNATURES = {
+    "cutopk_cub_version": (ctypes.c_int, []),
+    "cutopk_cub_batched_max_n": (_I64, []),
+    "cutopk_cub_error_string": (ctypes.c_char_p, [ctypes.c_int]),
+    "cutopk_cub_topk_rows": (ctypes.c_int, _ENTRY),
+    "cutopk_cub_batched_topk": (ctypes.c_int, _ENTRY),
+}
 
 
 class CubUnavailable(RuntimeError):
@@ -172,8 +181,7 @@ def copy_headers(include: pathlib.Path | None = None, dest: pathlib.Path = HEADE
 
 
 class Library:
-    """The loaded shim, with every entry point's signature declared (ctypes would otherwise pass
-    Python ints as 32-bit C ints and truncate pointers and sizes)."""
+    """The loaded shim, with every entry point's signature declared (:data:`SIGNATURES`)."""
 
     def __init__(self, path: pathlib.Path):
         self.path = path
@@ -181,16 +189,12 @@ class Library:
             self.dll = ctypes.CDLL(str(path))
         except OSError as exc:
             raise CubUnavailable(f"cannot load the CUB shim {path}: {exc}") from exc
-        d = self.dll
-        d.cutopk_cub_version.argtypes, d.cutopk_cub_version.restype = [], ctypes.c_int
-        d.cutopk_cub_batched_max_n.argtypes, d.cutopk_cub_batched_max_n.restype = [], _I64
-        d.cutopk_cub_error_string.argtypes, d.cutopk_cub_error_string.restype = (
-            [ctypes.c_int],
-            ctypes.c_char_p,
-        )
-        for name in ("cutopk_cub_topk_rows", "cutopk_cub_batched_topk"):
-            fn = getattr(d, name)
-            fn.argtypes, fn.restype = ENTRY_ARGTYPES, ctypes.c_int
+        for name, (restype, argtypes) in SIGNATURES.items():
+            try:
+                fn = getattr(self.dll, name)
+            except AttributeError:
+                raise CubUnavailable(f"{path} has no {name}: built from another source? rebuild it") from None
+            fn.restype, fn.argtypes = restype, argtypes
 
     @property
     def version(self) -> int:

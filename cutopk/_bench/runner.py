@@ -203,9 +203,15 @@ def summary(results: list[dict], peers: list[str]) -> list[str]:
         ]
         if ratios:
             geo = math.exp(sum(map(math.log, ratios)) / len(ratios))
+            unsorted = any(r["peers"].get(peer, {}).get("sorted") is False for r in results)
             lines.append(
                 f"{peer}: cutopk is {geo:.2f}x as fast in geometric mean over {len(ratios)} cases "
                 f"(min {min(ratios):.2f}x, max {max(ratios):.2f}x)"
+                + (
+                    f"; {peer}'s K are unsorted, its times exclude the sort that cutopk's include"
+                    if unsorted
+                    else ""
+                )
             )
         bad = sum(r["peers"].get(peer, {}).get("status") == "mismatch" for r in results)
         if bad:
