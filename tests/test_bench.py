@@ -461,10 +461,10 @@ def test_save_without_out_checks_its_folder_before_any_case(tmp_path, monkeypatc
 
 
 @pytest.mark.parametrize(
-    "pair", [["--save", "--no-save"], ["--out", "x", "--no-save"], ["--out", "x", "--save"]]
+    "pair", [["--save", "--no-save"], ["--out", "{}", "--no-save"], ["--out", "{}", "--save"]]
 )
-def test_save_options_exclude_each_other(pair, capsys, no_measuring):
-    _fails_with(pair, capsys, "not allowed with")
+def test_save_options_exclude_each_other(pair, tmp_path, capsys, no_measuring):
+    _fails_with([a.format(tmp_path) for a in pair], capsys, "not allowed with")
 
 
 def test_list_honours_max_elements(capsys):
@@ -482,6 +482,11 @@ def test_a_requested_peer_that_cannot_run_is_an_error_not_a_silent_drop(monkeypa
     monkeypatch.setattr(baselines, "missing", lambda m: "jax is not installed" if m == "jax" else real(m))
     monkeypatch.setattr(env, "gpu_unavailable", lambda: None)  # a GPU run, where jax is a peer
     _fails_with(["--peers", "jax"], capsys, "--peers", "jax is not installed")
+    from cutopk._bench import cub
+
+    monkeypatch.setitem(sys.modules, "cupy", fake_cupy())
+    monkeypatch.setattr(cub, "available", lambda arch: (None, f"the CUB shim is not built for {arch}"))
+    _fails_with(["--peers", "torch,cub"], capsys, "--peers: cub cannot run here", "not built for sm_90")
     monkeypatch.setattr(env, "gpu_unavailable", lambda: "CuPy is not installed")  # a CPU run
     _fails_with(["--peers", "cupy"], capsys, "--peers", "cupy", "GPU")
 
