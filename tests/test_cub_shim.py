@@ -125,7 +125,7 @@ class DevArray(np.ndarray):
 
 def fake_cupy() -> types.ModuleType:
     cp = types.ModuleType("cupy")
-    cp.moveaxis = np.moveaxis
+    cp.moveaxis, cp.argsort, cp.take_along_axis = np.moveaxis, np.argsort, np.take_along_axis
     cp.ascontiguousarray = lambda a: np.ascontiguousarray(a).view(DevArray)
     cp.empty = lambda shape, dtype: np.empty(shape, dtype).view(DevArray)
     cp.int64, cp.uint8 = np.int64, np.uint8
@@ -164,20 +164,25 @@ class FakeLibrary:
 
 @pytest.mark.parametrize("layout", grid.LAYOUTS)
 @pytest.mark.parametrize("shape", [(24, 300, 7), (3, 5000, 40)])  # batched; one DeviceTopK call per row
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_route_passes_contiguous_rows_and_returns_them_along_the_axis(monkeypatch, layout, shape, dtype):
+@pytest.mark.parametrize(
+    ("dtype", "mode", "dist"), [("float32", "smallest", "nan"), ("bfloat16", "largest", "uniform")]
+)
+@pytest.mark.parametrize("sort", [False, True])
+def test_route_passes_contiguous_rows_and_returns_them_along_the_axis(
+    monkeypatch, layout, shape, dtype, mode, dist, sort
+):
     monkeypatch.setitem(__import__("sys").modules, "cupy", fake_cupy())
     rows, n, k = shape
-    case = grid.Case("t", rows, n, k, "smallest", dtype=dtype, dist="nan", layout=layout)
+    case = grid.Case("t", rows, n, k, mode, dtype=dtype, dist=dist, layout=layout)
     x, axis = inputs.arrange(inputs.values(case), case)
     lib = FakeLibrary()
-    route = cub.route(x.view(DevArray), axis, k, "smallest", dtype, lib)
-    assert route.name == "cub" and not route.sorts and route.nan == "largest"
+    route = cub.route(x.view(DevArray), axis, k, mode, dtype, lib, sort)
+    assert route.name == ("cub-sorted" if sort else "cub") and route.sorts == sort and route.nan == "largest"
     assert route.detail.startswith("DeviceBatchedTopK" if n <= 4096 else f"DeviceTopK per row ({rows} calls)")
-    assert route.detail.endswith("+copy to contiguous rows") == (layout != "rows")
+    assert ("+copy to contiguous rows" in route.detail) == (layout != "rows")
     values, indices = route.call()
-    expected = cutopk.top_k(x, k, axis=axis, mode="smallest", nan="largest").values
-    assert check.check(x, axis, expected, (np.asarray(values), np.asarray(indices)), sorts=False) is None
+    expected = cutopk.top_k(x, k, axis=axis, mode=mode, nan="largest").values
+    assert check.check(x, axis, expected, (np.asarray(values), np.asarray(indices)), sorts=sort) is None
     assert values.dtype == x.dtype and indices.dtype == np.int64
     query, run = lib.calls
     assert query["temp"] == 0 and run["temp"] != 0 and run["temp_bytes"] == 96  # the queried size

@@ -11,7 +11,8 @@ the largest of ``-x``, negated back; integers would take ``~x`` instead, which h
 and floats with NaN are skipped because ``-NaN`` sorts first); CuPy's best sort-based route
 (``cupy.argsort`` + take: CuPy's ``argpartition`` sorts fully anyway, so a partition would only
 add a second sort of the K); CUB's ``DeviceTopK``/``DeviceBatchedTopK`` through a small shared
-library (``cutopk/_bench/cub.py``: unordered output, compared as a multiset). On the CPU: NumPy's naive route (``argpartition`` + gather +
+library (``cutopk/_bench/cub.py``): ``cub`` (unordered output, compared as a multiset) and
+``cub-sorted`` (the same plus an argsort of the K). On the CPU: NumPy's naive route (``argpartition`` + gather +
 ``argsort`` of the K), a full ``argsort(kind="stable")``, and ``torch.topk`` with one thread (the
 NumPy backend is single-threaded too).
 """
@@ -186,20 +187,20 @@ def numpy_sort_route(x, axis: int, k: int, mode: str) -> Route:
     return Route("numpy-sort", call, nan="last")
 
 
-def cub_route(x, axis: int, k: int, mode: str, dtype: str) -> Route:
-    """CUB's top-K through the shim (``cutopk/_bench/cub.py``), skipped with the reason when the
-    shim is not built for this GPU."""
+def cub_route(x, axis: int, k: int, mode: str, dtype: str, sort: bool = False) -> Route:
+    """CUB's top-K through the shim (``cutopk/_bench/cub.py``; ``sort``: then an argsort of the K),
+    skipped with the reason when the shim is not built for this GPU."""
     import cupy
 
     from . import cub
 
     lib, reason = cub.available(cub.arch_of(cupy.cuda.Device().compute_capability))
     if lib is None:
-        return Route("cub", None, reason)
-    return cub.route(x, axis, k, mode, dtype, lib)
+        return Route("cub-sorted" if sort else "cub", None, reason)
+    return cub.route(x, axis, k, mode, dtype, lib, sort)
 
 
-GPU_PEERS = ("torch", "jax", "cupy", "cub")
+GPU_PEERS = ("torch", "jax", "cupy", "cub", "cub-sorted")
 CPU_PEERS = ("numpy-naive", "numpy-sort", "torch")
 
 
@@ -212,7 +213,7 @@ def peer_unavailable(name: str, gpu: bool) -> str | None:
         return f"{name} runs only in a {there} benchmark, and this one runs on the {here} (its peers: {', '.join(mine)})"
     if name in ("torch", "jax"):
         return missing(name)
-    if name == "cub":
+    if name in ("cub", "cub-sorted"):
         import cupy
 
         from . import cub
@@ -231,6 +232,7 @@ def peers(x, axis: int, case, gpu: bool) -> list[Route]:
             "jax": lambda: jax_route(x, axis, k, mode, case.dist, case.dtype),
             "cupy": lambda: cupy_route(x, axis, k, mode),
             "cub": lambda: cub_route(x, axis, k, mode, case.dtype),
+            "cub-sorted": lambda: cub_route(x, axis, k, mode, case.dtype, sort=True),
         }
     else:
         builders = {

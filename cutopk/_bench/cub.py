@@ -12,9 +12,11 @@ What the peer is, and is not:
 - **Unordered, non-deterministic output.** This CUB release compiles only with
   ``determinism::not_guaranteed`` and ``output_ordering::unsorted``: each row's K results come in no
   particular order, and where values tie at the K-th place, which tied elements are returned may vary
-  between runs. The benchmark compares CUB's selected values as a multiset (bit for bit, every NaN
-  one value) and checks that every index points at its value; it does not sort CUB's results, so
-  CUB's time does not include putting the K in order, which cutopk's (``sorted=True``) and torch's do.
+  between runs. The ``cub`` peer's selected values are compared with cutopk's as a multiset (bit for
+  bit, every NaN one value) and every index must point at its value; its K are not sorted, so its
+  time does not include putting them in order, which cutopk's (``sorted=True``) and torch's do. The
+  ``cub-sorted`` peer is the same call followed by an argsort of the K (timed with it, checked in
+  order): the sort's cost is the difference between the two.
 - **Rows.** ``DeviceBatchedTopK`` (one block per row) for rows of at most
   :func:`Library.batched_max_n` elements; longer rows run ``DeviceTopK`` one row after another on
   the same stream, inside one library call (``route`` in the result says which).
@@ -57,8 +59,9 @@ DTYPES = {"float32": 0, "float16": 1, "bfloat16": 2}
 
 NOTE = (
     "CUB DeviceTopK/DeviceBatchedTopK: unordered, non-deterministic output (the only mode this CUB "
-    "release implements); its values are compared as a multiset and its indices checked to point at "
-    "them; its K results are not sorted, so its time excludes ordering them (cutopk's and torch's include it)"
+    "release implements). cub: its values compared as a multiset, its indices checked to point at them, "
+    "its K not sorted, so its time excludes ordering them (cutopk's and torch's include it). "
+    "cub-sorted: the same call plus cupy.argsort of the K, timed together and checked in order"
 )
 
 _I64 = ctypes.c_int64
@@ -257,26 +260,32 @@ def arch_of(compute_capability: str) -> str:
     return f"sm_{compute_capability}"
 
 
-def route(x, axis: int, k: int, mode: str, dtype: str, lib: Library):
+def route(x, axis: int, k: int, mode: str, dtype: str, lib: Library, sort: bool = False):
     """CUB's top-K of the CuPy array ``x`` along ``axis`` (see the module doc): unordered values
-    (``sorts=False``) and int64 indices, torch's NaN rule (a positive NaN ranks above +inf)."""
+    (``sorts=False``) and int64 indices, torch's NaN rule (a positive NaN ranks above +inf).
+
+    With ``sort`` (the ``cub-sorted`` peer) the K of every row are then put in order by value with
+    ``cupy.argsort`` and a gather, inside the timed call: CUB's time with the ordering that cutopk's
+    ``sorted=True`` and torch's ``sorted=True`` include; ``cub`` beside it is the time without.
+    """
     import cupy
 
     from .baselines import Route
 
+    name = "cub-sorted" if sort else "cub"
     if dtype not in DTYPES:
-        return Route("cub", None, f"the CUB shim takes {', '.join(DTYPES)}, not {dtype}")
+        return Route(name, None, f"the CUB shim takes {', '.join(DTYPES)}, not {dtype}")
     moved = cupy.moveaxis(x, axis, -1)
     lead, n = moved.shape[:-1], moved.shape[-1]
     rows = 1
     for d in lead:
         rows *= d
     if k < 1 or rows == 0:
-        return Route("cub", None, "nothing to select (K = 0 or no rows)")
+        return Route(name, None, "nothing to select (K = 0 or no rows)")
     contiguous = moved.flags.c_contiguous
     batched = n <= lib.batched_max_n
     largest = mode == "largest"
-    temp_bytes = lib.call(batched, dtype, largest, 0, 0, 0, 0, 0, rows, n, k, 0)  # host-only size query
+    temp_bytes = lib.call(batched, dtype, largest, 0, 0, 0, 0, 0, rows, n, k, 0)  # size query, no launch
     bits = f"u{x.dtype.itemsize}"  # outputs as bit patterns, viewed as x's dtype at the end
 
     def call():
@@ -287,9 +296,14 @@ def route(x, axis: int, k: int, mode: str, dtype: str, lib: Library):
         stream = cupy.cuda.get_current_stream().ptr
         lib.call(batched, dtype, largest, temp.data.ptr, temp_bytes, src.data.ptr, vals.data.ptr, idx.data.ptr,
                  rows, n, k, stream)  # fmt: skip
-        return cupy.moveaxis(vals.view(x.dtype), -1, axis), cupy.moveaxis(idx, -1, axis)
+        vals = vals.view(x.dtype)
+        if sort:  # ascending, NaN last; reversed for the largest: NaN first, as torch's rule ranks it
+            order = cupy.argsort(vals, axis=-1)
+            if largest:
+                order = order[..., ::-1]
+            vals, idx = cupy.take_along_axis(vals, order, axis=-1), cupy.take_along_axis(idx, order, axis=-1)
+        return cupy.moveaxis(vals, -1, axis), cupy.moveaxis(idx, -1, axis)
 
     detail = "DeviceBatchedTopK" if batched else f"DeviceTopK per row ({rows} calls)"
-    return Route(
-        "cub", call, sorts=False, detail=detail + ("" if contiguous else " +copy to contiguous rows")
-    )
+    detail += "" if contiguous else " +copy to contiguous rows"
+    return Route(name, call, sorts=sort, detail=detail + (" +argsort of the K" if sort else ""))
