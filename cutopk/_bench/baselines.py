@@ -210,7 +210,8 @@ def peer_unavailable(name: str, gpu: bool) -> str | None:
     mine, here = (GPU_PEERS, "GPU") if gpu else (CPU_PEERS, "CPU")
     if name not in mine:
         there = "CPU" if gpu else "GPU"
-        return f"{name} runs only in a {there} benchmark, and this one runs on the {here} (its peers: {', '.join(mine)})"
+        also = f"; besides, {why}" if name in ("torch", "jax") and (why := missing(name)) else ""
+        return f"{name} runs only in a {there} benchmark, and this one runs on the {here} (its peers: {', '.join(mine)}){also}"
     if name in ("torch", "jax"):
         return missing(name)
     if name in ("cub", "cub-sorted"):
