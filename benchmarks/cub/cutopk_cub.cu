@@ -8,14 +8,16 @@
 //   (both APIs static_assert on anything else). The K results of a row come in no particular order,
 //   and when values tie at the K-th place, which of the tied elements are returned may change from
 //   run to run. The benchmark compares the selected values as multisets and checks that each index
-//   points at its value; it does not sort CUB's output.
+//   points at its value; its `cub-sorted` peer sorts the K afterwards (CuPy, timed with the call).
 // - Rows: cub::DeviceBatchedTopK runs one block per row and takes rows up to BATCHED_MAX_N elements
 //   (the bound is a template argument: bounds 256, 1024 and 4096, CUB's tile sizes, are instantiated
 //   and the smallest that covers n is used). Longer rows go through
 //   cub::DeviceTopK one row after another on the same stream (cutopk_cub_topk_rows).
 // - Dtypes: float32, float16 and bfloat16 keys (DTYPE_*); indices are int64, row-local (0..n-1).
-// - NaN: CUB orders keys by their radix bits, so a positive NaN ranks above +inf (torch's rule,
-//   cutopk's nan="largest") and a negative NaN below -inf.
+// - NaN and -0.0: CUB selects by the keys' radix bits, so a positive NaN should rank above +inf
+//   (torch's rule, cutopk's nan="largest", which the benchmark checks it against) and -0.0 below
+//   +0.0. Not yet confirmed on a GPU: a difference shows as a mismatch there, not as a time.
+// - Device: the CUDA runtime linked into this library starts on device 0 (the lent machines have one).
 //
 // Every entry point follows CUB's two-call protocol: with temp == nullptr it writes the scratch size
 // to *temp_bytes and does nothing else; the caller (Python) allocates that many bytes from CuPy's
@@ -44,8 +46,9 @@ namespace {
 enum DtypeCode : int { DTYPE_FLOAT32 = 0, DTYPE_FLOAT16 = 1, DTYPE_BFLOAT16 = 2 };
 
 // The longest row DeviceBatchedTopK takes here: its one-block-per-row agent must fit its tile of
-// (key, int64 index) pairs in 48 KB of shared memory, which 256 x 16 does for every dtype and
-// 256 x 32 does for none (a larger bound is a compile-time error inside CUB).
+// (key, int64 index) pairs in 48 KB of shared memory. A bound of 4096 (tile 256 x 16) compiles for
+// every dtype with CCCL 3.5; 16384 (256 x 64) does not for float32 (a bound too large is a
+// compile-time error inside CUB).
 constexpr std::int64_t BATCHED_MAX_N = 4096;
 
 // The only environment this CUB release accepts: no determinism, unsorted output, on `stream`.
