@@ -21,6 +21,7 @@ from . import baselines, check, env, grid, inputs, report, timing
 
 GIB = 1 << 30
 CPU_FULL_MAX_ELEMENTS = 1 << 24  # the full grid on the CPU leaves out larger cases unless told otherwise
+REGIME_NAMES = (*grid.REGIMES, "layout")
 
 
 @dataclasses.dataclass
@@ -432,9 +433,6 @@ def parser(prog: str = "python -m cutopk") -> argparse.ArgumentParser:
         "--list", action="store_true", help="print the grid's cases (as --max-elements leaves them) and exit"
     )
     return p
-
-
-REGIME_NAMES = (*grid.REGIMES, "layout")
 
 
 def cases_for(full: bool, regimes: list[str], gpu: bool, max_elements: int | None) -> tuple[list, list]:
