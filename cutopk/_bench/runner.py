@@ -11,6 +11,7 @@ import math
 import os
 import pathlib
 import sys
+import textwrap
 import time
 
 import numpy as np
@@ -404,9 +405,18 @@ def _positive(kind):
     return parse
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's, without breaking lines inside hyphenated words (paths such as ./cutopk-results/)."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+
 def parser(prog: str = "python -m cutopk") -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog=prog, description="cutopk's benchmark against torch, JAX, CuPy, CUB and NumPy"
+        prog=prog,
+        description="cutopk's benchmark against torch, JAX, CuPy, CUB and NumPy",
+        formatter_class=_HelpFormatter,
     )
     size = p.add_mutually_exclusive_group()
     size.add_argument("--quick", action="store_true", help="the quick grid (default): a tour of every regime")
