@@ -2,7 +2,9 @@
 
     python -m cutopk [--quick | --full] [--regime moe,llm] [--out DIR | --save | --no-save] [--plots]
 
-On a GPU, run from a source checkout, the results are saved to benchmarks/results/<date>-<device>/.
+Files: ``--out DIR``, or ``--save``: ``benchmarks/results/<date>-<device>/`` when run from a source
+checkout (the default for a GPU run there), ``./cutopk-results/<date>-<device>/`` otherwise. Every
+option is checked before anything is measured. ``--help`` lists them all.
 
 See ``cutopk/_bench`` and ``benchmarks/README.md``.
 """

@@ -170,6 +170,25 @@ def test_a_wrong_peer_is_reported_as_a_mismatch_without_a_time(monkeypatch):
         assert result["peers"][name]["status"] == "mismatch" and "median_ms" not in result["peers"][name]
 
 
+def test_an_unsorted_peer_is_compared_as_a_multiset_and_the_files_say_so(monkeypatch):
+    def unordered(x, axis, case, gpu):
+        good = baselines.numpy_naive_route(x, axis, case.k, case.mode)
+
+        def call():
+            v, i = good.call()
+            return v[..., ::-1], i[..., ::-1]  # the K in the opposite order
+
+        return [baselines.Route("rev", call, sorts=False, detail="reversed"),
+                baselines.Route("rev-claims-sorted", call)]  # fmt: skip
+
+    monkeypatch.setattr(baselines, "peers", unordered)
+    result = runner.measure(grid.Case("t", 4, 500, 5), runner.Session(False, timing.CpuTimer(repeat=3)))
+    rev = result["peers"]["rev"]
+    assert (rev["status"], rev["route"], rev["sorted"]) == ("ok", "reversed", False)
+    assert result["peers"]["rev-claims-sorted"]["status"] == "mismatch"
+    assert "rev's K are unsorted, its times exclude the sort" in runner.summary([result], ["rev"])[0]
+
+
 # --- timing -----------------------------------------------------------------------------------
 
 
@@ -355,7 +374,14 @@ def test_unknown_peer_is_an_error():
 def test_python_m_cutopk_lists_the_full_grid():
     proc = subprocess.run([sys.executable, "-m", "cutopk", "--full", "--list"], capture_output=True, text=True,
                           timeout=120, check=True)  # fmt: skip
-    assert proc.stdout.strip().endswith(f"{len(grid.full_grid())} cases")
+    last = proc.stdout.strip().splitlines()[-1]
+    if env.gpu_unavailable() is None:
+        assert last == f"{len(grid.full_grid())} cases"
+    else:  # what a CPU run measures: the full grid without its cases of more than 2**24 elements
+        kept = sum(c.elements <= runner.CPU_FULL_MAX_ELEMENTS for c in grid.full_grid())
+        assert (
+            last == f"{kept} cases ({len(grid.full_grid()) - kept} more left out by --max-elements 16777216)"
+        )
 
 
 @pytest.mark.gpu
@@ -383,3 +409,93 @@ def test_a_wrong_cutopk_answer_on_the_gpu_path_is_flagged_and_peers_keep_their_t
     table.footer(runner.summary([result], ["cupy"]))
     out = capsys.readouterr().out
     assert "WRONG" in out and "differs from its NumPy backend's on 1 cases" in out
+
+
+# --- command-line options (issue 19, item 10) ---------------------------------------------------
+
+
+def _fails_with(argv: list[str], capsys, *needles: str) -> str:
+    """``main(argv)`` stops with argparse's usage error (exit 2, no traceback) naming ``needles``."""
+    with pytest.raises(SystemExit) as exc:
+        runner.main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    for needle in needles:
+        assert needle in err, err
+    return err
+
+
+@pytest.fixture
+def no_measuring(monkeypatch):
+    """Any case measured fails the test: the options must be refused before the benchmark runs."""
+
+    def measure(case, session):
+        raise AssertionError(f"a case was measured: {case.label()}")
+
+    monkeypatch.setattr(runner, "measure", measure)
+
+
+def test_unknown_regime_is_a_usage_error(capsys, no_measuring):
+    _fails_with(["--regime", "foo"], capsys, "--regime", "foo", "moe")
+    _fails_with(["--regime", "moe,nope"], capsys, "nope")
+
+
+@pytest.mark.parametrize("option", ["--repeat", "--max-elements", "--time-limit"])
+@pytest.mark.parametrize("value", ["0", "-3"])
+def test_counts_and_limits_must_be_positive(option, value, capsys, no_measuring):
+    _fails_with([option, value], capsys, option, value)
+
+
+def test_out_to_an_unwritable_place_fails_before_any_case(tmp_path, capsys, no_measuring):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    _fails_with(["--out", str(blocker / "results")], capsys, "--out", "cannot write")
+    _fails_with(["--out", str(blocker)], capsys, "--out", "cannot write")
+
+
+def test_save_without_out_checks_its_folder_before_any_case(tmp_path, monkeypatch, capsys, no_measuring):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setattr(env, "results_base", lambda: blocker / "results")
+    _fails_with(["--save"], capsys, "--save", "cannot write")
+
+
+@pytest.mark.parametrize(
+    "pair", [["--save", "--no-save"], ["--out", "{}", "--no-save"], ["--out", "{}", "--save"]]
+)
+def test_save_options_exclude_each_other(pair, tmp_path, capsys, no_measuring):
+    _fails_with([a.format(tmp_path) for a in pair], capsys, "not allowed with")
+
+
+def test_list_honours_max_elements(capsys):
+    assert runner.main(["--full", "--list", "--max-elements", "100000"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    listed = out[:-1]
+    full = grid.full_grid()
+    kept = [c for c in full if c.elements <= 100000]
+    assert listed == [c.label() for c in kept] and 0 < len(kept) < len(full)
+    assert out[-1] == f"{len(kept)} cases ({len(full) - len(kept)} more left out by --max-elements 100000)"
+
+
+def test_a_requested_peer_that_cannot_run_is_an_error_not_a_silent_drop(monkeypatch, capsys, no_measuring):
+    real = baselines.missing
+    monkeypatch.setattr(baselines, "missing", lambda m: "jax is not installed" if m == "jax" else real(m))
+    monkeypatch.setattr(env, "gpu_unavailable", lambda: None)  # a GPU run, where jax is a peer
+    _fails_with(["--peers", "jax"], capsys, "--peers", "jax is not installed")
+    from cutopk._bench import cub
+
+    monkeypatch.setitem(sys.modules, "cupy", fake_cupy())
+    monkeypatch.setattr(cub, "available", lambda arch: (None, f"the CUB shim is not built for {arch}"))
+    _fails_with(["--peers", "torch,cub"], capsys, "--peers: cub cannot run here", "not built for sm_90")
+    monkeypatch.setattr(env, "gpu_unavailable", lambda: "CuPy is not installed")  # a CPU run
+    _fails_with(["--peers", "cupy"], capsys, "--peers", "cupy", "GPU")
+
+
+def test_save_from_an_installed_package_goes_where_help_says(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(env, "in_checkout", lambda: False)
+    monkeypatch.chdir(tmp_path)
+    meta = {"date": "2026-11-22T10:00:00+00:00", "device": "NVIDIA H100 80GB HBM3", "cpu": "x"}
+    assert env.default_out_dir(meta) == tmp_path / "cutopk-results" / "2026-11-22-nvidia-h100-80gb-hbm3"
+    with pytest.raises(SystemExit):
+        runner.main(["--help"])
+    assert "./cutopk-results/<date>-<device>/" in "".join(capsys.readouterr().out.split())  # unwrapped

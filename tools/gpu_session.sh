@@ -10,10 +10,23 @@
 #             allocation has its own bounds); racecheck, synccheck likewise
 #   racecheck
 #   synccheck
-#   quick     python -m cutopk --quick with plots
-#   full-a    the full grid's moe, indexer, huge and layout regimes; full-llm, full-knn the others
-#   full-llm
+#   cub       build the CUB shim for this GPU (benchmarks/cub/build.py; about a minute, once):
+#             the benchmark's `cub` peer (cub::DeviceTopK / DeviceBatchedTopK) needs it
+#   quick     the quick grid (python -m cutopk's) with plots
+#   full-a    the full grid's moe and indexer regimes; full-b its huge and layout regimes;
+#   full-b    full-llm and full-knn the others (four parts, each bounded by PHASE_TIMEOUT; a part
+#   full-llm  that runs out of time lists the cases it left out, "--time-limit reached")
 #   full-knn
+# quick and full-* build the CUB shim first when it is missing (its minute counts against the
+# phase's limit, so run `cub` as a phase of its own, or carry a prebuilt one, see below).
+#
+# The CUB shim needs CCCL >= 3.3 headers (CUDA 13.0's own CCCL 3.0 has no DeviceTopK) and the lent
+# machines have no package index. Prepare it on the development machine, where the test extra
+# installed nvidia-cuda-cccl:
+#   python benchmarks/cub/build.py --arch sm_90 --copy-headers
+# which builds build/cub/libcutopk_cub-sm_90-<source hash>.so (about 3 MB) and copies the headers
+# to build/cub/cccl/ (about 25 MB); then name `build/cub` in the device run's `carry`. With the
+# library carried nothing is compiled there; with only the headers the `cub` phase compiles.
 #
 # The lent machines' image has CuPy, torch, JAX, pytest, hypothesis and matplotlib but not Dask
 # (as listed on 2026-11-17): the CuPy-chunk Dask test skips there, saying so, unless Dask's wheels
@@ -30,11 +43,27 @@ export PYTHONPATH=. PYTHONUNBUFFERED=1 CUTOPK_HYPOTHESIS_PROFILE=${CUTOPK_HYPOTH
 limit=${PHASE_TIMEOUT:-540}
 pytest=(python3 -m pytest -q -p no:cacheprovider)
 
+# Builds the CUB shim for this GPU unless it is up to date; a failure only leaves the `cub` peer
+# out (the benchmark says why), so it never fails the phase.
+cub_arch() {
+  local cc
+  cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d '.[:space:]')
+  echo "sm_${cc:-90}"
+}
+build_cub() {
+  timeout "$limit" python3 benchmarks/cub/build.py --arch "$(cub_arch)" ||
+    echo "CUB shim not built: the cub peer will be skipped"
+}
+
 bench() {
   local phase=$1
   shift
   local dir="$out/bench-$phase"
-  timeout "$limit" python3 benchmarks/run.py --plots --out "$dir" --time-limit $((limit - 60)) "$@"
+  local t0=$SECONDS
+  build_cub
+  local left=$((limit - (SECONDS - t0)))
+  # No new case in the last minute, so that the files are written before the timeout.
+  timeout "$left" python3 benchmarks/run.py --plots --out "$dir" --time-limit $((left > 120 ? left - 60 : 60)) "$@"
   local rc=$?
   tar -czf "$out/bench-$phase.tar.gz" -C "$out" "bench-$phase" && rm -r "$dir"
   return $rc
@@ -64,9 +93,10 @@ run_phase() {
         CUTOPK_FULL_MATRIX=1 timeout "$limit" "${pytest[@]}" -m gpu tests/test_kernels.py
       ;;
     memcheck | racecheck | synccheck) sanitize "$1" ;;
-    quick) timeout "$limit" python3 -m cutopk --quick --plots --out "$out/bench-quick" &&
-      tar -czf "$out/bench-quick.tar.gz" -C "$out" bench-quick && rm -r "$out/bench-quick" ;;
-    full-a) bench full-a --full --regime moe,indexer,huge,layout ;;
+    cub) build_cub && python3 -c "from cutopk._bench import cub; import sys; lib, why = cub.available('$(cub_arch)'); print(why or f'CUB {lib.version} loaded from {lib.path}'); sys.exit(lib is None)" ;;
+    quick) bench quick --quick ;;
+    full-a) bench full-a --full --regime moe,indexer ;;
+    full-b) bench full-b --full --regime huge,layout ;;
     full-llm) bench full-llm --full --regime llm ;;
     full-knn) bench full-knn --full --regime knn ;;
     *)

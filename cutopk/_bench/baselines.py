@@ -10,7 +10,9 @@ Peers on a GPU: ``torch.topk`` on a zero-copy DLPack view; ``jax.lax.top_k`` on 
 the largest of ``-x``, negated back; integers would take ``~x`` instead, which has no overflow,
 and floats with NaN are skipped because ``-NaN`` sorts first); CuPy's best sort-based route
 (``cupy.argsort`` + take: CuPy's ``argpartition`` sorts fully anyway, so a partition would only
-add a second sort of the K). On the CPU: NumPy's naive route (``argpartition`` + gather +
+add a second sort of the K); CUB's ``DeviceTopK``/``DeviceBatchedTopK`` through a small shared
+library (``cutopk/_bench/cub.py``): ``cub`` (unordered output, compared as a multiset) and
+``cub-sorted`` (the same plus an argsort of the K). On the CPU: NumPy's naive route (``argpartition`` + gather +
 ``argsort`` of the K), a full ``argsort(kind="stable")``, and ``torch.topk`` with one thread (the
 NumPy backend is single-threaded too).
 """
@@ -45,6 +47,9 @@ class Route:
     own_stream : bool
         The route runs on a stream of its own and waits for itself (the timer synchronizes the
         device before it starts the clock).
+    detail : str or None
+        How the route ran this input, when that varies (CUB: batched or one call per row); kept
+        in the result as ``route``.
     """
 
     name: str
@@ -53,6 +58,7 @@ class Route:
     sorts: bool = True
     nan: str = "largest"
     own_stream: bool = False
+    detail: str | None = None
 
 
 def missing(module: str) -> str | None:
@@ -181,12 +187,44 @@ def numpy_sort_route(x, axis: int, k: int, mode: str) -> Route:
     return Route("numpy-sort", call, nan="last")
 
 
-GPU_PEERS = ("torch", "jax", "cupy")
+def cub_route(x, axis: int, k: int, mode: str, dtype: str, sort: bool = False) -> Route:
+    """CUB's top-K through the shim (``cutopk/_bench/cub.py``; ``sort``: then an argsort of the K),
+    skipped with the reason when the shim is not built for this GPU."""
+    import cupy
+
+    from . import cub
+
+    lib, reason = cub.available(cub.arch_of(cupy.cuda.Device().compute_capability))
+    if lib is None:
+        return Route("cub-sorted" if sort else "cub", None, reason)
+    return cub.route(x, axis, k, mode, dtype, lib, sort)
+
+
+GPU_PEERS = ("torch", "jax", "cupy", "cub", "cub-sorted")
 CPU_PEERS = ("numpy-naive", "numpy-sort", "torch")
 
 
+def peer_unavailable(name: str, gpu: bool) -> str | None:
+    """None when the peer ``name`` can run in a GPU (or CPU) benchmark here, else why not; asked
+    for the peers named with ``--peers``, so that one that cannot run is an error, not a silent drop."""
+    mine, here = (GPU_PEERS, "GPU") if gpu else (CPU_PEERS, "CPU")
+    if name not in mine:
+        there = "CPU" if gpu else "GPU"
+        also = f"; besides, {why}" if name in ("torch", "jax") and (why := missing(name)) else ""
+        return f"{name} runs only in a {there} benchmark, and this one runs on the {here} (its peers: {', '.join(mine)}){also}"
+    if name in ("torch", "jax"):
+        return missing(name)
+    if name in ("cub", "cub-sorted"):
+        import cupy
+
+        from . import cub
+
+        return cub.available(cub.arch_of(cupy.cuda.Device().compute_capability))[1]
+    return None
+
+
 def peers(x, axis: int, case, gpu: bool) -> list[Route]:
-    """The peers for one input: on a GPU torch, JAX and CuPy; on the CPU NumPy's two routes and
+    """The peers for one input: on a GPU torch, JAX, CuPy and CUB; on the CPU NumPy's two routes and
     torch. A peer whose library fails to import or to take the input is skipped, with the reason."""
     k, mode = case.k, case.mode
     if gpu:
@@ -194,6 +232,8 @@ def peers(x, axis: int, case, gpu: bool) -> list[Route]:
             "torch": lambda: torch_route(x, axis, k, mode, case.dtype),
             "jax": lambda: jax_route(x, axis, k, mode, case.dist, case.dtype),
             "cupy": lambda: cupy_route(x, axis, k, mode),
+            "cub": lambda: cub_route(x, axis, k, mode, case.dtype),
+            "cub-sorted": lambda: cub_route(x, axis, k, mode, case.dtype, sort=True),
         }
     else:
         builders = {

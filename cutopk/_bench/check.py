@@ -2,8 +2,8 @@
 
 A peer passes when (1) its values are cutopk's values bit for bit (in order when the peer sorts,
 as multisets otherwise), every NaN counting as one value whatever its sign or payload (SPEC.md
-rule 3), and (2) the input at the peer's indices holds the peer's values, so indices may differ
-from cutopk's only between equal values (ties broken another way).
+rule 3), and (2) the input at the peer's indices holds the peer's values and no index appears twice
+in a row, so indices may differ from cutopk's only between equal values (ties broken another way).
 """
 
 from __future__ import annotations
@@ -58,6 +58,9 @@ def check(x: np.ndarray, axis: int, expected: np.ndarray, result, sorts: bool = 
     idx = np.moveaxis(indices, axis, -1).astype(np.int64)
     if idx.size and (idx.min() < 0 or idx.max() >= x.shape[axis]):
         return "indices out of range"
+    ordered = np.sort(idx, axis=-1)
+    if ordered.shape[-1] > 1 and (ordered[..., 1:] == ordered[..., :-1]).any():
+        return "an index appears twice in a row"
     at = np.take_along_axis(np.moveaxis(x, axis, -1), idx, axis=-1)
     if not np.array_equal(bits(at), np.moveaxis(bits(values), axis, -1)):
         return "indices do not point at the returned values"

@@ -10,6 +10,7 @@ import pathlib
 import platform
 import re
 import subprocess
+import tempfile
 
 import cutopk
 
@@ -120,10 +121,25 @@ def in_checkout() -> bool:
     return (REPO / "benchmarks" / "run.py").is_file()
 
 
+def results_base() -> pathlib.Path:
+    """Where ``--save`` writes: ``benchmarks/results/`` in a source checkout, else
+    ``./cutopk-results/`` in the current directory (an installed package has no results folder)."""
+    return REPO / "benchmarks" / "results" if in_checkout() else pathlib.Path.cwd() / "cutopk-results"
+
+
 def default_out_dir(meta: dict) -> pathlib.Path:
-    """``benchmarks/results/<date>-<device>/`` in the source checkout (the current directory
-    when cutopk was installed from a wheel)."""
+    """``<results_base()>/<date>-<device>/``."""
     device = meta.get("device") or f"cpu-{meta['cpu']}"
     slug = re.sub(r"[^a-z0-9]+", "-", device.lower()).strip("-")[:40]
-    base = REPO / "benchmarks" / "results" if in_checkout() else pathlib.Path.cwd()
-    return base / f"{meta['date'][:10]}-{slug}"
+    return results_base() / f"{meta['date'][:10]}-{slug}"
+
+
+def unwritable(folder: pathlib.Path) -> str | None:
+    """None when files can be written into ``folder`` (created if missing), else why not."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".cutopk-write-check-"):
+            pass
+    except OSError as exc:
+        return f"cannot write into {folder}: {exc.strerror or exc}"
+    return None

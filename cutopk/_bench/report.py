@@ -105,7 +105,7 @@ def flat_row(result: dict, peers: list[str]) -> dict:
     )
     for name in peers:
         p = result["peers"].get(name, {})
-        for key in ("median_ms", "min_ms", "max_ms", "speedup", "status", "note"):
+        for key in ("median_ms", "min_ms", "max_ms", "speedup", "status", "note", "route", "sorted"):
             row[f"{name}_{key}"] = p.get(key)
     return row
 

@@ -11,6 +11,7 @@ import math
 import os
 import pathlib
 import sys
+import textwrap
 import time
 
 import numpy as np
@@ -20,6 +21,8 @@ import cutopk
 from . import baselines, check, env, grid, inputs, report, timing
 
 GIB = 1 << 30
+CPU_FULL_MAX_ELEMENTS = 1 << 24  # the full grid on the CPU leaves out larger cases unless told otherwise
+REGIME_NAMES = (*grid.REGIMES, "layout")
 
 
 @dataclasses.dataclass
@@ -31,6 +34,7 @@ class Session:
     copy_bps: float | None = None
     peers: tuple[str, ...] = ()
     self_check_max: int = 1 << 27
+    cub: dict | None = None  # the CUB shim's version and library, or why it is unavailable
 
 
 def _free_device_bytes() -> int:
@@ -184,12 +188,12 @@ def _measure_peer(route, case, x, x_host, axis, expected, ours_t, session, items
         _release(session.gpu)
         return {"status": "error", "note": _error(exc)}
     out = {f"{k}_ms": v * 1e3 for k, v in t.items() if k != "repeat"}
-    return out | {
-        "repeat": t["repeat"],
-        "status": "ok",
-        "speedup": t["median"] / ours_t["median"],
-        "note": None,
-    }
+    out |= {"repeat": t["repeat"], "status": "ok", "speedup": t["median"] / ours_t["median"], "note": None}
+    if route.detail:
+        out["route"] = route.detail
+    if not route.sorts:
+        out["sorted"] = False  # its time does not include ordering the K
+    return out
 
 
 def summary(results: list[dict], peers: list[str]) -> list[str]:
@@ -201,9 +205,15 @@ def summary(results: list[dict], peers: list[str]) -> list[str]:
         ]
         if ratios:
             geo = math.exp(sum(map(math.log, ratios)) / len(ratios))
+            unsorted = any(r["peers"].get(peer, {}).get("sorted") is False for r in results)
             lines.append(
                 f"{peer}: cutopk is {geo:.2f}x as fast in geometric mean over {len(ratios)} cases "
                 f"(min {min(ratios):.2f}x, max {max(ratios):.2f}x)"
+                + (
+                    f"; {peer}'s K are unsorted, its times exclude the sort that cutopk's include"
+                    if unsorted
+                    else ""
+                )
             )
         bad = sum(r["peers"].get(peer, {}).get("status") == "mismatch" for r in results)
         if bad:
@@ -229,11 +239,11 @@ def start(repeat: int | None, peers: tuple[str, ...]) -> Session:
         print(
             f"GPU found: {facts['device']} (compute capability {facts['compute_capability']}, driver "
             f"{facts['driver']}, CUDA runtime {facts['cuda_runtime']}): benchmarking cutopk's CUDA backend "
-            "against torch.topk, jax.lax.top_k and CuPy's argsort route"
+            "against torch.topk, jax.lax.top_k, CuPy's argsort route and CUB's DeviceTopK"
         )
         copy_bps = timer.copy_bandwidth()
         print(f"device-to-device copy bandwidth measured now: {copy_bps / 1e9:.0f} GB/s (read + write)")
-        return Session(True, timer, copy_bps, peers)
+        return Session(True, timer, copy_bps, peers, cub=_cub_facts(facts, peers))
     if baselines.missing("torch") is None:
         import torch
 
@@ -243,6 +253,22 @@ def start(repeat: int | None, peers: tuple[str, ...]) -> Session:
         "routes and torch.topk on the CPU (1 thread) where installed; shapes are scaled down for the CPU"
     )
     return Session(False, timing.CpuTimer(repeat or 7), None, peers)
+
+
+def _cub_facts(facts: dict, peers: tuple[str, ...]) -> dict | None:
+    """Load the CUB shim for this GPU once, say whether the ``cub`` peer runs, and return what
+    the files record about it."""
+    if peers and not {"cub", "cub-sorted"} & set(peers):
+        return None
+    from . import cub
+
+    lib, why = cub.available(cub.arch_of(facts["compute_capability"]))
+    if lib is None:
+        print(f"CUB peer skipped: {why}")
+        return {"available": False, "reason": why}
+    v = lib.version
+    print(f"CUB peer: CUB {v // 100000}.{v // 100 % 1000}.{v % 100} from {lib.path}; {cub.NOTE}")
+    return {"available": True, "cub_version": v, "library": str(lib.path), "note": cub.NOTE}
 
 
 def run(
@@ -267,8 +293,9 @@ def run(
     out : pathlib.Path, optional
         Folder for ``<stem>.json`` / ``.csv`` (and plots).
     save : bool, optional
-        Write into ``benchmarks/results/<date>-<device>/`` when ``out`` is not given; by default
-        only a GPU run from a source checkout does.
+        Write into ``env.default_out_dir`` when ``out`` is not given (``benchmarks/results/<date>-<device>/``
+        in a source checkout, ``./cutopk-results/<date>-<device>/`` otherwise); by default only a GPU
+        run from a source checkout does.
     plots : bool
         Also write PNG plots (needs matplotlib).
     repeat, max_elements, time_limit, peers
@@ -280,11 +307,13 @@ def run(
         One result per measured case (the JSON file's ``results``).
     """
     t0 = time.monotonic()
+    if out is not None and (why := env.unwritable(out)):
+        raise ValueError(f"out: {why}")
     session = start(repeat, peers)
-    cases = grid.select(grid.full_grid() if full else grid.quick_grid(session.gpu), regimes)
     if max_elements is None and not session.gpu and full:
-        max_elements = 1 << 24
+        max_elements = CPU_FULL_MAX_ELEMENTS
         print("CPU: shapes with more than 2**24 elements are left out of the full grid (--max-elements)")
+    cases = grid.select(grid.full_grid() if full else grid.quick_grid(session.gpu), regimes)
     names = [
         n for n in (baselines.GPU_PEERS if session.gpu else baselines.CPU_PEERS) if not peers or n in peers
     ]
@@ -293,6 +322,7 @@ def run(
         "regimes": regimes or "all",
         "peers": names,
         "copy_gbps": session.copy_bps / 1e9 if session.copy_bps else None,
+        "cub": session.cub,
         "timer": _timer_facts(session.timer),
         "argv": sys.argv,
     }
@@ -303,6 +333,8 @@ def run(
         save = session.gpu and env.in_checkout()
     if save and out is None:
         out = env.default_out_dir(meta)
+        if why := env.unwritable(out):
+            raise ValueError(f"save: {why}")
     table = report.Table(names, session.gpu, len(cases))
     table.header()
     results, skipped = [], []
@@ -357,47 +389,106 @@ def _timer_facts(timer) -> dict:
     return facts
 
 
+def _positive(kind):
+    """An argparse type: a number of ``kind`` greater than zero."""
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a {kind.__name__}, got {text!r}") from None
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"expected a value greater than 0, got {text}")
+        return value
+
+    parse.__name__ = f"positive {kind.__name__}"
+    return parse
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's, without breaking lines inside hyphenated words (paths such as ./cutopk-results/)."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+
 def parser(prog: str = "python -m cutopk") -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog=prog, description="cutopk's benchmark against torch, JAX, CuPy and NumPy"
+        prog=prog,
+        description="cutopk's benchmark against torch, JAX, CuPy, CUB and NumPy",
+        formatter_class=_HelpFormatter,
     )
     size = p.add_mutually_exclusive_group()
     size.add_argument("--quick", action="store_true", help="the quick grid (default): a tour of every regime")
     size.add_argument("--full", action="store_true", help="the full grid (many minutes on a GPU)")
     p.add_argument("--regime", action="append", help="only these regimes (repeat or comma-separate): "
-                   f"{', '.join([*grid.REGIMES, 'layout'])}")  # fmt: skip
-    p.add_argument("--out", type=pathlib.Path, help="write <grid>.json / .csv (and plots) into this folder")
-    p.add_argument("--save", action="store_const", const=True, help="write into benchmarks/results/<date>-<device>/ "
-                   "(the default for a GPU run from a source checkout)")  # fmt: skip
-    p.add_argument("--no-save", dest="save", action="store_const", const=False, help="do not write files")
+                   f"{', '.join(REGIME_NAMES)}")  # fmt: skip
+    files = p.add_mutually_exclusive_group()
+    files.add_argument(
+        "--out", type=pathlib.Path, help="write <grid>.json / .csv (and plots) into this folder"
+    )
+    files.add_argument("--save", action="store_const", const=True, help="write into benchmarks/results/<date>-<device>/ "
+                       "in a source checkout, else into ./cutopk-results/<date>-<device>/ (the default for a GPU "
+                       "run from a source checkout)")  # fmt: skip
+    files.add_argument("--no-save", dest="save", action="store_const", const=False, help="do not write files")
     p.add_argument("--plots", action="store_true", help="also write PNG plots (needs matplotlib)")
-    p.add_argument("--repeat", type=int, help="most timed repetitions per measurement (GPU 20, CPU 7)")
-    p.add_argument("--max-elements", type=int, help="leave out cases with more elements than this")
-    p.add_argument("--time-limit", type=float, help="start no new case after this many seconds")
-    p.add_argument("--peers", help="only these peers, comma-separated (e.g. torch,cupy)")
-    p.add_argument("--list", action="store_true", help="print the grid's cases and exit")
+    p.add_argument(
+        "--repeat", type=_positive(int), help="most timed repetitions per measurement (GPU 20, CPU 7)"
+    )
+    p.add_argument("--max-elements", type=_positive(int), help="leave out cases with more elements than this")
+    p.add_argument("--time-limit", type=_positive(float), help="start no new case after this many seconds")
+    p.add_argument("--peers", help="only these peers, comma-separated (e.g. torch,cupy); one that cannot run "
+                   "here is an error")  # fmt: skip
+    p.add_argument(
+        "--list", action="store_true", help="print the grid's cases (as --max-elements leaves them) and exit"
+    )
     return p
 
 
+def cases_for(full: bool, regimes: list[str], gpu: bool, max_elements: int | None) -> tuple[list, list]:
+    """The grid's cases for this run, split into those measured and those left out by
+    ``max_elements`` (on the CPU the full grid leaves out more than 2**24 elements by default)."""
+    cases = grid.select(grid.full_grid() if full else grid.quick_grid(gpu), regimes)
+    if max_elements is None and full and not gpu:
+        max_elements = CPU_FULL_MAX_ELEMENTS
+    if max_elements is None:
+        return cases, []
+    return [c for c in cases if c.elements <= max_elements], [c for c in cases if c.elements > max_elements]
+
+
 def main(argv: list[str] | None = None, prog: str = "python -m cutopk", **defaults) -> int:
-    """The command line; ``defaults`` preset options (``benchmarks/run.py``: full grid, saved)."""
+    """The command line; ``defaults`` preset options (``benchmarks/run.py``: full grid, saved).
+
+    Every option is checked before anything is measured: a mistake is argparse's usage error
+    (exit status 2), never a traceback after minutes of benchmarking."""
     p = parser(prog)
     p.set_defaults(**defaults)
     args = p.parse_args(argv)
     full = args.full and not args.quick  # --quick wins over a preset --full
-    save = False if args.out is not None else args.save
+    save = False if args.out is not None else args.save  # --out wins over a preset --save
     regimes = [r for item in args.regime or [] for r in item.split(",") if r]
+    if unknown := [r for r in regimes if r not in REGIME_NAMES]:
+        p.error(f"--regime: unknown {', '.join(unknown)}; expected some of {', '.join(REGIME_NAMES)}")
     np.seterr(all="ignore")  # -inf - inf and NaN comparisons in the peers' routes are expected
+    gpu = env.gpu_unavailable() is None
     if args.list:
-        gpu = env.gpu_unavailable() is None
-        cases = grid.select(grid.full_grid() if full else grid.quick_grid(gpu), regimes)
+        cases, left_out = cases_for(full, regimes, gpu, args.max_elements)
         for c in cases:
             print(c.label())
-        print(f"{len(cases)} cases")
+        limit = args.max_elements or CPU_FULL_MAX_ELEMENTS  # left_out is empty without either
+        more = f" ({len(left_out)} more left out by --max-elements {limit})" if left_out else ""
+        print(f"{len(cases)} cases{more}")
         return 0
     peers = tuple(name for name in (args.peers or "").split(",") if name)
     known = {*baselines.GPU_PEERS, *baselines.CPU_PEERS}
     if set(peers) - known:
         p.error(f"--peers: unknown {sorted(set(peers) - known)}; expected some of {sorted(known)}")
+    for name in peers:
+        if why := baselines.peer_unavailable(name, gpu):
+            p.error(f"--peers: {name} cannot run here: {why}")
+    if args.out is not None and (why := env.unwritable(args.out)):
+        p.error(f"--out: {why}")
+    if save and (why := env.unwritable(env.results_base())):
+        p.error(f"--save: {why}")
     run(full, regimes, args.out, save, args.plots, args.repeat, args.max_elements, args.time_limit, peers)
     return 0
