@@ -134,7 +134,10 @@ def segmented_top_k(data, offsets, k, mode, sorted_, nan, index_dtype, backend, 
     """The implementation of :func:`cutopk.segmented_top_k` (see its docstring)."""
     from . import _interop
 
-    kind = _api.array_kind(data)
+    try:
+        kind = _api.array_kind(data)
+    except TypeError as exc:
+        raise TypeError(f"data{str(exc)[1:]}") from None
     # The checks of top_k, in its order: a backend/array mismatch first.
     resolved = _api.resolve_backend(backend, kind)
     if kind == "numpy":
