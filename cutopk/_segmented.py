@@ -22,7 +22,8 @@ one synchronisation):
    the segment's real winners (least preferred, and last in index order).
 
 Empty segments are padding only and cost nothing. Scratch memory: one block of gathered values
-and its int64 gather positions (``BLOCK_ELEMENTS`` each), plus the ``(S, k)`` outputs.
+(at most ``BLOCK_ELEMENTS``, or one segment's length) and, for blocks narrower than
+``ROW_COPY_WIDTH`` (or on the GPU), its int64 gather positions, plus the ``(S, k)`` outputs.
 """
 
 from __future__ import annotations
@@ -42,6 +43,11 @@ LONG_SEGMENT = 1 << 16
 # Short segments are gathered into blocks of at most this many elements (8 MB of int64 gather
 # positions, plus the values): bounded scratch whatever the number of segments.
 BLOCK_ELEMENTS = 1 << 20
+# From this width on, the NumPy route copies each segment into its row with a slice (a memcpy);
+# below, one vectorised gather through an index matrix is cheaper than a Python loop over rows
+# (measured on this CPU, float32: width 1024: 12 ms against 63 ms per 2**20 elements; width 64:
+# 57 against 67 ms; width 4: 89 against 16 ms).
+ROW_COPY_WIDTH = 64
 
 
 def check_algorithm_name(algorithm, backend: str) -> None:
@@ -191,7 +197,8 @@ def _run(data, starts, lengths, k, order, options, idt):
     short = short[np.argsort(classes, kind="stable")]
     classes = np.sort(classes, kind="stable")
     bounds = np.flatnonzero(np.diff(classes)) + 1
-    worst = xp.asarray(least_preferred(data.dtype, options["mode"] == "largest", options["nan"] == "largest"))
+    # The fill of padding cells, as a NumPy scalar (np.full and xp.where take it).
+    worst = least_preferred(data.dtype, options["mode"] == "largest", options["nan"] == "largest")[()]
     for group in np.split(short, bounds):
         width_cap = 1 << int(np.ceil(np.log2(lengths[group[0]])))
         per_block = max(1, BLOCK_ELEMENTS // width_cap)
@@ -206,13 +213,8 @@ def _run(data, starts, lengths, k, order, options, idt):
 def _gather_and_select(xp, data, starts, lengths, rows, k, sort, options, worst, values, indices):
     """One batched top_k over the segments ``rows`` gathered into padded rows of the block's
     longest length; writes their results into ``values``/``indices``."""
-    width = int(lengths.max())
-    cols = np.arange(width, dtype=np.int64)
-    inside = cols < lengths[:, None]
-    # Cells past a segment's end read its first element (always in range), then become `worst`.
-    where = np.where(inside, starts[:, None] + cols, starts[:, None])
-    inside_x, where_x = xp.asarray(inside), xp.asarray(where)
-    block = xp.where(inside_x, data[where_x], worst).astype(data.dtype, copy=False)
+    block = _gather(xp, data, starts, lengths, worst)
+    width = block.shape[1]
     kk = min(k, width)
     top = _top_k(block, kk, sorted=sort, **options)
     lengths_x = xp.asarray(lengths)
@@ -221,6 +223,23 @@ def _gather_and_select(xp, data, starts, lengths, rows, k, sort, options, worst,
     values[rows_x, :kk] = xp.where(padding, xp.zeros((), dtype=data.dtype), top.values)
     indices[rows_x, :kk] = xp.where(padding, xp.asarray(-1, dtype=np.int64), top.indices).astype(
         indices.dtype
+    )
+
+
+def _gather(xp, data, starts, lengths, worst):
+    """The segments as the rows of a ``(segments, longest)`` matrix, ``worst`` past their ends."""
+    rows, width = lengths.size, int(lengths.max())
+    if xp is np and width >= ROW_COPY_WIDTH:
+        block = np.full((rows, width), worst, dtype=data.dtype)
+        for r, (start, length) in enumerate(zip(starts.tolist(), lengths.tolist(), strict=True)):
+            block[r, :length] = data[start : start + length]
+        return block
+    cols = xp.arange(width, dtype=np.int64)
+    starts_x, lengths_x = xp.asarray(starts)[:, None], xp.asarray(lengths)[:, None]
+    inside = cols < lengths_x
+    # Cells past a segment's end read its first element (always in range), then become `worst`.
+    return xp.where(inside, data[xp.where(inside, starts_x + cols, starts_x)], worst).astype(
+        data.dtype, copy=False
     )
 
 

@@ -58,9 +58,10 @@ def offsets_of(lengths, start=0) -> np.ndarray:
 
 @pytest.fixture
 def small_routes(monkeypatch):
-    """Both routes and the blocking on small inputs: long segments from 40 elements, blocks of
-    at most 64 gathered elements."""
+    """Both routes, both ways of gathering and the blocking on small inputs: long segments from
+    40 elements, row copies from width 8, blocks of at most 64 gathered elements."""
     monkeypatch.setattr(_segmented, "LONG_SEGMENT", 40)
+    monkeypatch.setattr(_segmented, "ROW_COPY_WIDTH", 8)
     monkeypatch.setattr(_segmented, "BLOCK_ELEMENTS", 64)
 
 
