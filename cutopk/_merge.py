@@ -166,13 +166,20 @@ def _check_arrays(pairs: list) -> tuple[np.dtype, np.dtype, tuple]:
     return vdt, idt, values0.shape[:-1]
 
 
-def _check_k(k, total: int) -> int:
-    if isinstance(k, (bool, np.bool_)):
-        raise TypeError(f"k: expected an integer, got bool {k!r}")
+def as_integer(name: str, value) -> int:
+    """``value`` as an int: anything ``operator.index`` takes (Python and NumPy integers, 0-d
+    integer arrays and tensors) except booleans, else a TypeError naming ``name``. Shared with
+    :mod:`cutopk._segmented`."""
+    if isinstance(value, (bool, np.bool_)) or str(getattr(value, "dtype", "")) in ("bool", "torch.bool"):
+        raise TypeError(f"{name}: expected an integer, got bool {value!r}")
     try:
-        k = operator.index(k)
+        return operator.index(value)
     except TypeError:
-        raise TypeError(f"k: expected an integer, got {type(k).__name__} {k!r}") from None
+        raise TypeError(f"{name}: expected an integer, got {type(value).__name__} {value!r}") from None
+
+
+def _check_k(k, total: int) -> int:
+    k = as_integer("k", k)
     if k < 0 or k > total:
         raise ValueError(
             f"k: expected 0 <= k <= {total} (the number of candidates in all parts together), got k={k}"

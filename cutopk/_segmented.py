@@ -29,13 +29,12 @@ Empty segments are padding only and cost nothing. Scratch memory: one block of g
 from __future__ import annotations
 
 import contextlib
-import operator
 
 import numpy as np
 
 from . import TopK, _api, _dtypes
 from . import top_k as _top_k
-from ._merge import least_preferred
+from ._merge import as_integer, least_preferred
 
 # A segment at least this long is one top_k call on its own slice (read in place). At 65536
 # elements a NumPy-backend call takes ~0.3 ms, against ~20 us of per-call overhead.
@@ -66,12 +65,7 @@ def check_algorithm_name(algorithm, backend: str) -> None:
 
 
 def _check_k(k) -> int:
-    if isinstance(k, (bool, np.bool_)):
-        raise TypeError(f"k: expected an integer, got bool {k!r}")
-    try:
-        k = operator.index(k)
-    except TypeError:
-        raise TypeError(f"k: expected an integer, got {type(k).__name__} {k!r}") from None
+    k = as_integer("k", k)
     if k < 0:
         raise ValueError(f"k: expected k >= 0, got k={k}")
     return k

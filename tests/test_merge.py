@@ -254,6 +254,13 @@ def test_property_merge_of_chunks_is_top_k_of_the_whole(
     assert_same(got, reference_merge(parts, k, mode=mode, sorted=order, nan=nan), order=order)
 
 
+def test_k_may_be_any_index_integer():
+    x = np.array([[3, 1, 2]])
+    parts = [(x, np.array([[0, 1, 2]]))]
+    for k in (2, np.int8(2), np.uint64(2), np.array(2)):
+        assert cutopk.merge_top_k(parts, k).indices.tolist() == [[0, 2]]
+
+
 def test_torch_cpu_parts():
     torch = pytest.importorskip("torch", reason="needs torch")
     x = torch.tensor([[4.0, float("nan"), 9.0, 9.0, -0.0, 0.0]])
@@ -266,6 +273,9 @@ def test_torch_cpu_parts():
     assert got.indices.tolist() == [[1, 2, 3, 0]]
     expected = cutopk.top_k(x, 4, nan="largest")
     assert torch.equal(got.indices, expected.indices)
+    with pytest.raises(TypeError, match=r"^k: expected an integer, got bool"):
+        cutopk.merge_top_k(parts, torch.tensor(True))
+    assert cutopk.merge_top_k(parts, torch.tensor(1)).indices.tolist() == [[2]]
 
 
 def test_doctests_of_the_public_docstrings_and_the_docs():
@@ -297,6 +307,8 @@ BAD = [
     (lambda p: cutopk.merge_top_k(p, -1), ValueError, r"^k: expected 0 <= k <= 6"),
     (lambda p: cutopk.merge_top_k(p, 2.0), TypeError, r"^k: expected an integer, got float"),
     (lambda p: cutopk.merge_top_k(p, True), TypeError, r"^k: expected an integer, got bool"),
+    (lambda p: cutopk.merge_top_k(p, np.array(True)), TypeError, r"^k: expected an integer, got bool"),
+    (lambda p: cutopk.merge_top_k(p, np.array([2])), TypeError, r"^k: expected an integer, got ndarray"),
     (lambda p: cutopk.merge_top_k(p, 2, mode="max"), ValueError, r"^mode: expected one of"),
     (lambda p: cutopk.merge_top_k(p, 2, sorted=1), ValueError, r"^sorted: expected one of"),
     (lambda p: cutopk.merge_top_k(p, 2, nan="first"), ValueError, r"^nan: expected one of"),
