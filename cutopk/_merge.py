@@ -116,15 +116,18 @@ def _convert(pairs: list):
                 )
     back, scope = None, contextlib.nullcontext()
     converted = []
-    for values, indices in pairs:
+    for i, (values, indices) in enumerate(pairs):
         pair = []
-        for arr in (values, indices):
-            if kind == "numpy":
-                arr, conv = _interop.as_host(arr)
-            else:
-                arr, conv, this_scope = _interop.as_cupy(arr)
-                if back is None:
-                    scope = this_scope
+        for name, arr in (("values", values), ("indices", indices)):
+            try:
+                if kind == "numpy":
+                    arr, conv = _interop.as_host(arr)
+                else:
+                    arr, conv, this_scope = _interop.as_cupy(arr)
+                    if back is None:
+                        scope = this_scope
+            except TypeError as exc:  # a masked array, say
+                raise renamed(exc, f"parts[{i}].{name}") from None
             back = conv if back is None else back
             pair.append(arr)
         converted.append(tuple(pair))
@@ -164,6 +167,13 @@ def _check_arrays(pairs: list) -> tuple[np.dtype, np.dtype, tuple]:
                 f"the last axis), got {values.shape}"
             )
     return vdt, idt, values0.shape[:-1]
+
+
+def renamed(exc: TypeError, name: str) -> TypeError:
+    """A TypeError of the shared checks, whose message names top_k's ``a``, naming ``name``
+    instead. Shared with :mod:`cutopk._segmented`."""
+    message = str(exc)
+    return TypeError(f"{name}{message[1:]}" if message.startswith("a:") else message)
 
 
 def as_integer(name: str, value) -> int:

@@ -34,7 +34,7 @@ import numpy as np
 
 from . import TopK, _api, _dtypes
 from . import top_k as _top_k
-from ._merge import as_integer, least_preferred
+from ._merge import as_integer, least_preferred, renamed
 
 # A segment at least this long is one top_k call on its own slice (read in place). At 65536
 # elements a NumPy-backend call takes ~0.3 ms, against ~20 us of per-call overhead.
@@ -90,7 +90,10 @@ def _offsets_on_host(offsets) -> np.ndarray:
             return arr.get()
     from . import _interop
 
-    return _interop.as_host(offsets)[0]
+    try:
+        return _interop.as_host(offsets)[0]
+    except TypeError as exc:  # a masked array, say
+        raise renamed(exc, "offsets") from None
 
 
 def check_offsets(offsets, n: int) -> np.ndarray:
@@ -137,14 +140,17 @@ def segmented_top_k(data, offsets, k, mode, sorted_, nan, index_dtype, backend, 
     try:
         kind = _api.array_kind(data)
     except TypeError as exc:
-        raise TypeError(f"data{str(exc)[1:]}") from None
+        raise renamed(exc, "data") from None
     # The checks of top_k, in its order: a backend/array mismatch first.
     resolved = _api.resolve_backend(backend, kind)
-    if kind == "numpy":
-        arr, back = _interop.as_host(data)
-        scope = contextlib.nullcontext()
-    else:
-        arr, back, scope = _interop.as_cupy(data)
+    try:
+        if kind == "numpy":
+            arr, back = _interop.as_host(data)
+            scope = contextlib.nullcontext()
+        else:
+            arr, back, scope = _interop.as_cupy(data)
+    except TypeError as exc:  # a masked array, say
+        raise renamed(exc, "data") from None
     _api.check_choice("mode", mode, _api.MODES)
     order = _api.check_order(sorted_)
     _api.check_choice("nan", nan, _api.NAN_POLICIES)
@@ -152,7 +158,7 @@ def segmented_top_k(data, offsets, k, mode, sorted_, nan, index_dtype, backend, 
     try:
         _dtypes.check_dtype(arr.dtype)
     except TypeError as exc:
-        raise TypeError(f"data{str(exc)[1:]}") from None
+        raise renamed(exc, "data") from None
     if arr.ndim != 1:
         raise ValueError(f"data: expected a 1-D array, got shape {tuple(arr.shape)}")
     k = _check_k(k)

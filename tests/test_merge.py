@@ -343,6 +343,11 @@ BAD = [
         r"^parts\[1\]\.indices: expected the shape of parts\[1\]\.values \(2, 3\), got \(2, 2\)",
     ),
     (
+        lambda p: cutopk.merge_top_k([p[0], (np.ma.masked_array(p[1][0]), p[1][1])], 2),
+        TypeError,
+        r"^parts\[1\]\.values: expected an array without a mask",
+    ),
+    (
         lambda p: cutopk.merge_top_k([(np.float32(1.0), np.int64(0))], 1),
         ValueError,
         r"^parts\[0\]\.values: expected an array of rank >= 1",

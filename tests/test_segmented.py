@@ -194,6 +194,8 @@ BAD = [
     ({"offsets": np.array([0.0, 4.0])}, TypeError, r"^offsets: expected an integer array, got dtype float64"),
     ({"offsets": np.array([False, True])}, TypeError, r"^offsets: expected an integer array, got dtype bool"),
     ({"offsets": "0,4"}, TypeError, r"^offsets: expected a 1-D integer array"),
+    ({"offsets": np.ma.masked_array([0, 4])}, TypeError, r"^offsets: expected an array without a mask"),
+    ({"data": np.ma.masked_array(np.arange(10.0))}, TypeError, r"^data: expected an array without a mask"),
     ({"data": np.zeros((2, 5))}, ValueError, r"^data: expected a 1-D array, got shape \(2, 5\)"),
     ({"data": np.zeros(10, bool)}, TypeError, r"^data: unsupported dtype bool"),
     ({"data": [1.0, 2.0]}, TypeError, r"^data: expected a NumPy array"),
