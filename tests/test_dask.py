@@ -296,6 +296,7 @@ def test_distributed_local_cluster_of_worker_processes():
         ) as cluster,
         distributed.Client(cluster, timeout="60s") as client,
     ):
+        client.wait_for_workers(2, timeout=60)
         worker_pids = set(client.run(os.getpid).values())
         assert len(worker_pids) == 2 and os.getpid() not in worker_pids
         with distributed.get_task_stream(client) as stream:
