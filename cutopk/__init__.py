@@ -14,7 +14,17 @@ import numpy as np
 from . import _api, _call
 from ._plan import Launch, Plan
 
-__all__ = ["Launch", "Plan", "TopK", "__version__", "algorithms", "plan", "top_k"]
+__all__ = [
+    "Launch",
+    "Plan",
+    "TopK",
+    "__version__",
+    "algorithms",
+    "merge_top_k",
+    "plan",
+    "segmented_top_k",
+    "top_k",
+]
 __version__ = "0.1.0"
 
 
@@ -158,6 +168,95 @@ def plan(
     """
     _, _, _, call, cached = _call.prepare(a, k, axis, mode, sorted, nan, index_dtype, backend, algorithm)
     return _call.describe(call, cached)
+
+
+def merge_top_k(parts, k, /, *, mode: str = "largest", sorted: bool | str = True, nan: str = "last") -> TopK:
+    """The exact top K of the union of partial top-K results, as :func:`top_k` on the whole.
+
+    Parameters
+    ----------
+    parts : sequence of TopK or (values, indices) pairs
+        Selections made from disjoint sets of candidates, with indices in one common index space
+        (a shard's local indices plus its offset, say). All NumPy (or CPU torch) or all CuPy (or
+        CUDA) arrays; the same shape except the last axis, which holds the candidates; one values
+        dtype and one index dtype. A negative index (``top_k``'s padding, -1) is padding and
+        never wins.
+    k : int
+        ``0 <= k <=`` the total length of the parts' last axes.
+    mode, sorted, nan
+        As in :func:`top_k`. Ties (equal values, ``-0.0 == +0.0``, any two NaNs) go to the
+        lower index, whichever part holds it.
+
+    Returns
+    -------
+    TopK
+        ``(values, indices)`` of shape ``(*batch, k)``, C-contiguous, the parts' dtypes and array
+        type. A row with fewer than ``k`` real candidates ends in padding: index -1, value 0.
+
+    Examples
+    --------
+    >>> import numpy as np, cutopk
+    >>> x = np.array([4, 9, 1, 9, 7, 4, 9, 0])
+    >>> left, right = cutopk.top_k(x[:4], 2), cutopk.top_k(x[4:], 2)
+    >>> right = (right.values, right.indices + 4)   # into the whole array's index space
+    >>> cutopk.merge_top_k([left, right], 3)
+    TopK(values=array([9, 9, 9]), indices=array([1, 3, 6]))
+    """
+    from . import _merge
+
+    return _merge.merge_top_k(parts, k, mode, sorted, nan)
+
+
+def segmented_top_k(
+    data,
+    offsets,
+    k,
+    /,
+    *,
+    mode: str = "largest",
+    sorted: bool | str = True,
+    nan: str = "last",
+    index_dtype=np.int64,
+    backend: str = "auto",
+    algorithm: str = "auto",
+) -> TopK:
+    """Top K of each segment ``data[offsets[s]:offsets[s+1]]`` of a 1-D array (CSR layout).
+
+    Parameters
+    ----------
+    data : array
+        1-D NumPy, CuPy or torch array.
+    offsets : array of int
+        S + 1 non-decreasing positions, ``offsets[0] >= 0``, ``offsets[-1] <= len(data)`` (a CSR
+        ``indptr``); a NumPy array, a list, or an array of ``data``'s kind (read on the host).
+    k : int
+        ``k >= 0``; segments shorter than ``k`` are padded.
+    mode, sorted, nan, backend, algorithm
+        As in :func:`top_k`.
+    index_dtype : dtype
+        int64 (default) or int32: padding needs a signed type.
+
+    Returns
+    -------
+    TopK
+        ``(values, indices)`` of shape ``(S, k)``; indices are positions inside the segment (add
+        ``offsets[:-1, None]`` for positions in ``data``). A segment of length ``L < k`` gives its
+        ``L`` elements first, then padding: index -1, value 0.
+
+    Examples
+    --------
+    >>> import numpy as np, cutopk
+    >>> data = np.array([5.0, 1.0, 7.0, 3.0, 3.0, 9.0])
+    >>> cutopk.segmented_top_k(data, np.array([0, 3, 3, 6]), 2)
+    TopK(values=array([[7., 5.],
+           [0., 0.],
+           [9., 3.]]), indices=array([[ 2,  0],
+           [-1, -1],
+           [ 2,  0]]))
+    """
+    from . import _segmented
+
+    return _segmented.segmented_top_k(data, offsets, k, mode, sorted, nan, index_dtype, backend, algorithm)
 
 
 _SUBMODULES = ("onnx", "openvino", "directml", "dask")

@@ -1,14 +1,14 @@
 """Top-K of Dask arrays (NumPy- or CuPy-backed chunks) on Dask's own tree reduction.
 
 :func:`top_k` is :func:`cutopk.top_k` for a Dask array. It is a ``dask.array.reduction`` along
-the axis with three steps, each of them a :func:`cutopk.top_k` call (so with CuPy chunks every
-step runs in cutopk's CUDA kernels, on the worker that holds the chunk):
+the axis with three steps (with CuPy chunks every step runs on the GPU of the worker that holds
+the chunk, in cutopk's CUDA kernels):
 
 - *chunk*: each block, tagged with the global indices of its elements along the axis, gives its
-  top ``min(k, block length)`` candidates, in ascending index order;
-- *combine*: a group of at most ``split_every`` neighbouring candidate sets is concatenated and
-  cut back to its top ``k``, again in ascending index order;
-- *aggregate*: the last group gives the final K, ordered as ``sorted`` asks.
+  top ``min(k, block length)`` candidates (a :func:`cutopk.top_k` call), with global indices;
+- *combine*: a group of at most ``split_every`` candidate sets is cut back to its top ``k`` by
+  :func:`cutopk.merge_top_k`, the package's one exact merge;
+- *aggregate*: the last :func:`cutopk.merge_top_k` gives the final K, ordered as ``sorted`` asks.
 
 Every block of the reduction is a ``(values, global_indices)`` pair of arrays of the chunk's type
 (the same device as the data), in a Dask array of dtype object; ``dask.array.argtopk`` carries its
@@ -27,17 +27,13 @@ elements (then ordered). Two facts give the proof:
    its own part: t is among the first ``min(k, |S_j|)`` of its part. Hence the first K of the
    union of the parts' candidates are the first K of S (the union contains them, and it is a
    subset of S).
-2. *Every ``cutopk.top_k`` call here decides by the order above.* ``top_k`` compares values by
-   the same rule and breaks ties by lower *position* in the array it is given. Each candidate
-   set is in ascending global index order (``sorted="index"``), it covers a contiguous range of
-   blocks, and Dask hands ``combine``/``aggregate`` the sets of neighbouring blocks in block
-   order (``partial_reduce`` groups consecutive blocks, ``lol_tuples`` lists them in order), so
-   their concatenation is again in ascending global index order: position order *is* global
-   index order, and the tie-break by position is the tie-break by global index.
+2. *Every step decides by the order above.* A chunk's ``top_k`` call sees one block, whose
+   positions are in global index order, so its tie-break by position is the tie-break by global
+   index. :func:`cutopk.merge_top_k` breaks ties by the (global) indices it is given, whatever
+   the order of its parts, so the way Dask groups and orders the blocks does not matter.
 
 By induction over the levels of the tree every set holds the first ``min(k, size)`` elements of
-the blocks it covers, in index order; the last one holds T, and ordering it by value (ties by
-position, i.e. by global index) or keeping index order gives exactly ``cutopk.top_k``'s output.
+the blocks it covers; the last one holds T, ordered as :func:`cutopk.top_k` orders it.
 """
 
 from __future__ import annotations
@@ -49,12 +45,14 @@ from typing import Any
 import numpy as np
 
 from . import TopK, _api
+from . import merge_top_k as _merge_top_k
 from . import top_k as _top_k
+from ._segmented import check_algorithm_name
 
 __all__ = ["top_k", "top_k_indices"]
 
-# The final order for each normalised ``sorted``: "none" may be any order; index order is free.
-_FINAL_ORDER = {"value": "value", "index": "index", "none": "index"}
+# The final order for each normalised ``sorted``.
+_FINAL_ORDER = {"value": "value", "index": "index", "none": False}
 
 
 def _xp(arr):
@@ -74,36 +72,32 @@ def _pairs(parts) -> list:
     return [pair for part in parts for pair in _pairs(part)]
 
 
-def _merge(parts, axis, keepdims, *, k: int, order: str, options: dict):
-    """The first ``min(k, size)`` elements of the concatenated candidate sets (see the module
-    docstring for why concatenating in block order keeps the lower-global-index tie rule)."""
+def _chunk(tagged, axis, keepdims, *, k: int, options: dict):
+    """A block's top ``min(k, length)`` candidates along the axis, with global indices."""
+    (ax,) = axis
+    block, index = tagged
+    xp = _xp(block)
+    top = _top_k(block, min(k, block.shape[ax]), axis=ax, sorted=False, **options)
+    # The tag has length 1 off the axis: broadcast it to the block, then pick the winners'.
+    return top.values, xp.take_along_axis(xp.broadcast_to(index, block.shape), top.indices, axis=ax)
+
+
+def _merge(parts, axis, keepdims, *, k: int, order, mode: str, nan: str):
+    """The first ``min(k, size)`` of the union of candidate sets, by :func:`cutopk.merge_top_k`
+    (which works along the last axis)."""
     (ax,) = axis
     pairs = _pairs(parts)
     xp = _xp(pairs[0][0])
-    # The chunk step's indices have length 1 off the axis: broadcast them to their values.
-    values = [p[0] for p in pairs]
-    index = [xp.broadcast_to(p[1], p[0].shape) for p in pairs]
-    if len(pairs) > 1:
-        values, index = [xp.concatenate(values, axis=ax)], [xp.concatenate(index, axis=ax)]
-    chosen = _top_k(values[0], min(k, values[0].shape[ax]), axis=ax, sorted=order, **options)
-    return chosen.values, xp.take_along_axis(index[0], chosen.indices, axis=ax)
+    total = sum(values.shape[ax] for values, _ in pairs)
+    last = [(xp.moveaxis(values, ax, -1), xp.moveaxis(index, ax, -1)) for values, index in pairs]
+    top = _merge_top_k(last, min(k, total), mode=mode, sorted=order, nan=nan)
+    return xp.moveaxis(top.values, -1, ax), xp.moveaxis(top.indices, -1, ax)
 
 
 def _field(pair, i: int, dtype):
-    """One array of a final ``(values, indices)`` pair, indices cast to ``index_dtype``."""
-    return pair[i].astype(dtype, copy=False)
-
-
-def _check_algorithm_name(algorithm: str, backend: str) -> None:
-    """The backend's own check of a forced algorithm's name (with its message), done eagerly;
-    whether the algorithm can handle a chunk's shape is only known when the chunk's call runs."""
-    from . import algorithms
-
-    names = algorithms(backend)
-    if algorithm != "auto" and algorithm not in names:
-        raise ValueError(
-            f"algorithm: expected 'auto' or one of {names} for backend {backend!r}, got {algorithm!r}"
-        )
+    """One array of a final ``(values, indices)`` pair, C-contiguous, indices cast to
+    ``index_dtype``."""
+    return _xp(pair[i]).ascontiguousarray(pair[i].astype(dtype, copy=False))
 
 
 def _check(a, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm) -> _api.Request:
@@ -118,10 +112,17 @@ def _check(a, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm) -> _
             f"a: expected a dask.array.Array, got {type(a).__module__}.{type(a).__qualname__}; "
             "use cutopk.top_k for NumPy and CuPy arrays"
         )
+    if isinstance(a._meta, np.ma.MaskedArray):
+        # Selecting among masked-out elements would be a silent wrong answer; the chunk type
+        # says so before anything is computed.
+        raise TypeError(
+            "a: expected a Dask array without a mask, got one with numpy.ma.MaskedArray chunks "
+            "(its _meta); pass dask.array.ma.filled(a, value) instead"
+        )
     req = _api.normalize(
         a, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm, kind=_api.array_kind(a._meta)
     )
-    _check_algorithm_name(algorithm, req.backend)
+    check_algorithm_name(algorithm, req.backend)
     return req
 
 
@@ -135,13 +136,13 @@ def _reduce(a, req: _api.Request, options: dict, algorithm: str, split_every):
     index = index[tuple(slice(None) if i == ax else None for i in range(a.ndim))]
     obj_meta = np.empty((0,) * a.ndim, dtype=object)
     tagged = da.map_blocks(_tag, a, index, dtype=object, meta=obj_meta, token="cutopk-tag")
-    merge = functools.partial(_merge, k=req.k, options=options)
+    merge = functools.partial(_merge, k=req.k, mode=options["mode"], nan=options["nan"])
     return reduction(
         tagged,
-        # Only each chunk's own call gets a forced algorithm: the merges see small candidate
-        # sets that the forced algorithm may not be made for.
-        chunk=functools.partial(merge, order="index", options={**options, "algorithm": algorithm}),
-        combine=functools.partial(merge, order="index"),
+        # Only each chunk's own call gets the backend and a forced algorithm: the merges are
+        # merge_top_k calls on small candidate sets, on the chunks' array type.
+        chunk=functools.partial(_chunk, k=req.k, options={**options, "algorithm": algorithm}),
+        combine=functools.partial(merge, order=False),
         aggregate=functools.partial(merge, order=_FINAL_ORDER[req.order]),
         axis=ax,
         keepdims=True,

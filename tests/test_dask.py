@@ -257,3 +257,61 @@ def test_cupy_backed_chunks(dtype):
         assert isinstance(values, cupy.ndarray) and isinstance(indices, cupy.ndarray)
         expected = cutopk.top_k(x, 50, sorted=order, mode=mode)
         assert_same((values.get(), indices.get()), expected, order=order)
+
+
+def test_masked_dask_arrays_are_refused_when_the_graph_is_built():
+    """Issue 19 item 8: the chunk type (``_meta``) says the array is masked, so the error comes
+    at once, not at ``.compute()``."""
+    x = np.array([[5.0, 1.0, 9.0, 3.0], [2.0, 8.0, 4.0, 7.0]])
+    masked = da.ma.masked_greater(da.from_array(x, chunks=(1, 2)), 6.0)  # 9 and 8, 7 masked out
+    assert isinstance(masked._meta, np.ma.MaskedArray)
+    for func in (cdask.top_k, cdask.top_k_indices):
+        with pytest.raises(TypeError, match=r"^a: expected a Dask array without a mask.*MaskedArray"):
+            func(masked, 2)
+    # Filled, as the message says, it is an ordinary array.
+    filled = da.ma.filled(masked, -np.inf)
+    assert cdask.top_k_indices(filled, 2).compute().tolist() == [[0, 3], [2, 0]]
+
+
+def test_distributed_local_cluster_of_worker_processes():
+    """Under dask.distributed with two worker processes: the graph's tasks pickle, run on the
+    workers and give exactly cutopk.top_k's answer."""
+    distributed = pytest.importorskip(
+        "distributed", reason="needs dask.distributed (pip install distributed)"
+    )
+    import os
+
+    rng = np.random.default_rng(9)
+    x = make_values(rng, np.float32, (5, 203), "nan")
+    y = make_values(rng, np.int64, (71, 3), "few_distinct")
+    cases = [
+        (x, (2, (50, 3, 100, 50)), 40, {"sorted": True, "mode": "largest", "nan": "largest"}),
+        (x, (5, 29), 7, {"sorted": "index", "mode": "smallest"}),
+        (y, (10, 3), 25, {"axis": 0, "sorted": False, "index_dtype": np.int32}),
+    ]
+    lazy = [cdask.top_k(da.from_array(a, chunks=c), k, split_every=2, **kw) for a, c, k, kw in cases]
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=40
+        ) as cluster,
+        distributed.Client(cluster, timeout="60s") as client,
+    ):
+        client.wait_for_workers(2, timeout=60)
+        worker_pids = set(client.run(os.getpid).values())
+        assert len(worker_pids) == 2 and os.getpid() not in worker_pids
+        with distributed.get_task_stream(client) as stream:
+            # client.compute, not dask.compute: the autouse fixture makes "sync" the default.
+            futures = client.compute([part for top in lazy for part in top])
+            results = [future.result(timeout=120) for future in futures]
+        ran_on = {task["worker"] for task in stream.data if "cutopk" in str(task["key"])}
+        assert ran_on, "no cutopk task ran on a worker"
+    for (a, _, k, kw), values, indices in zip(cases, results[::2], results[1::2], strict=True):
+        expected = cutopk.top_k(a, k, **kw)
+        axis = kw.get("axis", -1) % a.ndim
+        assert_same(
+            (values, indices),
+            expected,
+            index_dtype=kw.get("index_dtype", np.int64),
+            order=kw["sorted"],
+            axis=axis,
+        )

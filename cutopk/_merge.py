@@ -1,0 +1,236 @@
+"""Exact merge of partial top-K results: the one merge in the package (``cutopk.dask`` uses it).
+
+:func:`merge_top_k` takes the ``(values, indices)`` pairs that ``top_k`` calls made from disjoint
+sets of candidates, with indices in one common index space, and returns the top K of their union
+under SPEC.md's rules, exactly as ``top_k`` on the whole would.
+
+How, for a batch of rows (the last axis holds the candidates):
+
+1. The parts are concatenated along the last axis.
+2. **Padding** (a negative index: ``top_k`` writes -1 for rows shorter than K) gets the *least
+   preferred* value of the request: NaN for ``nan="last"``, and for ``nan="largest"`` -inf
+   (largest) or NaN (smallest); the dtype's minimum or maximum for integers.
+3. The candidates of each row are put in ascending order of their index (an argsort of the
+   indices viewed as unsigned, so padding, -1, goes after every real index).
+4. ``top_k`` on these values selects and orders them. It breaks ties by lower *position*, and
+   position order is now index order: that is the lower-index rule of SPEC.md. A padding entry
+   is never preferred over a real candidate: its value is the least preferred one, and where a
+   real candidate has that same value, the real one sits at a lower position.
+5. The winners' indices are read back by position; winners that are padding (a row with fewer
+   than K real candidates) come out as index -1 and value 0, after the real ones (they are least
+   preferred and last in index order), as SPEC.md's ``lengths`` padding.
+
+So the comparison itself (values, -0.0 == +0.0, NaN policy, integers at full range) is
+``top_k``'s own, through its order-preserving keys: the NumPy backend for NumPy parts, the CUDA
+kernels for CuPy parts. Nothing here compares raw values. The CuPy route makes no host
+synchronisation (every check looks at shapes and dtypes only).
+
+Not checked (it would cost a pass over the data, or a device synchronisation): that the parts
+really are disjoint and that each holds the top ``min(k, size)`` of its own candidates; a
+repeated index is merged as two candidates.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+
+import numpy as np
+
+from . import TopK, _api, _dtypes
+from . import top_k as _top_k
+
+# Index dtypes a part may carry: those of top_k's index_dtype.
+_INDEX_DTYPES = tuple(_api.INDEX_DTYPES)
+
+
+def least_preferred(dtype, largest: bool, nan_largest: bool) -> np.ndarray:
+    """A 0-d NumPy array of ``dtype`` holding the value that no element is preferred to under
+    ``mode``/``nan``; it may tie with real elements (that is then settled by position)."""
+    info = _dtypes.info(dtype)
+    if info.is_float:
+        value = -np.inf if largest and nan_largest else np.nan
+    else:
+        limits = np.iinfo(dtype)
+        value = limits.min if largest else limits.max
+    return np.array(value, dtype=dtype)
+
+
+def _array_module(kind: str):
+    if kind == "numpy":
+        return np
+    import cupy
+
+    return cupy
+
+
+def _as_pairs(parts) -> list:
+    """The parts as a list of 2-sequences, or a TypeError naming what is wrong."""
+    if isinstance(parts, TopK):
+        raise TypeError(
+            "parts: expected a sequence of TopK results or (values, indices) pairs, got a single "
+            "TopK; pass [result, ...]"
+        )
+    if not isinstance(parts, Sequence) or isinstance(parts, (str, bytes)):
+        raise TypeError(
+            "parts: expected a sequence (list or tuple) of TopK results or (values, indices) pairs, "
+            f"got {type(parts).__module__}.{type(parts).__qualname__}"
+        )
+    if len(parts) == 0:
+        raise ValueError("parts: expected at least one (values, indices) pair, got an empty sequence")
+    pairs = []
+    for i, part in enumerate(parts):
+        try:
+            values, indices = part
+        except (TypeError, ValueError):
+            raise TypeError(
+                f"parts[{i}]: expected a TopK result or a (values, indices) pair, "
+                f"got {type(part).__module__}.{type(part).__qualname__}"
+            ) from None
+        pairs.append((values, indices))
+    return pairs
+
+
+def _convert(pairs: list):
+    """Every array as the backend takes it (NumPy, or CuPy without a copy), plus the function
+    handing results back as the caller's array type and the device scope to work in."""
+    from . import _interop
+
+    kind = None
+    for i, (values, indices) in enumerate(pairs):
+        for name, arr in (("values", values), ("indices", indices)):
+            try:
+                this = _api.array_kind(arr)
+            except TypeError:
+                raise TypeError(
+                    f"parts[{i}].{name}: expected a NumPy array, a CuPy array or a CUDA array, "
+                    f"got {type(arr).__module__}.{type(arr).__qualname__}"
+                ) from None
+            if kind is None:
+                kind = this
+            elif this != kind:
+                raise TypeError(
+                    f"parts[{i}].{name}: expected a {'GPU' if kind == 'cupy' else 'CPU'} array like "
+                    f"parts[0].values, got a {'GPU' if this == 'cupy' else 'CPU'} array"
+                )
+    back, scope = None, contextlib.nullcontext()
+    converted = []
+    for i, (values, indices) in enumerate(pairs):
+        pair = []
+        for name, arr in (("values", values), ("indices", indices)):
+            try:
+                if kind == "numpy":
+                    arr, conv = _interop.as_host(arr)
+                else:
+                    arr, conv, this_scope = _interop.as_cupy(arr)
+                    if back is None:
+                        scope = this_scope
+            except TypeError as exc:  # a masked array, say
+                raise renamed(exc, f"parts[{i}].{name}") from None
+            back = conv if back is None else back
+            pair.append(arr)
+        converted.append(tuple(pair))
+    return kind, converted, back, scope
+
+
+def _check_arrays(pairs: list) -> tuple[np.dtype, np.dtype, tuple]:
+    """Check dtypes and shapes; return the values dtype, the index dtype and the batch shape."""
+    values0, indices0 = pairs[0]
+    vdt, idt = values0.dtype, indices0.dtype
+    for i, (values, indices) in enumerate(pairs):
+        try:
+            _dtypes.check_dtype(values.dtype)
+        except TypeError as exc:
+            raise TypeError(f"parts[{i}].values{str(exc)[1:]}") from None
+        if values.dtype != vdt:
+            raise TypeError(
+                f"parts[{i}].values: expected dtype {vdt} like parts[0].values, got {values.dtype}"
+            )
+        if indices.dtype not in _INDEX_DTYPES:
+            names = ", ".join(str(d) for d in _INDEX_DTYPES)
+            raise TypeError(f"parts[{i}].indices: expected dtype {names}, got {indices.dtype}")
+        if indices.dtype != idt:
+            raise TypeError(
+                f"parts[{i}].indices: expected dtype {idt} like parts[0].indices, got {indices.dtype}"
+            )
+        if values.ndim == 0:
+            raise ValueError(f"parts[{i}].values: expected an array of rank >= 1, got a rank-0 array")
+        if indices.shape != values.shape:
+            raise ValueError(
+                f"parts[{i}].indices: expected the shape of parts[{i}].values {values.shape}, "
+                f"got {indices.shape}"
+            )
+        if values.shape[:-1] != values0.shape[:-1]:
+            raise ValueError(
+                f"parts[{i}]: expected shape {(*values0.shape[:-1], '*')} (that of parts[0] except "
+                f"the last axis), got {values.shape}"
+            )
+    return vdt, idt, values0.shape[:-1]
+
+
+def renamed(exc: TypeError, name: str) -> TypeError:
+    """A TypeError of the shared checks, whose message names top_k's ``a``, naming ``name``
+    instead. Shared with :mod:`cutopk._segmented`."""
+    message = str(exc)
+    return TypeError(f"{name}{message[1:]}" if message.startswith("a:") else message)
+
+
+def _check_k(k, total: int) -> int:
+    k = _api.as_index(k, "k")
+    if k < 0 or k > total:
+        raise ValueError(
+            f"k: expected 0 <= k <= {total} (the number of candidates in all parts together), got k={k}"
+        )
+    return k
+
+
+def merge_top_k(parts, k, mode: str = "largest", sorted_=True, nan: str = "last") -> TopK:
+    """The implementation of :func:`cutopk.merge_top_k` (see its docstring)."""
+    pairs = _as_pairs(parts)
+    _api.check_choice("mode", mode, _api.MODES)
+    order = _api.check_order(sorted_)
+    _api.check_choice("nan", nan, _api.NAN_POLICIES)
+    kind, pairs, back, scope = _convert(pairs)
+    vdt, idt, batch = _check_arrays(pairs)
+    total = sum(int(v.shape[-1]) for v, _ in pairs)
+    k = _check_k(k, total)
+    xp = _array_module(kind)
+    with scope:
+        values, indices = _merge(xp, pairs, k, mode, order, nan, vdt, idt, batch)
+        return TopK(back(values), back(indices))
+
+
+def _merge(xp, pairs, k, mode, order, nan, vdt, idt, batch):
+    """Steps 1-5 of the module docstring, for checked arrays of module ``xp``."""
+    if k == 0 or int(np.prod(batch)) == 0:
+        shape = (*batch, k)
+        return xp.zeros(shape, dtype=vdt), xp.zeros(shape, dtype=idt)
+    largest, nan_largest = mode == "largest", nan == "largest"
+    if len(pairs) == 1:
+        values, indices = pairs[0]
+    else:
+        values = xp.concatenate([v for v, _ in pairs], axis=-1)
+        indices = xp.concatenate([i for _, i in pairs], axis=-1)
+    signed = idt.kind == "i"
+    if signed:
+        padding = indices < 0
+        worst = xp.asarray(least_preferred(vdt, largest, nan_largest))
+        values = xp.where(padding, worst, values).astype(vdt, copy=False)
+        # As unsigned, -1 (and every negative index) sorts after every real index.
+        by_index = indices.view(idt.str.replace("i", "u"))
+    else:
+        by_index = indices
+    # Real indices are distinct (disjoint parts), so a stable sort is not needed for them;
+    # NumPy's stable sort also keeps padding in a fixed order, for reproducible runs.
+    sort_kw = {"kind": "stable"} if xp is np else {}
+    perm = xp.argsort(by_index, axis=-1, **sort_kw)
+    values = xp.take_along_axis(values, perm, axis=-1)
+    indices = xp.take_along_axis(indices, perm, axis=-1)
+    chosen = _top_k(values, k, axis=-1, mode=mode, sorted="value" if order == "value" else "index", nan=nan)
+    out_values = chosen.values
+    out_indices = xp.take_along_axis(indices, chosen.indices, axis=-1)
+    if signed:
+        padding = out_indices < 0
+        out_values = xp.where(padding, xp.zeros((), dtype=vdt), out_values).astype(vdt, copy=False)
+        out_indices = xp.where(padding, xp.asarray(-1, dtype=idt), out_indices).astype(idt, copy=False)
+    return xp.ascontiguousarray(out_values), xp.ascontiguousarray(out_indices)
