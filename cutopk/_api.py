@@ -87,10 +87,10 @@ def as_index(value, name: str) -> int:
     """``operator.index(value)`` for a non-bool integer scalar or 0-d integer array, else TypeError."""
     shape = getattr(value, "shape", None)
     dtype = getattr(value, "dtype", None)
-    is_bool = isinstance(value, (bool, np.bool_)) or (dtype is not None and "bool" in str(dtype))
-    if is_bool or (shape is not None and tuple(shape) != ()):
-        what = f"a {len(shape)}-d array" if shape is not None and tuple(shape) != () else type(value).__name__
-        raise TypeError(f"{name}: expected an integer, got {what} {value!r}")
+    if isinstance(value, (bool, np.bool_)) or (dtype is not None and "bool" in str(dtype)):
+        raise TypeError(f"{name}: expected an integer, got bool {value!r}")
+    if shape is not None and tuple(shape) != ():
+        raise TypeError(f"{name}: expected an integer, got a {len(shape)}-d array {value!r}")
     try:
         return operator.index(value)
     except TypeError:
