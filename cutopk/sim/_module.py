@@ -489,7 +489,7 @@ class Function:
         if not rule.accepts(arg.dtype):
             raise _errors.ElementTypeError(
                 f"kernel {self.name!r}, argument {rule.param.position} ({rule.param.label()}): "
-                f"expected {rule.expected}, got a {_dtype_label(arg.dtype)} array"
+                f"expected {rule.expected}, got {_dtype_label(arg.dtype)} array"
             )
         if pointer % rule.align:
             raise _errors.LaunchArgumentError(
@@ -500,5 +500,6 @@ class Function:
 
 
 def _dtype_label(dtype: np.dtype) -> str:
-    """A dtype as an error message names it: ``float64``, ``[('a', '<i4'), ('b', '<f8')]``."""
-    return str(dtype) if dtype.fields is None else f"structured {dtype.itemsize}-byte {dtype}"
+    """A dtype with its article, as an error message names it: ``a float64``, ``an int32``."""
+    name = str(dtype) if dtype.fields is None else f"structured {dtype.itemsize}-byte {dtype}"
+    return f"{'an' if name[0] in 'aeio' else 'a'} {name}"
