@@ -146,6 +146,22 @@ class _ElementRule:
         return _scalar_kind(dtype) == kind and dtype.itemsize == size
 
 
+def _byte_bounds(arg: np.ndarray, pointer: int) -> tuple[int, int]:
+    """The bytes ``[lo, hi)`` that ``arg`` (with data pointer ``pointer``) covers; what
+    ``np.lib.array_utils.byte_bounds`` gives, without its second ``__array_interface__``."""
+    if not arg.size:
+        return pointer, pointer
+    if arg.flags.c_contiguous or arg.flags.f_contiguous:
+        return pointer, pointer + arg.nbytes
+    lo = hi = pointer
+    for extent, stride in zip(arg.shape, arg.strides, strict=True):
+        if stride < 0:
+            lo += (extent - 1) * stride
+        else:
+            hi += (extent - 1) * stride
+    return lo, hi + arg.itemsize
+
+
 def _dim3(value, what: str) -> tuple[int, int, int]:
     dims = (value,) if isinstance(value, (int, np.integer)) else tuple(value)
     if not 1 <= len(dims) <= 3 or any(int(d) < 0 for d in dims):
@@ -457,10 +473,7 @@ class Function:
                 rule = self._rules[position]
                 if rule is not None:
                     self._check_element(rule, arg, pointer)
-                if arg.size:
-                    lo, hi = np.lib.array_utils.byte_bounds(arg)
-                else:
-                    lo = hi = pointer
+                lo, hi = _byte_bounds(arg, pointer)
                 regions.append(_staging.Region(lo, hi, arg.flags.writeable))
                 values.append(pointer)
                 continue
