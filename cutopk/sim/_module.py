@@ -458,17 +458,13 @@ class Function:
 
     def _marshal(self, args) -> tuple[list, list[_staging.Region]]:
         """Each argument as the bytes the kernel parameter takes: a pointer (an int, for arrays and
-        None) or a ctypes buffer holding a scalar; and the memory regions the arrays cover."""
+        None) or a ctypes buffer holding a scalar; and the memory regions the arrays cover.
+        (Error messages are built only on the way to raising: this runs at every launch.)"""
         values, regions = [], []
         for position, (arg, (kind, size)) in enumerate(zip(args, self.params, strict=True)):
-            where = f"kernel {self.name!r}, argument {position}"
-            article = "an" if str(size).startswith("8") or size in (11, 18) else "a"
-            expected = f"the parameter is {article} {size}-byte {_KIND_NAMES[kind]}"
             if isinstance(arg, np.ndarray):
                 if kind != "p":
-                    raise _errors.LaunchArgumentError(
-                        f"{where}: {expected}, got an array (arrays stand for device pointers)"
-                    )
+                    self._refuse(position, ", got an array (arrays stand for device pointers)")
                 pointer = arg.__array_interface__["data"][0]
                 rule = self._rules[position]
                 if rule is not None:
@@ -479,23 +475,30 @@ class Function:
                 continue
             if arg is None:
                 if kind != "p":
-                    raise _errors.LaunchArgumentError(f"{where}: {expected}, got None (a null pointer)")
+                    self._refuse(position, ", got None (a null pointer)")
                 values.append(0)
                 continue
             scalar = _python_scalar(arg)
             if not isinstance(scalar, np.generic):
-                raise _errors.LaunchArgumentError(
-                    f"{where}: {expected}; expected a NumPy array, a NumPy scalar or None, "
-                    f"got {type(arg).__module__}.{type(arg).__name__}"
+                self._refuse(
+                    position,
+                    "; expected a NumPy array, a NumPy scalar or None, "
+                    f"got {type(arg).__module__}.{type(arg).__name__}",
                 )
-            given = _scalar_kind(scalar.dtype)
-            if kind == "p" or given != kind or scalar.dtype.itemsize != size:
+            if kind == "p" or _scalar_kind(scalar.dtype) != kind or scalar.dtype.itemsize != size:
                 note = " (Python ints are passed as int64, as CuPy does)" if isinstance(arg, int) else ""
-                raise _errors.LaunchArgumentError(
-                    f"{where}: {expected}, got {_describe_given(arg, scalar)}{note}"
-                )
+                self._refuse(position, f", got {_describe_given(arg, scalar)}{note}")
             values.append((ctypes.c_char * size).from_buffer_copy(scalar.tobytes()))
         return values, regions
+
+    def _refuse(self, position: int, given: str) -> None:
+        """Raise the LaunchArgumentError for argument ``position``: what the parameter is, then ``given``."""
+        kind, size = self.params[position]
+        article = "an" if str(size).startswith("8") or size in (11, 18) else "a"
+        raise _errors.LaunchArgumentError(
+            f"kernel {self.name!r}, argument {position}: the parameter is {article} {size}-byte "
+            f"{_KIND_NAMES[kind]}{given}"
+        )
 
     def _check_element(self, rule: _ElementRule, arg: np.ndarray, pointer: int) -> None:
         """Raise if ``arg``'s element type or address does not suit the pointer parameter."""
