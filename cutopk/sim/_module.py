@@ -137,6 +137,8 @@ class _ElementRule:
 
     def _decide(self, dtype: np.dtype) -> bool:
         kind, size = self.param.pointee, self.param.pointee_size
+        if not dtype.isnative or dtype.hasobject:
+            return False  # a kernel reads neither swapped bytes nor Python objects
         if kind == "r":
             # A struct has no NumPy dtype of its own: byte storage, or elements of its exact size
             # (a structured dtype, complex64 for a float2), and the address is checked for alignment.

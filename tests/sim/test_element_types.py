@@ -16,6 +16,10 @@ struct Pair {
   int tag;
 };  // 12 bytes, 4-byte aligned
 
+struct Handle {
+  long long id;
+};  // 8 bytes, as an object array's elements
+
 enum Colour : unsigned short { RED = 1, BLUE = 2 };
 
 #define SCALE_PARAMS const float* __restrict__ in, float* __restrict__ out
@@ -40,6 +44,8 @@ extern "C" __global__ void raw(void* anything, char* bytes, int n) {
 extern "C" __global__ void pairs(Pair* p, int n) {
   if (threadIdx.x < n) p[threadIdx.x].tag = p[threadIdx.x].key + 1;
 }
+
+extern "C" __global__ void handles(Handle* h) { h[0].id += 1; }
 
 extern "C" __global__ void typed(__half* h, __nv_bfloat16* b, bool* flags, Colour* colours, long long* wide) {
   flags[0] = colours[0] == BLUE;
@@ -94,6 +100,21 @@ def test_signedness_counts(mod):
     counter = np.zeros(1, np.uint32)
     mod.get_function("count")(1, 8, (np.ones(8, np.float32), counter, np.int32(8)))
     assert counter[0] == 8
+
+
+def test_swapped_bytes_and_objects_are_refused(mod):
+    fn = mod.get_function("scale")
+    with pytest.raises(
+        sim.ElementTypeError,
+        match=r"argument 0 \(in: const float\*\): expected an array of float32, got a >f4",
+    ):
+        fn(1, 8, (np.ones(8, ">f4"), np.zeros(8, np.float32), np.int32(8)))
+    handles = mod.get_function("handles")
+    ids = np.array([41], np.int64)  # 8-byte elements for the 8-byte Handle
+    handles(1, 1, (ids,))
+    assert ids[0] == 42
+    with pytest.raises(sim.ElementTypeError, match=r"argument 0 \(h: Handle\*\).*got an object array"):
+        handles(1, 1, (np.array([None]),))
 
 
 def test_is_a_launch_argument_error_and_type_error():
