@@ -9,6 +9,7 @@ compiler and run with every CUDA thread as a fiber, behind the interface of ``cu
 from ._errors import (
     BarrierDivergenceError,
     DeadlockError,
+    ElementTypeError,
     KernelAssertionError,
     KernelCrashError,
     KernelHangError,
@@ -18,17 +19,19 @@ from ._errors import (
     SimUnavailableError,
     WarpMaskError,
 )
-from ._module import Function, RawModule
+from ._module import Function, Parameter, RawModule
 from ._toolchain import unavailable_reason
 
 __all__ = [
     "BarrierDivergenceError",
     "DeadlockError",
+    "ElementTypeError",
     "Function",
     "KernelAssertionError",
     "KernelCrashError",
     "KernelHangError",
     "LaunchArgumentError",
+    "Parameter",
     "RawModule",
     "SharedMemoryOverrunError",
     "SimError",

@@ -40,6 +40,11 @@ class LaunchArgumentError(SimError, TypeError):
     """A launch argument whose type or size does not match the kernel parameter."""
 
 
+class ElementTypeError(LaunchArgumentError):
+    """An array argument whose element type is not what the kernel's pointer parameter points to
+    (a float64 array for ``const float*``, an int64 array for ``unsigned*``)."""
+
+
 class SimUnavailableError(SimError):
     """The simulator cannot run on this machine (no C++ compiler or CUDA headers)."""
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 import ctypes
 import os
 import pathlib
+import re
 import threading
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -57,6 +59,109 @@ def _scalar_kind(dtype: np.dtype) -> str:
 def _describe_given(arg, scalar) -> str:
     kind = _scalar_kind(scalar.dtype)
     return f"{type(arg).__module__}.{type(arg).__name__} ({scalar.dtype.itemsize}-byte {_KIND_NAMES[kind]})"
+
+
+class _ParamInfo(ctypes.Structure):
+    """``cutopk_sim::ParamInfo`` in runtime/sim_launch.h."""
+
+    _fields_ = [
+        ("kind", ctypes.c_char),
+        ("pointee", ctypes.c_char),
+        ("size", ctypes.c_ulonglong),
+        ("pointee_size", ctypes.c_ulonglong),
+        ("pointee_align", ctypes.c_ulonglong),
+        ("type", ctypes.c_char_p),
+    ]
+
+
+_PRETTY_TYPE = re.compile(r"\[(?:with )?T = (?P<type>.*)\]\s*$")
+# Pointees that take an array of any element type: void, plain char (raw memory), and what has
+# no NumPy counterpart (a function, an incomplete type).
+_ANY_ELEMENT = frozenset("vc?")
+
+
+class Parameter(NamedTuple):
+    """One kernel parameter, as the compiler sees it after template substitution.
+
+    ``type`` is the C++ spelling (``const float*``); ``name`` comes from the source ("" where it
+    cannot be read); ``kind``/``size`` as in :attr:`Function.params`; for a pointer, ``pointee`` is
+    the element's kind letter (or v void, c plain char, r struct/class/union, p pointer) with its
+    size and alignment.
+    """
+
+    position: int
+    name: str
+    type: str
+    kind: str
+    size: int
+    pointee: str = ""
+    pointee_size: int = 0
+    pointee_align: int = 1
+
+    def label(self) -> str:
+        """``name: type`` (or the type alone when the name is unknown)."""
+        return f"{self.name}: {self.type}" if self.name else self.type
+
+
+def _dtype_name(kind: str, size: int) -> str:
+    """The NumPy dtype standing for a C++ element of ``kind`` and ``size`` bytes."""
+    if kind in "iuf":
+        return {"i": "int", "u": "uint", "f": "float"}[kind] + str(8 * size)
+    return {"h": "float16", "b": "bfloat16", "B": "bool"}.get(kind, "?")
+
+
+class _ElementRule:
+    """Which array element types a pointer parameter takes, decided once per dtype."""
+
+    def __init__(self, param: Parameter):
+        self.param = param
+        self.align = max(1, param.pointee_align)
+        self._verdicts: dict[np.dtype, bool] = {}
+        kind, size = param.pointee, param.pointee_size
+        if kind == "r":
+            element = re.sub(r"\s*\*$", "", re.sub(r"\bconst\b|\bvolatile\b", "", param.type)).strip()
+            self.expected = (
+                f"a byte array (uint8 or int8: raw storage) or one of {size}-byte elements, "
+                f"for the {size}-byte {element}"
+            )
+        elif kind == "p":
+            self.expected = f"an array of {size}-byte integers (pointers), uint64 or int64"
+        else:
+            self.expected = f"an array of {_dtype_name(kind, size)}"
+
+    def accepts(self, dtype: np.dtype) -> bool:
+        verdict = self._verdicts.get(dtype)
+        if verdict is None:
+            verdict = self._verdicts[dtype] = self._decide(dtype)
+        return verdict
+
+    def _decide(self, dtype: np.dtype) -> bool:
+        kind, size = self.param.pointee, self.param.pointee_size
+        if not dtype.isnative or dtype.hasobject:
+            return False  # a kernel reads neither swapped bytes nor Python objects
+        if kind == "r":
+            # A struct has no NumPy dtype of its own: byte storage, or elements of its exact size
+            # (a structured dtype, complex64 for a float2), and the address is checked for alignment.
+            return (dtype.kind in "iu" and dtype.itemsize == 1) or dtype.itemsize == size
+        if kind == "p":
+            return dtype.kind in "iu" and dtype.itemsize == size
+        return _scalar_kind(dtype) == kind and dtype.itemsize == size
+
+
+def _byte_bounds(arg: np.ndarray, pointer: int) -> tuple[int, int]:
+    """The bytes ``[lo, hi)`` that ``arg`` (with data pointer ``pointer``) covers; what
+    ``np.lib.array_utils.byte_bounds`` gives, without its second ``__array_interface__``."""
+    if not arg.size:
+        return pointer, pointer
+    if arg.flags.c_contiguous or arg.flags.f_contiguous:
+        return pointer, pointer + arg.nbytes
+    lo = hi = pointer
+    for extent, stride in zip(arg.shape, arg.strides, strict=True):
+        if stride < 0:
+            lo += (extent - 1) * stride
+        else:
+            hi += (extent - 1) * stride
+    return lo, hi + arg.itemsize
 
 
 def _dim3(value, what: str) -> tuple[int, int, int]:
@@ -170,6 +275,17 @@ class RawModule:
         flags = tuple(o for o in options if o.startswith(("-D", "-U", "-I")))
         self._lib, self.shared_object = _load(_rewrite.translation_unit(code, self._names), flags, self.asan)
         self._functions: dict[str, Function] = {}
+        self._code = code
+        self._parameter_names: dict[str, list[tuple[str, ...]]] | None = None
+
+    def _names_of(self, name: str, count: int) -> tuple[str, ...]:
+        """The parameter names of kernel ``name`` (a name expression) with ``count`` parameters,
+        read from the source once per module; empty strings where they cannot be told."""
+        if self._parameter_names is None:
+            self._parameter_names = _rewrite.kernel_parameter_names(self._code)
+        base = name.split("<", 1)[0].strip().rsplit("::", 1)[-1]
+        lists = [n for n in self._parameter_names.get(base, []) if len(n) == count]
+        return lists[0] if len(lists) == 1 else ("",) * count
 
     def get_function(self, name: str) -> Function:
         """The kernel ``name``: a name expression given at construction, or a plain kernel.
@@ -209,6 +325,7 @@ def _load(source: str, flags: tuple[str, ...], asan: bool) -> tuple[ctypes.CDLL,
                 ctypes.c_double,
             ]
             lib.cutopk_sim_describe.restype = ctypes.c_int
+            lib.cutopk_sim_describe.argtypes = [ctypes.c_int, ctypes.POINTER(_ParamInfo), ctypes.c_int]
             lib.cutopk_sim_error.restype = ctypes.c_char_p
             lib.cutopk_sim_fault_frames.restype = ctypes.c_int
             entry = _MODULE_CACHE[key] = (lib, path)
@@ -220,17 +337,46 @@ class Function:
 
     ``params`` lists the kernel's parameters as the compiler sees them: (kind, size in bytes),
     kind one of p (pointer), i/u (signed/unsigned integer), f (floating point), h (__half),
-    b (__nv_bfloat16), B (bool), ? (anything else, matched by size).
+    b (__nv_bfloat16), B (bool), ? (anything else, matched by size). ``parameters`` has each
+    one in full (:class:`Parameter`: name, C++ type, what a pointer points to).
+
+    An array argument must have the element type its pointer parameter points to (after
+    template substitution): ``const float*`` takes float32, ``unsigned*`` uint32, ``__half*``
+    float16; ``void*`` and ``char*`` take any array; a pointer to a struct takes a byte array
+    or one of elements of the struct's size, at an address aligned for the struct. Anything else
+    is an :class:`ElementTypeError`, as a misaligned address is a :class:`LaunchArgumentError`.
     """
 
     def __init__(self, module: RawModule, name: str, index: int):
         self.module = module
         self.name = name
         self._index = index
-        kinds = ctypes.create_string_buffer(MAX_PARAMS)
-        sizes = (ctypes.c_ulonglong * MAX_PARAMS)()
-        n = module._lib.cutopk_sim_describe(index, kinds, sizes, MAX_PARAMS)
-        self.params = [(kinds.raw[i : i + 1].decode(), int(sizes[i])) for i in range(n)]
+        infos = (_ParamInfo * MAX_PARAMS)()
+        n = module._lib.cutopk_sim_describe(index, infos, MAX_PARAMS)
+        if n > MAX_PARAMS:
+            raise _errors.LaunchArgumentError(f"kernel {name!r} has {n} parameters, more than {MAX_PARAMS}")
+        names = module._names_of(name, n)
+        self.parameters = []
+        for i, info in enumerate(infos[:n]):
+            pretty = _PRETTY_TYPE.search(info.type.decode(errors="replace"))
+            self.parameters.append(
+                Parameter(
+                    i,
+                    names[i],
+                    pretty["type"] if pretty else "?",
+                    info.kind.decode(),
+                    int(info.size),
+                    info.pointee.decode().strip("\x00"),
+                    int(info.pointee_size),
+                    int(info.pointee_align),
+                )
+            )
+        self.params = [(p.kind, p.size) for p in self.parameters]
+        # Per position: the element-type rule of a pointer parameter, None where any array goes.
+        self._rules = [
+            _ElementRule(p) if p.kind == "p" and p.pointee not in _ANY_ELEMENT else None
+            for p in self.parameters
+        ]
 
     def __call__(
         self, grid, block, args, *, shared_mem: int = 0, stream=None, enable_cooperative_groups=False
@@ -314,41 +460,64 @@ class Function:
 
     def _marshal(self, args) -> tuple[list, list[_staging.Region]]:
         """Each argument as the bytes the kernel parameter takes: a pointer (an int, for arrays and
-        None) or a ctypes buffer holding a scalar; and the memory regions the arrays cover."""
+        None) or a ctypes buffer holding a scalar; and the memory regions the arrays cover.
+        (Error messages are built only on the way to raising: this runs at every launch.)"""
         values, regions = [], []
         for position, (arg, (kind, size)) in enumerate(zip(args, self.params, strict=True)):
-            where = f"kernel {self.name!r}, argument {position}"
-            article = "an" if str(size).startswith("8") or size in (11, 18) else "a"
-            expected = f"the parameter is {article} {size}-byte {_KIND_NAMES[kind]}"
             if isinstance(arg, np.ndarray):
                 if kind != "p":
-                    raise _errors.LaunchArgumentError(
-                        f"{where}: {expected}, got an array (arrays stand for device pointers)"
-                    )
+                    self._refuse(position, ", got an array (arrays stand for device pointers)")
                 pointer = arg.__array_interface__["data"][0]
-                if arg.size:
-                    lo, hi = np.lib.array_utils.byte_bounds(arg)
-                else:
-                    lo = hi = pointer
+                rule = self._rules[position]
+                if rule is not None:
+                    self._check_element(rule, arg, pointer)
+                lo, hi = _byte_bounds(arg, pointer)
                 regions.append(_staging.Region(lo, hi, arg.flags.writeable))
                 values.append(pointer)
                 continue
             if arg is None:
                 if kind != "p":
-                    raise _errors.LaunchArgumentError(f"{where}: {expected}, got None (a null pointer)")
+                    self._refuse(position, ", got None (a null pointer)")
                 values.append(0)
                 continue
             scalar = _python_scalar(arg)
             if not isinstance(scalar, np.generic):
-                raise _errors.LaunchArgumentError(
-                    f"{where}: {expected}; expected a NumPy array, a NumPy scalar or None, "
-                    f"got {type(arg).__module__}.{type(arg).__name__}"
+                self._refuse(
+                    position,
+                    "; expected a NumPy array, a NumPy scalar or None, "
+                    f"got {type(arg).__module__}.{type(arg).__name__}",
                 )
-            given = _scalar_kind(scalar.dtype)
-            if kind == "p" or given != kind or scalar.dtype.itemsize != size:
+            if kind == "p" or _scalar_kind(scalar.dtype) != kind or scalar.dtype.itemsize != size:
                 note = " (Python ints are passed as int64, as CuPy does)" if isinstance(arg, int) else ""
-                raise _errors.LaunchArgumentError(
-                    f"{where}: {expected}, got {_describe_given(arg, scalar)}{note}"
-                )
+                self._refuse(position, f", got {_describe_given(arg, scalar)}{note}")
             values.append((ctypes.c_char * size).from_buffer_copy(scalar.tobytes()))
         return values, regions
+
+    def _refuse(self, position: int, given: str) -> None:
+        """Raise the LaunchArgumentError for argument ``position``: what the parameter is, then ``given``."""
+        kind, size = self.params[position]
+        article = "an" if str(size).startswith("8") or size in (11, 18) else "a"
+        raise _errors.LaunchArgumentError(
+            f"kernel {self.name!r}, argument {position}: the parameter is {article} {size}-byte "
+            f"{_KIND_NAMES[kind]}{given}"
+        )
+
+    def _check_element(self, rule: _ElementRule, arg: np.ndarray, pointer: int) -> None:
+        """Raise if ``arg``'s element type or address does not suit the pointer parameter."""
+        if not rule.accepts(arg.dtype):
+            raise _errors.ElementTypeError(
+                f"kernel {self.name!r}, argument {rule.param.position} ({rule.param.label()}): "
+                f"expected {rule.expected}, got {_dtype_label(arg.dtype)} array"
+            )
+        if pointer % rule.align:
+            raise _errors.LaunchArgumentError(
+                f"kernel {self.name!r}, argument {rule.param.position} ({rule.param.label()}): the array's "
+                f"address {pointer:#x} is not a multiple of {rule.align}, the element's alignment "
+                "(a misaligned access faults on a GPU)"
+            )
+
+
+def _dtype_label(dtype: np.dtype) -> str:
+    """A dtype with its article, as an error message names it: ``a float64``, ``an int32``."""
+    name = str(dtype) if dtype.fields is None else f"structured {dtype.itemsize}-byte {dtype}"
+    return f"{'an' if name[0] in 'aeio' else 'a'} {name}"

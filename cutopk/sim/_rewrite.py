@@ -159,6 +159,74 @@ def plain_kernels(source: str) -> list[str]:
     return names
 
 
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+_OBJECT_MACRO = re.compile(
+    r"^[ \t]*#[ \t]*define[ \t]+(?P<name>[A-Za-z_]\w*)(?![\w(])(?P<body>(?:[^\n\\]|\\.)*)$", re.M | re.S
+)
+_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
+# Words that end a parameter's type rather than name it: ``unsigned int`` is an unnamed parameter.
+_TYPE_WORDS = frozenset(
+    "bool char short int long signed unsigned float double void const volatile __restrict__ __restrict "
+    "restrict __half __nv_bfloat16 typename struct class union enum".split()
+)
+
+
+def _split_top_level(text: str) -> list[str]:
+    """``text`` split at the commas outside brackets (a template argument list keeps its commas)."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch in "(<[{":
+            depth += 1
+        elif ch in ")>]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return parts
+
+
+def _parameter_name(declaration: str) -> str:
+    """The name a parameter declaration gives (``const T* __restrict__ in`` -> ``in``), "" if none."""
+    declaration = re.sub(r"\[[^\]]*\]", " ", declaration.split("=")[0]).strip()
+    m = re.search(r"([A-Za-z_]\w*)\s*$", declaration)
+    if not m or m[1] in _TYPE_WORDS or not declaration[: m.start()].strip():
+        return ""
+    return m[1]
+
+
+def kernel_parameter_names(source: str) -> dict[str, list[tuple[str, ...]]]:
+    """For each kernel name, the parameter names of each of its definitions (several for overloads
+    or for definitions under ``#if``), read from the source: parameter lists written through
+    object-like macros (``#define PARAMS const T* in, int n``) are expanded; function-like macros
+    are not (such a list gets names only as far as they can be read).
+
+    The compiled signature has types but no names; these names only label error messages, so a
+    list that cannot be read is simply absent.
+    """
+    text = _COMMENT.sub(" ", source)
+    macros = {m["name"]: m["body"].replace("\\\n", " ").strip() for m in _OBJECT_MACRO.finditer(text)}
+
+    def expand(fragment: str, depth: int = 0) -> str:
+        if depth > 8:
+            return fragment
+        return _IDENTIFIER.sub(
+            lambda m: expand(macros[m[0]], depth + 1) if m[0] in macros else m[0], fragment
+        )
+
+    found: dict[str, list[tuple[str, ...]]] = {}
+    for m in KERNEL.finditer(text):
+        depth, end = 1, m.end()
+        while end < len(text) and depth:
+            depth += {"(": 1, ")": -1}.get(text[end], 0)
+            end += 1
+        inner = expand(text[m.end() : end - 1]).strip()
+        names = () if inner in ("", "void") else tuple(_parameter_name(p) for p in _split_top_level(inner))
+        if names not in found.setdefault(m["name"], []):
+            found[m["name"]].append(names)
+    return found
+
+
 def translation_unit(source: str, entries: list[str]) -> str:
     """The complete host C++ source: runtime, rewritten kernels, and the table of ``entries``."""
     parts = [
@@ -170,8 +238,8 @@ def translation_unit(source: str, entries: list[str]) -> str:
         parts.append(
             f"static void cutopk_sim_k{i}(void** cutopk_sim_args) "
             f"{{ ::cutopk_sim::invoke(&{name}, cutopk_sim_args); }}\n"
-            f"static int cutopk_sim_d{i}(char* cutopk_sim_kinds, unsigned long long* cutopk_sim_sizes, int cutopk_sim_n) "
-            f"{{ return ::cutopk_sim::describe(&{name}, cutopk_sim_kinds, cutopk_sim_sizes, cutopk_sim_n); }}\n"
+            f"static int cutopk_sim_d{i}(::cutopk_sim::ParamInfo* cutopk_sim_out, int cutopk_sim_n) "
+            f"{{ return ::cutopk_sim::describe(&{name}, cutopk_sim_out, cutopk_sim_n); }}\n"
         )
     table = (
         ", ".join(f"{{cutopk_sim_k{i}, cutopk_sim_d{i}}}" for i in range(len(entries)))
@@ -180,7 +248,7 @@ def translation_unit(source: str, entries: list[str]) -> str:
     parts.append(
         f"static const ::cutopk_sim::KernelEntry cutopk_sim_table[] = {{{table}}};\n"
         'extern "C" __attribute__((visibility("default"))) int cutopk_sim_describe('
-        "int i, char* k, unsigned long long* s, int c) { return cutopk_sim_table[i].describe(k, s, c); }\n"
+        "int i, ::cutopk_sim::ParamInfo* p, int c) { return cutopk_sim_table[i].describe(p, c); }\n"
         'extern "C" __attribute__((visibility("default"))) int cutopk_sim_launch(int i, unsigned gx, unsigned gy, '
         "unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned long long dyn, void** args, int resident, "
         "unsigned long long seed, int poison, unsigned long long spin_budget, double watchdog_s) {\n"

@@ -245,9 +245,11 @@ def test_half_and_bfloat16(mod):
 
 
 def test_bfloat16_shuffle(mod):
+    ml_dtypes = pytest.importorskip("ml_dtypes", reason="bfloat16 arrays need ml_dtypes")
     bits = (np.arange(32, dtype=np.uint16) + 0x3F80).astype(np.uint16)  # raw bfloat16 patterns
     out = np.zeros(32, np.uint16)
-    mod.get_function("bf16_shuffle")(1, 32, (bits, out))
+    # __nv_bfloat16* takes bfloat16 arrays only: the raw patterns go in as views.
+    mod.get_function("bf16_shuffle")(1, 32, (bits.view(ml_dtypes.bfloat16), out.view(ml_dtypes.bfloat16)))
     assert out.tolist() == [*bits[1:].tolist(), int(bits[31])]
 
 

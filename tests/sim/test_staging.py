@@ -37,3 +37,24 @@ def test_changes_go_back_only_to_writeable_arguments():
     with pytest.raises(ValueError, match="read-only"):
         s.finish(write_back=True)
     assert const[0] == 5
+
+
+def test_byte_bounds_match_numpy():
+    from cutopk.sim._module import _byte_bounds
+
+    base = np.arange(4 * 6 * 5, dtype=np.float32).reshape(4, 6, 5)
+    views = [
+        base,
+        base.T,
+        base[:, ::2],
+        base[::-1, :, 1:4],
+        base[:, ::-3, ::2],
+        base[2:, 1],
+        base[:, :0],
+        base[1, 2, 3:4],
+        np.lib.stride_tricks.as_strided(base, shape=(3, 4), strides=(0, 8)),
+    ]
+    for v in views:
+        pointer = v.__array_interface__["data"][0]
+        expected = np.lib.array_utils.byte_bounds(v) if v.size else (pointer, pointer)
+        assert _byte_bounds(v, pointer) == expected, (v.shape, v.strides)

@@ -20,15 +20,66 @@ constexpr char kind_of() {
   else return '?';
 }
 
+template <class T, class = void>
+struct is_complete : std::false_type {};
+template <class T>
+struct is_complete<T, std::void_t<decltype(sizeof(T))>> : std::true_type {};
+
+// What a pointer parameter points to (cv-qualifiers dropped): a kind letter as above, or 'v'
+// void and 'c' plain char (raw memory: any element type), 'r' a struct, class or union (other
+// than __half and __nv_bfloat16), 'p' a pointer.
+template <class T>
+constexpr char pointee_kind() {
+  if constexpr (std::is_void_v<T>) return 'v';
+  else if constexpr (std::is_same_v<T, char>) return 'c';
+  else if constexpr (std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>) return kind_of<T>();
+  else if constexpr (std::is_class_v<T> || std::is_union_v<T>) return 'r';
+  else return kind_of<T>();
+}
+
+template <class T>
+constexpr unsigned long long size_of() {
+  if constexpr (std::is_function_v<T> || !is_complete<T>::value) return 0;
+  else return sizeof(T);
+}
+
+template <class T>
+constexpr unsigned long long align_of() {
+  if constexpr (std::is_function_v<T> || !is_complete<T>::value) return 1;
+  else return alignof(T);
+}
+
+// The type as the compiler spells it, inside the function's pretty name ("... [with T = const
+// float*]" for GCC, "... [T = const float *]" for Clang); Python cuts it out.
+template <class T>
+const char* type_name() {
+  return __PRETTY_FUNCTION__;
+}
+
+// One kernel parameter, for the launch-argument checks in Python (cutopk/sim/_module.py mirrors
+// this layout with ctypes).
+struct ParamInfo {
+  char kind;                          // kind_of the parameter
+  char pointee;                       // for a pointer: pointee_kind of its element, else 0
+  unsigned long long size;            // sizeof the parameter
+  unsigned long long pointee_size;    // sizeof the element (0: void, a function, incomplete)
+  unsigned long long pointee_align;   // alignof the element (1 when unknown)
+  const char* type;                   // type_name of the parameter
+};
+
+template <class T>
+ParamInfo param_info() {
+  using E = std::remove_cv_t<std::remove_pointer_t<T>>;
+  constexpr bool ptr = std::is_pointer_v<T>;
+  return ParamInfo{kind_of<T>(), ptr ? pointee_kind<E>() : '\0', sizeof(T), ptr ? size_of<E>() : 0,
+                   ptr ? align_of<E>() : 1, type_name<T>()};
+}
+
 template <class... A>
-int describe(void (*)(A...), char* kinds, unsigned long long* sizes, int capacity) {
+int describe(void (*)(A...), ParamInfo* out, int capacity) {
   constexpr int n = sizeof...(A);
-  const char k[] = {kind_of<std::decay_t<A>>()..., 0};
-  const unsigned long long s[] = {sizeof(std::decay_t<A>)..., 0};
-  for (int i = 0; i < n && i < capacity; ++i) {
-    kinds[i] = k[i];
-    sizes[i] = s[i];
-  }
+  const ParamInfo info[] = {param_info<std::decay_t<A>>()..., ParamInfo{}};
+  for (int i = 0; i < n && i < capacity; ++i) out[i] = info[i];
   return n;
 }
 
@@ -46,7 +97,7 @@ void invoke(void (*f)(A...), void** args) {
 
 struct KernelEntry {
   void (*launch)(void**);
-  int (*describe)(char*, unsigned long long*, int);
+  int (*describe)(ParamInfo*, int);
 };
 
 // ---- fibers ----
