@@ -47,6 +47,7 @@ def top_k(
     index_dtype=np.int64,
     backend: str = "auto",
     algorithm: str = "auto",
+    lengths=None,
     out=None,
 ) -> TopK:
     """Return the K largest (or smallest) elements of ``a`` along ``axis`` and their indices.
@@ -76,6 +77,10 @@ def top_k(
         ``"auto"`` picks by array type; ``"sim"`` runs the CUDA kernels on the CPU simulator.
     algorithm : str
         ``"auto"`` or one of :func:`algorithms` for the backend.
+    lengths : integer array, optional
+        Of the shape of ``a`` without ``axis`` (NumPy, or the input's own array kind): row r takes
+        part with its first ``lengths[r]`` elements only; a row shorter than ``k`` ends in padding
+        (index -1, value 0). Needs a signed ``index_dtype``.
     out : (values, indices), optional
         Preallocated C-contiguous outputs of the result's shape, dtypes, array type and device, not
         overlapping the input: the results are written there and the same objects returned.
@@ -105,12 +110,40 @@ def top_k(
                 raise ValueError(
                     "out: cannot be used with an input that requires grad (values carry its gradient)"
                 )
-            return TopK(*_autograd.top_k(a, k, axis, mode, sorted, nan, index_dtype, backend, algorithm))
+            return TopK(
+                *_autograd.top_k(a, k, axis, mode, sorted, nan, index_dtype, backend, algorithm, lengths)
+            )
     arr, back, scope, call, _ = _call.prepare(a, k, axis, mode, sorted, nan, index_dtype, backend, algorithm)
+    if lengths is not None:
+        return _run_with_lengths(arr, back, scope, call, lengths, out)
     if scope is None:
         return _run(arr, back, call, out)
     with scope:
         return _run(arr, back, call, out)
+
+
+def _run_with_lengths(arr, back, scope, call, lengths, out) -> TopK:
+    """The generic ``lengths`` route (see :mod:`cutopk._lengths`): masked rows, one top_k, padding."""
+    import contextlib
+
+    from . import _lengths, _out
+
+    req = call.req
+    with scope if scope is not None else contextlib.nullcontext():
+        lens = _lengths.check(lengths, arr, req)
+        dst = _out.check(out, call, arr) if out is not None else None
+        masked = _lengths.masked_rows(arr, lens, req)
+        inner = top_k(
+            masked, req.k, axis=-1, mode="largest" if req.largest else "smallest",
+            sorted="index" if req.order != "value" else True, nan="largest" if req.nan_largest else "last",
+            index_dtype=req.index_dtype, backend=req.backend, algorithm=req.algorithm,
+        )  # fmt: skip
+        values, indices = _lengths.pad(*inner, lens, req, arr.dtype, dst)
+    if dst is not None:
+        return TopK(*out)
+    if back is None:
+        return TopK(values, indices)
+    return TopK(back(values), back(indices))
 
 
 def _run(arr, back, call, out) -> TopK:
@@ -154,6 +187,7 @@ def plan(
     index_dtype=np.int64,
     backend: str = "auto",
     algorithm: str = "auto",
+    lengths=None,
 ) -> Plan:
     """Report what :func:`top_k` does with these arguments, without running anything.
 
@@ -166,8 +200,18 @@ def plan(
     >>> p.algorithm, p.launch_count, p.copies
     ('warp_row', 1, ())
     """
-    _, _, _, call, cached = _call.prepare(a, k, axis, mode, sorted, nan, index_dtype, backend, algorithm)
-    return _call.describe(call, cached)
+    arr, _, scope, call, cached = _call.prepare(
+        a, k, axis, mode, sorted, nan, index_dtype, backend, algorithm
+    )
+    if lengths is None:
+        return _call.describe(call, cached)
+    import contextlib
+
+    from . import _lengths
+
+    with scope if scope is not None else contextlib.nullcontext():
+        _lengths.check(lengths, arr, call.req)
+    return _lengths.describe(_call.describe(call, cached), arr)
 
 
 def merge_top_k(parts, k, /, *, mode: str = "largest", sorted: bool | str = True, nan: str = "last") -> TopK:

@@ -28,11 +28,14 @@ class _TopK(torch.autograd.Function):
     def backward(ctx, grad_values, _grad_indices):
         (indices,) = ctx.saved_tensors
         grad = grad_values.new_zeros(ctx.shape)
-        # The selected indices along the axis are distinct: a plain scatter adds nothing up.
-        return grad.scatter_(ctx.axis, indices.to(torch.int64), grad_values), None, None
+        # Padding (index -1, with lengths) gets no gradient: it adds zero at position 0.
+        valid = indices >= 0
+        where = torch.where(valid, indices, torch.zeros_like(indices)).to(torch.int64)
+        flowing = torch.where(valid, grad_values, torch.zeros_like(grad_values))
+        return grad.scatter_add_(ctx.axis, where, flowing), None, None
 
 
-def top_k(a, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm):
+def top_k(a, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm, lengths=None):
     """``top_k`` with ``values`` differentiable with respect to ``a``."""
     from . import _api
     from . import top_k as select
@@ -42,7 +45,7 @@ def top_k(a, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm):
     def run(detached):
         return select(
             detached, k, axis=ax, mode=mode, sorted=sorted_, nan=nan, index_dtype=index_dtype,
-            backend=backend, algorithm=algorithm,
+            backend=backend, algorithm=algorithm, lengths=lengths,
         )  # fmt: skip
 
     return _TopK.apply(a, ax, run)

@@ -1,0 +1,115 @@
+"""``top_k(..., lengths=...)``: row r takes part with its first ``lengths[r]`` elements only.
+
+This is the generic route, on every backend: the rows are copied with every element past a row's
+length replaced by the value no element is preferred to (under the mode and NaN policy), one
+ordinary ``top_k`` runs on the copy, and any selected position at or past its row's length
+becomes padding (index -1, value 0). A replaced element can tie with a real one, but ties go to
+the lower index and every real position is lower than every replaced one, so the real elements
+always win and come first, in the order ``sorted`` asks for. ``sorted=False`` is served in index
+order (any order is allowed; index order puts the padding last, as docs/SPEC.md requires).
+
+The copy costs one read and one write of the input; reading the lengths inside the kernels
+(no copy) is the kernel-level route still to come.
+
+How lengths are checked: an integer array of the batch shape (the input's shape without the
+axis), NumPy or the input's own array kind. The range ``0 <= lengths[r] <= n`` is checked
+before any work: on the host for NumPy lengths; for GPU lengths by one reduction on the device
+whose single boolean is read back (the one host synchronisation of a call with GPU lengths).
+A length out of range is a ValueError, never a clamp or an out-of-bounds read.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import _api
+
+
+def _xp(arr):
+    if isinstance(arr, np.ndarray):
+        return np
+    import cupy
+
+    return cupy
+
+
+def check(lengths, arr, req: _api.Request):
+    """``lengths`` as an int64 array of ``arr``'s kind and device with the batch shape, after
+    the checks of docs/SPEC.md (ValueError for a bad shape or a length out of range, TypeError for
+    a non-integer array, ValueError for an unsigned index dtype)."""
+    if req.index_dtype.kind != "i":
+        raise ValueError(
+            f"index_dtype: with lengths, padding is index -1, so a signed type is needed (int64 or int32), "
+            f"got {req.index_dtype}"
+        )
+    xp = _xp(arr)
+    if not hasattr(lengths, "shape") or not hasattr(lengths, "dtype"):
+        raise TypeError(f"lengths: expected an integer array, got {type(lengths).__qualname__}")
+    module = type(lengths).__module__.split(".")[0]
+    if module == "torch":
+        from ._interop import host_view, plain_tensor
+
+        lengths = host_view(plain_tensor(lengths, "lengths")) if lengths.device.type == "cpu" else lengths
+        if xp is not np and not isinstance(lengths, np.ndarray):
+            lengths = xp.from_dlpack(lengths)
+    if not isinstance(lengths, np.ndarray) and xp is np:
+        raise TypeError(
+            f"lengths: expected a NumPy integer array for a NumPy input, got {type(lengths).__qualname__}"
+        )
+    if np.dtype(lengths.dtype).kind not in "iu":
+        raise TypeError(f"lengths: expected an integer array, got dtype {lengths.dtype}")
+    batch = tuple(s for i, s in enumerate(arr.shape) if i != req.axis)
+    if tuple(lengths.shape) != batch:
+        raise ValueError(
+            f"lengths: expected shape {batch} (the input's shape without axis {req.axis}), got {tuple(lengths.shape)}"
+        )
+    lengths = xp.asarray(lengths)
+    if lengths.size:
+        low, high = lengths.min(), lengths.max()
+        if bool(low < 0) or bool(high > req.n):  # on a GPU: one reduction read back
+            raise ValueError(
+                f"lengths: expected 0 <= lengths[r] <= {req.n} (the length of axis {req.axis}), "
+                f"got values from {int(low)} to {int(high)}"
+            )
+    return lengths.astype(np.int64, copy=False)
+
+
+def masked_rows(arr, lengths, req: _api.Request):
+    """The rows (axis last, C-contiguous) with every element at or past its row's length replaced
+    by the least preferred value."""
+    from ._merge import least_preferred
+
+    xp = _xp(arr)
+    moved = xp.moveaxis(arr, req.axis, -1)
+    dtype = moved.dtype if moved.dtype.isnative else moved.dtype.newbyteorder("=")
+    worst = xp.asarray(least_preferred(dtype, req.largest, req.nan_largest))
+    inside = xp.arange(req.n, dtype=np.int64) < lengths[..., None]
+    return xp.where(inside, moved, worst).astype(dtype, copy=False)
+
+
+def pad(values, indices, lengths, req: _api.Request, dtype, out=None):
+    """Selected positions at or past their row's length become padding (index -1, value 0), the
+    values take the input's ``dtype`` (its byte order) and the axis goes back in place; written
+    into ``out`` when given."""
+    xp = _xp(values)
+    padding = indices >= lengths[..., None]
+    values = xp.where(padding, xp.zeros((), dtype=values.dtype), values).astype(dtype, copy=False)
+    indices = xp.where(padding, xp.asarray(-1, dtype=indices.dtype), indices)
+    values = xp.ascontiguousarray(xp.moveaxis(values, -1, req.axis))
+    indices = xp.ascontiguousarray(xp.moveaxis(indices, -1, req.axis))
+    if out is None:
+        return values, indices
+    xp.copyto(out[0], values)
+    xp.copyto(out[1], indices)
+    return out
+
+
+def describe(plan, arr):
+    """The plan of a call with ``lengths``: the top_k of the masked rows (planned on the full row
+    length), after the masked copy."""
+    import dataclasses
+
+    masked = plan.rows * plan.n * arr.dtype.itemsize
+    copies = (f"input: rows copied with elements past each row's length masked ({masked} bytes)",)
+    copies += tuple(c for c in plan.copies if not c.startswith("input"))
+    return dataclasses.replace(plan, copies=copies, scratch_bytes=plan.scratch_bytes + masked)

@@ -1,0 +1,123 @@
+"""``top_k(..., lengths=...)`` (docs/SPEC.md): each row's own valid length, padding past it,
+against an independent per-row reference, on every backend and forced algorithm."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from backends import sim_unavailable_reason
+from inputs import make_values
+from reference import reference_top_k
+
+import cutopk
+
+ALGORITHMS = ["auto", "warp_row", "warp_radix", "bitonic", "radix", "multiblock", "sort"]
+
+
+def expected_rows(x, k, lengths, **kw):
+    """Row by row: the reference top_k of the row's prefix, then padding (-1, 0)."""
+    rows = x.reshape(-1, x.shape[-1])
+    values = np.zeros((rows.shape[0], k), x.dtype)
+    indices = np.full((rows.shape[0], k), -1, np.int64)
+    for r, (row, length) in enumerate(zip(rows, lengths.reshape(-1), strict=True)):
+        kk = min(k, int(length))
+        if kk:
+            v, i = reference_top_k(row[:length], kk, **kw)
+            values[r, :kk], indices[r, :kk] = v, i
+    return values.reshape(*x.shape[:-1], k), indices.reshape(*x.shape[:-1], k)
+
+
+def check(x, k, lengths, backend, **kw):
+    got = cutopk.top_k(x, k, lengths=lengths, backend=backend, **kw)
+    ref_kw = {key: v for key, v in kw.items() if key not in ("algorithm",)}
+    order = ref_kw.pop("sorted", True)
+    want = expected_rows(x, k, lengths, sorted=True if order is False else order, **ref_kw)
+    if order is False:  # any order of the selected set, padding last: compare by index
+        rank = np.where(got.indices < 0, np.iinfo(np.int64).max, got.indices).argsort(axis=-1, kind="stable")
+        got = (np.take_along_axis(got.values, rank, -1), np.take_along_axis(got.indices, rank, -1))
+        rank = np.where(want[1] < 0, np.iinfo(np.int64).max, want[1]).argsort(axis=-1, kind="stable")
+        want = (np.take_along_axis(want[0], rank, -1), np.take_along_axis(want[1], rank, -1))
+    np.testing.assert_array_equal(got[1], want[1])
+    assert got[0].dtype == x.dtype
+    np.testing.assert_array_equal(got[0].view(np.uint8), want[0].view(np.uint8))
+
+
+def _backend(name):
+    if name == "sim" and sim_unavailable_reason():
+        pytest.skip(sim_unavailable_reason())
+    return name
+
+
+@pytest.mark.parametrize("backend", ["numpy", "sim"])
+@pytest.mark.parametrize("dtype", [np.float32, np.int16, np.float64])
+@pytest.mark.parametrize("order", [True, "index", False])
+def test_random_lengths_including_0_1_below_k_and_n(backend, dtype, order):
+    rng = np.random.default_rng(11)
+    x = make_values(rng, dtype, (9, 300), "ties")
+    lengths = np.array([0, 1, 5, 8, 9, 150, 299, 300, 37])
+    for mode in ("largest", "smallest"):
+        for nan in ("last", "largest"):
+            check(x, 8, lengths, _backend(backend), mode=mode, nan=nan, sorted=order)
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_every_algorithm_on_the_simulator(algorithm):
+    rng = np.random.default_rng(12)
+    x = make_values(rng, np.float32, (4, 1000), "few_distinct")
+    lengths = np.array([1000, 0, 3, 700])
+    k = 8 if algorithm != "bitonic" else 20
+    check(x, k, lengths, _backend("sim"), algorithm=algorithm)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "sim"])
+def test_other_axes_batch_shapes_and_out(backend):
+    rng = np.random.default_rng(13)
+    x = make_values(rng, np.float32, (3, 40, 2), "uniform")  # select along axis 1
+    lengths = np.array([[40, 0], [3, 39], [1, 20]], dtype=np.int32)
+    got = cutopk.top_k(x, 4, axis=1, lengths=lengths, backend=_backend(backend))
+    want = expected_rows(np.moveaxis(x, 1, -1), 4, lengths)
+    np.testing.assert_array_equal(np.moveaxis(got.indices, 1, -1), want[1])
+    out = (np.empty((3, 4, 2), np.float32), np.empty((3, 4, 2), np.int32))
+    r = cutopk.top_k(x, 4, axis=1, lengths=lengths, index_dtype=np.int32, backend=backend, out=out)
+    assert r.values is out[0] and (out[1] == got.indices).all()
+
+
+def test_non_native_input_keeps_its_dtype():
+    x = np.array([[1, 9, 3, 7]], dtype=">f4")
+    r = cutopk.top_k(x, 3, lengths=np.array([2]))
+    assert (
+        r.values.dtype == x.dtype and r.values.tolist() == [[9, 1, 0]] and r.indices.tolist() == [[1, 0, -1]]
+    )
+
+
+@pytest.mark.parametrize(
+    ("lengths", "kw", "error", "message"),
+    [
+        (np.array([1, 5]), {}, ValueError, r"lengths: expected 0 <= lengths\[r\] <= 4 .* got values from 1 to 5"),
+        (np.array([-1, 2]), {}, ValueError, "got values from -1 to 2"),
+        (np.array([1, 2, 3]), {}, ValueError, r"lengths: expected shape \(2,\)"),
+        (np.array([1.0, 2.0]), {}, TypeError, "lengths: expected an integer array, got dtype float64"),
+        ([1, 2], {}, TypeError, "lengths: expected an integer array, got list"),
+        (np.array([1, 2]), {"index_dtype": np.uint32}, ValueError, "index_dtype: with lengths, padding is index -1"),
+    ],
+)  # fmt: skip
+def test_errors(lengths, kw, error, message):
+    x = np.zeros((2, 4), np.float32)
+    with pytest.raises(error, match=message):
+        cutopk.top_k(x, 2, lengths=lengths, **kw)
+    with pytest.raises(error, match=message):
+        cutopk.plan(x, 2, lengths=lengths, **kw)
+
+
+def test_plan_names_the_masked_copy():
+    p = cutopk.plan(np.zeros((2, 400), np.float32), 3, lengths=np.array([5, 400]))
+    assert p.copies[0].startswith("input: rows copied with elements past each row's length masked")
+
+
+def test_torch_lengths_and_gradient():
+    torch = pytest.importorskip("torch", reason="torch inputs")
+    x = torch.randn(3, 6, dtype=torch.float64, requires_grad=True)
+    lengths = torch.tensor([6, 1, 0])
+    r = cutopk.top_k(x, 2, lengths=lengths)
+    assert r.indices[1].tolist()[1] == -1 and r.indices[2].tolist() == [-1, -1]
+    assert torch.autograd.gradcheck(lambda t: cutopk.top_k(t, 2, lengths=lengths).values, (x,))
