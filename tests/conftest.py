@@ -3,6 +3,7 @@ its memory pool when a sanitizer asks for it."""
 
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile("ci", max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -19,3 +20,14 @@ if os.environ.get("CUTOPK_CUPY_NO_POOL") == "1":
 
     cupy.cuda.set_allocator(None)
     cupy.cuda.set_pinned_memory_allocator(None)
+
+
+@pytest.fixture(autouse=True)
+def fresh_plan_cache():
+    """Each test starts with an empty plan cache: tests patch dispatcher constants, and a plan
+    made before a patch must not serve a call after it (tests that patch mid-test clear it too)."""
+    from cutopk import _call
+
+    _call.CACHE.clear()
+    yield
+    _call.CACHE.clear()

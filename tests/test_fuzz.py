@@ -18,7 +18,7 @@ from inputs import DISTRIBUTIONS, DTYPES, LAYOUTS, dtype_of, make_layout, make_v
 from reference import assert_same, reference_top_k
 
 import cutopk
-from cutopk import _dispatch
+from cutopk import _call, _dispatch
 
 # The simulator runs every CUDA thread as a fiber: keep its inputs small.
 MAX_N = {"numpy": 3000, "sim": 700, "cuda": 100_000}
@@ -78,9 +78,14 @@ def _check_all_algorithms(backend, case):
             with pytest.MonkeyPatch.context() as patch:
                 if sampled:
                     patch.setattr(_dispatch, "MULTIBLOCK_SAMPLE_MIN_ELEMENTS", 0)
-                result = cutopk.top_k(
-                    to_backend(x, backend), k, backend=backend, algorithm=algorithm, **kwargs
-                )
+                    _call.CACHE.clear()  # a plan made before the patch must not serve this call
+                try:
+                    result = cutopk.top_k(
+                        to_backend(x, backend), k, backend=backend, algorithm=algorithm, **kwargs
+                    )
+                finally:
+                    if sampled:
+                        _call.CACHE.clear()  # nor a plan made under the patch the calls after it
         except ValueError as exc:
             # A forced algorithm may refuse an input it cannot handle, saying why; "auto" never may.
             assert algorithm != "auto", exc
@@ -103,5 +108,46 @@ def test_fuzz_every_backend_and_algorithm(backend):
     @given(fuzz_cases(MAX_N[backend]))
     def run(case):
         _check_all_algorithms(backend, case)
+
+    run()
+
+
+@pytest.mark.parametrize("backend", BACKEND_PARAMS)
+def test_fuzz_lengths(backend):
+    """``lengths=`` drawn too: random row lengths (0, 1, below K, the whole row among them)."""
+    require(backend)
+    from test_lengths import expected_rows
+
+    @given(fuzz_cases(MAX_N[backend]), st.data())
+    def run(case, data):
+        x, k, kwargs = case
+        kwargs = {**kwargs, "index_dtype": data.draw(st.sampled_from([np.int64, np.int32]))}
+        moved = np.moveaxis(x, kwargs["axis"], -1)
+        n = moved.shape[-1]
+        lengths = np.asarray(
+            data.draw(
+                st.lists(
+                    st.sampled_from([0, 1, k, n, n // 2]) | st.integers(0, n),
+                    min_size=moved[..., 0].size,
+                    max_size=moved[..., 0].size,
+                )
+            ),
+            dtype=np.int64,
+        ).reshape(moved.shape[:-1])
+        got = cutopk.top_k(to_backend(x, backend), k, backend=backend, lengths=lengths, **kwargs)
+        order = kwargs["sorted"]
+        ref_kw = {"mode": kwargs["mode"], "nan": kwargs["nan"], "sorted": True if order is False else order}
+        want_v, want_i = expected_rows(np.ascontiguousarray(moved), k, lengths, **ref_kw)
+        got_v = np.moveaxis(to_host(got.values), kwargs["axis"], -1)
+        got_i = np.moveaxis(to_host(got.indices), kwargs["axis"], -1).astype(np.int64)
+        if order is False:  # the selected set in any order, padding last
+            pos = np.where(got_i < 0, n, got_i).argsort(axis=-1, kind="stable")
+            got_v, got_i = np.take_along_axis(got_v, pos, -1), np.take_along_axis(got_i, pos, -1)
+            pos = np.where(want_i < 0, n, want_i).argsort(axis=-1, kind="stable")
+            want_v, want_i = np.take_along_axis(want_v, pos, -1), np.take_along_axis(want_i, pos, -1)
+        np.testing.assert_array_equal(got_i, want_i)
+        np.testing.assert_array_equal(
+            np.ascontiguousarray(got_v).view(np.uint8), np.ascontiguousarray(want_v).view(np.uint8)
+        )
 
     run()

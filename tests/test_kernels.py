@@ -19,7 +19,7 @@ from inputs import DISTRIBUTIONS, DTYPES, LAYOUTS, dtype_of, make_layout, make_v
 from reference import assert_same, reference_top_k
 
 import cutopk
-from cutopk import _dispatch
+from cutopk import _call, _dispatch
 
 FULL = bool(os.environ.get("CUTOPK_FULL_MATRIX"))
 GPU_BACKENDS = [p for p in BACKEND_PARAMS if p.values[0] != "numpy"]
@@ -236,6 +236,7 @@ def test_multiblock_in_chunks_of_rows(backend, monkeypatch):
     # Chunks of two rows stand in for the 65535-row grid limit: each chunk is a view that starts
     # at its first row, for reversed rows, a transposed input and batch axes that collapse.
     monkeypatch.setattr(_dispatch, "MULTIBLOCK_MAX_ROWS", 2)
+    _call.CACHE.clear()  # plans made before the patch must not serve calls after it
     rng = np.random.default_rng(5)
     x = make_values(rng, np.float32, (7, 3000), "ties")
     x[:, 100:300] = np.nan
@@ -250,6 +251,7 @@ def test_multiblock_in_chunks_of_rows(backend, monkeypatch):
     run_case(backend, y[:, :, ::-1], 3, algorithm="multiblock", sorted="index")
     # The scratch budget: one row per chunk.
     monkeypatch.setattr(_dispatch, "MULTIBLOCK_SCRATCH_LIMIT", 1)
+    _call.CACHE.clear()  # plans made before the patch must not serve calls after it
     assert cutopk.plan(y, 9, backend=backend, algorithm="multiblock").params["rows_per_chunk"] == 1
     run_case(backend, y, 9, algorithm="multiblock", mode="smallest")
 
@@ -258,6 +260,7 @@ def test_multiblock_in_chunks_of_rows(backend, monkeypatch):
 def sampled_threshold(monkeypatch):
     """The multi-block select with its sampled threshold on every row, however short."""
     monkeypatch.setattr(_dispatch, "MULTIBLOCK_SAMPLE_MIN_ELEMENTS", 0)
+    _call.CACHE.clear()  # plans made before the patch must not serve calls after it
 
 
 def staged_plan(x, k, backend, **kw):
@@ -446,6 +449,7 @@ def test_radix_candidate_buffer_paths(backend, monkeypatch):
     require(backend)
     monkeypatch.setattr(_dispatch, "MAX_CANDIDATES", 64)
     monkeypatch.setattr(_dispatch, "RADIX_BUFFER_DIVISOR", 3)
+    _call.CACHE.clear()  # plans made before the patch must not serve calls after it
     rng = np.random.default_rng(21)
     assert cutopk.plan(np.zeros((2, 3000), np.float32), 100, backend="sim").params == {
         "cap": 64,
