@@ -61,14 +61,23 @@ def preference_keys(values: np.ndarray, largest: bool, nan_first: bool) -> np.nd
     # Floats: positive numbers get the sign bit set, negative ones are bit-inverted, so that the
     # unsigned order is the numeric order (-inf < ... < -0 < +0 < ... < +inf). An arithmetic
     # shift of the sign bit gives the all-ones mask for negatives without a branch or np.where.
-    flip = (bits.view(f"i{key_t.itemsize}") >> (width - 1)).view(key_t)
-    flip |= sign
-    key = np.bitwise_xor(bits, flip, out=flip)
+    # Each step writes into one array (the caller's blocks fit in cache: few passes, no temporaries).
+    key = np.right_shift(bits.view(f"i{key_t.itemsize}"), width - 1).view(key_t)
+    np.bitwise_or(key, sign, out=key)
+    np.bitwise_xor(key, bits, out=key)
     # -0.0 (key ~sign) -> the key of +0.0 (sign): they tie.
     key += key == key_t.type(~sign)
     if not largest:
         np.invert(key, out=key)
-    nan = _nan_from_bits(bits, values.dtype)
-    if nan.any():
-        key[nan] = np.iinfo(key_t).max if nan_first else 0
+    if _has_nan(values, bits):
+        key[_nan_from_bits(bits, values.dtype)] = np.iinfo(key_t).max if nan_first else 0
     return key
+
+
+def _has_nan(values: np.ndarray, bits: np.ndarray) -> bool:
+    """Whether any element is a NaN: NumPy's own vectorised isnan for its float types (quiet
+    comparisons: no exception on signalling NaNs), the bit test for others (ml_dtypes)."""
+    if values.dtype.kind == "f":
+        with np.errstate(invalid="ignore"):
+            return bool(np.isnan(values).any())
+    return bool(_nan_from_bits(bits, values.dtype).any())

@@ -1,19 +1,29 @@
-"""The NumPy (CPU) backend: exact top-K in O(n) per row, with no Python loop over rows.
+"""The NumPy (CPU) backend: exact top-K in O(n) per row, on every core, in bounded memory.
 
-Algorithm, for a batch of rows viewed as a 2-D array ``(rows, n)``:
+The rows (the input viewed as a 2-D array ``(rows, n)``) are cut into blocks of whole rows that
+fit in the CPU cache; the blocks run on a thread pool (``_numpy_threads``: NumPy releases the GIL
+in the loops below). A row too long for one block goes to ``_numpy_long``, which cuts it into
+column ranges instead and merges their candidates exactly. Every block writes its own rows of the
+result, so the answer is the same for every thread count. Within a block:
 
 1. **Discard most of each row first** (when K is small against N). A sample of columns of each row
    gives a pivot value that, with overwhelming probability, has at least K elements at or beyond
    it; one vectorised comparison against the pivot keeps only those candidates (typically a few
-   K per row) and ``nonzero`` packs them, in index order, into a padded candidate matrix. Rows
-   whose candidates fall short of K (an unlucky sample, many NaNs) go to step 2 whole, so the
-   result never depends on the sample.
+   K per row) and ``nonzero`` packs them, in index order, into a padded candidate matrix. When
+   the pivot itself is the K-th value (ties at K, rows of equal values), the elements beyond it
+   and the first ones equal to it are the answer at once. Rows whose candidates fall short of K
+   (an unlucky sample, many NaNs) go to step 2 whole, so the result never depends on the sample.
 2. **Exact selection** on order-preserving unsigned keys (``_keys.preference_keys``): the K-th
-   key ``t`` of each row comes from ``np.partition``; every key above ``t`` is taken, and of the
-   keys equal to ``t`` the first ones in index order (a cumulative count), which is the SPEC.md
-   lower-index rule exactly at the K boundary.
+   key ``t`` of each row comes from ``np.partition``; when no key below the K boundary equals
+   ``t`` (the partition tells), the keys at or above ``t`` are the answer; otherwise every key
+   above ``t`` is taken and, of the keys equal to ``t``, the first ones in index order (a
+   cumulative count): the SPEC.md lower-index rule exactly at the K boundary.
 3. **Ordering** of the K winners: a stable argsort of the inverted keys (ties stay in ascending
    index) for ``sorted=True``; the winners are already in index order for ``"index"``/``False``.
+
+Memory: besides the outputs, one block's temporaries per thread (a few MB), and at most one
+input-sized copy (rows that are not contiguous along the axis are copied block by block; only
+an axis that no 2-D view can describe, such as the middle axis of a 3-D array, is copied whole).
 """
 
 from __future__ import annotations
@@ -22,7 +32,7 @@ import math
 
 import numpy as np
 
-from . import _dtypes
+from . import _dtypes, _numpy_long, _numpy_threads
 from ._api import Request
 from ._keys import is_nan, preference_keys
 
@@ -33,9 +43,10 @@ ALGORITHMS = ("select",)
 PREFILTER_MIN_N = 512
 PREFILTER_MAX_K_SHARE = 1 / 16
 # When the candidates exceed this share of the input (heavy ties at the pivot), the filtered
-# path would do more work than the plain exact path, so it is abandoned.
+# path would do more work than the plain exact path, so it is abandoned for those rows.
 PREFILTER_MAX_KEEP_SHARE = 1 / 4
-CHUNK_BYTES = 4 << 20
+# Rows per block: about this many bytes of input, so that a block's several passes hit the cache.
+BLOCK_BYTES = 256 << 10
 # Up to this row length a full stable sort of each row is the cheapest exact route
 # (65536x16 float32, k=8: 6.7 ms sorting against 9.0 ms for partition + tie resolution).
 SORT_MAX_N = 16
@@ -50,23 +61,16 @@ def top_k(a, req: Request) -> tuple[np.ndarray, np.ndarray]:
             f"algorithm: expected 'auto' or one of {ALGORITHMS} for backend 'numpy', got {req.algorithm!r}"
         )
     a = np.asarray(a)
-    native = a.dtype.newbyteorder("=")
     rows_view = np.moveaxis(a, req.axis, -1)
     batch_shape = rows_view.shape[:-1]
     rows = math.prod(batch_shape)  # reshape(-1, n) is ambiguous when n == 0
-    x = rows_view.reshape(rows, req.n).astype(native, copy=False)
+    x = rows_view.reshape(rows, req.n)  # a view except where no 2-D view exists (middle axis)
     out_shape = (*batch_shape, req.k)
-    if req.k == 0 or x.shape[0] == 0:
-        idx = np.zeros((x.shape[0], req.k), dtype=np.int64)
+    if req.k == 0 or rows == 0:
+        idx = np.zeros((rows, req.k), dtype=np.int64)
     else:
-        idx = np.empty((x.shape[0], req.k), dtype=np.int64)
-        # Blocks of rows small enough to stay in cache across the several passes of each step
-        # (measured on 4096x4096 float32: 91 ms in one block, 65 ms in 4 MB blocks).
-        step = max(1, CHUNK_BYTES // max(1, req.n * x.itemsize))
-        for start in range(0, x.shape[0], step):
-            block = slice(start, start + step)
-            idx[block] = select_rows(x[block], req.k, req.largest, req.nan_first, req.order)
-    values = np.take_along_axis(x, idx, axis=1).astype(a.dtype, copy=False)
+        idx = select(x, req.k, req.largest, req.nan_first, req.order, _numpy_threads.get_num_threads())
+    values = np.take_along_axis(x, idx, axis=1)
     indices = idx.astype(req.index_dtype, copy=False)
 
     def finish(arr):
@@ -75,11 +79,35 @@ def top_k(a, req: Request) -> tuple[np.ndarray, np.ndarray]:
     return finish(values), finish(indices)
 
 
+def select(x: np.ndarray, k: int, largest: bool, nan_first: bool, order: str, threads: int) -> np.ndarray:
+    """The ``(rows, k)`` int64 column indices of the top K of each row of the 2-D ``x`` (any
+    strides and byte order), ordered as ``order`` asks; blocks of rows run on ``threads``."""
+    rows, n = x.shape
+    idx = np.empty((rows, k), dtype=np.int64)
+    if _numpy_long.takes(rows, n, threads):
+        for r in range(rows):
+            idx[r] = _numpy_long.select_row(x[r], k, largest, nan_first, order, threads)
+        return idx
+    step = max(1, BLOCK_BYTES // max(1, n * x.itemsize))
+    step = min(step, -(-rows // threads))  # at least one block per thread
+    starts = range(0, rows, step)
+    native = x.dtype.newbyteorder("=")
+
+    def one(start: int) -> None:
+        block = x[start : start + step]
+        if block.dtype != native or not block.flags.c_contiguous:
+            block = np.ascontiguousarray(block, dtype=native)  # one block's copy, in cache
+        idx[start : start + step] = select_rows(block, k, largest, nan_first, order)
+
+    _numpy_threads.run(one, starts, threads)
+    return idx
+
+
 def select_rows(x: np.ndarray, k: int, largest: bool, nan_first: bool, order: str) -> np.ndarray:
     """Return the ``(rows, k)`` int64 column indices of the top K of each row of ``x``.
 
-    ``x`` is 2-D with native byte order; ``1 <= k <= x.shape[1]``. The result is ordered as
-    ``order`` asks ("value", "index"; "none" gives index order).
+    ``x`` is 2-D, C-contiguous, with native byte order; ``1 <= k <= x.shape[1]``. The result is
+    ordered as ``order`` asks ("value", "index"; "none" gives index order).
     """
     rows, n = x.shape
     if n <= SORT_MAX_N:
@@ -88,11 +116,10 @@ def select_rows(x: np.ndarray, k: int, largest: bool, nan_first: bool, order: st
         cols = np.argsort(~keys, axis=1, kind="stable")[:, :k]
         return np.sort(cols, axis=1) if order != "value" else cols
     if k == n:
-        idx = np.broadcast_to(np.arange(n), (rows, n))
         if order == "value":
             keys = preference_keys(x, largest, nan_first)
             return np.argsort(~keys, axis=1, kind="stable")
-        return np.ascontiguousarray(idx)
+        return np.ascontiguousarray(np.broadcast_to(np.arange(n), (rows, n)))
     if n >= PREFILTER_MIN_N and k <= n * PREFILTER_MAX_K_SHARE:
         found = _select_prefiltered(x, k, largest, nan_first)
         if found is not None:
@@ -100,10 +127,10 @@ def select_rows(x: np.ndarray, k: int, largest: bool, nan_first: bool, order: st
             return _order_winners(cols, keys, order)
     keys = preference_keys(x, largest, nan_first)
     cols = _select_exact(keys, k)
-    return _order_winners(cols, np.take_along_axis(keys, cols, axis=1), order)
+    return _order_winners(cols, np.take_along_axis(keys, cols, axis=1) if order == "value" else None, order)
 
 
-def _order_winners(cols: np.ndarray, keys: np.ndarray, order: str) -> np.ndarray:
+def _order_winners(cols: np.ndarray, keys: np.ndarray | None, order: str) -> np.ndarray:
     """Order winners given in ascending index order, with their keys."""
     if order != "value":
         return cols
@@ -114,14 +141,15 @@ def _order_winners(cols: np.ndarray, keys: np.ndarray, order: str) -> np.ndarray
 def _select_exact(keys: np.ndarray, k: int) -> np.ndarray:
     """Positions (ascending, int64) of the K largest keys per row, ties to lower positions."""
     rows, m = keys.shape
-    kth = np.partition(keys, m - k, axis=1)[:, m - k : m - k + 1]
-    above = keys > kth
-    at = keys == kth
-    needed = k - np.count_nonzero(above, axis=1)
-    if np.array_equal(np.count_nonzero(at, axis=1), needed):
-        take = above | at  # no row has more ties at the K-th key than it needs (the usual case)
+    part = np.partition(keys, m - k, axis=1)
+    kth = part[:, m - k : m - k + 1]
+    # The partition leaves every key below the boundary <= t: when none of them equals t (their
+    # maximum is below it), the keys >= t are exactly K per row (the usual case), no tie to break.
+    if m == k or (part[:, : m - k].max(axis=1, keepdims=True) < kth).all():
+        take = keys >= kth
     else:
-        take = above | _first_true(at, needed)
+        above = keys > kth
+        take = above | _first_true(keys == kth, k - np.count_nonzero(above, axis=1))
     # Every row has exactly k winners; a flat search is cheaper than a 2-D nonzero.
     return (np.flatnonzero(take) % m).reshape(rows, k)
 
@@ -156,11 +184,10 @@ def _sample_columns(x: np.ndarray, size: int = 256, runs: int = 16) -> np.ndarra
     return np.take(x, cols, axis=1)
 
 
-def _keep_flat(x: np.ndarray, k: int, largest: bool, nan_first: bool) -> np.ndarray | None:
-    """Flat (row-major) positions of the elements at or beyond a per-row pivot taken from a
-    sample of columns, chosen so that at least K elements of each row are kept with overwhelming
-    probability; None when too many elements would be kept."""
-    _rows, n = x.shape
+def _pivot(x: np.ndarray, k: int, largest: bool) -> np.ndarray:
+    """A ``(rows, 1)`` pivot per row, from a sample of columns, chosen so that at least K
+    elements of each row lie at or beyond it with overwhelming probability."""
+    n = x.shape[1]
     sample = _sample_columns(x)
     s = sample.shape[1]
     # The pivot falls short only when `rank` sample points land among the row's top K-1
@@ -174,30 +201,68 @@ def _keep_flat(x: np.ndarray, k: int, largest: bool, nan_first: bool) -> np.ndar
     # policy (largest with nan="last"), NaNs only raise the pivot: fewer candidates, at worst a
     # short row sent to the exact path.
     at = s - rank if largest else rank - 1
-    pivot = np.partition(sample, at, axis=1)[:, at : at + 1]
-    with np.errstate(invalid="ignore"):  # NaN compares False: NaNs are added below if preferred
-        keep = x >= pivot if largest else x <= pivot
-    if nan_first:
-        keep |= is_nan(x)
-    if np.count_nonzero(keep) > keep.size * PREFILTER_MAX_KEEP_SHARE:
-        return None  # heavy ties at the pivot: cheaper to skip the filter than to pack them
-    return np.flatnonzero(keep)
+    return np.partition(sample, at, axis=1)[:, at : at + 1]
+
+
+def _beyond(x: np.ndarray, pivot: np.ndarray, largest: bool, strict: bool, nan: np.ndarray | None):
+    """Mask of the elements at (``strict`` False) or strictly beyond the pivot in the preferred
+    direction; ``nan`` (the NaN mask when NaN is preferred) is added. NaN compares False."""
+    with np.errstate(invalid="ignore"):
+        if largest:
+            keep = x > pivot if strict else x >= pivot
+        else:
+            keep = x < pivot if strict else x <= pivot
+    if nan is not None:
+        keep |= nan
+    return keep
 
 
 def _select_prefiltered(x: np.ndarray, k: int, largest: bool, nan_first: bool):
-    """Exact top-K through a candidate pass; returns ``(cols, keys)`` in index order per row,
-    or None when the pivot pass cannot discard enough of the input."""
+    """Exact top-K through a pivot pass; returns ``(cols, keys)`` in index order per row
+    (``keys`` those of the winners). Rows that the pivot does not settle (too many candidates
+    that do not tie at K, too few candidates) go to the plain exact path."""
     rows, n = x.shape
-    flat = _keep_flat(x, k, largest, nan_first)
-    if flat is None:
-        return None
+    pivot = _pivot(x, k, largest)
+    nan = is_nan(x) if nan_first else None
+    keep = _beyond(x, pivot, largest, False, nan)
+    counts = np.count_nonzero(keep, axis=1)
+    cols = np.empty((rows, k), dtype=np.int64)
+    done = np.zeros(rows, dtype=bool)
+    heavy = counts > n * PREFILTER_MAX_KEEP_SHARE
+    if heavy.any():
+        # Many elements at the pivot: when the pivot is the K-th value itself (ties at K, equal
+        # values), the elements strictly beyond it and the first that equal it are the answer.
+        hx = x[heavy]
+        strict = _beyond(hx, pivot[heavy], largest, True, None if nan is None else nan[heavy])
+        above = np.count_nonzero(strict, axis=1)
+        at_pivot = (above < k) & (counts[heavy] >= k)
+        if at_pivot.any():
+            sel = np.flatnonzero(heavy)[at_pivot]
+            mask, more = strict[at_pivot], keep[sel] & ~strict[at_pivot]
+            mask |= _first_true(more, k - above[at_pivot])
+            cols[sel] = (np.flatnonzero(mask) % n).reshape(-1, k)
+            done[sel] = True
+        keep[heavy] = False
+        counts[heavy] = 0
+    light = ~done & (counts >= k) & ~heavy
+    if light.any():
+        if not light.all():
+            keep[~light] = False
+            counts[~light] = 0
+        cols[light] = _select_candidates(x, keep, counts, k, largest, nan_first)[light]
+        done |= light
+    if not done.all():
+        rest = ~done
+        cols[rest] = _select_exact(preference_keys(x[rest], largest, nan_first), k)
+    keys = preference_keys(np.take_along_axis(x, cols, axis=1), largest, nan_first)
+    return cols, keys
+
+
+def _select_candidates(x, keep, counts, k: int, largest: bool, nan_first: bool) -> np.ndarray:
+    """The top K of each row among its kept elements (rows with none kept get garbage)."""
+    rows, n = x.shape
+    flat = np.flatnonzero(keep)
     r, c = np.divmod(flat, n)
-    counts = np.bincount(r, minlength=rows)
-    short = counts < k
-    if short.any():
-        keep = ~short[r]
-        r, c = r[keep], c[keep]
-        counts[short] = 0
     # Pack the candidates, still in index order, into a (rows, width) matrix. Padding has key 0
     # and column n, so it ranks below every candidate with key 0 too: it is never selected
     # while a row has at least K real candidates.
@@ -211,14 +276,6 @@ def _select_prefiltered(x: np.ndarray, k: int, largest: bool, nan_first: bool):
     cand_cols.ravel()[dest] = c
     key_t = _dtypes.info(x.dtype).key_dtype
     cand_keys = np.zeros((rows, width), dtype=key_t)
-    values = x.ravel()[flat if not short.any() else r * n + c] if x.flags.c_contiguous else x[r, c]
-    cand_keys.ravel()[dest] = preference_keys(values, largest, nan_first)
+    cand_keys.ravel()[dest] = preference_keys(x.ravel()[flat], largest, nan_first)
     pos = _select_exact(cand_keys, k)
-    cols = np.take_along_axis(cand_cols, pos, axis=1)
-    keys = np.take_along_axis(cand_keys, pos, axis=1)
-    if short.any():
-        full_keys = preference_keys(x[short], largest, nan_first)
-        short_cols = _select_exact(full_keys, k)
-        cols[short] = short_cols
-        keys[short] = np.take_along_axis(full_keys, short_cols, axis=1)
-    return cols, keys
+    return np.take_along_axis(cand_cols, pos, axis=1)

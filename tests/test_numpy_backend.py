@@ -138,11 +138,28 @@ def test_prefilter_falls_back_when_a_row_is_short():
         check_top_k(x, 64, nan=nan)
 
 
-def test_prefilter_abandoned_on_heavy_ties():
+def test_prefilter_settles_ties_at_the_pivot(monkeypatch):
+    # The pivot is the K-th value (one 1, the rest 0): no exact pass may run.
     x = np.zeros((4, 8192), dtype=np.float32)
     x[:, 5] = 1
+    x[2, 7000] = -0.0  # ties with +0.0
+    monkeypatch.setattr(_numpy, "_select_exact", None)
+    cols, _ = _numpy._select_prefiltered(x, 64, True, False)
+    assert cols.tolist() == [[*range(64)]] * 4
+    monkeypatch.undo()
     check_top_k(x, 64)
-    assert _numpy._select_prefiltered(x, 64, True, False) is None
+    check_top_k(-x, 64, mode="smallest", sorted="index")
+
+
+def test_prefilter_heavy_ties_below_k_go_to_the_exact_path():
+    # A third of each row ties at a value just below the pivot's: not the K-th value.
+    rng = np.random.default_rng(5)
+    x = rng.random((6, 8192)).astype(np.float32)
+    x[rng.random(x.shape) < 0.4] = 0.999
+    x[3] = 0.5  # an all-equal row beside them
+    for k in (1, 64, 500):
+        check_top_k(x, k)
+        check_top_k(x, k, mode="smallest")
 
 
 def test_prefilter_with_many_nans_first():

@@ -1,0 +1,183 @@
+"""One long row of the NumPy backend: column ranges on a thread pool, bounded memory, exact.
+
+A row is cut into ranges of at most ``RANGE_ELEMENTS`` columns. Each range computes its own
+order-preserving keys (``_keys.preference_keys``) when it needs them and drops them after, so
+the memory beyond the outputs is a few range-sized temporaries per thread, whatever the data (all
+equal, mostly zeros, half NaN, a K of millions) and whatever the strides (a zero-stride view of
+2**31 elements is read range by range, never copied whole). The steps:
+
+1. **The K-th key ``t``.** A sample of the row gives a pivot key ``p`` that has at least K keys
+   at or above it with overwhelming probability. One pass counts, per range, the keys above and
+   at ``p`` and keeps those at or above it while they are few.
+   - Fewer than K above ``p`` but K or more at or above: ``t = p`` (ties at K, equal rows).
+   - K or more at or above, and few: the kept candidates (index order) go through the exact
+     partition selection of ``_numpy`` at once: that is the answer.
+   - Otherwise (an unlucky sample, a K near N, heavy ties elsewhere): ``t`` comes from a radix
+     select: histograms of 16-bit digits of the keys, summed over the ranges, one pass per digit
+     (one pass for 8/16-bit types, two for 32-bit, four for 64-bit), each narrowing the prefix.
+2. **The winners for ``t``.** Each range counts its keys above ``t`` and equal to it; the keys
+   equal to ``t`` are given out to the ranges in index order (the lower-index rule across range
+   boundaries), so each range knows how many of its own ties it takes and where its winners go
+   in the output. The ranges then write their winners, in index order, side by side.
+3. **Order.** A stable argsort of the K winners' inverted keys for ``sorted=True``.
+
+Every range's result depends only on the data and on the range boundaries, which depend only on
+N: the answer is identical for every thread count.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import _dtypes, _numpy_threads
+from ._keys import preference_keys
+
+# Rows at least this long always go through here (one row is then larger than a row block).
+LONG_ROW_MIN_N = 1 << 20
+# With fewer rows than threads, rows at least this long are split so that every core works.
+SPLIT_ROW_MIN_N = 1 << 16
+# Columns per range: a range's keys, masks and digits stay within a few MB (per thread).
+RANGE_ELEMENTS = 1 << 18
+# Bits per radix digit: a 65536-bin histogram per range.
+DIGIT_BITS = 16
+# Candidates kept in the pivot pass at most, as a share of the row (their keys and int64 columns
+# then take at most half the memory of the input itself for 4-byte types).
+CANDIDATE_SHARE = 1 / 16
+
+
+def takes(rows: int, n: int, threads: int) -> bool:
+    """Whether rows of length ``n`` go through here, one at a time, rather than in row blocks."""
+    return n >= LONG_ROW_MIN_N or (threads > 1 and rows < threads and n >= SPLIT_ROW_MIN_N)
+
+
+def _ranges(n: int, threads: int) -> list[tuple[int, int]]:
+    size = min(RANGE_ELEMENTS, -(-n // max(1, threads)))
+    return [(s, min(s + size, n)) for s in range(0, n, size)]
+
+
+def select_row(
+    row: np.ndarray, k: int, largest: bool, nan_first: bool, order: str, threads: int
+) -> np.ndarray:
+    """The int64 positions of the top K of the 1-D ``row`` (any stride and byte order), ordered as
+    ``order`` asks; ``1 <= k <= row.size``."""
+    n = row.size
+    native = row.dtype.newbyteorder("=")
+    ranges = _ranges(n, threads)
+
+    def keys_of(span: tuple[int, int]) -> np.ndarray:
+        part = np.ascontiguousarray(row[span[0] : span[1]], dtype=native)
+        return preference_keys(part, largest, nan_first)
+
+    key_t = _dtypes.info(native).key_dtype
+    p = _pivot_key(row, k, largest, nan_first, native)
+    cap = max(64, int((ranges[0][1] - ranges[0][0]) * CANDIDATE_SHARE))  # candidates kept per range
+
+    def count_at_pivot(span):
+        keys = keys_of(span)
+        at_or_above = keys >= p
+        ge = int(np.count_nonzero(at_or_above))
+        gt = ge - int(np.count_nonzero(keys == p))
+        if ge > cap:
+            return gt, ge, None, None
+        pos = np.flatnonzero(at_or_above)
+        return gt, ge, pos + span[0], keys[pos]
+
+    found = _numpy_threads.run(count_at_pivot, ranges, threads)
+    gt = sum(f[0] for f in found)
+    ge = sum(f[1] for f in found)
+    if gt < k <= ge:
+        t = p
+    elif k <= ge and all(f[2] is not None for f in found):
+        from ._numpy import _select_exact
+
+        cand_cols = np.concatenate([f[2] for f in found])
+        cand_keys = np.concatenate([f[3] for f in found])
+        pos = _select_exact(cand_keys[None, :], k)[0]
+        return _order(cand_cols[pos], cand_keys[pos], order)
+    else:
+        del found
+        t = _radix_kth_key(keys_of, ranges, k, key_t, threads)
+    cols, keys = _winners(keys_of, ranges, k, t, key_t, threads)
+    return _order(cols, keys, order)
+
+
+def _order(cols: np.ndarray, keys: np.ndarray, order: str) -> np.ndarray:
+    if order != "value":
+        return cols
+    return cols[np.argsort(~keys, kind="stable")]
+
+
+def _pivot_key(row: np.ndarray, k: int, largest: bool, nan_first: bool, native, size: int = 4096):
+    """A key with at least K keys of the row at or above it with overwhelming probability (see
+    ``_numpy._pivot`` for the margin), from runs of adjacent columns spread over the row."""
+    n = row.size
+    runs = 256
+    run = size // runs
+    starts = np.arange(runs) * (n // runs)
+    cols = np.unique(np.minimum((starts[:, None] + np.arange(run)).ravel(), n - 1))
+    keys = preference_keys(np.ascontiguousarray(row[cols], dtype=native), largest, nan_first)
+    s = keys.size
+    mean = k * s / n
+    rank = min(s, math.ceil(mean + 3 * math.sqrt(mean) + 2))
+    return np.partition(keys, s - rank)[s - rank]
+
+
+def _radix_kth_key(keys_of, ranges, k: int, key_t: np.dtype, threads: int):
+    """The K-th largest key of the row, exactly: a most-significant-digit radix select whose
+    histograms are summed over the ranges."""
+    width = 8 * key_t.itemsize
+    digit = min(DIGIT_BITS, width)
+    prefix, done, remaining = 0, 0, k
+    while done < width:
+        shift = width - done - digit
+
+        def histogram(span, done=done, shift=shift, prefix=prefix):
+            keys = keys_of(span)
+            if done:
+                keys = keys[(keys >> key_t.type(width - done)) == key_t.type(prefix)]
+            digits = (keys >> key_t.type(shift)) & key_t.type((1 << digit) - 1)
+            return np.bincount(digits.astype(np.intp), minlength=1 << digit)
+
+        hist = np.sum(_numpy_threads.run(histogram, ranges, threads), axis=0)
+        # Buckets from the top: the K-th key lies in the first bucket where the running count
+        # from above reaches the remaining rank.
+        from_top = np.cumsum(hist[::-1])
+        b = int(np.searchsorted(from_top, remaining))  # first index with from_top >= remaining
+        remaining -= int(from_top[b - 1]) if b else 0
+        prefix = (prefix << digit) | ((1 << digit) - 1 - b)
+        done += digit
+    return key_t.type(prefix)
+
+
+def _winners(keys_of, ranges, k: int, t, key_t, threads: int):
+    """Positions (ascending) and keys of the K winners for the K-th key ``t``: every key above
+    ``t`` and, of the keys equal to ``t``, the first in index order."""
+
+    def counts(span):
+        keys = keys_of(span)
+        return int(np.count_nonzero(keys > t)), int(np.count_nonzero(keys == t))
+
+    c = np.array(_numpy_threads.run(counts, ranges, threads), dtype=np.int64).reshape(-1, 2)
+    above, equal = c[:, 0], c[:, 1]
+    need = k - int(above.sum())
+    ties_before = np.concatenate([[0], np.cumsum(equal)[:-1]])
+    take = np.clip(need - ties_before, 0, equal)  # ties each range takes, lowest index first
+    ends = np.cumsum(above + take)
+    cols = np.empty(k, dtype=np.int64)
+    keys_out = np.empty(k, dtype=key_t)
+
+    def write(i):
+        span = ranges[i]
+        keys = keys_of(span)
+        mask = keys > t
+        if take[i]:
+            mask[np.flatnonzero(keys == t)[: take[i]]] = True
+        pos = np.flatnonzero(mask)
+        start = ends[i] - pos.size
+        cols[start : ends[i]] = pos + span[0]
+        keys_out[start : ends[i]] = keys[pos]
+
+    _numpy_threads.run(write, range(len(ranges)), threads)
+    return cols, keys_out
