@@ -57,32 +57,76 @@ def _ranges(n: int, threads: int) -> list[tuple[int, int]]:
     return [(s, min(s + size, n)) for s in range(0, n, size)]
 
 
+class _Row:
+    """One row read range by range: its keys, and masks of the elements beyond or at a key.
+
+    The masks come from comparisons of the elements themselves with the value whose key it is
+    (one vectorised pass, no key transform) where NumPy compares the dtype fast and the key is
+    a number's; otherwise (half floats, a NaN's key) from the keys.
+    """
+
+    def __init__(self, row: np.ndarray, largest: bool, nan_first: bool):
+        self.row, self.largest, self.nan_first = row, largest, nan_first
+        self.native = row.dtype.newbyteorder("=")
+        self.info = _dtypes.info(self.native)
+        self.key_t = self.info.key_dtype
+
+    def keys(self, span: tuple[int, int]) -> np.ndarray:
+        part = np.ascontiguousarray(self.row[span[0] : span[1]], dtype=self.native)
+        return preference_keys(part, self.largest, self.nan_first)
+
+    def value_of(self, key):
+        """The element value whose preference key is ``key``; None where the masks must come
+        from the keys (see the class doc)."""
+        info, key_t = self.info, self.key_t
+        top = np.iinfo(key_t).max
+        if info.is_float and (info.itemsize < 4 or key in (0, top)):
+            return None  # half floats compare slowly; 0 and all-ones are NaN's keys
+        raw = int(key) if self.largest else top - int(key)
+        sign = 1 << (8 * info.itemsize - 1)
+        if info.is_float:
+            bits = raw ^ sign if raw & sign else top - raw
+        else:
+            bits = raw ^ sign if info.is_signed else raw
+        return np.array(bits, dtype=key_t).view(self.native)[()]
+
+    def masks(self, span: tuple[int, int], key, value):
+        """``(beyond, equal)``: masks of the range's elements whose key is above ``key``, and
+        equal to it; ``value`` is :meth:`value_of` the key."""
+        if value is None:
+            keys = self.keys(span)
+            return keys > key, keys == key
+        part = self.row[span[0] : span[1]]
+        with np.errstate(invalid="ignore"):
+            beyond = part > value if self.largest else part < value
+            equal = part == value  # -0.0 == +0.0: they tie, as their keys do
+        if self.nan_first and self.info.is_float:
+            beyond |= np.isnan(part)
+        return beyond, equal
+
+
 def select_row(
     row: np.ndarray, k: int, largest: bool, nan_first: bool, order: str, threads: int
 ) -> np.ndarray:
     """The int64 positions of the top K of the 1-D ``row`` (any stride and byte order), ordered as
     ``order`` asks; ``1 <= k <= row.size``."""
     n = row.size
-    native = row.dtype.newbyteorder("=")
     ranges = _ranges(n, threads)
-
-    def keys_of(span: tuple[int, int]) -> np.ndarray:
-        part = np.ascontiguousarray(row[span[0] : span[1]], dtype=native)
-        return preference_keys(part, largest, nan_first)
-
-    key_t = _dtypes.info(native).key_dtype
-    p = _pivot_key(row, k, largest, nan_first, native)
+    r = _Row(row, largest, nan_first)
+    p = _pivot_key(r, k)
+    value = r.value_of(p)
     cap = max(64, int((ranges[0][1] - ranges[0][0]) * CANDIDATE_SHARE))  # candidates kept per range
 
     def count_at_pivot(span):
-        keys = keys_of(span)
-        at_or_above = keys >= p
-        ge = int(np.count_nonzero(at_or_above))
-        gt = ge - int(np.count_nonzero(keys == p))
+        beyond, equal = r.masks(span, p, value)
+        gt = int(np.count_nonzero(beyond))
+        beyond |= equal
+        ge = int(np.count_nonzero(beyond))
         if ge > cap:
             return gt, ge, None, None
-        pos = np.flatnonzero(at_or_above)
-        return gt, ge, pos + span[0], keys[pos]
+        pos = np.flatnonzero(beyond)
+        cand = np.ascontiguousarray(row[span[0] : span[1]][pos], dtype=r.native)
+        return gt, ge, pos + span[0], preference_keys(cand, largest, nan_first)
 
     found = _numpy_threads.run(count_at_pivot, ranges, threads)
     gt = sum(f[0] for f in found)
@@ -98,8 +142,8 @@ def select_row(
         return _order(cand_cols[pos], cand_keys[pos], order)
     else:
         del found
-        t = _radix_kth_key(keys_of, ranges, k, key_t, threads)
-    cols, keys = _winners(keys_of, ranges, k, t, key_t, threads)
+        t = _radix_kth_key(r.keys, ranges, k, r.key_t, threads)
+    cols, keys = _winners(r, ranges, k, t, threads)
     return _order(cols, keys, order)
 
 
@@ -109,15 +153,15 @@ def _order(cols: np.ndarray, keys: np.ndarray, order: str) -> np.ndarray:
     return cols[np.argsort(~keys, kind="stable")]
 
 
-def _pivot_key(row: np.ndarray, k: int, largest: bool, nan_first: bool, native, size: int = 4096):
+def _pivot_key(r: _Row, k: int, size: int = 4096):
     """A key with at least K keys of the row at or above it with overwhelming probability (see
     ``_numpy._pivot`` for the margin), from runs of adjacent columns spread over the row."""
-    n = row.size
+    n = r.row.size
     runs = 256
     run = size // runs
     starts = np.arange(runs) * (n // runs)
     cols = np.unique(np.minimum((starts[:, None] + np.arange(run)).ravel(), n - 1))
-    keys = preference_keys(np.ascontiguousarray(row[cols], dtype=native), largest, nan_first)
+    keys = preference_keys(np.ascontiguousarray(r.row[cols], dtype=r.native), r.largest, r.nan_first)
     s = keys.size
     mean = k * s / n
     rank = min(s, math.ceil(mean + 3 * math.sqrt(mean) + 2))
@@ -151,13 +195,14 @@ def _radix_kth_key(keys_of, ranges, k: int, key_t: np.dtype, threads: int):
     return key_t.type(prefix)
 
 
-def _winners(keys_of, ranges, k: int, t, key_t, threads: int):
+def _winners(r: _Row, ranges, k: int, t, threads: int):
     """Positions (ascending) and keys of the K winners for the K-th key ``t``: every key above
     ``t`` and, of the keys equal to ``t``, the first in index order."""
+    value = r.value_of(t)
 
     def counts(span):
-        keys = keys_of(span)
-        return int(np.count_nonzero(keys > t)), int(np.count_nonzero(keys == t))
+        beyond, equal = r.masks(span, t, value)
+        return int(np.count_nonzero(beyond)), int(np.count_nonzero(equal))
 
     c = np.array(_numpy_threads.run(counts, ranges, threads), dtype=np.int64).reshape(-1, 2)
     above, equal = c[:, 0], c[:, 1]
@@ -166,18 +211,18 @@ def _winners(keys_of, ranges, k: int, t, key_t, threads: int):
     take = np.clip(need - ties_before, 0, equal)  # ties each range takes, lowest index first
     ends = np.cumsum(above + take)
     cols = np.empty(k, dtype=np.int64)
-    keys_out = np.empty(k, dtype=key_t)
+    keys_out = np.empty(k, dtype=r.key_t)
 
     def write(i):
         span = ranges[i]
-        keys = keys_of(span)
-        mask = keys > t
+        mask, equal = r.masks(span, t, value)
         if take[i]:
-            mask[np.flatnonzero(keys == t)[: take[i]]] = True
+            mask[np.flatnonzero(equal)[: take[i]]] = True
         pos = np.flatnonzero(mask)
         start = ends[i] - pos.size
         cols[start : ends[i]] = pos + span[0]
-        keys_out[start : ends[i]] = keys[pos]
+        part = np.ascontiguousarray(r.row[span[0] : span[1]][pos], dtype=r.native)
+        keys_out[start : ends[i]] = preference_keys(part, r.largest, r.nan_first)
 
     _numpy_threads.run(write, range(len(ranges)), threads)
     return cols, keys_out

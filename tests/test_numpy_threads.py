@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from reference import check_top_k
 
 import cutopk
-from cutopk import _dtypes, _numpy, _numpy_long, _numpy_threads
+from cutopk import _numpy, _numpy_long, _numpy_threads
 
 THREADS = (1, 2, 3, 7)
 
@@ -23,11 +23,13 @@ def tiny_ranges(monkeypatch):
     monkeypatch.setattr(_numpy_long, "RANGE_ELEMENTS", 37)
     monkeypatch.setattr(_numpy_long, "CANDIDATE_SHARE", 1 / 8)
     monkeypatch.setattr(_numpy, "BLOCK_BYTES", 64)  # many row blocks too
+    monkeypatch.setattr(_numpy, "FILTER_BLOCK_BYTES", 64)
 
 
 @pytest.mark.parametrize("threads", THREADS)
 def test_row_blocks_on_threads(threads, monkeypatch):
     monkeypatch.setattr(_numpy, "BLOCK_BYTES", 2048)
+    monkeypatch.setattr(_numpy, "FILTER_BLOCK_BYTES", 2048)
     rng = np.random.default_rng(threads)
     x = rng.integers(0, 5, (301, 700)).astype(np.float32)
     x[::7, ::3] = np.nan
@@ -96,8 +98,8 @@ def test_radix_select_runs_and_is_exact(tiny_ranges, monkeypatch):
 
     monkeypatch.setattr(_numpy_long, "_radix_kth_key", spy)
 
-    def top_key(row, k, largest, nan_first, native):  # no key is above it: the pivot falls short
-        return np.iinfo(_dtypes.info(native).key_dtype).max
+    def top_key(r, k):  # no key is above it: the pivot falls short
+        return np.iinfo(r.key_t).max
 
     monkeypatch.setattr(_numpy_long, "_pivot_key", top_key)
     rng = np.random.default_rng(4)
@@ -165,6 +167,33 @@ def test_identical_for_every_thread_count(seed, n, rows, k_share, levels, dtype,
         mp.setattr(_numpy_long, "LONG_ROW_MIN_N", 50)
         mp.setattr(_numpy_long, "RANGE_ELEMENTS", 23)
         mp.setattr(_numpy, "BLOCK_BYTES", 256)
+        mp.setattr(_numpy, "FILTER_BLOCK_BYTES", 512)
         for threads in THREADS:
             with _numpy_threads.num_threads(threads):
                 check_top_k(x, k, mode=mode, nan=nan, sorted=order)
+
+
+@pytest.mark.parametrize("dtype", ("float32", "float64", "int8", "int32", "uint16", "int64", "uint64"))
+@pytest.mark.parametrize("mode", ("largest", "smallest"))
+def test_value_of_a_key_round_trips(dtype, mode):
+    """The long-row path compares elements with the value whose key is the pivot: that value's
+    key must be the pivot itself, for every dtype and mode (NaN keys have no value)."""
+    from cutopk._keys import preference_keys
+
+    rng = np.random.default_rng(1)
+    info = np.iinfo(dtype) if "int" in dtype else None
+    if info is not None:
+        x = rng.integers(info.min, info.max, 500, dtype=dtype, endpoint=True)
+        x[:2] = info.min, info.max
+    else:
+        x = rng.standard_normal(500).astype(dtype) * 1e30
+        x[:6] = [-0.0, 0.0, np.inf, -np.inf, np.finfo(dtype).tiny / 4, np.nan]
+    r = _numpy_long._Row(x, mode == "largest", False)
+    keys = preference_keys(x, mode == "largest", False)
+    for key, v in zip(keys, x, strict=True):
+        got = r.value_of(key)
+        if info is None and np.isnan(v):
+            assert got is None
+            continue
+        assert preference_keys(np.array([got], dtype=dtype), mode == "largest", False)[0] == key
+        assert got == v
