@@ -98,10 +98,12 @@ class _Row:
             return keys > key, keys == key
         part = self.row[span[0] : span[1]]
         with np.errstate(invalid="ignore"):
-            beyond = part > value if self.largest else part < value
+            if self.nan_first:  # NaN is preferred: "not at or below" is True for NaN
+                beyond = np.less_equal(part, value)
+                np.logical_not(beyond, out=beyond)
+            else:
+                beyond = part > value if self.largest else part < value
             equal = part == value  # -0.0 == +0.0: they tie, as their keys do
-        if self.nan_first and self.info.is_float:
-            beyond |= np.isnan(part)
         return beyond, equal
 
 
