@@ -72,15 +72,19 @@ def preference_keys(values: np.ndarray, largest: bool, nan_first: bool) -> np.nd
     key += key == key_t.type(~sign)
     if not largest:
         np.invert(key, out=key)
-    if _has_nan(values, bits):
-        key[_nan_from_bits(bits, values.dtype)] = np.iinfo(key_t).max if nan_first else 0
-    return key
-
-
-def _has_nan(values: np.ndarray, bits: np.ndarray) -> bool:
-    """Whether any element is a NaN: NumPy's own vectorised isnan for its float types (quiet
-    comparisons: no exception on signalling NaNs), the bit test for others (ml_dtypes)."""
-    if values.dtype.kind == "f":
+    if values.dtype.kind == "f":  # NumPy's own floats: its vectorised isnan, quiet on signalling NaNs
         with np.errstate(invalid="ignore"):
-            return bool(np.isnan(values).any())
-    return bool(_nan_from_bits(bits, values.dtype).any())
+            nan = np.isnan(values)
+    else:
+        nan = _nan_from_bits(bits, values.dtype)
+    if nan.any():
+        # A branch-free blend (the NaN mask widened to all-ones words), several times faster than
+        # a boolean-index assignment or copyto(where=) on a row with NaNs scattered at random.
+        ones = nan.view(np.uint8).astype(key_t)
+        np.negative(ones, out=ones)
+        if nan_first:
+            key |= ones
+        else:
+            np.invert(ones, out=ones)
+            key &= ones
+    return key

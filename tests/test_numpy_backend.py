@@ -188,3 +188,42 @@ def test_algorithms_and_forced_algorithm():
     check_top_k(x, 3, algorithm="select")
     with pytest.raises(ValueError, match="algorithm"):
         cutopk.top_k(x, 3, algorithm="bitonic")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_preference_keys_follow_the_key_traits_definition(dtype):
+    """``_keys.preference_keys`` (vectorised, branch-free) against the per-element definition of
+    ``kernels/key_traits.cuh``: floats flip to sign-magnitude order, -0.0 takes +0.0's key, NaN
+    takes 0 or all-ones; integers flip the sign bit; smallest inverts."""
+    from cutopk import _dtypes
+    from cutopk._keys import preference_keys
+
+    dt = dtype_of(dtype)
+    info = _dtypes.info(dt)
+    key_t = info.key_dtype
+    width = 8 * key_t.itemsize
+    top, sign = (1 << width) - 1, 1 << (width - 1)
+    rng = np.random.default_rng(9)
+    bits = rng.integers(0, top, 3000, dtype=key_t, endpoint=True)
+    bits[:6] = [0, sign, top, sign - 1, 1, sign + 1]
+    if info.is_float:
+        inf = int(np.array(np.inf, dtype=dt).view(key_t))
+        bits[6:10] = [inf, inf | sign, inf + 1, (inf + 1) | sign]  # +-inf, a NaN of each sign
+    x = bits.view(dt)
+
+    def key(b: int, largest: bool, nan_first: bool) -> int:
+        if info.is_float:
+            if (b & ~sign & top) > inf:
+                return top if nan_first else 0
+            k = sign if b == sign else (top - b if b & sign else b | sign)
+        else:
+            k = b ^ sign if info.is_signed else b
+        return k if largest else top - k
+
+    for largest in (True, False):
+        for nan_first in (False, True) if largest else (False,):
+            with np.errstate(all="ignore"):
+                got = preference_keys(x, largest, nan_first)
+            want = [key(int(b), largest, nan_first) for b in bits]
+            assert got.dtype == key_t
+            assert got.tolist() == want
