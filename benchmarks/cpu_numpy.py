@@ -1,6 +1,7 @@
 """CPU benchmark of the NumPy backend against the routes a CPU user would otherwise take.
 
     python benchmarks/cpu_numpy.py [--repeat 7] [--case moe,indexer] [--markdown FILE]
+    python benchmarks/cpu_numpy.py --memory [--n 50000000]
 
 On every case of the CPU quick grid (``python -m cutopk --list`` without a GPU), these routes
 run on the same input, taking turns within each repetition so that the machine's drift (other
@@ -16,6 +17,12 @@ Every route's answer is checked first (values bit for bit against cutopk's under
 NaN rule; indices may differ only between equal values), and cutopk's answers on one thread and
 on all cores must be identical. Ratios are a peer's time over cutopk's at the same thread count
 (above 1: cutopk is faster).
+
+``--memory`` instead measures the memory of one call on one long float32 row (all equal, mostly
+zeros, half NaN, K of a tenth of N, uniform; and a zero-stride view of 2**31 int8), each in a
+fresh process and on the default thread count: the peak of NumPy's allocations during the call (``tracemalloc``, which NumPy
+reports its buffers to) and the growth of the process's peak RSS (``resource.getrusage``), both
+beside the input's and the outputs' sizes.
 """
 
 from __future__ import annotations
@@ -23,7 +30,9 @@ from __future__ import annotations
 import argparse
 import math
 import statistics
+import subprocess
 import sys
+import textwrap
 import time
 
 import numpy as np
@@ -126,6 +135,78 @@ def table(results: list[tuple[grid.Case, dict]]) -> list[str]:
     return lines
 
 
+MEMORY_CASES = {
+    "uniform, k=64": ("uniform", 64, "last"),
+    "all equal, k=64": ("equal", 64, "last"),
+    "mostly zeros, k=64": ("zeros", 64, "last"),
+    "mostly zeros, k=1000": ("zeros", 1000, "last"),
+    "half NaN, k=64": ("nan", 64, "last"),
+    "half NaN first, k=64": ("nan", 64, "largest"),
+    "uniform, k=n/10": ("uniform", "n // 10", "last"),
+    "zero stride 2**31 int8, k=4": ("stride0", 4, "last"),
+}
+
+# The input is filled a chunk at a time, so that its making leaves no temporaries in the RSS.
+_MEMORY_PROBE = """
+import resource, sys, time, tracemalloc
+import numpy as np
+import cutopk
+rng = np.random.default_rng(0)
+n, kind = {n}, "{kind}"
+if kind == "stride0":
+    x = np.broadcast_to(np.int8(3), (n,))
+else:
+    x = np.empty(n, np.float32)
+    for s in range(0, n, 1 << 20):
+        m = min(n - s, 1 << 20)
+        if kind == "uniform":
+            x[s : s + m] = rng.random(m, dtype=np.float32)
+        elif kind == "equal":
+            x[s : s + m] = 0.5
+        elif kind == "zeros":
+            x[s : s + m] = rng.random(m, dtype=np.float32) < 1e-5
+        elif kind == "nan":
+            x[s : s + m] = np.where(rng.random(m, dtype=np.float32) < 0.5, np.nan, 1)
+k = {k}
+cutopk.top_k(x[:4096], min(k, 4096))  # imports and the thread pool, outside the measurement
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+tracemalloc.start()
+t0 = time.perf_counter()
+r = cutopk.top_k(x, k, nan="{nan}")
+seconds = time.perf_counter() - t0
+peak = tracemalloc.get_traced_memory()[1]
+tracemalloc.stop()
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+held = x.nbytes if x.strides[0] else x.itemsize
+print(held, r.values.nbytes + r.indices.nbytes, peak, (after - before) * 1024, seconds)
+"""
+
+
+def memory(n: int) -> list[str]:
+    """One fresh process per case (see the module doc); returns the table's lines."""
+    lines = [
+        f"| 1 x {n:,} row | K | input held | outputs | NumPy peak during the call | peak RSS growth | time |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, (kind, k, nan) in MEMORY_CASES.items():
+        size = 2**31 if kind == "stride0" else n
+        code = _MEMORY_PROBE.format(n=size, kind=kind, k=k, nan=nan)
+        done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True)
+        if done.returncode:
+            lines.append(f"| {name} | {k} | failed: {done.stderr.strip().splitlines()[-1][:120]} |||||")
+            continue
+        held, outputs, peak, rss, seconds = (float(v) for v in done.stdout.split())
+        kk = size // 10 if k == "n // 10" else k
+        mb = 1e6
+        lines.append(
+            f"| {name} | {kk:,} | {held / mb:.0f} MB | {outputs / mb:.1f} MB | {peak / mb:.1f} MB "
+            f"| {rss / mb:.1f} MB | {seconds:.2f} s |"
+        )
+        print(lines[-1])
+        sys.stdout.flush()
+    return lines
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeat", type=int, default=7, help="turns of every route per case (median reported)")
@@ -133,7 +214,15 @@ def main(argv=None) -> int:
         "--case", default="", help="only cases whose label contains one of these (comma-separated)"
     )
     p.add_argument("--markdown", help="also write the table to this file")
+    p.add_argument("--memory", action="store_true", help="measure memory on one long row instead")
+    p.add_argument("--n", type=int, default=50_000_000, help="--memory: the row's length")
     args = p.parse_args(argv)
+    if args.memory:
+        lines = memory(args.n)
+        if args.markdown:
+            with open(args.markdown, "w") as f:
+                f.write("\n".join(lines) + "\n")
+        return 0
     if args.repeat < 1:
         p.error(f"--repeat: expected a positive integer, got {args.repeat}")
     np.seterr(all="ignore")

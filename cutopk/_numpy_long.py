@@ -28,6 +28,7 @@ N: the answer is identical for every thread count.
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 
@@ -120,32 +121,41 @@ def select_row(
     cap = max(64, int((ranges[0][1] - ranges[0][0]) * CANDIDATE_SHARE))  # candidates kept per range
 
     def count_at_pivot(span):
+        """Counts above and at the pivot, and the candidates while few: those at or above it,
+        else those strictly above it (a pivot among many equal keys, e.g. a mostly-zero row)."""
         beyond, equal = r.masks(span, p, value)
         gt = int(np.count_nonzero(beyond))
-        beyond |= equal
-        ge = int(np.count_nonzero(beyond))
-        if ge > cap:
-            return gt, ge, None, None
+        ge = gt + int(np.count_nonzero(equal))
+        if ge <= cap:
+            beyond |= equal
+        elif gt > cap:
+            return gt, ge, None
         pos = np.flatnonzero(beyond)
         cand = np.ascontiguousarray(row[span[0] : span[1]][pos], dtype=r.native)
-        return gt, ge, pos + span[0], preference_keys(cand, largest, nan_first)
+        return gt, ge, (pos + span[0], preference_keys(cand, largest, nan_first))
 
     found = _numpy_threads.run(count_at_pivot, ranges, threads)
     gt = sum(f[0] for f in found)
     ge = sum(f[1] for f in found)
+    kept = [f[2] for f in found]
+    counts = None
     if gt < k <= ge:
         t = p
-    elif k <= ge and all(f[2] is not None for f in found):
+        counts = np.array([(f[0], f[1] - f[0]) for f in found], dtype=np.int64)
+    elif k <= ge and all(c is not None for c in kept):
         from ._numpy import _select_exact
 
-        cand_cols = np.concatenate([f[2] for f in found])
-        cand_keys = np.concatenate([f[3] for f in found])
+        cand_cols = np.concatenate([c[0] for c in kept])
+        cand_keys = np.concatenate([c[1] for c in kept])
+        # Here k <= gt: the keys above the pivot suffice (some ranges kept only those).
+        above = cand_keys > p
+        cand_cols, cand_keys = cand_cols[above], cand_keys[above]
         pos = _select_exact(cand_keys[None, :], k)[0]
         return _order(cand_cols[pos], cand_keys[pos], order)
     else:
-        del found
+        del found, kept
         t = _radix_kth_key(r.keys, ranges, k, r.key_t, threads)
-    cols, keys = _winners(r, ranges, k, t, threads)
+    cols, keys = _winners(r, ranges, k, t, threads, counts)
     return _order(cols, keys, order)
 
 
@@ -179,14 +189,18 @@ def _radix_kth_key(keys_of, ranges, k: int, key_t: np.dtype, threads: int):
     while done < width:
         shift = width - done - digit
 
-        def histogram(span, done=done, shift=shift, prefix=prefix):
+        totals: dict = {}  # one histogram per thread, summed at the end (not one per range)
+
+        def histogram(span, done=done, shift=shift, prefix=prefix, totals=totals):
             keys = keys_of(span)
             if done:
                 keys = keys[(keys >> key_t.type(width - done)) == key_t.type(prefix)]
             digits = (keys >> key_t.type(shift)) & key_t.type((1 << digit) - 1)
-            return np.bincount(digits.astype(np.intp), minlength=1 << digit)
+            counts = np.bincount(digits.astype(np.intp), minlength=1 << digit)
+            totals.setdefault(threading.get_ident(), np.zeros(1 << digit, dtype=np.int64)).__iadd__(counts)
 
-        hist = np.sum(_numpy_threads.run(histogram, ranges, threads), axis=0)
+        _numpy_threads.run(histogram, ranges, threads)
+        hist = np.sum(list(totals.values()), axis=0)
         # Buckets from the top: the K-th key lies in the first bucket where the running count
         # from above reaches the remaining rank.
         from_top = np.cumsum(hist[::-1])
@@ -197,17 +211,19 @@ def _radix_kth_key(keys_of, ranges, k: int, key_t: np.dtype, threads: int):
     return key_t.type(prefix)
 
 
-def _winners(r: _Row, ranges, k: int, t, threads: int):
+def _winners(r: _Row, ranges, k: int, t, threads: int, counts: np.ndarray | None = None):
     """Positions (ascending) and keys of the K winners for the K-th key ``t``: every key above
-    ``t`` and, of the keys equal to ``t``, the first in index order."""
+    ``t`` and, of the keys equal to ``t``, the first in index order. ``counts``: per range, the
+    keys above and equal to ``t`` when already known (else one pass counts them)."""
     value = r.value_of(t)
 
-    def counts(span):
+    def count(span):
         beyond, equal = r.masks(span, t, value)
         return int(np.count_nonzero(beyond)), int(np.count_nonzero(equal))
 
-    c = np.array(_numpy_threads.run(counts, ranges, threads), dtype=np.int64).reshape(-1, 2)
-    above, equal = c[:, 0], c[:, 1]
+    if counts is None:
+        counts = np.array(_numpy_threads.run(count, ranges, threads), dtype=np.int64).reshape(-1, 2)
+    above, equal = counts[:, 0], counts[:, 1]
     need = k - int(above.sum())
     ties_before = np.concatenate([[0], np.cumsum(equal)[:-1]])
     take = np.clip(need - ties_before, 0, equal)  # ties each range takes, lowest index first
@@ -217,14 +233,16 @@ def _winners(r: _Row, ranges, k: int, t, threads: int):
 
     def write(i):
         span = ranges[i]
-        mask, equal = r.masks(span, t, value)
-        if take[i]:
-            mask[np.flatnonzero(equal)[: take[i]]] = True
+        mask, ties = r.masks(span, t, value)
+        if take[i] == equal[i]:
+            mask |= ties
+        elif take[i]:
+            mask[np.flatnonzero(ties)[: take[i]]] = True
         pos = np.flatnonzero(mask)
         start = ends[i] - pos.size
         cols[start : ends[i]] = pos + span[0]
         part = np.ascontiguousarray(r.row[span[0] : span[1]][pos], dtype=r.native)
         keys_out[start : ends[i]] = preference_keys(part, r.largest, r.nan_first)
 
-    _numpy_threads.run(write, range(len(ranges)), threads)
+    _numpy_threads.run(write, np.flatnonzero(above + take), threads)  # ranges with winners only
     return cols, keys_out
