@@ -58,10 +58,11 @@ COMPOSITE_MAX_N = 511
 # Up to this row length a full stable sort of each row is the cheapest exact route
 # (65536x16 float32, k=8: 6.7 ms sorting against 9.0 ms for partition + tie resolution).
 SORT_MAX_N = 16
+# Blocks of an outer axis are filtered in place: wide blocks keep NumPy's inner loops long
+# (4096x256 float32 columns: 1.4 ms per comparison pass; whole 4096x512 rows: 0.8 ms per 1M).
+OUTER_BLOCK_BYTES = 16 << 20
 # Rows at least this long get a sample of 1024 columns for the pivot instead of 256.
 SAMPLE_LARGE_MIN_N = 16384
-# Tie resolution keeps one int64 running count per element of a block of this many elements.
-TIE_BLOCK_ELEMENTS = 1 << 22
 
 
 def top_k(a, req: Request) -> tuple[np.ndarray, np.ndarray]:
@@ -99,13 +100,21 @@ def select(x: np.ndarray, k: int, largest: bool, nan_first: bool, order: str, th
             idx[r] = _numpy_long.select_row(x[r], k, largest, nan_first, order, threads)
         return idx
     filtered = n >= PREFILTER_MIN_N and k <= n * PREFILTER_MAX_K_SHARE
-    step = max(1, (FILTER_BLOCK_BYTES if filtered else BLOCK_BYTES) // max(1, n * x.itemsize))
+    native = x.dtype.newbyteorder("=")
+    # An outer axis (the batch contiguous, the selected axis strided): filter the input as it
+    # lies, a block of columns at a time, instead of copying it transposed. Half floats
+    # compare slowly: they are copied and filtered on their keys.
+    outer = filtered and x.dtype == native and x.strides[0] == x.itemsize and n > 1 and x.itemsize >= 4
+    block_bytes = OUTER_BLOCK_BYTES if outer else FILTER_BLOCK_BYTES if filtered else BLOCK_BYTES
+    step = max(1, block_bytes // max(1, n * x.itemsize))
     step = min(step, -(-rows // threads))  # at least one block per thread
     starts = range(0, rows, step)
-    native = x.dtype.newbyteorder("=")
 
     def one(start: int) -> None:
         block = x[start : start + step]
+        if outer:
+            idx[start : start + step] = _select_outer(block.T, k, largest, nan_first, order)
+            return
         if block.dtype != native or not block.flags.c_contiguous:
             block = np.ascontiguousarray(block, dtype=native)  # one block's copy, in cache
         idx[start : start + step] = select_rows(block, k, largest, nan_first, order)
@@ -198,42 +207,46 @@ def _select_exact(keys: np.ndarray, k: int) -> np.ndarray:
 
 def _first_true(mask: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """The first ``counts[r]`` True entries of each row ``r`` of ``mask`` (the lower-index rule
-    for ties at the K-th key). Runs over blocks of columns so that the running count needs
-    memory for one block, not one int64 per element of a huge row."""
+    for ties at the K-th key; ``counts[r]`` is at most the row's True count). The positions of
+    the True entries give each row's last column to keep; a comparison with it does the rest
+    (a running count per element, in int64, took 4x longer)."""
     rows, m = mask.shape
-    out = np.zeros_like(mask)
-    seen = np.zeros((rows, 1), dtype=np.int64)
-    block = max(1, TIE_BLOCK_ELEMENTS // max(1, rows))
-    for start in range(0, m, block):
-        part = mask[:, start : start + block]
-        running = np.cumsum(part, axis=1, dtype=np.int64)
-        running += seen
-        out[:, start : start + block] = part & (running <= counts[:, None])
-        seen = running[:, -1:]
+    flat = np.flatnonzero(mask)
+    per_row = np.bincount(flat // m, minlength=rows)
+    starts = np.zeros(rows, dtype=np.int64)
+    np.cumsum(per_row[:-1], out=starts[1:])
+    cutoff = np.full((rows, 1), -1, dtype=np.int64)
+    some = counts > 0
+    cutoff[some, 0] = flat[starts[some] + counts[some] - 1] % m
+    out = np.arange(m) <= cutoff
+    out &= mask
     return out
 
 
-def _sample_columns(x: np.ndarray) -> np.ndarray:
-    """A copy of some columns of ``x``: short runs of adjacent columns spread evenly over the
-    row. Runs read whole cache lines (a plain stride would touch one line per element) and,
-    spread out, still see every part of a sorted or clustered row. Long rows get a larger
-    sample: a tighter pivot, fewer candidates (8x128256, k=50: about 2000 candidates per row
-    from 256 samples, 600 from 1024)."""
-    n = x.shape[1]
+def _sample_positions(n: int) -> np.ndarray | None:
+    """Positions of a sample of a row of ``n``: short runs of adjacent positions spread evenly
+    over the row (None: the whole row, when it is not longer than the sample). Runs read whole
+    cache lines (a plain stride would touch one line per element) and, spread out, still see
+    every part of a sorted or clustered row. Long rows get a larger sample: a tighter pivot,
+    fewer candidates (8x128256, k=50: about 2000 candidates per row from 256 samples, 600
+    from 1024)."""
     size, runs = (256, 16) if n < SAMPLE_LARGE_MIN_N else (1024, 32)
     if n <= size:
-        return x
+        return None
     run = size // runs
     starts = np.arange(runs) * (n // runs)
-    cols = (starts[:, None] + np.arange(run)).ravel()
-    return np.take(x, cols, axis=1)
+    return (starts[:, None] + np.arange(run)).ravel()
 
 
 def _pivot(x: np.ndarray, k: int, largest: bool) -> np.ndarray:
     """A ``(rows, 1)`` pivot per row, from a sample of columns, chosen so that at least K
     elements of each row lie at or beyond it with overwhelming probability."""
-    n = x.shape[1]
-    sample = _sample_columns(x)
+    where = _sample_positions(x.shape[1])
+    return _pivot_of(x if where is None else np.take(x, where, axis=1), k, x.shape[1], largest)
+
+
+def _pivot_of(sample: np.ndarray, k: int, n: int, largest: bool) -> np.ndarray:
+    """The ``(rows, 1)`` pivots from a ``(rows, s)`` sample of rows of length ``n``."""
     s = sample.shape[1]
     # The pivot falls short only when `rank` sample points land among the row's top K-1
     # elements, a binomial with mean k*s/n: a margin of 3 standard deviations makes that rare
@@ -306,7 +319,8 @@ def _select_prefiltered(x: np.ndarray, k: int, largest: bool, nan_first: bool):
             sel = light[r]
             flat, r, c = flat[sel], r[sel], c[sel]
         counts[~light] = 0
-        cols[light] = _select_candidates(x, flat, r, c, counts, k, largest, nan_first)[light]
+        cand = _select_candidates(x.ravel()[flat], r, c, counts, rows, n, k, largest, nan_first)
+        cols[light] = cand[light]
         done |= light
     if not done.all():
         rest = ~done
@@ -315,10 +329,10 @@ def _select_prefiltered(x: np.ndarray, k: int, largest: bool, nan_first: bool):
     return cols, keys
 
 
-def _select_candidates(x, flat, r, c, counts, k: int, largest: bool, nan_first: bool) -> np.ndarray:
-    """The top K of each row among its candidates, given by flat position ``flat``, row ``r``
-    and column ``c`` in row-major order, ``counts`` per row (rows with none get garbage)."""
-    rows, n = x.shape
+def _select_candidates(values, r, c, counts, rows: int, n: int, k: int, largest: bool, nan_first: bool):
+    """The ``(rows, k)`` columns of the top K of each row among its candidates: ``values`` at row
+    ``r`` and column ``c``, grouped by row and in ascending column within a row, ``counts`` per
+    row (rows with fewer than K get padding: column ``n``)."""
     # Pack the candidates, still in index order, into a (rows, width) matrix. Padding has key 0
     # and column n, so it ranks below every candidate with key 0 too: it is never selected
     # while a row has at least K real candidates.
@@ -330,8 +344,62 @@ def _select_candidates(x, flat, r, c, counts, k: int, largest: bool, nan_first: 
     dest = r * width + slot
     cand_cols = np.full((rows, width), n, dtype=np.int64)
     cand_cols.ravel()[dest] = c
-    key_t = _dtypes.info(x.dtype).key_dtype
+    key_t = _dtypes.info(values.dtype).key_dtype
     cand_keys = np.zeros((rows, width), dtype=key_t)
-    cand_keys.ravel()[dest] = preference_keys(x.ravel()[flat], largest, nan_first)
+    cand_keys.ravel()[dest] = preference_keys(values, largest, nan_first)
     pos = _select_exact(cand_keys, k)
     return np.take_along_axis(cand_cols, pos, axis=1)
+
+
+def _select_outer(y: np.ndarray, k: int, largest: bool, nan_first: bool, order: str) -> np.ndarray:
+    """Top K down each column of ``y`` (``(n, columns)``, rows contiguous, native byte order):
+    the ``(columns, k)`` row indices, ordered as ``order`` asks. The pivot filter of
+    :func:`_select_prefiltered` on the input as it lies in memory (an outer axis), without
+    transposing it: a sample of whole rows gives each column its pivot, one contiguous pass
+    keeps the candidates, and they are grouped by column by a stable sort of their few
+    positions. Columns the pivot does not settle are copied out and go the exact way."""
+    n, cols_n = y.shape
+    where = _sample_positions(n)
+    sample = np.ascontiguousarray(y[where].T) if where is not None else np.ascontiguousarray(y.T)
+    pivot = np.ascontiguousarray(_pivot_of(sample, k, n, largest).reshape(1, -1))  # fast broadcast
+    if nan_first and y.dtype.kind == "f":
+        pivot[np.isnan(pivot)] = np.inf  # see _select_prefiltered
+    keep = _beyond(y, pivot, largest, False, nan_first)
+    i, j = np.divmod(np.flatnonzero(keep), cols_n)
+    del keep
+    counts = np.bincount(j, minlength=cols_n)
+    fine = (counts >= k) & (counts <= n * PREFILTER_MAX_KEEP_SHARE)
+    if not fine.all():
+        sel = fine[j]
+        i, j = i[sel], j[sel]
+        counts[~fine] = 0
+    # Group by column, rows ascending within one: a sort of the distinct j * n + i (NumPy's
+    # plain sort of int64 is several times faster than a stable argsort of j).
+    packed = j * n
+    packed += i
+    packed.sort()
+    j, i = np.divmod(packed, n)
+    out = np.empty((cols_n, k), dtype=np.int64)
+    if i.size:
+        values = _gather(y, i, j)
+        out[fine] = _select_candidates(values, j, i, counts, cols_n, n, k, largest, nan_first)[fine]
+    if not fine.all():
+        rest = ~fine
+        out[rest] = _select_exact(preference_keys(np.ascontiguousarray(y[:, rest].T), largest, nan_first), k)
+    if order != "value":
+        return out
+    keys = preference_keys(_gather(y, out, np.arange(cols_n)[:, None]), largest, nan_first)
+    return _order_winners(out, keys, order)
+
+
+def _gather(y: np.ndarray, i: np.ndarray, j: np.ndarray) -> np.ndarray:
+    """``y[i, j]`` for a 2-D ``y`` whose rows are contiguous (a block of columns of a C array),
+    through a flat view of the memory it spans: NumPy's 2-D fancy indexing is several times
+    slower than a 1-D take."""
+    rows, cols = y.shape
+    row_step = y.strides[0] // y.itemsize
+    if y.strides[1] != y.itemsize or y.strides[0] % y.itemsize or row_step < cols:
+        return y[i, j]
+    # From y's first element to its last: memory y's own array holds.
+    span = np.lib.stride_tricks.as_strided(y, shape=((rows - 1) * row_step + cols,), strides=(y.itemsize,))
+    return span[i * row_step + j]

@@ -227,3 +227,25 @@ def test_preference_keys_follow_the_key_traits_definition(dtype):
             want = [key(int(b), largest, nan_first) for b in bits]
             assert got.dtype == key_t
             assert got.tolist() == want
+
+
+@pytest.mark.parametrize("dtype", ("float32", "float64", "int32", "uint64", "float16"))
+def test_outer_axis_is_filtered_in_place(dtype, monkeypatch):
+    """Axis 0 of C arrays (whole, column slices, reversed) with K small against the axis: the
+    in-place outer filter, with ties, NaNs, all-equal and short columns beside usual ones."""
+    calls = []
+    original = _numpy._select_outer
+    monkeypatch.setattr(_numpy, "_select_outer", lambda *a: calls.append(1) or original(*a))
+    rng = np.random.default_rng(12)
+    base = make_values(rng, dtype_of(dtype), (3000, 70), "uniform")
+    base[:, 3] = base[0, 3]  # an all-equal column
+    base[::2, 5] = base[7, 5]  # half of a column ties
+    if "float" in dtype:
+        base[rng.random(base.shape) < 0.05] = np.nan
+        base[:, 9] = np.nan
+    for x in (base, base[:, 10:60], base[::-1], base[100:2900:3]):
+        for k in (1, 7, 64):
+            for nan in ("last", "largest"):
+                check_top_k(x, k, axis=0, nan=nan)
+            check_top_k(x, k, axis=0, mode="smallest", sorted="index")
+    assert calls or dtype == "float16"

@@ -197,3 +197,24 @@ def test_value_of_a_key_round_trips(dtype, mode):
             continue
         assert preference_keys(np.array([got], dtype=dtype), mode == "largest", False)[0] == key
         assert got == v
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n=st.integers(512, 2000),
+    cols=st.integers(1, 40),
+    k=st.integers(1, 32),
+    levels=st.sampled_from([2, 30, 10**6]),
+    nan=st.sampled_from(["last", "largest"]),
+    mode=st.sampled_from(["largest", "smallest"]),
+)
+def test_outer_axis_identical_for_every_thread_count(seed, n, cols, k, levels, nan, mode):
+    rng = np.random.default_rng(seed)
+    x = rng.integers(0, levels, (n, cols)).astype(np.float32)
+    x[rng.random(x.shape) < 0.03] = np.nan
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_numpy, "OUTER_BLOCK_BYTES", 4096 * 7)  # a few columns per block
+        for threads in THREADS:
+            with _numpy_threads.num_threads(threads):
+                check_top_k(x, k, axis=0, nan=nan, mode=mode)
