@@ -148,10 +148,7 @@ def select_rows(x: np.ndarray, k: int, largest: bool, nan_first: bool, order: st
             # float32, its integers in SIMD: the filter runs on the keys, whose order is the
             # preference order (largest first, NaN already placed).
             x, largest, nan_first = preference_keys(x, largest, nan_first), True, False
-        found = _select_prefiltered(x, k, largest, nan_first)
-        if found is not None:
-            cols, keys = found
-            return _order_winners(cols, keys, order)
+        return _select_prefiltered(x, k, largest, nan_first, order)
     keys = preference_keys(x, largest, nan_first)
     cols = _select_exact(keys, k)
     return _order_winners(cols, np.take_along_axis(keys, cols, axis=1) if order == "value" else None, order)
@@ -275,10 +272,10 @@ def _beyond(x: np.ndarray, pivot: np.ndarray, largest: bool, strict: bool, nan_f
         return x < pivot if strict else x <= pivot
 
 
-def _select_prefiltered(x: np.ndarray, k: int, largest: bool, nan_first: bool):
-    """Exact top-K through a pivot pass; returns ``(cols, keys)`` in index order per row
-    (``keys`` those of the winners). Rows that the pivot does not settle (too many candidates
-    that do not tie at K, too few candidates) go to the plain exact path."""
+def _select_prefiltered(x: np.ndarray, k: int, largest: bool, nan_first: bool, order: str) -> np.ndarray:
+    """Exact top-K through a pivot pass: the ``(rows, k)`` columns, ordered as ``order`` asks.
+    Rows that the pivot does not settle (too many candidates that do not tie at K, too few
+    candidates) go to the plain exact path."""
     rows, n = x.shape
     pivot = _pivot(x, k, largest)
     if nan_first and x.dtype.kind == "f":
@@ -319,23 +316,58 @@ def _select_prefiltered(x: np.ndarray, k: int, largest: bool, nan_first: bool):
             sel = light[r]
             flat, r, c = flat[sel], r[sel], c[sel]
         counts[~light] = 0
-        cand = _select_candidates(x.ravel()[flat], r, c, counts, rows, n, k, largest, nan_first)
+        cand, in_order = _select_candidates(
+            x.ravel()[flat], r, c, counts, rows, n, k, largest, nan_first, order
+        )
         cols[light] = cand[light]
         done |= light
+    else:
+        in_order = True
+    if in_order and light.all():
+        return cols
     if not done.all():
         rest = ~done
         cols[rest] = _select_exact(preference_keys(x[rest], largest, nan_first), k)
-    keys = preference_keys(np.take_along_axis(x, cols, axis=1), largest, nan_first)
-    return cols, keys
+    # Rows in index order still (settled at the pivot, the exact path, or candidates that
+    # could not be packed with their keys) get ordered by their keys.
+    unordered = ~light if in_order else np.ones(rows, dtype=bool)
+    if order == "value" and unordered.any():
+        part = cols[unordered]
+        keys = preference_keys(np.take_along_axis(x[unordered], part, axis=1), largest, nan_first)
+        cols[unordered] = _order_winners(part, keys, order)
+    return cols
 
 
-def _select_candidates(values, r, c, counts, rows: int, n: int, k: int, largest: bool, nan_first: bool):
+def _select_candidates(
+    values, r, c, counts, rows: int, n: int, k: int, largest: bool, nan_first: bool, order: str
+):
     """The ``(rows, k)`` columns of the top K of each row among its candidates: ``values`` at row
     ``r`` and column ``c``, grouped by row and in ascending column within a row, ``counts`` per
-    row (rows with fewer than K get padding: column ``n``)."""
-    # Pack the candidates, still in index order, into a (rows, width) matrix. Padding has key 0
-    # and column n, so it ranks below every candidate with key 0 too: it is never selected
-    # while a row has at least K real candidates.
+    row (rows with fewer than K get garbage). Returns the columns and whether they are in the
+    order asked for (else in index order)."""
+    keys = preference_keys(values, largest, nan_first)
+    key_bits = 8 * keys.itemsize
+    col_bits = max(1, (n - 1).bit_length())
+    row_bits = max(1, (rows - 1).bit_length())
+    if key_bits + col_bits + row_bits <= 64:
+        # One sort of composites (row, inverted key, column): each row's candidates come out
+        # preferred first, ties by lower column; its first K are the answer, in order.
+        comp = r.astype(np.uint64)
+        comp <<= np.uint64(key_bits)
+        comp |= ~keys  # the inverted key: ascending order is preferred first
+        comp <<= np.uint64(col_bits)
+        comp |= c.astype(np.uint64)
+        comp.sort()
+        starts = np.zeros(rows, dtype=np.int64)
+        np.cumsum(counts[:-1], out=starts[1:])
+        take = np.minimum(starts[:, None] + np.arange(k), max(0, comp.size - 1))
+        cols = (comp[take] & np.uint64((1 << col_bits) - 1)).astype(np.int64)
+        if order != "value":
+            cols.sort(axis=1)
+        return cols, True
+    # 64-bit keys: pack the candidates, still in index order, into a (rows, width) matrix.
+    # Padding has key 0 and column n, so it ranks below every candidate with key 0 too: it is
+    # never selected while a row has at least K real candidates.
     width = max(k, int(counts.max()))
     starts = np.zeros(rows, dtype=np.int64)
     np.cumsum(counts[:-1], out=starts[1:])
@@ -344,11 +376,10 @@ def _select_candidates(values, r, c, counts, rows: int, n: int, k: int, largest:
     dest = r * width + slot
     cand_cols = np.full((rows, width), n, dtype=np.int64)
     cand_cols.ravel()[dest] = c
-    key_t = _dtypes.info(values.dtype).key_dtype
-    cand_keys = np.zeros((rows, width), dtype=key_t)
-    cand_keys.ravel()[dest] = preference_keys(values, largest, nan_first)
+    cand_keys = np.zeros((rows, width), dtype=keys.dtype)
+    cand_keys.ravel()[dest] = keys
     pos = _select_exact(cand_keys, k)
-    return np.take_along_axis(cand_cols, pos, axis=1)
+    return np.take_along_axis(cand_cols, pos, axis=1), False
 
 
 def _select_outer(y: np.ndarray, k: int, largest: bool, nan_first: bool, order: str) -> np.ndarray:
@@ -380,16 +411,20 @@ def _select_outer(y: np.ndarray, k: int, largest: bool, nan_first: bool, order: 
     packed.sort()
     j, i = np.divmod(packed, n)
     out = np.empty((cols_n, k), dtype=np.int64)
+    in_order = True
     if i.size:
         values = _gather(y, i, j)
-        out[fine] = _select_candidates(values, j, i, counts, cols_n, n, k, largest, nan_first)[fine]
+        cand, in_order = _select_candidates(values, j, i, counts, cols_n, n, k, largest, nan_first, order)
+        out[fine] = cand[fine]
     if not fine.all():
         rest = ~fine
         out[rest] = _select_exact(preference_keys(np.ascontiguousarray(y[:, rest].T), largest, nan_first), k)
-    if order != "value":
-        return out
-    keys = preference_keys(_gather(y, out, np.arange(cols_n)[:, None]), largest, nan_first)
-    return _order_winners(out, keys, order)
+    unordered = ~fine if in_order else np.ones(cols_n, dtype=bool)
+    if order == "value" and unordered.any():
+        part = out[unordered]
+        keys = preference_keys(_gather(y, part, np.flatnonzero(unordered)[:, None]), largest, nan_first)
+        out[unordered] = _order_winners(part, keys, order)
+    return out
 
 
 def _gather(y: np.ndarray, i: np.ndarray, j: np.ndarray) -> np.ndarray:

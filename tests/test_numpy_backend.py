@@ -144,7 +144,7 @@ def test_prefilter_settles_ties_at_the_pivot(monkeypatch):
     x[:, 5] = 1
     x[2, 7000] = -0.0  # ties with +0.0
     monkeypatch.setattr(_numpy, "_select_exact", None)
-    cols, _ = _numpy._select_prefiltered(x, 64, True, False)
+    cols = _numpy._select_prefiltered(x, 64, True, False, "index")
     assert cols.tolist() == [[*range(64)]] * 4
     monkeypatch.undo()
     check_top_k(x, 64)
