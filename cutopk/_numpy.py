@@ -61,6 +61,9 @@ SORT_MAX_N = 16
 # Blocks of an outer axis are filtered in place: wide blocks keep NumPy's inner loops long
 # (4096x256 float32 columns: 1.4 ms per comparison pass; whole 4096x512 rows: 0.8 ms per 1M).
 OUTER_BLOCK_BYTES = 16 << 20
+# Elements per thread at least: below, a call runs on fewer threads (a block handed to the
+# pool costs some 50-100 us of scheduling and GIL hand-over).
+PARALLEL_MIN_ELEMENTS = 1 << 17
 # Rows at least this long get a sample of 1024 columns for the pivot instead of 256.
 SAMPLE_LARGE_MIN_N = 16384
 
@@ -95,6 +98,8 @@ def select(x: np.ndarray, k: int, largest: bool, nan_first: bool, order: str, th
     strides and byte order), ordered as ``order`` asks; blocks of rows run on ``threads``."""
     rows, n = x.shape
     idx = np.empty((rows, k), dtype=np.int64)
+    # A thread is worth its hand-over only with enough elements to work on.
+    threads = max(1, min(threads, rows * n // PARALLEL_MIN_ELEMENTS))
     if _numpy_long.takes(rows, n, threads):
         for r in range(rows):
             idx[r] = _numpy_long.select_row(x[r], k, largest, nan_first, order, threads)
@@ -283,36 +288,37 @@ def _select_prefiltered(x: np.ndarray, k: int, largest: bool, nan_first: bool, o
         # and the infinities, which are the K best wherever there are K of them.
         pivot[np.isnan(pivot)] = np.inf
     keep = _beyond(x, pivot, largest, False, nan_first)
-    flat = None
-    if np.count_nonzero(keep) <= keep.size * PREFILTER_MAX_KEEP_SHARE:
-        flat = np.flatnonzero(keep)  # the usual case: few candidates, counted from their rows
-        r, c = np.divmod(flat, n)
-        counts = np.bincount(r, minlength=rows)
-    else:
-        counts = np.count_nonzero(keep, axis=1)
+    flat = np.flatnonzero(keep)  # row-major: rows in order, columns ascending within a row
+    del keep
+    r, c = np.divmod(flat, n)
+    counts = np.bincount(r, minlength=rows)
     cols = np.empty((rows, k), dtype=np.int64)
     done = np.zeros(rows, dtype=bool)
     heavy = counts > n * PREFILTER_MAX_KEEP_SHARE
     if heavy.any():
         # Many elements at the pivot: when the pivot is the K-th value itself (ties at K, equal
         # values), the elements strictly beyond it and the first that equal it are the answer.
-        hx = x[heavy]
-        strict = _beyond(hx, pivot[heavy], largest, True, nan_first)
-        above = np.count_nonzero(strict, axis=1)
-        at_pivot = (above < k) & (counts[heavy] >= k)
+        hf, hr = (flat, r) if heavy.all() else (flat[heavy[r]], r[heavy[r]])
+        strict = _beyond(x.ravel()[hf], pivot[hr, 0], largest, True, nan_first)
+        above = np.bincount(hr[strict], minlength=rows)
+        at_pivot = heavy & (above < k) & (counts >= k)
         if at_pivot.any():
-            sel = np.flatnonzero(heavy)[at_pivot]
-            mask, more = strict[at_pivot], keep[sel] & ~strict[at_pivot]
-            mask |= _first_true(more, k - above[at_pivot])
-            cols[sel] = (np.flatnonzero(mask) % n).reshape(-1, k)
-            done[sel] = True
+            if not at_pivot[hr].all():
+                sel = at_pivot[hr]
+                hf, hr, strict = hf[sel], hr[sel], strict[sel]
+            # Running count of the ties within each row: a global count less the row's start.
+            ties = np.cumsum(~strict, dtype=np.int64)
+            per_row = counts[at_pivot]
+            first = np.zeros(per_row.size, dtype=np.int64)
+            np.cumsum(per_row[:-1], out=first[1:])
+            ties -= np.repeat(ties[first] - ~strict[first], per_row)
+            need = (k - above)[hr]
+            win = strict | (ties <= need)
+            cols[at_pivot] = (hf[win] - hr[win] * n).reshape(-1, k)
+            done |= at_pivot
     light = ~done & (counts >= k) & ~heavy
     if light.any():
-        if flat is None:
-            keep[~light] = False
-            flat = np.flatnonzero(keep)
-            r, c = np.divmod(flat, n)
-        elif not light.all():
+        if not light.all():
             sel = light[r]
             flat, r, c = flat[sel], r[sel], c[sel]
         counts[~light] = 0
@@ -332,6 +338,9 @@ def _select_prefiltered(x: np.ndarray, k: int, largest: bool, nan_first: bool, o
     # could not be packed with their keys) get ordered by their keys.
     unordered = ~light if in_order else np.ones(rows, dtype=bool)
     if order == "value" and unordered.any():
+        if unordered.all():
+            keys = preference_keys(np.take_along_axis(x, cols, axis=1), largest, nan_first)
+            return _order_winners(cols, keys, order)
         part = cols[unordered]
         keys = preference_keys(np.take_along_axis(x[unordered], part, axis=1), largest, nan_first)
         cols[unordered] = _order_winners(part, keys, order)

@@ -24,12 +24,14 @@ def tiny_ranges(monkeypatch):
     monkeypatch.setattr(_numpy_long, "CANDIDATE_SHARE", 1 / 8)
     monkeypatch.setattr(_numpy, "BLOCK_BYTES", 64)  # many row blocks too
     monkeypatch.setattr(_numpy, "FILTER_BLOCK_BYTES", 64)
+    monkeypatch.setattr(_numpy, "PARALLEL_MIN_ELEMENTS", 1)  # threads even on tiny inputs
 
 
 @pytest.mark.parametrize("threads", THREADS)
 def test_row_blocks_on_threads(threads, monkeypatch):
     monkeypatch.setattr(_numpy, "BLOCK_BYTES", 2048)
     monkeypatch.setattr(_numpy, "FILTER_BLOCK_BYTES", 2048)
+    monkeypatch.setattr(_numpy, "PARALLEL_MIN_ELEMENTS", 1)
     rng = np.random.default_rng(threads)
     x = rng.integers(0, 5, (301, 700)).astype(np.float32)
     x[::7, ::3] = np.nan
@@ -168,6 +170,7 @@ def test_identical_for_every_thread_count(seed, n, rows, k_share, levels, dtype,
         mp.setattr(_numpy_long, "RANGE_ELEMENTS", 23)
         mp.setattr(_numpy, "BLOCK_BYTES", 256)
         mp.setattr(_numpy, "FILTER_BLOCK_BYTES", 512)
+        mp.setattr(_numpy, "PARALLEL_MIN_ELEMENTS", 1)
         for threads in THREADS:
             with _numpy_threads.num_threads(threads):
                 check_top_k(x, k, mode=mode, nan=nan, sorted=order)
@@ -215,6 +218,30 @@ def test_outer_axis_identical_for_every_thread_count(seed, n, cols, k, levels, n
     x[rng.random(x.shape) < 0.03] = np.nan
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(_numpy, "OUTER_BLOCK_BYTES", 4096 * 7)  # a few columns per block
+        mp.setattr(_numpy, "PARALLEL_MIN_ELEMENTS", 1)
         for threads in THREADS:
             with _numpy_threads.num_threads(threads):
                 check_top_k(x, k, axis=0, nan=nan, mode=mode)
+
+
+def test_blocks_really_run_on_several_threads(monkeypatch):
+    """The pool is used: blocks of one call run on more than one thread."""
+    import threading
+
+    seen = set()
+    original = _numpy.select_rows
+
+    def spy(*args):
+        seen.add(threading.get_ident())
+        return original(*args)
+
+    monkeypatch.setattr(_numpy, "select_rows", spy)
+    monkeypatch.setattr(_numpy, "PARALLEL_MIN_ELEMENTS", 1)
+    monkeypatch.setattr(_numpy, "BLOCK_BYTES", 512)
+    x = np.random.default_rng(0).random((400, 100))
+    with _numpy_threads.num_threads(4):
+        for _ in range(20):  # scheduling may hand every block to one thread once
+            check_top_k(x, 5)
+            if len(seen) > 1:
+                break
+    assert len(seen) > 1
