@@ -5,7 +5,9 @@
 
 On every case of the CPU quick grid (``python -m cutopk --list`` without a GPU), these routes
 run on the same input, taking turns within each repetition so that the machine's drift (other
-processes, clock changes) hits them alike; the median of ``--repeat`` turns is reported:
+processes, clock changes) hits them alike; the median of ``--repeat`` turns is reported (and
+the minimum). One-thread routes are timed by their thread's CPU time, the others
+by the wall clock (see ``ONE_THREAD``):
 
 - ``cutopk`` (all cores, the default) and ``cutopk-1t`` (one thread);
 - ``naive``: ``np.argpartition`` + gather + ``argsort`` of the K (NumPy's own ``top_k`` route;
@@ -42,6 +44,10 @@ from cutopk import _numpy_threads
 from cutopk._bench import baselines, check, grid, inputs
 
 ROUTES = ("cutopk", "cutopk-1t", "naive", "argsort", "torch-1t", "torch")
+# Routes on one thread are timed by that thread's CPU time (time.thread_time: what the route
+# computes, without the time other processes on a shared machine take from it); routes on
+# several threads by the wall clock. Every ratio compares routes on the same clock.
+ONE_THREAD = ("cutopk-1t", "naive", "argsort", "torch-1t")
 # Each peer's ratio is taken against cutopk at the same thread count.
 AGAINST = {"naive": "cutopk-1t", "argsort": "cutopk-1t", "torch-1t": "cutopk-1t", "torch": "cutopk"}
 
@@ -99,16 +105,21 @@ def measure(case: grid.Case, repeat: int) -> dict:
     times = {name: [] for name in live}
     for _ in range(repeat):
         for name, fn in live.items():
-            t0 = time.perf_counter()
+            clock = time.thread_time if name in ONE_THREAD else time.perf_counter
+            t0 = clock()
             fn()
-            times[name].append(time.perf_counter() - t0)
-    return {"median": {n: statistics.median(t) for n, t in times.items()}, "notes": notes}
+            times[name].append(clock() - t0)
+    return {
+        "median": {n: statistics.median(t) for n, t in times.items()},
+        "min": {n: min(t) for n, t in times.items()},
+        "notes": notes,
+    }
 
 
-def ratios(results: list[tuple[grid.Case, dict]]) -> dict[str, list[float]]:
+def ratios(results: list[tuple[grid.Case, dict]], stat: str = "median") -> dict[str, list[float]]:
     out = {peer: [] for peer in AGAINST}
     for _, r in results:
-        med = r["median"]
+        med = r[stat]
         for peer, ours in AGAINST.items():
             if peer in med and ours in med:
                 out[peer].append(med[peer] / med[ours])
@@ -119,17 +130,17 @@ def geomean(values: list[float]) -> float:
     return math.exp(sum(map(math.log, values)) / len(values)) if values else float("nan")
 
 
-def table(results: list[tuple[grid.Case, dict]]) -> list[str]:
+def table(results: list[tuple[grid.Case, dict]], stat: str = "median") -> list[str]:
     head = (
         "| case | " + " | ".join(ROUTES) + " | " + " | ".join(f"{p} / {AGAINST[p]}" for p in AGAINST) + " |"
     )
     lines = [head, "|" + "---|" * (1 + len(ROUTES) + len(AGAINST))]
     for case, r in results:
-        med = r["median"]
+        med = r[stat]
         cells = [f"{med[n] * 1e3:.2f} ms" if n in med else "-" for n in ROUTES]
         cells += [f"{med[p] / med[o]:.2f}x" if p in med and o in med else "-" for p, o in AGAINST.items()]
         lines.append(f"| {case.label()} | " + " | ".join(cells) + " |")
-    geo = ratios(results)
+    geo = ratios(results, stat)
     cells = ["" for _ in ROUTES] + [f"**{geomean(v):.2f}x**" for v in geo.values()]
     lines.append("| geometric mean | " + " | ".join(cells) + " |")
     return lines
@@ -235,11 +246,15 @@ def main(argv=None) -> int:
         results.append((case, r))
         print(table([(case, r)])[2], *(f"  {n}: {why}" for n, why in r["notes"].items()), sep="\n")
         sys.stdout.flush()
-    lines = table(results)
+    lines = [f"Medians of {args.repeat} turns:", "", *table(results)]
+    lines += ["", f"Minima of {args.repeat} turns:", "", *table(results, "min")]
     print("\n".join(lines))
-    for peer, values in ratios(results).items():
-        worst = min(values) if values else float("nan")
-        print(f"{peer} / {AGAINST[peer]}: geometric mean {geomean(values):.2f}x, min {worst:.2f}x")
+    for stat in ("median", "min"):
+        for peer, values in ratios(results, stat).items():
+            worst = min(values) if values else float("nan")
+            print(
+                f"{stat}: {peer} / {AGAINST[peer]}: geometric mean {geomean(values):.2f}x, min {worst:.2f}x"
+            )
     if args.markdown:
         with open(args.markdown, "w") as f:
             f.write("\n".join(lines) + "\n")
