@@ -75,7 +75,8 @@ def top_k(a, req: Request) -> tuple[np.ndarray, np.ndarray]:
             f"algorithm: expected 'auto' or one of {ALGORITHMS} for backend 'numpy', got {req.algorithm!r}"
         )
     a = np.asarray(a)
-    rows_view = np.moveaxis(a, req.axis, -1)
+    last = req.axis == a.ndim - 1
+    rows_view = a if last else np.moveaxis(a, req.axis, -1)
     batch_shape = rows_view.shape[:-1]
     rows = math.prod(batch_shape)  # reshape(-1, n) is ambiguous when n == 0
     x = rows_view.reshape(rows, req.n)  # a view except where no 2-D view exists (middle axis)
@@ -84,10 +85,16 @@ def top_k(a, req: Request) -> tuple[np.ndarray, np.ndarray]:
         idx = np.zeros((rows, req.k), dtype=np.int64)
     else:
         idx = select(x, req.k, req.largest, req.nan_first, req.order, _numpy_threads.get_num_threads())
-    values = np.take_along_axis(x, idx, axis=1)
+    if x.flags.c_contiguous and idx.size:  # a flat take: take_along_axis builds 2-D index grids
+        flat = np.arange(0, rows * req.n, req.n)[:, None] + idx
+        values = x.ravel().take(flat)
+    else:
+        values = np.take_along_axis(x, idx, axis=1)
     indices = idx.astype(req.index_dtype, copy=False)
 
     def finish(arr):
+        if last:
+            return arr.reshape(out_shape)  # C-contiguous already
         return np.ascontiguousarray(np.moveaxis(arr.reshape(out_shape), -1, req.axis))
 
     return finish(values), finish(indices)
