@@ -105,27 +105,38 @@ def run(fn: Callable, items: Sequence, threads: int) -> list:
     """``[fn(item) for item in items]``, on up to ``threads`` threads, this one included.
 
     The items are handed out one at a time to whichever thread is free (blocks cost unequal
-    time: ties, NaNs), and exceptions reach the caller. ``fn`` must not call :func:`run` itself
-    (a worker waiting on its own pool could wait forever).
+    time: ties, NaNs). The call returns when every item is done, not when every helper has
+    started: on a busy machine a helper the scheduler wakes late finds nothing left and the
+    caller does not wait for it. The first exception reaches the caller. ``fn`` must not call
+    :func:`run` itself (a worker waiting on its own pool could wait forever).
     """
-    workers = min(threads, len(items))
+    n = len(items)
+    workers = min(threads, n)
     if workers <= 1:
         return [fn(item) for item in items]
-    results: list = [None] * len(items)
-    counter = itertools.count()  # next() on a count is atomic under the GIL
+    results: list = [None] * n
+    claim, completed = itertools.count(), itertools.count(1)  # next() is atomic under the GIL
+    finished = threading.Event()
+    errors: list = []
 
     def work() -> None:
-        for i in iter(counter.__next__, None):
-            if i >= len(items):
+        for i in iter(claim.__next__, None):
+            if i >= n or errors:
                 return
-            results[i] = fn(items[i])
+            try:
+                results[i] = fn(items[i])
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller below
+                errors.append(exc)
+                finished.set()
+                return
+            if next(completed) == n:
+                finished.set()
 
-    futures = [_pool(workers - 1).submit(work) for _ in range(workers - 1)]
-    try:
-        work()
-    finally:
-        for f in futures:
-            f.exception()  # wait for every helper even when this thread failed
-    for f in futures:
-        f.result()  # re-raise a helper's exception
+    pool = _pool(workers - 1)
+    for _ in range(workers - 1):
+        pool.submit(work)
+    work()
+    finished.wait()
+    if errors:
+        raise errors[0]
     return results
