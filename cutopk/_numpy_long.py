@@ -11,7 +11,9 @@ equal, mostly zeros, half NaN, a K of millions) and whatever the strides (a zero
    at ``p`` and keeps those at or above it while they are few.
    - Fewer than K above ``p`` but K or more at or above: ``t = p`` (ties at K, equal rows).
    - K or more at or above, and few: the kept candidates (index order) go through the exact
-     partition selection of ``_numpy`` at once: that is the answer.
+     partition selection of ``_numpy`` at once: that is the answer. When many keys equal the
+     pivot (a mostly-zero row) but K or more lie strictly above it and those are few, the
+     ranges keep only those.
    - Otherwise (an unlucky sample, a K near N, heavy ties elsewhere): ``t`` comes from a radix
      select: histograms of 16-bit digits of the keys, summed over the ranges, one pass per digit
      (one pass for 8/16-bit types, two for 32-bit, four for 64-bit), each narrowing the prefix.
