@@ -84,10 +84,8 @@ def top_k(a, req: Request) -> tuple[np.ndarray, np.ndarray]:
         )
     a = np.asarray(a)
     last = req.axis == a.ndim - 1
-    rows_view = a if last else np.moveaxis(a, req.axis, -1)
-    batch_shape = rows_view.shape[:-1]
-    rows = math.prod(batch_shape)  # reshape(-1, n) is ambiguous when n == 0
-    x = rows_view.reshape(rows, req.n)  # a view except where no 2-D view exists (middle axis)
+    x, batch_shape, _copied = _rows(a, req)
+    rows = x.shape[0]
     out_shape = (*batch_shape, req.k)
     if req.k == 0 or rows == 0:
         idx = np.zeros((rows, req.k), dtype=np.int64)
@@ -108,26 +106,76 @@ def top_k(a, req: Request) -> tuple[np.ndarray, np.ndarray]:
     return finish(values), finish(indices)
 
 
-def select(x: np.ndarray, k: int, largest: bool, nan_first: bool, order: str, threads: int) -> np.ndarray:
-    """The ``(rows, k)`` int64 column indices of the top K of each row of the 2-D ``x`` (any
-    strides and byte order), ordered as ``order`` asks; blocks of rows run on ``threads``."""
+def _rows(a: np.ndarray, req: Request):
+    """The input as a 2-D ``(rows, n)`` array, a view where one exists (the middle axis of a
+    3-D array has none: then a copy), the batch shape, and whether it was copied."""
+    moved = a if req.axis == a.ndim - 1 else np.moveaxis(a, req.axis, -1)
+    batch_shape = moved.shape[:-1]
+    shape = (math.prod(batch_shape), req.n)  # reshape(-1, n) is ambiguous when n == 0
+    try:
+        return np.reshape(moved, shape, copy=False), batch_shape, False
+    except ValueError:
+        return moved.reshape(shape), batch_shape, True
+
+
+def _route(x: np.ndarray, k: int, threads: int) -> tuple[str, int, int]:
+    """How :func:`select` handles ``x`` (2-D): the route's name, the threads it uses, and the
+    rows per block (0 for the long-row path)."""
     rows, n = x.shape
-    idx = np.empty((rows, k), dtype=np.int64)
     # A thread is worth its hand-over only with enough elements to work on.
     threads = max(1, min(threads, rows * n // PARALLEL_MIN_ELEMENTS))
     if _numpy_long.takes(rows, n, threads):
-        for r in range(rows):
-            idx[r] = _numpy_long.select_row(x[r], k, largest, nan_first, order, threads)
-        return idx
+        return "long-rows", threads, 0
     filtered = n >= PREFILTER_MIN_N and k <= n * PREFILTER_MAX_K_SHARE
-    native = x.dtype.newbyteorder("=")
     # An outer axis (the batch contiguous, the selected axis strided): filter the input as it
     # lies, a block of columns at a time, instead of copying it transposed. Half floats
     # compare slowly: they are copied and filtered on their keys.
-    outer = filtered and x.dtype == native and x.strides[0] == x.itemsize and n > 1 and x.itemsize >= 4
+    native = x.dtype == x.dtype.newbyteorder("=")
+    outer = filtered and native and x.strides[0] == x.itemsize and n > 1 and x.itemsize >= 4
     block_bytes = OUTER_BLOCK_BYTES if outer else FILTER_BLOCK_BYTES if filtered else BLOCK_BYTES
     step = max(1, block_bytes // max(1, n * x.itemsize))
     step = min(step, -(-rows // threads))  # at least one block per thread
+    if outer:
+        name = "filter-outer"
+    elif n <= SORT_MAX_N:
+        name = "sort"
+    elif k == n:
+        name = "all"
+    elif n <= COMPOSITE_MAX_N and x.itemsize <= 4:
+        name = "composite"
+    else:
+        name = "filter" if filtered else "exact"
+    return name, threads, step
+
+
+def describe(a, req: Request) -> dict:
+    """What :func:`top_k` does with ``a`` (for ``cutopk.plan``), without touching the data:
+    ``route`` (``sort``, ``composite``, ``filter``, ``filter-outer``, ``exact``, ``all``,
+    ``long-rows``), ``threads``, ``copy`` (the whole input is copied once: an axis no 2-D view
+    describes) and ``block_copies`` (rows are copied a block at a time, at most one block per
+    thread at once: rows not contiguous, or a non-native byte order)."""
+    a = np.asarray(a)
+    x, _, copied = _rows(a, req)
+    if req.k == 0 or x.size == 0:
+        return {"route": "none", "threads": 1, "copy": False, "block_copies": False}
+    name, threads, _ = _route(x, req.k, _numpy_threads.get_num_threads())
+    native = x.dtype == x.dtype.newbyteorder("=")
+    blocks = name not in ("filter-outer", "long-rows") and not (x.flags.c_contiguous and native)
+    return {"route": name, "threads": threads, "copy": copied, "block_copies": blocks}
+
+
+def select(x: np.ndarray, k: int, largest: bool, nan_first: bool, order: str, threads: int) -> np.ndarray:
+    """The ``(rows, k)`` int64 column indices of the top K of each row of the 2-D ``x`` (any
+    strides and byte order), ordered as ``order`` asks; blocks of rows run on ``threads``."""
+    rows = x.shape[0]
+    idx = np.empty((rows, k), dtype=np.int64)
+    name, threads, step = _route(x, k, threads)
+    if name == "long-rows":
+        for r in range(rows):
+            idx[r] = _numpy_long.select_row(x[r], k, largest, nan_first, order, threads)
+        return idx
+    outer = name == "filter-outer"
+    native = x.dtype.newbyteorder("=")
     starts = range(0, rows, step)
 
     def one(start: int) -> None:

@@ -249,3 +249,27 @@ def test_outer_axis_is_filtered_in_place(dtype, monkeypatch):
                 check_top_k(x, k, axis=0, nan=nan)
             check_top_k(x, k, axis=0, mode="smallest", sorted="index")
     assert calls or dtype == "float16"
+
+
+def test_describe_tells_the_route_and_the_copies():
+    from cutopk import _api
+
+    def describe(a, k, axis=-1):
+        req = _api.normalize(a, k, axis, "largest", True, "last", np.int64, "numpy", "auto")
+        return _numpy.describe(a, req)
+
+    a = np.zeros((512, 4096), np.float32)
+    assert describe(a, 16, 0) | {"threads": 0} == {
+        "route": "filter-outer",
+        "threads": 0,
+        "copy": False,
+        "block_copies": False,
+    }
+    assert describe(a, 16)["route"] == "filter" and not describe(a, 16)["block_copies"]
+    assert describe(a, 600)["route"] == "exact"
+    assert describe(np.zeros((16384, 128), np.float32), 8)["route"] == "composite"
+    assert describe(np.zeros((5, 9)), 2)["route"] == "sort"
+    assert describe(np.zeros(1 << 21), 5)["route"] == "long-rows"
+    assert describe(np.zeros((3, 600, 4)), 2, 1)["copy"] is True  # the middle axis: no 2-D view
+    assert describe(a.astype(">f4"), 16)["block_copies"] is True
+    assert describe(a, 0)["route"] == "none"
