@@ -245,3 +245,16 @@ def test_blocks_really_run_on_several_threads(monkeypatch):
             if len(seen) > 1:
                 break
     assert len(seen) > 1
+
+
+@pytest.mark.parametrize("dtype", (">f4", ">i2", "<f8", ">u8"))
+def test_long_rows_in_other_byte_orders_and_strides(dtype, tiny_ranges):
+    rng = np.random.default_rng(3)
+    base = rng.integers(0, 40, 3001).astype(dtype)
+    for x in (base, base[::-1], base[::3], np.broadcast_to(base[:1], (2000,))):
+        for k in (1, 9, 300):
+            for threads in (1, 3):
+                with _numpy_threads.num_threads(threads):
+                    r = check_top_k(x, k)
+                    check_top_k(x, k, mode="smallest", sorted="index")
+            assert r.values.dtype == x.dtype
