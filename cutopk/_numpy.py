@@ -72,6 +72,12 @@ OUTER_BLOCK_BYTES = 16 << 20
 # Elements per thread at least: below, a call runs on fewer threads (a block handed to the
 # pool costs some 50-100 us of scheduling and GIL hand-over).
 PARALLEL_MIN_ELEMENTS = 1 << 17
+# Above this many candidates in a block (equal rows, a pivot among ties), rows tied at the
+# pivot are settled on their masks before the rest are listed: listing every element as an
+# int64 position (and its row, column, value) would take some 40 bytes per element.
+FLAT_MAX_CANDIDATES = 1 << 19
+# Widest chunk of columns the tie rule counts through at once (its int32 running count).
+FIRST_TRUE_MAX_COLUMNS = 1 << 16
 # Rows at least this long get a sample of 1024 columns for the pivot instead of 256.
 SAMPLE_LARGE_MIN_N = 16384
 
@@ -272,19 +278,21 @@ def _select_exact(keys: np.ndarray, k: int) -> np.ndarray:
 
 def _first_true(mask: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """The first ``counts[r]`` True entries of each row ``r`` of ``mask`` (the lower-index rule
-    for ties at the K-th key; ``counts[r]`` is at most the row's True count). The positions of
-    the True entries give each row's last column to keep; a comparison with it does the rest
-    (a running count per element, in int64, took 4x longer)."""
-    rows, m = mask.shape
-    flat = np.flatnonzero(mask)
-    per_row = np.bincount(flat // m, minlength=rows)
-    starts = np.zeros(rows, dtype=np.int64)
-    np.cumsum(per_row[:-1], out=starts[1:])
-    cutoff = np.full((rows, 1), -1, dtype=np.int64)
-    some = counts > 0
-    cutoff[some, 0] = flat[starts[some] + counts[some] - 1] % m
-    out = np.arange(m) <= cutoff
-    out &= mask
+    for ties at the K-th key; ``counts[r]`` is at most the row's True count). A running count
+    over chunks of columns that double in width, stopping once every row has its count: a few
+    needed among many ties (an all-equal row) reads only the row's start, and the count's
+    memory is one chunk's, not one int per element of the block."""
+    m = mask.shape[1]
+    out = np.zeros_like(mask)
+    left = counts.astype(np.int64)
+    start, width = 0, 1024
+    while start < m and left.any():
+        part = mask[:, start : start + width]
+        running = np.cumsum(part, axis=1, dtype=np.int32)  # a chunk holds fewer than 2**31
+        out[:, start : start + width] = part & (running <= left[:, None])
+        left -= np.minimum(running[:, -1], left)
+        start += width
+        width = min(2 * width, FIRST_TRUE_MAX_COLUMNS)
     return out
 
 
@@ -351,12 +359,19 @@ def _select_prefiltered(x: np.ndarray, k: int, largest: bool, nan_first: bool, o
         # and the infinities, which are the K best wherever there are K of them.
         pivot[np.isnan(pivot)] = np.inf
     keep = _beyond(x, pivot, largest, False, nan_first)
+    cols = np.empty((rows, k), dtype=np.int64)
+    done = np.zeros(rows, dtype=bool)
+    if np.count_nonzero(keep) > FLAT_MAX_CANDIDATES:
+        # Candidates everywhere (equal rows, a pivot among ties): settle the rows tied at the
+        # pivot on their masks, then list the candidates of the rows left.
+        counts = np.count_nonzero(keep, axis=1)
+        heavy = counts > n * PREFILTER_MAX_KEEP_SHARE
+        _settle_at_pivot_masks(x, keep, counts, heavy, pivot, k, largest, nan_first, cols, done)
+        keep[done | heavy] = False
     flat = np.flatnonzero(keep)  # row-major: rows in order, columns ascending within a row
     del keep
     r, c = np.divmod(flat, n)
     counts = np.bincount(r, minlength=rows)
-    cols = np.empty((rows, k), dtype=np.int64)
-    done = np.zeros(rows, dtype=bool)
     heavy = counts > n * PREFILTER_MAX_KEEP_SHARE
     if heavy.any():
         # Many elements at the pivot: when the pivot is the K-th value itself (ties at K, equal
@@ -408,6 +423,26 @@ def _select_prefiltered(x: np.ndarray, k: int, largest: bool, nan_first: bool, o
         keys = preference_keys(np.take_along_axis(x[unordered], part, axis=1), largest, nan_first)
         cols[unordered] = _order_winners(part, keys, order)
     return cols
+
+
+def _settle_at_pivot_masks(x, keep, counts, heavy, pivot, k, largest, nan_first, cols, done) -> None:
+    """For the ``heavy`` rows whose pivot is the K-th value (fewer than K beyond it, K or more
+    at or beyond it), write their columns into ``cols`` and mark them ``done``: the elements
+    strictly beyond the pivot, then the first ones equal to it. Works on the rows' masks."""
+    if not heavy.any():
+        return
+    sel = np.flatnonzero(heavy)
+    strict = _beyond(x[sel], pivot[sel], largest, True, nan_first)
+    above = np.count_nonzero(strict, axis=1)
+    at_pivot = (above < k) & (counts[sel] >= k)
+    if not at_pivot.any():
+        return
+    sel, strict, above = sel[at_pivot], strict[at_pivot], above[at_pivot]
+    tied = keep[sel]
+    tied &= ~strict
+    strict |= _first_true(tied, k - above)
+    cols[sel] = (np.flatnonzero(strict) % x.shape[1]).reshape(-1, k)
+    done[sel] = True
 
 
 def _select_candidates(

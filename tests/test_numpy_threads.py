@@ -258,3 +258,33 @@ def test_long_rows_in_other_byte_orders_and_strides(dtype, tiny_ranges):
                     r = check_top_k(x, k)
                     check_top_k(x, k, mode="smallest", sorted="index")
             assert r.values.dtype == x.dtype
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n=st.integers(512, 3000),
+    rows=st.integers(1, 6),
+    k=st.integers(1, 32),
+    levels=st.sampled_from([1, 2, 3, 50, 10**6]),
+    flat_max=st.sampled_from([1, 100, 1 << 19]),
+    dtype=st.sampled_from(["float32", "int8", "float16", "float64"]),
+    nan=st.sampled_from(["last", "largest"]),
+    mode=st.sampled_from(["largest", "smallest"]),
+    order=st.sampled_from([True, "index"]),
+)
+def test_pivot_filter_with_ties_and_few_levels(seed, n, rows, k, levels, flat_max, dtype, nan, mode, order):
+    """The pivot filter's routes (candidates listed or settled on masks, ties at the pivot,
+    short rows), chosen by the data and by the candidate limit, on 1 and 3 threads."""
+    rng = np.random.default_rng(seed)
+    x = rng.integers(0, min(levels, 100) if dtype == "int8" else levels, (rows, n)).astype(dtype)
+    if dtype.startswith("float") and levels > 1:
+        x[rng.random(x.shape) < 0.05] = np.nan
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_numpy, "FLAT_MAX_CANDIDATES", flat_max)
+        mp.setattr(_numpy, "FIRST_TRUE_MAX_COLUMNS", 1024)  # several chunks of the tie count
+        mp.setattr(_numpy, "PARALLEL_MIN_ELEMENTS", 1)
+        mp.setattr(_numpy, "FILTER_BLOCK_BYTES", 4096)
+        for threads in (1, 3):
+            with _numpy_threads.num_threads(threads):
+                check_top_k(x, k, mode=mode, nan=nan, sorted=order)

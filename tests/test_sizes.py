@@ -20,8 +20,9 @@ def slow(needs: str):
     )
 
 
-def test_first_true_keeps_the_first_ones_of_each_row():
-    mask = np.random.default_rng(0).random((5, 1000)) < 0.3
+def test_first_true_keeps_the_first_ones_of_each_row(monkeypatch):
+    monkeypatch.setattr(_numpy, "FIRST_TRUE_MAX_COLUMNS", 1500)  # chunks of 1024, 1500, 1500...
+    mask = np.random.default_rng(0).random((5, 5000)) < 0.3
     mask[4] = False
     counts = np.array([0, 1, 17, np.count_nonzero(mask[3]), 0])
     expected = mask & (np.cumsum(mask, axis=1) <= counts[:, None])
