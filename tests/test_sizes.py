@@ -1,6 +1,6 @@
 """Sizes at the edges of the index types: rows longer than 2**31 elements, K = N on long rows,
-and narrow index dtypes refused when they cannot hold the indices. The largest cases need several
-GB of memory (10.6 GB peak measured) and half a minute of CPU: they run with CUTOPK_SLOW=1."""
+and narrow index dtypes refused when they cannot hold the indices. The largest cases need up to
+3 GB of memory (peak RSS measured 2026-11-23) and up to 45 s of CPU: they run with CUTOPK_SLOW=1."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def test_ties_at_the_boundary():
     assert r.indices[:, 429:].tolist() == [[i for i in range(3000) if i % 7][: 700 - 429]] * 3
 
 
-@slow("~11 GB and ~35 s")
+@slow("~2 GB of address space (zero pages, barely touched) and ~5 s")
 @pytest.mark.slow
 def test_row_longer_than_2_to_31():
     n = 2**31 + 5
@@ -50,7 +50,7 @@ def test_row_longer_than_2_to_31():
         cutopk.top_k(base, 4, index_dtype=np.int32)
 
 
-@slow("~2 GB and ~10 s")
+@slow("~3 GB and ~20 s")
 @pytest.mark.slow
 def test_k_equals_n_on_a_long_row():
     x = np.arange(2**26, dtype=np.int32)[::-1].copy()
@@ -60,7 +60,7 @@ def test_k_equals_n_on_a_long_row():
     np.testing.assert_array_equal(r.indices, np.arange(x.size)[::-1])
 
 
-@slow("~70 s (150 MB)")
+@slow("~45 s (100 MB)")
 @pytest.mark.slow
 def test_more_than_2_to_32_elements_in_total():
     # A zero-stride view: 65537 x 65537 (about 4.3e9) elements without allocating them.
