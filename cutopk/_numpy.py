@@ -98,7 +98,7 @@ def top_k(a, req: Request) -> tuple[np.ndarray, np.ndarray]:
     else:
         idx = select(x, req.k, req.largest, req.nan_first, req.order, _numpy_threads.get_num_threads())
     if x.flags.c_contiguous and idx.size:  # a flat take: take_along_axis builds 2-D index grids
-        flat = np.arange(0, rows * req.n, req.n)[:, None] + idx
+        flat = idx if rows == 1 else np.arange(0, rows * req.n, req.n)[:, None] + idx
         values = x.ravel().take(flat)
     else:
         values = np.take_along_axis(x, idx, axis=1)
@@ -174,8 +174,10 @@ def select(x: np.ndarray, k: int, largest: bool, nan_first: bool, order: str, th
     """The ``(rows, k)`` int64 column indices of the top K of each row of the 2-D ``x`` (any
     strides and byte order), ordered as ``order`` asks; blocks of rows run on ``threads``."""
     rows = x.shape[0]
-    idx = np.empty((rows, k), dtype=np.int64)
     name, threads, step = _route(x, k, threads)
+    if name == "long-rows" and rows == 1:  # the row's own result: no copy of a K-sized array
+        return _numpy_long.select_row(x[0], k, largest, nan_first, order, threads)[None, :]
+    idx = np.empty((rows, k), dtype=np.int64)
     if name == "long-rows":
         for r in range(rows):
             idx[r] = _numpy_long.select_row(x[r], k, largest, nan_first, order, threads)

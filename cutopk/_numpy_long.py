@@ -118,6 +118,17 @@ def select_row(
     n = row.size
     ranges = _ranges(n, threads)
     r = _Row(row, largest, nan_first)
+    if k == n:  # every element: no selection, only the order (keys made range by range)
+        if order != "value":
+            return np.arange(n, dtype=np.int64)
+        keys = np.empty(n, dtype=r.key_t)
+
+        def fill(span):
+            keys[span[0] : span[1]] = r.keys(span)
+
+        _numpy_threads.run(fill, ranges, threads)
+        np.invert(keys, out=keys)
+        return np.argsort(keys, kind="stable")
     p = _pivot_key(r, k)
     value = r.value_of(p)
     cap = max(64, int((ranges[0][1] - ranges[0][0]) * CANDIDATE_SHARE))  # candidates kept per range
@@ -162,9 +173,12 @@ def select_row(
 
 
 def _order(cols: np.ndarray, keys: np.ndarray, order: str) -> np.ndarray:
+    """The winners (ascending positions, their keys) in the order asked for; ``keys`` is
+    overwritten (inverted in place: a K-sized temporary fewer)."""
     if order != "value":
         return cols
-    return cols[np.argsort(~keys, kind="stable")]
+    np.invert(keys, out=keys)  # ascending inverted keys: preferred first; stable: ties by position
+    return cols[np.argsort(keys, kind="stable")]
 
 
 def _pivot_key(r: _Row, k: int, size: int = 4096):

@@ -104,3 +104,12 @@ def test_zero_stride_view_of_2_to_31_elements():
     extra, r = peak_beyond_outputs(x, 4, index_dtype=np.uint32)
     assert extra < 64 << 20, f"{extra / 1e6:.1f} MB for a view of one byte"
     assert r.indices.tolist() == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("order", (True, "index"))
+def test_k_equal_to_n_on_a_long_row(order):
+    x = row("uniform", 3_000_000)
+    extra, r = peak_beyond_outputs(x, x.size, sorted=order)
+    assert extra <= x.nbytes, f"{extra / 1e6:.1f} MB beyond the outputs, input {x.nbytes / 1e6:.1f} MB"
+    want = np.argsort(-x, kind="stable") if order is True else np.arange(x.size)
+    np.testing.assert_array_equal(r.indices, want)
