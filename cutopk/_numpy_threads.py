@@ -91,6 +91,15 @@ def num_threads(n: int | None) -> Iterator[None]:
         _state["set"] = previous
 
 
+def _forget_pool() -> None:
+    """In a forked child the parent's worker threads do not exist: start a new pool there."""
+    _state["pool"], _state["size"] = None, 0
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool)
+
+
 def _pool(size: int) -> ThreadPoolExecutor:
     with _lock:
         if _state["pool"] is None or _state["size"] < size:

@@ -288,3 +288,21 @@ def test_pivot_filter_with_ties_and_few_levels(seed, n, rows, k, levels, flat_ma
         for threads in (1, 3):
             with _numpy_threads.num_threads(threads):
                 check_top_k(x, k, mode=mode, nan=nan, sorted=order)
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs os.fork")
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded")  # Python 3.12+: the point here
+def test_a_forked_child_gets_a_pool_of_its_own():
+    import os
+
+    x = np.random.default_rng(0).random((64, 5000))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_numpy, "PARALLEL_MIN_ELEMENTS", 1)
+        with _numpy_threads.num_threads(3):
+            want = cutopk.top_k(x, 4).indices  # the parent's pool now exists
+            pid = os.fork()
+            if pid == 0:  # the child: its answer through a pool of its own, then leave at once
+                ok = np.array_equal(cutopk.top_k(x, 4).indices, want) and _numpy_threads._state["size"] > 0
+                os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
