@@ -356,13 +356,56 @@ def _select_prefiltered(x: np.ndarray, k: int, largest: bool, nan_first: bool, o
     candidates) go to the plain exact path."""
     rows, n = x.shape
     pivot = _pivot(x, k, largest)
-    if nan_first and x.dtype.kind == "f":
-        # A NaN pivot (many NaNs in the sample) would keep every element: +inf keeps the NaNs
-        # and the infinities, which are the K best wherever there are K of them.
-        pivot[np.isnan(pivot)] = np.inf
-    keep = _beyond(x, pivot, largest, False, nan_first)
     cols = np.empty((rows, k), dtype=np.int64)
     done = np.zeros(rows, dtype=bool)
+    if nan_first and x.dtype.kind == "f":
+        nan_pivot = np.isnan(pivot[:, 0])
+        if nan_pivot.any():
+            # A NaN pivot (many NaNs in the sample, NaN preferred): nothing ranks above NaN and
+            # NaNs tie, so a row with K NaNs takes its first K, found in its first columns.
+            sel = np.flatnonzero(nan_pivot)
+            nans = np.isnan(x if sel.size == rows else x[sel])
+            enough = np.count_nonzero(nans, axis=1) >= k
+            if enough.any():
+                sel = sel[enough]
+                cols[sel] = (np.flatnonzero(_first_true(nans[enough], np.full(sel.size, k))) % n).reshape(
+                    -1, k
+                )
+                done[sel] = True
+            # For the others +inf keeps the NaNs and the infinities, the K best wherever there
+            # are K of them (a NaN pivot would keep every element).
+            pivot[nan_pivot] = np.inf
+    all_nan = done.copy()  # rows answered by K NaNs: in order already (NaNs tie)
+    in_order, light = True, np.zeros(rows, dtype=bool)
+    if not done.all():
+        light, in_order = _filter(x, pivot, k, largest, nan_first, order, cols, done)
+    if in_order and light.all():
+        return cols
+    if not done.all():
+        rest = ~done
+        cols[rest] = _select_exact(preference_keys(x[rest], largest, nan_first), k)
+    # Rows in index order still (settled at the pivot, the exact path, or candidates that
+    # could not be packed with their keys) get ordered by their keys.
+    unordered = ~light if in_order else np.ones(rows, dtype=bool)
+    unordered &= ~all_nan  # their K NaNs tie: index order is their order
+    if order == "value" and unordered.any():
+        if unordered.all():
+            keys = preference_keys(np.take_along_axis(x, cols, axis=1), largest, nan_first)
+            return _order_winners(cols, keys, order)
+        part = cols[unordered]
+        keys = preference_keys(np.take_along_axis(x[unordered], part, axis=1), largest, nan_first)
+        cols[unordered] = _order_winners(part, keys, order)
+    return cols
+
+
+def _filter(x, pivot, k: int, largest: bool, nan_first: bool, order: str, cols, done):
+    """The pivot filter proper for the rows not ``done``: writes their columns into ``cols``
+    (settled rows marked ``done``); returns the rows settled through their sorted candidates
+    and whether those are in the order asked for."""
+    rows, n = x.shape
+    keep = _beyond(x, pivot, largest, False, nan_first)
+    if done.any():
+        keep[done] = False
     if np.count_nonzero(keep) > min(FLAT_MAX_CANDIDATES, keep.size * PREFILTER_MAX_KEEP_SHARE):
         # Candidates everywhere (equal rows, a pivot among ties): settle the rows tied at the
         # pivot on their masks, then list the candidates of the rows left (4x65536, a third
@@ -398,6 +441,7 @@ def _select_prefiltered(x: np.ndarray, k: int, largest: bool, nan_first: bool, o
             cols[at_pivot] = (hf[win] - hr[win] * n).reshape(-1, k)
             done |= at_pivot
     light = ~done & (counts >= k) & ~heavy
+    in_order = True
     if light.any():
         if not light.all():
             sel = light[r]
@@ -408,24 +452,7 @@ def _select_prefiltered(x: np.ndarray, k: int, largest: bool, nan_first: bool, o
         )
         cols[light] = cand[light]
         done |= light
-    else:
-        in_order = True
-    if in_order and light.all():
-        return cols
-    if not done.all():
-        rest = ~done
-        cols[rest] = _select_exact(preference_keys(x[rest], largest, nan_first), k)
-    # Rows in index order still (settled at the pivot, the exact path, or candidates that
-    # could not be packed with their keys) get ordered by their keys.
-    unordered = ~light if in_order else np.ones(rows, dtype=bool)
-    if order == "value" and unordered.any():
-        if unordered.all():
-            keys = preference_keys(np.take_along_axis(x, cols, axis=1), largest, nan_first)
-            return _order_winners(cols, keys, order)
-        part = cols[unordered]
-        keys = preference_keys(np.take_along_axis(x[unordered], part, axis=1), largest, nan_first)
-        cols[unordered] = _order_winners(part, keys, order)
-    return cols
+    return light, in_order
 
 
 def _settle_at_pivot_masks(x, keep, counts, heavy, pivot, k, largest, nan_first, cols, done) -> None:
