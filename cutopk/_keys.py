@@ -27,18 +27,6 @@ def _nan_from_bits(bits: np.ndarray, dtype) -> np.ndarray:
     return (bits & ~sign) > np.array(np.inf, dtype=dtype).view(key_t)[()]
 
 
-def is_nan(values: np.ndarray) -> np.ndarray:
-    """NaN mask of an array, from its bits (no floating-point exception on signalling NaNs);
-    all False for integer dtypes."""
-    info = _dtypes.info(values.dtype)
-    if not info.is_float:
-        return np.zeros(values.shape, dtype=bool)
-    if values.dtype.kind == "f" and values.itemsize >= 4:  # SIMD isnan, quiet on signalling NaNs
-        with np.errstate(invalid="ignore"):
-            return np.isnan(values)
-    return _nan_from_bits(np.ascontiguousarray(values).view(info.key_dtype), values.dtype)
-
-
 def preference_keys(values: np.ndarray, largest: bool, nan_first: bool) -> np.ndarray:
     """Return the preference keys of ``values`` (any shape, native byte order) as unsigned ints.
 
