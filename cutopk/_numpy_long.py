@@ -23,8 +23,12 @@ equal, mostly zeros, half NaN, a K of millions) and whatever the strides (a zero
    in the output. The ranges then write their winners, in index order, side by side.
 3. **Order.** A stable argsort of the K winners' inverted keys for ``sorted=True``.
 
-Every range's result depends only on the data and on the range boundaries, which depend only on
-N: the answer is identical for every thread count.
+K = N skips the selection: the positions, or the stable argsort of the keys (made range by range
+into one key array: the one input-sized temporary).
+
+The ranges' boundaries depend on the thread count (one range per thread at least), the answer
+does not: every step is exact whatever the boundaries, and ties are handed out across ranges in
+index order.
 """
 
 from __future__ import annotations
