@@ -1,92 +1,265 @@
-"""CPU benchmark of the NumPy backend against the routes a NumPy user would otherwise take.
+"""CPU benchmark of the NumPy backend against the routes a CPU user would otherwise take.
 
-    python benchmarks/cpu_numpy.py [--rows 4096] [--n 4096] [--k 64] [--repeat 7]
+    python benchmarks/cpu_numpy.py [--repeat 7] [--case moe,indexer] [--markdown FILE]
+    python benchmarks/cpu_numpy.py --memory [--n 50000000]
 
-Routes, timed side by side in one process on the same input (median of ``--repeat`` runs):
-- ``cutopk``: ``cutopk.top_k(x, k)`` (exact, ties by lower index);
-- ``naive``: ``np.argpartition`` + ``take_along_axis`` + ``argsort`` of the K (the route of
-  NumPy's own ``top_k``; it breaks ties arbitrarily);
-- ``argsort``: a full ``np.argsort(-x, kind="stable")`` and a slice (exact, O(n log n));
-- ``torch``: ``torch.topk`` on the CPU with one thread, when torch is installed.
-Prints the times and the ratios that the package-foundation issue asks for.
+On every case of the CPU quick grid (``python -m cutopk --list`` without a GPU), these routes
+run on the same input, taking turns within each repetition so that the machine's drift (other
+processes, clock changes) hits them alike; the median of ``--repeat`` turns is reported (and
+the minimum). One-thread routes are timed by their thread's CPU time, the others
+by the wall clock (see ``ONE_THREAD``):
+
+- ``cutopk`` (all cores, the default) and ``cutopk-1t`` (one thread);
+- ``naive``: ``np.argpartition`` + gather + ``argsort`` of the K (NumPy's own ``top_k`` route;
+  it breaks ties arbitrarily);
+- ``argsort``: a full stable ``np.argsort`` and a slice (exact, O(n log n));
+- ``torch-1t`` and ``torch``: ``torch.topk`` with one thread and with torch's default count.
+
+Every route's answer is checked first (values bit for bit against cutopk's under the route's
+NaN rule; indices may differ only between equal values), and cutopk's answers on one thread and
+on all cores must be identical. Ratios are a peer's time over cutopk's at the same thread count
+(above 1: cutopk is faster).
+
+``--memory`` instead measures the memory of one call on one long float32 row (all equal, mostly
+zeros, half NaN, K of a tenth of N, uniform; and a zero-stride view of 2**31 int8), each in a
+fresh process and on the default thread count: the peak of NumPy's allocations during the call (``tracemalloc``, which NumPy
+reports its buffers to) and the growth of the process's peak RSS (``resource.getrusage``), both
+beside the input's and the outputs' sizes.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
+import subprocess
+import sys
+import textwrap
 import time
 
 import numpy as np
 
 import cutopk
+from cutopk import _numpy_threads
+from cutopk._bench import baselines, check, grid, inputs
+
+ROUTES = ("cutopk", "cutopk-1t", "naive", "argsort", "torch-1t", "torch")
+# Routes on one thread are timed by that thread's CPU time (time.thread_time: what the route
+# computes, without the time other processes on a shared machine take from it); routes on
+# several threads by the wall clock. Every ratio compares routes on the same clock.
+ONE_THREAD = ("cutopk-1t", "naive", "argsort", "torch-1t")
+# Each peer's ratio is taken against cutopk at the same thread count.
+AGAINST = {"naive": "cutopk-1t", "argsort": "cutopk-1t", "torch-1t": "cutopk-1t", "torch": "cutopk"}
 
 
-def naive(x, k):
-    part = np.argpartition(x, x.shape[1] - k, axis=1)[:, -k:]
-    vals = np.take_along_axis(x, part, axis=1)
-    order = np.argsort(-vals, axis=1)
-    return np.take_along_axis(vals, order, axis=1), np.take_along_axis(part, order, axis=1)
-
-
-def full_sort(x, k):
-    idx = np.argsort(-x, axis=1, kind="stable")[:, :k]
-    return np.take_along_axis(x, idx, axis=1), idx
-
-
-def routes(k):
+def routes(x, axis: int, case: grid.Case) -> dict[str, baselines.Route]:
+    k, mode = case.k, case.mode
+    threads = baselines.cpu_thread_routes(x, axis, k, mode, case.dtype)
     out = {
-        "cutopk": lambda x: cutopk.top_k(x, k),
-        "naive": lambda x: naive(x, k),
-        "argsort": lambda x: full_sort(x, k),
+        "cutopk": baselines.cutopk_route(x, axis, k, mode),
+        "cutopk-1t": threads["cutopk-1thread"](),
+        "naive": baselines.numpy_naive_route(x, axis, k, mode),
+        "argsort": baselines.numpy_sort_route(x, axis, k, mode),
     }
-    try:
+    torch_one = baselines.torch_route(x, axis, k, mode, case.dtype)
+    if torch_one.call is not None:
         import torch
-    except ImportError:
-        print("torch: not installed, skipped")
-        return out
-    torch.set_num_threads(1)
-    out["torch"] = lambda x: torch.topk(torch.from_numpy(x), k, dim=1)
+
+        call = torch_one.call
+
+        def one_thread():
+            before = torch.get_num_threads()
+            torch.set_num_threads(1)
+            try:
+                return call()
+            finally:
+                torch.set_num_threads(before)
+
+        torch_one.call = one_thread
+    out["torch-1t"] = torch_one
+    out["torch"] = threads["torch-threads"]()
     return out
 
 
-def time_routes(fns, x, repeat):
-    """Median, min and max seconds per route; the routes take turns within each repetition so
-    that drift in the machine's speed (other processes, clock changes) hits all of them alike."""
-    times = {name: [] for name in fns}
-    for fn in fns.values():
-        fn(x)  # warm-up
+def measure(case: grid.Case, repeat: int) -> dict:
+    """Median seconds per route on one case (None for a route that is skipped or wrong)."""
+    x, axis = inputs.arrange(inputs.values(case), case)
+    fns = routes(x, axis, case)
+    ours = cutopk.top_k(x, case.k, axis=axis, mode=case.mode, nan="largest")
+    one = fns["cutopk-1t"].call()
+    assert np.array_equal(check.bits(one.values), check.bits(ours.values)), "1 thread: other values"
+    assert np.array_equal(one.indices, ours.indices), "1 thread: other indices"
+    expected = {"largest": ours.values}
+    notes, live = {}, {}
+    for name, route in fns.items():
+        if route.call is None:
+            notes[name] = route.reason
+            continue
+        if route.nan not in expected:
+            expected[route.nan] = cutopk.top_k(x, case.k, axis=axis, mode=case.mode, nan=route.nan).values
+        problem = check.check(x, axis, expected[route.nan], route.call(), route.sorts)
+        if problem:
+            notes[name] = problem
+        else:
+            live[name] = route.call
+    times = {name: [] for name in live}
     for _ in range(repeat):
-        for name, fn in fns.items():
-            t0 = time.perf_counter()
-            fn(x)
-            times[name].append(time.perf_counter() - t0)
-    return {name: (statistics.median(t), min(t), max(t)) for name, t in times.items()}
+        for name, fn in live.items():
+            clock = time.thread_time if name in ONE_THREAD else time.perf_counter
+            t0 = clock()
+            fn()
+            times[name].append(clock() - t0)
+    return {
+        "median": {n: statistics.median(t) for n, t in times.items()},
+        "min": {n: min(t) for n, t in times.items()},
+        "notes": notes,
+    }
 
 
-def main(argv=None):
+def ratios(results: list[tuple[grid.Case, dict]], stat: str = "median") -> dict[str, list[float]]:
+    out = {peer: [] for peer in AGAINST}
+    for _, r in results:
+        med = r[stat]
+        for peer, ours in AGAINST.items():
+            if peer in med and ours in med:
+                out[peer].append(med[peer] / med[ours])
+    return out
+
+
+def geomean(values: list[float]) -> float:
+    return math.exp(sum(map(math.log, values)) / len(values)) if values else float("nan")
+
+
+def table(results: list[tuple[grid.Case, dict]], stat: str = "median") -> list[str]:
+    head = (
+        "| case | " + " | ".join(ROUTES) + " | " + " | ".join(f"{p} / {AGAINST[p]}" for p in AGAINST) + " |"
+    )
+    lines = [head, "|" + "---|" * (1 + len(ROUTES) + len(AGAINST))]
+    for case, r in results:
+        med = r[stat]
+        cells = [f"{med[n] * 1e3:.2f} ms" if n in med else "-" for n in ROUTES]
+        cells += [f"{med[p] / med[o]:.2f}x" if p in med and o in med else "-" for p, o in AGAINST.items()]
+        lines.append(f"| {case.label()} | " + " | ".join(cells) + " |")
+    geo = ratios(results, stat)
+    cells = ["" for _ in ROUTES] + [f"**{geomean(v):.2f}x**" for v in geo.values()]
+    lines.append("| geometric mean | " + " | ".join(cells) + " |")
+    return lines
+
+
+MEMORY_CASES = {
+    "uniform, k=64": ("uniform", 64, "last"),
+    "all equal, k=64": ("equal", 64, "last"),
+    "mostly zeros, k=64": ("zeros", 64, "last"),
+    "mostly zeros, k=1000": ("zeros", 1000, "last"),
+    "half NaN, k=64": ("nan", 64, "last"),
+    "half NaN first, k=64": ("nan", 64, "largest"),
+    "uniform, k=n/10": ("uniform", "n // 10", "last"),
+    "zero stride 2**31 int8, k=4": ("stride0", 4, "last"),
+}
+
+# The input is filled a chunk at a time, so that its making leaves no temporaries in the RSS.
+_MEMORY_PROBE = """
+import resource, sys, time, tracemalloc
+import numpy as np
+import cutopk
+rng = np.random.default_rng(0)
+n, kind = {n}, "{kind}"
+if kind == "stride0":
+    x = np.broadcast_to(np.int8(3), (n,))
+else:
+    x = np.empty(n, np.float32)
+    for s in range(0, n, 1 << 20):
+        m = min(n - s, 1 << 20)
+        if kind == "uniform":
+            x[s : s + m] = rng.random(m, dtype=np.float32)
+        elif kind == "equal":
+            x[s : s + m] = 0.5
+        elif kind == "zeros":
+            x[s : s + m] = rng.random(m, dtype=np.float32) < 1e-5
+        elif kind == "nan":
+            x[s : s + m] = np.where(rng.random(m, dtype=np.float32) < 0.5, np.nan, 1)
+k = {k}
+cutopk.top_k(x[:4096], min(k, 4096))  # imports and the thread pool, outside the measurement
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+tracemalloc.start()
+t0 = time.perf_counter()
+r = cutopk.top_k(x, k, nan="{nan}")
+seconds = time.perf_counter() - t0
+peak = tracemalloc.get_traced_memory()[1]
+tracemalloc.stop()
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+held = x.nbytes if x.strides[0] else x.itemsize
+print(held, r.values.nbytes + r.indices.nbytes, peak, (after - before) * 1024, seconds)
+"""
+
+
+def memory(n: int) -> list[str]:
+    """One fresh process per case (see the module doc); returns the table's lines."""
+    lines = [
+        f"| 1 x {n:,} row | K | input held | outputs | NumPy peak during the call | peak RSS growth | time |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, (kind, k, nan) in MEMORY_CASES.items():
+        size = 2**31 if kind == "stride0" else n
+        code = _MEMORY_PROBE.format(n=size, kind=kind, k=k, nan=nan)
+        done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True)
+        if done.returncode:
+            lines.append(f"| {name} | {k} | failed: {done.stderr.strip().splitlines()[-1][:120]} |||||")
+            continue
+        held, outputs, peak, rss, seconds = (float(v) for v in done.stdout.split())
+        kk = size // 10 if k == "n // 10" else k
+        mb = 1e6
+        lines.append(
+            f"| {name} | {kk:,} | {held / mb:.0f} MB | {outputs / mb:.1f} MB | {peak / mb:.1f} MB "
+            f"| {rss / mb:.1f} MB | {seconds:.2f} s |"
+        )
+        print(lines[-1])
+        sys.stdout.flush()
+    return lines
+
+
+def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--rows", type=int, default=4096)
-    p.add_argument("--n", type=int, default=4096)
-    p.add_argument("--k", type=int, default=64)
-    p.add_argument("--repeat", type=int, default=7)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--repeat", type=int, default=7, help="turns of every route per case (median reported)")
+    p.add_argument(
+        "--case", default="", help="only cases whose label contains one of these (comma-separated)"
+    )
+    p.add_argument("--markdown", help="also write the table to this file")
+    p.add_argument("--memory", action="store_true", help="measure memory on one long row instead")
+    p.add_argument("--n", type=int, default=50_000_000, help="--memory: the row's length")
     args = p.parse_args(argv)
-    x = np.random.default_rng(args.seed).random((args.rows, args.n), dtype=np.float32)
-    ref_values = full_sort(x, args.k)[0]
-    print(f"{args.rows}x{args.n} float32 uniform, k={args.k}, median of {args.repeat}")
-    fns = routes(args.k)
-    for name, fn in fns.items():
-        values = np.asarray(fn(x)[0])
-        assert np.array_equal(values, ref_values), f"{name} returned different values"
-    stats = time_routes(fns, x, args.repeat)
-    for name, (med, lo, hi) in stats.items():
-        print(f"  {name:8s} {med * 1e3:9.2f} ms  (min {lo * 1e3:.2f}, max {hi * 1e3:.2f})")
-    base = stats["cutopk"][0]
-    for name, (med, _, _) in stats.items():
-        if name != "cutopk":
-            print(f"  {name} / cutopk = {med / base:.2f}x")
+    if args.memory:
+        lines = memory(args.n)
+        if args.markdown:
+            with open(args.markdown, "w") as f:
+                f.write("\n".join(lines) + "\n")
+        return 0
+    if args.repeat < 1:
+        p.error(f"--repeat: expected a positive integer, got {args.repeat}")
+    np.seterr(all="ignore")
+    wanted = [w for w in args.case.split(",") if w]
+    cases = [c for c in grid.quick_grid(gpu=False) if not wanted or any(w in c.label() for w in wanted)]
+    print(f"cutopk threads: {_numpy_threads.get_num_threads()}; median of {args.repeat} turns per route")
+    results = []
+    for case in cases:
+        r = measure(case, args.repeat)
+        results.append((case, r))
+        print(table([(case, r)])[2], *(f"  {n}: {why}" for n, why in r["notes"].items()), sep="\n")
+        sys.stdout.flush()
+    lines = [f"Medians of {args.repeat} turns:", "", *table(results)]
+    lines += ["", f"Minima of {args.repeat} turns:", "", *table(results, "min")]
+    print("\n".join(lines))
+    for stat in ("median", "min"):
+        for peer, values in ratios(results, stat).items():
+            worst = min(values) if values else float("nan")
+            print(
+                f"{stat}: {peer} / {AGAINST[peer]}: geometric mean {geomean(values):.2f}x, min {worst:.2f}x"
+            )
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write("\n".join(lines) + "\n")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from . import _api, _call
+from ._numpy_threads import get_num_threads, num_threads, set_num_threads
 from ._plan import Launch, Plan
 
 __all__ = [
@@ -20,9 +21,12 @@ __all__ = [
     "TopK",
     "__version__",
     "algorithms",
+    "get_num_threads",
     "merge_top_k",
+    "num_threads",
     "plan",
     "segmented_top_k",
+    "set_num_threads",
     "top_k",
 ]
 __version__ = "0.1.0"
@@ -204,14 +208,14 @@ def plan(
         a, k, axis, mode, sorted, nan, index_dtype, backend, algorithm
     )
     if lengths is None:
-        return _call.describe(call, cached)
+        return _call.describe(call, cached, arr)
     import contextlib
 
     from . import _lengths
 
     with scope if scope is not None else contextlib.nullcontext():
         _lengths.check(lengths, arr, call.req)
-    return _lengths.describe(_call.describe(call, cached), arr)
+    return _lengths.describe(_call.describe(call, cached, arr), arr)
 
 
 def merge_top_k(parts, k, /, *, mode: str = "largest", sorted: bool | str = True, nan: str = "last") -> TopK:

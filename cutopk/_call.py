@@ -12,6 +12,7 @@ raised before any work on every call. The key holds the *types* of the scalar ar
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
 
 import numpy as np
@@ -84,26 +85,50 @@ class NumpyCall:
         np.copyto(out[1], indices)
         return out
 
-    def describe(self, cached: bool) -> Plan:
+    def describe(self, cached: bool, arr) -> Plan:
+        """The NumPy backend's route for ``arr`` (read from its shape and strides only: the data is
+        never touched, and an input that needs a copy is described by a C-contiguous stand-in)."""
+        import dataclasses
+
+        from . import _numpy
+
         req, itemsize = self.req, self.dtype.itemsize
-        rows = int(np.prod([s for i, s in enumerate(self.shape) if i != req.axis], dtype=np.int64))
+        rows = math.prod(s for i, s in enumerate(self.shape) if i != req.axis)
+        in_place = _layout.row_strides(self.shape, self.strides, itemsize, req.axis) is not None
+        if in_place:
+            info = _numpy.describe(arr, req)
+        else:  # the copy _numpy makes is C-contiguous rows: describe one over a single element
+            stand_in = np.lib.stride_tricks.as_strided(
+                np.zeros(1, self.dtype), (rows, req.n), (req.n * itemsize, itemsize), writeable=False
+            )
+            info = _numpy.describe(stand_in, dataclasses.replace(req, axis=1))
         copies = {}
         if rows and req.k:
-            if not self.dtype.isnative:
-                copies["input: byte-swapped to native order"] = rows * req.n * itemsize
-            elif _layout.row_strides(self.shape, self.strides, itemsize, req.axis) is None:
-                copies["input: rows copied to row-major"] = rows * req.n * itemsize
+            if not in_place:
+                copies["input: rows copied to row-major (no 2-D view of them)"] = rows * req.n * itemsize
+            elif info["block_copies"]:
+                copies["blocks of rows copied one at a time, in cache (strided or byte-swapped rows)"] = 0
             if req.axis != len(self.shape) - 1:
                 copies[f"outputs: moved to axis {req.axis}"] = (
                     rows * req.k * (itemsize + req.index_dtype.itemsize)
                 )
+        params = {"route": info["route"], "threads": info["threads"]}
         return Plan(
-            "numpy", "select", rows, req.n, req.k, (), _copy_lines(copies), sum(copies.values()), cached
+            "numpy",
+            "select",
+            rows,
+            req.n,
+            req.k,
+            (),
+            _copy_lines(copies),
+            sum(copies.values()),
+            cached,
+            params,
         )
 
 
 def _copy_lines(copies: dict) -> tuple[str, ...]:
-    return tuple(f"{what} ({size} bytes)" for what, size in copies.items())
+    return tuple(f"{what} ({size} bytes)" if size else what for what, size in copies.items())
 
 
 def _signature(tp, arr, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm, device):
@@ -179,9 +204,9 @@ def describe_gpu_call(call, cached: bool) -> Plan:
     )  # fmt: skip
 
 
-def describe(call, cached: bool) -> Plan:
+def describe(call, cached: bool, arr) -> Plan:
     if isinstance(call, NumpyCall):
-        return call.describe(cached)
+        return call.describe(cached, arr)
     return describe_gpu_call(call, cached)
 
 

@@ -1,19 +1,37 @@
-"""The NumPy (CPU) backend: exact top-K in O(n) per row, with no Python loop over rows.
+"""The NumPy (CPU) backend: exact top-K in O(n) per row, on every core, in bounded memory.
 
-Algorithm, for a batch of rows viewed as a 2-D array ``(rows, n)``:
+The rows (the input viewed as a 2-D array ``(rows, n)``) are cut into blocks of whole rows that
+fit in the CPU cache; the blocks run on a thread pool (``_numpy_threads``: NumPy releases the GIL
+in the loops below; ``CUTOPK_NUM_THREADS`` sets the count). A row too long for one block goes to
+``_numpy_long``, which cuts it into column ranges instead and merges their candidates exactly.
+Every block writes its own rows of the result, so the answer is the same for every thread
+count. Within a block, by row length:
 
-1. **Discard most of each row first** (when K is small against N). A sample of columns of each row
-   gives a pivot value that, with overwhelming probability, has at least K elements at or beyond
-   it; one vectorised comparison against the pivot keeps only those candidates (typically a few
-   K per row) and ``nonzero`` packs them, in index order, into a padded candidate matrix. Rows
-   whose candidates fall short of K (an unlucky sample, many NaNs) go to step 2 whole, so the
-   result never depends on the sample.
-2. **Exact selection** on order-preserving unsigned keys (``_keys.preference_keys``): the K-th
-   key ``t`` of each row comes from ``np.partition``; every key above ``t`` is taken, and of the
-   keys equal to ``t`` the first ones in index order (a cumulative count), which is the SPEC.md
-   lower-index rule exactly at the K boundary.
-3. **Ordering** of the K winners: a stable argsort of the inverted keys (ties stay in ascending
-   index) for ``sorted=True``; the winners are already in index order for ``"index"``/``False``.
+- **Up to 16**: one stable argsort of the keys per row.
+- **Up to 511, keys of up to 32 bits**: one partition of composite keys (preference key in the
+  high bits, inverted column in the low bits): composites are distinct and a larger one is the
+  preferred element, so the partition's top K, sorted, is the answer, ties included.
+- **Longer, K small against N: discard most of each row first.** A sample of columns of each
+  row gives a pivot value that, with overwhelming probability, has at least K elements at or
+  beyond it; one vectorised comparison keeps only those candidates (typically a few K per row),
+  and one sort of (row, inverted key, column) composites orders every row's candidates at once
+  (64-bit keys: a padded candidate matrix and step 2 instead). When the pivot itself is the K-th
+  value (ties at K, rows of equal values), the elements beyond it and the first ones equal to it
+  are the answer at once. Rows whose candidates fall short of K (an unlucky sample, many NaNs)
+  go to step 2 whole, so the result never depends on the sample. Half floats are filtered on
+  their keys (NumPy compares them one element at a time). An outer axis (axis 0 of a C array)
+  is filtered in place, without a transposing copy (``_select_outer``).
+- **Otherwise: exact selection** on order-preserving unsigned keys (``_keys.preference_keys``):
+  the K-th key ``t`` of each row comes from ``np.partition``; when no key below the K boundary
+  equals ``t`` (the partition tells), the keys at or above ``t`` are the answer; otherwise every
+  key above ``t`` is taken and, of the keys equal to ``t``, the first ones in index order: the
+  SPEC.md lower-index rule exactly at the K boundary. A stable argsort of the K winners' inverted
+  keys orders them for ``sorted=True``.
+
+Memory: besides the outputs, one block's temporaries per thread (a few MB), and at most one
+input-sized copy (rows that are not contiguous along the axis are copied block by block; only
+an axis that no 2-D view can describe, such as the middle axis of a 3-D array, is copied whole).
+Measured on one 1 x 50,000,000 float32 row: see benchmarks/results/2026-11-23-cpu-numpy.md.
 """
 
 from __future__ import annotations
@@ -22,9 +40,9 @@ import math
 
 import numpy as np
 
-from . import _dtypes
+from . import _dtypes, _numpy_long, _numpy_threads
 from ._api import Request
-from ._keys import is_nan, preference_keys
+from ._keys import preference_keys
 
 ALGORITHMS = ("select",)
 
@@ -33,14 +51,35 @@ ALGORITHMS = ("select",)
 PREFILTER_MIN_N = 512
 PREFILTER_MAX_K_SHARE = 1 / 16
 # When the candidates exceed this share of the input (heavy ties at the pivot), the filtered
-# path would do more work than the plain exact path, so it is abandoned.
+# path would do more work than the plain exact path, so it is abandoned for those rows.
 PREFILTER_MAX_KEEP_SHARE = 1 / 4
-CHUNK_BYTES = 4 << 20
+# Rows per block: about this many bytes of input, so that the several passes of the exact path
+# hit the cache (16384x128 float32, k=8, one thread: 21-26 ms in 256 KB-1 MB blocks, 60 ms in 4 MB).
+BLOCK_BYTES = 1 << 20
+# The pivot filter reads each row once and works on few candidates: larger blocks spread its
+# fixed cost of some 60 NumPy calls per block (20x100000, k=10: 7.5 ms in 1 MB blocks, 4.8 in 4 MB).
+FILTER_BLOCK_BYTES = 4 << 20
+# Up to this row length, keys of up to 32 bits go through one partition of composite keys
+# (key, inverted column) instead of a partition and a tie pass (2048x128 float32, k=8: 1.45 ms
+# against 1.8-2.0 ms, one thread).
+COMPOSITE_MAX_N = 511
 # Up to this row length a full stable sort of each row is the cheapest exact route
 # (65536x16 float32, k=8: 6.7 ms sorting against 9.0 ms for partition + tie resolution).
 SORT_MAX_N = 16
-# Tie resolution keeps one int64 running count per element of a block of this many elements.
-TIE_BLOCK_ELEMENTS = 1 << 22
+# Blocks of an outer axis are filtered in place: wide blocks keep NumPy's inner loops long
+# (4096x256 float32 columns: 1.4 ms per comparison pass; whole 4096x512 rows: 0.8 ms per 1M).
+OUTER_BLOCK_BYTES = 16 << 20
+# Elements per thread at least: below, a call runs on fewer threads (a block handed to the
+# pool costs some 50-100 us of scheduling and GIL hand-over).
+PARALLEL_MIN_ELEMENTS = 1 << 17
+# Above this many candidates in a block, or a quarter of it (equal rows, a pivot among ties),
+# rows tied at the pivot are settled on their masks before the rest are listed: listing every
+# element as an int64 position (and its row, column, value) takes some 40 bytes per element.
+FLAT_MAX_CANDIDATES = 1 << 19
+# Widest chunk of columns the tie rule counts through at once (its int32 running count).
+FIRST_TRUE_MAX_COLUMNS = 1 << 16
+# Rows at least this long get a sample of 1024 columns for the pivot instead of 256.
+SAMPLE_LARGE_MIN_N = 16384
 
 
 def top_k(a, req: Request) -> tuple[np.ndarray, np.ndarray]:
@@ -50,36 +89,121 @@ def top_k(a, req: Request) -> tuple[np.ndarray, np.ndarray]:
             f"algorithm: expected 'auto' or one of {ALGORITHMS} for backend 'numpy', got {req.algorithm!r}"
         )
     a = np.asarray(a)
-    native = a.dtype.newbyteorder("=")
-    rows_view = np.moveaxis(a, req.axis, -1)
-    batch_shape = rows_view.shape[:-1]
-    rows = math.prod(batch_shape)  # reshape(-1, n) is ambiguous when n == 0
-    x = rows_view.reshape(rows, req.n).astype(native, copy=False)
+    last = req.axis == a.ndim - 1
+    x, batch_shape, _copied = _rows(a, req)
+    rows = x.shape[0]
     out_shape = (*batch_shape, req.k)
-    if req.k == 0 or x.shape[0] == 0:
-        idx = np.zeros((x.shape[0], req.k), dtype=np.int64)
+    if req.k == 0 or rows == 0:
+        idx = np.zeros((rows, req.k), dtype=np.int64)
     else:
-        idx = np.empty((x.shape[0], req.k), dtype=np.int64)
-        # Blocks of rows small enough to stay in cache across the several passes of each step
-        # (measured on 4096x4096 float32: 91 ms in one block, 65 ms in 4 MB blocks).
-        step = max(1, CHUNK_BYTES // max(1, req.n * x.itemsize))
-        for start in range(0, x.shape[0], step):
-            block = slice(start, start + step)
-            idx[block] = select_rows(x[block], req.k, req.largest, req.nan_first, req.order)
-    values = np.take_along_axis(x, idx, axis=1).astype(a.dtype, copy=False)
+        idx = select(x, req.k, req.largest, req.nan_first, req.order, _numpy_threads.get_num_threads())
+    if x.flags.c_contiguous and idx.size:  # a flat take: take_along_axis builds 2-D index grids
+        flat = idx if rows == 1 else np.arange(0, rows * req.n, req.n)[:, None] + idx
+        values = x.ravel().take(flat)
+    else:
+        values = np.take_along_axis(x, idx, axis=1)
     indices = idx.astype(req.index_dtype, copy=False)
 
     def finish(arr):
+        if last:
+            return arr.reshape(out_shape)  # C-contiguous already
         return np.ascontiguousarray(np.moveaxis(arr.reshape(out_shape), -1, req.axis))
 
     return finish(values), finish(indices)
 
 
+def _rows(a: np.ndarray, req: Request):
+    """The input as a 2-D ``(rows, n)`` array, a view where one exists (the middle axis of a
+    3-D array has none: then a copy), the batch shape, and whether it was copied."""
+    moved = a if req.axis == a.ndim - 1 else np.moveaxis(a, req.axis, -1)
+    batch_shape = moved.shape[:-1]
+    shape = (math.prod(batch_shape), req.n)  # reshape(-1, n) is ambiguous when n == 0
+    try:
+        return np.reshape(moved, shape, copy=False), batch_shape, False
+    except ValueError:
+        return moved.reshape(shape), batch_shape, True
+
+
+def _route(x: np.ndarray, k: int, threads: int) -> tuple[str, int, int]:
+    """How :func:`select` handles ``x`` (2-D): the route's name, the threads it uses, and the
+    rows per block (0 for the long-row path)."""
+    rows, n = x.shape
+    # A thread is worth its hand-over only with enough elements to work on.
+    threads = max(1, min(threads, rows * n // PARALLEL_MIN_ELEMENTS))
+    if _numpy_long.takes(rows, n, threads):
+        return "long-rows", threads, 0
+    filtered = n >= PREFILTER_MIN_N and k <= n * PREFILTER_MAX_K_SHARE
+    # An outer axis (the batch contiguous, the selected axis strided): filter the input as it
+    # lies, a block of columns at a time, instead of copying it transposed. Half floats
+    # compare slowly: they are copied and filtered on their keys.
+    native = x.dtype == x.dtype.newbyteorder("=")
+    outer = filtered and native and x.strides[0] == x.itemsize and n > 1 and x.itemsize >= 4
+    block_bytes = OUTER_BLOCK_BYTES if outer else FILTER_BLOCK_BYTES if filtered else BLOCK_BYTES
+    step = max(1, block_bytes // max(1, n * x.itemsize))
+    step = min(step, -(-rows // threads))  # at least one block per thread
+    if outer:
+        name = "filter-outer"
+    elif n <= SORT_MAX_N:
+        name = "sort"
+    elif k == n:
+        name = "all"
+    elif n <= COMPOSITE_MAX_N and x.itemsize <= 4:
+        name = "composite"
+    else:
+        name = "filter" if filtered else "exact"
+    return name, threads, step
+
+
+def describe(a, req: Request) -> dict:
+    """What :func:`top_k` does with ``a`` (for ``cutopk.plan``), without touching the data:
+    ``route`` (``sort``, ``composite``, ``filter``, ``filter-outer``, ``exact``, ``all``,
+    ``long-rows``), ``threads``, ``copy`` (the whole input is copied once: an axis no 2-D view
+    describes) and ``block_copies`` (rows are copied a block at a time, at most one block per
+    thread at once: rows not contiguous, or a non-native byte order)."""
+    a = np.asarray(a)
+    x, _, copied = _rows(a, req)
+    if req.k == 0 or x.size == 0:
+        return {"route": "none", "threads": 1, "copy": False, "block_copies": False}
+    name, threads, _ = _route(x, req.k, _numpy_threads.get_num_threads())
+    native = x.dtype == x.dtype.newbyteorder("=")
+    blocks = name not in ("filter-outer", "long-rows") and not (x.flags.c_contiguous and native)
+    return {"route": name, "threads": threads, "copy": copied, "block_copies": blocks}
+
+
+def select(x: np.ndarray, k: int, largest: bool, nan_first: bool, order: str, threads: int) -> np.ndarray:
+    """The ``(rows, k)`` int64 column indices of the top K of each row of the 2-D ``x`` (any
+    strides and byte order), ordered as ``order`` asks; blocks of rows run on ``threads``."""
+    rows = x.shape[0]
+    name, threads, step = _route(x, k, threads)
+    if name == "long-rows" and rows == 1:  # the row's own result: no copy of a K-sized array
+        return _numpy_long.select_row(x[0], k, largest, nan_first, order, threads)[None, :]
+    idx = np.empty((rows, k), dtype=np.int64)
+    if name == "long-rows":
+        for r in range(rows):
+            idx[r] = _numpy_long.select_row(x[r], k, largest, nan_first, order, threads)
+        return idx
+    outer = name == "filter-outer"
+    native = x.dtype.newbyteorder("=")
+    starts = range(0, rows, step)
+
+    def one(start: int) -> None:
+        block = x[start : start + step]
+        if outer:
+            idx[start : start + step] = _select_outer(block.T, k, largest, nan_first, order)
+            return
+        if block.dtype != native or not block.flags.c_contiguous:
+            block = np.ascontiguousarray(block, dtype=native)  # one block's copy, in cache
+        idx[start : start + step] = select_rows(block, k, largest, nan_first, order)
+
+    _numpy_threads.run(one, starts, threads)
+    return idx
+
+
 def select_rows(x: np.ndarray, k: int, largest: bool, nan_first: bool, order: str) -> np.ndarray:
     """Return the ``(rows, k)`` int64 column indices of the top K of each row of ``x``.
 
-    ``x`` is 2-D with native byte order; ``1 <= k <= x.shape[1]``. The result is ordered as
-    ``order`` asks ("value", "index"; "none" gives index order).
+    ``x`` is 2-D, C-contiguous, with native byte order; ``1 <= k <= x.shape[1]``. The result is
+    ordered as ``order`` asks ("value", "index"; "none" gives index order).
     """
     rows, n = x.shape
     if n <= SORT_MAX_N:
@@ -88,22 +212,49 @@ def select_rows(x: np.ndarray, k: int, largest: bool, nan_first: bool, order: st
         cols = np.argsort(~keys, axis=1, kind="stable")[:, :k]
         return np.sort(cols, axis=1) if order != "value" else cols
     if k == n:
-        idx = np.broadcast_to(np.arange(n), (rows, n))
         if order == "value":
             keys = preference_keys(x, largest, nan_first)
             return np.argsort(~keys, axis=1, kind="stable")
-        return np.ascontiguousarray(idx)
+        return np.ascontiguousarray(np.broadcast_to(np.arange(n), (rows, n)))
+    if n <= COMPOSITE_MAX_N and x.itemsize <= 4:
+        return _select_composite(preference_keys(x, largest, nan_first), k, order)
     if n >= PREFILTER_MIN_N and k <= n * PREFILTER_MAX_K_SHARE:
-        found = _select_prefiltered(x, k, largest, nan_first)
-        if found is not None:
-            cols, keys = found
-            return _order_winners(cols, keys, order)
+        if x.itemsize < 4 and _dtypes.info(x.dtype).is_float:
+            # NumPy compares half floats (and ml_dtypes' bfloat16) one element at a time through
+            # float32, its integers in SIMD: the filter runs on the keys, whose order is the
+            # preference order (largest first, NaN already placed).
+            x, largest, nan_first = preference_keys(x, largest, nan_first), True, False
+        return _select_prefiltered(x, k, largest, nan_first, order)
     keys = preference_keys(x, largest, nan_first)
     cols = _select_exact(keys, k)
-    return _order_winners(cols, np.take_along_axis(keys, cols, axis=1), order)
+    return _order_winners(cols, np.take_along_axis(keys, cols, axis=1) if order == "value" else None, order)
 
 
-def _order_winners(cols: np.ndarray, keys: np.ndarray, order: str) -> np.ndarray:
+def _select_composite(keys: np.ndarray, k: int, order: str) -> np.ndarray:
+    """Top K of short rows through one partition of composite keys: the preference key in the
+    high half, the inverted column in the low half. Composites are distinct, and a larger one is
+    a preferred key or, for equal keys, a lower column: the partition's top K is the answer and
+    a sort of those K is the SPEC.md order, with no tie to resolve afterwards."""
+    n = keys.shape[1]
+    key_bits = 8 * keys.itemsize
+    comp_bits = next(b for b in (16, 32, 64) if b - key_bits >= 0 and (1 << (b - key_bits)) >= n)
+    comp_t = np.dtype(f"u{comp_bits // 8}")
+    low = comp_bits - key_bits
+    ones = comp_t.type((1 << low) - 1)
+    comp = keys.astype(comp_t)
+    comp <<= comp_t.type(low)
+    comp |= ones - np.arange(n, dtype=comp_t)
+    comp.partition(n - k, axis=1)
+    top = comp[:, n - k :]
+    if order == "value":
+        top = np.sort(top, axis=1)[:, ::-1]  # descending composite: preferred first
+    cols = (ones - (top & ones)).astype(np.int64)
+    if order != "value":
+        cols.sort(axis=1)
+    return cols
+
+
+def _order_winners(cols: np.ndarray, keys: np.ndarray | None, order: str) -> np.ndarray:
     """Order winners given in ascending index order, with their keys."""
     if order != "value":
         return cols
@@ -114,54 +265,63 @@ def _order_winners(cols: np.ndarray, keys: np.ndarray, order: str) -> np.ndarray
 def _select_exact(keys: np.ndarray, k: int) -> np.ndarray:
     """Positions (ascending, int64) of the K largest keys per row, ties to lower positions."""
     rows, m = keys.shape
-    kth = np.partition(keys, m - k, axis=1)[:, m - k : m - k + 1]
-    above = keys > kth
-    at = keys == kth
-    needed = k - np.count_nonzero(above, axis=1)
-    if np.array_equal(np.count_nonzero(at, axis=1), needed):
-        take = above | at  # no row has more ties at the K-th key than it needs (the usual case)
+    part = np.partition(keys, m - k, axis=1)
+    kth = part[:, m - k : m - k + 1]
+    # The partition leaves every key below the boundary <= t: when none of them equals t (their
+    # maximum is below it), the keys >= t are exactly K per row (the usual case), no tie to break.
+    if m == k or (part[:, : m - k].max(axis=1, keepdims=True) < kth).all():
+        take = keys >= kth
     else:
-        take = above | _first_true(at, needed)
+        above = keys > kth
+        take = above | _first_true(keys == kth, k - np.count_nonzero(above, axis=1))
     # Every row has exactly k winners; a flat search is cheaper than a 2-D nonzero.
     return (np.flatnonzero(take) % m).reshape(rows, k)
 
 
 def _first_true(mask: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """The first ``counts[r]`` True entries of each row ``r`` of ``mask`` (the lower-index rule
-    for ties at the K-th key). Runs over blocks of columns so that the running count needs
-    memory for one block, not one int64 per element of a huge row."""
-    rows, m = mask.shape
+    for ties at the K-th key; ``counts[r]`` is at most the row's True count). A running count
+    over chunks of columns that double in width, stopping once every row has its count: a few
+    needed among many ties (an all-equal row) reads only the row's start, and the count's
+    memory is one chunk's, not one int per element of the block."""
+    m = mask.shape[1]
     out = np.zeros_like(mask)
-    seen = np.zeros((rows, 1), dtype=np.int64)
-    block = max(1, TIE_BLOCK_ELEMENTS // max(1, rows))
-    for start in range(0, m, block):
-        part = mask[:, start : start + block]
-        running = np.cumsum(part, axis=1, dtype=np.int64)
-        running += seen
-        out[:, start : start + block] = part & (running <= counts[:, None])
-        seen = running[:, -1:]
+    left = counts.astype(np.int64)
+    start, width = 0, 1024
+    while start < m and left.any():
+        part = mask[:, start : start + width]
+        running = np.cumsum(part, axis=1, dtype=np.int32)  # a chunk holds fewer than 2**31
+        out[:, start : start + width] = part & (running <= left[:, None])
+        left -= np.minimum(running[:, -1], left)
+        start += width
+        width = min(2 * width, FIRST_TRUE_MAX_COLUMNS)
     return out
 
 
-def _sample_columns(x: np.ndarray, size: int = 256, runs: int = 16) -> np.ndarray:
-    """A copy of ``size`` columns of ``x``: ``runs`` short runs of adjacent columns spread evenly
-    over the row. Runs read whole cache lines (a plain stride would touch one line per element)
-    and, spread out, still see every part of a sorted or clustered row."""
-    n = x.shape[1]
+def _sample_positions(n: int) -> np.ndarray | None:
+    """Positions of a sample of a row of ``n``: short runs of adjacent positions spread evenly
+    over the row (None: the whole row, when it is not longer than the sample). Runs read whole
+    cache lines (a plain stride would touch one line per element) and, spread out, still see
+    every part of a sorted or clustered row. Long rows get a larger sample: a tighter pivot,
+    fewer candidates (8x128256, k=50: about 2000 candidates per row from 256 samples, 600
+    from 1024)."""
+    size, runs = (256, 16) if n < SAMPLE_LARGE_MIN_N else (1024, 32)
     if n <= size:
-        return x
+        return None
     run = size // runs
     starts = np.arange(runs) * (n // runs)
-    cols = (starts[:, None] + np.arange(run)).ravel()
-    return np.take(x, cols, axis=1)
+    return (starts[:, None] + np.arange(run)).ravel()
 
 
-def _keep_flat(x: np.ndarray, k: int, largest: bool, nan_first: bool) -> np.ndarray | None:
-    """Flat (row-major) positions of the elements at or beyond a per-row pivot taken from a
-    sample of columns, chosen so that at least K elements of each row are kept with overwhelming
-    probability; None when too many elements would be kept."""
-    _rows, n = x.shape
-    sample = _sample_columns(x)
+def _pivot(x: np.ndarray, k: int, largest: bool) -> np.ndarray:
+    """A ``(rows, 1)`` pivot per row, from a sample of columns, chosen so that at least K
+    elements of each row lie at or beyond it with overwhelming probability."""
+    where = _sample_positions(x.shape[1])
+    return _pivot_of(x if where is None else np.take(x, where, axis=1), k, x.shape[1], largest)
+
+
+def _pivot_of(sample: np.ndarray, k: int, n: int, largest: bool) -> np.ndarray:
+    """The ``(rows, 1)`` pivots from a ``(rows, s)`` sample of rows of length ``n``."""
     s = sample.shape[1]
     # The pivot falls short only when `rank` sample points land among the row's top K-1
     # elements, a binomial with mean k*s/n: a margin of 3 standard deviations makes that rare
@@ -174,33 +334,180 @@ def _keep_flat(x: np.ndarray, k: int, largest: bool, nan_first: bool) -> np.ndar
     # policy (largest with nan="last"), NaNs only raise the pivot: fewer candidates, at worst a
     # short row sent to the exact path.
     at = s - rank if largest else rank - 1
-    pivot = np.partition(sample, at, axis=1)[:, at : at + 1]
-    with np.errstate(invalid="ignore"):  # NaN compares False: NaNs are added below if preferred
-        keep = x >= pivot if largest else x <= pivot
-    if nan_first:
-        keep |= is_nan(x)
-    if np.count_nonzero(keep) > keep.size * PREFILTER_MAX_KEEP_SHARE:
-        return None  # heavy ties at the pivot: cheaper to skip the filter than to pack them
-    return np.flatnonzero(keep)
+    return np.partition(sample, at, axis=1)[:, at : at + 1]
 
 
-def _select_prefiltered(x: np.ndarray, k: int, largest: bool, nan_first: bool):
-    """Exact top-K through a candidate pass; returns ``(cols, keys)`` in index order per row,
-    or None when the pivot pass cannot discard enough of the input."""
+def _beyond(x: np.ndarray, pivot: np.ndarray, largest: bool, strict: bool, nan_first: bool):
+    """Mask of the elements at (``strict`` False) or strictly beyond the pivot in the preferred
+    direction. NaN compares False, so where NaN is preferred (largest only) the mask is the
+    negated opposite comparison, True for NaN: one pass, no NaN mask."""
+    with np.errstate(invalid="ignore"):
+        if nan_first:
+            keep = np.less_equal(x, pivot) if strict else np.less(x, pivot)
+            return np.logical_not(keep, out=keep)
+        if largest:
+            return x > pivot if strict else x >= pivot
+        return x < pivot if strict else x <= pivot
+
+
+def _select_prefiltered(x: np.ndarray, k: int, largest: bool, nan_first: bool, order: str) -> np.ndarray:
+    """Exact top-K through a pivot pass: the ``(rows, k)`` columns, ordered as ``order`` asks.
+    Rows that the pivot does not settle (too many candidates that do not tie at K, too few
+    candidates) go to the plain exact path."""
     rows, n = x.shape
-    flat = _keep_flat(x, k, largest, nan_first)
-    if flat is None:
-        return None
+    pivot = _pivot(x, k, largest)
+    cols = np.empty((rows, k), dtype=np.int64)
+    done = np.zeros(rows, dtype=bool)
+    if nan_first and x.dtype.kind == "f":
+        nan_pivot = np.isnan(pivot[:, 0])
+        if nan_pivot.any():
+            # A NaN pivot (many NaNs in the sample, NaN preferred): nothing ranks above NaN and
+            # NaNs tie, so a row with K NaNs takes its first K, found in its first columns.
+            sel = np.flatnonzero(nan_pivot)
+            nans = np.isnan(x if sel.size == rows else x[sel])
+            enough = np.count_nonzero(nans, axis=1) >= k
+            if enough.any():
+                sel = sel[enough]
+                cols[sel] = (np.flatnonzero(_first_true(nans[enough], np.full(sel.size, k))) % n).reshape(
+                    -1, k
+                )
+                done[sel] = True
+            # For the others +inf keeps the NaNs and the infinities, the K best wherever there
+            # are K of them (a NaN pivot would keep every element).
+            pivot[nan_pivot] = np.inf
+    all_nan = done.copy()  # rows answered by K NaNs: in order already (NaNs tie)
+    in_order, light = True, np.zeros(rows, dtype=bool)
+    if not done.all():
+        light, in_order = _filter(x, pivot, k, largest, nan_first, order, cols, done)
+    if in_order and light.all():
+        return cols
+    if not done.all():
+        rest = ~done
+        cols[rest] = _select_exact(preference_keys(x[rest], largest, nan_first), k)
+    # Rows in index order still (settled at the pivot, the exact path, or candidates that
+    # could not be packed with their keys) get ordered by their keys.
+    unordered = ~light if in_order else np.ones(rows, dtype=bool)
+    unordered &= ~all_nan  # their K NaNs tie: index order is their order
+    if order == "value" and unordered.any():
+        if unordered.all():
+            keys = preference_keys(np.take_along_axis(x, cols, axis=1), largest, nan_first)
+            return _order_winners(cols, keys, order)
+        part = cols[unordered]
+        keys = preference_keys(np.take_along_axis(x[unordered], part, axis=1), largest, nan_first)
+        cols[unordered] = _order_winners(part, keys, order)
+    return cols
+
+
+def _filter(x, pivot, k: int, largest: bool, nan_first: bool, order: str, cols, done):
+    """The pivot filter proper for the rows not ``done``: writes their columns into ``cols``
+    (settled rows marked ``done``); returns the rows settled through their sorted candidates
+    and whether those are in the order asked for."""
+    rows, n = x.shape
+    keep = _beyond(x, pivot, largest, False, nan_first)
+    if done.any():
+        keep[done] = False
+    if np.count_nonzero(keep) > min(FLAT_MAX_CANDIDATES, keep.size * PREFILTER_MAX_KEEP_SHARE):
+        # Candidates everywhere (equal rows, a pivot among ties): settle the rows tied at the
+        # pivot on their masks, then list the candidates of the rows left (4x65536, a third
+        # tied at K: 1.2 ms against 3.2 ms listing them all; 64x8192 equal: 4.2 against 20 ms).
+        counts = np.count_nonzero(keep, axis=1)
+        heavy = counts > n * PREFILTER_MAX_KEEP_SHARE
+        _settle_at_pivot_masks(x, keep, counts, heavy, pivot, k, largest, nan_first, cols, done)
+        keep[done | heavy] = False
+    flat = np.flatnonzero(keep)  # row-major: rows in order, columns ascending within a row
+    del keep
     r, c = np.divmod(flat, n)
     counts = np.bincount(r, minlength=rows)
-    short = counts < k
-    if short.any():
-        keep = ~short[r]
-        r, c = r[keep], c[keep]
-        counts[short] = 0
-    # Pack the candidates, still in index order, into a (rows, width) matrix. Padding has key 0
-    # and column n, so it ranks below every candidate with key 0 too: it is never selected
-    # while a row has at least K real candidates.
+    heavy = counts > n * PREFILTER_MAX_KEEP_SHARE
+    if heavy.any():
+        # Many elements at the pivot: when the pivot is the K-th value itself (ties at K, equal
+        # values), the elements strictly beyond it and the first that equal it are the answer.
+        hf, hr = (flat, r) if heavy.all() else (flat[heavy[r]], r[heavy[r]])
+        strict = _beyond(x.ravel()[hf], pivot[hr, 0], largest, True, nan_first)
+        above = np.bincount(hr[strict], minlength=rows)
+        at_pivot = heavy & (above < k) & (counts >= k)
+        if at_pivot.any():
+            if not at_pivot[hr].all():
+                sel = at_pivot[hr]
+                hf, hr, strict = hf[sel], hr[sel], strict[sel]
+            # Running count of the ties within each row: a global count less the row's start.
+            ties = np.cumsum(~strict, dtype=np.int64)
+            per_row = counts[at_pivot]
+            first = np.zeros(per_row.size, dtype=np.int64)
+            np.cumsum(per_row[:-1], out=first[1:])
+            ties -= np.repeat(ties[first] - ~strict[first], per_row)
+            need = (k - above)[hr]
+            win = strict | (ties <= need)
+            cols[at_pivot] = (hf[win] - hr[win] * n).reshape(-1, k)
+            done |= at_pivot
+    light = ~done & (counts >= k) & ~heavy
+    in_order = True
+    if light.any():
+        if not light.all():
+            sel = light[r]
+            flat, r, c = flat[sel], r[sel], c[sel]
+        counts[~light] = 0
+        cand, in_order = _select_candidates(
+            x.ravel()[flat], r, c, counts, rows, n, k, largest, nan_first, order
+        )
+        cols[light] = cand[light]
+        done |= light
+    return light, in_order
+
+
+def _settle_at_pivot_masks(x, keep, counts, heavy, pivot, k, largest, nan_first, cols, done) -> None:
+    """For the ``heavy`` rows whose pivot is the K-th value (fewer than K beyond it, K or more
+    at or beyond it), write their columns into ``cols`` and mark them ``done``: the elements
+    strictly beyond the pivot, then the first ones equal to it. Works on the rows' masks."""
+    if not heavy.any():
+        return
+    every = heavy.all()  # then no row copies
+    sel = np.flatnonzero(heavy)
+    strict = _beyond(x if every else x[sel], pivot if every else pivot[sel], largest, True, nan_first)
+    above = np.count_nonzero(strict, axis=1)
+    at_pivot = (above < k) & (counts[sel] >= k)
+    if not at_pivot.any():
+        return
+    if not at_pivot.all():
+        sel, strict, above, every = sel[at_pivot], strict[at_pivot], above[at_pivot], False
+    # Every row settled here: the caller drops all of keep after, so it may serve as the ties.
+    tied = keep if every else keep[sel]
+    tied &= ~strict
+    strict |= _first_true(tied, k - above)
+    cols[sel] = (np.flatnonzero(strict) % x.shape[1]).reshape(-1, k)
+    done[sel] = True
+
+
+def _select_candidates(
+    values, r, c, counts, rows: int, n: int, k: int, largest: bool, nan_first: bool, order: str
+):
+    """The ``(rows, k)`` columns of the top K of each row among its candidates: ``values`` at row
+    ``r`` and column ``c``, grouped by row and in ascending column within a row, ``counts`` per
+    row (rows with fewer than K get garbage). Returns the columns and whether they are in the
+    order asked for (else in index order)."""
+    keys = preference_keys(values, largest, nan_first)
+    key_bits = 8 * keys.itemsize
+    col_bits = max(1, (n - 1).bit_length())
+    row_bits = max(1, (rows - 1).bit_length())
+    if key_bits + col_bits + row_bits <= 64:
+        # One sort of composites (row, inverted key, column): each row's candidates come out
+        # preferred first, ties by lower column; its first K are the answer, in order.
+        comp = r.astype(np.uint64)
+        comp <<= np.uint64(key_bits)
+        comp |= ~keys  # the inverted key: ascending order is preferred first
+        comp <<= np.uint64(col_bits)
+        comp |= c.astype(np.uint64)
+        comp.sort()
+        starts = np.zeros(rows, dtype=np.int64)
+        np.cumsum(counts[:-1], out=starts[1:])
+        take = np.minimum(starts[:, None] + np.arange(k), max(0, comp.size - 1))
+        cols = (comp[take] & np.uint64((1 << col_bits) - 1)).astype(np.int64)
+        if order != "value":
+            cols.sort(axis=1)
+        return cols, True
+    # 64-bit keys: pack the candidates, still in index order, into a (rows, width) matrix.
+    # Padding has key 0 and column n, so it ranks below every candidate with key 0 too: it is
+    # never selected while a row has at least K real candidates.
     width = max(k, int(counts.max()))
     starts = np.zeros(rows, dtype=np.int64)
     np.cumsum(counts[:-1], out=starts[1:])
@@ -209,16 +516,65 @@ def _select_prefiltered(x: np.ndarray, k: int, largest: bool, nan_first: bool):
     dest = r * width + slot
     cand_cols = np.full((rows, width), n, dtype=np.int64)
     cand_cols.ravel()[dest] = c
-    key_t = _dtypes.info(x.dtype).key_dtype
-    cand_keys = np.zeros((rows, width), dtype=key_t)
-    values = x.ravel()[flat if not short.any() else r * n + c] if x.flags.c_contiguous else x[r, c]
-    cand_keys.ravel()[dest] = preference_keys(values, largest, nan_first)
+    cand_keys = np.zeros((rows, width), dtype=keys.dtype)
+    cand_keys.ravel()[dest] = keys
     pos = _select_exact(cand_keys, k)
-    cols = np.take_along_axis(cand_cols, pos, axis=1)
-    keys = np.take_along_axis(cand_keys, pos, axis=1)
-    if short.any():
-        full_keys = preference_keys(x[short], largest, nan_first)
-        short_cols = _select_exact(full_keys, k)
-        cols[short] = short_cols
-        keys[short] = np.take_along_axis(full_keys, short_cols, axis=1)
-    return cols, keys
+    return np.take_along_axis(cand_cols, pos, axis=1), False
+
+
+def _select_outer(y: np.ndarray, k: int, largest: bool, nan_first: bool, order: str) -> np.ndarray:
+    """Top K down each column of ``y`` (``(n, columns)``, rows contiguous, native byte order):
+    the ``(columns, k)`` row indices, ordered as ``order`` asks. The pivot filter of
+    :func:`_select_prefiltered` on the input as it lies in memory (an outer axis), without
+    transposing it: a sample of whole rows gives each column its pivot, one contiguous pass
+    keeps the candidates, and they are grouped by column by a stable sort of their few
+    positions. Columns the pivot does not settle are copied out and go the exact way."""
+    n, cols_n = y.shape
+    where = _sample_positions(n)
+    sample = np.ascontiguousarray(y[where].T) if where is not None else np.ascontiguousarray(y.T)
+    pivot = np.ascontiguousarray(_pivot_of(sample, k, n, largest).reshape(1, -1))  # fast broadcast
+    if nan_first and y.dtype.kind == "f":
+        pivot[np.isnan(pivot)] = np.inf  # see _select_prefiltered
+    keep = _beyond(y, pivot, largest, False, nan_first)
+    i, j = np.divmod(np.flatnonzero(keep), cols_n)
+    del keep
+    counts = np.bincount(j, minlength=cols_n)
+    fine = (counts >= k) & (counts <= n * PREFILTER_MAX_KEEP_SHARE)
+    if not fine.all():
+        sel = fine[j]
+        i, j = i[sel], j[sel]
+        counts[~fine] = 0
+    # Group by column, rows ascending within one: a sort of the distinct j * n + i (NumPy's
+    # plain sort of int64 is several times faster than a stable argsort of j).
+    packed = j * n
+    packed += i
+    packed.sort()
+    j, i = np.divmod(packed, n)
+    out = np.empty((cols_n, k), dtype=np.int64)
+    in_order = True
+    if i.size:
+        values = _gather(y, i, j)
+        cand, in_order = _select_candidates(values, j, i, counts, cols_n, n, k, largest, nan_first, order)
+        out[fine] = cand[fine]
+    if not fine.all():
+        rest = ~fine
+        out[rest] = _select_exact(preference_keys(np.ascontiguousarray(y[:, rest].T), largest, nan_first), k)
+    unordered = ~fine if in_order else np.ones(cols_n, dtype=bool)
+    if order == "value" and unordered.any():
+        part = out[unordered]
+        keys = preference_keys(_gather(y, part, np.flatnonzero(unordered)[:, None]), largest, nan_first)
+        out[unordered] = _order_winners(part, keys, order)
+    return out
+
+
+def _gather(y: np.ndarray, i: np.ndarray, j: np.ndarray) -> np.ndarray:
+    """``y[i, j]`` for a 2-D ``y`` whose rows are contiguous (a block of columns of a C array),
+    through a flat view of the memory it spans: NumPy's 2-D fancy indexing is several times
+    slower than a 1-D take."""
+    rows, cols = y.shape
+    row_step = y.strides[0] // y.itemsize
+    if y.strides[1] != y.itemsize or y.strides[0] % y.itemsize or row_step < cols:
+        return y[i, j]
+    # From y's first element to its last: memory y's own array holds.
+    span = np.lib.stride_tricks.as_strided(y, shape=((rows - 1) * row_step + cols,), strides=(y.itemsize,))
+    return span[i * row_step + j]

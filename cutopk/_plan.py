@@ -61,7 +61,7 @@ class Plan:
 
     @property
     def copy(self) -> bool:
-        """Whether the input is copied before the selection."""
+        """Whether the whole input is copied before the selection."""
         return any(c.startswith("input") for c in self.copies)
 
     @property

@@ -201,8 +201,9 @@ def test_plan_copy_flag_is_true_to_the_layout():
     # (thread_row on the simulator); only the small outputs are moved to axis 0.
     for backend in BACKENDS:
         p = cutopk.plan(a, 2, axis=0, backend=_backend(backend))
-        assert p.copy is False and p.copies == ("outputs: moved to axis 0 (12288 bytes)",)
-        assert cutopk.plan(a.T, 2, backend=backend).copies == ()
+        assert p.copy is False and p.copies[-1] == "outputs: moved to axis 0 (12288 bytes)"
+        assert all(not c.startswith("input") for c in p.copies)
+        assert cutopk.plan(a.T, 2, backend=backend).copy is False
     # Batch axes that do not collapse are copied, and the plan says so with the size.
     b = np.zeros((4, 5, 6), np.float32)[:, ::2, :]
     p = cutopk.plan(b, 2, axis=1, backend="numpy")

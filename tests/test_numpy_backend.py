@@ -138,11 +138,28 @@ def test_prefilter_falls_back_when_a_row_is_short():
         check_top_k(x, 64, nan=nan)
 
 
-def test_prefilter_abandoned_on_heavy_ties():
+def test_prefilter_settles_ties_at_the_pivot(monkeypatch):
+    # The pivot is the K-th value (one 1, the rest 0): no exact pass may run.
     x = np.zeros((4, 8192), dtype=np.float32)
     x[:, 5] = 1
+    x[2, 7000] = -0.0  # ties with +0.0
+    monkeypatch.setattr(_numpy, "_select_exact", None)
+    cols = _numpy._select_prefiltered(x, 64, True, False, "index")
+    assert cols.tolist() == [[*range(64)]] * 4
+    monkeypatch.undo()
     check_top_k(x, 64)
-    assert _numpy._select_prefiltered(x, 64, True, False) is None
+    check_top_k(-x, 64, mode="smallest", sorted="index")
+
+
+def test_prefilter_heavy_ties_below_k_go_to_the_exact_path():
+    # A third of each row ties at a value just below the pivot's: not the K-th value.
+    rng = np.random.default_rng(5)
+    x = rng.random((6, 8192)).astype(np.float32)
+    x[rng.random(x.shape) < 0.4] = 0.999
+    x[3] = 0.5  # an all-equal row beside them
+    for k in (1, 64, 500):
+        check_top_k(x, k)
+        check_top_k(x, k, mode="smallest")
 
 
 def test_prefilter_with_many_nans_first():
@@ -171,3 +188,88 @@ def test_algorithms_and_forced_algorithm():
     check_top_k(x, 3, algorithm="select")
     with pytest.raises(ValueError, match="algorithm"):
         cutopk.top_k(x, 3, algorithm="bitonic")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_preference_keys_follow_the_key_traits_definition(dtype):
+    """``_keys.preference_keys`` (vectorised, branch-free) against the per-element definition of
+    ``kernels/key_traits.cuh``: floats flip to sign-magnitude order, -0.0 takes +0.0's key, NaN
+    takes 0 or all-ones; integers flip the sign bit; smallest inverts."""
+    from cutopk import _dtypes
+    from cutopk._keys import preference_keys
+
+    dt = dtype_of(dtype)
+    info = _dtypes.info(dt)
+    key_t = info.key_dtype
+    width = 8 * key_t.itemsize
+    top, sign = (1 << width) - 1, 1 << (width - 1)
+    rng = np.random.default_rng(9)
+    bits = rng.integers(0, top, 3000, dtype=key_t, endpoint=True)
+    bits[:6] = [0, sign, top, sign - 1, 1, sign + 1]
+    if info.is_float:
+        inf = int(np.array(np.inf, dtype=dt).view(key_t))
+        bits[6:10] = [inf, inf | sign, inf + 1, (inf + 1) | sign]  # +-inf, a NaN of each sign
+    x = bits.view(dt)
+
+    def key(b: int, largest: bool, nan_first: bool) -> int:
+        if info.is_float:
+            if (b & ~sign & top) > inf:
+                return top if nan_first else 0
+            k = sign if b == sign else (top - b if b & sign else b | sign)
+        else:
+            k = b ^ sign if info.is_signed else b
+        return k if largest else top - k
+
+    for largest in (True, False):
+        for nan_first in (False, True) if largest else (False,):
+            with np.errstate(all="ignore"):
+                got = preference_keys(x, largest, nan_first)
+            want = [key(int(b), largest, nan_first) for b in bits]
+            assert got.dtype == key_t
+            assert got.tolist() == want
+
+
+@pytest.mark.parametrize("dtype", ("float32", "float64", "int32", "uint64", "float16"))
+def test_outer_axis_is_filtered_in_place(dtype, monkeypatch):
+    """Axis 0 of C arrays (whole, column slices, reversed) with K small against the axis: the
+    in-place outer filter, with ties, NaNs, all-equal and short columns beside usual ones."""
+    calls = []
+    original = _numpy._select_outer
+    monkeypatch.setattr(_numpy, "_select_outer", lambda *a: calls.append(1) or original(*a))
+    rng = np.random.default_rng(12)
+    base = make_values(rng, dtype_of(dtype), (3000, 70), "uniform")
+    base[:, 3] = base[0, 3]  # an all-equal column
+    base[::2, 5] = base[7, 5]  # half of a column ties
+    if "float" in dtype:
+        base[rng.random(base.shape) < 0.05] = np.nan
+        base[:, 9] = np.nan
+    for x in (base, base[:, 10:60], base[::-1], base[100:2900:3]):
+        for k in (1, 7, 64):
+            for nan in ("last", "largest"):
+                check_top_k(x, k, axis=0, nan=nan)
+            check_top_k(x, k, axis=0, mode="smallest", sorted="index")
+    assert calls or dtype == "float16"
+
+
+def test_describe_tells_the_route_and_the_copies():
+    from cutopk import _api
+
+    def describe(a, k, axis=-1):
+        req = _api.normalize(a, k, axis, "largest", True, "last", np.int64, "numpy", "auto")
+        return _numpy.describe(a, req)
+
+    a = np.zeros((512, 4096), np.float32)
+    assert describe(a, 16, 0) | {"threads": 0} == {
+        "route": "filter-outer",
+        "threads": 0,
+        "copy": False,
+        "block_copies": False,
+    }
+    assert describe(a, 16)["route"] == "filter" and not describe(a, 16)["block_copies"]
+    assert describe(a, 600)["route"] == "exact"
+    assert describe(np.zeros((16384, 128), np.float32), 8)["route"] == "composite"
+    assert describe(np.zeros((5, 9)), 2)["route"] == "sort"
+    assert describe(np.zeros(1 << 21), 5)["route"] == "long-rows"
+    assert describe(np.zeros((3, 600, 4)), 2, 1)["copy"] is True  # the middle axis: no 2-D view
+    assert describe(a.astype(">f4"), 16)["block_copies"] is True
+    assert describe(a, 0)["route"] == "none"

@@ -12,15 +12,17 @@ and floats with NaN are skipped because ``-NaN`` sorts first); CuPy's best sort-
 (``cupy.argsort`` + take: CuPy's ``argpartition`` sorts fully anyway, so a partition would only
 add a second sort of the K); CUB's ``DeviceTopK``/``DeviceBatchedTopK`` through a small shared
 library (``cutopk/_bench/cub.py``): ``cub`` (unordered output, compared as a multiset) and
-``cub-sorted`` (the same plus an argsort of the K). On the CPU: NumPy's naive route (``argpartition`` + gather +
-``argsort`` of the K), a full ``argsort(kind="stable")``, and ``torch.topk`` with one thread (the
-NumPy backend is single-threaded too).
+``cub-sorted`` (the same plus an argsort of the K). On the CPU: NumPy's naive route
+(``argpartition`` + gather + ``argsort`` of the K), a full ``argsort(kind="stable")``,
+``torch.topk`` with one thread and with its default thread count, and cutopk on one thread
+(``cutopk`` itself uses every core).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import os
 from collections.abc import Callable
 
 import numpy as np
@@ -200,8 +202,54 @@ def cub_route(x, axis: int, k: int, mode: str, dtype: str, sort: bool = False) -
     return cub.route(x, axis, k, mode, dtype, lib, sort)
 
 
+def _cpus() -> int:
+    """The CPUs this process may use: torch's default intra-op thread count on machines
+    without SMT (it counts physical cores), cutopk's default everywhere."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def cpu_thread_routes(x, axis: int, k: int, mode: str, dtype: str) -> dict[str, Callable[[], Route]]:
+    """Builders of the CPU peers that differ from another route by their thread count only:
+    cutopk on one thread (``cutopk`` itself uses every core) and ``torch.topk`` with torch's
+    default thread count (``torch`` runs on one thread). Each call sets its count and restores
+    the previous one, so the routes can take turns in one process."""
+
+    def cutopk_one():
+        from cutopk import _numpy_threads
+
+        def call():
+            with _numpy_threads.num_threads(1):
+                return cutopk.top_k(x, k, axis=axis, mode=mode, nan="largest")
+
+        return Route("cutopk-1thread", call)
+
+    def torch_default():
+        route = torch_route(x, axis, k, mode, dtype)
+        if route.call is None:
+            return dataclasses.replace(route, name="torch-threads")
+        import torch
+
+        # torch's default count, computed (the runner has set torch to one thread by now).
+        threads, one_thread = _cpus(), route.call
+
+        def call():
+            before = torch.get_num_threads()
+            torch.set_num_threads(threads)
+            try:
+                return one_thread()
+            finally:
+                torch.set_num_threads(before)
+
+        return Route("torch-threads", call)
+
+    return {"cutopk-1thread": cutopk_one, "torch-threads": torch_default}
+
+
 GPU_PEERS = ("torch", "jax", "cupy", "cub", "cub-sorted")
-CPU_PEERS = ("numpy-naive", "numpy-sort", "torch")
+CPU_PEERS = ("numpy-naive", "numpy-sort", "torch", "cutopk-1thread", "torch-threads")
 
 
 def peer_unavailable(name: str, gpu: bool) -> str | None:
@@ -240,6 +288,7 @@ def peers(x, axis: int, case, gpu: bool) -> list[Route]:
             "numpy-naive": lambda: numpy_naive_route(x, axis, k, mode),
             "numpy-sort": lambda: numpy_sort_route(x, axis, k, mode),
             "torch": lambda: torch_route(x, axis, k, mode, case.dtype),
+            **cpu_thread_routes(x, axis, k, mode, case.dtype),
         }
     assert tuple(builders) == (GPU_PEERS if gpu else CPU_PEERS)
     routes = []
