@@ -158,7 +158,10 @@ def _wrap(a, backend):
 def prepare(a, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm):
     """``(arr, back, scope, call, cached)`` for one call: see :func:`_wrap`; ``call`` is the
     prepared call (``.req``, ``.run(arr, out)``, ``.describe(cached)``)."""
-    arr, back, scope, device = _wrap(a, backend)
+    if type(a) is np.ndarray:  # the common case, in as few steps as it takes
+        arr, back, scope, device = a, None, None, -1
+    else:
+        arr, back, scope, device = _wrap(a, backend)
     try:
         key = _signature(type(a), arr, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm, device)
         call = CACHE.get(key)

@@ -176,6 +176,76 @@ def _check_forced(req: Request, key_bytes: int, device: _dispatch.Device, rows: 
         raise ValueError(f"algorithm: {reason}")
 
 
+# The parameters of each single-launch kernel family, in order: the one place these argument lists
+# are written. Scalars are typed by SCALAR_TYPES (CUDA's long long / int); the arrays are the
+# input, the outputs and the radix candidate buffer.
+ARGUMENTS = {
+    "thread_row": ("input", "rows", "n", "row_stride", "col_stride", "k", "largest", "nan_first",
+                   "by_index", "values", "indices", "index_bytes"),
+    "warp_row": ("input", "rows", "n", "row_stride", "col_stride", "k", "largest", "nan_first",
+                 "by_index", "values", "indices", "index_bytes"),
+    "warp_radix": ("input", "rows", "n", "row_stride", "col_stride", "k", "largest", "nan_first",
+                   "by_index", "values", "indices", "index_bytes"),
+    "bitonic": ("input", "rows", "n", "row_stride", "col_stride", "k", "largest", "nan_first",
+                "by_index", "size", "values", "indices", "index_bytes"),
+    "radix": ("input", "rows", "n", "row_stride", "col_stride", "k", "largest", "nan_first",
+              "by_index", "cap", "buffer", "buf_key", "buf_idx", "values", "indices", "index_bytes"),
+}  # fmt: skip
+SCALAR_TYPES = {
+    "rows": np.int64, "n": np.int64, "row_stride": np.int64, "col_stride": np.int64,
+    "buffer": np.int64, "k": np.int32, "largest": np.int32, "nan_first": np.int32,
+    "by_index": np.int32, "size": np.int32, "cap": np.int32, "index_bytes": np.int32,
+}  # fmt: skip
+PER_CALL = ("input", "values", "indices", "buf_key", "buf_idx")
+
+
+def kernel_name(plan: _dispatch.Plan, cxx: str) -> str:
+    """The instantiation a single-launch plan runs."""
+    if plan.algorithm == "thread_row":
+        return f"thread_row_topk<{cxx}, {plan.params['KMAX']}>"
+    if plan.algorithm == "warp_row":
+        return f"warp_row_topk<{cxx}, {plan.params['ITEMS']}>"
+    return f"{plan.kernel}<{cxx}>"
+
+
+class _SingleLaunch:
+    """A single-launch family's launch, resolved once per call signature: the function object,
+    the launch shape and every scalar argument; a call fills in only its arrays."""
+
+    def __init__(self, call: GpuCall):
+        p, req = call.plan, call.req
+        row_stride, col_stride = (req.n, 1) if p.copy else call.strides
+        scalars = {
+            "rows": call.rows, "n": req.n, "row_stride": row_stride, "col_stride": col_stride,
+            "k": req.k, "largest": req.largest, "nan_first": req.nan_first,
+            "by_index": req.order == "index", "size": p.params.get("size", 0),
+            "cap": p.params.get("cap", 0), "buffer": p.params.get("buffer", 0),
+            "index_bytes": req.index_dtype.itemsize,
+        }  # fmt: skip
+        names = ARGUMENTS[p.algorithm]
+        self.template = [None if name in PER_CALL else SCALAR_TYPES[name](scalars[name]) for name in names]
+        self.slots = {name: i for i, name in enumerate(names) if name in PER_CALL}
+        self.fn = call.module.get_function(kernel_name(p, call.info.cxx))
+        self.grid, self.block, self.shared = (p.grid,), (p.block,), p.shared_bytes
+        buffer = p.params.get("buffer", 0)
+        self.buffer = (call.rows * buffer, call.info.key_dtype) if buffer else None
+        if "buf_key" in self.slots and not buffer:  # never dereferenced without a buffer
+            self.template[self.slots.pop("buf_key")] = placeholder(call.target, call.info.key_dtype)
+            self.template[self.slots.pop("buf_idx")] = placeholder(call.target, np.uint32)
+
+    def __call__(self, xp, base, values, indices):
+        args = self.template.copy()
+        slots = self.slots
+        args[slots["input"]] = base
+        args[slots["values"]] = values
+        args[slots["indices"]] = indices
+        if self.buffer is not None:
+            size, key_dtype = self.buffer
+            args[slots["buf_key"]] = xp.empty(size, dtype=key_dtype)
+            args[slots["buf_idx"]] = xp.empty(size, dtype=np.uint32)
+        self.fn(self.grid, self.block, tuple(args), shared_mem=self.shared)
+
+
 class GpuCall:
     """Everything about one call signature (shape, strides, dtype, request, device) that does not
     depend on the data: checked and planned once, then :meth:`run` does only the per-call work
@@ -212,11 +282,25 @@ class GpuCall:
         )
         self.launches = req.k > 0 and self.rows > 0
         self.module = _module(self.target, self.info.cxx, device) if self.launches else None
+        self.single = _SingleLaunch(self) if self.launches and self.plan.algorithm in ARGUMENTS else None
+        # One launch on the input as it lies, into outputs that need no moving: run()'s short path.
+        self.direct = (
+            self.single is not None and self.last_axis and self.native is self.dtype and not self.plan.copy
+        )
+        self.rows_k = (self.rows, req.k)
 
     def run(self, a, out=None):
         """``(values, indices)`` of ``a`` (which has this call's signature), written into ``out``
         when given (already checked to fit)."""
         xp, req = self.xp, self.req
+        if self.direct and out is None:  # the common case, in as few steps as it takes
+            values, indices = xp.empty(self.rows_k, self.native), xp.empty(self.rows_k, req.index_dtype)
+            try:
+                self.single(xp, a, values, indices)
+            except Exception as exc:
+                self._raise_memory_error(exc)
+                raise
+            return values.reshape(self.out_shape), indices.reshape(self.out_shape)
         if self.native is not self.dtype:
             a = a.astype(self.native)
         direct = out is not None and self.last_axis and self.native is self.dtype
@@ -253,6 +337,9 @@ class GpuCall:
         else:
             base, (row_stride, col_stride) = moved, self.strides
         try:
+            if self.single is not None:
+                self.single(xp, base, values, indices)
+                return
             _launch(
                 self.module,
                 self.target,
@@ -267,71 +354,41 @@ class GpuCall:
                 indices,
             )
         except Exception as exc:
-            if type(exc).__name__ != "OutOfMemoryError":  # cupy.cuda.memory.OutOfMemoryError
-                raise
-            # The scratch arrays are local to _launch and already released to CuPy's pool.
-            raise MemoryError(
-                f"top_k: out of GPU memory running {p.algorithm!r} on {self.rows} rows of {req.n} "
-                f"(scratch {p.scratch_bytes} bytes besides the outputs): {exc}"
-            ) from None
+            self._raise_memory_error(exc)
+            raise
+
+    def _raise_memory_error(self, exc: Exception) -> None:
+        """CuPy's OutOfMemoryError becomes the MemoryError that says what ran out; any other error
+        is left to propagate. The scratch arrays are local to the launch, already back in the pool."""
+        if type(exc).__name__ != "OutOfMemoryError":  # cupy.cuda.memory.OutOfMemoryError
+            return
+        p = self.plan
+        raise MemoryError(
+            f"top_k: out of GPU memory running {p.algorithm!r} on {self.rows} rows of {self.req.n} "
+            f"(scratch {p.scratch_bytes} bytes besides the outputs): {exc}"
+        ) from None
 
 
 def _launch(
     mod, target, info, p: _dispatch.Plan, base, rows, req: Request, row_stride, col_stride, values, indices
 ):
+    """The multi-launch families (multiblock, sort); the single-launch ones go through
+    :class:`_SingleLaunch` and :data:`ARGUMENTS`."""
     common = (base, np.int64(rows), np.int64(req.n), np.int64(row_stride), np.int64(col_stride))
     flags = (np.int32(req.largest), np.int32(req.nan_first))
-    by_index = np.int32(req.order == "index")
-    out = (values, indices, np.int32(indices.itemsize))  # 4- or 8-byte indices
-    if p.algorithm == "thread_row":
-        fn = mod.get_function(f"thread_row_topk<{info.cxx}, {p.params['KMAX']}>")
-        fn((p.grid,), (p.block,), (*common, np.int32(req.k), *flags, by_index, *out))
-    elif p.algorithm == "warp_row":
-        fn = mod.get_function(f"warp_row_topk<{info.cxx}, {p.params['ITEMS']}>")
-        fn((p.grid,), (p.block,), (*common, np.int32(req.k), *flags, by_index, *out))
-    elif p.algorithm == "warp_radix":
-        fn = mod.get_function(f"warp_radix_topk<{info.cxx}>")
-        fn((p.grid,), (p.block,), (*common, np.int32(req.k), *flags, by_index, *out))
-    elif p.algorithm == "bitonic":
-        fn = mod.get_function(f"bitonic_topk<{info.cxx}>")
-        args = (*common, np.int32(req.k), *flags, by_index, np.int32(p.params["size"]), *out)
-        fn((p.grid,), (p.block,), args, shared_mem=p.shared_bytes)
-    elif p.algorithm == "radix":
-        fn = mod.get_function(f"radix_topk<{info.cxx}>")
-        buf = p.params["buffer"]
-        xp = _xp(target)
-        if buf:
-            buf_key = xp.empty(rows * buf, dtype=info.key_dtype)
-            buf_idx = xp.empty(rows * buf, dtype=np.uint32)
-        else:  # no candidate buffer: the kernel never touches these pointers
-            buf_key, buf_idx = placeholder(target, info.key_dtype), placeholder(target, np.uint32)
-        cap = np.int32(p.params["cap"])
-        args = (
-            *common,
-            np.int32(req.k),
-            *flags,
-            by_index,
-            cap,
-            np.int64(buf),
-            buf_key,
-            buf_idx,
-            *out,
-        )
-        fn((p.grid,), (p.block,), args, shared_mem=p.shared_bytes)
+    # These paths gather the values through 64-bit indices (gather_values); uint64 indices
+    # (all below 2**63) share int64's bits, 4-byte ones are converted once at the end.
+    xp = _xp(target)
+    wide = indices.itemsize == 8
+    idx64 = indices.view(np.int64) if wide else xp.empty((rows, req.k), np.int64)
+    if p.algorithm == "multiblock":
+        _multiblock_in_chunks(xp, mod, info, p, base, rows, req, row_stride, col_stride, values, idx64)
     else:
-        # These paths gather the values through 64-bit indices (gather_values); uint64 indices
-        # (all below 2**63) share int64's bits, 4-byte ones are converted once at the end.
-        xp = _xp(target)
-        wide = indices.itemsize == 8
-        idx64 = indices.view(np.int64) if wide else xp.empty((rows, req.k), np.int64)
-        if p.algorithm == "multiblock":
-            _multiblock_in_chunks(xp, mod, info, p, base, rows, req, row_stride, col_stride, values, idx64)
-        else:
-            _sort_path(
-                target, info, p, mod, common, flags, rows, req, base, row_stride, col_stride, values, idx64
-            )
-        if not wide:
-            indices[...] = idx64
+        _sort_path(
+            target, info, p, mod, common, flags, rows, req, base, row_stride, col_stride, values, idx64
+        )
+    if not wide:
+        indices[...] = idx64
 
 
 def _multiblock_in_chunks(xp, mod, info, p, base, rows, req, row_stride, col_stride, values, indices):

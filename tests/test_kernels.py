@@ -411,9 +411,14 @@ def test_out_of_memory_is_a_clear_memory_error(monkeypatch):
     def no_memory(*args, **kwargs):
         raise OutOfMemoryError("out of memory allocating 1,024 bytes")
 
-    monkeypatch.setattr(_gpu, "_launch", no_memory)
+    monkeypatch.setattr(_gpu, "_launch", no_memory)  # the multi-launch families
+    monkeypatch.setattr(_gpu._SingleLaunch, "__call__", no_memory)  # the others
     with pytest.raises(MemoryError, match=r"top_k: out of GPU memory running 'radix' on 2 rows of 5000"):
         cutopk.top_k(np.zeros((2, 5000), np.float32), 100, backend="sim")
+    with pytest.raises(MemoryError, match=r"running 'radix' on 2 rows of 5000"):
+        cutopk.top_k(np.zeros((5000, 2), np.float32), 100, axis=0, backend="sim")  # a copy first
+    with pytest.raises(MemoryError, match=r"running 'multiblock' on 2 rows of 5000"):
+        cutopk.top_k(np.zeros((2, 5000), np.float32), 100, backend="sim", algorithm="multiblock")
 
 
 @pytest.mark.parametrize("backend", [pytest.param("numpy"), *GPU_BACKENDS])

@@ -66,11 +66,12 @@ class _CountingNumpy:
 
 
 @contextlib.contextmanager
-def recording_launches():
-    """The simulator target with recording kernels and counted allocations; yields the
+def recording_launches(count_allocations: bool = True):
+    """The simulator target with recording kernels and (unless ``count_allocations`` is False,
+    for timing without the counting's own cost) counted allocations; yields the
     :class:`Recorder`. The plan cache and the module cache start empty and are left empty."""
     recorder = Recorder()
-    xp = _CountingNumpy(recorder)
+    xp = _CountingNumpy(recorder) if count_allocations else np
     with (
         mock.patch.object(_gpu, "_build_module", lambda target, cxx: _RecordingModule(recorder)),
         mock.patch.object(_gpu, "_xp", lambda target: xp if target == "sim" else np),
