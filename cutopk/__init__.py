@@ -11,7 +11,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from . import _api, _call
+from . import _api, _call, _out
 from ._numpy_threads import get_num_threads, num_threads, set_num_threads
 from ._plan import Launch, Plan
 
@@ -130,7 +130,7 @@ def _run_with_lengths(arr, back, scope, call, lengths, out) -> TopK:
     """The generic ``lengths`` route (see :mod:`cutopk._lengths`): masked rows, one top_k, padding."""
     import contextlib
 
-    from . import _lengths, _out
+    from . import _lengths
 
     req = call.req
     with scope if scope is not None else contextlib.nullcontext():
@@ -152,8 +152,6 @@ def _run_with_lengths(arr, back, scope, call, lengths, out) -> TopK:
 
 def _run(arr, back, call, out) -> TopK:
     if out is not None:
-        from . import _out
-
         call.run(arr, _out.check(out, call, arr))
         return TopK(*out)
     values, indices = call.run(arr)

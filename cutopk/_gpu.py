@@ -293,13 +293,18 @@ class GpuCall:
         """``(values, indices)`` of ``a`` (which has this call's signature), written into ``out``
         when given (already checked to fit)."""
         xp, req = self.xp, self.req
-        if self.direct and out is None:  # the common case, in as few steps as it takes
-            values, indices = xp.empty(self.rows_k, self.native), xp.empty(self.rows_k, req.index_dtype)
+        if self.direct:  # the common case, in as few steps as it takes
+            if out is None:
+                values, indices = xp.empty(self.rows_k, self.native), xp.empty(self.rows_k, req.index_dtype)
+            else:  # C-contiguous outputs of the result's shape: the kernel writes into them
+                values, indices = out[0].reshape(self.rows_k), out[1].reshape(self.rows_k)
             try:
                 self.single(xp, a, values, indices)
             except Exception as exc:
                 self._raise_memory_error(exc)
                 raise
+            if out is not None:
+                return out
             return values.reshape(self.out_shape), indices.reshape(self.out_shape)
         if self.native is not self.dtype:
             a = a.astype(self.native)

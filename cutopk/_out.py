@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _dtypes
-
 
 def _fail(exc, name: str, message: str):
     return exc(f"out: {name} {message}")
@@ -64,32 +62,32 @@ def check(out, call, arr):
     """``(values, indices)`` of ``out`` as the backend's arrays, after checking that each is an
     array of the input's kind and device, of the result's shape and dtype, C-contiguous, writeable,
     and overlapping neither the input nor the other output."""
-    if not isinstance(out, (tuple, list)) or len(out) != 2:
+    if type(out) not in (tuple, list) or len(out) != 2:
         raise TypeError(f"out: expected a pair (values, indices) of arrays, got {type(out).__name__}")
-    req = call.req
-    expected = ((_dtypes_of(arr), "values"), (req.index_dtype, "indices"))
-    views = []
-    for obj, (dtype, name) in zip(out, expected, strict=True):
-        view = _as_backend_array(obj, name, arr)
-        if tuple(view.shape) != call.result_shape:
-            raise _fail(ValueError, name, f"must have shape {call.result_shape}, got {tuple(view.shape)}")
-        if view.dtype != dtype:
-            raise _fail(TypeError, name, f"must have dtype {dtype}, got {view.dtype}")
-        if not view.flags.c_contiguous:
-            raise _fail(ValueError, name, "must be C-contiguous")
-        if isinstance(view, np.ndarray) and not view.flags.writeable:
-            raise _fail(ValueError, name, "is read-only")
-        if not isinstance(view, np.ndarray) and view.device.id != arr.device.id:
-            raise _fail(
-                ValueError, name, f"is on device {view.device.id}, the input on device {arr.device.id}"
-            )
-        if _overlap(view, arr):
-            raise _fail(ValueError, name, "overlaps the input")
-        views.append(view)
+    shape = call.result_shape
+    views = (
+        _checked(out[0], "values", call.dtype, shape, arr),
+        _checked(out[1], "indices", call.req.index_dtype, shape, arr),
+    )
     if _overlap(*views):
         raise ValueError("out: values and indices overlap each other")
-    return tuple(views)
+    return views
 
 
-def _dtypes_of(arr) -> np.dtype:
-    return _dtypes.as_numpy_dtype(arr.dtype)
+def _checked(obj, name: str, dtype, shape, arr):
+    view = obj if type(obj) is type(arr) else _as_backend_array(obj, name, arr)
+    if view.shape != shape:
+        raise _fail(ValueError, name, f"must have shape {shape}, got {tuple(view.shape)}")
+    if view.dtype != dtype:
+        raise _fail(TypeError, name, f"must have dtype {dtype}, got {view.dtype}")
+    flags = view.flags
+    if not flags.c_contiguous:
+        raise _fail(ValueError, name, "must be C-contiguous")
+    if isinstance(view, np.ndarray):
+        if not flags.writeable:
+            raise _fail(ValueError, name, "is read-only")
+    elif view.device.id != arr.device.id:
+        raise _fail(ValueError, name, f"is on device {view.device.id}, the input on device {arr.device.id}")
+    if _overlap(view, arr):
+        raise _fail(ValueError, name, "overlaps the input")
+    return view
