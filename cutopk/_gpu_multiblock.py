@@ -146,4 +146,5 @@ def run(
         indices,
         values,
     )
-    gather((max(1, min(-(-total // 256), 4096)),), (256,), gather_args)
+    threads = _dispatch.KEYS_THREADS
+    gather((max(1, min(-(-total // threads), 4096)),), (threads,), gather_args)
