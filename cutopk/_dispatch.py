@@ -312,8 +312,10 @@ def _plan(rows: int, n: int, k: int, key_bytes: int, device: Device, copy: bool,
     if name == "multiblock":
         per_row, slice_ = multiblock_slices(min(rows, MULTIBLOCK_MAX_ROWS), n, device)
         # Candidate buffer per row: the top digit's bucket is about n / 256 keys for spread data;
-        # n / 32 leaves room for skew (a larger bucket stays on the input, only slower).
-        cap = max(1, min(n, max(1 << 16, n // 32)))
+        # n / 32 leaves room for skew (a larger bucket stays on the input, only slower). The
+        # floor of 2^16 keys shrinks beyond 64 rows (now that up to 2 rows per SM come here), so
+        # that the buffers of many rows of ~2^16 stay below the input's size.
+        cap = max(1, min(n, max(n // 32, min(1 << 16, (1 << 22) // max(1, rows)))))
         rank, seg, stage_total = sample_threshold(rows, n, k, per_row, cap)
         order_bytes = pow2_at_least(k) * (8 + key_bytes)
         row_scratch = (

@@ -141,6 +141,14 @@ def test_multiblock_grids_are_whole_waves(rows):
         assert per_row * slice_ >= 1 << 22 > (per_row - 1) * slice_ and slice_ % d.MULTIBLOCK_THREADS == 0
 
 
+def test_multiblock_buffers_of_many_rows_stay_below_the_input():
+    # Up to 2 rows per SM take multiblock now: 256 rows of 2^16 float32 must not allocate
+    # candidate buffers of a whole row each (3x the input, with the old floor of 2^16 keys).
+    p = d.plan(256, 1 << 16, 8, 4, DEV, copy=False)
+    assert p.algorithm == "multiblock" and p.scratch_bytes < 256 * (1 << 16) * 4
+    assert d.plan(1, 1 << 16, 8, 4, DEV, copy=False).params["cap"] == 1 << 16  # few rows: as before
+
+
 def test_few_rows_rule_follows_the_device():
     # Long rows go multiblock below MULTIBLOCK_FEW_ROWS_PER_SM rows per SM of the device in hand.
     small = d.Device(sm_count=20)
