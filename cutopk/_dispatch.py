@@ -65,12 +65,15 @@ MULTIBLOCK_BLOCKS_PER_SM = 2
 MULTIBLOCK_MAX_WAVES = 16  # the grid of a chunk of rows: at least 2 waves, at most this many
 MULTIBLOCK_MIN_N = 1 << 16
 MULTIBLOCK_MIN_SLICE = 2048  # elements per block: below this the per-block overheads dominate
-# The sampled threshold (mb_sample): MB_SAMPLES keys per row in the kernel. A row whose keys
-# above the threshold hold the K winners is read once instead of twice; the sample, the decision
-# and the squeeze are three more launches, so it is used from this many elements per call on
-# (about 64 MB of float32, a saved read of ~20 us at 3 TB/s against a few microseconds of
-# launches). Provisional, like every threshold here: an estimate, no benchmark yet.
-MULTIBLOCK_SAMPLE_MIN_ELEMENTS = 1 << 24
+# The sampled threshold (mb_sample): MULTIBLOCK_SAMPLES keys per row in the kernel. A row whose
+# keys above the threshold hold the K winners is read once instead of twice. mb_sample is one
+# block per row, all rows at once: 16 spread loads per thread, 4 in flight (4 round trips), then
+# 1 to 8 digit passes over the sample in shared memory, ~5-10 us (estimate) whatever the number
+# of rows; with the decision and the squeeze, three more launches. The saved read is the input's
+# size over the bandwidth, so the sample is used from MULTIBLOCK_SAMPLE_MIN_ELEMENTS * 4 bytes
+# per call on (64 MB: ~20 us at 3.35 TB/s, 2-4x the sample's cost; counted in bytes, so 8-bit
+# inputs need 2^26 elements, not 2^24). Provisional: an estimate, no benchmark yet.
+MULTIBLOCK_SAMPLE_MIN_ELEMENTS = 1 << 24  # float32-sized elements (bytes / 4)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,7 +149,9 @@ def radix_buffer(rows: int, n: int, key_bytes: int, cap: int) -> int:
     return entries if entries > cap else 0
 
 
-def sample_threshold(rows: int, n: int, k: int, per_row: int, cap: int) -> tuple[int | None, int, int]:
+def sample_threshold(
+    rows: int, n: int, k: int, per_row: int, cap: int, key_bytes: int = 4
+) -> tuple[int | None, int, int]:
     """``(rank, seg, stage_total)`` of the multi-block select's sampled threshold, or
     ``(None, 0, 0)`` without one.
 
@@ -160,7 +165,7 @@ def sample_threshold(rows: int, n: int, k: int, per_row: int, cap: int) -> tuple
     sample saw them (a sorted row's winners crowd a few slices). A fuller segment also sends the
     row the two-read way.
     """
-    if rows * n < MULTIBLOCK_SAMPLE_MIN_ELEMENTS:
+    if rows * n * key_bytes < MULTIBLOCK_SAMPLE_MIN_ELEMENTS * 4:
         return None, 0, 0
     s = MULTIBLOCK_SAMPLES
     rank = min(s - 1, 2 * -(-k * s // n) + 8)
@@ -316,7 +321,7 @@ def _plan(rows: int, n: int, k: int, key_bytes: int, device: Device, copy: bool,
         # floor of 2^16 keys shrinks beyond 64 rows (now that up to 2 rows per SM come here), so
         # that the buffers of many rows of ~2^16 stay below the input's size.
         cap = max(1, min(n, max(n // 32, min(1 << 16, (1 << 22) // max(1, rows)))))
-        rank, seg, stage_total = sample_threshold(rows, n, k, per_row, cap)
+        rank, seg, stage_total = sample_threshold(rows, n, k, per_row, cap, key_bytes)
         order_bytes = pow2_at_least(k) * (8 + key_bytes)
         row_scratch = (
             MULTIBLOCK_STATE_BYTES + 256 * 8 + per_row * (8 + 256 * 4) + (k * 3 + cap) * (key_bytes + 8)

@@ -61,13 +61,15 @@ __device__ __forceinline__ CutopkVec16 cutopk_pick_vec(const CutopkVec16 (&v)[CU
 }
 
 // Elements [begin, end) of `row` (element i at row[i * stride]), shared out to `group` threads
-// (this one is `rank`); calls f(run) as described at the top of this file. The callback is
+// (this one is `rank`); calls f(run) as described at the top of this file. `row` is not
+// __restrict__: radix_topk streams its candidate buffer after writing it in the same kernel, where
+// a read-only (non-coherent) load would be wrong. The callback is
 // inlined at one call site (a rolled loop): its code is generated once, not once per load.
 // Steps: -1 the head, 0 .. tiles - 1 the tiles, `tiles` the tail (head and tail are empty on the
 // strided path, whose runs are E consecutive elements with E scalar loads in flight).
 template <class Key, class F>
-__device__ __forceinline__ void cutopk_stream_row(const Key* __restrict__ row, long long stride, long long begin,
-                                                  long long end, int rank, int group, F&& f) {
+__device__ __forceinline__ void cutopk_stream_row(const Key* row, long long stride, long long begin, long long end,
+                                                  int rank, int group, F&& f) {
   const int E = 16 / (int)sizeof(Key);
   const long long len = end - begin;
   if (len <= 0) return;

@@ -149,6 +149,16 @@ def test_multiblock_buffers_of_many_rows_stay_below_the_input():
     assert d.plan(1, 1 << 16, 8, 4, DEV, copy=False).params["cap"] == 1 << 16  # few rows: as before
 
 
+def test_sampled_threshold_pays_by_bytes_read():
+    # The sample saves one read of the input: worth it from 64 MB, whatever the element size.
+    def sampled(n, key_bytes):
+        return d.plan(1, n, 16, key_bytes, DEV, copy=False).params["sample_rank"] is not None
+
+    assert sampled(1 << 24, 4) and not sampled((1 << 24) - 256, 4)
+    assert sampled(1 << 23, 8) and not sampled(1 << 22, 8)
+    assert sampled(1 << 26, 1) and not sampled(1 << 24, 1)  # 16 MB of int8: not worth it
+
+
 def test_few_rows_rule_follows_the_device():
     # Long rows go multiblock below MULTIBLOCK_FEW_ROWS_PER_SM rows per SM of the device in hand.
     small = d.Device(sm_count=20)
