@@ -75,8 +75,11 @@ static_assert(sizeof(MbState) == CUTOPK_MULTIBLOCK_STATE_BYTES,
 static_assert(__builtin_offsetof(MbState, done) == 28 && __builtin_offsetof(MbState, source) == 40 &&
                   __builtin_offsetof(MbState, cand_count) == 48 && __builtin_offsetof(MbState, staging) == 64,
               "MB_STATE in tests/test_kernels.py");
-static_assert(CUTOPK_MULTIBLOCK_SAMPLES % (CUTOPK_STREAM_LOADS * CUTOPK_MULTIBLOCK_THREADS) == 0,
-              "mb_sample reads whole rounds of its sample");
+// mb_sample: every thread issues all its sample loads at once (one memory round trip per row,
+// not one per load), whole rounds of the block.
+#define MB_SAMPLE_LOADS (CUTOPK_MULTIBLOCK_SAMPLES / CUTOPK_MULTIBLOCK_THREADS)
+static_assert(CUTOPK_MULTIBLOCK_SAMPLES % CUTOPK_MULTIBLOCK_THREADS == 0 && MB_SAMPLE_LOADS >= CUTOPK_STREAM_LOADS,
+              "mb_sample reads whole rounds of its sample, several loads in flight");
 
 #define MB_PART_ROUND 512  // a warp part of pass 1 is a whole number of these (elements)
 
@@ -289,7 +292,7 @@ __global__ void __launch_bounds__(CUTOPK_MULTIBLOCK_THREADS, 2)
 // spaced positions, found by a radix select in shared memory (one block per row). Also sets the
 // row's initial state and zeroes its histogram, in place of mb_init.
 template <class T>
-__global__ void __launch_bounds__(CUTOPK_MULTIBLOCK_THREADS)
+__global__ void __launch_bounds__(CUTOPK_MULTIBLOCK_THREADS, 2)
     mb_sample(const T* __restrict__ in, long long n, long long row_stride, long long col_stride, int largest,
               int nan_first, int rank, int k, MbState* __restrict__ state, unsigned long long* __restrict__ hist,
               long long slice, int blocks_per_row, int warps, long long room, long long per_hit,
@@ -303,16 +306,20 @@ __global__ void __launch_bounds__(CUTOPK_MULTIBLOCK_THREADS)
   __shared__ long long sums[33];
   const long long row = blockIdx.x;
   const Key* bits = cutopk_row_bits(in + row * row_stride);
-  // CUTOPK_STREAM_LOADS loads in flight per thread, transformed after (whole rounds: see the
-  // static_assert above).
-  for (int j0 = threadIdx.x; j0 < CUTOPK_MULTIBLOCK_SAMPLES; j0 += CUTOPK_STREAM_LOADS * blockDim.x) {
-    Key raw[CUTOPK_STREAM_LOADS];
+  // MB_SAMPLE_LOADS loads in flight per thread, transformed after (launched with
+  // CUTOPK_MULTIBLOCK_THREADS threads: one round; the guard keeps any block size exact).
+  for (int j0 = threadIdx.x; j0 < CUTOPK_MULTIBLOCK_SAMPLES; j0 += MB_SAMPLE_LOADS * blockDim.x) {
+    Key raw[MB_SAMPLE_LOADS];
 #pragma unroll
-    for (int u = 0; u < CUTOPK_STREAM_LOADS; ++u)
-      raw[u] = bits[(long long)(j0 + u * blockDim.x) * n / CUTOPK_MULTIBLOCK_SAMPLES * col_stride];
+    for (int u = 0; u < MB_SAMPLE_LOADS; ++u) {
+      const long long j = j0 + u * (long long)blockDim.x;
+      raw[u] = j < CUTOPK_MULTIBLOCK_SAMPLES ? bits[j * n / CUTOPK_MULTIBLOCK_SAMPLES * col_stride] : Key(0);
+    }
 #pragma unroll
-    for (int u = 0; u < CUTOPK_STREAM_LOADS; ++u)
-      keys[j0 + u * blockDim.x] = KeyTraits<T>::from_bits(raw[u], largest, nan_first);
+    for (int u = 0; u < MB_SAMPLE_LOADS; ++u) {
+      const long long j = j0 + u * (long long)blockDim.x;
+      if (j < CUTOPK_MULTIBLOCK_SAMPLES) keys[j] = KeyTraits<T>::from_bits(raw[u], largest, nan_first);
+    }
   }
   if (threadIdx.x == 0) {
     s_state.prefix = 0;

@@ -39,7 +39,8 @@ REG = re.compile(r"\bR(\d+)\b")
 WIDTH = re.compile(r"\.(64|128)\b")
 FUNCTION = re.compile(r"^\s*Function\s*:\s*(\S+)")
 ARCH = re.compile(r"(?:arch\s*=|code for)\s*(sm_\d+)")
-INSTRUCTION = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?(?P<text>[A-Z][^;]*);")
+INSTRUCTION = re.compile(r"/\*(?P<addr>[0-9a-f]{4,})\*/\s+(?P<pred>@!?U?P\w+\s+)?(?P<text>[A-Z][^;]*);")
+TARGET = re.compile(r"\b0x([0-9a-f]+)\b")
 # Instructions whose first operand is read, not written.
 NO_DEST = re.compile(
     r"^(ST|STG|STS|STL|RED|ATOM|ATOMS|ATOMG|BRA|BAR|EXIT|RET|CALL|SYNCS|WARPSYNC|BSYNC|BSSY)\b"
@@ -68,8 +69,11 @@ def find_cuobjdump() -> tuple[str | None, dict]:
     return tool, env
 
 
-def disassemble(path: str) -> dict[tuple[str, str], list[str]]:
-    """{(arch, mangled name): instruction texts} for every kernel in a cubin or object file."""
+Code = list[tuple[int, bool, str]]  # (address, predicated, instruction text without predicate)
+
+
+def disassemble(path: str) -> dict[tuple[str, str], Code]:
+    """{(arch, mangled name): instructions} for every kernel in a cubin or object file."""
     tool, env = find_cuobjdump()
     if not tool:
         raise FileNotFoundError(
@@ -79,8 +83,8 @@ def disassemble(path: str) -> dict[tuple[str, str], list[str]]:
     return parse(out)
 
 
-def parse(text: str) -> dict[tuple[str, str], list[str]]:
-    functions: dict[tuple[str, str], list[str]] = {}
+def parse(text: str) -> dict[tuple[str, str], Code]:
+    functions: dict[tuple[str, str], Code] = {}
     arch, current = "?", None
     for line in text.splitlines():
         if m := ARCH.search(line):
@@ -88,7 +92,7 @@ def parse(text: str) -> dict[tuple[str, str], list[str]]:
         if m := FUNCTION.match(line):
             current = functions.setdefault((arch, m[1]), [])
         elif current is not None and (m := INSTRUCTION.search(line)):
-            current.append(" ".join(m["text"].split()))
+            current.append((int(m["addr"], 16), bool(m["pred"]), " ".join(m["text"].split())))
     return functions
 
 
@@ -99,16 +103,21 @@ def _registers(operand: str) -> set[int]:
     return regs
 
 
-def loads_in_flight(instructions: list[str]) -> int:
-    """The most global loads issued before the first use of any of them, over straight-line
-    stretches of the code (a branch target or a use ends a stretch)."""
+def loads_in_flight(instructions: Code) -> int:
+    """The most global loads issued before the first use of any of them, in address order. A
+    use, a block barrier, an exit or a backward (loop) branch ends a stretch; forward branches
+    (a load skipped by its bounds check) and reconvergence points (BSSY/BSYNC) do not."""
     best, pending, count = 0, set(), 0
-    for text in instructions:
+    for addr, _predicated, text in instructions:
         opcode, _, rest = text.partition(" ")
         operands = [o.strip() for o in rest.split(",")] if rest else []
         reads = operands if NO_DEST.match(opcode) else operands[1:]
         used = set().union(*(_registers(o) for o in reads)) if reads else set()
-        if pending & used or opcode.startswith(("BRA", "BAR", "EXIT", "RET", "BSYNC", "WARPSYNC")):
+        jump = opcode.startswith("BRA")
+        target = TARGET.search(rest) if jump else None
+        backward = jump and (target is None or int(target[1], 16) <= addr)
+        ends = opcode.startswith(("BAR", "EXIT", "RET", "CALL"))
+        if pending & used or ends or backward:
             pending, count = set(), 0
         if GLOBAL_LOAD.match(opcode) and operands:
             first = _registers(operands[0])
@@ -138,10 +147,10 @@ def check(
 ) -> list[Finding]:
     found = []
     for (arch, name), code in sorted(functions.items()):
-        cas = [t for t in code if CAS_LOOP.search(t)]
+        cas = [t for _, _, t in code if CAS_LOOP.search(t)]
         if cas:
             found.append(Finding(arch, name, f"compare-and-swap loop in shared memory ({cas[0]})"))
-        if streaming.search(name) and not any(WIDE_LOAD.search(t) for t in code):
+        if streaming.search(name) and not any(WIDE_LOAD.search(t) for _, _, t in code):
             found.append(Finding(arch, name, "no 128-bit global load (LDG.E.128) for contiguous rows"))
         if streaming.search(name) or sampled.search(name):
             flight = loads_in_flight(code)
