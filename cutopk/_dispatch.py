@@ -67,7 +67,7 @@ MULTIBLOCK_MIN_N = 1 << 16
 MULTIBLOCK_MIN_SLICE = 2048  # elements per block: below this the per-block overheads dominate
 # The sampled threshold (mb_sample): MULTIBLOCK_SAMPLES keys per row in the kernel. A row whose
 # keys above the threshold hold the K winners is read once instead of twice. mb_sample is one
-# block per row, all rows at once: 16 spread loads per thread, 4 in flight (4 round trips), then
+# block per row, all rows at once: 16 spread loads per thread, all in flight (one round trip), then
 # 1 to 8 digit passes over the sample in shared memory, ~5-10 us (estimate) whatever the number
 # of rows; with the decision and the squeeze, three more launches. The saved read is the input's
 # size over the bandwidth, so the sample is used from MULTIBLOCK_SAMPLE_MIN_ELEMENTS * 4 bytes
