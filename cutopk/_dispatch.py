@@ -9,6 +9,19 @@ from __future__ import annotations
 
 import dataclasses
 
+from ._kernel_constants import (
+    BITONIC_THREADS,
+    KEYS_THREADS,
+    MULTIBLOCK_SAMPLES,
+    MULTIBLOCK_STATE_BYTES,
+    MULTIBLOCK_THREADS,
+    RADIX_THREADS,
+    THREAD_ROW_THREADS,
+    WARP_RADIX_MAX_K,
+    WARP_RADIX_WARPS,
+    WARP_ROW_THREADS,
+)
+
 ALGORITHMS = ("warp_row", "warp_radix", "thread_row", "bitonic", "radix", "multiblock", "sort")
 
 WARP_ROW_MAX_N = 1024  # ITEMS = 32 keys per lane in registers (95 for float64 on sm_90, no spills)
@@ -19,22 +32,16 @@ WARP_ROW_MAX_K = 32  # lane r keeps the r-th winner
 WARP_ROW_SHORT_N = 256
 WARP_ROW_MEDIUM_MAX_K = 16
 # warp_radix: a warp per row, radix select with its own shared histogram, no block barrier.
-WARP_RADIX_MAX_K = 128  # WR_MAX_K in kernels/warp_radix_topk.cu
-WARP_RADIX_WARPS = 8  # rows per block
 # Auto picks it for batches of at least WARP_RADIX_MIN_ROWS rows longer than warp_row's short
 # rows and up to WARP_RADIX_MAX_N (a few passes over a row that stays in L1/L2), where the block
 # kernels would synchronise a block per row at every step. Provisional: a design estimate.
 WARP_RADIX_MIN_ROWS = 1024
 WARP_RADIX_MAX_N = 16384
 THREAD_ROW_MAX_K = 8  # winners kept in registers by one thread (16 spills on sm_90)
-THREAD_ROW_THREADS = 256
 THREAD_ROW_MIN_ROWS = 256  # one thread per row: fewer rows would leave the GPU idle
 RADIX_MAX_K = 1024
+RADIX_MAX_N = 1 << 32  # a block counts a row in 32-bit shared counters
 SHARED_BYTES = 48 * 1024  # dynamic shared memory a block gets without opting in, on every GPU
-BITONIC_THREADS = 512
-RADIX_THREADS = 512
-WARP_ROW_THREADS = 256
-KEYS_THREADS = 256
 MAX_CANDIDATES = 4096
 # Radix candidate buffer (global scratch): up to n / RADIX_BUFFER_DIVISOR (key, uint32 index)
 # pairs per row, so that the digit passes after the bucket fits it read the buffer instead of the
@@ -44,23 +51,29 @@ MAX_CANDIDATES = 4096
 RADIX_BUFFER_DIVISOR = 16
 RADIX_SCRATCH_LIMIT = 256 << 20
 RADIX_BUFFER_MAX_N = 1 << 32  # buffer indices are 32-bit
-MULTIBLOCK_THREADS = 256
 MULTIBLOCK_MAX_ROWS = 65535  # rows are gridDim.y: more rows are launched in chunks of rows
 # Scratch one chunk of rows may take (candidate buffers, winners): more rows than fit are
 # launched in successive chunks, each chunk's scratch going back to the pool for the next.
 # At least one row per chunk, whatever its scratch.
 MULTIBLOCK_SCRATCH_LIMIT = 1 << 30
-MULTIBLOCK_FEW_ROWS = 64  # up to this many rows, one block per row would leave most SMs idle
+# Fewer long rows than this many per SM take several blocks per row: one block per row (radix,
+# one 512-thread block per SM at its register use) would leave SMs idle for a partial wave.
+MULTIBLOCK_FEW_ROWS_PER_SM = 2
+# Blocks of the streaming multiblock kernels resident per SM at least (their
+# __launch_bounds__(MULTIBLOCK_THREADS, 2)): a wave is this many blocks per SM.
+MULTIBLOCK_BLOCKS_PER_SM = 2
+MULTIBLOCK_MAX_WAVES = 16  # the grid of a chunk of rows: at least 2 waves, at most this many
 MULTIBLOCK_MIN_N = 1 << 16
 MULTIBLOCK_MIN_SLICE = 2048  # elements per block: below this the per-block overheads dominate
-MULTIBLOCK_STATE_BYTES = 72  # sizeof(MbState) in kernels/multiblock_radix.cu
-# The sampled threshold (mb_sample): MB_SAMPLES keys per row in the kernel. A row whose keys
-# above the threshold hold the K winners is read once instead of twice; the sample, the decision
-# and the squeeze are three more launches, so it is used from this many elements per call on
-# (about 64 MB of float32, a saved read of ~20 us at 3 TB/s against a few microseconds of
-# launches). Provisional, like every threshold here: an estimate, no benchmark yet.
-MULTIBLOCK_SAMPLES = 4096
-MULTIBLOCK_SAMPLE_MIN_ELEMENTS = 1 << 24
+# The sampled threshold (mb_sample): MULTIBLOCK_SAMPLES keys per row in the kernel. A row whose
+# keys above the threshold hold the K winners is read once instead of twice. mb_sample is one
+# block per row, all rows at once: 16 spread loads per thread, all in flight (one round trip), then
+# 1 to 8 digit passes over the sample in shared memory, ~5-10 us (estimate) whatever the number
+# of rows; with the decision and the squeeze, three more launches. The saved read is the input's
+# size over the bandwidth, so the sample is used from MULTIBLOCK_SAMPLE_MIN_ELEMENTS * 4 bytes
+# per call on (64 MB: ~20 us at 3.35 TB/s, 2-4x the sample's cost; counted in bytes, so 8-bit
+# inputs need 2^26 elements, not 2^24). Provisional: an estimate, no benchmark yet.
+MULTIBLOCK_SAMPLE_MIN_ELEMENTS = 1 << 24  # float32-sized elements (bytes / 4)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,7 +149,9 @@ def radix_buffer(rows: int, n: int, key_bytes: int, cap: int) -> int:
     return entries if entries > cap else 0
 
 
-def sample_threshold(rows: int, n: int, k: int, per_row: int, cap: int) -> tuple[int | None, int, int]:
+def sample_threshold(
+    rows: int, n: int, k: int, per_row: int, cap: int, key_bytes: int = 4
+) -> tuple[int | None, int, int]:
     """``(rank, seg, stage_total)`` of the multi-block select's sampled threshold, or
     ``(None, 0, 0)`` without one.
 
@@ -150,7 +165,7 @@ def sample_threshold(rows: int, n: int, k: int, per_row: int, cap: int) -> tuple
     sample saw them (a sorted row's winners crowd a few slices). A fuller segment also sends the
     row the two-read way.
     """
-    if rows * n < MULTIBLOCK_SAMPLE_MIN_ELEMENTS:
+    if rows * n * key_bytes < MULTIBLOCK_SAMPLE_MIN_ELEMENTS * 4:
         return None, 0, 0
     s = MULTIBLOCK_SAMPLES
     rank = min(s - 1, 2 * -(-k * s // n) + 8)
@@ -160,6 +175,31 @@ def sample_threshold(rows: int, n: int, k: int, per_row: int, cap: int) -> tuple
     # Split evenly between a block's 8 warps: twice a warp's share plus 64.
     seg = -(-(2 * expected // per_row + 512) // 256) * 256
     return rank, seg, per_row * seg + 3 * expected
+
+
+def multiblock_slices(rows: int, n: int, device: Device) -> tuple[int, int]:
+    """``(blocks_per_row, slice)`` of the multi-block select for a chunk of ``rows`` rows.
+
+    Slices are whole multiples of the block size and no shorter than MULTIBLOCK_MIN_SLICE (nor
+    longer than 2**31: a block's shared counts are 32-bit). Among the grids of 2 to
+    MULTIBLOCK_MAX_WAVES waves (a wave: MULTIBLOCK_BLOCKS_PER_SM blocks on every SM), the one
+    whose last wave is fullest, the fewest waves on a tie: ``rows * blocks_per_row`` a whole
+    number of waves, or close, so no SM idles through a partial last wave.
+    """
+    wave = MULTIBLOCK_BLOCKS_PER_SM * device.sm_count
+    most = max(1, -(-n // MULTIBLOCK_MIN_SLICE))
+    least = max(1, -(-n // 2**31))
+    best = None
+    for waves in range(2, MULTIBLOCK_MAX_WAVES + 1):
+        per_row = max(least, min(most, waves * wave // max(1, rows)))
+        slice_ = -(-n // per_row)
+        slice_ = -(-slice_ // MULTIBLOCK_THREADS) * MULTIBLOCK_THREADS
+        per_row = -(-n // slice_)
+        total = rows * per_row
+        fill = total / (-(-total // wave) * wave)
+        if best is None or fill > best[0] + 1e-9:
+            best = (fill, per_row, slice_)
+    return best[1], best[2]
 
 
 def why_not(algorithm: str, n: int, k: int, key_bytes: int, device: Device, rows: int = 1) -> str | None:
@@ -188,6 +228,8 @@ def why_not(algorithm: str, n: int, k: int, key_bytes: int, device: Device, rows
     elif algorithm == "radix":
         if radix_cap(k, key_bytes, device) is None:
             return f"'radix' selects at most k={RADIX_MAX_K}, got k={k}"
+        if n >= RADIX_MAX_N:
+            return f"'radix' handles rows shorter than 2**32 elements (32-bit counters), this axis has {n}"
     elif algorithm not in ("multiblock", "sort"):
         return f"unknown algorithm {algorithm!r}"
     return None
@@ -211,11 +253,11 @@ def choose(
         return "warp_row"
     if rows >= WARP_RADIX_MIN_ROWS and k <= WARP_RADIX_MAX_K and WARP_ROW_SHORT_N < n <= WARP_RADIX_MAX_N:
         return "warp_radix"
-    if rows <= MULTIBLOCK_FEW_ROWS and n >= MULTIBLOCK_MIN_N:
+    if rows < MULTIBLOCK_FEW_ROWS_PER_SM * device.sm_count and n >= MULTIBLOCK_MIN_N:
         return "multiblock"  # few long rows: spread each row over many blocks
     if bitonic_size(n, key_bytes, device) is not None and (n <= 2048 or k > RADIX_MAX_K):
         return "bitonic"
-    if radix_cap(k, key_bytes, device) is not None:
+    if radix_cap(k, key_bytes, device) is not None and n < RADIX_MAX_N:
         return "radix"
     return "multiblock"  # K too large for shared memory: one read plus sorting the K winners
 
@@ -273,17 +315,13 @@ def _plan(rows: int, n: int, k: int, key_bytes: int, device: Device, copy: bool,
             name, "radix_topk", rows, RADIX_THREADS, shared, params, copy, rows * buf * (key_bytes + 4)
         )
     if name == "multiblock":
-        # Enough blocks for a few waves over the whole GPU, but slices no shorter than
-        # MULTIBLOCK_MIN_SLICE; slices are whole multiples of the block size.
-        per_row = max(1, min(-(-device.sm_count * 4 // rows), -(-n // MULTIBLOCK_MIN_SLICE)))
-        per_row = max(per_row, -(-n // 2**31))  # a block's shared histogram counts are 32-bit
-        slice_ = -(-n // per_row)
-        slice_ = -(-slice_ // MULTIBLOCK_THREADS) * MULTIBLOCK_THREADS
-        per_row = -(-n // slice_)
+        per_row, slice_ = multiblock_slices(min(rows, MULTIBLOCK_MAX_ROWS), n, device)
         # Candidate buffer per row: the top digit's bucket is about n / 256 keys for spread data;
-        # n / 32 leaves room for skew (a larger bucket stays on the input, only slower).
-        cap = max(1, min(n, max(1 << 16, n // 32)))
-        rank, seg, stage_total = sample_threshold(rows, n, k, per_row, cap)
+        # n / 32 leaves room for skew (a larger bucket stays on the input, only slower). The
+        # floor of 2^16 keys shrinks beyond 64 rows (now that up to 2 rows per SM come here), so
+        # that the buffers of many rows of ~2^16 stay below the input's size.
+        cap = max(1, min(n, max(n // 32, min(1 << 16, (1 << 22) // max(1, rows)))))
+        rank, seg, stage_total = sample_threshold(rows, n, k, per_row, cap, key_bytes)
         order_bytes = pow2_at_least(k) * (8 + key_bytes)
         row_scratch = (
             MULTIBLOCK_STATE_BYTES + 256 * 8 + per_row * (8 + 256 * 4) + (k * 3 + cap) * (key_bytes + 8)

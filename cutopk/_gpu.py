@@ -14,7 +14,7 @@ import threading
 
 import numpy as np
 
-from . import _dispatch, _dtypes, _layout
+from . import _dispatch, _dtypes, _kernel_constants, _layout
 from ._api import Request
 
 ALGORITHMS = _dispatch.ALGORITHMS
@@ -22,6 +22,8 @@ ALGORITHMS = _dispatch.ALGORITHMS
 KERNEL_FILES = (
     "key_traits.cuh",
     "block_sort.cuh",
+    "row_loads.cuh",
+    "radix_digit.cuh",
     "warp_row_topk.cu",
     "warp_radix_topk.cu",
     "thread_row_topk.cu",
@@ -49,10 +51,11 @@ def kernel_dir() -> pathlib.Path:
 
 @functools.cache
 def kernel_source() -> str:
-    """All kernel files as one translation unit (so that CuPy's cache key sees every header)."""
+    """All kernel files as one translation unit (so that CuPy's cache key sees every header),
+    opened by the constants shared with Python as generated ``#define`` lines."""
     d = kernel_dir()
     parts = [f"// ---- {name}\n" + _LOCAL_INCLUDE.sub("", (d / name).read_text()) for name in KERNEL_FILES]
-    return "\n".join(parts)
+    return "\n".join([_kernel_constants.cuda_defines(), *parts])
 
 
 @functools.cache

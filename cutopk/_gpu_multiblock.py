@@ -25,7 +25,7 @@ def run(
     key_bits = 8 * info.itemsize
     state = xp.empty(rows * _dispatch.MULTIBLOCK_STATE_BYTES, dtype=np.uint8)
     hist = xp.empty(rows * 256, dtype=np.uint64)
-    ties = xp.empty(rows * per_row, dtype=np.int64)
+    slice_offset = xp.empty(rows * per_row, dtype=np.int64)
     slice_hist = xp.empty(rows * per_row * 256, dtype=np.uint32)
     win_key = xp.empty((rows, k), dtype=info.key_dtype)
     win_idx = xp.empty((rows, k), dtype=np.int64)
@@ -65,7 +65,7 @@ def run(
         mod.get_function(f"mb_histogram<{cxx}>")(grid2, block, args)
 
     def select():
-        args = (state, hist, slice_hist, ties, np.int32(per_row), stage[2], np.int32(warps))
+        args = (state, hist, slice_hist, slice_offset, np.int32(per_row), stage[2], np.int32(warps))
         mod.get_function("mb_select")((rows,), block, (*args, np.int64(cap), np.int32(k), np.int32(key_bits)))
 
     # The initial states and zeroed histograms: mb_sample sets them too.
@@ -100,7 +100,7 @@ def run(
         cand_idx,
         np.int32(k),
         state,
-        ties,
+        slice_offset,
         win_key,
         win_idx,
     )
@@ -110,7 +110,7 @@ def run(
         histogram()
         select()
     # The final bucket: winners above it, then its first keys in index order.
-    collect = (*per_slice, np.int32(k), state, ties, win_key, win_idx)
+    collect = (*per_slice, np.int32(k), state, slice_offset, win_key, win_idx)
     mod.get_function(f"mb_collect<{cxx}>")(grid2, block, collect)
     if plan.params["order_shared"]:
         order_args = (
@@ -146,4 +146,5 @@ def run(
         indices,
         values,
     )
-    gather((max(1, min(-(-total // 256), 4096)),), (256,), gather_args)
+    threads = _dispatch.KEYS_THREADS
+    gather((max(1, min(-(-total // threads), 4096)),), (threads,), gather_args)

@@ -13,7 +13,7 @@
 #include "block_sort.cuh"
 
 template <class T>
-__global__ void __launch_bounds__(512)
+__global__ void __launch_bounds__(CUTOPK_BITONIC_THREADS)
     bitonic_topk(const T* __restrict__ in, long long rows, long long n, long long row_stride, long long col_stride,
                  int k, int largest, int nan_first, int by_index, int size, T* __restrict__ out_vals,
                  void* __restrict__ out_idx, int index_bytes) {

@@ -3,7 +3,9 @@
 // KeyTraits<T>::to_key(v, largest, nan_first) maps an element to an unsigned integer of the same
 // width whose integer order is the preference order: a larger key is selected earlier, and equal
 // keys are ties (broken by lower index everywhere else). Kernels compare keys only, never raw
-// floats (NVRTC flushes denormals with -ftz, and NaN compares false).
+// floats (NVRTC flushes denormals with -ftz, and NaN compares false). from_bits(bits, ...) does the
+// same from the element's bits as loaded (an integer of the key's width), so that a streaming
+// loop can issue its loads as raw words and transform them afterwards.
 //   * floats: positives get the sign bit set, negatives are bit-inverted (IEEE order becomes
 //     unsigned order); -0.0 gets +0.0's key; every NaN (any sign, any payload) becomes 0 (never
 //     preferred) or all-ones (nan_first: nan="largest" with mode "largest"); no number maps to
@@ -41,13 +43,16 @@ __device__ __forceinline__ Key cutopk_int_key(Key bits, bool is_signed, bool lar
 template <class T>
 struct KeyTraits;
 
-#define CUTOPK_INT_TRAITS(T, K, SIGNED)                                     \
-  template <>                                                               \
-  struct KeyTraits<T> {                                                     \
-    typedef K Key;                                                          \
-    static __device__ __forceinline__ Key to_key(T v, bool largest, bool) { \
-      return cutopk_int_key<K>(cutopk_bits_of<K>(v), SIGNED, largest);      \
-    }                                                                       \
+#define CUTOPK_INT_TRAITS(T, K, SIGNED)                                             \
+  template <>                                                                       \
+  struct KeyTraits<T> {                                                             \
+    typedef K Key;                                                                  \
+    static __device__ __forceinline__ Key from_bits(Key bits, bool largest, bool) { \
+      return cutopk_int_key<K>(bits, SIGNED, largest);                              \
+    }                                                                               \
+    static __device__ __forceinline__ Key to_key(T v, bool largest, bool n) {       \
+      return from_bits(cutopk_bits_of<K>(v), largest, n);                           \
+    }                                                                               \
   };
 CUTOPK_INT_TRAITS(signed char, unsigned char, true)
 CUTOPK_INT_TRAITS(short, unsigned short, true)
@@ -59,13 +64,16 @@ CUTOPK_INT_TRAITS(unsigned int, unsigned int, false)
 CUTOPK_INT_TRAITS(unsigned long long, unsigned long long, false)
 #undef CUTOPK_INT_TRAITS
 
-#define CUTOPK_FLOAT_TRAITS(T, K, NAN_ABOVE)                                           \
-  template <>                                                                          \
-  struct KeyTraits<T> {                                                                \
-    typedef K Key;                                                                     \
-    static __device__ __forceinline__ Key to_key(T v, bool largest, bool nan_first) {  \
-      return cutopk_float_key<K, NAN_ABOVE>(cutopk_bits_of<K>(v), largest, nan_first); \
-    }                                                                                  \
+#define CUTOPK_FLOAT_TRAITS(T, K, NAN_ABOVE)                                                  \
+  template <>                                                                                 \
+  struct KeyTraits<T> {                                                                       \
+    typedef K Key;                                                                            \
+    static __device__ __forceinline__ Key from_bits(Key bits, bool largest, bool nan_first) { \
+      return cutopk_float_key<K, NAN_ABOVE>(bits, largest, nan_first);                        \
+    }                                                                                         \
+    static __device__ __forceinline__ Key to_key(T v, bool largest, bool nan_first) {         \
+      return from_bits(cutopk_bits_of<K>(v), largest, nan_first);                             \
+    }                                                                                         \
   };
 CUTOPK_FLOAT_TRAITS(__half, unsigned short, 0x7C00u)
 CUTOPK_FLOAT_TRAITS(__nv_bfloat16, unsigned short, 0x7F80u)

@@ -5,7 +5,7 @@
 #include "key_traits.cuh"
 
 template <class T>
-__global__ void __launch_bounds__(256)
+__global__ void __launch_bounds__(CUTOPK_KEYS_THREADS)
     compute_keys(const T* __restrict__ in, long long rows, long long n, long long row_stride, long long col_stride,
                  int largest, int nan_first, typename KeyTraits<T>::Key* __restrict__ out) {
   const long long total = rows * n;
@@ -19,7 +19,7 @@ __global__ void __launch_bounds__(256)
 // Values at the selected indices (row r, winner j at column idx[r * k + j]), read from the
 // strided input so their bits are the input's own.
 template <class T>
-__global__ void __launch_bounds__(256)
+__global__ void __launch_bounds__(CUTOPK_KEYS_THREADS)
     gather_values(const T* __restrict__ in, long long rows, long long row_stride, long long col_stride, int k,
                   const long long* __restrict__ idx, T* __restrict__ out) {
   const long long total = rows * k;

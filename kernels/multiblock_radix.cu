@@ -6,10 +6,11 @@
 // reads the per-row state the previous one left in global memory:
 //   mb_init       state: prefix 0, shift at the top digit, needed = K (or mb_sample does it)
 //   mb_sample     (long inputs only) a threshold from an evenly spaced sample of the row: the
-//                 sample's key of rank `rank`, chosen so that about (rank + 1) * n / MB_SAMPLES
+//                 sample's key of rank `rank`, chosen so that about (rank + 1) * n / CUTOPK_MULTIBLOCK_SAMPLES
 //                 keys of the row reach it, and almost surely at least K
-//   mb_histogram  the top digit: every block histograms its slice (warp-aggregated counts in
-//                 shared memory), adds them to the row's histogram (one global atomic per bin)
+//   mb_histogram  the top digit: every block histograms its slice (32-bit shared counters,
+//                 warp-aggregated on the top digit; the streaming loader of row_loads.cuh with
+//                 16-byte loads on contiguous rows), adds them to the row's histogram (one global atomic per bin)
 //                 and keeps them as its slice's histogram. Rows with a threshold also stage the
 //                 keys that reach it, in index order: each warp reads a contiguous part of the
 //                 slice into its own segment (sized by mb_sample: an even share, plus room
@@ -19,7 +20,8 @@
 //                 number at least K, fit their segments and fit the candidate buffer restarts its
 //                 selection on them (they hold the K winners), else a row whose bucket fits the
 //                 buffer (`cap` per row) moves there; both read the buffer from now on. Then each
-//                 slice's offset: among the staged keys, or among the bucket's keys (its bin)
+//                 slice's offset (`slice_offset`): among the staged keys, or among the bucket's
+//                 keys (its bin)
 //   mb_move       a restarted row squeezes its staged keys into its candidate buffer (so it
 //                 reads its input once); a moving row copies its bucket's keys there with their
 //                 indices, in index order, and its keys above the bucket become winners (a
@@ -32,67 +34,86 @@
 //   mb_order      the K winners in the requested order, and their values (when pow2(K) pairs
 //                 fit shared memory; the launcher sorts larger K with the array library)
 // A per-slice pass is one launch for every row: each block reads the input or the candidate
-// buffer, as its row's state says (FROM_CAND in the device code). Reads of the input: 1 for a
+// buffer, as its row's state says (`source`). Reads of the input: 1 for a
 // row that restarts on its staged keys, 2 for a row that moves to the candidate buffer, else
 // one per digit pass plus 1.
-// Dtypes: all (KeyTraits). Threads per block: 256. Scratch per row: 72 bytes of state, 256
+// Dtypes: all (KeyTraits). Threads per block: CUTOPK_MULTIBLOCK_THREADS. Scratch per row:
+// CUTOPK_MULTIBLOCK_STATE_BYTES of state, 256
 // counters, 256 32-bit counters and one offset per slice, K winners and `cap` candidates (key
 // and 64-bit index each); with a threshold, `stage_total` staged keys and 32-bit offsets, and a
 // staged count and a segment offset per warp part.
 #include "key_traits.cuh"
 #include "block_sort.cuh"
+#include "row_loads.cuh"
+#include "radix_digit.cuh"
 
+// Where a row's elements are read from.
+enum MbSource : int { MB_ON_INPUT = 0, MB_ON_CANDIDATES = 1 };
+// What mb_move does for a row (set by pass 1's mb_select).
+enum MbMove : int { MB_MOVE_NONE = 0, MB_MOVE_SQUEEZE_STAGED = 1, MB_MOVE_COPY_BUCKET = 2 };
+
+// A row's selection state in global memory, carried from launch to launch. Invariant: the K-th
+// key of the row lies among the keys whose bits above `shift + 8` (at and above `shift` once
+// the row is done) equal `prefix`; `needed` winners are still to take from those, the others
+// (`k - needed`) are keys above them. The field offsets are read by tests/test_kernels.py
+// (MB_STATE): keep them.
 struct MbState {
-  unsigned long long prefix;  // key bits at and above `shift` of the bucket holding the K-th key
-  long long needed;           // winners still to take from that bucket
-  unsigned long long bucket;  // keys in that bucket
-  int shift;
-  int done;
-  long long above;  // winners above the bucket placed so far (a cursor)
-  int from_cand;    // 1: the row's elements are in the candidate buffer
-  // Set by pass 1's mb_select for mb_move: 1 squeeze the staged keys, 2 copy the bucket.
-  int pending;
-  long long cand_count;          // candidates in the buffer
+  unsigned long long prefix;     // the digits found so far
+  long long needed;              // winners still to take from the bucket
+  unsigned long long bucket;     // keys in the bucket
+  int shift;                     // the digit the next pass counts (lowered only for rows that go on)
+  int done;                      // the bucket is final: no more digit passes
+  long long above;               // winners above the bucket placed so far (a cursor, < K)
+  MbSource source;               // where the row's elements are
+  MbMove move;                   // mb_move's work for this row, after pass 1
+  long long cand_count;          // candidates in the buffer (source == MB_ON_CANDIDATES)
   unsigned long long threshold;  // mb_sample's key: pass 1 stages the keys that reach it
-  int filter;                    // 1 from mb_sample to pass 1's mb_select: pass 1 stages keys
-  int unused2;
+  int staging;                   // pass 1 stages keys (set by mb_sample, cleared by pass 1's select)
 };
-static_assert(sizeof(MbState) == 72, "MULTIBLOCK_STATE_BYTES in cutopk/_dispatch.py");
+static_assert(sizeof(MbState) == CUTOPK_MULTIBLOCK_STATE_BYTES,
+              "MULTIBLOCK_STATE_BYTES in cutopk/_kernel_constants.py");
+static_assert(__builtin_offsetof(MbState, done) == 28 && __builtin_offsetof(MbState, source) == 40 &&
+                  __builtin_offsetof(MbState, cand_count) == 48 && __builtin_offsetof(MbState, staging) == 64,
+              "MB_STATE in tests/test_kernels.py");
+// mb_sample: every thread issues all its sample loads at once (one memory round trip per row,
+// not one per load), whole rounds of the block.
+#define MB_SAMPLE_LOADS (CUTOPK_MULTIBLOCK_SAMPLES / CUTOPK_MULTIBLOCK_THREADS)
+static_assert(CUTOPK_MULTIBLOCK_SAMPLES % CUTOPK_MULTIBLOCK_THREADS == 0 && MB_SAMPLE_LOADS >= CUTOPK_STREAM_LOADS,
+              "mb_sample reads whole rounds of its sample, several loads in flight");
 
-#define MB_SAMPLES 4096  // keys in mb_sample's sample of a row
-#define MB_ITEMS 4       // keys each thread of mb_histogram loads per round
+#define MB_PART_ROUND 512  // a warp part of pass 1 is a whole number of these (elements)
 
 // One row's elements, wherever they are: the strided input (key computed, index = position) or
-// the candidate buffer (key and index stored, in index order).
-template <class T, bool FROM_CAND>
+// the candidate buffer (key and index stored, in index order). One code path for both, with the
+// source a runtime flag (the same for the whole block): two inlined copies of a streaming pass in
+// one kernel made ptxas spill.
+template <class T>
 struct MbRow {
   typedef typename KeyTraits<T>::Key Key;
-  const T* base;
-  long long col_stride;
-  bool largest, nan_first;
-  const Key* cand_key;
+  const Key* bits;  // what the loader reads: the input's bits, or the candidates' keys
+  long long stride;
+  bool largest, nan_first, from_cand;
   const long long* cand_idx;
   long long length;
-  __device__ __forceinline__ Key key(long long i) const {
-    return FROM_CAND ? cand_key[i] : KeyTraits<T>::to_key(base[i * col_stride], largest, nan_first);
+  // The key of loaded bits.
+  __device__ __forceinline__ Key key(Key b) const {
+    return from_cand ? b : KeyTraits<T>::from_bits(b, largest, nan_first);
   }
-  __device__ __forceinline__ long long index(long long i) const { return FROM_CAND ? cand_idx[i] : i; }
+  __device__ __forceinline__ long long index(long long i) const { return from_cand ? cand_idx[i] : i; }
 };
 
-template <class T, bool FROM_CAND>
-__device__ __forceinline__ MbRow<T, FROM_CAND> mb_row(const T* in, long long n, long long row_stride,
-                                                      long long col_stride, int largest, int nan_first,
-                                                      const typename KeyTraits<T>::Key* cand_key,
-                                                      const long long* cand_idx, long long cap, const MbState& s,
-                                                      long long row) {
-  MbRow<T, FROM_CAND> r;
-  r.base = in + row * row_stride;
-  r.col_stride = col_stride;
+template <class T>
+__device__ __forceinline__ MbRow<T> mb_row(const T* in, long long n, long long row_stride, long long col_stride,
+                                           int largest, int nan_first, const typename KeyTraits<T>::Key* cand_key,
+                                           const long long* cand_idx, long long cap, const MbState& s, long long row) {
+  MbRow<T> r;
+  r.from_cand = s.source == MB_ON_CANDIDATES;
+  r.bits = r.from_cand ? cand_key + row * cap : cutopk_row_bits(in + row * row_stride);
+  r.stride = r.from_cand ? 1 : col_stride;
   r.largest = largest;
   r.nan_first = nan_first;
-  r.cand_key = cand_key + row * cap;
   r.cand_idx = cand_idx + row * cap;
-  r.length = FROM_CAND ? s.cand_count : n;
+  r.length = r.from_cand ? s.cand_count : n;
   return r;
 }
 
@@ -101,8 +122,7 @@ __device__ __forceinline__ MbRow<T, FROM_CAND> mb_row(const T* in, long long n, 
   const T *__restrict__ in, long long n, long long row_stride, long long col_stride, int largest, int nan_first, \
       long long slice, long long cap, const typename KeyTraits<T>::Key *__restrict__ cand_key,                   \
       const long long *__restrict__ cand_idx
-#define MB_ROW(s, row) \
-  mb_row<T, FROM_CAND>(in, n, row_stride, col_stride, largest, nan_first, cand_key, cand_idx, cap, s, row)
+#define MB_ROW(s, row) mb_row<T>(in, n, row_stride, col_stride, largest, nan_first, cand_key, cand_idx, cap, s, row)
 
 // A row's state before pass 1: prefix 0, shift at the top digit, needed = K, on the input.
 __device__ __forceinline__ MbState mb_initial_state(int k, int key_bits) {
@@ -113,17 +133,16 @@ __device__ __forceinline__ MbState mb_initial_state(int k, int key_bits) {
   s.shift = key_bits - 8;
   s.done = 0;
   s.above = 0;
-  s.from_cand = 0;
-  s.pending = 0;
+  s.source = MB_ON_INPUT;
+  s.move = MB_MOVE_NONE;
   s.cand_count = 0;
   s.threshold = 0;
-  s.filter = 0;
-  s.unused2 = 0;
+  s.staging = 0;
   return s;
 }
 
 // The rows' initial states and zeroed histograms (mb_sample does both when it runs).
-extern "C" __global__ void __launch_bounds__(256)
+extern "C" __global__ void __launch_bounds__(CUTOPK_MULTIBLOCK_THREADS)
     mb_init(MbState* __restrict__ state, unsigned long long* __restrict__ hist, long long rows, int k, int key_bits) {
   const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   if (t < rows) state[t] = mb_initial_state(k, key_bits);
@@ -131,7 +150,7 @@ extern "C" __global__ void __launch_bounds__(256)
 }
 
 // Exclusive prefix sum over the block of one value per thread; every thread gets its own prefix
-// and the total. Uses `sums` (warps + 1 entries of shared memory) and ends behind a barrier.
+// and the total. Uses `sums` (33 entries of shared memory) and ends behind a barrier.
 __device__ __forceinline__ long long mb_block_exclusive_sum(long long v, long long* sums, long long& total) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   long long inclusive = v;
@@ -142,14 +161,17 @@ __device__ __forceinline__ long long mb_block_exclusive_sum(long long v, long lo
   }
   if (lane == 31) sums[warp] = inclusive;
   __syncthreads();
-  if (threadIdx.x == 0) {
-    long long running = 0;
-    for (int w = 0; w < warps; ++w) {
-      const long long t = sums[w];
-      sums[w] = running;
-      running += t;
+  if (warp == 0) {  // the warps' totals, scanned by one warp in parallel
+    const long long mine = lane < warps ? sums[lane] : 0;
+    long long scan = mine;
+#pragma unroll
+    for (int offset = 1; offset < 32; offset <<= 1) {
+      const long long other = __shfl_up_sync(0xffffffffu, scan, offset);
+      if (lane >= offset) scan += other;
     }
-    sums[warps] = running;
+    __syncwarp();  // every lane has read sums before any rewrites it
+    if (lane < warps) sums[lane] = scan - mine;
+    if (lane == 31) sums[warps] = scan;
   }
   __syncthreads();
   const long long prefix = sums[warp] + inclusive - v;
@@ -158,13 +180,13 @@ __device__ __forceinline__ long long mb_block_exclusive_sum(long long v, long lo
   return prefix;
 }
 
-// A warp's part of its block's slice in pass 1, [wbegin, wend): whole rounds of 32 * MB_ITEMS
-// keys, contiguous, so that its staged keys come in index order (mb_histogram_rows and
+// A warp's part of its block's slice in pass 1, [wbegin, wend): whole rounds of MB_PART_ROUND
+// keys, contiguous, so that its staged keys come in index order (mb_histogram and
 // mb_sample must agree on it).
 __device__ __forceinline__ void mb_warp_part(long long n, long long slice, long long block, int warp, int warps,
                                              long long* wbegin, long long* wend) {
   const long long begin = block * slice, end = min(n, begin + slice);
-  const long long round = 32LL * MB_ITEMS;
+  const long long round = MB_PART_ROUND;
   const long long part = ((max(0LL, end - begin) + warps - 1) / warps + round - 1) / round * round;
   *wbegin = min(end, begin + warp * part);
   *wend = min(end, *wbegin + part);
@@ -179,8 +201,8 @@ __device__ __forceinline__ long long mb_part_room(long long n, long long slice, 
   long long wbegin, wend;
   mb_warp_part(n, slice, g / warps, g % warps, warps, &wbegin, &wend);
   if (wbegin >= wend) return 0;
-  const long long j0 = min((long long)MB_SAMPLES, (wbegin * MB_SAMPLES + n - 1) / n);
-  const long long j1 = min((long long)MB_SAMPLES, (wend * MB_SAMPLES + n - 1) / n);
+  const long long j0 = min((long long)CUTOPK_MULTIBLOCK_SAMPLES, (wbegin * CUTOPK_MULTIBLOCK_SAMPLES + n - 1) / n);
+  const long long j1 = min((long long)CUTOPK_MULTIBLOCK_SAMPLES, (wend * CUTOPK_MULTIBLOCK_SAMPLES + n - 1) / n);
   return room + per_hit * (hits_before[j1] - hits_before[max(0LL, j0 - 1)]);
 }
 
@@ -193,9 +215,13 @@ __device__ __forceinline__ long long mb_part_room(long long n, long long slice, 
 
 // Also writes every bin of the slice's histogram (zeros included: the bins of the pass that
 // decides a row's final bucket must be this pass's), so mb_select needs no second read.
-template <class T, bool FROM_CAND>
-__device__ void mb_histogram_rows(MB_PARAMS, const MbState* __restrict__ state, unsigned long long* __restrict__ hist,
-                                  unsigned int* __restrict__ slice_hist, MB_STAGE_PARAMS) {
+// Slices of `slice` elements over the input, of `cand_slice` over the candidates. The streaming
+// kernels name 2 blocks per SM (up to 128 registers): with the block size alone ptxas capped
+// them at 80 registers and spilled.
+template <class T>
+__global__ void __launch_bounds__(CUTOPK_MULTIBLOCK_THREADS, 2)
+    mb_histogram(MB_PARAMS, long long cand_slice, const MbState* __restrict__ state,
+                 unsigned long long* __restrict__ hist, unsigned int* __restrict__ slice_hist, MB_STAGE_PARAMS) {
   const int KEY_BITS = 8 * sizeof(typename KeyTraits<T>::Key);
   const long long row = blockIdx.y;
   const MbState s = state[row];
@@ -204,15 +230,16 @@ __device__ void mb_histogram_rows(MB_PARAMS, const MbState* __restrict__ state, 
   __shared__ unsigned int counts[256];
   for (int d = threadIdx.x; d < 256; d += blockDim.x) counts[d] = 0;
   __syncthreads();
-  const MbRow<T, FROM_CAND> r = MB_ROW(s, row);
-  const bool first = s.shift + 8 >= KEY_BITS;
-  const bool staging = !FROM_CAND && s.filter;  // the same for the whole block
+  const MbRow<T> r = MB_ROW(s, row);
+  if (r.from_cand) slice = cand_slice;
+  typedef typename KeyTraits<T>::Key Key;
+  const bool top = s.shift + 8 >= KEY_BITS;
+  const bool staging = !r.from_cand && s.staging;  // the same for the whole block
+  const Key threshold = static_cast<Key>(s.threshold);
   const long long slot = row * gridDim.x + blockIdx.x;
   const long long begin = (long long)blockIdx.x * slice;
-  // Each warp takes a contiguous part of the slice, in whole rounds of 32 * MB_ITEMS keys, so
-  // that its staged keys are in index order with a ballot and no block barrier; a warp's lanes
-  // read 32 consecutive keys per load (coalesced). MB_ITEMS keys per lane are loaded before any
-  // is used: more loads in flight, which a pass at the memory-bandwidth limit needs.
+  // Each warp streams a contiguous part of the slice (coalesced, several loads in flight per
+  // lane), so that its staged keys are in index order with warp scans and no block barrier.
   const int warps = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   long long wbegin, wend;
   mb_warp_part(r.length, slice, blockIdx.x, warp, warps, &wbegin, &wend);
@@ -223,33 +250,33 @@ __device__ void mb_histogram_rows(MB_PARAMS, const MbState* __restrict__ state, 
     wstart = row * stage_total + starts[0];
     wroom = starts[1] - starts[0];
   }
-  const unsigned lanes_below = (1u << lane) - 1u;
   int staged = 0;  // keys of this warp's part that reach the threshold (may exceed wroom; < 2^31)
-  for (long long chunk = wbegin; chunk < wend; chunk += 32LL * MB_ITEMS) {
-    unsigned long long keys[MB_ITEMS];
+  cutopk_stream_row(r.bits, r.stride, wbegin, wend, lane, 32, [&](const auto& run) {
+    Key keys[CUTOPK_RUN_SIZE(run)];
+    unsigned picks = 0;  // bit e: element e of the run reaches the threshold
 #pragma unroll
-    for (int j = 0; j < MB_ITEMS; ++j) {
-      const long long i = chunk + 32LL * j + lane;
-      keys[j] = i < wend ? (unsigned long long)r.key(i) : 0;
+    for (int e = 0; e < CUTOPK_RUN_SIZE(run); ++e) {
+      keys[e] = r.key(run.bits[e]);
+      const bool valid = e < run.count;
+      cutopk_count_digit<Key>(counts, keys[e], valid && cutopk_in_race<Key>(keys[e], s.shift, s.prefix, top), s.shift,
+                              top);
+      picks |= (unsigned)(valid && keys[e] >= threshold) << e;
     }
+    if (staging) {
+      int total;
+      int at = staged + cutopk_warp_scan(__popc(picks), &total);
 #pragma unroll
-    for (int j = 0; j < MB_ITEMS; ++j) {
-      const long long i = chunk + 32LL * j + lane;
-      const bool valid = i < wend;
-      const bool counted = valid && (first || (keys[j] >> (s.shift + 8)) == s.prefix);
-      cutopk_warp_histogram_add(counts, (unsigned)(keys[j] >> s.shift) & 255u, counted);
-      if (staging) {
-        const bool pick = valid && keys[j] >= s.threshold;
-        const unsigned picks = __ballot_sync(0xffffffffu, pick);
-        const int at = staged + __popc(picks & lanes_below);
-        if (pick && at < wroom) {
-          stage_key[wstart + at] = (typename KeyTraits<T>::Key)keys[j];
-          stage_off[wstart + at] = (unsigned int)(i - begin);
+      for (int e = 0; e < CUTOPK_RUN_SIZE(run); ++e)
+        if ((picks >> e) & 1u) {
+          if (at < wroom) {
+            stage_key[wstart + at] = keys[e];
+            stage_off[wstart + at] = (unsigned int)(run.first + e - begin);
+          }
+          ++at;
         }
-        staged += __popc(picks);
-      }
+      staged += total;
     }
-  }
+  });
   // A segment that overflowed counts as more than any candidate buffer holds: no restart.
   if (staging && lane == 0) stage_count[wslot] = staged <= wroom ? staged : 1LL << 40;
   __syncthreads();
@@ -257,71 +284,84 @@ __device__ void mb_histogram_rows(MB_PARAMS, const MbState* __restrict__ state, 
   for (int d = threadIdx.x; d < 256; d += blockDim.x) {
     const unsigned int c = counts[d];
     mine[d] = c;
-    if (c) atomicAdd(&hist[row * 256 + d], (unsigned long long)c);
+    if (c) atomicAdd(&hist[row * 256 + d], (unsigned long long)c);  // RED.ADD.64 in global memory
   }
 }
 
-// A row's threshold: the key of rank `rank` (0: the best) among MB_SAMPLES keys read at evenly
+// A row's threshold: the key of rank `rank` (0: the best) among CUTOPK_MULTIBLOCK_SAMPLES keys read at evenly
 // spaced positions, found by a radix select in shared memory (one block per row). Also sets the
 // row's initial state and zeroes its histogram, in place of mb_init.
 template <class T>
-__global__ void __launch_bounds__(256)
+__global__ void __launch_bounds__(CUTOPK_MULTIBLOCK_THREADS, 2)
     mb_sample(const T* __restrict__ in, long long n, long long row_stride, long long col_stride, int largest,
               int nan_first, int rank, int k, MbState* __restrict__ state, unsigned long long* __restrict__ hist,
               long long slice, int blocks_per_row, int warps, long long room, long long per_hit,
               long long* __restrict__ stage_start, long long stage_total) {
   typedef typename KeyTraits<T>::Key Key;
   const int KEY_BITS = 8 * sizeof(Key);
-  __shared__ Key keys[MB_SAMPLES];
+  __shared__ Key keys[CUTOPK_MULTIBLOCK_SAMPLES];
   __shared__ unsigned int counts[256];
-  __shared__ int s_digit;
-  __shared__ long long s_above;
-  __shared__ unsigned short hits_before[MB_SAMPLES + 1];  // samples that reach the threshold
+  __shared__ CutopkDigitState s_state;
+  __shared__ unsigned short hits_before[CUTOPK_MULTIBLOCK_SAMPLES + 1];  // samples that reach the threshold
   __shared__ long long sums[33];
   const long long row = blockIdx.x;
-  const T* base = in + row * row_stride;
-  for (int j = threadIdx.x; j < MB_SAMPLES; j += blockDim.x)
-    keys[j] = KeyTraits<T>::to_key(base[(long long)j * n / MB_SAMPLES * col_stride], largest, nan_first);
-  unsigned long long prefix = 0;
-  long long needed = (long long)rank + 1;
+  const Key* bits = cutopk_row_bits(in + row * row_stride);
+  // MB_SAMPLE_LOADS loads in flight per thread, transformed after (launched with
+  // CUTOPK_MULTIBLOCK_THREADS threads: one round; the guard keeps any block size exact).
+  for (int j0 = threadIdx.x; j0 < CUTOPK_MULTIBLOCK_SAMPLES; j0 += MB_SAMPLE_LOADS * blockDim.x) {
+    Key raw[MB_SAMPLE_LOADS];
+#pragma unroll
+    for (int u = 0; u < MB_SAMPLE_LOADS; ++u) {
+      const long long j = j0 + u * (long long)blockDim.x;
+      raw[u] = j < CUTOPK_MULTIBLOCK_SAMPLES ? bits[j * n / CUTOPK_MULTIBLOCK_SAMPLES * col_stride] : Key(0);
+    }
+#pragma unroll
+    for (int u = 0; u < MB_SAMPLE_LOADS; ++u) {
+      const long long j = j0 + u * (long long)blockDim.x;
+      if (j < CUTOPK_MULTIBLOCK_SAMPLES) keys[j] = KeyTraits<T>::from_bits(raw[u], largest, nan_first);
+    }
+  }
+  if (threadIdx.x == 0) {
+    s_state.prefix = 0;
+    s_state.needed = (long long)rank + 1;
+    s_state.bucket = 0;
+    s_state.shift = KEY_BITS - 8;
+  }
+  __syncthreads();
   for (int shift = KEY_BITS - 8; shift >= 0; shift -= 8) {
     for (int d = threadIdx.x; d < 256; d += blockDim.x) counts[d] = 0;
     __syncthreads();
-    // A whole number of rounds per thread (MB_SAMPLES is a multiple of the block size), so
+    const unsigned long long prefix = s_state.prefix;
+    const bool top = shift + 8 >= KEY_BITS;
+    // A whole number of rounds per thread (the sample is a multiple of the block size), so
     // every lane of a warp reaches the histogram's warp votes together.
-    for (int j = threadIdx.x; j < MB_SAMPLES; j += blockDim.x) {
-      const unsigned long long key = keys[j];
-      const bool counted = shift + 8 >= KEY_BITS || (key >> (shift + 8)) == prefix;
-      cutopk_warp_histogram_add(counts, (unsigned)(key >> shift) & 255u, counted);
-    }
+    for (int j = threadIdx.x; j < CUTOPK_MULTIBLOCK_SAMPLES; j += blockDim.x)
+      cutopk_count_digit<Key>(counts, keys[j], cutopk_in_race<Key>(keys[j], shift, prefix, top), shift, top);
     __syncthreads();
     if (threadIdx.x < 32) {
-      long long above;
-      const int digit = cutopk_warp_find_bucket(counts, needed, &above);
-      if (threadIdx.x == 0) {
-        s_digit = digit;
-        s_above = above;
-      }
+      CutopkDigitState st = s_state;
+      cutopk_digit_step(counts, &st);
+      __syncwarp();  // every lane has read s_state
+      if (threadIdx.x == 0) s_state = st;
     }
-    __syncthreads();
-    prefix = (prefix << 8) | (unsigned long long)s_digit;
-    needed -= s_above;
-    __syncthreads();  // s_digit and counts are rewritten by the next digit
+    __syncthreads();  // s_state is read by every thread, and counts cleared, after this
   }
+  const Key prefix = static_cast<Key>(s_state.prefix);  // the threshold key (every bit resolved)
   if (threadIdx.x == 0) {
     MbState s = mb_initial_state(k, KEY_BITS);
     s.threshold = prefix;
-    s.filter = 1;
+    s.staging = 1;
     state[row] = s;
   }
   for (int d = threadIdx.x; d < 256; d += blockDim.x) hist[row * 256 + d] = 0;
 
   // The staging segments. Every warp part gets `room` entries (spread keys: twice its expected
-  // share), plus `per_hit` (n / MB_SAMPLES, a sample interval's length) for each sample reaching
+  // share), plus `per_hit` (n / CUTOPK_MULTIBLOCK_SAMPLES, a sample interval's length) for each sample reaching
   // the threshold whose interval overlaps the part: keys crowded where the sample saw them (a
   // sorted row) still fit. The offsets are clipped to `stage_total`; a part left too small
   // overflows and its row takes the two-read route.
-  const int per = MB_SAMPLES / blockDim.x;  // a whole number: MB_SAMPLES is a multiple of it
+  const int per =
+      CUTOPK_MULTIBLOCK_SAMPLES / blockDim.x;  // a whole number: CUTOPK_MULTIBLOCK_SAMPLES is a multiple of it
   long long local = 0, total;
   for (int j = threadIdx.x * per; j < (threadIdx.x + 1) * per; ++j) local += keys[j] >= prefix;
   long long before = mb_block_exclusive_sum(local, sums, total);
@@ -329,7 +369,7 @@ __global__ void __launch_bounds__(256)
     hits_before[j] = (unsigned short)before;
     before += keys[j] >= prefix;
   }
-  if (threadIdx.x == 0) hits_before[MB_SAMPLES] = (unsigned short)total;
+  if (threadIdx.x == 0) hits_before[CUTOPK_MULTIBLOCK_SAMPLES] = (unsigned short)total;
   __syncthreads();
   const int parts = blocks_per_row * warps;
   const int per_thread = (parts + blockDim.x - 1) / blockDim.x;
@@ -349,13 +389,13 @@ __global__ void __launch_bounds__(256)
 // row done when that bucket is taken whole or every bit is resolved) and clears the histogram.
 // After pass 1, a row with a sampled threshold then decides whether to restart on its staged
 // keys (at least K of them, every warp's within its segment, all within the candidate buffer).
-// Finally `ties` gets each slice's offset: among the staged keys for a row that restarts, else
+// Finally `slice_offset` gets each slice's offset: among the staged keys for a row that restarts, else
 // among the keys of the chosen bucket (each slice's bin of this pass's histogram), which
 // mb_move and mb_collect use. The slices are shared out to the threads in contiguous runs and
 // summed with a block scan: a serial loop over hundreds of slices would wait on each load.
-extern "C" __global__ void __launch_bounds__(256)
+extern "C" __global__ void __launch_bounds__(CUTOPK_MULTIBLOCK_THREADS)
     mb_select(MbState* __restrict__ state, unsigned long long* __restrict__ hist,
-              const unsigned int* __restrict__ slice_hist, long long* __restrict__ ties, int blocks_per_row,
+              const unsigned int* __restrict__ slice_hist, long long* __restrict__ slice_offset, int blocks_per_row,
               const long long* __restrict__ stage_count, int warps, long long cap, int k, int key_bits) {
   __shared__ long long sums[33];
   const long long row = blockIdx.x;
@@ -367,13 +407,17 @@ extern "C" __global__ void __launch_bounds__(256)
   unsigned long long* h = hist + row * 256;
   if (threadIdx.x < 32) {  // one warp finds the bucket (suffix scan with shuffles)
     MbState s = state[row];
-    long long above;
-    const int digit = cutopk_warp_find_bucket(h, s.needed, &above);
+    CutopkDigitState d;
+    d.prefix = s.prefix;
+    d.needed = s.needed;
+    d.bucket = s.bucket;
+    d.shift = s.shift;
+    cutopk_digit_step(h, &d);
     if (threadIdx.x == 0) {
-      const bool top_digit = s.shift == key_bits - 8 && !s.from_cand;  // pass 1, over the input
-      s.needed -= above;
-      s.bucket = h[digit];
-      s.prefix = (s.prefix << 8) | (unsigned long long)digit;
+      const bool top_digit = s.shift == key_bits - 8 && s.source == MB_ON_INPUT;  // pass 1, over the input
+      s.needed = d.needed;
+      s.bucket = d.bucket;
+      s.prefix = d.prefix;
       // Early stop: the whole bucket is taken, so no lower digit can change the selection.
       if ((long long)s.bucket == s.needed || s.shift == 0)
         s.done = 1;
@@ -381,11 +425,11 @@ extern "C" __global__ void __launch_bounds__(256)
         s.shift -= 8;
       // After pass 1, a bucket that fits the candidate buffer moves there (mb_move copies it);
       // the next passes read the buffer.
-      s.pending = 0;
+      s.move = MB_MOVE_NONE;
       if (top_digit && !s.done && (long long)s.bucket <= cap) {
-        s.from_cand = 1;
+        s.source = MB_ON_CANDIDATES;
         s.cand_count = (long long)s.bucket;
-        s.pending = 2;
+        s.move = MB_MOVE_COPY_BUCKET;
       }
       state[row] = s;
     }
@@ -393,15 +437,15 @@ extern "C" __global__ void __launch_bounds__(256)
   __syncthreads();
   for (int d = threadIdx.x; d < 256; d += blockDim.x) h[d] = 0;  // ready for the next pass
   // Thread 0's update, seen after the barrier; rewritten only below, once every thread has read it.
-  const int filter = state[row].filter;
+  const int staging = state[row].staging;
   const unsigned digit = (unsigned)(state[row].prefix & 255u);
   const int per_thread = (blocks_per_row + blockDim.x - 1) / blockDim.x;
   const int b0 = min(blocks_per_row, (int)threadIdx.x * per_thread);
   const int b1 = min(blocks_per_row, b0 + per_thread);
-  long long* row_ties = ties + row * blocks_per_row;
+  long long* row_offset = slice_offset + row * blocks_per_row;
   long long total;
   bool restart = false;
-  if (filter) {  // the same for the whole block
+  if (staging) {  // the same for the whole block
     const long long* counts = stage_count + row * blocks_per_row * warps;
     // An overflowed segment's count (2^40) puts the total beyond any candidate buffer.
     long long local = 0;
@@ -411,22 +455,18 @@ extern "C" __global__ void __launch_bounds__(256)
     restart = total >= k && total <= cap;
     if (restart)
       for (int b = b0; b < b1; ++b) {
-        row_ties[b] = running;
+        row_offset[b] = running;
         for (int w = 0; w < warps; ++w) running += counts[b * warps + w];
       }
-    if (threadIdx.x == 0) {  // every thread read `filter` and `digit` before the scan's barriers
-      MbState* t = state + row;
-      t->filter = 0;
-      if (restart) {
-        t->prefix = 0;
-        t->needed = k;
-        t->bucket = 0;
-        t->shift = key_bits - 8;
-        t->done = 0;
-        t->above = 0;
-        t->from_cand = 1;
-        t->cand_count = total;
-        t->pending = 1;
+    if (threadIdx.x == 0) {  // every thread read `staging` and `digit` before the scan's barriers
+      if (restart) {         // the selection starts over on the staged keys, which hold the K winners
+        MbState t = mb_initial_state(k, key_bits);
+        t.source = MB_ON_CANDIDATES;
+        t.cand_count = total;
+        t.move = MB_MOVE_SQUEEZE_STAGED;
+        state[row] = t;
+      } else {
+        state[row].staging = 0;
       }
     }
   }
@@ -436,7 +476,7 @@ extern "C" __global__ void __launch_bounds__(256)
     for (int b = b0; b < b1; ++b) local += bins[b * 256];
     long long running = mb_block_exclusive_sum(local, sums, total);
     for (int b = b0; b < b1; ++b) {
-      row_ties[b] = running;
+      row_offset[b] = running;
       running += bins[b * 256];
     }
   }
@@ -450,10 +490,13 @@ __device__ __forceinline__ int mb_bucket_shift(const MbState& s) {
 }
 
 // Writes a slice's winners and bucket members, in index order within the row: keys above the
-// bucket go to (win_key, win_idx) after the row's cursor; bucket keys go to `out` at the
-// slice's offset plus their rank (only the first `limit` of them, when limit >= 0).
-template <class T, bool FROM_CAND>
-__device__ __forceinline__ void mb_split(const MbRow<T, FROM_CAND>& r, long long begin, long long end, int shift,
+// bucket go to (win_key, win_idx) after the row's cursor (any order: they are sorted later);
+// bucket keys go to `out` at the slice's offset plus their rank (only the first `limit` of them,
+// when limit >= 0). Per loader call (blockDim x 16 bytes on the contiguous path) one block scan
+// of both counts, packed in one int (each thread holds at most 16 of each), and one atomic on
+// the row's cursor.
+template <class T>
+__device__ __forceinline__ void mb_split(const MbRow<T>& r, long long begin, long long end, int shift,
                                          unsigned long long prefix, MbState* s, long long offset, long long limit,
                                          typename KeyTraits<T>::Key* win_key, long long* win_idx,
                                          typename KeyTraits<T>::Key* out_key, long long* out_idx) {
@@ -461,31 +504,42 @@ __device__ __forceinline__ void mb_split(const MbRow<T, FROM_CAND>& r, long long
   __shared__ int s_warp[32];
   __shared__ int s_total;
   __shared__ long long s_cursor;
-  for (long long chunk = begin; chunk < end; chunk += blockDim.x) {
-    const long long i = chunk + threadIdx.x;
-    const bool valid = i < end;
-    const Key key = valid ? r.key(i) : Key(0);
-    const unsigned long long top = (unsigned long long)key >> shift;
-    const bool above = valid && top > prefix;
-    const bool member = valid && top == prefix;
-    // Winners above the bucket: any order (the launcher sorts them), one atomic per chunk.
-    const int rank = cutopk_block_rank(above, s_warp, &s_total);
-    if (threadIdx.x == 0 && s_total)
-      s_cursor = (long long)atomicAdd((unsigned long long*)&s->above, (unsigned long long)s_total);
+  const Key bucket = static_cast<Key>(prefix);
+  cutopk_stream_row(r.bits, r.stride, begin, end, threadIdx.x, blockDim.x, [&](const auto& run) {
+    Key keys[CUTOPK_RUN_SIZE(run)];
+    unsigned above = 0, member = 0;  // bit e: element e of the run is above the bucket, in it
+#pragma unroll
+    for (int e = 0; e < CUTOPK_RUN_SIZE(run); ++e) {
+      keys[e] = r.key(run.bits[e]);
+      const Key digits = static_cast<Key>(keys[e] >> shift);
+      above |= (unsigned)(e < run.count && digits > bucket) << e;
+      member |= (unsigned)(e < run.count && digits == bucket) << e;
+    }
+    const int packed = cutopk_block_scan(__popc(above) | (__popc(member) << 16), s_warp, &s_total);
+    const int total = s_total;
+    if (threadIdx.x == 0 && (total & 0xffff))
+      s_cursor = (long long)atomicAdd((unsigned long long*)&s->above, (unsigned long long)(total & 0xffff));
     __syncthreads();
-    if (above) {
-      win_key[s_cursor + rank] = key;
-      win_idx[s_cursor + rank] = r.index(i);
+    long long at = s_cursor + (packed & 0xffff);
+    long long pos = offset + (packed >> 16);
+#pragma unroll
+    for (int e = 0; e < CUTOPK_RUN_SIZE(run); ++e) {
+      if ((above >> e) & 1u) {
+        win_key[at] = keys[e];
+        win_idx[at] = r.index(run.first + e);
+        ++at;
+      }
+      if ((member >> e) & 1u) {
+        if (limit < 0 || pos < limit) {
+          out_key[pos] = keys[e];
+          out_idx[pos] = r.index(run.first + e);
+        }
+        ++pos;
+      }
     }
-    // Bucket members: ranked in index order across the whole row.
-    const int pos = cutopk_block_rank(member, s_warp, &s_total);
-    if (member && (limit < 0 || offset + pos < limit)) {
-      out_key[offset + pos] = key;
-      out_idx[offset + pos] = r.index(i);
-    }
-    offset += s_total;
-    __syncthreads();  // s_total and s_cursor are rewritten by the next chunk
-  }
+    offset += total >> 16;
+    // s_cursor is rewritten only after the next call's scan, whose barriers follow every read.
+  });
 }
 
 // Copies the staged segments of the rows that restarted into their candidate buffers, in index
@@ -494,11 +548,11 @@ __device__ __forceinline__ void mb_split(const MbRow<T, FROM_CAND>& r, long long
 template <class T>
 __device__ __forceinline__ void mb_squeeze(long long row, long long slice, long long cap,
                                            typename KeyTraits<T>::Key* __restrict__ cand_key,
-                                           long long* __restrict__ cand_idx, const long long* __restrict__ ties,
+                                           long long* __restrict__ cand_idx, const long long* __restrict__ slice_offset,
                                            MB_STAGE_PARAMS) {
   const int warps = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const long long slot = row * gridDim.x + blockIdx.x;
-  long long offset = row * cap + ties[slot];
+  long long offset = row * cap + slice_offset[slot];
   for (int w = 0; w < warp; ++w) offset += stage_count[slot * warps + w];
   const long long wslot = slot * warps + warp;
   const long long count = stage_count[wslot];
@@ -516,74 +570,54 @@ __device__ __forceinline__ void mb_squeeze(long long row, long long slice, long 
 // fits in `cap` copies the bucket there in index order (one more read of its slice), and the
 // keys above the bucket become winners.
 template <class T>
-__global__ void __launch_bounds__(256)
+__global__ void __launch_bounds__(CUTOPK_MULTIBLOCK_THREADS, 2)
     mb_move(const T* __restrict__ in, long long n, long long row_stride, long long col_stride, int largest,
             int nan_first, long long slice, long long cap, typename KeyTraits<T>::Key* __restrict__ cand_key,
-            long long* __restrict__ cand_idx, int k, MbState* __restrict__ state, const long long* __restrict__ ties,
-            typename KeyTraits<T>::Key* __restrict__ win_key, long long* __restrict__ win_idx, MB_STAGE_PARAMS) {
+            long long* __restrict__ cand_idx, int k, MbState* __restrict__ state,
+            const long long* __restrict__ slice_offset, typename KeyTraits<T>::Key* __restrict__ win_key,
+            long long* __restrict__ win_idx, MB_STAGE_PARAMS) {
   const long long row = blockIdx.y;
   const MbState s = state[row];
-  if (s.pending == 1) {
-    mb_squeeze<T>(row, slice, cap, cand_key, cand_idx, ties, stage_key, stage_off, stage_count, stage_start,
+  if (s.move == MB_MOVE_SQUEEZE_STAGED) {
+    mb_squeeze<T>(row, slice, cap, cand_key, cand_idx, slice_offset, stage_key, stage_off, stage_count, stage_start,
                   stage_total);
     return;
   }
-  if (s.pending != 2) return;
-  const MbRow<T, false> r =
-      mb_row<T, false>(in, n, row_stride, col_stride, largest, nan_first, cand_key, cand_idx, cap, s, row);
+  if (s.move != MB_MOVE_COPY_BUCKET) return;
+  MbState on_input = s;  // the bucket is read from the input, though the row's source is now the buffer
+  on_input.source = MB_ON_INPUT;
+  const MbRow<T> r =
+      mb_row<T>(in, n, row_stride, col_stride, largest, nan_first, cand_key, cand_idx, cap, on_input, row);
   const long long begin = (long long)blockIdx.x * slice;
-  mb_split<T, false>(r, begin, min(n, begin + slice), s.shift + 8, s.prefix, state + row,
-                     ties[row * gridDim.x + blockIdx.x], -1, win_key + row * k, win_idx + row * k, cand_key + row * cap,
-                     cand_idx + row * cap);
+  mb_split<T>(r, begin, min(n, begin + slice), s.shift + 8, s.prefix, state + row,
+              slice_offset[row * gridDim.x + blockIdx.x], -1, win_key + row * k, win_idx + row * k,
+              cand_key + row * cap, cand_idx + row * cap);
 }
 
-template <class T, bool FROM_CAND>
-__device__ void mb_collect_rows(MB_PARAMS, int k, MbState* __restrict__ state, const long long* __restrict__ ties,
-                                typename KeyTraits<T>::Key* __restrict__ win_key, long long* __restrict__ win_idx) {
+template <class T>
+__global__ void __launch_bounds__(CUTOPK_MULTIBLOCK_THREADS, 2)
+    mb_collect(MB_PARAMS, long long cand_slice, int k, MbState* __restrict__ state,
+               const long long* __restrict__ slice_offset, typename KeyTraits<T>::Key* __restrict__ win_key,
+               long long* __restrict__ win_idx) {
   const long long row = blockIdx.y;
   const MbState s = state[row];
-  const MbRow<T, FROM_CAND> r = MB_ROW(s, row);
+  const MbRow<T> r = MB_ROW(s, row);
+  if (r.from_cand) slice = cand_slice;
   const long long begin = (long long)blockIdx.x * slice;
   // The bucket's winners follow the winners above it: the first `needed` bucket keys in index
   // order, placed from position k - needed.
   const long long first_tie = k - s.needed;
-  mb_split<T, FROM_CAND>(r, begin, min(r.length, begin + slice), mb_bucket_shift(s), s.prefix, state + row,
-                         ties[row * gridDim.x + blockIdx.x], s.needed, win_key + row * k, win_idx + row * k,
-                         win_key + row * k + first_tie, win_idx + row * k + first_tie);
+  mb_split<T>(r, begin, min(r.length, begin + slice), mb_bucket_shift(s), s.prefix, state + row,
+              slice_offset[row * gridDim.x + blockIdx.x], s.needed, win_key + row * k, win_idx + row * k,
+              win_key + row * k + first_tie, win_idx + row * k + first_tie);
 }
-// The kernels of the per-slice passes: one launch serves rows on the input and rows on the
-// candidate buffer, each block reading the source its row's state names (slices of `slice`
-// elements over the input, of `cand_slice` over the candidates).
-#define MB_ARGS(SLICE) in, n, row_stride, col_stride, largest, nan_first, SLICE, cap, cand_key, cand_idx
-template <class T>
-__global__ void __launch_bounds__(256)
-    mb_histogram(MB_PARAMS, long long cand_slice, const MbState* __restrict__ state,
-                 unsigned long long* __restrict__ hist, unsigned int* __restrict__ slice_hist, MB_STAGE_PARAMS) {
-  if (state[blockIdx.y].from_cand)
-    mb_histogram_rows<T, true>(MB_ARGS(cand_slice), state, hist, slice_hist, stage_key, stage_off, stage_count,
-                               stage_start, stage_total);
-  else
-    mb_histogram_rows<T, false>(MB_ARGS(slice), state, hist, slice_hist, stage_key, stage_off, stage_count, stage_start,
-                                stage_total);
-}
-
-template <class T>
-__global__ void __launch_bounds__(256)
-    mb_collect(MB_PARAMS, long long cand_slice, int k, MbState* __restrict__ state, const long long* __restrict__ ties,
-               typename KeyTraits<T>::Key* __restrict__ win_key, long long* __restrict__ win_idx) {
-  if (state[blockIdx.y].from_cand)
-    mb_collect_rows<T, true>(MB_ARGS(cand_slice), k, state, ties, win_key, win_idx);
-  else
-    mb_collect_rows<T, false>(MB_ARGS(slice), k, state, ties, win_key, win_idx);
-}
-#undef MB_ARGS
 
 // The last step when a row's K (key, index) pairs fit shared memory: orders the winners (by key,
 // ties by index; or by index) with a block bitonic sort and writes the indices and the values,
 // re-read from the input at the winning indices so that their bits are the input's. One block
 // per row, one launch, instead of the array library's sorts and gathers.
 template <class T>
-__global__ void __launch_bounds__(256)
+__global__ void __launch_bounds__(CUTOPK_MULTIBLOCK_THREADS)
     mb_order(const T* __restrict__ in, long long row_stride, long long col_stride, int k, int by_index,
              const typename KeyTraits<T>::Key* __restrict__ win_key, const long long* __restrict__ win_idx,
              T* __restrict__ out_vals, long long* __restrict__ out_idx) {
@@ -605,10 +639,8 @@ __global__ void __launch_bounds__(256)
   else
     cutopk_block_bitonic<false>(keys, idx, kp);
   const T* base = in + row * row_stride;
-  for (int j = threadIdx.x; j < k; j += blockDim.x) {
-    out_idx[row * k + j] = (long long)idx[j];
-    out_vals[row * k + j] = base[(long long)idx[j] * col_stride];
-  }
+  for (int j = threadIdx.x; j < k; j += blockDim.x)
+    cutopk_write_winner(base, col_stride, out_vals, (void*)out_idx, 8, row * k + j, idx[j]);
 }
 
 #undef MB_ROW

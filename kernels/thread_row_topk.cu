@@ -11,7 +11,7 @@
 #include "key_traits.cuh"
 
 template <class T, int KMAX>
-__global__ void __launch_bounds__(256)
+__global__ void __launch_bounds__(CUTOPK_THREAD_ROW_THREADS)
     thread_row_topk(const T* __restrict__ in, long long rows, long long n, long long row_stride, long long col_stride,
                     int k, int largest, int nan_first, int by_index, T* __restrict__ out_vals,
                     void* __restrict__ out_idx, int index_bytes) {

@@ -1,30 +1,34 @@
-// Warp radix select: top-K of medium rows (K <= WR_MAX_K), one warp per row, for batches of many
+// Warp radix select: top-K of medium rows (K <= CUTOPK_WARP_RADIX_MAX_K), one warp per row, for batches of many
 // rows of a few thousand elements, where a block per row would spend its time at barriers and
 // a warp holding the row in registers (warp_row) runs out of registers.
 //
 // 1. Digit passes from the top (8-bit digits over KeyTraits keys): the warp histograms, in its
-//    own 256 shared-memory counters (warp-aggregated adds), the next digit of the keys that share
+//    own 256 32-bit shared-memory counters (warp-aggregated adds on the top digit only), reading
+//    the row through the streaming loader (row_loads.cuh: several loads in flight per lane,
+//    16-byte loads when the row is contiguous), the next digit of the keys that share
 //    the prefix found so far, then finds the bucket holding the K-th key with a suffix scan over
 //    its lanes. The passes stop once the keys above that bucket and the bucket itself fit
-//    WR_CAP shared-memory pairs, or when every bit is resolved.
+//    CUTOPK_WARP_RADIX_CAP shared-memory pairs, or when every bit is resolved.
 // 2. One more pass puts the keys above the bucket (all winners) and the bucket's keys in shared
-//    memory, in index order (ballot prefix counts). When every bit is resolved and the bucket
-//    is still too large (a run of one key at the K-th place), only its first `needed` keys in
-//    index order are kept: the lower-index rule.
+//    memory, in index order (warp scans of each lane's count per loader call). When every bit is resolved and the
+//    bucket is still too large (a run of one key at the K-th place), only its first `needed` keys in index order are
+//    kept: the lower-index rule.
 // 3. A warp bitonic sort of the pairs by (key, index) leaves the K winners first, in value order;
 //    order "index" sorts those K again by index. Values are re-read from the input.
 // Reads of the row: one per digit pass (1 to 4 for 32-bit keys; typically 2 for spread data) plus
 // one, mostly from L1/L2 for rows of a few thousand elements. Warps never wait for each other:
 // no block barrier at all.
 // Dtypes: all (KeyTraits); indices are 32-bit inside (n < 2^31) and written as 4 or 8 bytes
-// (index_bytes). Threads per block: 256 (8 rows per block). Shared memory: static,
-// 8 * (256 * 4 + WR_CAP * (sizeof(Key) + 4)) bytes (24 KB for 32-bit keys, 32 KB for 64-bit).
+// (index_bytes). Threads per block: CUTOPK_WARP_RADIX_THREADS (CUTOPK_WARP_RADIX_WARPS rows per
+// block). Shared memory: static, WARPS * (256 * 4 + CAP * (sizeof(Key) + 4)) bytes (24 KB for
+// 32-bit keys, 32 KB for 64-bit, with 8 warps and a cap of 256).
 #include "key_traits.cuh"
 #include "block_sort.cuh"
+#include "row_loads.cuh"
+#include "radix_digit.cuh"
 
-#define WR_WARPS 8    // rows per block
-#define WR_CAP 256    // (key, index) pairs per warp: the winners above the bucket and the bucket
-#define WR_MAX_K 128  // at most half of WR_CAP, so that a bucket of K keys or more can still fit
+static_assert(2 * CUTOPK_WARP_RADIX_MAX_K <= CUTOPK_WARP_RADIX_CAP, "a bucket of K keys must fit beside the winners");
+static_assert(CUTOPK_WARP_RADIX_WARPS * 32 == CUTOPK_WARP_RADIX_THREADS, "one warp per row");
 
 // Sorts the warp's first `count` pairs (by key and index, or by index) after padding them to a
 // power of two with pairs that sort last (the lowest key, the highest index).
@@ -39,90 +43,90 @@ __device__ __forceinline__ void wr_sort(Key* keys, unsigned* idx, int count) {
   cutopk_block_bitonic<BY_INDEX, true>(keys, idx, size);
 }
 
-// At least 4 blocks (32 warps) per SM: with the maximum block size alone, ptxas chose 40
-// registers for sm_80 and spilled 24 bytes; with this bound it fits them without spilling.
+// At least 2 blocks (16 warps) per SM, up to 128 registers: 8-bit keys hold 16 keys per 16-byte
+// load, and with 3 blocks (80 registers) ptxas spilled; each warp keeps 4 such loads in flight,
+// so fewer warps per SM still cover the latency.
 template <class T>
-__global__ void __launch_bounds__(256, 4)
+__global__ void __launch_bounds__(CUTOPK_WARP_RADIX_THREADS, 2)
     warp_radix_topk(const T* __restrict__ in, long long rows, long long n, long long row_stride, long long col_stride,
                     int k, int largest, int nan_first, int by_index, T* __restrict__ out_vals,
                     void* __restrict__ out_idx, int index_bytes) {
   typedef typename KeyTraits<T>::Key Key;
   const int KEY_BITS = 8 * sizeof(Key);
-  const unsigned FULL = 0xffffffffu;
-  __shared__ unsigned int hist_all[WR_WARPS][256];
-  __shared__ Key key_all[WR_WARPS][WR_CAP];
-  __shared__ unsigned int idx_all[WR_WARPS][WR_CAP];
+  __shared__ unsigned int hist_all[CUTOPK_WARP_RADIX_WARPS][256];
+  __shared__ Key key_all[CUTOPK_WARP_RADIX_WARPS][CUTOPK_WARP_RADIX_CAP];
+  __shared__ unsigned int idx_all[CUTOPK_WARP_RADIX_WARPS][CUTOPK_WARP_RADIX_CAP];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const long long row = (long long)blockIdx.x * WR_WARPS + warp;
+  const long long row = (long long)blockIdx.x * CUTOPK_WARP_RADIX_WARPS + warp;
   if (row >= rows) return;  // the whole warp leaves together: `row` is the same for its lanes
   unsigned int* hist = hist_all[warp];
   Key* keys = key_all[warp];
   unsigned int* idx = idx_all[warp];
   const T* base = in + row * row_stride;
-  const unsigned lanes_below = (1u << lane) - 1u;
+  const Key* bits = cutopk_row_bits(base);
 
-  // 1. Digit passes.
-  unsigned long long prefix = 0;  // the key bits at and above `shift` of the K-th key's bucket
-  long long needed = k;           // winners still to take from that bucket
-  unsigned long long bucket = 0;  // keys in that bucket
-  int shift = KEY_BITS - 8;
+  // 1. Digit passes. The state is the same in every lane.
+  CutopkDigitState st;
+  st.prefix = 0;
+  st.needed = k;
+  st.bucket = 0;
+  st.shift = KEY_BITS - 8;
   while (true) {
     for (int d = lane; d < 256; d += 32) hist[d] = 0;
     __syncwarp();
-    const bool first = shift + 8 >= KEY_BITS;
-    // Whole rounds of 32, so every lane reaches the warp votes of the histogram add.
-    for (long long chunk = 0; chunk < n; chunk += 32) {
-      const long long i = chunk + lane;
-      const bool valid = i < n;
-      const unsigned long long key = valid ? KeyTraits<T>::to_key(base[i * col_stride], largest, nan_first) : 0;
-      const bool counted = valid && (first || (key >> (shift + 8)) == prefix);
-      cutopk_warp_histogram_add(hist, (unsigned)(key >> shift) & 255u, counted);
-    }
+    const bool top = st.shift + 8 >= KEY_BITS;
+    cutopk_stream_row(bits, col_stride, 0, n, lane, 32, [&](const auto& run) {
+      cutopk_count_run<T>(hist, run, false, largest, nan_first, st.shift, st.prefix, top);
+    });
     __syncwarp();
-    long long above;
-    const int digit = cutopk_warp_find_bucket(hist, needed, &above);
-    needed -= above;
-    bucket = hist[digit];
-    prefix = (prefix << 8) | (unsigned long long)digit;
-    if ((unsigned long long)(k - needed) + bucket <= WR_CAP || shift == 0) break;
-    shift -= 8;
+    cutopk_digit_step(hist, &st);
+    if ((unsigned long long)(k - st.needed) + st.bucket <= CUTOPK_WARP_RADIX_CAP || st.shift == 0) break;
+    st.shift -= 8;
     __syncwarp();  // every lane has read the histogram before it is cleared
   }
 
   // 2. The winners above the bucket and the bucket's keys, in index order.
+  const Key prefix = static_cast<Key>(st.prefix);
+  const long long needed = st.needed;
   const int above_count = k - (int)needed;
-  const bool fits = (unsigned long long)above_count + bucket <= WR_CAP;
+  const bool fits = (unsigned long long)above_count + st.bucket <= CUTOPK_WARP_RADIX_CAP;
   int taken = 0, members = 0;  // the same in every lane
-  for (long long chunk = 0; chunk < n; chunk += 32) {
-    const long long i = chunk + lane;
-    const bool valid = i < n;
-    const Key key = valid ? KeyTraits<T>::to_key(base[i * col_stride], largest, nan_first) : Key(0);
-    const unsigned long long top = (unsigned long long)key >> shift;
-    const unsigned wins = __ballot_sync(FULL, valid && top > prefix);
-    const unsigned ties = __ballot_sync(FULL, valid && top == prefix);
-    if ((wins >> lane) & 1u) {
-      const int at = taken + __popc(wins & lanes_below);
-      keys[at] = key;
-      idx[at] = (unsigned int)i;
+  cutopk_stream_row(bits, col_stride, 0, n, lane, 32, [&](const auto& run) {
+    Key run_keys[CUTOPK_RUN_SIZE(run)];
+    unsigned wins = 0, ties = 0;  // bit e: element e of the run is a winner, a bucket key
+#pragma unroll
+    for (int e = 0; e < CUTOPK_RUN_SIZE(run); ++e) {
+      run_keys[e] = KeyTraits<T>::from_bits(run.bits[e], largest, nan_first);
+      const Key digits = static_cast<Key>(run_keys[e] >> st.shift);
+      wins |= (unsigned)(e < run.count && digits > prefix) << e;
+      ties |= (unsigned)(e < run.count && digits == prefix) << e;
     }
-    if ((ties >> lane) & 1u) {
-      const int rank = members + __popc(ties & lanes_below);
-      if (fits || rank < needed) {
-        keys[above_count + rank] = key;
-        idx[above_count + rank] = (unsigned int)i;
+    int wins_total, ties_total;
+    int at = taken + cutopk_warp_scan(__popc(wins), &wins_total);
+    int rank = members + cutopk_warp_scan(__popc(ties), &ties_total);
+#pragma unroll
+    for (int e = 0; e < CUTOPK_RUN_SIZE(run); ++e) {
+      if ((wins >> e) & 1u) {
+        keys[at] = run_keys[e];
+        idx[at] = (unsigned int)(run.first + e);
+        ++at;
+      }
+      if ((ties >> e) & 1u) {
+        if (fits || rank < needed) {
+          keys[above_count + rank] = run_keys[e];
+          idx[above_count + rank] = (unsigned int)(run.first + e);
+        }
+        ++rank;
       }
     }
-    taken += __popc(wins);
-    members += __popc(ties);
-  }
+    taken += wins_total;
+    members += ties_total;
+  });
   __syncwarp();
 
   // 3. Order: the K winners first, by (key, index); padding sorts last.
-  wr_sort<false>(keys, idx, fits ? above_count + (int)bucket : k);
+  wr_sort<false>(keys, idx, fits ? above_count + (int)st.bucket : k);
   if (by_index) wr_sort<true>(keys, idx, k);
-  for (int j = lane; j < k; j += 32) {
-    const unsigned int i = idx[j];
-    cutopk_store_index(out_idx, row * k + j, (unsigned long long)i, index_bytes);
-    out_vals[row * k + j] = base[(long long)i * col_stride];
-  }
+  for (int j = lane; j < k; j += 32)
+    cutopk_write_winner(base, col_stride, out_vals, out_idx, index_bytes, row * k + j, (unsigned long long)idx[j]);
 }

@@ -8,14 +8,15 @@
 // barrier, so for N <= 1024 and a small K it should beat sorting the row in shared memory (an
 // instruction-count estimate, not yet measured on a GPU).
 // Output order "index" re-ranks the K winners by index with K more shuffles.
-// Dtypes: all (KeyTraits); indices written as 4 or 8 bytes (index_bytes). Threads per block: 256
-// (8 rows per block). Shared memory: none.
+// Dtypes: all (KeyTraits); indices written as 4 or 8 bytes (index_bytes). Threads per block:
+// CUTOPK_WARP_ROW_THREADS (a row per warp). Shared memory: none.
 // Ties: the arg-max prefers the lower index among equal keys, so ties go to lower indices both
 // at the K boundary and in the output. NaN: folded into the key by KeyTraits.
 #include "key_traits.cuh"
+#include "radix_digit.cuh"
 
 template <class T, int ITEMS>
-__global__ void __launch_bounds__(256)
+__global__ void __launch_bounds__(CUTOPK_WARP_ROW_THREADS)
     warp_row_topk(const T* __restrict__ in, long long rows, long long n, long long row_stride, long long col_stride,
                   int k, int largest, int nan_first, int by_index, T* __restrict__ out_vals, void* __restrict__ out_idx,
                   int index_bytes) {
@@ -24,12 +25,19 @@ __global__ void __launch_bounds__(256)
   const long long row = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
   if (row >= rows) return;  // the whole warp leaves together: `row` is the same for its lanes
   const T* base = in + row * row_stride;
+  const Key* bits = reinterpret_cast<const Key*>(base);
   Key keys[ITEMS];
   unsigned live = 0;  // bit i: element lane + 32 i exists and is not taken yet (ITEMS <= 32)
+  // Every load first, the key transforms after: ITEMS loads in flight per lane, not one.
 #pragma unroll
   for (int i = 0; i < ITEMS; ++i) {
     const int j = lane + i * 32;
-    keys[i] = j < n ? KeyTraits<T>::to_key(base[j * col_stride], largest, nan_first) : Key(0);
+    keys[i] = j < n ? bits[j * col_stride] : Key(0);
+  }
+#pragma unroll
+  for (int i = 0; i < ITEMS; ++i) {
+    const int j = lane + i * 32;
+    keys[i] = j < n ? KeyTraits<T>::from_bits(keys[i], largest, nan_first) : Key(0);
     if (j < n) live |= 1u << i;
   }
   int mine = -1;  // lane r keeps the r-th winner
@@ -65,8 +73,6 @@ __global__ void __launch_bounds__(256)
       position += other < mine;
     }
   }
-  if (lane < k) {
-    cutopk_store_index(out_idx, row * k + position, (unsigned long long)mine, index_bytes);
-    out_vals[row * k + position] = base[(long long)mine * col_stride];
-  }
+  if (lane < k)
+    cutopk_write_winner(base, col_stride, out_vals, out_idx, index_bytes, row * k + position, (unsigned long long)mine);
 }

@@ -28,8 +28,12 @@ DEV = d.Device()
         (16384, 2048, 129, 4, "bitonic"),  # K beyond the warp's shared pairs
         (16384, 256, 64, 4, "bitonic"),  # short rows with K > 32: the block sort
         (1, 128256, 50, 4, "multiblock"),  # LLM sampling at batch 1: few long rows
+        (65, 128256, 50, 4, "multiblock"),  # no cliff past 64 rows: still fewer than 2 per SM
+        (263, 65536, 50, 4, "multiblock"),
+        (264, 65536, 50, 4, "radix"),  # 2 rows per SM: a block per row fills the GPU
+        (263, 65535, 50, 4, "radix"),  # too short to split
         (64, 131072, 1024, 8, "multiblock"),
-        (65, 131072, 1024, 8, "radix"),  # enough rows to fill the GPU one block per row
+        (264, 131072, 1024, 8, "radix"),  # enough rows to fill the GPU one block per row
         (1000, 100_000, 2048, 4, "multiblock"),  # K too large for the shared-memory kernels
         (70_000, 5000, 2048, 4, "multiblock"),  # ... on any number of rows (in chunks of rows)
         (4, 4096, 3000, 4, "bitonic"),  # ... unless the whole row fits in shared memory
@@ -115,9 +119,52 @@ def test_plans():
     assert p.params["slice"] >= d.MULTIBLOCK_MIN_SLICE  # short rows: fewer, fuller blocks
     p = d.plan(64, 2**40, 10, 1, DEV, copy=False)
     assert p.params["slice"] <= 2**31  # per-block counts stay within 32 bits
+    assert d.choose(300, 2**32, 10, 1, DEV) == "multiblock"  # radix counts a row in 32 bits
+    assert "2**32" in d.why_not("radix", 2**32, 10, 1, DEV)
     p = d.plan(70_000, 5000, 2048, 4, DEV, copy=False, algorithm="sort")
     assert p.algorithm == "sort" and p.scratch_bytes > 0 and p.grid <= DEV.sm_count * 8
     assert d.plan(1, 100, 5, 4, DEV, copy=False, algorithm="sort").algorithm == "sort"
+
+
+@pytest.mark.parametrize("rows", [1, 2, 3, 5, 7, 13, 23, 33, 64, 65, 100, 131, 200, 249, 263])
+def test_multiblock_grids_are_whole_waves(rows):
+    # A wave is MULTIBLOCK_BLOCKS_PER_SM blocks on every SM; the last wave of the grid is at
+    # least 90% full (with ceil(4 * SMs / rows) blocks per row it was 67% for 5, 10 or 23 rows).
+    for sm_count in (132, 108, 80):
+        dev = d.Device(sm_count=sm_count)
+        p = d.plan(rows, 1 << 22, 50, 4, dev, copy=False, algorithm="multiblock")
+        wave = d.MULTIBLOCK_BLOCKS_PER_SM * sm_count
+        total = rows * p.params["blocks_per_row"]
+        assert p.grid == total and 2 * wave * 0.9 <= total <= d.MULTIBLOCK_MAX_WAVES * wave
+        assert total / (-(-total // wave) * wave) >= 0.9, (sm_count, rows, total)
+        per_row, slice_ = p.params["blocks_per_row"], p.params["slice"]
+        assert per_row * slice_ >= 1 << 22 > (per_row - 1) * slice_ and slice_ % d.MULTIBLOCK_THREADS == 0
+
+
+def test_multiblock_buffers_of_many_rows_stay_below_the_input():
+    # Up to 2 rows per SM take multiblock now: 256 rows of 2^16 float32 must not allocate
+    # candidate buffers of a whole row each (3x the input, with the old floor of 2^16 keys).
+    p = d.plan(256, 1 << 16, 8, 4, DEV, copy=False)
+    assert p.algorithm == "multiblock" and p.scratch_bytes < 256 * (1 << 16) * 4
+    assert d.plan(1, 1 << 16, 8, 4, DEV, copy=False).params["cap"] == 1 << 16  # few rows: as before
+
+
+def test_sampled_threshold_pays_by_bytes_read():
+    # The sample saves one read of the input: worth it from 64 MB, whatever the element size.
+    def sampled(n, key_bytes):
+        return d.plan(1, n, 16, key_bytes, DEV, copy=False).params["sample_rank"] is not None
+
+    assert sampled(1 << 24, 4) and not sampled((1 << 24) - 256, 4)
+    assert sampled(1 << 23, 8) and not sampled(1 << 22, 8)
+    assert sampled(1 << 26, 1) and not sampled(1 << 24, 1)  # 16 MB of int8: not worth it
+
+
+def test_few_rows_rule_follows_the_device():
+    # Long rows go multiblock below MULTIBLOCK_FEW_ROWS_PER_SM rows per SM of the device in hand.
+    small = d.Device(sm_count=20)
+    assert d.choose(39, 1 << 20, 10, 4, small) == "multiblock"
+    assert d.choose(40, 1 << 20, 10, 4, small) == "radix"
+    assert d.choose(200, 1 << 20, 10, 4, DEV) == "multiblock"
 
 
 def test_multiblock_chunks_of_rows():

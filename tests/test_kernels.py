@@ -496,3 +496,35 @@ def test_warp_row_medium_rows(backend):
             (32, True, "smallest", "last"),
         ):
             run_case(backend, x, k, sorted=order, mode=mode, nan=nan, algorithm="warp_row")
+
+
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
+@pytest.mark.parametrize("dtype", ["int8", "float16", "float32", "float64"])
+def test_streaming_loader_heads_tails_tiles_and_strides(backend, dtype):
+    require(backend)
+    # The streaming loader (kernels/row_loads.cuh) of every kernel that uses it: rows that start
+    # off a 16-byte boundary (a column offset: a head read one by one), end inside a vector (a
+    # tail), span several tiles of 16-byte loads, and the strided path (a column step of 3).
+    rng = np.random.default_rng(7)
+    x = rng.integers(-60, 60, (3, 40_013)).astype(dtype)  # many ties across tiles
+    for view in (x[:, 1:], x[:, 5:-2], x[:, ::3], x[:, 8:]):
+        for algorithm in ("radix", "warp_radix", "multiblock"):
+            run_case(backend, view, 100, algorithm=algorithm)
+            run_case(backend, view, 100, algorithm=algorithm, mode="smallest", sorted="index")
+
+
+def test_kernel_constants_come_only_from_python():
+    # Written once in cutopk/_kernel_constants.py and prepended to the source as #defines; no
+    # kernel file defines one itself (a fallback would let the two sides drift apart), and
+    # every one is used by some kernel.
+    from cutopk import _gpu, _kernel_constants
+
+    source = _gpu.kernel_source()
+    assert source.startswith(_kernel_constants.cuda_defines())
+    files = "\n".join((_gpu.kernel_dir() / name).read_text() for name in _gpu.KERNEL_FILES)
+    for name in _kernel_constants._EXPORTED:
+        macro = f"CUTOPK_{name}"
+        assert f"#define {macro} {getattr(_kernel_constants, name)}\n" in source
+        assert f"#define {macro}" not in files and f"ifndef {macro}" not in files, macro
+        assert macro in files, f"{macro} is not used by any kernel"
+    assert _dispatch.MULTIBLOCK_STATE_BYTES == _kernel_constants.MULTIBLOCK_STATE_BYTES

@@ -1,9 +1,13 @@
 """Compile every kernel instantiation the dispatcher can launch for sm_75, sm_80 and sm_90 with
 nvcc, and fail on a compile error, any register spill or any local-memory stack frame (no
 kernel here means to use local memory; a stack frame is a dynamically indexed array or a
-spill in disguise).
+spill in disguise), and on what the SASS check finds (tools/check_sass.py: no 128-bit loads in
+a streaming kernel, a compare-and-swap histogram, loads issued one at a time).
 
-    python tools/check_kernels.py [--arch 75 80 90] [--nvcc PATH]
+    python tools/check_kernels.py [--arch 75 80 90] [--nvcc PATH] [--sass auto|require|off]
+
+--sass: "require" (the default under CI) fails when cuobjdump/nvdisasm are missing; "auto"
+(the default elsewhere) then skips the SASS check with a message.
 
 The source is exactly what the launcher hands to NVRTC (cutopk._gpu.kernel_source()), plus a
 host-side table that takes the address of each instantiation so that nvcc generates it.
@@ -12,6 +16,7 @@ host-side table that takes the address of each instantiation so that nvcc genera
 from __future__ import annotations
 
 import argparse
+import os
 import pathlib
 import re
 import shutil
@@ -22,6 +27,9 @@ import tempfile
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from cutopk import _dtypes, _gpu
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import check_sass
 
 ENTRY = re.compile(r"Compiling entry function '(?P<name>[^']+)' for '(?P<arch>sm_\d+)'")
 USAGE = re.compile(r"Used (?P<regs>\d+) registers")
@@ -49,6 +57,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--arch", nargs="+", default=["75", "80", "90"])
     parser.add_argument("--nvcc", default=shutil.which("nvcc"))
+    parser.add_argument(
+        "--sass", choices=("auto", "require", "off"), default="require" if os.environ.get("CI") else "auto"
+    )
     args = parser.parse_args(argv)
     if not args.nvcc:
         print("nvcc not found", file=sys.stderr)
@@ -72,6 +83,16 @@ def main(argv=None) -> int:
         for arch in args.arch:
             cmd += ["-gencode", f"arch=compute_{arch},code=sm_{arch}"]
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        sass_findings, sass_note = None, ""
+        if proc.returncode == 0 and args.sass != "off":
+            if check_sass.find_cuobjdump()[0] is None:
+                sass_note = (
+                    "cuobjdump/nvdisasm not found (pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm)"
+                )
+            else:
+                functions = check_sass.disassemble(str(pathlib.Path(tmp) / "all.o"))
+                sass_findings = check_sass.check(functions)
+                sass_note = f"{len(functions)} kernel builds disassembled, {len(sass_findings)} findings"
     if proc.returncode != 0:
         print(proc.stderr[-8000:], file=sys.stderr)
         print(f"FAILED: nvcc could not compile the kernels ({' '.join(cmd)})", file=sys.stderr)
@@ -121,6 +142,21 @@ def main(argv=None) -> int:
             "FAILED: register spills in " + ", ".join(f"{r['pretty']} ({r['arch']})" for r in bad),
             file=sys.stderr,
         )
+        return 1
+    if args.sass == "off":
+        return 0
+    print(f"SASS check: {sass_note}")
+    if sass_findings is None:
+        if args.sass == "require":
+            print("FAILED: the SASS check could not run", file=sys.stderr)
+            return 1
+        return 0
+    if sass_findings:
+        pretty = dict(
+            zip((f.name for f in sass_findings), demangle([f.name for f in sass_findings]), strict=True)
+        )
+        for f in sass_findings:
+            print(f"FAILED: {pretty[f.name]} ({f.arch}): {f.problem}", file=sys.stderr)
         return 1
     return 0
 

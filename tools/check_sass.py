@@ -1,0 +1,180 @@
+"""The SASS check: reads the machine code of compiled kernels (cuobjdump, no GPU needed) and
+fails when a streaming kernel cannot run at the memory-bandwidth limit:
+
+* a kernel that streams contiguous rows has no 128-bit global load (``LDG.E.128``);
+* any kernel has a compare-and-swap loop in shared memory (``ATOMS.CAS``, ``ATOMS.CAST.SPIN``:
+  what a 64-bit shared-memory atomicAdd compiles to), the sign of a histogram with the wrong
+  counter width;
+* a streaming kernel issues its global loads one at a time: nowhere in its code do
+  ``min_loads`` global loads go out before the first instruction that uses one of them.
+
+    python tools/check_sass.py OBJECT_OR_CUBIN [--min-loads 4]
+
+``tools/check_kernels.py`` runs it on every kernel it compiles (the rules per kernel family are
+``STREAMING`` and ``SAMPLED`` below). cuobjdump and nvdisasm come with a CUDA toolkit or from
+the ``nvidia-cuda-cuobjdump`` and ``nvidia-cuda-nvdisasm`` wheels (the ``lint`` extra).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import glob
+import importlib.util
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+
+# Kernels that stream rows through kernels/row_loads.cuh (contiguous path: 16-byte loads).
+STREAMING = re.compile(r"^_Z\d+(radix_topk|warp_radix_topk|mb_histogram|mb_move|mb_collect)I")
+# Kernels that read spread positions (no vector loads) but must keep several loads in flight.
+SAMPLED = re.compile(r"^_Z\d+mb_sampleI")
+CAS_LOOP = re.compile(r"\bATOMS\.(CAS|CAST)\b|\bCAST\.SPIN\b")
+WIDE_LOAD = re.compile(r"\bLDG\.E\.128\b")
+GLOBAL_LOAD = re.compile(r"^LDG\.")
+REG = re.compile(r"\bR(\d+)\b")
+WIDTH = re.compile(r"\.(64|128)\b")
+FUNCTION = re.compile(r"^\s*Function\s*:\s*(\S+)")
+ARCH = re.compile(r"(?:arch\s*=|code for)\s*(sm_\d+)")
+INSTRUCTION = re.compile(r"/\*(?P<addr>[0-9a-f]{4,})\*/\s+(?P<pred>@!?U?P\w+\s+)?(?P<text>[A-Z][^;]*);")
+TARGET = re.compile(r"\b0x([0-9a-f]+)\b")
+# Instructions whose first operand is read, not written.
+NO_DEST = re.compile(
+    r"^(ST|STG|STS|STL|RED|ATOM|ATOMS|ATOMG|BRA|BAR|EXIT|RET|CALL|SYNCS|WARPSYNC|BSYNC|BSSY)\b"
+)
+
+
+def tool_dirs() -> list[str]:
+    """Where cuobjdump and nvdisasm may be: PATH, the CUDA toolkit beside nvcc, the NVIDIA wheels."""
+    dirs = []
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        dirs.append(str(pathlib.Path(nvcc).resolve().parent))
+    spec = importlib.util.find_spec("nvidia")
+    for root in spec.submodule_search_locations if spec and spec.submodule_search_locations else []:
+        dirs += sorted(glob.glob(os.path.join(root, "*", "bin")))
+    return dirs
+
+
+def find_cuobjdump() -> tuple[str | None, dict]:
+    """cuobjdump's path (or None) and an environment whose PATH also finds nvdisasm."""
+    env = dict(os.environ)
+    env["PATH"] = os.pathsep.join([env.get("PATH", ""), *tool_dirs()])
+    tool = shutil.which("cuobjdump", path=env["PATH"])
+    if tool and not shutil.which("nvdisasm", path=env["PATH"]):
+        return None, env
+    return tool, env
+
+
+Code = list[tuple[int, bool, str]]  # (address, predicated, instruction text without predicate)
+
+
+def disassemble(path: str) -> dict[tuple[str, str], Code]:
+    """{(arch, mangled name): instructions} for every kernel in a cubin or object file."""
+    tool, env = find_cuobjdump()
+    if not tool:
+        raise FileNotFoundError(
+            "cuobjdump and nvdisasm not found (pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm)"
+        )
+    out = subprocess.run([tool, "-sass", path], capture_output=True, text=True, env=env, check=True).stdout
+    return parse(out)
+
+
+def parse(text: str) -> dict[tuple[str, str], Code]:
+    functions: dict[tuple[str, str], Code] = {}
+    arch, current = "?", None
+    for line in text.splitlines():
+        if m := ARCH.search(line):
+            arch = m[1]
+        if m := FUNCTION.match(line):
+            current = functions.setdefault((arch, m[1]), [])
+        elif current is not None and (m := INSTRUCTION.search(line)):
+            current.append((int(m["addr"], 16), bool(m["pred"]), " ".join(m["text"].split())))
+    return functions
+
+
+def _registers(operand: str) -> set[int]:
+    regs = set()
+    for m in REG.finditer(operand):
+        regs.add(int(m[1]))
+    return regs
+
+
+def loads_in_flight(instructions: Code) -> int:
+    """The most global loads issued before the first use of any of them, in address order. A
+    use, a block barrier, an exit or a backward (loop) branch ends a stretch; forward branches
+    (a load skipped by its bounds check) and reconvergence points (BSSY/BSYNC) do not."""
+    best, pending, count = 0, set(), 0
+    for addr, _predicated, text in instructions:
+        opcode, _, rest = text.partition(" ")
+        operands = [o.strip() for o in rest.split(",")] if rest else []
+        reads = operands if NO_DEST.match(opcode) else operands[1:]
+        used = set().union(*(_registers(o) for o in reads)) if reads else set()
+        jump = opcode.startswith("BRA")
+        target = TARGET.search(rest) if jump else None
+        backward = jump and (target is None or int(target[1], 16) <= addr)
+        ends = opcode.startswith(("BAR", "EXIT", "RET", "CALL"))
+        if pending & used or ends or backward:
+            pending, count = set(), 0
+        if GLOBAL_LOAD.match(opcode) and operands:
+            first = _registers(operands[0])
+            width = WIDTH.search(opcode)
+            words = {"64": 2, "128": 4}.get(width[1], 1) if width else 1
+            pending |= {r + w for r in first for w in range(words)}
+            count += 1
+            best = max(best, count)
+    return best
+
+
+@dataclasses.dataclass
+class Finding:
+    arch: str
+    name: str
+    problem: str
+
+    def __str__(self):
+        return f"{self.name} ({self.arch}): {self.problem}"
+
+
+def check(
+    functions: dict[tuple[str, str], list[str]],
+    streaming=STREAMING,
+    sampled=SAMPLED,
+    min_loads: int = 4,
+) -> list[Finding]:
+    found = []
+    for (arch, name), code in sorted(functions.items()):
+        cas = [t for _, _, t in code if CAS_LOOP.search(t)]
+        if cas:
+            found.append(Finding(arch, name, f"compare-and-swap loop in shared memory ({cas[0]})"))
+        if streaming.search(name) and not any(WIDE_LOAD.search(t) for _, _, t in code):
+            found.append(Finding(arch, name, "no 128-bit global load (LDG.E.128) for contiguous rows"))
+        if streaming.search(name) or sampled.search(name):
+            flight = loads_in_flight(code)
+            if flight < min_loads:
+                found.append(
+                    Finding(
+                        arch, name, f"at most {flight} global loads in flight before a use (want {min_loads})"
+                    )
+                )
+    return found
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("object")
+    parser.add_argument("--min-loads", type=int, default=4)
+    args = parser.parse_args(argv)
+    functions = disassemble(args.object)
+    findings = check(functions, min_loads=args.min_loads)
+    for f in findings:
+        print(f"FAILED: {f}", file=sys.stderr)
+    print(f"SASS check: {len(functions)} kernel builds, {len(findings)} findings")
+    return 1 if findings else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
