@@ -31,6 +31,10 @@ THREAD_ROW_THREADS = 256
 THREAD_ROW_MIN_ROWS = 256  # one thread per row: fewer rows would leave the GPU idle
 RADIX_MAX_K = 1024
 SHARED_BYTES = 48 * 1024  # dynamic shared memory a block gets without opting in, on every GPU
+# Static shared memory of the kernels that also take dynamic shared memory (radix_topk's
+# histogram and scalars, about 2.3 KB), kept out of the opt-in limit: a block's static and
+# dynamic shared memory together may not pass the device's opt-in maximum.
+STATIC_SHARED_RESERVE = 4096
 BITONIC_THREADS = 512
 RADIX_THREADS = 512
 WARP_ROW_THREADS = 256
@@ -65,10 +69,24 @@ MULTIBLOCK_SAMPLE_MIN_ELEMENTS = 1 << 24
 
 @dataclasses.dataclass(frozen=True)
 class Device:
-    """The facts about the device the plan depends on."""
+    """The facts about the device the plan depends on.
+
+    ``shared_bytes``: the dynamic shared memory one block may take (:func:`shared_limit`: the
+    opt-in maximum where the device has one, e.g. 223 KB on an H100, else 48 KB). The launcher
+    opts a kernel in before a launch that asks for more than 48 KB.
+    """
 
     sm_count: int = 132
     shared_bytes: int = SHARED_BYTES
+
+
+def shared_limit(per_block: int, opt_in: int) -> int:
+    """Dynamic shared memory a block may take on a device whose default per-block limit is
+    ``per_block`` and whose opt-in limit (``MaxSharedMemoryPerBlockOptin``, 0 if unknown) is
+    ``opt_in``: the opt-in limit less room for the kernels' static shared memory where it is
+    larger than the default, else the default (at most 48 KB)."""
+    default = min(per_block, SHARED_BYTES)
+    return opt_in - STATIC_SHARED_RESERVE if opt_in - STATIC_SHARED_RESERVE > default else default
 
 
 @dataclasses.dataclass(frozen=True)

@@ -15,7 +15,7 @@ import threading
 
 import numpy as np
 
-from . import _dispatch, _dtypes
+from . import _dispatch, _dtypes, _gpu_rows
 from ._api import Request
 
 ALGORITHMS = _dispatch.ALGORITHMS
@@ -130,9 +130,10 @@ def _device_facts(target: str, device: int) -> _dispatch.Device:
     import cupy
 
     attrs = cupy.cuda.Device(device).attributes
-    return _dispatch.Device(
-        sm_count=attrs["MultiProcessorCount"], shared_bytes=min(attrs["MaxSharedMemoryPerBlock"], 48 * 1024)
+    shared = _dispatch.shared_limit(
+        attrs["MaxSharedMemoryPerBlock"], attrs.get("MaxSharedMemoryPerBlockOptin", 0)
     )
+    return _dispatch.Device(sm_count=attrs["MultiProcessorCount"], shared_bytes=shared)
 
 
 def _collapse(moved):
@@ -251,7 +252,7 @@ def _launch(
     elif p.algorithm == "bitonic":
         fn = mod.get_function(f"bitonic_topk<{info.cxx}>")
         args = (*common, np.int32(req.k), *flags, by_index, np.int32(p.params["size"]), *out)
-        fn((p.grid,), (p.block,), args, shared_mem=p.shared_bytes)
+        _gpu_rows.launch(fn, (p.grid,), (p.block,), args, p.shared_bytes, target)
     elif p.algorithm == "radix":
         fn = mod.get_function(f"radix_topk<{info.cxx}>")
         buf = p.params["buffer"]
@@ -270,7 +271,7 @@ def _launch(
             buf_idx,
             *out,
         )
-        fn((p.grid,), (p.block,), args, shared_mem=p.shared_bytes)
+        _gpu_rows.launch(fn, (p.grid,), (p.block,), args, p.shared_bytes, target)
     else:
         # These paths gather the values through 64-bit indices (gather_values); uint64 indices
         # (all below 2**63) share int64's bits, 4-byte ones are converted once at the end.

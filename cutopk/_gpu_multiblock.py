@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _dispatch
+from . import _dispatch, _gpu_rows
 from ._gpu import stable_argsort
 
 
@@ -124,8 +124,14 @@ def run(
             values,
             indices,
         )
-        mod.get_function(f"mb_order<{cxx}>")(
-            (rows,), block, order_args, shared_mem=plan.params["order_shared"]
+        fn = mod.get_function(f"mb_order<{cxx}>")
+        _gpu_rows.launch(
+            fn,
+            (rows,),
+            block,
+            order_args,
+            plan.params["order_shared"],
+            "sim" if isinstance(base, np.ndarray) else "cuda",
         )
         return
     # Order the K winners: by index, then (stably) by key, so equal keys stay in index order.

@@ -1,0 +1,95 @@
+"""The row kernels beyond their defaults, on the simulator (and a GPU when present): shared
+memory beyond 48 KB (opted in), the ordering of K winners too many for shared memory, and rows
+along an outer axis. The device facts are replaced by a Device with a chosen shared-memory
+limit, so that both sides of every limit run at sizes the simulator takes in seconds.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from backends import BACKEND_PARAMS, require
+from inputs import dtype_of, make_values
+from test_kernels import run_case
+
+import cutopk
+from cutopk import _dispatch, _gpu
+
+GPU_BACKENDS = [p for p in BACKEND_PARAMS if p.values[0] != "numpy"]
+H100_SHARED = _dispatch.shared_limit(48 * 1024, 227 * 1024)  # 227 KB opt-in, less the reserve
+
+
+def use_device(monkeypatch, backend, shared_bytes):
+    """Plans and launches see a device with ``shared_bytes`` of dynamic shared memory per block.
+    On the simulator every launch must then have opted in to what it asks beyond 48 KB, as CUDA
+    requires (the simulator itself does not check the kernel attribute)."""
+    if backend == "cuda":
+        real = _gpu._device_facts("cuda", _gpu._device_id("cuda"))
+        if real.shared_bytes < shared_bytes:
+            pytest.skip(f"this GPU allows {real.shared_bytes} bytes of shared memory, not {shared_bytes}")
+    device = _dispatch.Device(shared_bytes=shared_bytes)
+    monkeypatch.setattr(_gpu, "_device_facts", lambda target, dev: device)
+    if backend == "sim":
+        from cutopk.sim import _module
+
+        launch = _module.Function.__call__
+
+        def opted_in(self, grid, block, args, *, shared_mem=0, **kw):
+            limit = getattr(self, "max_dynamic_shared_size_bytes", _dispatch.SHARED_BYTES)
+            assert shared_mem <= limit, f"{self.name}: {shared_mem} bytes of shared memory without opting in"
+            return launch(self, grid, block, args, shared_mem=shared_mem, **kw)
+
+        monkeypatch.setattr(_module.Function, "__call__", opted_in)
+    return device
+
+
+def test_shared_limit():
+    assert _dispatch.shared_limit(48 * 1024, 227 * 1024) == 227 * 1024 - _dispatch.STATIC_SHARED_RESERVE
+    assert _dispatch.shared_limit(48 * 1024, 163 * 1024) == 163 * 1024 - _dispatch.STATIC_SHARED_RESERVE
+    assert _dispatch.shared_limit(48 * 1024, 48 * 1024) == 48 * 1024  # no opt-in beyond the default
+    assert _dispatch.shared_limit(48 * 1024, 0) == 48 * 1024  # attribute unknown
+    assert _dispatch.shared_limit(16 * 1024, 0) == 16 * 1024
+
+
+def test_large_shared_memory_plans():
+    big = _dispatch.Device(shared_bytes=H100_SHARED)
+    # Rows of 16384 32-bit keys (and 32768 16-bit ones) fit an H100's opted-in shared memory.
+    assert _dispatch.bitonic_size(16384, 4, big) == 16384
+    assert _dispatch.bitonic_size(16385, 4, big) is None
+    assert _dispatch.bitonic_size(32768, 2, big) == 32768
+    p = _dispatch.plan(100, 16384, 2000, 4, big, copy=False)
+    assert (p.algorithm, p.shared_bytes) == ("bitonic", 16384 * 8)
+    # radix holds more candidates, mb_order orders more winners in shared memory.
+    assert _dispatch.radix_cap(1024, 8, big) > _dispatch.radix_cap(1024, 8, _dispatch.Device())
+    assert _dispatch.plan(1, 2**20, 16384, 4, big, copy=False).params["order_shared"] == 16384 * 12
+    assert _dispatch.plan(1, 2**20, 16384, 4, _dispatch.Device(), copy=False).params["order_shared"] == 0
+
+
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_bitonic_beyond_48k(backend, dtype, monkeypatch):
+    require(backend)
+    use_device(monkeypatch, backend, H100_SHARED)
+    rng = np.random.default_rng(11)
+    n = 16384 if dtype == "float32" else 20000
+    x = make_values(rng, dtype_of(dtype), (2, n), "few_distinct")
+    plan = cutopk.plan(x, 3000, backend=backend)
+    assert plan.algorithm == "bitonic" and plan.shared_bytes > 48 * 1024
+    run_case(backend, x, 3000, sorted=True)
+    run_case(backend, x, 5, sorted="index", mode="smallest", algorithm="bitonic", index_dtype=np.int32)
+
+
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
+def test_radix_and_mb_order_beyond_48k(backend, monkeypatch):
+    require(backend)
+    use_device(monkeypatch, backend, H100_SHARED)
+    rng = np.random.default_rng(12)
+    x = make_values(rng, np.int64, (2, 6000), "few_distinct")
+    plan = cutopk.plan(x, 1000, algorithm="radix", backend=backend)
+    assert plan.shared_bytes > 48 * 1024
+    run_case(backend, x, 1000, algorithm="radix")
+    y = make_values(rng, np.float64, (1, 12000), "nan")
+    plan = cutopk.plan(y, 5000, algorithm="multiblock", backend=backend)
+    assert plan.params["order_shared"] > 48 * 1024
+    run_case(backend, y, 5000, algorithm="multiblock", nan="largest")
+    run_case(backend, y, 5000, algorithm="multiblock", sorted="index")
