@@ -132,6 +132,13 @@ def bitonic_size(n: int, key_bytes: int, device: Device) -> int | None:
     return size if size * (4 + key_bytes) <= device.shared_bytes else None
 
 
+def order_tile(length: int, key_bytes: int, device: Device) -> int:
+    """Pairs per tile of the global-memory ordering (kernels/order_topk.cu): the largest power of
+    two whose (key, 64-bit index) pairs fit shared memory, at most ``length`` rounded up to one."""
+    tile = 1 << ((device.shared_bytes // (8 + key_bytes)).bit_length() - 1)
+    return max(2, min(tile, pow2_at_least(length)))
+
+
 def radix_cap(k: int, key_bytes: int, device: Device) -> int | None:
     """How many candidates the radix kernel can hold next to its K winners, or None if K is
     too large for it."""
@@ -320,11 +327,15 @@ def _plan(rows: int, n: int, k: int, key_bytes: int, device: Device, copy: bool,
             "stage_total": stage_total,
             # mb_order sorts the K winners in shared memory when their pairs fit (else CuPy does).
             "order_shared": order_bytes if order_bytes <= device.shared_bytes else 0,
+            # Else order_tiles sorts tiles of this many pairs and order_merge merges them.
+            "order_tile": order_tile(k, key_bytes, device),
         }
         grid = per_row * chunk
         return Plan(name, "mb_histogram", grid, MULTIBLOCK_THREADS, 0, params, copy, chunk * row_scratch)
     total = rows * n
     grid = max(1, min(-(-total // KEYS_THREADS), device.sm_count * 8))
-    # The keys, the sort's permutation (int64) and the sort's own buffers.
-    scratch = total * (key_bytes + 8) * 2
-    return Plan(name, "compute_keys", grid, KEYS_THREADS, 0, {}, copy, scratch)
+    # The keys, then the ordering's two buffers of (key, int64 index) pairs (order_topk.cu: tiles
+    # sorted in shared memory, merged in global memory; no library sort).
+    scratch = total * (key_bytes + 2 * (key_bytes + 8))
+    params = {"order_tile": order_tile(n, key_bytes, device)}
+    return Plan(name, "compute_keys", grid, KEYS_THREADS, 0, params, copy, scratch)

@@ -29,6 +29,7 @@ KERNEL_FILES = (
     "bitonic_topk.cu",
     "radix_topk.cu",
     "multiblock_radix.cu",
+    "order_topk.cu",
     "keys.cu",
 )
 # Kernels that are not templates (one copy per module).
@@ -77,6 +78,8 @@ def name_expressions(cxx: str) -> list[str]:
         f"radix_topk<{cxx}>",
         f"compute_keys<{cxx}>",
         f"gather_values<{cxx}>",
+        f"order_tiles<{cxx}>",
+        f"order_merge<{cxx}>",
     ]
     names += [f"mb_{k}<{cxx}>" for k in ("histogram", "collect", "move", "sample", "order")]
     return names
@@ -322,15 +325,18 @@ def _multiblock_in_chunks(xp, mod, info, p, base, rows, req, row_stride, col_str
 
 
 def _sort_path(target, info, p, mod, common, flags, rows, req, base, row_stride, col_stride, values, indices):
-    """K too large for the shared-memory kernels: keys by our kernel, then the array library's
-    stable sort (CUB on a GPU, NumPy on the simulator), which keeps equal keys in index order."""
+    """The reference path: the keys of whole rows by compute_keys, each row ordered by our
+    tile-and-merge kernels (order_topk.cu, no library sort), its first K kept (and ordered by
+    index for order "index"), values gathered from the input."""
     xp = _xp(target)
     keys = xp.empty((rows, req.n), dtype=info.key_dtype)
     mod.get_function(f"compute_keys<{info.cxx}>")((p.grid,), (p.block,), (*common, *flags, keys))
-    # Inverting the keys turns "largest first" into the ascending order the sort produces.
-    order = stable_argsort(xp, ~keys)[:, : req.k]
+    tile = p.params["order_tile"]
+    keys, order = _gpu_rows.order_pairs(mod, info.cxx, keys, None, False, tile, target)
+    if req.k < req.n:
+        keys, order = xp.ascontiguousarray(keys[:, : req.k]), xp.ascontiguousarray(order[:, : req.k])
     if req.order == "index":
-        order = xp.sort(order, axis=1)
+        keys, order = _gpu_rows.order_pairs(mod, info.cxx, keys, order, True, tile, target)
     indices[...] = order
     gather = mod.get_function(f"gather_values<{info.cxx}>")
     grid = max(1, min(-(-(rows * req.k) // p.block), p.grid))

@@ -5,7 +5,12 @@ transpose of rows along an outer axis. Shared by the CUDA and simulator targets,
 
 from __future__ import annotations
 
+import numpy as np
+
 from . import _dispatch
+
+MERGE_THREADS = 256
+MAX_BLOCKS = 1 << 16  # the ordering kernels stride over what a grid this size does not cover
 
 
 def launch(fn, grid, block, args, shared_bytes: int, target: str) -> None:
@@ -25,3 +30,38 @@ def launch(fn, grid, block, args, shared_bytes: int, target: str) -> None:
             )
         fn.max_dynamic_shared_size_bytes = limit
     fn(grid, block, args, shared_mem=shared_bytes)
+
+
+def order_pairs(mod, cxx: str, keys, idx, by_index: bool, tile: int, target: str):
+    """``(keys, idx)`` of ``rows`` rows sorted within each row by the selection order (larger key,
+    then lower index) or, with ``by_index``, by index: tiles sorted in shared memory
+    (``order_tiles``), then merged pairwise in global memory (``order_merge``), no library sort.
+
+    ``keys``: a C-contiguous (rows, length) array of keys; ``idx``: a C-contiguous (rows, length)
+    int64 array of distinct indices, or None for index = position. Returns new arrays.
+    """
+    xp = np if isinstance(keys, np.ndarray) else _cupy()
+    rows, length = keys.shape
+    tile = min(tile, _dispatch.pow2_at_least(length))
+    src = (keys, idx if idx is not None else xp.empty(1, np.int64), np.int32(idx is not None))
+    bufs = [(xp.empty_like(keys), xp.empty((rows, length), np.int64)) for _ in range(2)]
+    shape = (np.int64(rows), np.int64(length))
+    threads = min(512, max(32, tile // 2))
+    blocks = max(1, min(rows * -(-length // tile), MAX_BLOCKS))
+    args = (*src, *shape, np.int32(tile), np.int32(by_index), *bufs[0])
+    fn = mod.get_function(f"order_tiles<{cxx}>")
+    launch(fn, (blocks,), (threads,), args, tile * (8 + keys.itemsize), target)
+    merge = mod.get_function(f"order_merge<{cxx}>")
+    blocks = max(1, min(-(-rows * length // MERGE_THREADS), MAX_BLOCKS))
+    width = tile
+    while width < length:
+        merge((blocks,), (MERGE_THREADS,), (*bufs[0], *shape, np.int64(width), np.int32(by_index), *bufs[1]))
+        bufs.reverse()
+        width *= 2
+    return bufs[0]
+
+
+def _cupy():
+    import cupy
+
+    return cupy

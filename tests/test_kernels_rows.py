@@ -93,3 +93,43 @@ def test_radix_and_mb_order_beyond_48k(backend, monkeypatch):
     assert plan.params["order_shared"] > 48 * 1024
     run_case(backend, y, 5000, algorithm="multiblock", nan="largest")
     run_case(backend, y, 5000, algorithm="multiblock", sorted="index")
+
+
+def test_order_tile():
+    dev = _dispatch.Device(shared_bytes=1024)
+    assert _dispatch.order_tile(1000, 4, dev) == 64  # 64 * 12 bytes <= 1024 < 128 * 12
+    assert _dispatch.order_tile(10, 4, dev) == 16  # never more than the row rounded up
+    assert _dispatch.order_tile(10**6, 8, _dispatch.Device(shared_bytes=H100_SHARED)) == 8192
+    p = _dispatch.plan(1, 2**20, 5000, 4, dev, copy=False)
+    assert p.params["order_shared"] == 0 and p.params["order_tile"] == 64
+    assert _dispatch.plan(3, 500, 7, 2, dev, copy=False, algorithm="sort").params["order_tile"] == 64
+
+
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int8", "uint16", "bfloat16"])
+def test_multiblock_orders_winners_beyond_shared_memory(backend, dtype, monkeypatch):
+    # 1 KB of shared memory: tiles of 64 pairs (32-bit keys), so K of a few thousand runs several
+    # merge passes, with a partial last tile and runs without a partner.
+    require(backend)
+    use_device(monkeypatch, backend, 1024)
+    rng = np.random.default_rng(13)
+    x = make_values(rng, dtype_of(dtype), (2, 5000), "nan" if "float" in dtype else "few_distinct")
+    for k in (200, 1000, 4999, 5000):
+        plan = cutopk.plan(x, k, algorithm="multiblock", backend=backend)
+        assert plan.params["order_shared"] == 0
+        for order, mode, nan in ((True, "largest", "last"), ("index", "smallest", "largest")):
+            run_case(backend, x, k, algorithm="multiblock", sorted=order, mode=mode, nan=nan)
+
+
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
+@pytest.mark.parametrize("dist", ["all_equal", "sorted", "reversed", "extremes"])
+def test_sort_path_orders_without_a_library_sort(backend, dist, monkeypatch):
+    require(backend)
+    use_device(monkeypatch, backend, 2048)
+    rng = np.random.default_rng(14)
+    x = make_values(rng, np.int32, (3, 3001), dist)
+    for k in (1, 77, 3001):
+        for order in (True, "index"):
+            run_case(backend, x, k, algorithm="sort", sorted=order, index_dtype=np.int32)
+    y = make_values(rng, np.float16, (300, 40), "nan")
+    run_case(backend, y, 150, axis=0, algorithm="sort", nan="largest", sorted="index")
