@@ -39,6 +39,7 @@ BITONIC_THREADS = 512
 RADIX_THREADS = 512
 WARP_ROW_THREADS = 256
 KEYS_THREADS = 256
+TRANSPOSE_THREADS = 256  # 8 warps over a 32 x 32 tile (kernels/transpose_rows.cu)
 MAX_CANDIDATES = 4096
 # Radix candidate buffer (global scratch): up to n / RADIX_BUFFER_DIVISOR (key, uint32 index)
 # pairs per row, so that the digit passes after the bucket fits it read the buffer instead of the
@@ -108,6 +109,9 @@ class Plan:
         slice, cap, rows_per_chunk, sample_rank, seg, stage_total, order_shared).
     copy : bool
         Whether the input is copied into a contiguous buffer first.
+    transpose : bool
+        Whether that copy is the tiled shared-memory transpose of rows along an outer axis
+        (``transpose_rows``: coalesced reads and writes), rather than the array library's copy.
     scratch_bytes : int
         Device memory the call allocates besides its outputs (at most, at any one time).
     """
@@ -120,6 +124,7 @@ class Plan:
     params: dict
     copy: bool
     scratch_bytes: int = 0
+    transpose: bool = False
 
 
 def pow2_at_least(n: int) -> int:
@@ -259,15 +264,18 @@ def plan(
 
     ``copy``: the batch axes do not collapse into one stride, so the input must be copied.
     Rows along an outer axis are also copied (to row-major) for every algorithm but
-    "thread_row": those kernels read a row with adjacent threads, which along an outer axis
-    touches one 32-byte sector per element (8x the traffic for float32), while a transposing
-    copy reads and writes the input once each. The copy counts in ``scratch_bytes``.
+    "thread_row", by a tiled transpose (``transpose``: 32 x 32 tiles through shared memory, both
+    its reads and its writes coalesced): those kernels read a row with adjacent threads, which
+    along an outer axis touches one 32-byte sector per element (8x the traffic for float32),
+    while the transpose reads and writes the input once each. The copy counts in
+    ``scratch_bytes``.
     """
     name = choose(rows, n, k, key_bytes, device, algorithm, outer)
-    copy = copy or (outer and name != "thread_row")
+    transpose = not copy and outer and name != "thread_row"
+    copy = copy or transpose
     p = _plan(rows, n, k, key_bytes, device, copy, name)
     if copy:
-        p = dataclasses.replace(p, scratch_bytes=p.scratch_bytes + rows * n * key_bytes)
+        p = dataclasses.replace(p, scratch_bytes=p.scratch_bytes + rows * n * key_bytes, transpose=transpose)
     return p
 
 

@@ -30,6 +30,7 @@ KERNEL_FILES = (
     "radix_topk.cu",
     "multiblock_radix.cu",
     "order_topk.cu",
+    "transpose_rows.cu",
     "keys.cu",
 )
 # Kernels that are not templates (one copy per module).
@@ -80,6 +81,7 @@ def name_expressions(cxx: str) -> list[str]:
         f"gather_values<{cxx}>",
         f"order_tiles<{cxx}>",
         f"order_merge<{cxx}>",
+        f"transpose_rows<{cxx}>",
     ]
     names += [f"mb_{k}<{cxx}>" for k in ("histogram", "collect", "move", "sample", "order")]
     return names
@@ -214,7 +216,10 @@ def top_k(a, req: Request):
         moved, strides = _rows_layout(a, req.axis)
         outer = strides is not None and _is_outer(rows, *strides)
         p = _dispatch.plan(rows, req.n, req.k, info.itemsize, device, strides is None, req.algorithm, outer)
-        if p.copy:
+        if p.transpose:  # rows along an outer axis: a tiled transpose to row-major
+            base = _gpu_rows.transpose_rows(_module(target, info.cxx), info.cxx, moved, strides)
+            row_stride, col_stride = req.n, 1
+        elif p.copy:
             base, row_stride, col_stride = xp.ascontiguousarray(moved), req.n, 1
         else:
             base, (row_stride, col_stride) = moved, strides

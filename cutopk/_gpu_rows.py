@@ -61,6 +61,22 @@ def order_pairs(mod, cxx: str, keys, idx, by_index: bool, tile: int, target: str
     return bufs[0]
 
 
+def transpose_rows(mod, cxx: str, moved, strides: tuple[int, int]):
+    """Rows along an outer axis of ``moved`` (the row axis last; element strides ``strides``,
+    row stride 1) copied to a new row-major (rows, n) array by ``transpose_rows``: 32 x 32 tiles
+    through shared memory, so that both the reads (adjacent rows) and the writes (adjacent
+    columns) are coalesced, unlike an elementwise copy."""
+    xp = np if isinstance(moved, np.ndarray) else _cupy()
+    n = moved.shape[-1]
+    rows = moved.size // n
+    out = xp.empty((rows, n), dtype=moved.dtype)
+    tiles = -(-rows // 32) * -(-n // 32)
+    args = (moved, np.int64(rows), np.int64(n), np.int64(strides[0]), np.int64(strides[1]), out)
+    threads = _dispatch.TRANSPOSE_THREADS
+    mod.get_function(f"transpose_rows<{cxx}>")((max(1, min(tiles, MAX_BLOCKS)),), (threads,), args)
+    return out
+
+
 def _cupy():
     import cupy
 

@@ -13,7 +13,7 @@ from inputs import dtype_of, make_values
 from test_kernels import run_case
 
 import cutopk
-from cutopk import _dispatch, _gpu
+from cutopk import _dispatch, _gpu, _gpu_rows
 
 GPU_BACKENDS = [p for p in BACKEND_PARAMS if p.values[0] != "numpy"]
 H100_SHARED = _dispatch.shared_limit(48 * 1024, 227 * 1024)  # 227 KB opt-in, less the reserve
@@ -133,3 +133,47 @@ def test_sort_path_orders_without_a_library_sort(backend, dist, monkeypatch):
             run_case(backend, x, k, algorithm="sort", sorted=order, index_dtype=np.int32)
     y = make_values(rng, np.float16, (300, 40), "nan")
     run_case(backend, y, 150, axis=0, algorithm="sort", nan="largest", sorted="index")
+
+
+def test_outer_axis_plans_say_how_they_copy():
+    dev = _dispatch.Device()
+    p = _dispatch.plan(4096, 4096, 9, 4, dev, copy=False, outer=True)
+    assert (p.copy, p.transpose) == (True, True) and p.scratch_bytes >= 4096 * 4096 * 4
+    p = _dispatch.plan(4096, 4096, 8, 4, dev, copy=False, outer=True)
+    assert (p.algorithm, p.copy, p.transpose) == ("thread_row", False, False)  # in place
+    p = _dispatch.plan(100, 4096, 3, 4, dev, copy=False, outer=True)  # too few rows for a thread each
+    assert p.algorithm != "thread_row" and p.transpose
+    p = _dispatch.plan(100, 4096, 3, 4, dev, copy=True)  # batch axes that do not collapse
+    assert (p.copy, p.transpose) == (True, False)
+
+
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
+@pytest.mark.parametrize("algorithm", ["auto", *_dispatch.ALGORITHMS])
+def test_outer_axis_rows_through_the_tiled_transpose(backend, algorithm, monkeypatch):
+    require(backend)
+    if algorithm == "thread_row":
+        pytest.skip("thread_row reads outer-axis rows in place (tests/test_kernels.py)")
+    rng = np.random.default_rng(15)
+    x = make_values(rng, np.float32, (301, 97), "few_distinct")  # 97 rows of 301 along axis 0
+    k = 20 if algorithm != "warp_row" else 16
+    plan = cutopk.plan(x, k, axis=0, algorithm=algorithm, backend=backend)
+    assert plan.transpose and plan.copy
+    calls = []
+    transpose = _gpu_rows.transpose_rows
+    monkeypatch.setattr(_gpu_rows, "transpose_rows", lambda *a: calls.append(a[2].shape) or transpose(*a))
+    run_case(backend, x, k, axis=0, algorithm=algorithm, sorted=True)
+    run_case(backend, x[::-1], k, axis=0, algorithm=algorithm, sorted="index", mode="smallest", nan="largest")
+    assert calls == [(97, 301), (97, 301)]  # the rows went through the transpose kernel
+
+
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
+@pytest.mark.parametrize("dtype", ["int8", "float16", "bfloat16", "uint32", "float64"])
+def test_outer_axis_transpose_dtypes_and_shapes(backend, dtype):
+    require(backend)
+    rng = np.random.default_rng(16)
+    x = make_values(rng, dtype_of(dtype), (65, 33), "extremes" if "int" in dtype else "nan")
+    run_case(backend, x, 40, axis=0, nan="largest")  # 33 rows of 65: partial tiles both ways
+    y = make_values(rng, dtype_of(dtype), (70, 3, 41), "few_distinct")  # 123 rows of 70 along axis 0
+    assert cutopk.plan(y, 12, axis=0, backend=backend).transpose
+    run_case(backend, y, 12, axis=0, sorted="index")
+    run_case(backend, y[::-1, :, ::-1], 12, axis=0, mode="smallest")
