@@ -177,3 +177,31 @@ def test_outer_axis_transpose_dtypes_and_shapes(backend, dtype):
     assert cutopk.plan(y, 12, axis=0, backend=backend).transpose
     run_case(backend, y, 12, axis=0, sorted="index")
     run_case(backend, y[::-1, :, ::-1], 12, axis=0, mode="smallest")
+
+
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
+@pytest.mark.parametrize("dtype", ["int8", "float16", "float32", "float64"])
+def test_bitonic_vector_loads_at_every_alignment(backend, dtype):
+    # Contiguous rows are read with 16-byte loads from their first 16-byte boundary: rows whose
+    # starts fall at every offset (odd row lengths, a sliced start), rows shorter than one
+    # vector or than the head before the first boundary, and a tail after the last vector.
+    require(backend)
+    rng = np.random.default_rng(17)
+    base = make_values(rng, dtype_of(dtype), (5, 1029), "few_distinct")
+    for start in (0, 1, 3):
+        for n in (1, 3, 17, 130, 1029 - start):
+            x = base[:, start : start + n]
+            k = min(n, 40)
+            run_case(backend, x, k, algorithm="bitonic")
+            run_case(backend, x, k, algorithm="bitonic", sorted="index", mode="smallest")
+
+
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
+@pytest.mark.parametrize("n", [1, 3, 4, 5, 8, 67])
+def test_thread_row_loads_in_groups_of_four(backend, n):
+    require(backend)
+    rng = np.random.default_rng(18)
+    x = make_values(rng, np.float32, (n, 300), "nan")  # 300 rows of n along axis 0
+    for k in sorted({1, min(n, 5), min(n, 8)}):
+        run_case(backend, x, k, axis=0, algorithm="thread_row", nan="largest")
+        run_case(backend, x, k, axis=0, algorithm="thread_row", sorted="index", mode="smallest")
