@@ -26,7 +26,7 @@ def launch(fn, grid, block, args, shared_bytes: int, target: str) -> None:
         limit = _gpu._device_facts(target, _gpu._device_id(target)).shared_bytes
         if shared_bytes > limit:
             raise ValueError(
-                f"{fn!r}: {shared_bytes} bytes of shared memory asked, the device allows {limit}"
+                f"a launch asks for {shared_bytes} bytes of shared memory, the device allows {limit}"
             )
         fn.max_dynamic_shared_size_bytes = limit
     fn(grid, block, args, shared_mem=shared_bytes)
