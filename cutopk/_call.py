@@ -192,7 +192,11 @@ def describe_gpu_call(call, cached: bool) -> Plan:
     if call.launches:
         if call.native is not call.dtype:
             copies["input: byte-swapped to native order"] = call.rows * req.n * item
-        if p.copy:
+        if p.transpose:
+            copies["input: rows along an outer axis copied to row-major by a tiled transpose"] = (
+                call.rows * req.n * item
+            )
+        elif p.copy:
             why = "rows along an outer axis" if call.strides is not None else "batch axes do not collapse"
             copies[f"input: copied to row-major ({why})"] = call.rows * req.n * item
         if not call.last_axis:
@@ -200,7 +204,9 @@ def describe_gpu_call(call, cached: bool) -> Plan:
                 call.rows * req.k * (item + req.index_dtype.itemsize)
             )
     # The dispatcher's scratch already counts its copy of the input.
-    scratch = p.scratch_bytes + sum(v for c, v in copies.items() if not c.startswith("input: copied"))
+    scratch = p.scratch_bytes + sum(
+        v for c, v in copies.items() if not c.startswith(("input: copied", "input: rows"))
+    )
     return Plan(
         req.backend, p.algorithm, call.rows, req.n, req.k, tuple(_gpu.launches(call)) if call.launches else (),
         _copy_lines(copies), scratch if call.launches else 0, cached, dict(p.params),

@@ -42,6 +42,10 @@ THREAD_ROW_MIN_ROWS = 256  # one thread per row: fewer rows would leave the GPU 
 RADIX_MAX_K = 1024
 RADIX_MAX_N = 1 << 32  # a block counts a row in 32-bit shared counters
 SHARED_BYTES = 48 * 1024  # dynamic shared memory a block gets without opting in, on every GPU
+# Static shared memory of the kernels that also take dynamic shared memory (radix_topk's
+# histogram and scalars, about 2.3 KB), kept out of the opt-in limit: a block's static and
+# dynamic shared memory together may not pass the device's opt-in maximum.
+STATIC_SHARED_RESERVE = 4096
 MAX_CANDIDATES = 4096
 # Radix candidate buffer (global scratch): up to n / RADIX_BUFFER_DIVISOR (key, uint32 index)
 # pairs per row, so that the digit passes after the bucket fits it read the buffer instead of the
@@ -78,10 +82,24 @@ MULTIBLOCK_SAMPLE_MIN_ELEMENTS = 1 << 24  # float32-sized elements (bytes / 4)
 
 @dataclasses.dataclass(frozen=True)
 class Device:
-    """The facts about the device the plan depends on."""
+    """The facts about the device the plan depends on.
+
+    ``shared_bytes``: the dynamic shared memory one block may take (:func:`shared_limit`: the
+    opt-in maximum where the device has one, e.g. 223 KB on an H100, else 48 KB). The launcher
+    opts a kernel in before a launch that asks for more than 48 KB.
+    """
 
     sm_count: int = 132
     shared_bytes: int = SHARED_BYTES
+
+
+def shared_limit(per_block: int, opt_in: int) -> int:
+    """Dynamic shared memory a block may take on a device whose default per-block limit is
+    ``per_block`` and whose opt-in limit (``MaxSharedMemoryPerBlockOptin``, 0 if unknown) is
+    ``opt_in``: the opt-in limit less room for the kernels' static shared memory where it is
+    larger than the default, else the default (at most 48 KB)."""
+    default = min(per_block, SHARED_BYTES)
+    return opt_in - STATIC_SHARED_RESERVE if opt_in - STATIC_SHARED_RESERVE > default else default
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,6 +121,9 @@ class Plan:
         slice, cap, rows_per_chunk, sample_rank, seg, stage_total, order_shared).
     copy : bool
         Whether the input is copied into a contiguous buffer first.
+    transpose : bool
+        Whether that copy is the tiled shared-memory transpose of rows along an outer axis
+        (``transpose_rows``: coalesced reads and writes), rather than the array library's copy.
     scratch_bytes : int
         Device memory the call allocates besides its outputs (at most, at any one time).
     """
@@ -115,6 +136,7 @@ class Plan:
     params: dict
     copy: bool
     scratch_bytes: int = 0
+    transpose: bool = False
 
 
 def pow2_at_least(n: int) -> int:
@@ -125,6 +147,13 @@ def bitonic_size(n: int, key_bytes: int, device: Device) -> int | None:
     """The padded sort size for a row of ``n``, or None when it does not fit in shared memory."""
     size = max(32, pow2_at_least(n))
     return size if size * (4 + key_bytes) <= device.shared_bytes else None
+
+
+def order_tile(length: int, key_bytes: int, device: Device) -> int:
+    """Pairs per tile of the global-memory ordering (kernels/order_topk.cu): the largest power of
+    two whose (key, 64-bit index) pairs fit shared memory, at most ``length`` rounded up to one."""
+    tile = 1 << ((device.shared_bytes // (8 + key_bytes)).bit_length() - 1)
+    return max(2, min(tile, pow2_at_least(length)))
 
 
 def radix_cap(k: int, key_bytes: int, device: Device) -> int | None:
@@ -276,15 +305,18 @@ def plan(
 
     ``copy``: the batch axes do not collapse into one stride, so the input must be copied.
     Rows along an outer axis are also copied (to row-major) for every algorithm but
-    "thread_row": those kernels read a row with adjacent threads, which along an outer axis
-    touches one 32-byte sector per element (8x the traffic for float32), while a transposing
-    copy reads and writes the input once each. The copy counts in ``scratch_bytes``.
+    "thread_row", by a tiled transpose (``transpose``: 32 x 32 tiles through shared memory, both
+    its reads and its writes coalesced): those kernels read a row with adjacent threads, which
+    along an outer axis touches one 32-byte sector per element (8x the traffic for float32),
+    while the transpose reads and writes the input once each. The copy counts in
+    ``scratch_bytes``.
     """
     name = choose(rows, n, k, key_bytes, device, algorithm, outer)
-    copy = copy or (outer and name != "thread_row")
+    transpose = not copy and outer and name != "thread_row"
+    copy = copy or transpose
     p = _plan(rows, n, k, key_bytes, device, copy, name)
     if copy:
-        p = dataclasses.replace(p, scratch_bytes=p.scratch_bytes + rows * n * key_bytes)
+        p = dataclasses.replace(p, scratch_bytes=p.scratch_bytes + rows * n * key_bytes, transpose=transpose)
     return p
 
 
@@ -340,11 +372,15 @@ def _plan(rows: int, n: int, k: int, key_bytes: int, device: Device, copy: bool,
             "stage_total": stage_total,
             # mb_order sorts the K winners in shared memory when their pairs fit (else CuPy does).
             "order_shared": order_bytes if order_bytes <= device.shared_bytes else 0,
+            # Else order_tiles sorts tiles of this many pairs and order_merge merges them.
+            "order_tile": order_tile(k, key_bytes, device),
         }
         grid = per_row * chunk
         return Plan(name, "mb_histogram", grid, MULTIBLOCK_THREADS, 0, params, copy, chunk * row_scratch)
     total = rows * n
     grid = max(1, min(-(-total // KEYS_THREADS), device.sm_count * 8))
-    # The keys, the sort's permutation (int64) and the sort's own buffers.
-    scratch = total * (key_bytes + 8) * 2
-    return Plan(name, "compute_keys", grid, KEYS_THREADS, 0, {}, copy, scratch)
+    # The keys, then the ordering's two buffers of (key, int64 index) pairs (order_topk.cu: tiles
+    # sorted in shared memory, merged in global memory; no library sort).
+    scratch = total * (key_bytes + 2 * (key_bytes + 8))
+    params = {"order_tile": order_tile(n, key_bytes, device)}
+    return Plan(name, "compute_keys", grid, KEYS_THREADS, 0, params, copy, scratch)

@@ -14,7 +14,7 @@ import threading
 
 import numpy as np
 
-from . import _dispatch, _dtypes, _kernel_constants, _layout
+from . import _device, _dispatch, _dtypes, _gpu_rows, _kernel_constants, _layout
 from ._api import Request
 
 ALGORITHMS = _dispatch.ALGORITHMS
@@ -30,6 +30,8 @@ KERNEL_FILES = (
     "bitonic_topk.cu",
     "radix_topk.cu",
     "multiblock_radix.cu",
+    "order_topk.cu",
+    "transpose_rows.cu",
     "keys.cu",
 )
 # Kernels that are not templates (one copy per module).
@@ -63,12 +65,6 @@ def _source_hash() -> str:
     return hashlib.sha256(kernel_source().encode()).hexdigest()
 
 
-def stable_argsort(xp, a):
-    """Row-wise stable argsort: NumPy needs kind="stable"; CuPy's sort is always stable (thrust's
-    stable sort) and accepts no other kind."""
-    return xp.argsort(a, axis=1, kind="stable") if xp is np else xp.argsort(a, axis=1)
-
-
 def name_expressions(cxx: str) -> list[str]:
     """Every kernel instantiation for one element type."""
     names = [f"warp_row_topk<{cxx}, {items}>" for items in WARP_ROW_ITEMS]
@@ -79,6 +75,9 @@ def name_expressions(cxx: str) -> list[str]:
         f"radix_topk<{cxx}>",
         f"compute_keys<{cxx}>",
         f"gather_values<{cxx}>",
+        f"order_tiles<{cxx}>",
+        f"order_merge<{cxx}>",
+        f"transpose_rows<{cxx}>",
     ]
     names += [f"mb_{k}<{cxx}>" for k in ("histogram", "collect", "move", "sample", "order")]
     return names
@@ -127,31 +126,17 @@ def _module(target: str, cxx: str, device: int | None = None) -> _Module:
 
 
 def _device_id(target: str) -> int:
-    if target != "cuda":
-        return -1
-    import cupy
-
-    return cupy.cuda.Device().id
+    return _device.device_id(target)
 
 
 def _xp(target: str):
-    if target == "cuda":
-        import cupy
-
-        return cupy
-    return np
+    return _device.array_module(target)
 
 
-@functools.cache
 def _device_facts(target: str, device: int) -> _dispatch.Device:
-    if target != "cuda":
-        return _dispatch.Device()
-    import cupy
-
-    attrs = cupy.cuda.Device(device).attributes
-    return _dispatch.Device(
-        sm_count=attrs["MultiProcessorCount"], shared_bytes=min(attrs["MaxSharedMemoryPerBlock"], 48 * 1024)
-    )
+    # Through the module attribute, so that a test patching _device.device_facts reaches every
+    # launcher module at once.
+    return _device.device_facts(target, device)
 
 
 _PLACEHOLDERS: dict[tuple, object] = {}
@@ -230,6 +215,7 @@ class _SingleLaunch:
         self.slots = {name: i for i, name in enumerate(names) if name in PER_CALL}
         self.fn = call.module.get_function(kernel_name(p, call.info.cxx))
         self.grid, self.block, self.shared = (p.grid,), (p.block,), p.shared_bytes
+        self.target = call.target
         buffer = p.params.get("buffer", 0)
         self.buffer = (call.rows * buffer, call.info.key_dtype) if buffer else None
         if "buf_key" in self.slots and not buffer:  # never dereferenced without a buffer
@@ -246,7 +232,7 @@ class _SingleLaunch:
             size, key_dtype = self.buffer
             args[slots["buf_key"]] = xp.empty(size, dtype=key_dtype)
             args[slots["buf_idx"]] = xp.empty(size, dtype=np.uint32)
-        self.fn(self.grid, self.block, tuple(args), shared_mem=self.shared)
+        _gpu_rows.launch(self.fn, self.grid, self.block, tuple(args), self.shared, self.target)
 
 
 class GpuCall:
@@ -340,7 +326,10 @@ class GpuCall:
     def _launch(self, a, values, indices):
         xp, p, req = self.xp, self.plan, self.req
         moved = a if self.last_axis else xp.moveaxis(a, req.axis, -1)
-        if p.copy:
+        if p.transpose:  # rows along an outer axis: a tiled transpose to row-major
+            base = _gpu_rows.transpose_rows(self.module, self.info.cxx, moved, self.strides)
+            row_stride, col_stride = req.n, 1
+        elif p.copy:
             base, row_stride, col_stride = xp.ascontiguousarray(moved), req.n, 1
         else:
             base, (row_stride, col_stride) = moved, self.strides
@@ -433,15 +422,18 @@ def _multiblock_in_chunks(xp, mod, info, p, base, rows, req, row_stride, col_str
 
 
 def _sort_path(target, info, p, mod, common, flags, rows, req, base, row_stride, col_stride, values, indices):
-    """K too large for the shared-memory kernels: keys by our kernel, then the array library's
-    stable sort (CUB on a GPU, NumPy on the simulator), which keeps equal keys in index order."""
+    """The reference path: the keys of whole rows by compute_keys, each row ordered by our
+    tile-and-merge kernels (order_topk.cu, no library sort), its first K kept (and ordered by
+    index for order "index"), values gathered from the input."""
     xp = _xp(target)
     keys = xp.empty((rows, req.n), dtype=info.key_dtype)
     mod.get_function(f"compute_keys<{info.cxx}>")((p.grid,), (p.block,), (*common, *flags, keys))
-    # Inverting the keys turns "largest first" into the ascending order the sort produces.
-    order = stable_argsort(xp, ~keys)[:, : req.k]
+    tile = p.params["order_tile"]
+    keys, order = _gpu_rows.order_pairs(mod, info.cxx, keys, None, False, tile, target)
+    if req.k < req.n:
+        keys, order = xp.ascontiguousarray(keys[:, : req.k]), xp.ascontiguousarray(order[:, : req.k])
     if req.order == "index":
-        order = xp.sort(order, axis=1)
+        keys, order = _gpu_rows.order_pairs(mod, info.cxx, keys, order, True, tile, target)
     indices[...] = order
     gather = mod.get_function(f"gather_values<{info.cxx}>")
     grid = max(1, min(-(-(rows * req.k) // p.block), p.grid))
@@ -461,28 +453,42 @@ def launches(call: GpuCall) -> list:
     if p.algorithm == "multiblock":
         seq = _multiblock_launches(call)
     elif p.algorithm == "sort":
-        seq = [
-            Launch(f"compute_keys<{cxx}>", (p.grid,), p.block),
-            Launch("library: stable argsort of the keys", ()),
-            *([Launch("library: sort of the K indices", ())] if req.order == "index" else []),
-            Launch(
-                f"gather_values<{cxx}>", (max(1, min(-(-(call.rows * req.k) // p.block), p.grid)),), p.block
-            ),
+        key_bytes = call.info.itemsize
+        seq = [Launch(f"compute_keys<{cxx}>", (p.grid,), p.block)]
+        seq += _order_launches(call.rows, req.n, p.params["order_tile"], key_bytes, cxx)
+        if req.k < req.n:
+            seq.append(Launch("library: copies of the first K pairs", (), count=2))
+        if req.order == "index":
+            seq += _order_launches(call.rows, req.k, p.params["order_tile"], key_bytes, cxx)
+        grid = max(1, min(-(-(call.rows * req.k) // p.block), p.grid))
+        seq += [
+            Launch("library: the K indices copied out", ()),
+            Launch(f"gather_values<{cxx}>", (grid,), p.block),
         ]
     else:
-        template = {
-            "thread_row": f"thread_row_topk<{cxx}, {p.params.get('KMAX')}>",
-            "warp_row": f"warp_row_topk<{cxx}, {p.params.get('ITEMS')}>",
-        }.get(p.algorithm, f"{p.kernel}<{cxx}>")
-        seq = [Launch(template, (p.grid,), p.block, p.shared_bytes)]
+        seq = [Launch(kernel_name(p, cxx), (p.grid,), p.block, p.shared_bytes)]
     if p.algorithm in ("multiblock", "sort") and req.index_dtype.itemsize != 8:
         seq.append(Launch(f"library: int64 indices to {req.index_dtype}", ()))
-    if p.copy:
+    if p.transpose:
+        tiles = -(-call.rows // 32) * -(-req.n // 32)
+        grid = (max(1, min(tiles, _gpu_rows.MAX_BLOCKS)),)
+        seq.insert(0, Launch(f"transpose_rows<{cxx}>", grid, _kernel_constants.TRANSPOSE_THREADS))
+    elif p.copy:
         seq.insert(0, Launch("library: copy of the input to row-major", ()))
     if call.native is not call.dtype:
         seq.insert(0, Launch("library: byte swap of the input", ()))
     if not call.last_axis:
         seq.append(Launch(f"library: outputs moved to axis {req.axis}", (), count=2))
+    return seq
+
+
+def _order_launches(rows: int, length: int, tile: int, key_bytes: int, cxx: str) -> list:
+    """:func:`cutopk._gpu_rows.order_pairs`'s launches, as plan() lists them."""
+    from ._plan import Launch
+
+    tiles, merges = _gpu_rows.order_launches(rows, length, tile, key_bytes)
+    seq = [Launch(f"order_tiles<{cxx}>", tiles.grid, tiles.block[0], tiles.shared_bytes)]
+    seq += [Launch(f"order_merge<{cxx}>", merges.grid, merges.block[0]) for _ in merges.widths]
     return seq
 
 
@@ -512,7 +518,8 @@ def _multiblock_launches(call: GpuCall) -> list:
     if p.params["order_shared"]:
         seq.append(Launch(f"mb_order<{cxx}>", (chunk,), block, p.params["order_shared"]))
     else:
-        seq += [Launch("library: sorts and gathers ordering the K winners", ())]
+        seq += _order_launches(chunk, req.k, p.params["order_tile"], call.info.itemsize, cxx)
+        seq.append(Launch("library: the K indices copied out", ()))
         seq.append(Launch(f"gather_values<{cxx}>", (max(1, min(-(-(chunk * req.k) // 256), 4096)),), 256))
     if chunks > 1:
         seq = [Launch(x.kernel, x.grid, x.block, x.shared_bytes, x.count * chunks) for x in seq]

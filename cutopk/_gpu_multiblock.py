@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _dispatch
-from ._gpu import stable_argsort
+from . import _dispatch, _gpu_rows
 
 
 def run(
@@ -112,6 +111,7 @@ def run(
     # The final bucket: winners above it, then its first keys in index order.
     collect = (*per_slice, np.int32(k), state, slice_offset, win_key, win_idx)
     mod.get_function(f"mb_collect<{cxx}>")(grid2, block, collect)
+    target = "sim" if isinstance(base, np.ndarray) else "cuda"
     if plan.params["order_shared"]:
         order_args = (
             base,
@@ -124,17 +124,13 @@ def run(
             values,
             indices,
         )
-        mod.get_function(f"mb_order<{cxx}>")(
-            (rows,), block, order_args, shared_mem=plan.params["order_shared"]
-        )
+        fn = mod.get_function(f"mb_order<{cxx}>")
+        _gpu_rows.launch(fn, (rows,), block, order_args, plan.params["order_shared"], target)
         return
-    # Order the K winners: by index, then (stably) by key, so equal keys stay in index order.
-    by_index = xp.argsort(win_idx, axis=1)  # indices are distinct: any sort will do
-    order = by_index
-    if req.order == "value":
-        keys = xp.take_along_axis(win_key, by_index, axis=1)
-        order = xp.take_along_axis(by_index, stable_argsort(xp, ~keys), axis=1)
-    indices[...] = xp.take_along_axis(win_idx, order, axis=1)
+    # Too many winners for shared memory: tiles sorted in shared memory, merged in global memory.
+    by_index = req.order != "value"
+    tile = plan.params["order_tile"]
+    indices[...] = _gpu_rows.order_pairs(mod, cxx, win_key, win_idx, by_index, tile, target)[1]
     gather = mod.get_function(f"gather_values<{cxx}>")
     total = rows * k
     gather_args = (

@@ -15,6 +15,9 @@ BITONIC_THREADS = 512
 RADIX_THREADS = 512
 MULTIBLOCK_THREADS = 256
 KEYS_THREADS = 256
+TRANSPOSE_THREADS = 256  # 8 warps over a 32 x 32 tile (kernels/transpose_rows.cu)
+ORDER_TILE_THREADS = 512  # order_tiles: at most one thread per compare-exchange pair of a tile
+ORDER_MERGE_THREADS = 256
 
 # warp_radix: one warp per row, WARP_RADIX_WARPS rows per block; WARP_RADIX_CAP shared
 # (key, index) pairs per warp, at least twice WARP_RADIX_MAX_K so that a bucket of K keys or
@@ -40,6 +43,9 @@ _EXPORTED = (
     "RADIX_THREADS",
     "MULTIBLOCK_THREADS",
     "KEYS_THREADS",
+    "TRANSPOSE_THREADS",
+    "ORDER_TILE_THREADS",
+    "ORDER_MERGE_THREADS",
     "WARP_RADIX_WARPS",
     "WARP_RADIX_CAP",
     "WARP_RADIX_MAX_K",

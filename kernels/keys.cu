@@ -1,6 +1,6 @@
-// Preference keys of every element, for the sort-based path (K too large for the kernels that
-// select in shared memory): the launcher sorts these keys with the array library's stable sort
-// (CUB through CuPy on a GPU), which keeps equal keys in index order.
+// Preference keys of every element, for the sort path (a reference path, forced only): the
+// launcher orders each row's (key, index) pairs with order_tiles and order_merge
+// (order_topk.cu; ties by lower index), then gathers the values of the first K.
 // Dtypes: all (KeyTraits). Threads per block: 256, grid-stride loop over rows * n elements.
 #include "key_traits.cuh"
 

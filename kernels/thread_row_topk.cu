@@ -5,10 +5,33 @@
 // 32 adjacent rows, so each load instruction is one coalesced access. The thread keeps the best
 // KMAX (key, index) pairs seen so far in registers, sorted by the selection order (key, then
 // index), by carrying each new element down the list with compare-exchanges whose positions are
-// all known at compile time (no local memory), so ties keep the lower index. The first K of the KMAX are written
-// (re-sorted by index for order "index"). Dtypes: all (KeyTraits). Limits: K <= KMAX <= 8 (16 spills registers), N <
-// 2^31. Threads per block: 256. Shared memory: none. Output indices: 4 or 8 bytes (index_bytes).
+// all known at compile time (no local memory), so ties keep the lower index. Four loads per
+// thread are in flight before their keys are inserted. The first K of the KMAX are written
+// (re-sorted by index for order "index"). Dtypes: all (KeyTraits). Limits: K <= KMAX <= 8 (16
+// spills registers), N < 2^31. Threads per block: 256. Shared memory: none. Output indices: 4 or
+// 8 bytes (index_bytes). No 128-bit loads: a thread's elements are a column stride apart, and a
+// warp's 32 loads of one step are already one coalesced access.
 #include "key_traits.cuh"
+
+// Carries a new element (the highest index so far) down the sorted list of the best KMAX, with
+// compare-exchanges at static positions (the list stays in registers). The selection order,
+// index included: a new element stays behind kept equal keys, and a kept element pushed down by
+// a better one goes back in front of later equal keys (the simulator's NaN tests caught the
+// key-only version). -1: an empty slot, worse than any element.
+template <class Key, int KMAX>
+__device__ __forceinline__ void thread_row_insert(Key (&keys)[KMAX], int (&idx)[KMAX], Key carry_key, int carry_idx) {
+#pragma unroll
+  for (int s = 0; s < KMAX; ++s) {
+    if (carry_idx >= 0 && (idx[s] < 0 || cutopk_before(carry_key, carry_idx, keys[s], idx[s]))) {
+      const Key tk = keys[s];
+      const int ti = idx[s];
+      keys[s] = carry_key;
+      idx[s] = carry_idx;
+      carry_key = tk;
+      carry_idx = ti;
+    }
+  }
+}
 
 template <class T, int KMAX>
 __global__ void __launch_bounds__(CUTOPK_THREAD_ROW_THREADS)
@@ -26,24 +49,17 @@ __global__ void __launch_bounds__(CUTOPK_THREAD_ROW_THREADS)
     keys[s] = 0;
     idx[s] = -1;
   }
-  for (int j = 0; j < (int)n; ++j) {
-    Key carry_key = KeyTraits<T>::to_key(base[j * col_stride], largest, nan_first);
-    int carry_idx = j;
+  // Four loads in flight (issued before any key transform or insertion), then the rest.
+  int j = 0;
+  for (; j + 4 <= (int)n; j += 4) {
+    T v[4];
 #pragma unroll
-    for (int s = 0; s < KMAX; ++s) {
-      // The selection order, index included: a new element (the highest index so far) stays
-      // behind kept equal keys, and a kept element pushed down by a better one goes back in
-      // front of later equal keys (the simulator's NaN tests caught the key-only version).
-      if (carry_idx >= 0 && (idx[s] < 0 || cutopk_before(carry_key, carry_idx, keys[s], idx[s]))) {
-        const Key tk = keys[s];
-        const int ti = idx[s];
-        keys[s] = carry_key;
-        idx[s] = carry_idx;
-        carry_key = tk;
-        carry_idx = ti;
-      }
-    }
+    for (int u = 0; u < 4; ++u) v[u] = base[(long long)(j + u) * col_stride];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) thread_row_insert(keys, idx, KeyTraits<T>::to_key(v[u], largest, nan_first), j + u);
   }
+  for (; j < (int)n; ++j)
+    thread_row_insert(keys, idx, KeyTraits<T>::to_key(base[(long long)j * col_stride], largest, nan_first), j);
   if (by_index) {
     // Bubble the first k entries into index order (all positions static: stays in registers).
 #pragma unroll

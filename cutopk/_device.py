@@ -1,0 +1,45 @@
+"""The device a launch runs on, for both launcher targets: ``"cuda"`` (CuPy's current device)
+and ``"sim"`` (the CPU simulator, NumPy arrays). The launcher modules (``_gpu``, ``_gpu_rows``,
+``_gpu_multiblock``) all read device facts here, so none of them imports another for it.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from . import _dispatch
+
+
+def device_id(target: str) -> int:
+    """CuPy's current device, or -1 for the simulator."""
+    if target != "cuda":
+        return -1
+    import cupy
+
+    return cupy.cuda.Device().id
+
+
+def array_module(target: str):
+    """CuPy for the CUDA target, NumPy for the simulator."""
+    if target == "cuda":
+        import cupy
+
+        return cupy
+    return np
+
+
+@functools.cache
+def device_facts(target: str, device: int) -> _dispatch.Device:
+    """What the dispatcher needs to know of a device: SMs and dynamic shared memory per block
+    (the opt-in maximum where the device has one)."""
+    if target != "cuda":
+        return _dispatch.Device()
+    import cupy
+
+    attrs = cupy.cuda.Device(device).attributes
+    shared = _dispatch.shared_limit(
+        attrs["MaxSharedMemoryPerBlock"], attrs.get("MaxSharedMemoryPerBlockOptin", 0)
+    )
+    return _dispatch.Device(sm_count=attrs["MultiProcessorCount"], shared_bytes=shared)
