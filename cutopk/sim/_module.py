@@ -351,6 +351,10 @@ class Function:
         self.module = module
         self.name = name
         self._index = index
+        # CUDA's cudaFuncAttributeMaxDynamicSharedMemorySize (CuPy's attribute of this name): a
+        # launch asking for more dynamic shared memory than this fails, so a kernel must opt in
+        # before it takes more than the default 48 KB.
+        self.max_dynamic_shared_size_bytes = 48 * 1024
         infos = (_ParamInfo * MAX_PARAMS)()
         n = module._lib.cutopk_sim_describe(index, infos, MAX_PARAMS)
         if n > MAX_PARAMS:
@@ -404,6 +408,12 @@ class Function:
             )
         if not 0 <= int(shared_mem) <= 227 * 1024:
             raise ValueError(f"kernel {self.name!r}: shared_mem={shared_mem} is outside [0, 227 KB]")
+        if int(shared_mem) > self.max_dynamic_shared_size_bytes:
+            raise _errors.LaunchArgumentError(
+                f"kernel {self.name!r}: shared_mem={shared_mem} bytes is more than its limit of "
+                f"{self.max_dynamic_shared_size_bytes}; set max_dynamic_shared_size_bytes first (CUDA "
+                "refuses such a launch until the kernel opts in)"
+            )
         args = tuple(args)
         if len(args) != len(self.params):
             raise _errors.LaunchArgumentError(

@@ -361,3 +361,27 @@ def test_global_out_of_bounds_caught_under_asan(threads, isolate):
         assert proc.returncode != 0
         assert "heap-buffer-overflow" in proc.stderr, proc.stderr[-3000:]
         assert "global_overrun" in proc.stderr
+
+
+def test_shared_memory_beyond_48k_needs_the_opt_in():
+    # CUDA refuses a launch asking for more dynamic shared memory than the kernel's
+    # max_dynamic_shared_size_bytes (48 KB until it opts in): so does the simulator.
+    import numpy as np
+
+    from cutopk import sim
+
+    src = r"""
+    extern "C" __global__ void big(int* out) {
+      extern __shared__ int buf[];
+      buf[threadIdx.x] = threadIdx.x;
+      __syncthreads();
+      out[threadIdx.x] = buf[31 - threadIdx.x];
+    }
+    """
+    fn = sim.RawModule(code=src).get_function("big")
+    out = np.zeros(32, np.int32)
+    with pytest.raises(sim.LaunchArgumentError, match="set max_dynamic_shared_size_bytes first"):
+        fn((1,), (32,), (out,), shared_mem=64 * 1024)
+    fn.max_dynamic_shared_size_bytes = 100 * 1024
+    fn((1,), (32,), (out,), shared_mem=64 * 1024)
+    assert out.tolist() == list(range(31, -1, -1))
