@@ -197,8 +197,9 @@ def kernel_name(plan: _dispatch.Plan, cxx: str) -> str:
 
 
 class _SingleLaunch:
-    """A single-launch family's launch, resolved once per call signature: the function object,
-    the launch shape and every scalar argument; a call fills in only its arrays."""
+    """A single-launch family's launch, resolved once per call signature: the function object
+    (opted in to its shared memory), the launch shape and every scalar argument; a call fills in
+    only its arrays."""
 
     def __init__(self, call: GpuCall):
         p, req = call.plan, call.req
@@ -212,27 +213,29 @@ class _SingleLaunch:
         }  # fmt: skip
         names = ARGUMENTS[p.algorithm]
         self.template = [None if name in PER_CALL else SCALAR_TYPES[name](scalars[name]) for name in names]
-        self.slots = {name: i for i, name in enumerate(names) if name in PER_CALL}
+        slots = {name: i for i, name in enumerate(names) if name in PER_CALL}
         self.fn = call.module.get_function(kernel_name(p, call.info.cxx))
+        _gpu_rows.opt_in(self.fn, p.shared_bytes, call.target)
         self.grid, self.block, self.shared = (p.grid,), (p.block,), p.shared_bytes
-        self.target = call.target
+        self.at = (slots["input"], slots["values"], slots["indices"])
         buffer = p.params.get("buffer", 0)
-        self.buffer = (call.rows * buffer, call.info.key_dtype) if buffer else None
-        if "buf_key" in self.slots and not buffer:  # never dereferenced without a buffer
-            self.template[self.slots.pop("buf_key")] = placeholder(call.target, call.info.key_dtype)
-            self.template[self.slots.pop("buf_idx")] = placeholder(call.target, np.uint32)
+        self.buffer = None
+        if "buf_key" in slots:
+            if buffer:
+                self.buffer = (slots["buf_key"], slots["buf_idx"], call.rows * buffer, call.info.key_dtype)
+            else:  # never dereferenced without a buffer
+                self.template[slots["buf_key"]] = placeholder(call.target, call.info.key_dtype)
+                self.template[slots["buf_idx"]] = placeholder(call.target, np.uint32)
 
     def __call__(self, xp, base, values, indices):
         args = self.template.copy()
-        slots = self.slots
-        args[slots["input"]] = base
-        args[slots["values"]] = values
-        args[slots["indices"]] = indices
+        at_input, at_values, at_indices = self.at
+        args[at_input], args[at_values], args[at_indices] = base, values, indices
         if self.buffer is not None:
-            size, key_dtype = self.buffer
-            args[slots["buf_key"]] = xp.empty(size, dtype=key_dtype)
-            args[slots["buf_idx"]] = xp.empty(size, dtype=np.uint32)
-        _gpu_rows.launch(self.fn, self.grid, self.block, tuple(args), self.shared, self.target)
+            at_key, at_idx, size, key_dtype = self.buffer
+            args[at_key] = xp.empty(size, dtype=key_dtype)
+            args[at_idx] = xp.empty(size, dtype=np.uint32)
+        self.fn(self.grid, self.block, tuple(args), shared_mem=self.shared)
 
 
 class GpuCall:

@@ -17,11 +17,17 @@ MAX_BLOCKS = 1 << 16  # the ordering kernels stride over what a grid this size d
 
 def launch(fn, grid, block, args, shared_bytes: int, target: str) -> None:
     """Launch ``fn`` with ``shared_bytes`` of dynamic shared memory, opting the kernel in first
-    when that is more than a block gets by default (48 KB less its static shared memory).
+    when that is more than a block gets by default (see :func:`opt_in`)."""
+    opt_in(fn, shared_bytes, target)
+    fn(grid, block, args, shared_mem=shared_bytes)
+
+
+def opt_in(fn, shared_bytes: int, target: str) -> None:
+    """Let ``fn`` take ``shared_bytes`` of dynamic shared memory: beyond what a block gets by
+    default (48 KB less its static shared memory) the kernel must opt in first.
 
     The kernel is opted in to the device's whole limit, not to this launch's size, so threads
-    launching the same kernel with different sizes never lower each other's limit.
-    """
+    launching the same kernel with different sizes never lower each other's limit."""
     if shared_bytes > _dispatch.SHARED_BYTES - _dispatch.STATIC_SHARED_RESERVE:
         limit = _device.device_facts(target, _device.device_id(target)).shared_bytes
         if shared_bytes > limit:
@@ -29,7 +35,6 @@ def launch(fn, grid, block, args, shared_bytes: int, target: str) -> None:
                 f"a launch asks for {shared_bytes} bytes of shared memory, the device allows {limit}"
             )
         fn.max_dynamic_shared_size_bytes = limit
-    fn(grid, block, args, shared_mem=shared_bytes)
 
 
 def order_pairs(mod, cxx: str, keys, idx, by_index: bool, tile: int, target: str):
