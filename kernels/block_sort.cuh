@@ -96,44 +96,6 @@ __device__ void cutopk_block_bitonic(Key* keys, Index* idx, int size) {
   }
 }
 
-// The rank of the calling thread among the threads whose `flag` is set, in thread order (so in
-// index order when thread t holds element base + t), and the block's total of set flags.
-// Prefix sums over ballots keep the order exact, as the lower-index tie rule needs; atomics
-// would not. Every thread must call it; blockDim.x must be a multiple of 32.
-__device__ __forceinline__ int cutopk_block_rank(bool flag, int* warp_offsets, int* total) {
-  const unsigned ballot = __ballot_sync(0xffffffffu, flag);
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  int rank = __popc(ballot & ((1u << lane) - 1u));
-  if (lane == 0) warp_offsets[warp] = __popc(ballot);
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    int running = 0;
-    for (int w = 0; w < (int)(blockDim.x >> 5); ++w) {
-      const int count = warp_offsets[w];
-      warp_offsets[w] = running;
-      running += count;
-    }
-    *total = running;
-  }
-  __syncthreads();
-  rank += warp_offsets[warp];
-  __syncthreads();  // warp_offsets is reused by the next call
-  return rank;
-}
-
-// Adds one to hist[digit] for every lane whose `counted` is set, with one shared-memory atomic
-// per distinct digit in the warp instead of one per lane: __match_any_sync groups the lanes by
-// digit (lanes that do not count get values no digit can take), and the lowest lane of each
-// group adds the group's size. Skewed data (many equal digits) then costs few atomics. Call it
-// from warp-uniform control flow, with all 32 lanes.
-template <class Count>
-__device__ __forceinline__ void cutopk_warp_histogram_add(Count* hist, unsigned digit, bool counted) {
-  if (!__any_sync(0xffffffffu, counted)) return;
-  const unsigned lane = threadIdx.x & 31;
-  const unsigned peers = __match_any_sync(0xffffffffu, counted ? digit : 0x10000u + lane);
-  if (counted && lane == (unsigned)(__ffs(peers) - 1)) atomicAdd(&hist[digit], (Count)__popc(peers));
-}
-
 // The bucket that holds the `needed`-th key counting down from the largest digit: the largest
 // digit d with hist[d] + hist[d + 1] + ... + hist[255] >= needed (0 if none), and `*above`, the
 // keys in the buckets above it. One whole warp calls it (lane l sums bins 8l .. 8l + 7, then a
