@@ -169,17 +169,6 @@ def array_kind(a, name: str = "a") -> str:
     )
 
 
-def element_dtype(a, name: str = "a") -> np.dtype:
-    """The NumPy dtype of any accepted array (a torch tensor's ``torch.float32`` included), or the
-    TypeError of an unsupported dtype."""
-    try:
-        return _dtypes.as_numpy_dtype(a.dtype)
-    except TypeError:
-        pass
-    _dtypes.check_dtype(a.dtype, name)  # a dtype without a NumPy twin: raises, naming it
-    raise AssertionError("unreachable: check_dtype accepted a dtype that has no NumPy twin")
-
-
 def describe_array(a) -> str:
     """How an error message names the array it was given."""
     if isinstance(a, np.ndarray):

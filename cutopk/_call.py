@@ -141,9 +141,8 @@ def _signature(tp, arr, k, axis, mode, sorted_, nan, index_dtype, backend, algor
 def _wrap(a, backend):
     """``(array, back, scope, device)``: the input as its backend takes it (NumPy, or CuPy
     without a copy), the function returning results as the caller's array type, the device/stream
-    scope to launch in, and the device id (-1 on the CPU)."""
-    if type(a) is np.ndarray:
-        return a, None, None, -1
+    scope to launch in, and the device id (-1 on the CPU). A plain NumPy array never comes here:
+    :func:`prepare` takes it as it is."""
     kind = _api.array_kind(a)
     _api.resolve_backend(backend, kind, a)  # a backend/array mismatch is reported before anything else
     from . import _interop
@@ -189,6 +188,7 @@ def describe_gpu_call(call, cached: bool) -> Plan:
     req, p = call.req, call.plan
     copies = {}
     item = call.dtype.itemsize
+    copied = call.launches and p.copy  # a tiled transpose is a copy too
     if call.launches:
         if call.native is not call.dtype:
             copies["input: byte-swapped to native order"] = call.rows * req.n * item
@@ -204,9 +204,7 @@ def describe_gpu_call(call, cached: bool) -> Plan:
                 call.rows * req.k * (item + req.index_dtype.itemsize)
             )
     # The dispatcher's scratch already counts its copy of the input.
-    scratch = p.scratch_bytes + sum(
-        v for c, v in copies.items() if not c.startswith(("input: copied", "input: rows"))
-    )
+    scratch = p.scratch_bytes + sum(copies.values()) - (call.rows * req.n * item if copied else 0)
     return Plan(
         req.backend, p.algorithm, call.rows, req.n, req.k, tuple(_gpu.launches(call)) if call.launches else (),
         _copy_lines(copies), scratch if call.launches else 0, cached, dict(p.params),

@@ -46,12 +46,6 @@ def check_tensor(spec: str, name: str, x, allowed: tuple[str, ...]) -> None:
         )
 
 
-def check_scalar_k(name: str, k) -> int:
-    """K given as a scalar: any integer ``operator.index`` accepts (0-d integer arrays and tensors
-    included), not a bool."""
-    return _api.as_index(k, name)
-
-
 def check_axis_and_k(name: str, x, axis: int, k: int, k_name: str, index_dtype, index_name: str) -> int:
     """The axis, K against its length, and the index type against it, named as the spec names
     them; returns the axis length."""

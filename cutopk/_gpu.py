@@ -300,8 +300,8 @@ class GpuCall:
             return values.reshape(self.out_shape), indices.reshape(self.out_shape)
         if self.native is not self.dtype:
             a = a.astype(self.native)
-        direct = out is not None and self.last_axis and self.native is self.dtype
-        if direct:  # C-contiguous outputs of the result's shape: the kernels write into them
+        into_out = out is not None and self.last_axis and self.native is self.dtype
+        if into_out:  # C-contiguous outputs of the result's shape: the kernels write into them
             values = out[0].reshape(self.rows, req.k)
             indices = out[1].reshape(self.rows, req.k)
         else:
@@ -310,7 +310,7 @@ class GpuCall:
             indices = xp.empty((self.rows, req.k), dtype=req.index_dtype)
         if self.launches:
             self._launch(a, values, indices)
-        if direct:
+        if into_out:
             return out
         values, indices = self._finish(values), self._finish(indices)
         if out is not None:

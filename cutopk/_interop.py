@@ -63,7 +63,7 @@ def as_cupy(a) -> tuple[Any, Callable[[Any], Any], contextlib.AbstractContextMan
         # the current one, and a stream mismatch would make it insert a cross-stream wait
         # (which breaks CUDA graph capture).
         with cupy.cuda.Device(device), external:
-            arr = cupy.from_dlpack(a.detach())
+            arr = cupy.from_dlpack(a)  # plain_tensor detached it
         return arr, torch.from_dlpack, _device_scope(cupy, device, external)
     if hasattr(a, "__cuda_array_interface__"):
         arr = cupy.asarray(a)  # zero-copy for __cuda_array_interface__ producers

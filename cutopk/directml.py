@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import TopK, _frontend
+from . import TopK, _api, _frontend
 from . import top_k as _top_k
 
 DIRECTIONS = {"decreasing": "largest", "increasing": "smallest"}
@@ -21,7 +21,7 @@ DML_DTYPES = ("float16", "float32", "int8", "int16", "int32", "int64", "uint8", 
 
 def _check_uint(name: str, value) -> int:
     try:
-        value = _frontend.check_scalar_k(name, value)
+        value = _api.as_index(value, name)
     except TypeError:
         raise TypeError(
             f"{name}: expected a non-negative integer (UINT), got {type(value).__name__} {value!r}"

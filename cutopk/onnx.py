@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import TopK, _dtypes, _frontend
+from . import TopK, _api, _dtypes, _frontend
 from . import top_k as _top_k
 
 ONNX_DTYPES = (
@@ -21,7 +21,7 @@ def _check_K(K) -> int:
     one element (opsets 10/11: NumPy, CuPy or torch)."""
     shape = getattr(K, "shape", None)
     if shape is None or tuple(shape) == ():
-        return _frontend.check_scalar_k("K", K)
+        return _api.as_index(K, "K")
     try:
         dtype = _dtypes.as_numpy_dtype(K.dtype)
     except TypeError:

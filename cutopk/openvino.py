@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from . import TopK, _dtypes, _frontend
+from . import TopK, _api, _dtypes, _frontend
 from . import top_k as _top_k
 
 # Every element type cutopk has (OpenVINO TopK-1 takes any numeric type).
@@ -27,7 +27,7 @@ def _check_k(k) -> int:
     if shape is not None and tuple(shape) != () and math.prod(shape) == 1:
         k = k.reshape(())
     try:
-        return _frontend.check_scalar_k("k", k)
+        return _api.as_index(k, "k")
     except TypeError:
         raise TypeError(f"k: expected an integer scalar, got {type(k).__name__} {k!r}") from None
 
