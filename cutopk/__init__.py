@@ -127,7 +127,8 @@ def top_k(
 
 
 def _run_with_lengths(arr, back, scope, call, lengths, out) -> TopK:
-    """The generic ``lengths`` route (see :mod:`cutopk._lengths`): masked rows, one top_k, padding."""
+    """``lengths`` read by the kernels (the planned family reads each row's extent), else the
+    generic route (see :mod:`cutopk._lengths`): masked rows, one top_k, padding."""
     import contextlib
 
     from . import _lengths
@@ -136,6 +137,12 @@ def _run_with_lengths(arr, back, scope, call, lengths, out) -> TopK:
     with scope if scope is not None else contextlib.nullcontext():
         lens = _lengths.check(lengths, arr, req)
         dst = _out.check(out, call, arr) if out is not None else None
+        kernel_call = _lengths.kernel_call(call)
+        if kernel_call is not None:
+            values, indices = kernel_call.run(arr, dst, extents=lens)
+            if dst is None and back is not None:
+                return TopK(back(values), back(indices))
+            return TopK(values, indices)
         masked = _lengths.masked_rows(arr, lens, req)
         inner = top_k(
             masked, req.k, axis=-1, mode="largest" if req.largest else "smallest",
@@ -213,6 +220,9 @@ def plan(
 
     with scope if scope is not None else contextlib.nullcontext():
         _lengths.check(lengths, arr, call.req)
+    kernel_call = _lengths.kernel_call(call)
+    if kernel_call is not None:
+        return _lengths.describe_in_kernel(_call.describe(kernel_call, cached, arr))
     return _lengths.describe(_call.describe(call, cached, arr), arr)
 
 

@@ -21,6 +21,7 @@ ALGORITHMS = _dispatch.ALGORITHMS
 # The order matters: headers first, each file once (the loader strips local #includes).
 KERNEL_FILES = (
     "key_traits.cuh",
+    "row_extent.cuh",
     "block_sort.cuh",
     "row_loads.cuh",
     "radix_digit.cuh",
@@ -168,23 +169,32 @@ def _check_forced(req: Request, key_bytes: int, device: _dispatch.Device, rows: 
 # are written. Scalars are typed by SCALAR_TYPES (CUDA's long long / int); the arrays are the
 # input, the outputs and the radix candidate buffer.
 ARGUMENTS = {
-    "thread_row": ("input", "rows", "n", "row_stride", "col_stride", "k", "largest", "nan_first",
+    "thread_row": ("input", "rows", "n", "row_stride", "col_stride", "extents",
+                   "rows_kind", "k", "largest", "nan_first",
                    "by_index", "values", "indices", "index_bytes"),
-    "warp_row": ("input", "rows", "n", "row_stride", "col_stride", "k", "largest", "nan_first",
+    "warp_row": ("input", "rows", "n", "row_stride", "col_stride", "extents",
+                   "rows_kind", "k", "largest", "nan_first",
                  "by_index", "values", "indices", "index_bytes"),
-    "warp_radix": ("input", "rows", "n", "row_stride", "col_stride", "k", "largest", "nan_first",
+    "warp_radix": ("input", "rows", "n", "row_stride", "col_stride", "extents",
+                   "rows_kind", "k", "largest", "nan_first",
                    "by_index", "values", "indices", "index_bytes"),
-    "bitonic": ("input", "rows", "n", "row_stride", "col_stride", "k", "largest", "nan_first",
+    "bitonic": ("input", "rows", "n", "row_stride", "col_stride", "extents",
+                   "rows_kind", "k", "largest", "nan_first",
                 "by_index", "size", "values", "indices", "index_bytes"),
-    "radix": ("input", "rows", "n", "row_stride", "col_stride", "k", "largest", "nan_first",
+    "radix": ("input", "rows", "n", "row_stride", "col_stride", "extents",
+                   "rows_kind", "k", "largest", "nan_first",
               "by_index", "cap", "buffer", "buf_key", "buf_idx", "values", "indices", "index_bytes"),
 }  # fmt: skip
 SCALAR_TYPES = {
     "rows": np.int64, "n": np.int64, "row_stride": np.int64, "col_stride": np.int64,
     "buffer": np.int64, "k": np.int32, "largest": np.int32, "nan_first": np.int32,
     "by_index": np.int32, "size": np.int32, "cap": np.int32, "index_bytes": np.int32,
+    "rows_kind": np.int32,
 }  # fmt: skip
-PER_CALL = ("input", "values", "indices", "buf_key", "buf_idx")
+PER_CALL = ("input", "extents", "values", "indices", "buf_key", "buf_idx")
+# The families whose kernels read each row's own extent (kernels/row_extent.cuh): a call with
+# ``lengths`` (or a segmented call) planned on another family takes the generic route instead.
+EXTENT_FAMILIES = frozenset({"warp_row"})
 
 
 def kernel_name(plan: _dispatch.Plan, cxx: str) -> str:
@@ -209,7 +219,7 @@ class _SingleLaunch:
             "k": req.k, "largest": req.largest, "nan_first": req.nan_first,
             "by_index": req.order == "index", "size": p.params.get("size", 0),
             "cap": p.params.get("cap", 0), "buffer": p.params.get("buffer", 0),
-            "index_bytes": req.index_dtype.itemsize,
+            "index_bytes": req.index_dtype.itemsize, "rows_kind": call.rows_kind,
         }  # fmt: skip
         names = ARGUMENTS[p.algorithm]
         self.template = [None if name in PER_CALL else SCALAR_TYPES[name](scalars[name]) for name in names]
@@ -218,6 +228,9 @@ class _SingleLaunch:
         _gpu_rows.opt_in(self.fn, p.shared_bytes, call.target)
         self.grid, self.block, self.shared = (p.grid,), (p.block,), p.shared_bytes
         self.at = (slots["input"], slots["values"], slots["indices"])
+        self.at_extents = slots["extents"]
+        # A regular batch never reads `extents`; a batch with extents gets its array per call.
+        self.template[self.at_extents] = placeholder(call.target, np.int64)
         buffer = p.params.get("buffer", 0)
         self.buffer = None
         if "buf_key" in slots:
@@ -227,10 +240,12 @@ class _SingleLaunch:
                 self.template[slots["buf_key"]] = placeholder(call.target, call.info.key_dtype)
                 self.template[slots["buf_idx"]] = placeholder(call.target, np.uint32)
 
-    def __call__(self, xp, base, values, indices):
+    def __call__(self, xp, base, values, indices, extents=None):
         args = self.template.copy()
         at_input, at_values, at_indices = self.at
         args[at_input], args[at_values], args[at_indices] = base, values, indices
+        if extents is not None:
+            args[self.at_extents] = extents
         if self.buffer is not None:
             at_key, at_idx, size, key_dtype = self.buffer
             args[at_key] = xp.empty(size, dtype=key_dtype)
@@ -243,8 +258,20 @@ class GpuCall:
     depend on the data: checked and planned once, then :meth:`run` does only the per-call work
     (the outputs, the launches, and any copy the plan names)."""
 
-    def __init__(self, shape, strides, dtype, req: Request, device: int):
+    def __init__(
+        self,
+        shape,
+        strides,
+        dtype,
+        req: Request,
+        device: int,
+        rows_kind: int = _kernel_constants.ROWS_REGULAR,
+    ):
         self.req = req
+        # LENGTHS or SEGMENTS: each run() takes the int64 extents array (kernels/row_extent.cuh).
+        self.rows_kind = rows_kind
+        self._signature = (tuple(shape), tuple(strides), dtype, device)
+        self._variants: dict[int, GpuCall] = {}
         self.target = req.backend
         self.xp = _xp(self.target)
         self.dtype = np.dtype(dtype)
@@ -281,9 +308,25 @@ class GpuCall:
         )
         self.rows_k = (self.rows, req.k)
 
-    def run(self, a, out=None):
+    @property
+    def reads_extents(self) -> bool:
+        """Whether the planned family reads each row's own extent (else: the generic route)."""
+        return self.plan.algorithm in EXTENT_FAMILIES
+
+    def with_rows(self, rows_kind: int) -> GpuCall:
+        """This signature's call over rows of ``rows_kind`` (planned once, kept with this one)."""
+        if rows_kind == self.rows_kind:
+            return self
+        call = self._variants.get(rows_kind)
+        if call is None:
+            shape, strides, dtype, device = self._signature
+            call = self._variants[rows_kind] = GpuCall(shape, strides, dtype, self.req, device, rows_kind)
+        return call
+
+    def run(self, a, out=None, extents=None):
         """``(values, indices)`` of ``a`` (which has this call's signature), written into ``out``
-        when given (already checked to fit)."""
+        when given (already checked to fit). ``extents``: the int64 lengths or CSR offsets of a
+        call planned with ``rows_kind`` LENGTHS or SEGMENTS (on ``a``'s device)."""
         xp, req = self.xp, self.req
         if self.direct:  # the common case, in as few steps as it takes
             if out is None:
@@ -291,7 +334,7 @@ class GpuCall:
             else:  # C-contiguous outputs of the result's shape: the kernel writes into them
                 values, indices = out[0].reshape(self.rows_k), out[1].reshape(self.rows_k)
             try:
-                self.single(xp, a, values, indices)
+                self.single(xp, a, values, indices, extents)
             except Exception as exc:
                 self._raise_memory_error(exc)
                 raise
@@ -309,7 +352,7 @@ class GpuCall:
             # Written in index_dtype by the kernels (no cast afterwards).
             indices = xp.empty((self.rows, req.k), dtype=req.index_dtype)
         if self.launches:
-            self._launch(a, values, indices)
+            self._launch(a, values, indices, extents)
         if into_out:
             return out
         values, indices = self._finish(values), self._finish(indices)
@@ -326,7 +369,7 @@ class GpuCall:
             return arr.reshape(self.out_shape)
         return self.xp.ascontiguousarray(self.xp.moveaxis(arr.reshape(self.out_shape), -1, self.req.axis))
 
-    def _launch(self, a, values, indices):
+    def _launch(self, a, values, indices, extents):
         xp, p, req = self.xp, self.plan, self.req
         moved = a if self.last_axis else xp.moveaxis(a, req.axis, -1)
         if p.transpose:  # rows along an outer axis: a tiled transpose to row-major
@@ -338,7 +381,7 @@ class GpuCall:
             base, (row_stride, col_stride) = moved, self.strides
         try:
             if self.single is not None:
-                self.single(xp, base, values, indices)
+                self.single(xp, base, values, indices, extents)
                 return
             _launch(
                 self.module,
@@ -352,6 +395,7 @@ class GpuCall:
                 col_stride,
                 values,
                 indices,
+                (extents, self.rows_kind),
             )
         except Exception as exc:
             self._raise_memory_error(exc)
@@ -370,10 +414,22 @@ class GpuCall:
 
 
 def _launch(
-    mod, target, info, p: _dispatch.Plan, base, rows, req: Request, row_stride, col_stride, values, indices
+    mod,
+    target,
+    info,
+    p: _dispatch.Plan,
+    base,
+    rows,
+    req: Request,
+    row_stride,
+    col_stride,
+    values,
+    indices,
+    rows_of,
 ):
     """The multi-launch families (multiblock, sort); the single-launch ones go through
-    :class:`_SingleLaunch` and :data:`ARGUMENTS`."""
+    :class:`_SingleLaunch` and :data:`ARGUMENTS`. ``rows_of``: ``(extents, rows_kind)`` (extents
+    None for a regular batch)."""
     common = (base, np.int64(rows), np.int64(req.n), np.int64(row_stride), np.int64(col_stride))
     flags = (np.int32(req.largest), np.int32(req.nan_first))
     # These paths gather the values through 64-bit indices (gather_values); uint64 indices

@@ -35,6 +35,12 @@ MULTIBLOCK_SAMPLES = 4096
 # (kernels/row_loads.cuh); 16-byte loads on the contiguous path.
 STREAM_LOADS = 4
 
+# The kinds of batch a kernel reads (kernels/row_extent.cuh): every row n long, rows with their
+# own lengths (top_k(..., lengths=)), CSR segments of a 1-D input (segmented_top_k).
+ROWS_REGULAR = 0
+ROWS_LENGTHS = 1
+ROWS_SEGMENTS = 2
+
 _EXPORTED = (
     "WARP_ROW_THREADS",
     "WARP_RADIX_THREADS",
@@ -52,6 +58,9 @@ _EXPORTED = (
     "MULTIBLOCK_STATE_BYTES",
     "MULTIBLOCK_SAMPLES",
     "STREAM_LOADS",
+    "ROWS_REGULAR",
+    "ROWS_LENGTHS",
+    "ROWS_SEGMENTS",
 )
 
 

@@ -1,6 +1,11 @@
 """``top_k(..., lengths=...)``: row r takes part with its first ``lengths[r]`` elements only.
 
-This is the generic route, on every backend: the rows are copied with every element past a row's
+Two routes. On the CUDA and simulator backends, when the planned kernel family reads each row's
+extent (``_gpu.EXTENT_FAMILIES``; kernels/row_extent.cuh), the kernels read the int64 lengths
+on the device and write the padding themselves: the input is read in place, no copy, planned on
+the full row length ``n`` (the longest a row can be), and ``plan()`` says so.
+
+Otherwise, and on the NumPy backend, the generic route: the rows are copied with every element past a row's
 length replaced by the value no element is preferred to (under the mode and NaN policy), one
 ordinary ``top_k`` runs on the copy, and any selected position at or past its row's length
 becomes padding (index -1, value 0). A replaced element can tie with a real one, but ties go to
@@ -8,8 +13,7 @@ the lower index and every real position is lower than every replaced one, so the
 always win and come first, in the order ``sorted`` asks for. ``sorted=False`` is served in index
 order (any order is allowed; index order puts the padding last, as docs/SPEC.md requires).
 
-The copy costs one read and one write of the input; reading the lengths inside the kernels
-(no copy) is the kernel-level route still to come.
+The copy costs one read and one write of the input.
 
 How lengths are checked: an integer array of the batch shape (the input's shape without the
 axis), NumPy or the input's own array kind. The range ``0 <= lengths[r] <= n`` is checked
@@ -71,7 +75,27 @@ def check(lengths, arr, req: _api.Request):
                 f"lengths: expected 0 <= lengths[r] <= {req.n} (the length of axis {req.axis}), "
                 f"got values from {int(low)} to {int(high)}"
             )
-    return lengths.astype(np.int64, copy=False)
+    return xp.ascontiguousarray(lengths, dtype=np.int64)  # the kernels index it by row number
+
+
+def kernel_call(call):
+    """The prepared call whose kernels read the lengths themselves, or None (the generic route):
+    the NumPy backend, or a family that does not read row extents."""
+    from ._call import NumpyCall
+
+    if isinstance(call, NumpyCall):
+        return None
+    from . import _kernel_constants
+
+    variant = call.with_rows(_kernel_constants.ROWS_LENGTHS)
+    return variant if variant.reads_extents or not variant.launches else None
+
+
+def describe_in_kernel(plan):
+    """The plan of a call whose kernels read the lengths: the input in place, no masked copy."""
+    import dataclasses
+
+    return dataclasses.replace(plan, batch=f"lengths read by the kernels, each row planned as {plan.n} long")
 
 
 def masked_rows(arr, lengths, req: _api.Request):
@@ -112,4 +136,9 @@ def describe(plan, arr):
     masked = plan.rows * plan.n * arr.dtype.itemsize
     copies = (f"input: rows copied with elements past each row's length masked ({masked} bytes)",)
     copies += tuple(c for c in plan.copies if not c.startswith("input"))
-    return dataclasses.replace(plan, copies=copies, scratch_bytes=plan.scratch_bytes + masked)
+    return dataclasses.replace(
+        plan,
+        copies=copies,
+        scratch_bytes=plan.scratch_bytes + masked,
+        batch=f"lengths applied by a masked copy ({plan.algorithm!r} does not read them)",
+    )

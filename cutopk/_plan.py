@@ -46,6 +46,9 @@ class Plan:
         Whether this signature was already planned (a repeated call skips the checks and planning).
     params : dict
         The chosen kernel's parameters (the dispatcher's, on the CUDA and simulator backends).
+    batch : str
+        ``"regular"`` (every row ``n`` long), or how rows of their own lengths are served:
+        ``lengths`` read by the kernels or through a masked copy, CSR segments.
     """
 
     backend: str
@@ -58,6 +61,7 @@ class Plan:
     scratch_bytes: int
     cached: bool
     params: dict = dataclasses.field(default_factory=dict)
+    batch: str = "regular"
 
     @property
     def copy(self) -> bool:
@@ -72,6 +76,7 @@ class Plan:
         lines = [
             f"cutopk plan: {self.algorithm!r} on backend {self.backend!r}, {self.rows} rows of "
             f"{self.n}, k={self.k}{' (cached)' if self.cached else ''}",
+            *([f"  rows: {self.batch}"] if self.batch != "regular" else []),
             f"  launches: {self.launch_count}" + ("" if self.launches else " (nothing runs on a GPU)"),
         ]
         lines += [f"    {launch}" for launch in self.launches]

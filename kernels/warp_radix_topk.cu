@@ -49,8 +49,8 @@ __device__ __forceinline__ void wr_sort(Key* keys, unsigned* idx, int count) {
 template <class T>
 __global__ void __launch_bounds__(CUTOPK_WARP_RADIX_THREADS, 2)
     warp_radix_topk(const T* __restrict__ in, long long rows, long long n, long long row_stride, long long col_stride,
-                    int k, int largest, int nan_first, int by_index, T* __restrict__ out_vals,
-                    void* __restrict__ out_idx, int index_bytes) {
+                    const long long* __restrict__ extents, int rows_kind, int k, int largest, int nan_first,
+                    int by_index, T* __restrict__ out_vals, void* __restrict__ out_idx, int index_bytes) {
   typedef typename KeyTraits<T>::Key Key;
   const int KEY_BITS = 8 * sizeof(Key);
   __shared__ unsigned int hist_all[CUTOPK_WARP_RADIX_WARPS][256];

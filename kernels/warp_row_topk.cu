@@ -8,6 +8,8 @@
 // barrier, so for N <= 1024 and a small K it should beat sorting the row in shared memory (an
 // instruction-count estimate, not yet measured on a GPU).
 // Output order "index" re-ranks the K winners by index with K more shuffles.
+// Rows: regular, with lengths, or CSR segments (row_extent.cuh); rounds past a row's length find
+// no live element and write padding.
 // Dtypes: all (KeyTraits); indices written as 4 or 8 bytes (index_bytes). Threads per block:
 // CUTOPK_WARP_ROW_THREADS (a row per warp). Shared memory: none.
 // Ties: the arg-max prefers the lower index among equal keys, so ties go to lower indices both
@@ -18,13 +20,15 @@
 template <class T, int ITEMS>
 __global__ void __launch_bounds__(CUTOPK_WARP_ROW_THREADS)
     warp_row_topk(const T* __restrict__ in, long long rows, long long n, long long row_stride, long long col_stride,
-                  int k, int largest, int nan_first, int by_index, T* __restrict__ out_vals, void* __restrict__ out_idx,
-                  int index_bytes) {
+                  const long long* __restrict__ extents, int rows_kind, int k, int largest, int nan_first, int by_index,
+                  T* __restrict__ out_vals, void* __restrict__ out_idx, int index_bytes) {
   typedef typename KeyTraits<T>::Key Key;
   const int lane = threadIdx.x & 31;
   const long long row = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
   if (row >= rows) return;  // the whole warp leaves together: `row` is the same for its lanes
-  const T* base = in + row * row_stride;
+  const CutopkRowExtent extent = cutopk_row_extent(row, n, row_stride, col_stride, extents, rows_kind);
+  const T* base = in + extent.start;
+  const int len = (int)extent.length;  // <= n <= 32 * ITEMS
   const Key* bits = reinterpret_cast<const Key*>(base);
   Key keys[ITEMS];
   unsigned live = 0;  // bit i: element lane + 32 i exists and is not taken yet (ITEMS <= 32)
@@ -32,15 +36,16 @@ __global__ void __launch_bounds__(CUTOPK_WARP_ROW_THREADS)
 #pragma unroll
   for (int i = 0; i < ITEMS; ++i) {
     const int j = lane + i * 32;
-    keys[i] = j < n ? bits[j * col_stride] : Key(0);
+    keys[i] = j < len ? bits[j * col_stride] : Key(0);
   }
 #pragma unroll
   for (int i = 0; i < ITEMS; ++i) {
     const int j = lane + i * 32;
-    keys[i] = j < n ? KeyTraits<T>::from_bits(keys[i], largest, nan_first) : Key(0);
-    if (j < n) live |= 1u << i;
+    keys[i] = j < len ? KeyTraits<T>::from_bits(keys[i], largest, nan_first) : Key(0);
+    if (j < len) live |= 1u << i;
   }
-  int mine = -1;  // lane r keeps the r-th winner
+  // Lane r keeps the r-th winner; "none" (0x7fffffff) past the row's length: padding.
+  int mine = 0x7fffffff;
   for (int r = 0; r < k; ++r) {
     Key best = 0;
     int best_idx = 0x7fffffff;  // "none": no live element yet
@@ -62,7 +67,7 @@ __global__ void __launch_bounds__(CUTOPK_WARP_ROW_THREADS)
       }
     }
     // Strike the winner out in the lane that holds it: element j sits in lane j % 32, slot j / 32.
-    if ((best_idx & 31) == lane) live &= ~(1u << (best_idx >> 5));
+    if (best_idx != 0x7fffffff && (best_idx & 31) == lane) live &= ~(1u << (best_idx >> 5));
     if (lane == r) mine = best_idx;
   }
   int position = lane;
@@ -70,9 +75,11 @@ __global__ void __launch_bounds__(CUTOPK_WARP_ROW_THREADS)
     position = 0;
     for (int s = 0; s < k; ++s) {
       const int other = __shfl_sync(0xffffffffu, mine, s);
-      position += other < mine;
+      position += other < mine || (other == mine && s < lane);  // padding ("none") ties: by lane
     }
   }
-  if (lane < k)
+  if (lane < k && mine == 0x7fffffff)
+    cutopk_write_padding(out_vals, out_idx, index_bytes, row * k + position);
+  else if (lane < k)
     cutopk_write_winner(base, col_stride, out_vals, out_idx, index_bytes, row * k + position, (unsigned long long)mine);
 }
