@@ -8,12 +8,18 @@
 // input's own; indices are written as 4 or 8 bytes (index_bytes, the output's index dtype).
 // Loads: four per thread in flight before any key transform; a contiguous row with 16-byte
 // vector loads (bitonic_load_row). The sort's strides below 32 run in registers by shuffles.
+// Rows: regular, with lengths, or CSR segments (row_extent.cuh): only the row's first `length`
+// elements are loaded (from the row's own start, which sets the vector loads' head); the rest of
+// the `size` pairs are padding, which sorts after every element, so a row shorter than K leaves
+// its padding pairs (index 0xffffffff) in the last places, written as padding in every order.
 // Dtypes: all (KeyTraits). Limits: size <= 2^16 and size * (4 + sizeof(Key)) bytes of dynamic
 // shared memory, within the device's opt-in limit (the launcher opts in beyond 48 KB): N <= 4096
 // for 32/64-bit keys in 48 KB, 16384 in an H100's 223 KB (32768 for 8/16-bit keys). Threads per
 // block: min(512, size / 2).
 #include "key_traits.cuh"
+#include "row_extent.cuh"
 #include "block_sort.cuh"
+#include "radix_digit.cuh"
 
 // Pairs [lo, hi) of the row into shared memory, elements past n as padding: each thread issues
 // its loads for four positions before it transforms any of them.
@@ -92,8 +98,9 @@ __global__ void __launch_bounds__(CUTOPK_BITONIC_THREADS)
   unsigned* idx = reinterpret_cast<unsigned*>(cutopk_smem);
   Key* keys = reinterpret_cast<Key*>(idx + size);
   const long long row = blockIdx.x;
-  const T* base = in + row * row_stride;
-  bitonic_load_row(base, n, col_stride, size, largest, nan_first, keys, idx);
+  const CutopkRowExtent extent = cutopk_row_extent(row, n, row_stride, col_stride, extents, rows_kind);
+  const T* base = in + extent.start;
+  bitonic_load_row(base, extent.length, col_stride, size, largest, nan_first, keys, idx);
   __syncthreads();
   cutopk_block_bitonic<false>(keys, idx, size);
   if (by_index) {
@@ -102,9 +109,11 @@ __global__ void __launch_bounds__(CUTOPK_BITONIC_THREADS)
     __syncthreads();
     cutopk_block_bitonic<true>(keys, idx, padded);
   }
+  const int take = (int)min((long long)k, extent.length);  // the winners; padding after them
   for (int j = threadIdx.x; j < k; j += blockDim.x) {
-    const unsigned i = idx[j];
-    cutopk_store_index(out_idx, row * k + j, i, index_bytes);
-    out_vals[row * k + j] = base[(long long)i * col_stride];
+    if (j < take)
+      cutopk_write_winner(base, col_stride, out_vals, out_idx, index_bytes, row * k + j, (unsigned long long)idx[j]);
+    else
+      cutopk_write_padding(out_vals, out_idx, index_bytes, row * k + j);
   }
 }

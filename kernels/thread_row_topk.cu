@@ -11,7 +11,12 @@
 // spills registers), N < 2^31. Threads per block: 256. Shared memory: none. Output indices: 4 or
 // 8 bytes (index_bytes). No 128-bit loads: a thread's elements are a column stride apart, and a
 // warp's 32 loads of one step are already one coalesced access.
+// Rows: regular, with lengths, or CSR segments (row_extent.cuh): a thread walks only its row's
+// first `length` elements; the slots no element reached stay empty (-1) and are written as
+// padding, after the winners in every order.
 #include "key_traits.cuh"
+#include "row_extent.cuh"
+#include "radix_digit.cuh"
 
 // Carries a new element (the highest index so far) down the sorted list of the best KMAX, with
 // compare-exchanges at static positions (the list stays in registers). The selection order,
@@ -41,7 +46,9 @@ __global__ void __launch_bounds__(CUTOPK_THREAD_ROW_THREADS)
   typedef typename KeyTraits<T>::Key Key;
   const long long row = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   if (row >= rows) return;
-  const T* base = in + row * row_stride;
+  const CutopkRowExtent extent = cutopk_row_extent(row, n, row_stride, col_stride, extents, rows_kind);
+  const T* base = in + extent.start;
+  const int len = (int)extent.length;  // <= n < 2^31
   Key keys[KMAX];
   int idx[KMAX];  // -1: an empty slot, worse than any element (rows are shorter than 2^31)
 #pragma unroll
@@ -51,22 +58,25 @@ __global__ void __launch_bounds__(CUTOPK_THREAD_ROW_THREADS)
   }
   // Four loads in flight (issued before any key transform or insertion), then the rest.
   int j = 0;
-  for (; j + 4 <= (int)n; j += 4) {
+  for (; j + 4 <= len; j += 4) {
     T v[4];
 #pragma unroll
     for (int u = 0; u < 4; ++u) v[u] = base[(long long)(j + u) * col_stride];
 #pragma unroll
     for (int u = 0; u < 4; ++u) thread_row_insert(keys, idx, KeyTraits<T>::to_key(v[u], largest, nan_first), j + u);
   }
-  for (; j < (int)n; ++j)
+  for (; j < len; ++j)
     thread_row_insert(keys, idx, KeyTraits<T>::to_key(base[(long long)j * col_stride], largest, nan_first), j);
+  // The slots that hold an element: min(k, len); the empty ones (-1) are the last, the worst.
+  const int filled = min(k, len);
   if (by_index) {
-    // Bubble the first k entries into index order (all positions static: stays in registers).
+    // Bubble the filled slots among the first k into index order (all positions static: stays
+    // in registers); the empty ones stay behind them, as padding.
 #pragma unroll
     for (int pass = 0; pass < KMAX; ++pass) {
 #pragma unroll
       for (int s = 0; s + 1 < KMAX; ++s) {
-        if (s + 1 < k && idx[s + 1] < idx[s]) {
+        if (s + 1 < filled && idx[s + 1] < idx[s]) {
           const int ti = idx[s];
           idx[s] = idx[s + 1];
           idx[s + 1] = ti;
@@ -76,9 +86,9 @@ __global__ void __launch_bounds__(CUTOPK_THREAD_ROW_THREADS)
   }
 #pragma unroll
   for (int s = 0; s < KMAX; ++s) {
-    if (s < k) {
-      cutopk_store_index(out_idx, row * k + s, (unsigned long long)idx[s], index_bytes);
-      out_vals[row * k + s] = base[(long long)idx[s] * col_stride];
-    }
+    if (s < filled)
+      cutopk_write_winner(base, col_stride, out_vals, out_idx, index_bytes, row * k + s, (unsigned long long)idx[s]);
+    else if (s < k)
+      cutopk_write_padding(out_vals, out_idx, index_bytes, row * k + s);
   }
 }

@@ -15,6 +15,9 @@
 //    kept: the lower-index rule.
 // 3. A warp bitonic sort of the pairs by (key, index) leaves the K winners first, in value order;
 //    order "index" sorts those K again by index. Values are re-read from the input.
+// Rows: regular, with lengths, or CSR segments (row_extent.cuh): the warp streams only its row's
+// first `length` elements from the row's own start (the loader's 16-byte head and tail follow
+// that start), selects min(K, length) of them, and writes padding after them in every order.
 // Reads of the row: one per digit pass (1 to 4 for 32-bit keys; typically 2 for spread data) plus
 // one, mostly from L1/L2 for rows of a few thousand elements. Warps never wait for each other:
 // no block barrier at all.
@@ -23,6 +26,7 @@
 // block). Shared memory: static, WARPS * (256 * 4 + CAP * (sizeof(Key) + 4)) bytes (24 KB for
 // 32-bit keys, 32 KB for 64-bit, with 8 warps and a cap of 256).
 #include "key_traits.cuh"
+#include "row_extent.cuh"
 #include "block_sort.cuh"
 #include "row_loads.cuh"
 #include "radix_digit.cuh"
@@ -62,25 +66,33 @@ __global__ void __launch_bounds__(CUTOPK_WARP_RADIX_THREADS, 2)
   unsigned int* hist = hist_all[warp];
   Key* keys = key_all[warp];
   unsigned int* idx = idx_all[warp];
-  const T* base = in + row * row_stride;
+  const CutopkRowExtent extent = cutopk_row_extent(row, n, row_stride, col_stride, extents, rows_kind);
+  const T* base = in + extent.start;
+  const long long len = extent.length;
   const Key* bits = cutopk_row_bits(base);
+  // The winners: k, or every element of a row shorter than k (then padding follows them).
+  const int take = (int)min((long long)k, len);
+  if (take == 0) {  // nothing to select (a row of length 0, or k = 0): all padding
+    for (int j = lane; j < k; j += 32) cutopk_write_padding(out_vals, out_idx, index_bytes, row * k + j);
+    return;
+  }
 
   // 1. Digit passes. The state is the same in every lane.
   CutopkDigitState st;
   st.prefix = 0;
-  st.needed = k;
+  st.needed = take;
   st.bucket = 0;
   st.shift = KEY_BITS - 8;
   while (true) {
     for (int d = lane; d < 256; d += 32) hist[d] = 0;
     __syncwarp();
     const bool top = st.shift + 8 >= KEY_BITS;
-    cutopk_stream_row(bits, col_stride, 0, n, lane, 32, [&](const auto& run) {
+    cutopk_stream_row(bits, col_stride, 0, len, lane, 32, [&](const auto& run) {
       cutopk_count_run<T>(hist, run, false, largest, nan_first, st.shift, st.prefix, top);
     });
     __syncwarp();
     cutopk_digit_step(hist, &st);
-    if ((unsigned long long)(k - st.needed) + st.bucket <= CUTOPK_WARP_RADIX_CAP || st.shift == 0) break;
+    if ((unsigned long long)(take - st.needed) + st.bucket <= CUTOPK_WARP_RADIX_CAP || st.shift == 0) break;
     st.shift -= 8;
     __syncwarp();  // every lane has read the histogram before it is cleared
   }
@@ -88,10 +100,10 @@ __global__ void __launch_bounds__(CUTOPK_WARP_RADIX_THREADS, 2)
   // 2. The winners above the bucket and the bucket's keys, in index order.
   const Key prefix = static_cast<Key>(st.prefix);
   const long long needed = st.needed;
-  const int above_count = k - (int)needed;
+  const int above_count = take - (int)needed;
   const bool fits = (unsigned long long)above_count + st.bucket <= CUTOPK_WARP_RADIX_CAP;
   int taken = 0, members = 0;  // the same in every lane
-  cutopk_stream_row(bits, col_stride, 0, n, lane, 32, [&](const auto& run) {
+  cutopk_stream_row(bits, col_stride, 0, len, lane, 32, [&](const auto& run) {
     Key run_keys[CUTOPK_RUN_SIZE(run)];
     unsigned wins = 0, ties = 0;  // bit e: element e of the run is a winner, a bucket key
 #pragma unroll
@@ -124,9 +136,13 @@ __global__ void __launch_bounds__(CUTOPK_WARP_RADIX_THREADS, 2)
   });
   __syncwarp();
 
-  // 3. Order: the K winners first, by (key, index); padding sorts last.
-  wr_sort<false>(keys, idx, fits ? above_count + (int)st.bucket : k);
-  if (by_index) wr_sort<true>(keys, idx, k);
-  for (int j = lane; j < k; j += 32)
-    cutopk_write_winner(base, col_stride, out_vals, out_idx, index_bytes, row * k + j, (unsigned long long)idx[j]);
+  // 3. Order: the winners first, by (key, index); then padding, for a row shorter than k.
+  wr_sort<false>(keys, idx, fits ? above_count + (int)st.bucket : take);
+  if (by_index) wr_sort<true>(keys, idx, take);
+  for (int j = lane; j < k; j += 32) {
+    if (j < take)
+      cutopk_write_winner(base, col_stride, out_vals, out_idx, index_bytes, row * k + j, (unsigned long long)idx[j]);
+    else
+      cutopk_write_padding(out_vals, out_idx, index_bytes, row * k + j);
+  }
 }
