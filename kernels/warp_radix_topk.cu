@@ -47,11 +47,16 @@ __device__ __forceinline__ void wr_sort(Key* keys, unsigned* idx, int count) {
   cutopk_block_bitonic<BY_INDEX, true>(keys, idx, size);
 }
 
-// At least 2 blocks (16 warps) per SM, up to 128 registers: 8-bit keys hold 16 keys per 16-byte
-// load, and with 3 blocks (80 registers) ptxas spilled; each warp keeps 4 such loads in flight,
-// so fewer warps per SM still cover the latency.
+// Blocks per SM that the registers must allow: 2 (up to 128 registers) for 8-bit keys, which
+// hold 16 keys per 16-byte load (with 3 blocks, 80 registers, ptxas spilled); each warp keeps 4
+// such loads in flight, so fewer warps per SM still cover the latency. 3 (80 registers) for 16-
+// and 32-bit keys and 4 (64) for 64-bit keys: what ptxas chose under the bound of 2 before rows
+// had extents, kept as bounds because the row's start and length (registers now, parameters
+// before) tipped its choice past those steps on sm_90 (to 88 and 72 registers), one block fewer.
 template <class T>
-__global__ void __launch_bounds__(CUTOPK_WARP_RADIX_THREADS, 2)
+__global__ void __launch_bounds__(CUTOPK_WARP_RADIX_THREADS, sizeof(T) == 8   ? 4
+                                                             : sizeof(T) == 1 ? 2
+                                                                              : 3)
     warp_radix_topk(const T* __restrict__ in, long long rows, long long n, long long row_stride, long long col_stride,
                     const long long* __restrict__ extents, int rows_kind, int k, int largest, int nan_first,
                     int by_index, T* __restrict__ out_vals, void* __restrict__ out_idx, int index_bytes) {
@@ -68,14 +73,11 @@ __global__ void __launch_bounds__(CUTOPK_WARP_RADIX_THREADS, 2)
   unsigned int* idx = idx_all[warp];
   const CutopkRowExtent extent = cutopk_row_extent(row, n, row_stride, col_stride, extents, rows_kind);
   const T* base = in + extent.start;
-  const long long len = extent.length;
+  const int len = (int)extent.length;  // <= n < 2^31
   const Key* bits = cutopk_row_bits(base);
-  // The winners: k, or every element of a row shorter than k (then padding follows them).
-  const int take = (int)min((long long)k, len);
-  if (take == 0) {  // nothing to select (a row of length 0, or k = 0): all padding
-    for (int j = lane; j < k; j += 32) cutopk_write_padding(out_vals, out_idx, index_bytes, row * k + j);
-    return;
-  }
+  // The winners: k, or every element of a row shorter than k (then padding follows them). A row
+  // of length 0 (take 0) goes through the same steps with nothing counted or kept.
+  const int take = min(k, len);
 
   // 1. Digit passes. The state is the same in every lane.
   CutopkDigitState st;
