@@ -168,3 +168,19 @@ def test_k_beyond_every_segment_and_no_segments(no_generic_route):
     assert_same_padded(got, reference_segments(data, offsets, 40))
     empty = cutopk.segmented_top_k(data, np.array([3]), 5, backend="sim")
     assert empty.values.shape == (0, 5) and empty.indices.shape == (0, 5)
+
+
+def test_rows_planned_on_the_longest_length():
+    """Rows whose lengths are all far below n are planned on the longest length (rounded up to a
+    power of two): a cheaper family, the same result as on the whole rows."""
+    rng = np.random.default_rng(11)
+    x = make_values(rng, np.float32, (4, 50_000), "few_distinct")
+    lengths = np.array([100, 0, 37, 90])
+    p = cutopk.plan(x, 8, lengths=lengths, backend="sim")
+    assert (p.n, p.algorithm) == (128, "warp_row") and "planned as 128" in p.batch
+    check_lengths(x, 8, lengths)
+    assert cutopk.plan(x, 8, backend="sim").algorithm != "warp_row"
+    numpy_plan = cutopk.plan(x, 8, lengths=lengths, backend="numpy")
+    assert numpy_plan.n == 128 and "masked copy" in numpy_plan.batch
+    got = cutopk.top_k(x, 8, lengths=lengths, backend="numpy")
+    assert_same_padded(got, reference_with_lengths(x, 8, lengths))
