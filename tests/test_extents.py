@@ -59,7 +59,7 @@ def check_lengths(x, k, lengths, *, axis=-1, order=True, mode="largest", nan="la
     )
     rows = np.moveaxis(x, axis, -1).reshape(-1, x.shape[axis])
     want = reference_with_lengths(rows, k, np.ravel(lengths), mode=mode, sorted=order, nan=nan)
-    got_rows = tuple(np.moveaxis(a, axis, -1).reshape(-1, k) for a in got)
+    got_rows = tuple(np.moveaxis(a, axis, -1).reshape(rows.shape[0], k) for a in got)
     assert_same_padded(got_rows, want, index_dtype=kw.get("index_dtype", np.int64), order=order)
 
 
