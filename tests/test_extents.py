@@ -1,6 +1,6 @@
 """Rows of their own lengths read by the kernels themselves (kernels/row_extent.cuh): the kernel
 matrix of every family with ``top_k(..., lengths=)`` and with ``segmented_top_k``, on the
-simulator, against the independent reference (tests/reference.py).
+simulator (and on a GPU, marked ``gpu``), against the independent reference (tests/reference.py).
 
 Each case first checks that the call takes the kernel route (a family that does not read row
 extents would be served by the masked-copy route, and its pass would prove nothing about the
@@ -14,14 +14,14 @@ import os
 
 import numpy as np
 import pytest
-from backends import sim_unavailable_reason
+from backends import require, to_backend, to_host
 from inputs import DTYPES, dtype_of, make_values
 from reference import assert_same_padded, reference_with_lengths
 
 import cutopk
 from cutopk import _segmented
 
-pytestmark = pytest.mark.skipif(sim_unavailable_reason() is not None, reason=str(sim_unavailable_reason()))
+BACKENDS = [pytest.param("sim", id="sim"), pytest.param("cuda", id="cuda", marks=pytest.mark.gpu)]
 
 FULL = os.environ.get("CUTOPK_FULL_MATRIX") == "1"
 # (rows' length n, k) per family: a shape the family takes when forced, long enough for its
@@ -47,25 +47,27 @@ def lengths_for(n: int, k: int, rng) -> np.ndarray:
     return np.array([0, 1, k - 1, k, k + 1, n - 1, n, int(rng.integers(2, n))])
 
 
-def kernel_route(x, k, lengths, **kw) -> bool:
-    return cutopk.plan(x, k, lengths=lengths, backend="sim", **kw).batch.startswith(
-        "lengths read by the kernels"
-    )
+def kernel_route(x, k, lengths, backend, **kw) -> bool:
+    plan = cutopk.plan(to_backend(x, backend), k, lengths=lengths, backend=backend, **kw)
+    return plan.batch.startswith("lengths read by the kernels")
 
 
-def check_lengths(x, k, lengths, *, axis=-1, order=True, mode="largest", nan="last", **kw):
+def check_lengths(x, k, lengths, backend, *, axis=-1, order=True, mode="largest", nan="last", **kw):
     got = cutopk.top_k(
-        x, k, axis=axis, lengths=lengths, backend="sim", sorted=order, mode=mode, nan=nan, **kw
-    )
+        to_backend(x, backend), k, axis=axis, lengths=to_backend(lengths, backend), backend=backend,
+        sorted=order, mode=mode, nan=nan, **kw,
+    )  # fmt: skip
     rows = np.moveaxis(x, axis, -1).reshape(-1, x.shape[axis])
     want = reference_with_lengths(rows, k, np.ravel(lengths), mode=mode, sorted=order, nan=nan)
-    got_rows = tuple(np.moveaxis(a, axis, -1).reshape(rows.shape[0], k) for a in got)
+    got_rows = tuple(np.moveaxis(to_host(a), axis, -1).reshape(rows.shape[0], k) for a in got)
     assert_same_padded(got_rows, want, index_dtype=kw.get("index_dtype", np.int64), order=order)
 
 
 @pytest.mark.parametrize("dtype", DTYPE_NAMES)
 @pytest.mark.parametrize("family", FAMILIES)
-def test_lengths_matrix(family, dtype):
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_lengths_matrix(backend, family, dtype):
+    require(backend)
     n, k = SHAPES[family]
     rng = np.random.default_rng(abs(hash((family, dtype))) % 2**32)
     dist = "few_distinct" if dtype in ("float32", "float16") else "uniform"
@@ -74,41 +76,47 @@ def test_lengths_matrix(family, dtype):
         x[2, : k // 2] = np.nan  # NaN inside a short row's prefix: the NaN policy decides
         x[5, -3:] = -0.0
     lengths = lengths_for(n, k, rng)
-    assert kernel_route(x, k, lengths, algorithm=family), f"{family} does not read row lengths"
+    assert kernel_route(x, k, lengths, backend, algorithm=family), f"{family} does not read row lengths"
     for order, (mode, nan) in itertools.product(ORDERS, POLICIES):
-        check_lengths(x, k, lengths, order=order, mode=mode, nan=nan, algorithm=family)
+        check_lengths(x, k, lengths, backend, order=order, mode=mode, nan=nan, algorithm=family)
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-def test_lengths_layouts_and_index_types(family):
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_lengths_layouts_and_index_types(backend, family):
     """Strided rows, rows along an outer axis (in place or after the tiled transpose), 3-D
     batches, int32 indices and ``out=``."""
+    require(backend)
     n, k = SHAPES[family]
     rng = np.random.default_rng(7)
     base = make_values(rng, np.float32, (6, 2 * n), "ties")
     strided = base[:, ::2]
     lengths = np.array([n, 0, 3, k, n - 1, int(rng.integers(1, n))], dtype=np.int32)
-    assert kernel_route(strided, k, lengths, algorithm=family)
-    check_lengths(strided, k, lengths, algorithm=family, index_dtype=np.int32)
+    assert kernel_route(strided, k, lengths, backend, algorithm=family)
+    check_lengths(strided, k, lengths, backend, algorithm=family, index_dtype=np.int32)
     outer = np.ascontiguousarray(base[:, :n].T)  # rows along axis 0
-    check_lengths(outer, k, lengths, axis=0, algorithm=family, order="index")
+    check_lengths(outer, k, lengths, backend, axis=0, algorithm=family, order="index")
     batch = base[:, :n].reshape(2, 3, n)
-    check_lengths(batch, k, lengths.reshape(2, 3), algorithm=family, order=False)
-    out = (np.empty((6, k), np.float32), np.empty((6, k), np.int64))
-    got = cutopk.top_k(strided, k, lengths=lengths, backend="sim", algorithm=family, out=out)
+    check_lengths(batch, k, lengths.reshape(2, 3), backend, algorithm=family, order=False)
+    out = tuple(to_backend(np.empty((6, k), dt), backend) for dt in (np.float32, np.int64))
+    got = cutopk.top_k(
+        to_backend(strided, backend), k, lengths=lengths, backend=backend, algorithm=family, out=out
+    )
     assert got.values is out[0] and got.indices is out[1]
-    assert_same_padded(out, reference_with_lengths(strided, k, lengths))
+    assert_same_padded(tuple(map(to_host, out)), reference_with_lengths(strided, k, lengths))
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-def test_all_rows_shorter_than_k_and_k_equal_n(family):
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_all_rows_shorter_than_k_and_k_equal_n(backend, family):
+    require(backend)
     n, k = SHAPES[family]
     rng = np.random.default_rng(8)
     x = make_values(rng, np.int32, (5, n), "few_distinct")
-    check_lengths(x, k, np.array([0, 1, 2, k - 1, 0]), algorithm=family)
+    check_lengths(x, k, np.array([0, 1, 2, k - 1, 0]), backend, algorithm=family)
     if family not in ("thread_row", "warp_row", "warp_radix", "radix"):  # their k is bounded
         small = x[:, :k]
-        check_lengths(small, k, np.array([k, 0, k - 1, 1, k]), algorithm=family, order="index")
+        check_lengths(small, k, np.array([k, 0, k - 1, 1, k]), backend, algorithm=family, order="index")
 
 
 def segments_for(k: int, n: int, rng) -> np.ndarray:
@@ -137,30 +145,42 @@ def no_generic_route(monkeypatch):
 
 @pytest.mark.parametrize("dtype", DTYPE_NAMES)
 @pytest.mark.parametrize("family", FAMILIES)
-def test_segments_matrix(family, dtype, no_generic_route):
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_segments_matrix(backend, family, dtype, no_generic_route):
+    require(backend)
     n, k = SHAPES[family]
     rng = np.random.default_rng(abs(hash((family, dtype, "segments"))) % 2**32)
     offsets = segments_for(k, n, rng)
     data = make_values(rng, dtype_of(dtype), (int(offsets[-1]) + 3,), "few_distinct")
     for order, (mode, nan) in itertools.product(ORDERS, POLICIES[:3]):
         kw = {"mode": mode, "nan": nan, "sorted": order}
-        got = cutopk.segmented_top_k(data, offsets, k, backend="sim", algorithm=family, **kw)
-        assert_same_padded(got, reference_segments(data, offsets, k, **kw), order=order)
+        got = cutopk.segmented_top_k(
+            to_backend(data, backend), offsets, k, backend=backend, algorithm=family, **kw
+        )
+        assert_same_padded(tuple(map(to_host, got)), reference_segments(data, offsets, k, **kw), order=order)
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-def test_segments_of_strided_and_non_native_data(family, no_generic_route):
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_segments_of_strided_and_non_native_data(backend, family, no_generic_route):
+    require(backend)
     n, k = SHAPES[family]
     rng = np.random.default_rng(9)
     offsets = segments_for(k, n, rng)
     base = make_values(rng, np.float32, (2 * int(offsets[-1]),), "ties")
-    for data in (base[::2], base[: offsets[-1]].astype(">f4")):
-        got = cutopk.segmented_top_k(data, offsets, k, backend="sim", algorithm=family, index_dtype=np.int32)
+    # A GPU array library has no non-native byte order: the simulator alone takes one.
+    for data in (base[::2], base[: offsets[-1]].astype(">f4"))[: 1 if backend == "cuda" else 2]:
+        got = cutopk.segmented_top_k(
+            to_backend(data, backend), offsets, k, backend=backend, algorithm=family, index_dtype=np.int32
+        )
         assert got.values.dtype == data.dtype
-        assert_same_padded(got, reference_segments(data, offsets, k), index_dtype=np.int32)
+        assert_same_padded(
+            tuple(map(to_host, got)), reference_segments(data, offsets, k), index_dtype=np.int32
+        )
 
 
 def test_k_beyond_every_segment_and_no_segments(no_generic_route):
+    require("sim")
     rng = np.random.default_rng(10)
     data = make_values(rng, np.float64, (30,), "uniform")
     offsets = np.array([0, 4, 4, 30])
@@ -173,12 +193,13 @@ def test_k_beyond_every_segment_and_no_segments(no_generic_route):
 def test_rows_planned_on_the_longest_length():
     """Rows whose lengths are all far below n are planned on the longest length (rounded up to a
     power of two): a cheaper family, the same result as on the whole rows."""
+    require("sim")
     rng = np.random.default_rng(11)
     x = make_values(rng, np.float32, (4, 50_000), "few_distinct")
     lengths = np.array([100, 0, 37, 90])
     p = cutopk.plan(x, 8, lengths=lengths, backend="sim")
     assert (p.n, p.algorithm) == (128, "warp_row") and "planned as 128" in p.batch
-    check_lengths(x, 8, lengths)
+    check_lengths(x, 8, lengths, "sim")
     assert cutopk.plan(x, 8, backend="sim").algorithm != "warp_row"
     numpy_plan = cutopk.plan(x, 8, lengths=lengths, backend="numpy")
     assert numpy_plan.n == 128 and "masked copy" in numpy_plan.batch
