@@ -205,3 +205,20 @@ def test_rows_planned_on_the_longest_length():
     assert numpy_plan.n == 128 and "masked copy" in numpy_plan.batch
     got = cutopk.top_k(x, 8, lengths=lengths, backend="numpy")
     assert_same_padded(got, reference_with_lengths(x, 8, lengths))
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_unchecked_lengths_are_clamped_in_the_kernels(family):
+    """The second line of defence (kernels/row_extent.cuh): lengths that skip the host's range
+    check (here: handed to the prepared call directly) are clamped to [0, n], so a kernel never
+    reads outside its row (the ASan run in CI would catch a read past the input's end)."""
+    require("sim")
+    from cutopk import _call, _lengths
+
+    n, k = SHAPES[family]
+    rng = np.random.default_rng(12)
+    x = make_values(rng, np.float32, (4, n), "uniform")
+    bad = np.array([-5, n + 1000, 2**40, 3], dtype=np.int64)
+    call = _call.prepare(x, k, -1, "largest", True, "last", np.int64, "sim", family)[3]
+    values, indices = _lengths.kernel_call(call).run(x, extents=bad)
+    assert_same_padded((values, indices), reference_with_lengths(x, k, np.clip(bad, 0, n)))
