@@ -1,13 +1,16 @@
-"""Top-K of each segment of a 1-D array (CSR layout), on every backend, through ``top_k`` itself.
+"""Top-K of each segment of a 1-D array (CSR layout), on every backend.
 
-This is the *generic route* of :func:`cutopk.segmented_top_k`: it reuses :func:`cutopk.top_k`
-(and so the NumPy backend, or the CUDA kernels on the GPU and on the simulator) on segments
-gathered into padded rows. It is exact on every backend, but it is not yet the single launch
-sequence over the whole batch that a kernel-level ``lengths=`` route will give (a segment as a
-row with its own start and length, read in place); it copies the short segments once.
+Two routes, both with the offsets checked on the host (a device ``offsets`` array is copied to
+the host first: one synchronisation):
 
-Route, with the offsets read on the host (a device ``offsets`` array is copied to the host first:
-one synchronisation):
+**In the kernels** (CUDA and simulator backends, :func:`kernel_call`): one launch sequence over
+the whole batch, each segment a row with its own start and length (kernels/row_extent.cuh,
+``ROWS_SEGMENTS``), read in place; planned on ``S`` rows of the longest segment (or ``k``).
+
+**Generic** (the NumPy backend, and a family that does not read row extents): ``top_k`` itself
+on segments gathered into padded rows, exact on every backend.
+
+The generic route:
 
 1. **Long segments** (at least ``LONG_SEGMENT`` elements) are each one ``top_k`` call on their own
    slice of ``data``: no copy, and the call's overhead is small against the segment's work.
