@@ -30,7 +30,8 @@ repetition, so that the machine's drift hits them alike; medians (min, max) of `
   float32 distances in [0, 1), K=10 smallest. ``segmented``: ``segmented_top_k`` (exact; on CUDA
   one launch sequence over every segment, the offsets passed as a NumPy array since they are read
   on the host); ``pad+top_k``: the segments scattered into an (S, longest) matrix filled with
-  +inf (segment ids by ``searchsorted`` of the offsets, inside the timed call), then
+  +inf (segment ids by ``np.repeat``, or ``searchsorted`` of the offsets on CuPy, inside the timed
+  call), then
   ``cutopk.top_k`` (mode smallest); ``pad+torch``: the same padded matrix and
   ``torch.topk(largest=False)``; ``pad``: the padding alone. Checked like the indexer's peers on the
   segments of at least K elements.
@@ -415,9 +416,11 @@ def csr_knn(be: Backend, rng, segments: int, repeat: int) -> Section:
 
     def pad():
         padded = xp.full((segments, longest), np.inf, dtype=np.float32)
-        pos = xp.arange(total)
-        seg = xp.searchsorted(off[1:], pos, side="right")
-        padded[seg, pos - off[seg]] = data
+        if xp is np:
+            seg = np.repeat(np.arange(segments), lengths)
+        else:  # CuPy's repeat takes no array of counts
+            seg = xp.searchsorted(off[1:], xp.arange(total), side="right")
+        padded[seg, xp.arange(total) - off[seg]] = data
         return padded
 
     out_bytes = segments * k * (4 + 8)
