@@ -201,9 +201,12 @@ def exact(be: Backend, ref, where: np.ndarray | None = None):
     def check(name, got):
         v, i = be.host(got[0]), be.host(got[1])
         sel = slice(None) if where is None else where
-        if not (np.array_equal(_bits(v[sel]), _bits(ref_v[sel])) and np.array_equal(i[sel], ref_i[sel])):
-            bad = np.flatnonzero(~(np.all(i[sel] == ref_i[sel], axis=1)))
-            raise Mismatch(f"{name}: differs from the reference (rows {bad[:5].tolist()} ...)")
+        if v.shape != ref_v.shape or i.shape != ref_i.shape:
+            raise Mismatch(f"{name}: shapes {v.shape}, {i.shape}, expected {ref_v.shape}")
+        same = (_bits(v) == _bits(ref_v)) & (i == ref_i)
+        if not same[sel].all():
+            rows = np.flatnonzero(~same.all(axis=1) & (True if where is None else where))
+            raise Mismatch(f"{name}: differs from the reference in rows {rows[:5].tolist()}")
 
     return check
 
