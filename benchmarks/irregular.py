@@ -23,18 +23,19 @@ repetition, so that the machine's drift hits them alike; medians (min, max) of `
   backend, and the plan's ``rows:`` line (printed, and in the saved file) says which route ran:
   on the NumPy backend it is a masked copy of the rows cut to the longest length rounded up to a
   power of two, then one ``top_k`` on the copy (cutopk/_lengths.py), so there it times a copy
-  like the peers' plus the selection; on the CUDA backend the kernels of the families that read
+  like the peers' plus the selection, but its fill is the least preferred value of the request
+  (NaN for the largest with ``nan="last"``, where the peers' -inf would lose to a real NaN),
+  which the NumPy selection handles more slowly than -inf; on the CUDA backend the kernels of the families that read
   row extents read the lengths themselves (no copy), on rows planned as long as the longest
   length rounded up to a power of two; other families take the masked copy.
 - **CSR kNN**: S segments of lognormal lengths (median ~100, a long tail, at most 20000),
   float32 distances in [0, 1), K=10 smallest. ``segmented``: ``segmented_top_k`` (exact; on CUDA
   one launch sequence over every segment, the offsets passed as a NumPy array since they are read
   on the host); ``pad+top_k``: the segments scattered into an (S, longest) matrix filled with
-  +inf (segment ids by ``np.repeat``, or ``searchsorted`` of the offsets on CuPy, inside the timed
-  call), then
-  ``cutopk.top_k`` (mode smallest); ``pad+torch``: the same padded matrix and
-  ``torch.topk(largest=False)``; ``pad``: the padding alone. Checked like the indexer's peers on the
-  segments of at least K elements.
+  +inf (segment ids by ``np.repeat``, or by ``searchsorted`` of the offsets on CuPy, inside the
+  timed call), then ``cutopk.top_k`` (mode smallest); ``pad+torch``: the same padded matrix and
+  ``torch.topk(largest=False)``; ``pad``: the padding alone. Checked like the indexer's peers on
+  the segments of at least K elements.
 - **sharded merge**: 8 shards of 16 x 32000 float32 (a vocabulary split over 8 devices), K=50.
   ``merge``: ``merge_top_k`` of the shards' top-K results (the merge alone, as on the device
   that gathers them); ``shards+merge``: the 8 shard ``top_k`` calls and the merge;
