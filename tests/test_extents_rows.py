@@ -5,6 +5,9 @@ order. The edge cases of these kernels: rows of length 0, 1, < k, = k, = n; k = 
 rows along an outer axis (thread_row reads them in place, the others after a tiled transpose);
 strided and reversed rows; segments at unaligned starts (the 16-byte loads' head and tail);
 warp_radix's digit passes and its bucket that does not fit (a run of one key at the K-th place).
+tests/test_extents.py is the matrix over every family; this file adds every dtype for these three
+and strided segments (segmented_top_k hands the kernels C-contiguous data, so the strided
+SEGMENTS path is reached here through the prepared call directly).
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import numpy as np
 import pytest
 from backends import sim_unavailable_reason
 from inputs import DTYPES, dtype_of, make_values
-from reference import bits, reference_top_k
+from reference import assert_same_padded, reference_with_lengths
 
 import cutopk
 from cutopk import _api, _gpu, _kernel_constants
@@ -24,37 +27,6 @@ FAMILIES = ("thread_row", "warp_radix", "bitonic")
 ORDERS = (True, "index", False)
 # A k each family takes: thread_row keeps at most 8 winners in registers.
 K_OF = {"thread_row": 5, "warp_radix": 20, "bitonic": 20}
-
-
-def expected_rows(rows, k, lengths, *, sorted=True, **kw):
-    """Row by row (``rows``: 2-D, one row per line): the reference top-k of the row's first
-    ``length`` elements, then padding. ``sorted=False`` is compared in index order."""
-    values = np.zeros((rows.shape[0], k), rows.dtype)
-    indices = np.full((rows.shape[0], k), -1, np.int64)
-    for r, length in enumerate(lengths):
-        kk = min(k, int(length))
-        if kk:
-            v, i = reference_top_k(rows[r, :length], kk, sorted="index" if sorted is False else sorted, **kw)
-            values[r, :kk], indices[r, :kk] = v, i
-    return values, indices
-
-
-def assert_rows(got, want, order, index_dtype=np.int64):
-    """``got`` (values, indices of shape (rows, k)) against ``want``: padding must be the last
-    positions of each row in every order, then values bit for bit and indices exactly
-    (sorted=False: the winners compared in index order)."""
-    values, indices = (np.asarray(a) for a in got)
-    assert indices.dtype == np.dtype(index_dtype)
-    indices = indices.astype(np.int64)
-    real = want[1] >= 0
-    np.testing.assert_array_equal(indices >= 0, real)  # the same count per row, padding last
-    if order is False:
-        rank = np.where(real, indices, np.iinfo(np.int64).max).argsort(axis=-1, kind="stable")
-        indices = np.take_along_axis(indices, rank, -1)
-        values = np.take_along_axis(values, rank, -1)
-    np.testing.assert_array_equal(indices, want[1])
-    assert values.dtype == want[0].dtype
-    np.testing.assert_array_equal(bits(values), bits(want[0]))
 
 
 def policies(dtype):
@@ -86,8 +58,11 @@ def check_lengths(x, k, lengths, family, axis=-1, order=True, index_dtype=np.int
     )
     rows = np.moveaxis(x, axis, -1).reshape(-1, x.shape[axis])
     got = tuple(np.moveaxis(a, axis, -1).reshape(-1, k) for a in got)
-    assert_rows(
-        got, expected_rows(rows, k, np.asarray(lengths).reshape(-1), sorted=order, **kw), order, index_dtype
+    assert_same_padded(
+        got,
+        reference_with_lengths(rows, k, np.asarray(lengths).reshape(-1), sorted=order, **kw),
+        index_dtype=index_dtype,
+        order=order,
     )
 
 
@@ -183,7 +158,7 @@ def segments_expected(data, offsets, k, order, **kw):
     padded = np.zeros((len(rows), n), data.dtype)
     for s, r in enumerate(rows):
         padded[s, : r.size] = r
-    return expected_rows(padded, k, [r.size for r in rows], sorted=order, **kw)
+    return reference_with_lengths(padded, k, [r.size for r in rows], sorted=order, **kw)
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -205,7 +180,7 @@ def test_segments_at_unaligned_starts(family, dtype, stride):
         for mode, nan in policies(dt)[:: 1 if order is True else 3]:
             got = run_segments(data, offsets, k, family, order=order, mode=mode, nan=nan)
             want = segments_expected(data, offsets, k, order, mode=mode, nan=nan)
-            assert_rows(got, want, order)
+            assert_same_padded(got, want, order=order)
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -217,4 +192,4 @@ def test_segments_shorter_than_k_everywhere(family):
     offsets = np.concatenate([[2], 2 + np.cumsum([0, 1, 3, 0, k - 1, 2])]).astype(np.int64)
     for order in ORDERS:
         got = run_segments(data, offsets, k, family, order=order, index_dtype=np.int32)
-        assert_rows(got, segments_expected(data, offsets, k, order), order, np.int32)
+        assert_same_padded(got, segments_expected(data, offsets, k, order), index_dtype=np.int32, order=order)
