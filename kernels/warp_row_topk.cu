@@ -31,19 +31,20 @@ __global__ void __launch_bounds__(CUTOPK_WARP_ROW_THREADS)
   const int len = (int)extent.length;  // <= n <= 32 * ITEMS
   const Key* bits = reinterpret_cast<const Key*>(base);
   Key keys[ITEMS];
-  unsigned live = 0;  // bit i: element lane + 32 i exists and is not taken yet (ITEMS <= 32)
+  // Bit i: element lane + 32 i exists and is not taken yet (ITEMS <= 32): the lane's first
+  // ceil((len - lane) / 32) slots. One mask, not a compare per slot: with the row's length in a
+  // register, 32 compares pushed the 16-bit, ITEMS=32 builds over ptxas's register target (spills).
+  const int held = len > lane ? (len - lane + 31) >> 5 : 0;
+  unsigned live = held >= 32 ? ~0u : (1u << held) - 1u;
   // Every load first, the key transforms after: ITEMS loads in flight per lane, not one.
 #pragma unroll
   for (int i = 0; i < ITEMS; ++i) {
     const int j = lane + i * 32;
-    keys[i] = j < len ? bits[j * col_stride] : Key(0);
+    keys[i] = ((live >> i) & 1u) ? bits[j * col_stride] : Key(0);
   }
 #pragma unroll
-  for (int i = 0; i < ITEMS; ++i) {
-    const int j = lane + i * 32;
-    keys[i] = j < len ? KeyTraits<T>::from_bits(keys[i], largest, nan_first) : Key(0);
-    if (j < len) live |= 1u << i;
-  }
+  for (int i = 0; i < ITEMS; ++i)
+    keys[i] = ((live >> i) & 1u) ? KeyTraits<T>::from_bits(keys[i], largest, nan_first) : Key(0);
   // Lane r keeps the r-th winner; "none" (0x7fffffff) past the row's length: padding.
   int mine = 0x7fffffff;
   for (int r = 0; r < k; ++r) {
