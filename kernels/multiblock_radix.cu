@@ -642,6 +642,7 @@ __global__ void __launch_bounds__(CUTOPK_MULTIBLOCK_THREADS, 2)
   // A row shorter than K: its last K - k_row slots are padding pairs, of the lowest key and
   // indices from n on (past every row's length, distinct), which sort last in either order.
   if (blockIdx.x == 0)
+#pragma unroll 1
     for (int j = s.k_row + threadIdx.x; j < k; j += blockDim.x) {
       win_key[row * k + j] = 0;
       win_idx[row * k + j] = n + (j - s.k_row);
