@@ -133,10 +133,11 @@ def _run_with_lengths(arr, back, scope, call, lengths, out) -> TopK:
 
     from . import _lengths
 
-    req = call.req
     with scope if scope is not None else contextlib.nullcontext():
-        lens = _lengths.check(lengths, arr, req)
+        lens, longest = _lengths.check(lengths, arr, call.req)
         dst = _out.check(out, call, arr) if out is not None else None
+        arr, call = _lengths.narrowed(arr, call, longest)
+        req = call.req
         kernel_call = _lengths.kernel_call(call)
         if kernel_call is not None:
             values, indices = kernel_call.run(arr, dst, extents=lens)
@@ -219,10 +220,11 @@ def plan(
     from . import _lengths
 
     with scope if scope is not None else contextlib.nullcontext():
-        _lengths.check(lengths, arr, call.req)
+        _, longest = _lengths.check(lengths, arr, call.req)
+        arr, call = _lengths.narrowed(arr, call, longest)
     kernel_call = _lengths.kernel_call(call)
     if kernel_call is not None:
-        return _lengths.describe_in_kernel(_call.describe(kernel_call, cached, arr))
+        return _lengths.describe_in_kernel(_call.describe(kernel_call, cached, arr), arr.shape[call.req.axis])
     return _lengths.describe(_call.describe(call, cached, arr), arr)
 
 

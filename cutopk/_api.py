@@ -129,6 +129,14 @@ def check_order(sorted_) -> str:
     raise ValueError(f"sorted: expected one of True, 'value', 'index', False, got {sorted_!r}")
 
 
+def request_arguments(req: Request) -> tuple:
+    """``(mode, sorted, nan, index_dtype, backend, algorithm)``: arguments of :func:`cutopk.top_k`
+    that make ``req`` again (for a call on another view of the same input)."""
+    sorted_ = {"value": True, "index": "index", "none": False}[req.order]
+    mode, nan = ("largest" if req.largest else "smallest"), ("largest" if req.nan_largest else "last")
+    return mode, sorted_, nan, req.index_dtype, req.backend, req.algorithm
+
+
 def check_index_dtype(index_dtype, n: int, name: str = "index_dtype") -> np.dtype:
     """Return the index dtype after checking it is supported and can hold ``n - 1``.
 

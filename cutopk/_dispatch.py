@@ -347,7 +347,9 @@ def _plan(rows: int, n: int, k: int, key_bytes: int, device: Device, copy: bool,
             name, "radix_topk", rows, RADIX_THREADS, shared, params, copy, rows * buf * (key_bytes + 4)
         )
     if name == "multiblock":
-        per_row, slice_ = multiblock_slices(min(rows, MULTIBLOCK_MAX_ROWS), n, device)
+        per_row, slice_ = multiblock_slices(
+            max(1, min(rows, MULTIBLOCK_MAX_ROWS)), n, device
+        )  # rows=0: planned, never run
         # Candidate buffer per row: the top digit's bucket is about n / 256 keys for spread data;
         # n / 32 leaves room for skew (a larger bucket stays on the input, only slower). The
         # floor of 2^16 keys shrinks beyond 64 rows (now that up to 2 rows per SM come here), so

@@ -194,7 +194,7 @@ SCALAR_TYPES = {
 PER_CALL = ("input", "extents", "values", "indices", "buf_key", "buf_idx")
 # The families whose kernels read each row's own extent (kernels/row_extent.cuh): a call with
 # ``lengths`` (or a segmented call) planned on another family takes the generic route instead.
-EXTENT_FAMILIES = frozenset({"warp_row", "multiblock", "sort"})
+EXTENT_FAMILIES = frozenset({"warp_row", "radix", "multiblock", "sort"})
 
 
 def kernel_name(plan: _dispatch.Plan, cxx: str) -> str:

@@ -38,9 +38,10 @@ def _xp(arr):
 
 
 def check(lengths, arr, req: _api.Request):
-    """``lengths`` as an int64 array of ``arr``'s kind and device with the batch shape, after
-    the checks of docs/SPEC.md (ValueError for a bad shape or a length out of range, TypeError for
-    a non-integer array, ValueError for an unsigned index dtype)."""
+    """``(lengths, longest)``: ``lengths`` as a C-contiguous int64 array of ``arr``'s kind and
+    device with the batch shape, after the checks of docs/SPEC.md (ValueError for a bad shape or a
+    length out of range, TypeError for a non-integer array, ValueError for an unsigned index
+    dtype), and the longest length (read back with the range check)."""
     if req.index_dtype.kind != "i":
         raise ValueError(
             f"index_dtype: with lengths, padding is index -1, so a signed type is needed (int64 or int32), "
@@ -68,6 +69,7 @@ def check(lengths, arr, req: _api.Request):
             f"lengths: expected shape {batch} (the input's shape without axis {req.axis}), got {tuple(lengths.shape)}"
         )
     lengths = xp.asarray(lengths)
+    longest = 0
     if lengths.size:
         low, high = lengths.min(), lengths.max()
         if bool(low < 0) or bool(high > req.n):  # on a GPU: one reduction read back
@@ -75,7 +77,24 @@ def check(lengths, arr, req: _api.Request):
                 f"lengths: expected 0 <= lengths[r] <= {req.n} (the length of axis {req.axis}), "
                 f"got values from {int(low)} to {int(high)}"
             )
-    return xp.ascontiguousarray(lengths, dtype=np.int64)  # the kernels index it by row number
+        longest = int(high)
+    return xp.ascontiguousarray(lengths, dtype=np.int64), longest  # the kernels index it by row number
+
+
+def narrowed(arr, call, longest: int):
+    """``(arr, call)`` with the rows cut to the width the call is planned on: the longest length
+    rounded up to a power of two (a handful of plans per shape, not one per longest), at least
+    k, at most n. The cut is a view: no element past a row's length takes part, so the result
+    is the same, and a shorter row can take a cheaper family (warp_row rather than radix, say)."""
+    req = call.req
+    width = min(req.n, max(req.k, 1 << max(0, longest - 1).bit_length()))
+    if width >= req.n:
+        return arr, call
+    from . import _call
+
+    view = arr[(slice(None),) * req.axis + (slice(0, width),)]
+    _, _, _, call, _ = _call.prepare(view, req.k, req.axis, *_api.request_arguments(req))
+    return view, call
 
 
 def kernel_call(call):
@@ -91,11 +110,13 @@ def kernel_call(call):
     return variant if variant.reads_extents or not variant.launches else None
 
 
-def describe_in_kernel(plan):
+def describe_in_kernel(plan, width: int):
     """The plan of a call whose kernels read the lengths: the input in place, no masked copy."""
     import dataclasses
 
-    return dataclasses.replace(plan, batch=f"lengths read by the kernels, each row planned as {plan.n} long")
+    return dataclasses.replace(
+        plan, batch=f"lengths read by the kernels, rows planned as {width} long (the longest, rounded up)"
+    )
 
 
 def masked_rows(arr, lengths, req: _api.Request):
@@ -106,9 +127,19 @@ def masked_rows(arr, lengths, req: _api.Request):
     xp = _xp(arr)
     moved = xp.moveaxis(arr, req.axis, -1)
     dtype = moved.dtype if moved.dtype.isnative else moved.dtype.newbyteorder("=")
-    worst = xp.asarray(least_preferred(dtype, req.largest, req.nan_largest))
+    worst = least_preferred(dtype, req.largest, req.nan_largest)
     inside = xp.arange(req.n, dtype=np.int64) < lengths[..., None]
-    return xp.where(inside, moved, worst).astype(dtype, copy=False)
+    if worst.dtype.kind == "f" or worst.dtype.name == "bfloat16":
+        if np.isnan(worst.astype(np.float64)):
+            # NaN is never preferred, but rows filled with it are slow for the NumPy selection
+            # (2-13x, benchmarks/results/2026-11-23-cpu-irregular.md). The extreme number is never
+            # preferred to a real number either (a tie goes to the lower, real, position); only a
+            # real NaN ranks below it, so NaN fills the rows when they hold one.
+            extreme = np.array(-np.inf if req.largest else np.inf, dtype=dtype)
+            rows = xp.where(inside, moved, xp.asarray(extreme)).astype(dtype, copy=False)
+            if not bool(xp.isnan(rows).any()):
+                return rows
+    return xp.where(inside, moved, xp.asarray(worst)).astype(dtype, copy=False)
 
 
 def pad(values, indices, lengths, req: _api.Request, dtype, out=None):
@@ -135,10 +166,11 @@ def describe(plan, arr):
 
     masked = plan.rows * plan.n * arr.dtype.itemsize
     copies = (f"input: rows copied with elements past each row's length masked ({masked} bytes)",)
-    copies += tuple(c for c in plan.copies if not c.startswith("input"))
+    # The inner top_k reads the masked copy, C-contiguous: only the move of the outputs remains.
+    copies += tuple(c for c in plan.copies if c.startswith("outputs"))
     return dataclasses.replace(
         plan,
         copies=copies,
         scratch_bytes=plan.scratch_bytes + masked,
-        batch=f"lengths applied by a masked copy ({plan.algorithm!r} does not read them)",
+        batch=f"lengths applied by a masked copy of rows cut to {plan.n} (the longest, rounded up)",
     )

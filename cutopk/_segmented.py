@@ -1,13 +1,16 @@
-"""Top-K of each segment of a 1-D array (CSR layout), on every backend, through ``top_k`` itself.
+"""Top-K of each segment of a 1-D array (CSR layout), on every backend.
 
-This is the *generic route* of :func:`cutopk.segmented_top_k`: it reuses :func:`cutopk.top_k`
-(and so the NumPy backend, or the CUDA kernels on the GPU and on the simulator) on segments
-gathered into padded rows. It is exact on every backend, but it is not yet the single launch
-sequence over the whole batch that a kernel-level ``lengths=`` route will give (a segment as a
-row with its own start and length, read in place); it copies the short segments once.
+Two routes, both with the offsets checked on the host (a device ``offsets`` array is copied to
+the host first: one synchronisation):
 
-Route, with the offsets read on the host (a device ``offsets`` array is copied to the host first:
-one synchronisation):
+**In the kernels** (CUDA and simulator backends, :func:`kernel_call`): one launch sequence over
+the whole batch, each segment a row with its own start and length (kernels/row_extent.cuh,
+``ROWS_SEGMENTS``), read in place; planned on ``S`` rows of the longest segment (or ``k``).
+
+**Generic** (the NumPy backend, and a family that does not read row extents): ``top_k`` itself
+on segments gathered into padded rows, exact on every backend.
+
+The generic route:
 
 1. **Long segments** (at least ``LONG_SEGMENT`` elements) are each one ``top_k`` call on their own
    slice of ``data``: no copy, and the call's overhead is small against the segment's work.
@@ -168,8 +171,52 @@ def segmented_top_k(data, offsets, k, mode, sorted_, nan, index_dtype, backend, 
     idt = _check_index_dtype(index_dtype, longest)
     options = {"mode": mode, "nan": nan, "backend": backend, "algorithm": algorithm}
     with scope:
-        values, indices = _run(arr, off[:-1], lengths, k, order, options, idt)
+        call = (
+            None
+            if resolved == "numpy"
+            else kernel_call(arr, lengths.size, longest, k, order, options, idt, resolved)
+        )
+        if call is not None:  # one launch sequence over every segment, read in place
+            values, indices = _run_in_kernels(call, arr, off)
+        else:
+            values, indices = _run(arr, off[:-1], lengths, k, order, options, idt)
         return TopK(back(values), back(indices))
+
+
+def kernel_call(data, segments: int, longest: int, k: int, order: str, options, idt, backend: str):
+    """The prepared call that selects from every segment in one launch sequence (the kernels read
+    each segment as a row with its own start and length: kernels/row_extent.cuh), or None when
+    the planned family does not read row extents (the generic route then)."""
+    from . import _call, _gpu, _kernel_constants
+
+    # Rows of `width`: the longest segment, or k when k is larger (the rest of a row is padding).
+    width = max(longest, k, 1)
+    device = _gpu._device_id(backend)
+    dtype = data.dtype.newbyteorder("=") if not data.dtype.isnative else data.dtype
+    key = ("segments", backend, device, dtype, segments, width, k, order, options["mode"], options["nan"],
+           idt, options["algorithm"])  # fmt: skip
+    call = _call.CACHE.get(key)
+    if call is None:
+        req = _api.Request(
+            k=k, axis=1, n=width, largest=options["mode"] == "largest", order=order,
+            nan_largest=options["nan"] == "largest", index_dtype=idt, backend=backend,
+            algorithm=options["algorithm"],
+        )  # fmt: skip
+        # The data as one C-contiguous native 1-D array (row stride 0: rows start at their offsets).
+        shape, strides = (segments, width), (0, dtype.itemsize)
+        call = _gpu.GpuCall(shape, strides, dtype, req, device, _kernel_constants.ROWS_SEGMENTS)
+        _call.CACHE.put(key, call)
+    return call if call.reads_extents or not call.launches else None
+
+
+def _run_in_kernels(call, data, offsets):
+    """``(values, indices)`` of every segment by ``call``'s one launch sequence."""
+    xp, dtype = call.xp, data.dtype
+    if not dtype.isnative:
+        data = data.astype(call.dtype)
+    data = xp.ascontiguousarray(data)  # the plan reads a C-contiguous array: a copy if strided
+    values, indices = call.run(data, extents=xp.asarray(offsets, dtype=np.int64))
+    return values.astype(dtype, copy=False), indices  # SPEC: values.dtype == data.dtype
 
 
 def _run(data, starts, lengths, k, order, options, idt):

@@ -22,6 +22,9 @@
 //    block prefix sums (cutopk_block_scan), never with atomics, which would reorder them.
 // 4. The K winners are sorted into the requested order (bitonic) and written; values are
 //    re-read from the input at the winning indices.
+// Rows: regular, with lengths, or CSR segments (row_extent.cuh), read once per row; every step
+// above reads only the row's own length. A row shorter than K skips steps 1-3: its elements all
+// win (one read), are ordered by step 4, and the output positions past them get padding.
 // Reads of the row: one per digit pass until the bucket fits the buffer or `cap` (typically 1
 // or 2) plus one. Dtypes: all (8/16/32/64-bit keys: up to 1/2/4/8 passes). Limits: K <= 1024;
 // shared memory (kp + cap) * (8 + sizeof(Key)) bytes, kp = K rounded up to a power of two (the
@@ -33,6 +36,32 @@
 #include "block_sort.cuh"
 #include "row_loads.cuh"
 #include "radix_digit.cuh"
+
+// 4. Orders a row's `count` winners (win_key, win_idx [0, count), count <= k) as asked (by_index:
+// by index, else by value), writes them as output positions 0 .. count - 1 of `row` and padding
+// (cutopk_write_padding) past them up to k. Every thread of the block calls it; the winners must
+// be visible to all of them (a barrier after they were written).
+template <class T, class Key>
+__device__ __forceinline__ void radix_write_row(Key* win_key, unsigned long long* win_idx, int count, int k, int kp,
+                                                int by_index, const T* base, long long col_stride,
+                                                T* __restrict__ out_vals, void* __restrict__ out_idx, int index_bytes,
+                                                long long row) {
+  for (int i = count + threadIdx.x; i < kp; i += blockDim.x) {  // sorts after every winner in both orders
+    win_key[i] = 0;
+    win_idx[i] = ~0ull;
+  }
+  __syncthreads();
+  if (by_index)
+    cutopk_block_bitonic<true>(win_key, win_idx, kp);
+  else
+    cutopk_block_bitonic<false>(win_key, win_idx, kp);
+  for (int j = threadIdx.x; j < k; j += blockDim.x) {
+    if (j < count)
+      cutopk_write_winner(base, col_stride, out_vals, out_idx, index_bytes, row * k + j, win_idx[j]);
+    else
+      cutopk_write_padding(out_vals, out_idx, index_bytes, row * k + j);
+  }
+}
 
 // One block per SM named explicitly (up to 128 registers): with the block size alone ptxas capped
 // the kernel at 64 registers and spilled.
@@ -61,7 +90,24 @@ __global__ void __launch_bounds__(CUTOPK_RADIX_THREADS, 1)
   __shared__ int s_total;
 
   const long long row = blockIdx.x;
-  const T* base = in + row * row_stride;
+  const CutopkRowExtent extent = cutopk_row_extent(row, n, row_stride, col_stride, extents, rows_kind);
+  const T* base = in + extent.start;
+  if (extent.length < k) {  // the same in the whole block
+    // A row shorter than K: every element wins, in one read; then padding.
+    const int count = (int)extent.length;
+    cutopk_stream_row(cutopk_row_bits(base), col_stride, 0, extent.length, threadIdx.x, blockDim.x,
+                      [&](const auto& run) {
+#pragma unroll
+                        for (int e = 0; e < CUTOPK_RUN_SIZE(run); ++e)
+                          if (e < run.count) {
+                            win_key[run.first + e] = KeyTraits<T>::from_bits(run.bits[e], largest, nan_first);
+                            win_idx[run.first + e] = (Index)(run.first + e);
+                          }
+                      });
+    __syncthreads();
+    radix_write_row(win_key, win_idx, count, k, kp, by_index, base, col_stride, out_vals, out_idx, index_bytes, row);
+    return;
+  }
   Key* bkey = buf_key + row * buf_cap;
   unsigned* bidx = buf_idx + row * buf_cap;
   if (threadIdx.x == 0) {
@@ -69,7 +115,7 @@ __global__ void __launch_bounds__(CUTOPK_RADIX_THREADS, 1)
     s_state.needed = k;
     s_state.bucket = 0;
     s_state.shift = KEY_BITS - 8;
-    s_len = n;
+    s_len = extent.length;
     s_buffered = 0;
     s_above = 0;
   }
@@ -205,15 +251,5 @@ __global__ void __launch_bounds__(CUTOPK_RADIX_THREADS, 1)
   __syncthreads();
 
   // 4. Order the K winners and write them.
-  for (int i = k + threadIdx.x; i < kp; i += blockDim.x) {
-    win_key[i] = 0;
-    win_idx[i] = ~0ull;
-  }
-  __syncthreads();
-  if (by_index)
-    cutopk_block_bitonic<true>(win_key, win_idx, kp);
-  else
-    cutopk_block_bitonic<false>(win_key, win_idx, kp);
-  for (int j = threadIdx.x; j < k; j += blockDim.x)
-    cutopk_write_winner(base, col_stride, out_vals, out_idx, index_bytes, row * k + j, win_idx[j]);
+  radix_write_row(win_key, win_idx, k, k, kp, by_index, base, col_stride, out_vals, out_idx, index_bytes, row);
 }

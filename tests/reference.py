@@ -87,3 +87,39 @@ def check_top_k(x, k, *, axis=-1, mode="largest", sorted=True, nan="last", index
     expected = reference_top_k(x, k, axis=axis, mode=mode, sorted=sorted, nan=nan)
     assert_same(result, expected, index_dtype=index_dtype, order=sorted, axis=axis)
     return result
+
+
+def reference_with_lengths(rows: np.ndarray, k: int, lengths, *, mode="largest", sorted=True, nan="last"):
+    """``(values, indices)`` of 2-D ``rows`` where row r takes part with its first ``lengths[r]``
+    elements: the reference on that prefix, then padding (index -1, value 0) up to ``k``."""
+    values = np.zeros((rows.shape[0], k), rows.dtype)
+    indices = np.full((rows.shape[0], k), -1, np.int64)
+    for r, length in enumerate(np.asarray(lengths).tolist()):
+        kk = min(k, int(length))
+        if kk:
+            v, i = reference_top_k(rows[r, :length], kk, mode=mode, sorted=sorted, nan=nan)
+            values[r, :kk], indices[r, :kk] = v, i
+    return values, indices
+
+
+def assert_same_padded(result, expected, *, index_dtype=np.int64, order=True) -> None:
+    """:func:`assert_same` for 2-D results that may end in padding: the padding must be the last
+    positions of each row in every order; for ``sorted=False`` the real entries are compared by
+    index (their order is free)."""
+    values, indices = (np.asarray(x) for x in result)
+    exp_values, exp_indices = expected
+    assert indices.dtype == np.dtype(index_dtype), (indices.dtype, index_dtype)
+    assert values.dtype == exp_values.dtype, (values.dtype, exp_values.dtype)
+    indices = indices.astype(np.int64)
+    np.testing.assert_array_equal(indices < 0, exp_indices < 0)  # padding where, and only where, due
+    if order is False:
+        big = np.iinfo(np.int64).max  # padding stays last when ordered by index
+        perm = np.argsort(np.where(indices < 0, big, indices), axis=-1, kind="stable")
+        indices, values = np.take_along_axis(indices, perm, -1), np.take_along_axis(values, perm, -1)
+        perm = np.argsort(np.where(exp_indices < 0, big, exp_indices), axis=-1, kind="stable")
+        exp_indices, exp_values = (
+            np.take_along_axis(exp_indices, perm, -1),
+            np.take_along_axis(exp_values, perm, -1),
+        )
+    np.testing.assert_array_equal(indices, exp_indices)
+    np.testing.assert_array_equal(bits(values), bits(exp_values))

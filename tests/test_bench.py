@@ -499,3 +499,74 @@ def test_save_from_an_installed_package_goes_where_help_says(monkeypatch, tmp_pa
     with pytest.raises(SystemExit):
         runner.main(["--help"])
     assert "./cutopk-results/<date>-<device>/" in "".join(capsys.readouterr().out.split())  # unwrapped
+
+
+# --- benchmarks/irregular.py ------------------------------------------------------------------
+
+
+def _irregular_script(monkeypatch):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_irregular", env.REPO / "benchmarks" / "irregular.py")
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+IRREGULAR_TINY = ["--indexer", "4x64:8,3x50:20", "--segments", "40", "--merge", "2x3x100:5", "--repeat", "1"]
+
+
+@pytest.fixture
+def restore_threads():
+    previous = cutopk.set_num_threads(None)
+    torch_threads = __import__("torch").get_num_threads() if HAS_TORCH else None
+    yield
+    cutopk.set_num_threads(previous)
+    if HAS_TORCH:
+        __import__("torch").set_num_threads(torch_threads)
+
+
+def test_irregular_benchmark_checks_every_route_and_saves(monkeypatch, tmp_path, capsys, restore_threads):
+    """Tiny sizes on the NumPy backend: every route runs, every route with an answer has a check
+    that passes on it and fails on it once an index is spoiled, and --save writes the tables."""
+    irregular = _irregular_script(monkeypatch)
+    measure, seen = irregular.measure, {}
+
+    def spoiling_measure(be, routes, repeat):
+        for r in routes:
+            seen[r.name] = r.check is not None
+            if r.check is None:
+                continue
+            values, indices = (be.host(a).copy() for a in r.fn())
+            r.check(r.name, (values, indices))
+            indices[-1, 0] = indices[-1, 1]  # the last row is full (its length is N >= K): always checked
+            with pytest.raises(irregular.Mismatch):
+                r.check(r.name, (values, indices))
+        return measure(be, routes, repeat)
+
+    monkeypatch.setattr(irregular, "measure", spoiling_measure)
+    assert irregular.main([*IRREGULAR_TINY, "--save", str(tmp_path)]) == 0
+    checked = {"lengths", "mask+top_k", "segmented", "pad+top_k", "merge", "shards+merge", "concat+top_k",
+               "top_k(whole)"} | ({"mask+torch", "pad+torch"} if HAS_TORCH else set())  # fmt: skip
+    parts = {"mask", "pad"} | ({"mask (torch)"} if HAS_TORCH else set())
+    assert seen == {**dict.fromkeys(checked, True), **dict.fromkeys(parts, False)}
+    (saved,) = tmp_path.iterdir()
+    text = saved.read_text()
+    assert saved.name.endswith("-cpu-irregular.md") and "nothing here ran on a GPU" in text
+    assert text.count("## indexer") == 2 and "## CSR kNN" in text and "## sharded merge" in text
+    assert "rows: lengths applied by a masked copy" in text and "load average" in text
+
+
+def test_irregular_benchmark_stops_on_a_wrong_answer(monkeypatch, restore_threads):
+    irregular = _irregular_script(monkeypatch)
+    right = cutopk.segmented_top_k
+
+    def off_by_one(data, offsets, k, **kw):  # the last segment's top two swapped
+        values, indices = right(data, offsets, k, **kw)
+        indices[-1, [0, 1]] = indices[-1, [1, 0]]
+        return cutopk.TopK(values, indices)
+
+    monkeypatch.setattr(cutopk, "segmented_top_k", off_by_one)
+    with pytest.raises(irregular.Mismatch, match="segmented"):
+        irregular.main(IRREGULAR_TINY)

@@ -9,13 +9,15 @@ test in tests/test_regressions.py.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from backends import BACKEND_PARAMS, require, to_backend, to_host
 from hypothesis import given, note
 from hypothesis import strategies as st
 from inputs import DISTRIBUTIONS, DTYPES, LAYOUTS, dtype_of, make_layout, make_values
-from reference import assert_same, reference_top_k
+from reference import assert_same, assert_same_padded, reference_top_k, reference_with_lengths
 
 import cutopk
 from cutopk import _call, _dispatch
@@ -112,11 +114,15 @@ def test_fuzz_every_backend_and_algorithm(backend):
     run()
 
 
+def _forced_runs(backend) -> list[str]:
+    return ["auto", *(cutopk.algorithms(backend) if backend != "numpy" else ())]
+
+
 @pytest.mark.parametrize("backend", BACKEND_PARAMS)
 def test_fuzz_lengths(backend):
-    """``lengths=`` drawn too: random row lengths (0, 1, below K, the whole row among them)."""
+    """``lengths=`` drawn too: random row lengths (0, 1, below K, the whole row among them), with
+    every family that reads them in its kernels."""
     require(backend)
-    from test_lengths import expected_rows
 
     @given(fuzz_cases(MAX_N[backend]), st.data())
     def run(case, data):
@@ -134,20 +140,99 @@ def test_fuzz_lengths(backend):
             ),
             dtype=np.int64,
         ).reshape(moved.shape[:-1])
-        got = cutopk.top_k(to_backend(x, backend), k, backend=backend, lengths=lengths, **kwargs)
-        order = kwargs["sorted"]
-        ref_kw = {"mode": kwargs["mode"], "nan": kwargs["nan"], "sorted": True if order is False else order}
-        want_v, want_i = expected_rows(np.ascontiguousarray(moved), k, lengths, **ref_kw)
-        got_v = np.moveaxis(to_host(got.values), kwargs["axis"], -1)
-        got_i = np.moveaxis(to_host(got.indices), kwargs["axis"], -1).astype(np.int64)
-        if order is False:  # the selected set in any order, padding last
-            pos = np.where(got_i < 0, n, got_i).argsort(axis=-1, kind="stable")
-            got_v, got_i = np.take_along_axis(got_v, pos, -1), np.take_along_axis(got_i, pos, -1)
-            pos = np.where(want_i < 0, n, want_i).argsort(axis=-1, kind="stable")
-            want_v, want_i = np.take_along_axis(want_v, pos, -1), np.take_along_axis(want_i, pos, -1)
-        np.testing.assert_array_equal(got_i, want_i)
-        np.testing.assert_array_equal(
-            np.ascontiguousarray(got_v).view(np.uint8), np.ascontiguousarray(want_v).view(np.uint8)
+        ref_kw = {key: kwargs[key] for key in ("mode", "nan", "sorted")}
+        rows = np.ascontiguousarray(moved).reshape(-1, n)
+        want = reference_with_lengths(rows, k, lengths.reshape(-1), **ref_kw)
+        for algorithm in _forced_runs(backend):
+            try:
+                got = cutopk.top_k(
+                    to_backend(x, backend), k, backend=backend, lengths=lengths, algorithm=algorithm, **kwargs
+                )
+            except ValueError as exc:  # a forced algorithm may refuse an input, saying why
+                assert algorithm != "auto" and "algorithm" in str(exc), exc
+                continue
+            got = tuple(np.moveaxis(to_host(r), kwargs["axis"], -1).reshape(rows.shape[0], k) for r in got)
+            assert_same_padded(got, want, index_dtype=kwargs["index_dtype"], order=kwargs["sorted"])
+
+    run()
+
+
+@pytest.mark.parametrize("backend", BACKEND_PARAMS)
+def test_fuzz_segmented(backend):
+    """``segmented_top_k``: segment lengths drawn (empty ones, 1, below and above K), unaligned
+    starts, every forced family, against the reference segment by segment."""
+    require(backend)
+
+    @given(st.data())
+    def run(data):
+        dtype = dtype_of(data.draw(st.sampled_from(DTYPES)))
+        max_len = data.draw(st.sampled_from([8, 70, MAX_N[backend]]))
+        lengths = data.draw(
+            st.lists(st.integers(0, max_len) | st.sampled_from([0, 1]), min_size=0, max_size=12)
+        )
+        start = data.draw(st.integers(0, 5))
+        offsets = np.concatenate([[start], start + np.cumsum(lengths, dtype=np.int64)]).astype(np.int64)
+        dist = data.draw(st.sampled_from(DISTRIBUTIONS))
+        x = make_values(
+            np.random.default_rng(data.draw(st.integers(0, 2**32 - 1))), dtype, (int(offsets[-1]) + 2,), dist
+        )
+        k = data.draw(st.integers(0, max(lengths, default=0) + 3))
+        kwargs = {
+            "mode": data.draw(st.sampled_from(["largest", "smallest"])),
+            "sorted": data.draw(st.sampled_from([True, "index", False])),
+            "nan": data.draw(st.sampled_from(["last", "largest"])),
+            "index_dtype": data.draw(st.sampled_from([np.int64, np.int32])),
+        }
+        rows = np.zeros((len(lengths), max(lengths, default=0)), dtype)
+        for s, length in enumerate(lengths):
+            rows[s, :length] = x[offsets[s] : offsets[s] + length]
+        want = reference_with_lengths(
+            rows, k, np.asarray(lengths, np.int64), **{key: kwargs[key] for key in ("mode", "nan", "sorted")}
+        )
+        for algorithm in _forced_runs(backend):
+            try:
+                got = cutopk.segmented_top_k(
+                    to_backend(x, backend), offsets, k, backend=backend, algorithm=algorithm, **kwargs
+                )
+            except ValueError as exc:
+                assert algorithm != "auto" and "algorithm" in str(exc), exc
+                continue
+            got = tuple(to_host(r) for r in got)
+            assert_same_padded(got, want, index_dtype=kwargs["index_dtype"], order=kwargs["sorted"])
+
+    run()
+
+
+@pytest.mark.parametrize("backend", [p for p in BACKEND_PARAMS if p.id != "sim"])  # merges run on arrays
+def test_fuzz_merge(backend):
+    """``merge_top_k``: a row split into 1..9 parts at drawn places, each part's own top_k (padded
+    parts included) with indices moved into the row's index space, the parts in a drawn order;
+    the merge must equal top_k on the whole row."""
+    require(backend)
+
+    @given(fuzz_cases(MAX_N["numpy"]), st.data())
+    def run(case, data):
+        x, k, kwargs = case
+        kwargs = {**kwargs, "index_dtype": data.draw(st.sampled_from([np.int64, np.int32]))}
+        moved = np.ascontiguousarray(np.moveaxis(x, kwargs["axis"], -1))
+        n = moved.shape[-1]
+        cuts = sorted(set(data.draw(st.lists(st.integers(0, n), max_size=8))) | {0, n})
+        order = {key: kwargs[key] for key in ("mode", "nan")}
+        parts = []
+        for lo, hi in itertools.pairwise(cuts):
+            top = cutopk.top_k(
+                to_backend(moved[..., lo:hi], backend),
+                min(k, hi - lo),
+                **order,
+                sorted=data.draw(st.sampled_from([True, False])),
+                index_dtype=kwargs["index_dtype"],
+            )
+            parts.append((top.values, top.indices + top.indices.dtype.type(lo)))
+        parts = data.draw(st.permutations(parts))
+        got = cutopk.merge_top_k(parts, k, sorted=kwargs["sorted"], **order)
+        want = reference_top_k(moved, k, sorted=kwargs["sorted"], **order)
+        assert_same(
+            tuple(to_host(r) for r in got), want, index_dtype=kwargs["index_dtype"], order=kwargs["sorted"]
         )
 
     run()

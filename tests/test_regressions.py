@@ -21,3 +21,16 @@ def test_unsorted_result_along_axis_0(backend):
     expected = reference_top_k(x, 2, axis=0, mode="smallest", sorted=False)
     assert_same((values, indices), expected, order=False, axis=0)
     assert sorted(indices[:, 0].tolist()) == [0, 1]
+
+
+@pytest.mark.parametrize("algorithm", ["multiblock", "sort", "radix", "bitonic"])
+def test_no_rows_with_a_forced_algorithm(algorithm):
+    # Found 2026-11-23 by the segmented fuzzer (no segments): planning a forced multiblock call
+    # over zero rows divided by the number of rows. Nothing runs; the result is empty.
+    require("sim")
+    got = cutopk.top_k(np.zeros((0, 50), np.float32), 3, backend="sim", algorithm=algorithm)
+    assert got.values.shape == got.indices.shape == (0, 3)
+    empty = cutopk.segmented_top_k(
+        np.zeros(4, np.float32), np.array([2]), 3, backend="sim", algorithm=algorithm
+    )
+    assert empty.values.shape == (0, 3)

@@ -7,6 +7,7 @@ CuPy data."""
 from __future__ import annotations
 
 import itertools
+import os
 
 import numpy as np
 import pytest
@@ -247,3 +248,13 @@ def test_cupy_data(dtype, small_routes):
             assert isinstance(got.values, cupy.ndarray) and isinstance(got.indices, cupy.ndarray)
             expected = reference_segmented(data, offsets_of(lengths), 20, mode=mode, sorted=order)
             assert_same((got.values.get(), got.indices.get()), expected, order=order)
+
+
+@pytest.mark.skipif(not os.environ.get("CUTOPK_SLOW"), reason="about 10 s of CPU: set CUTOPK_SLOW=1")
+def test_more_than_2_31_elements_in_all():
+    """Offsets past 2**31 (int64 positions throughout): a zero-stride input of 2**31 + 6 int8
+    elements (no memory), one short segment, one empty, one of 2**31 + 1 elements."""
+    data = np.broadcast_to(np.int8(1), (2**31 + 6,))
+    got = cutopk.segmented_top_k(data, [0, 5, 5, 2**31 + 6], 3)
+    np.testing.assert_array_equal(got.indices, [[0, 1, 2], [-1, -1, -1], [0, 1, 2]])
+    np.testing.assert_array_equal(got.values, [[1, 1, 1], [0, 0, 0], [1, 1, 1]])

@@ -6,8 +6,10 @@
 # Phases:
 #   env       device, driver and library versions
 #   tests     every gpu-marked test (the whole suite on the CUDA backend), then the full kernel matrix
-#   memcheck  compute-sanitizer memcheck over the kernel tests (CuPy's memory pool off, so each
-#             allocation has its own bounds); racecheck, synccheck likewise
+#   memcheck  compute-sanitizer memcheck over the kernel tests and the row-extent tests
+#             (tests/test_kernels.py, tests/test_extents.py: the kernels' reads of lengths and CSR
+#             offsets; CuPy's memory pool off, so each allocation has its own bounds); racecheck,
+#             synccheck likewise
 #   racecheck
 #   synccheck
 #   cub       build the CUB shim for this GPU (benchmarks/cub/build.py; about a minute, once):
@@ -17,8 +19,11 @@
 #   full-b    full-llm and full-knn the others (four parts, each bounded by PHASE_TIMEOUT; a part
 #   full-llm  that runs out of time lists the cases it left out, "--time-limit reached")
 #   full-knn
-# quick and full-* build the CUB shim first when it is missing (its minute counts against the
-# phase's limit, so run `cub` as a phase of its own, or carry a prebuilt one, see below).
+#   irregular benchmarks/irregular.py --backend cuda: top_k(lengths=) on causal indexer rows,
+#             segmented_top_k (CSR kNN) and merge_top_k against the masking/padding routes
+#             (torch, cutopk, CUB on the masked rows); writes $OUT/<date>-<device>-irregular.md
+# quick, full-* and irregular build the CUB shim first when it is missing (its minute counts
+# against the phase's limit, so run `cub` as a phase of its own, or carry a prebuilt one, see below).
 #
 # The CUB shim needs CCCL >= 3.3 headers (CUDA 13.0's own CCCL 3.0 has no DeviceTopK) and the lent
 # machines have no package index. Prepare it on the development machine, where the test extra
@@ -33,7 +38,8 @@
 # travel with the checkout (the device tool's README says how).
 #
 # Logs go to $OUT/<phase>.log (or ./gpu-session/ without $OUT); benchmark files to
-# $OUT/bench-<phase>.tar.gz, to be unpacked under benchmarks/results/. Each phase is bounded by
+# $OUT/bench-<phase>.tar.gz, to be unpacked under benchmarks/results/ (irregular's one markdown
+# file goes to $OUT as it is, to be copied there). Each phase is bounded by
 # PHASE_TIMEOUT seconds (default 540) so that what it wrote still comes back.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -74,7 +80,14 @@ sanitize() {
   # Without the pool an out-of-bounds access leaves its allocation instead of landing in a
   # neighbour inside one of the pool's large blocks.
   CUTOPK_CUPY_NO_POOL=1 timeout "$limit" compute-sanitizer --tool "$tool" --error-exitcode 99 \
-    "${pytest[@]}" -m gpu tests/test_kernels.py
+    "${pytest[@]}" -m gpu tests/test_kernels.py tests/test_extents.py
+}
+
+irregular() {
+  local t0=$SECONDS
+  build_cub
+  local left=$((limit - (SECONDS - t0)))
+  timeout "$((left > 1 ? left : 1))" python3 benchmarks/irregular.py --backend cuda --repeat 21 --save "$out"
 }
 
 run_phase() {
@@ -99,6 +112,7 @@ run_phase() {
     full-b) bench full-b --full --regime huge,layout ;;
     full-llm) bench full-llm --full --regime llm ;;
     full-knn) bench full-knn --full --regime knn ;;
+    irregular) irregular ;;
     *)
       echo "unknown phase: $1" >&2
       return 2
