@@ -63,8 +63,8 @@ enum MbMove : int { MB_MOVE_NONE = 0, MB_MOVE_SQUEEZE_STAGED = 1, MB_MOVE_COPY_B
 // A row's selection state in global memory, carried from launch to launch. Invariant: the K-th
 // key of the row lies among the keys whose bits above `shift + 8` (at and above `shift` once
 // the row is done) equal `prefix`; `needed` winners are still to take from those, the others
-// (`k - needed`) are keys above them. The field offsets are read by tests/test_kernels.py
-// (MB_STATE): keep them.
+// (`k_row - needed`) are keys above them. The field offsets are read by tests/test_kernels.py
+// and tests/test_extents_multiblock.py (MB_STATE): keep them.
 struct MbState {
   unsigned long long prefix;     // the digits found so far
   long long needed;              // winners still to take from the bucket
@@ -84,7 +84,7 @@ static_assert(sizeof(MbState) == CUTOPK_MULTIBLOCK_STATE_BYTES,
 static_assert(__builtin_offsetof(MbState, done) == 28 && __builtin_offsetof(MbState, source) == 40 &&
                   __builtin_offsetof(MbState, cand_count) == 48 && __builtin_offsetof(MbState, staging) == 64 &&
                   __builtin_offsetof(MbState, k_row) == 68,
-              "MB_STATE in tests/test_kernels.py");
+              "MB_STATE in tests/test_kernels.py and tests/test_extents_multiblock.py");
 // mb_sample: every thread issues all its sample loads at once (one memory round trip per row,
 // not one per load), whole rounds of the block.
 #define MB_SAMPLE_LOADS (CUTOPK_MULTIBLOCK_SAMPLES / CUTOPK_MULTIBLOCK_THREADS)
