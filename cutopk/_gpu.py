@@ -192,9 +192,6 @@ SCALAR_TYPES = {
     "rows_kind": np.int32,
 }  # fmt: skip
 PER_CALL = ("input", "extents", "values", "indices", "buf_key", "buf_idx")
-# The families whose kernels read each row's own extent (kernels/row_extent.cuh): a call with
-# ``lengths`` (or a segmented call) planned on another family takes the generic route instead.
-EXTENT_FAMILIES = frozenset({"warp_row", "radix", "thread_row", "warp_radix", "bitonic"})
 
 
 def kernel_name(plan: _dispatch.Plan, cxx: str) -> str:
@@ -307,11 +304,6 @@ class GpuCall:
             self.single is not None and self.last_axis and self.native is self.dtype and not self.plan.copy
         )
         self.rows_k = (self.rows, req.k)
-
-    @property
-    def reads_extents(self) -> bool:
-        """Whether the planned family reads each row's own extent (else: the generic route)."""
-        return self.plan.algorithm in EXTENT_FAMILIES
 
     def with_rows(self, rows_kind: int) -> GpuCall:
         """This signature's call over rows of ``rows_kind`` (planned once, kept with this one)."""
@@ -430,7 +422,11 @@ def _launch(
     """The multi-launch families (multiblock, sort); the single-launch ones go through
     :class:`_SingleLaunch` and :data:`ARGUMENTS`. ``rows_of``: ``(extents, rows_kind)`` (extents
     None for a regular batch)."""
-    common = (base, np.int64(rows), np.int64(req.n), np.int64(row_stride), np.int64(col_stride))
+    extents, rows_kind = rows_of
+    if extents is None:  # a regular batch: the kernels never read it
+        extents = placeholder(target, np.int64)
+    rows_of = (extents, np.int32(rows_kind))
+    common = (base, np.int64(rows), np.int64(req.n), np.int64(row_stride), np.int64(col_stride), *rows_of)
     flags = (np.int32(req.largest), np.int32(req.nan_first))
     # These paths gather the values through 64-bit indices (gather_values); uint64 indices
     # (all below 2**63) share int64's bits, 4-byte ones are converted once at the end.
@@ -438,33 +434,47 @@ def _launch(
     wide = indices.itemsize == 8
     idx64 = indices.view(np.int64) if wide else xp.empty((rows, req.k), np.int64)
     if p.algorithm == "multiblock":
-        _multiblock_in_chunks(xp, mod, info, p, base, rows, req, row_stride, col_stride, values, idx64)
-    else:
-        _sort_path(
-            target, info, p, mod, common, flags, rows, req, base, row_stride, col_stride, values, idx64
+        _multiblock_in_chunks(
+            xp, mod, info, p, base, rows, req, row_stride, col_stride, values, idx64, rows_of
         )
+    else:
+        _sort_path(target, info, p, mod, common, flags, rows, req, values, idx64)
     if not wide:
         indices[...] = idx64
 
 
-def _multiblock_in_chunks(xp, mod, info, p, base, rows, req, row_stride, col_stride, values, indices):
+def _multiblock_in_chunks(
+    xp, mod, info, p, base, rows, req, row_stride, col_stride, values, indices, rows_of
+):
     """The multi-block select over successive chunks of at most ``rows_per_chunk`` rows (the grid's
-    y extent and the scratch budget bound a chunk), each chunk a (rows, n) view of the input."""
+    y extent and the scratch budget bound a chunk), each chunk a (rows, n) view of the input.
+
+    ``rows_of``: ``(extents, rows_kind)``. A chunk [start, stop) of rows with lengths takes
+    ``extents[start:stop]`` with its view; CSR segments start at their offsets from the data's
+    first element, not at ``row * row_stride``, so a chunk of them keeps ``base`` and takes
+    ``extents[start:stop + 1]``."""
     from . import _gpu_multiblock
 
     chunk = p.params["rows_per_chunk"]
     if chunk >= rows:
-        _gpu_multiblock.run(xp, mod, info, p, base, rows, req, row_stride, col_stride, values, indices)
+        _gpu_multiblock.run(
+            xp, mod, info, p, base, rows, req, row_stride, col_stride, values, indices, rows_of
+        )
         return
-    itemsize = base.dtype.itemsize
-    # The rows collapse to one stride (or the input was copied): a 2-D view of the same memory,
-    # whose row slices start at the chunk's first row.
-    as_rows = xp.lib.stride_tricks.as_strided(
-        base, shape=(rows, req.n), strides=(row_stride * itemsize, col_stride * itemsize)
-    )
+    extents, rows_kind = rows_of
+    segments = rows_kind == _kernel_constants.ROWS_SEGMENTS
+    if not segments:
+        itemsize = base.dtype.itemsize
+        # The rows collapse to one stride (or the input was copied): a 2-D view of the same
+        # memory, whose row slices start at the chunk's first row.
+        as_rows = xp.lib.stride_tricks.as_strided(
+            base, shape=(rows, req.n), strides=(row_stride * itemsize, col_stride * itemsize)
+        )
+    regular = rows_kind == _kernel_constants.ROWS_REGULAR
     for start in range(0, rows, chunk):
         stop = min(rows, start + chunk)
-        part = as_rows[start:stop]
+        part = base if segments else as_rows[start:stop]
+        part_extents = extents if regular else extents[start : stop + 1 if segments else stop]
         _gpu_multiblock.run(
             xp,
             mod,
@@ -477,13 +487,16 @@ def _multiblock_in_chunks(xp, mod, info, p, base, rows, req, row_stride, col_str
             col_stride,
             values[start:stop],
             indices[start:stop],
+            (part_extents, rows_kind),
         )
 
 
-def _sort_path(target, info, p, mod, common, flags, rows, req, base, row_stride, col_stride, values, indices):
+def _sort_path(target, info, p, mod, common, flags, rows, req, values, indices):
     """The reference path: the keys of whole rows by compute_keys, each row ordered by our
     tile-and-merge kernels (order_topk.cu, no library sort), its first K kept (and ordered by
-    index for order "index"), values gathered from the input."""
+    index for order "index"), values gathered from the input. ``common`` ends with the rows'
+    extents and kind: compute_keys gives the positions past a row's length the lowest key, so they
+    sort last, and gather_values writes any that is among the first K as padding."""
     xp = _xp(target)
     keys = xp.empty((rows, req.n), dtype=info.key_dtype)
     mod.get_function(f"compute_keys<{info.cxx}>")((p.grid,), (p.block,), (*common, *flags, keys))
@@ -496,11 +509,7 @@ def _sort_path(target, info, p, mod, common, flags, rows, req, base, row_stride,
     indices[...] = order
     gather = mod.get_function(f"gather_values<{info.cxx}>")
     grid = max(1, min(-(-(rows * req.k) // p.block), p.grid))
-    gather(
-        (grid,),
-        (p.block,),
-        (base, np.int64(rows), np.int64(row_stride), np.int64(col_stride), np.int32(req.k), indices, values),
-    )
+    gather((grid,), (p.block,), (*common, np.int32(req.k), indices, values))
 
 
 def launches(call: GpuCall) -> list:

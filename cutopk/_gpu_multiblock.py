@@ -5,6 +5,10 @@ of digit passes is the key width / 8 whatever the data (one more with a sampled 
 per-slice pass serves the rows on the input and those on the candidate buffer in one launch,
 and passes after a row's early stop return at once, so the whole call can be captured in a CUDA
 graph.
+
+Rows: regular, with lengths, or CSR segments (``rows_of``: ``(extents, rows_kind)``, see
+kernels/row_extent.cuh); every kernel that reads the input takes each row's start and length
+from ``extents``, so a batch of rows of their own lengths is the same launch sequence.
 """
 
 from __future__ import annotations
@@ -15,8 +19,13 @@ from . import _dispatch, _gpu_rows
 
 
 def run(
-    xp, mod, info, plan: _dispatch.Plan, base, rows, req, row_stride, col_stride, values, indices
+    xp, mod, info, plan: _dispatch.Plan, base, rows, req, row_stride, col_stride, values, indices, rows_of
 ) -> None:
+    """The sequence over ``rows`` rows of ``base``: values and int64 indices written into
+    ``values`` and ``indices`` ((rows, k), C-contiguous). ``rows_of``: ``(extents, rows_kind)``,
+    the int64 lengths (``rows`` of them) or CSR offsets (``rows + 1``) of this batch's rows, or
+    a placeholder for a regular batch (never read)."""
+    extents, rows_kind = rows_of
     per_row, slice_, cap = plan.params["blocks_per_row"], plan.params["slice"], plan.params["cap"]
     cand_slice = -(-cap // per_row)
     threads = plan.block
@@ -51,6 +60,8 @@ def run(
         np.int64(n),
         np.int64(row_stride),
         np.int64(col_stride),
+        extents,
+        np.int32(rows_kind),
         np.int32(req.largest),
         np.int32(req.nan_first),
     )
@@ -65,7 +76,7 @@ def run(
 
     def select():
         args = (state, hist, slice_hist, slice_offset, np.int32(per_row), stage[2], np.int32(warps))
-        mod.get_function("mb_select")((rows,), block, (*args, np.int64(cap), np.int32(k), np.int32(key_bits)))
+        mod.get_function("mb_select")((rows,), block, (*args, np.int64(cap), np.int32(key_bits)))
 
     # The initial states and zeroed histograms: mb_sample sets them too.
     if staged:
@@ -84,7 +95,8 @@ def run(
         )
         mod.get_function(f"mb_sample<{cxx}>")((rows,), block, sample)
     else:
-        init = (state, hist, np.int64(rows), np.int32(k), np.int32(key_bits))
+        init = (state, hist, np.int64(rows), np.int64(n), extents, np.int32(rows_kind), np.int32(k))
+        init += (np.int32(key_bits),)
         mod.get_function("mb_init")((-(-rows * 256 // threads),), block, init)
     # The top digit, over the input (staging the keys that reach the threshold).
     histogram()
@@ -115,8 +127,11 @@ def run(
     if plan.params["order_shared"]:
         order_args = (
             base,
+            np.int64(n),
             np.int64(row_stride),
             np.int64(col_stride),
+            extents,
+            np.int32(rows_kind),
             np.int32(k),
             np.int32(req.order != "value"),
             win_key,
@@ -136,8 +151,11 @@ def run(
     gather_args = (
         base,
         np.int64(rows),
+        np.int64(n),
         np.int64(row_stride),
         np.int64(col_stride),
+        extents,
+        np.int32(rows_kind),
         np.int32(k),
         indices,
         values,

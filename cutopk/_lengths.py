@@ -1,11 +1,10 @@
 """``top_k(..., lengths=...)``: row r takes part with its first ``lengths[r]`` elements only.
 
-Two routes. On the CUDA and simulator backends, when the planned kernel family reads each row's
-extent (``_gpu.EXTENT_FAMILIES``; kernels/row_extent.cuh), the kernels read the int64 lengths
-on the device and write the padding themselves: the input is read in place, no copy, planned on
-the full row length ``n`` (the longest a row can be), and ``plan()`` says so.
+Two routes. On the CUDA and simulator backends every kernel family reads the int64 lengths on
+the device (kernels/row_extent.cuh) and writes the padding itself: the input is read in place,
+with no copy, and ``plan()`` says so.
 
-Otherwise, and on the NumPy backend, the generic route: the rows are copied with every element past a row's
+On the NumPy backend, the generic route: the rows are copied with every element past a row's
 length replaced by the value no element is preferred to (under the mode and NaN policy), one
 ordinary ``top_k`` runs on the copy, and any selected position at or past its row's length
 becomes padding (index -1, value 0). A replaced element can tie with a real one, but ties go to
@@ -98,16 +97,15 @@ def narrowed(arr, call, longest: int):
 
 
 def kernel_call(call):
-    """The prepared call whose kernels read the lengths themselves, or None (the generic route):
-    the NumPy backend, or a family that does not read row extents."""
+    """The prepared call whose kernels read the lengths themselves (every kernel family does), or
+    None on the NumPy backend (the generic route)."""
     from ._call import NumpyCall
 
     if isinstance(call, NumpyCall):
         return None
     from . import _kernel_constants
 
-    variant = call.with_rows(_kernel_constants.ROWS_LENGTHS)
-    return variant if variant.reads_extents or not variant.launches else None
+    return call.with_rows(_kernel_constants.ROWS_LENGTHS)
 
 
 def describe_in_kernel(plan, width: int):

@@ -7,8 +7,7 @@ the host first: one synchronisation):
 the whole batch, each segment a row with its own start and length (kernels/row_extent.cuh,
 ``ROWS_SEGMENTS``), read in place; planned on ``S`` rows of the longest segment (or ``k``).
 
-**Generic** (the NumPy backend, and a family that does not read row extents): ``top_k`` itself
-on segments gathered into padded rows, exact on every backend.
+**Generic** (the NumPy backend): ``top_k`` itself on segments gathered into padded rows.
 
 The generic route:
 
@@ -185,8 +184,7 @@ def segmented_top_k(data, offsets, k, mode, sorted_, nan, index_dtype, backend, 
 
 def kernel_call(data, segments: int, longest: int, k: int, order: str, options, idt, backend: str):
     """The prepared call that selects from every segment in one launch sequence (the kernels read
-    each segment as a row with its own start and length: kernels/row_extent.cuh), or None when
-    the planned family does not read row extents (the generic route then)."""
+    each segment as a row with its own start and length: kernels/row_extent.cuh)."""
     from . import _call, _gpu, _kernel_constants
 
     # Rows of `width`: the longest segment, or k when k is larger (the rest of a row is padding).
@@ -206,7 +204,7 @@ def kernel_call(data, segments: int, longest: int, k: int, order: str, options, 
         shape, strides = (segments, width), (0, dtype.itemsize)
         call = _gpu.GpuCall(shape, strides, dtype, req, device, _kernel_constants.ROWS_SEGMENTS)
         _call.CACHE.put(key, call)
-    return call if call.reads_extents or not call.launches else None
+    return call
 
 
 def _run_in_kernels(call, data, offsets):

@@ -4,7 +4,8 @@
 // A row is cut into `blocks_per_row` slices, one block each. The kernels are launched in a fixed
 // sequence (no host synchronisation, so the whole call can be captured in a CUDA graph); each
 // reads the per-row state the previous one left in global memory:
-//   mb_init       state: prefix 0, shift at the top digit, needed = K (or mb_sample does it)
+//   mb_init       state: prefix 0, shift at the top digit, needed = the row's winners (K, or its
+//                 length when shorter; mb_sample does it when it runs)
 //   mb_sample     (long inputs only) a threshold from an evenly spaced sample of the row: the
 //                 sample's key of rank `rank`, chosen so that about (rank + 1) * n / CUTOPK_MULTIBLOCK_SAMPLES
 //                 keys of the row reach it, and almost surely at least K
@@ -32,7 +33,14 @@
 //   mb_collect    keys above the final bucket are winners; of the bucket's keys the first
 //                 `needed` in index order are winners: the lower-index rule
 //   mb_order      the K winners in the requested order, and their values (when pow2(K) pairs
-//                 fit shared memory; the launcher sorts larger K with the array library)
+//                 fit shared memory; else order_tiles and order_merge sort them and
+//                 gather_values reads the values)
+// Rows: regular, with lengths, or CSR segments (row_extent.cuh): every kernel that reads the
+// input takes the row's start and length from cutopk_row_extent, once per block, and never reads
+// past the length; slices past it are empty. A row of length L < K has L winners (`k_row` in its
+// state): mb_collect fills the last K - L winner slots with padding pairs (key 0, index n + j, so
+// that they sort after every real pair in either order and stay distinct for order_merge), and
+// mb_order or gather_values write an index at or past the row's length as padding (-1, 0).
 // A per-slice pass is one launch for every row: each block reads the input or the candidate
 // buffer, as its row's state says (`source`). Reads of the input: 1 for a
 // row that restarts on its staged keys, 2 for a row that moves to the candidate buffer, else
@@ -55,8 +63,8 @@ enum MbMove : int { MB_MOVE_NONE = 0, MB_MOVE_SQUEEZE_STAGED = 1, MB_MOVE_COPY_B
 // A row's selection state in global memory, carried from launch to launch. Invariant: the K-th
 // key of the row lies among the keys whose bits above `shift + 8` (at and above `shift` once
 // the row is done) equal `prefix`; `needed` winners are still to take from those, the others
-// (`k - needed`) are keys above them. The field offsets are read by tests/test_kernels.py
-// (MB_STATE): keep them.
+// (`k_row - needed`) are keys above them. The field offsets are read by tests/test_kernels.py
+// and tests/test_extents_multiblock.py (MB_STATE): keep them.
 struct MbState {
   unsigned long long prefix;     // the digits found so far
   long long needed;              // winners still to take from the bucket
@@ -69,12 +77,14 @@ struct MbState {
   long long cand_count;          // candidates in the buffer (source == MB_ON_CANDIDATES)
   unsigned long long threshold;  // mb_sample's key: pass 1 stages the keys that reach it
   int staging;                   // pass 1 stages keys (set by mb_sample, cleared by pass 1's select)
+  int k_row;                     // the row's winners: min(K, its length); the rest is padding
 };
 static_assert(sizeof(MbState) == CUTOPK_MULTIBLOCK_STATE_BYTES,
               "MULTIBLOCK_STATE_BYTES in cutopk/_kernel_constants.py");
 static_assert(__builtin_offsetof(MbState, done) == 28 && __builtin_offsetof(MbState, source) == 40 &&
-                  __builtin_offsetof(MbState, cand_count) == 48 && __builtin_offsetof(MbState, staging) == 64,
-              "MB_STATE in tests/test_kernels.py");
+                  __builtin_offsetof(MbState, cand_count) == 48 && __builtin_offsetof(MbState, staging) == 64 &&
+                  __builtin_offsetof(MbState, k_row) == 68,
+              "MB_STATE in tests/test_kernels.py and tests/test_extents_multiblock.py");
 // mb_sample: every thread issues all its sample loads at once (one memory round trip per row,
 // not one per load), whole rounds of the block.
 #define MB_SAMPLE_LOADS (CUTOPK_MULTIBLOCK_SAMPLES / CUTOPK_MULTIBLOCK_THREADS)
@@ -102,50 +112,63 @@ struct MbRow {
   __device__ __forceinline__ long long index(long long i) const { return from_cand ? cand_idx[i] : i; }
 };
 
+// The row's extent (row_extent.cuh) is read here, once per block.
 template <class T>
 __device__ __forceinline__ MbRow<T> mb_row(const T* in, long long n, long long row_stride, long long col_stride,
-                                           int largest, int nan_first, const typename KeyTraits<T>::Key* cand_key,
-                                           const long long* cand_idx, long long cap, const MbState& s, long long row) {
+                                           const long long* extents, int rows_kind, int largest, int nan_first,
+                                           const typename KeyTraits<T>::Key* cand_key, const long long* cand_idx,
+                                           long long cap, const MbState& s, long long row) {
   MbRow<T> r;
   r.from_cand = s.source == MB_ON_CANDIDATES;
-  r.bits = r.from_cand ? cand_key + row * cap : cutopk_row_bits(in + row * row_stride);
+  const CutopkRowExtent e = cutopk_row_extent(row, n, row_stride, col_stride, extents, rows_kind);
+  r.bits = r.from_cand ? cand_key + row * cap : cutopk_row_bits(in + e.start);
   r.stride = r.from_cand ? 1 : col_stride;
   r.largest = largest;
   r.nan_first = nan_first;
   r.cand_idx = cand_idx + row * cap;
-  r.length = r.from_cand ? s.cand_count : n;
+  r.length = r.from_cand ? s.cand_count : e.length;
   return r;
 }
 
 // The parameters every per-slice kernel takes, in this order.
-#define MB_PARAMS                                                                                                \
-  const T *__restrict__ in, long long n, long long row_stride, long long col_stride, int largest, int nan_first, \
-      long long slice, long long cap, const typename KeyTraits<T>::Key *__restrict__ cand_key,                   \
-      const long long *__restrict__ cand_idx
-#define MB_ROW(s, row) mb_row<T>(in, n, row_stride, col_stride, largest, nan_first, cand_key, cand_idx, cap, s, row)
+#define MB_PARAMS                                                                                        \
+  const T *__restrict__ in, long long n, long long row_stride, long long col_stride,                     \
+      const long long *__restrict__ extents, int rows_kind, int largest, int nan_first, long long slice, \
+      long long cap, const typename KeyTraits<T>::Key *__restrict__ cand_key, const long long *__restrict__ cand_idx
+#define MB_ROW(s, row) \
+  mb_row<T>(in, n, row_stride, col_stride, extents, rows_kind, largest, nan_first, cand_key, cand_idx, cap, s, row)
 
-// A row's state before pass 1: prefix 0, shift at the top digit, needed = K, on the input.
-__device__ __forceinline__ MbState mb_initial_state(int k, int key_bits) {
+// A row's state before pass 1: prefix 0, shift at the top digit, needed = k_row (its winners:
+// min(K, its length)), on the input. A row with no element is done at once (all padding).
+__device__ __forceinline__ MbState mb_initial_state(int k_row, int key_bits) {
   MbState s;
   s.prefix = 0;
-  s.needed = k;
+  s.needed = k_row;
   s.bucket = 0;
   s.shift = key_bits - 8;
-  s.done = 0;
+  s.done = k_row == 0;
   s.above = 0;
   s.source = MB_ON_INPUT;
   s.move = MB_MOVE_NONE;
   s.cand_count = 0;
   s.threshold = 0;
   s.staging = 0;
+  s.k_row = k_row;
   return s;
+}
+
+// A row's winners: K, or its length when shorter (the rest of its K outputs are padding).
+__device__ __forceinline__ int mb_row_winners(long long row, long long n, const long long* extents, int rows_kind,
+                                              int k) {
+  return (int)min((long long)k, cutopk_row_extent(row, n, 0, 0, extents, rows_kind).length);
 }
 
 // The rows' initial states and zeroed histograms (mb_sample does both when it runs).
 extern "C" __global__ void __launch_bounds__(CUTOPK_MULTIBLOCK_THREADS)
-    mb_init(MbState* __restrict__ state, unsigned long long* __restrict__ hist, long long rows, int k, int key_bits) {
+    mb_init(MbState* __restrict__ state, unsigned long long* __restrict__ hist, long long rows, long long n,
+            const long long* __restrict__ extents, int rows_kind, int k, int key_bits) {
   const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-  if (t < rows) state[t] = mb_initial_state(k, key_bits);
+  if (t < rows) state[t] = mb_initial_state(mb_row_winners(t, n, extents, rows_kind, k), key_bits);
   if (t < rows * 256) hist[t] = 0;
 }
 
@@ -182,10 +205,10 @@ __device__ __forceinline__ long long mb_block_exclusive_sum(long long v, long lo
 
 // A warp's part of its block's slice in pass 1, [wbegin, wend): whole rounds of MB_PART_ROUND
 // keys, contiguous, so that its staged keys come in index order (mb_histogram and
-// mb_sample must agree on it).
-__device__ __forceinline__ void mb_warp_part(long long n, long long slice, long long block, int warp, int warps,
+// mb_sample must agree on it). `len`: the row's length; the slices past it are empty.
+__device__ __forceinline__ void mb_warp_part(long long len, long long slice, long long block, int warp, int warps,
                                              long long* wbegin, long long* wend) {
-  const long long begin = block * slice, end = min(n, begin + slice);
+  const long long begin = block * slice, end = min(len, begin + slice);
   const long long round = MB_PART_ROUND;
   const long long part = ((max(0LL, end - begin) + warps - 1) / warps + round - 1) / round * round;
   *wbegin = min(end, begin + warp * part);
@@ -194,15 +217,15 @@ __device__ __forceinline__ void mb_warp_part(long long n, long long slice, long 
 
 // The staging entries of warp part g (block g / warps, warp g % warps) of a row: `room`, plus
 // `per_hit` for each sample that reached the threshold (hits_before: their prefix counts) whose
-// interval [j * n / S, (j + 1) * n / S) meets the part, i.e. samples j0 - 1 .. j1 - 1 with j0 and
+// interval [j * len / S, (j + 1) * len / S) meets the part, i.e. samples j0 - 1 .. j1 - 1 with j0 and
 // j1 the first samples at or after the part's ends. An empty part gets none.
-__device__ __forceinline__ long long mb_part_room(long long n, long long slice, int g, int warps, long long room,
+__device__ __forceinline__ long long mb_part_room(long long len, long long slice, int g, int warps, long long room,
                                                   long long per_hit, const unsigned short* hits_before) {
   long long wbegin, wend;
-  mb_warp_part(n, slice, g / warps, g % warps, warps, &wbegin, &wend);
+  mb_warp_part(len, slice, g / warps, g % warps, warps, &wbegin, &wend);
   if (wbegin >= wend) return 0;
-  const long long j0 = min((long long)CUTOPK_MULTIBLOCK_SAMPLES, (wbegin * CUTOPK_MULTIBLOCK_SAMPLES + n - 1) / n);
-  const long long j1 = min((long long)CUTOPK_MULTIBLOCK_SAMPLES, (wend * CUTOPK_MULTIBLOCK_SAMPLES + n - 1) / n);
+  const long long j0 = min((long long)CUTOPK_MULTIBLOCK_SAMPLES, (wbegin * CUTOPK_MULTIBLOCK_SAMPLES + len - 1) / len);
+  const long long j1 = min((long long)CUTOPK_MULTIBLOCK_SAMPLES, (wend * CUTOPK_MULTIBLOCK_SAMPLES + len - 1) / len);
   return room + per_hit * (hits_before[j1] - hits_before[max(0LL, j0 - 1)]);
 }
 
@@ -289,14 +312,16 @@ __global__ void __launch_bounds__(CUTOPK_MULTIBLOCK_THREADS, 2)
 }
 
 // A row's threshold: the key of rank `rank` (0: the best) among CUTOPK_MULTIBLOCK_SAMPLES keys read at evenly
-// spaced positions, found by a radix select in shared memory (one block per row). Also sets the
-// row's initial state and zeroes its histogram, in place of mb_init.
+// spaced positions of the row's length, found by a radix select in shared memory (one block per
+// row). Also sets the row's initial state and zeroes its histogram, in place of mb_init. A row
+// with no element is done at once (no sample, no staging).
 template <class T>
 __global__ void __launch_bounds__(CUTOPK_MULTIBLOCK_THREADS, 2)
-    mb_sample(const T* __restrict__ in, long long n, long long row_stride, long long col_stride, int largest,
-              int nan_first, int rank, int k, MbState* __restrict__ state, unsigned long long* __restrict__ hist,
-              long long slice, int blocks_per_row, int warps, long long room, long long per_hit,
-              long long* __restrict__ stage_start, long long stage_total) {
+    mb_sample(const T* __restrict__ in, long long n, long long row_stride, long long col_stride,
+              const long long* __restrict__ extents, int rows_kind, int largest, int nan_first, int rank, int k,
+              MbState* __restrict__ state, unsigned long long* __restrict__ hist, long long slice, int blocks_per_row,
+              int warps, long long room, long long per_hit, long long* __restrict__ stage_start,
+              long long stage_total) {
   typedef typename KeyTraits<T>::Key Key;
   const int KEY_BITS = 8 * sizeof(Key);
   __shared__ Key keys[CUTOPK_MULTIBLOCK_SAMPLES];
@@ -305,7 +330,14 @@ __global__ void __launch_bounds__(CUTOPK_MULTIBLOCK_THREADS, 2)
   __shared__ unsigned short hits_before[CUTOPK_MULTIBLOCK_SAMPLES + 1];  // samples that reach the threshold
   __shared__ long long sums[33];
   const long long row = blockIdx.x;
-  const Key* bits = cutopk_row_bits(in + row * row_stride);
+  const CutopkRowExtent extent = cutopk_row_extent(row, n, row_stride, col_stride, extents, rows_kind);
+  const long long len = extent.length;
+  for (int d = threadIdx.x; d < 256; d += blockDim.x) hist[row * 256 + d] = 0;
+  if (len == 0) {  // the same for the whole block: it leaves before any barrier
+    if (threadIdx.x == 0) state[row] = mb_initial_state(0, KEY_BITS);
+    return;
+  }
+  const Key* bits = cutopk_row_bits(in + extent.start);
   // MB_SAMPLE_LOADS loads in flight per thread, transformed after (launched with
   // CUTOPK_MULTIBLOCK_THREADS threads: one round; the guard keeps any block size exact).
   for (int j0 = threadIdx.x; j0 < CUTOPK_MULTIBLOCK_SAMPLES; j0 += MB_SAMPLE_LOADS * blockDim.x) {
@@ -313,7 +345,7 @@ __global__ void __launch_bounds__(CUTOPK_MULTIBLOCK_THREADS, 2)
 #pragma unroll
     for (int u = 0; u < MB_SAMPLE_LOADS; ++u) {
       const long long j = j0 + u * (long long)blockDim.x;
-      raw[u] = j < CUTOPK_MULTIBLOCK_SAMPLES ? bits[j * n / CUTOPK_MULTIBLOCK_SAMPLES * col_stride] : Key(0);
+      raw[u] = j < CUTOPK_MULTIBLOCK_SAMPLES ? bits[j * len / CUTOPK_MULTIBLOCK_SAMPLES * col_stride] : Key(0);
     }
 #pragma unroll
     for (int u = 0; u < MB_SAMPLE_LOADS; ++u) {
@@ -348,12 +380,11 @@ __global__ void __launch_bounds__(CUTOPK_MULTIBLOCK_THREADS, 2)
   }
   const Key prefix = static_cast<Key>(s_state.prefix);  // the threshold key (every bit resolved)
   if (threadIdx.x == 0) {
-    MbState s = mb_initial_state(k, KEY_BITS);
+    MbState s = mb_initial_state((int)min((long long)k, len), KEY_BITS);
     s.threshold = prefix;
     s.staging = 1;
     state[row] = s;
   }
-  for (int d = threadIdx.x; d < 256; d += blockDim.x) hist[row * 256 + d] = 0;
 
   // The staging segments. Every warp part gets `room` entries (spread keys: twice its expected
   // share), plus `per_hit` (n / CUTOPK_MULTIBLOCK_SAMPLES, a sample interval's length) for each sample reaching
@@ -375,12 +406,12 @@ __global__ void __launch_bounds__(CUTOPK_MULTIBLOCK_THREADS, 2)
   const int per_thread = (parts + blockDim.x - 1) / blockDim.x;
   const int g0 = min(parts, (int)threadIdx.x * per_thread), g1 = min(parts, g0 + per_thread);
   local = 0;
-  for (int g = g0; g < g1; ++g) local += mb_part_room(n, slice, g, warps, room, per_hit, hits_before);
+  for (int g = g0; g < g1; ++g) local += mb_part_room(len, slice, g, warps, room, per_hit, hits_before);
   long long start = mb_block_exclusive_sum(local, sums, total);
   long long* starts = stage_start + row * (parts + 1);
   for (int g = g0; g < g1; ++g) {
     starts[g] = min(start, stage_total);
-    start += mb_part_room(n, slice, g, warps, room, per_hit, hits_before);
+    start += mb_part_room(len, slice, g, warps, room, per_hit, hits_before);
   }
   if (threadIdx.x == 0) starts[parts] = min(total, stage_total);
 }
@@ -396,7 +427,7 @@ __global__ void __launch_bounds__(CUTOPK_MULTIBLOCK_THREADS, 2)
 extern "C" __global__ void __launch_bounds__(CUTOPK_MULTIBLOCK_THREADS)
     mb_select(MbState* __restrict__ state, unsigned long long* __restrict__ hist,
               const unsigned int* __restrict__ slice_hist, long long* __restrict__ slice_offset, int blocks_per_row,
-              const long long* __restrict__ stage_count, int warps, long long cap, int k, int key_bits) {
+              const long long* __restrict__ stage_count, int warps, long long cap, int key_bits) {
   __shared__ long long sums[33];
   const long long row = blockIdx.x;
   const int done = state[row].done;
@@ -438,6 +469,7 @@ extern "C" __global__ void __launch_bounds__(CUTOPK_MULTIBLOCK_THREADS)
   for (int d = threadIdx.x; d < 256; d += blockDim.x) h[d] = 0;  // ready for the next pass
   // Thread 0's update, seen after the barrier; rewritten only below, once every thread has read it.
   const int staging = state[row].staging;
+  const int k_row = state[row].k_row;
   const unsigned digit = (unsigned)(state[row].prefix & 255u);
   const int per_thread = (blocks_per_row + blockDim.x - 1) / blockDim.x;
   const int b0 = min(blocks_per_row, (int)threadIdx.x * per_thread);
@@ -452,7 +484,7 @@ extern "C" __global__ void __launch_bounds__(CUTOPK_MULTIBLOCK_THREADS)
     for (int b = b0; b < b1; ++b)
       for (int w = 0; w < warps; ++w) local += counts[b * warps + w];
     long long running = mb_block_exclusive_sum(local, sums, total);
-    restart = total >= k && total <= cap;
+    restart = total >= k_row && total <= cap;
     if (restart)
       for (int b = b0; b < b1; ++b) {
         row_offset[b] = running;
@@ -460,7 +492,7 @@ extern "C" __global__ void __launch_bounds__(CUTOPK_MULTIBLOCK_THREADS)
       }
     if (threadIdx.x == 0) {  // every thread read `staging` and `digit` before the scan's barriers
       if (restart) {         // the selection starts over on the staged keys, which hold the K winners
-        MbState t = mb_initial_state(k, key_bits);
+        MbState t = mb_initial_state(k_row, key_bits);
         t.source = MB_ON_CANDIDATES;
         t.cand_count = total;
         t.move = MB_MOVE_SQUEEZE_STAGED;
@@ -571,11 +603,11 @@ __device__ __forceinline__ void mb_squeeze(long long row, long long slice, long 
 // keys above the bucket become winners.
 template <class T>
 __global__ void __launch_bounds__(CUTOPK_MULTIBLOCK_THREADS, 2)
-    mb_move(const T* __restrict__ in, long long n, long long row_stride, long long col_stride, int largest,
-            int nan_first, long long slice, long long cap, typename KeyTraits<T>::Key* __restrict__ cand_key,
-            long long* __restrict__ cand_idx, int k, MbState* __restrict__ state,
-            const long long* __restrict__ slice_offset, typename KeyTraits<T>::Key* __restrict__ win_key,
-            long long* __restrict__ win_idx, MB_STAGE_PARAMS) {
+    mb_move(const T* __restrict__ in, long long n, long long row_stride, long long col_stride,
+            const long long* __restrict__ extents, int rows_kind, int largest, int nan_first, long long slice,
+            long long cap, typename KeyTraits<T>::Key* __restrict__ cand_key, long long* __restrict__ cand_idx, int k,
+            MbState* __restrict__ state, const long long* __restrict__ slice_offset,
+            typename KeyTraits<T>::Key* __restrict__ win_key, long long* __restrict__ win_idx, MB_STAGE_PARAMS) {
   const long long row = blockIdx.y;
   const MbState s = state[row];
   if (s.move == MB_MOVE_SQUEEZE_STAGED) {
@@ -586,10 +618,10 @@ __global__ void __launch_bounds__(CUTOPK_MULTIBLOCK_THREADS, 2)
   if (s.move != MB_MOVE_COPY_BUCKET) return;
   MbState on_input = s;  // the bucket is read from the input, though the row's source is now the buffer
   on_input.source = MB_ON_INPUT;
-  const MbRow<T> r =
-      mb_row<T>(in, n, row_stride, col_stride, largest, nan_first, cand_key, cand_idx, cap, on_input, row);
+  const MbRow<T> r = mb_row<T>(in, n, row_stride, col_stride, extents, rows_kind, largest, nan_first, cand_key,
+                               cand_idx, cap, on_input, row);
   const long long begin = (long long)blockIdx.x * slice;
-  mb_split<T>(r, begin, min(n, begin + slice), s.shift + 8, s.prefix, state + row,
+  mb_split<T>(r, begin, min(r.length, begin + slice), s.shift + 8, s.prefix, state + row,
               slice_offset[row * gridDim.x + blockIdx.x], -1, win_key + row * k, win_idx + row * k,
               cand_key + row * cap, cand_idx + row * cap);
 }
@@ -605,8 +637,16 @@ __global__ void __launch_bounds__(CUTOPK_MULTIBLOCK_THREADS, 2)
   if (r.from_cand) slice = cand_slice;
   const long long begin = (long long)blockIdx.x * slice;
   // The bucket's winners follow the winners above it: the first `needed` bucket keys in index
-  // order, placed from position k - needed.
-  const long long first_tie = k - s.needed;
+  // order, placed from position k_row - needed.
+  const long long first_tie = s.k_row - s.needed;
+  // A row shorter than K: its last K - k_row slots are padding pairs, of the lowest key and
+  // indices from n on (past every row's length, distinct), which sort last in either order.
+  if (blockIdx.x == 0)
+#pragma unroll 1
+    for (int j = s.k_row + threadIdx.x; j < k; j += blockDim.x) {
+      win_key[row * k + j] = 0;
+      win_idx[row * k + j] = n + (j - s.k_row);
+    }
   mb_split<T>(r, begin, min(r.length, begin + slice), mb_bucket_shift(s), s.prefix, state + row,
               slice_offset[row * gridDim.x + blockIdx.x], s.needed, win_key + row * k, win_idx + row * k,
               win_key + row * k + first_tie, win_idx + row * k + first_tie);
@@ -614,11 +654,13 @@ __global__ void __launch_bounds__(CUTOPK_MULTIBLOCK_THREADS, 2)
 
 // The last step when a row's K (key, index) pairs fit shared memory: orders the winners (by key,
 // ties by index; or by index) with a block bitonic sort and writes the indices and the values,
-// re-read from the input at the winning indices so that their bits are the input's. One block
-// per row, one launch, instead of the array library's sorts and gathers.
+// re-read from the input at the winning indices so that their bits are the input's; an index at
+// or past the row's length (mb_collect's padding pairs, sorted last) is written as padding. One
+// block per row, one launch, instead of the array library's sorts and gathers.
 template <class T>
 __global__ void __launch_bounds__(CUTOPK_MULTIBLOCK_THREADS)
-    mb_order(const T* __restrict__ in, long long row_stride, long long col_stride, int k, int by_index,
+    mb_order(const T* __restrict__ in, long long n, long long row_stride, long long col_stride,
+             const long long* __restrict__ extents, int rows_kind, int k, int by_index,
              const typename KeyTraits<T>::Key* __restrict__ win_key, const long long* __restrict__ win_idx,
              T* __restrict__ out_vals, long long* __restrict__ out_idx) {
   typedef typename KeyTraits<T>::Key Key;
@@ -638,9 +680,14 @@ __global__ void __launch_bounds__(CUTOPK_MULTIBLOCK_THREADS)
     cutopk_block_bitonic<true>(keys, idx, kp);
   else
     cutopk_block_bitonic<false>(keys, idx, kp);
-  const T* base = in + row * row_stride;
-  for (int j = threadIdx.x; j < k; j += blockDim.x)
-    cutopk_write_winner(base, col_stride, out_vals, (void*)out_idx, 8, row * k + j, idx[j]);
+  const CutopkRowExtent extent = cutopk_row_extent(row, n, row_stride, col_stride, extents, rows_kind);
+  const T* base = in + extent.start;
+  for (int j = threadIdx.x; j < k; j += blockDim.x) {
+    if (idx[j] < (Index)extent.length)
+      cutopk_write_winner(base, col_stride, out_vals, (void*)out_idx, 8, row * k + j, idx[j]);
+    else
+      cutopk_write_padding(out_vals, (void*)out_idx, 8, row * k + j);
+  }
 }
 
 #undef MB_ROW
