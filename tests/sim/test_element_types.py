@@ -264,12 +264,13 @@ def test_project_kernel_with_a_planted_index_slip():
     idx = np.array([[5, 0], [1, 2]])
     out = np.zeros((2, 2), np.float32)
     fn = mod.get_function("gather_values<float>")
-    args = (x, np.int64(2), np.int64(6), np.int64(1), np.int32(2))
+    regular = (np.zeros(1, np.int64), np.int32(0))  # extents (never read) and CUTOPK_ROWS_REGULAR
+    args = (x, np.int64(2), np.int64(6), np.int64(6), np.int64(1), *regular, np.int32(2))
     fn(1, 64, (*args, idx, out))
     assert out.tolist() == [[5, 0], [7, 8]]
     with pytest.raises(sim.ElementTypeError) as info:
         fn(1, 64, (*args, idx.astype(np.int32), out))
     assert str(info.value) == (
-        "kernel 'gather_values<float>', argument 5 (idx: const long long int*): expected an array of int64, "
+        "kernel 'gather_values<float>', argument 8 (idx: long long int*): expected an array of int64, "
         "got an int32 array"
     )
