@@ -127,8 +127,8 @@ def top_k(
 
 
 def _run_with_lengths(arr, back, scope, call, lengths, out) -> TopK:
-    """``lengths`` read by the kernels (the planned family reads each row's extent), else the
-    generic route (see :mod:`cutopk._lengths`): masked rows, one top_k, padding."""
+    """``lengths`` read by the kernels (CUDA and simulator backends), else the generic route of
+    the NumPy backend (see :mod:`cutopk._lengths`): masked rows, one top_k, padding."""
     import contextlib
 
     from . import _lengths
@@ -141,7 +141,9 @@ def _run_with_lengths(arr, back, scope, call, lengths, out) -> TopK:
         kernel_call = _lengths.kernel_call(call)
         if kernel_call is not None:
             values, indices = kernel_call.run(arr, dst, extents=lens)
-            if dst is None and back is not None:
+            if dst is not None:
+                return TopK(*out)  # the caller's own arrays (torch tensors stay tensors)
+            if back is not None:
                 return TopK(back(values), back(indices))
             return TopK(values, indices)
         masked = _lengths.masked_rows(arr, lens, req)

@@ -121,3 +121,17 @@ def test_torch_lengths_and_gradient():
     r = cutopk.top_k(x, 2, lengths=lengths)
     assert r.indices[1].tolist()[1] == -1 and r.indices[2].tolist() == [-1, -1]
     assert torch.autograd.gradcheck(lambda t: cutopk.top_k(t, 2, lengths=lengths).values, (x,))
+
+
+@pytest.mark.parametrize("backend", ["numpy", "sim"])
+def test_torch_out_tensors_are_returned_with_lengths(backend):
+    """``out=`` torch tensors come back as themselves on both routes (kernel and masked copy)."""
+    torch = pytest.importorskip("torch", reason="torch is not installed")
+    x = torch.from_numpy(make_values(np.random.default_rng(14), np.float32, (3, 50), "uniform"))
+    lengths = np.array([50, 2, 0])
+    out = (torch.empty(3, 4), torch.empty(3, 4, dtype=torch.int64))
+    got = cutopk.top_k(x, 4, lengths=lengths, backend=_backend(backend), out=out)
+    assert got.values is out[0] and got.indices is out[1]
+    want = expected_rows(x.numpy(), 4, lengths)
+    np.testing.assert_array_equal(out[1].numpy(), want[1])
+    np.testing.assert_array_equal(out[0].numpy(), want[0])
