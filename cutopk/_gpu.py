@@ -167,24 +167,17 @@ def _check_forced(req: Request, key_bytes: int, device: _dispatch.Device, rows: 
 
 # The parameters of each single-launch kernel family, in order: the one place these argument lists
 # are written. Scalars are typed by SCALAR_TYPES (CUDA's long long / int); the arrays are the
-# input, the outputs and the radix candidate buffer.
+# input, the row extents (kernels/row_extent.cuh), the outputs and the radix candidate buffer.
+_ROWS = ("input", "rows", "n", "row_stride", "col_stride", "extents", "rows_kind")
+_SELECT = ("k", "largest", "nan_first", "by_index")
+_OUTPUTS = ("values", "indices", "index_bytes")
 ARGUMENTS = {
-    "thread_row": ("input", "rows", "n", "row_stride", "col_stride", "extents",
-                   "rows_kind", "k", "largest", "nan_first",
-                   "by_index", "values", "indices", "index_bytes"),
-    "warp_row": ("input", "rows", "n", "row_stride", "col_stride", "extents",
-                   "rows_kind", "k", "largest", "nan_first",
-                 "by_index", "values", "indices", "index_bytes"),
-    "warp_radix": ("input", "rows", "n", "row_stride", "col_stride", "extents",
-                   "rows_kind", "k", "largest", "nan_first",
-                   "by_index", "values", "indices", "index_bytes"),
-    "bitonic": ("input", "rows", "n", "row_stride", "col_stride", "extents",
-                   "rows_kind", "k", "largest", "nan_first",
-                "by_index", "size", "values", "indices", "index_bytes"),
-    "radix": ("input", "rows", "n", "row_stride", "col_stride", "extents",
-                   "rows_kind", "k", "largest", "nan_first",
-              "by_index", "cap", "buffer", "buf_key", "buf_idx", "values", "indices", "index_bytes"),
-}  # fmt: skip
+    "thread_row": (*_ROWS, *_SELECT, *_OUTPUTS),
+    "warp_row": (*_ROWS, *_SELECT, *_OUTPUTS),
+    "warp_radix": (*_ROWS, *_SELECT, *_OUTPUTS),
+    "bitonic": (*_ROWS, *_SELECT, "size", *_OUTPUTS),
+    "radix": (*_ROWS, *_SELECT, "cap", "buffer", "buf_key", "buf_idx", *_OUTPUTS),
+}
 SCALAR_TYPES = {
     "rows": np.int64, "n": np.int64, "row_stride": np.int64, "col_stride": np.int64,
     "buffer": np.int64, "k": np.int32, "largest": np.int32, "nan_first": np.int32,
