@@ -84,7 +84,7 @@ static_assert(sizeof(MbState) == CUTOPK_MULTIBLOCK_STATE_BYTES,
 static_assert(__builtin_offsetof(MbState, done) == 28 && __builtin_offsetof(MbState, source) == 40 &&
                   __builtin_offsetof(MbState, cand_count) == 48 && __builtin_offsetof(MbState, staging) == 64 &&
                   __builtin_offsetof(MbState, k_row) == 68,
-              "MB_STATE in tests/test_kernels.py and tests/test_extents_multiblock.py");
+              "MB_STATE in tests/multiblock_state.py");
 // mb_sample: every thread issues all its sample loads at once (one memory round trip per row,
 // not one per load), whole rounds of the block.
 #define MB_SAMPLE_LOADS (CUTOPK_MULTIBLOCK_SAMPLES / CUTOPK_MULTIBLOCK_THREADS)

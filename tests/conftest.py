@@ -31,3 +31,15 @@ def fresh_plan_cache():
     _call.CACHE.clear()
     yield
     _call.CACHE.clear()
+
+
+@pytest.fixture
+def no_generic_route(monkeypatch):
+    """A segmented_top_k call that should run in the kernels fails the test if it takes the
+    generic (padded batches) route instead."""
+    from cutopk import _segmented
+
+    def generic(*args, **kwargs):
+        raise AssertionError("segmented_top_k took the generic route")
+
+    monkeypatch.setattr(_segmented, "_run", generic)

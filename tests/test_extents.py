@@ -19,7 +19,6 @@ from inputs import DTYPES, dtype_of, make_values
 from reference import assert_same_padded, reference_with_lengths
 
 import cutopk
-from cutopk import _segmented
 
 BACKENDS = [pytest.param("sim", id="sim"), pytest.param("cuda", id="cuda", marks=pytest.mark.gpu)]
 
@@ -131,16 +130,6 @@ def reference_segments(data, offsets, k, **kw):
     for s in range(offsets.size - 1):
         rows[s, : offsets[s + 1] - offsets[s]] = data[offsets[s] : offsets[s + 1]]
     return reference_with_lengths(rows, k, np.diff(offsets), **kw)
-
-
-@pytest.fixture
-def no_generic_route(monkeypatch):
-    """A segmented call that should run in the kernels fails if it takes the generic route."""
-
-    def generic(*args, **kwargs):
-        raise AssertionError("segmented_top_k took the generic route")
-
-    monkeypatch.setattr(_segmented, "_run", generic)
 
 
 @pytest.mark.parametrize("dtype", DTYPE_NAMES)

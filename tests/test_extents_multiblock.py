@@ -15,24 +15,15 @@ import numpy as np
 import pytest
 from backends import require, to_backend, to_host
 from inputs import dtype_of, make_values
+from multiblock_state import MB_STATE, record_states
 from reference import assert_same_padded, reference_with_lengths
 
 import cutopk
-from cutopk import _call, _dispatch, _gpu_multiblock, _segmented
+from cutopk import _call, _dispatch
 
 BACKENDS = [pytest.param("sim", id="sim"), pytest.param("cuda", id="cuda", marks=pytest.mark.gpu)]
 ORDERS = (True, "index", False)
 POLICIES = (("largest", "last"), ("smallest", "largest"))
-
-# MbState in kernels/multiblock_radix.cu: the fields a test reads after a call.
-MB_STATE = np.dtype(
-    {
-        "names": ["done", "source", "cand_count", "threshold", "k_row"],
-        "formats": [np.int32, np.int32, np.int64, np.uint64, np.int32],
-        "offsets": [28, 40, 48, 56, 68],
-        "itemsize": _dispatch.MULTIBLOCK_STATE_BYTES,
-    }
-)
 
 
 def check(x, k, lengths, backend, *, algorithm="multiblock", order=True, mode="largest", nan="last", **kw):
@@ -72,44 +63,6 @@ def check_segments(data, offsets, k, backend, algorithm, **kw):
         index_dtype=kw.get("index_dtype", np.int64),
         order=kw.get("sorted", True),
     )
-
-
-@pytest.fixture
-def kernel_segments(monkeypatch):
-    """segmented_top_k must run in the kernels: the generic route fails the test."""
-
-    def generic(*args, **kwargs):
-        raise AssertionError("segmented_top_k took the generic route")
-
-    monkeypatch.setattr(_segmented, "_run", generic)
-
-
-class _Recorder:
-    """An array module that keeps every array its ``empty`` makes (the first is the state)."""
-
-    def __init__(self, xp, made):
-        self._xp, self._made = xp, made
-
-    def __getattr__(self, name):
-        return getattr(self._xp, name)
-
-    def empty(self, *args, **kwargs):
-        self._made.append(self._xp.empty(*args, **kwargs))
-        return self._made[-1]
-
-
-def record_states(monkeypatch):
-    """The rows' state arrays of the next multiblock launch sequences, one per chunk."""
-    made, states = [], []
-    original = _gpu_multiblock.run
-
-    def run(xp, *args, **kwargs):
-        made.clear()
-        original(_Recorder(xp, made), *args, **kwargs)
-        states.append(made[0])
-
-    monkeypatch.setattr(_gpu_multiblock, "run", run)
-    return states
 
 
 def final_states(states):
@@ -219,7 +172,7 @@ def test_multiblock_k_beyond_the_shared_memory_ordering(backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_multiblock_chunks_of_rows_with_lengths_and_segments(backend, monkeypatch, kernel_segments):
+def test_multiblock_chunks_of_rows_with_lengths_and_segments(backend, monkeypatch, no_generic_route):
     """Chunks of two rows (then one) stand in for the 65535-row grid limit: a chunk of rows with
     lengths takes its slice of the lengths with its view of the input; a chunk of segments keeps
     the data's start and takes its offsets and the next one."""
@@ -255,7 +208,7 @@ def test_multiblock_chunks_of_rows_with_lengths_and_segments(backend, monkeypatc
 @pytest.mark.parametrize("dtype", ["float16", "int8", "float64", "int64"])
 @pytest.mark.parametrize("algorithm", ["multiblock", "sort"])
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_segments_at_unaligned_starts(backend, algorithm, dtype, kernel_segments):
+def test_segments_at_unaligned_starts(backend, algorithm, dtype, no_generic_route):
     """Segments starting at every residue modulo the 16-byte vector (the loader's head and tail
     are the segment's own), shorter than k, empty, and long enough for several slices."""
     require(backend)

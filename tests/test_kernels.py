@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from backends import BACKEND_PARAMS, require, to_backend, to_host
 from inputs import DISTRIBUTIONS, DTYPES, LAYOUTS, dtype_of, make_layout, make_values
+from multiblock_state import MB_STATE, record_states
 from reference import assert_same, reference_top_k
 
 import cutopk
@@ -174,41 +175,6 @@ def test_multiblock_ties_across_slices(backend):
     run_case(backend, y, 9000, algorithm="multiblock")
 
 
-# MbState in kernels/multiblock_radix.cu, to read the rows' final states in a test.
-MB_STATE = np.dtype(
-    {
-        "names": ["done", "from_cand", "cand_count", "filter"],
-        "formats": [np.int32, np.int32, np.int64, np.int32],
-        "offsets": [28, 40, 48, 64],
-        "itemsize": _dispatch.MULTIBLOCK_STATE_BYTES,
-    }
-)
-
-
-class _Recorder:
-    """An array module that keeps every array its ``empty`` makes (the first is the state)."""
-
-    def __init__(self, xp, made):
-        self._xp, self._made = xp, made
-
-    def __getattr__(self, name):
-        return getattr(self._xp, name)
-
-    def empty(self, *args, **kwargs):
-        self._made.append(self._xp.empty(*args, **kwargs))
-        return self._made[-1]
-
-
-def record_multiblock_arrays(monkeypatch):
-    """The arrays the next multi-block launches make, in order (the first is the rows' state)."""
-    from cutopk import _gpu_multiblock
-
-    made = []
-    original = _gpu_multiblock.run
-    monkeypatch.setattr(_gpu_multiblock, "run", lambda xp, *a, **kw: original(_Recorder(xp, made), *a, **kw))
-    return made
-
-
 @pytest.mark.parametrize("backend", GPU_BACKENDS)
 def test_multiblock_candidate_buffer_and_input_rows_together(backend, monkeypatch):
     require(backend)
@@ -219,10 +185,10 @@ def test_multiblock_candidate_buffer_and_input_rows_together(backend, monkeypatc
     x = rng.integers(-(2**31), 2**31 - 1, (3, 120_000), dtype=np.int32)
     x[2] = 5
     x[:2, ::997] = x[0, 11]
-    made = record_multiblock_arrays(monkeypatch)
+    states = record_states(monkeypatch)
     run_case(backend, x, 100, algorithm="multiblock")
-    state = to_host(made[0]).view(MB_STATE)
-    assert list(state["from_cand"]) == [1, 1, 0]  # the spread rows read the input twice
+    state = to_host(states[0]).view(MB_STATE)
+    assert list(state["source"]) == [1, 1, 0]  # the spread rows read the input twice
     assert (state["cand_count"][:2] < x.shape[1] // 64).all()
     for k in (1, 100, 3000):
         for mode in ("largest", "smallest"):
@@ -314,7 +280,7 @@ def test_multiblock_sampled_threshold_reads_crowded_rows_once(backend, sampled_t
     # the warp parts where its sample saw them room for them, so these rows restart on their
     # staged keys (about (rank + 1) * n / 4096 candidates) like a spread row; a row of equal keys
     # overflows every segment and stays on the input (its top bucket is the row, beyond `cap`).
-    made = record_multiblock_arrays(monkeypatch)
+    states = record_states(monkeypatch)
     n, k = 200_000, 100
     rng = np.random.default_rng(12)
     x = rng.random((4, n)).astype(np.float32)
@@ -324,11 +290,11 @@ def test_multiblock_sampled_threshold_reads_crowded_rows_once(backend, sampled_t
     plan = staged_plan(x, k, backend)
     expected = (plan.params["sample_rank"] + 1) * -(-n // _dispatch.MULTIBLOCK_SAMPLES)
     run_case(backend, x, k, algorithm="multiblock")
-    state = to_host(made[0]).view(MB_STATE)
-    assert (state["done"] == 1).all() and (state["filter"] == 0).all()
+    state = to_host(states[0]).view(MB_STATE)
+    assert (state["done"] == 1).all() and (state["staging"] == 0).all()
     for row in range(3):
-        assert state["from_cand"][row] == 1 and k <= state["cand_count"][row] <= 3 * expected, row
-    assert state["from_cand"][3] == 0 and plan.params["cap"] < n
+        assert state["source"][row] == 1 and k <= state["cand_count"][row] <= 3 * expected, row
+    assert state["source"][3] == 0 and plan.params["cap"] < n
 
 
 @pytest.mark.parametrize("backend", GPU_BACKENDS)
