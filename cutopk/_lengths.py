@@ -118,42 +118,39 @@ def describe_in_kernel(plan, width: int):
 
 
 def masked_rows(arr, lengths, req: _api.Request):
-    """The rows (axis last, C-contiguous) with every element at or past its row's length replaced
-    by the least preferred value."""
+    """The NumPy rows (axis last, C-contiguous) with every element at or past its row's length
+    replaced by the least preferred value."""
     from ._merge import least_preferred
 
-    xp = _xp(arr)
-    moved = xp.moveaxis(arr, req.axis, -1)
+    moved = np.moveaxis(arr, req.axis, -1)
     dtype = moved.dtype if moved.dtype.isnative else moved.dtype.newbyteorder("=")
     worst = least_preferred(dtype, req.largest, req.nan_largest)
-    inside = xp.arange(req.n, dtype=np.int64) < lengths[..., None]
-    if worst.dtype.kind == "f" or worst.dtype.name == "bfloat16":
-        if np.isnan(worst.astype(np.float64)):
-            # NaN is never preferred, but rows filled with it are slow for the NumPy selection
-            # (2-13x, benchmarks/results/2026-11-23-cpu-irregular.md). The extreme number is never
-            # preferred to a real number either (a tie goes to the lower, real, position); only a
-            # real NaN ranks below it, so NaN fills the rows when they hold one.
-            extreme = np.array(-np.inf if req.largest else np.inf, dtype=dtype)
-            rows = xp.where(inside, moved, xp.asarray(extreme)).astype(dtype, copy=False)
-            if not bool(xp.isnan(rows).any()):
-                return rows
-    return xp.where(inside, moved, xp.asarray(worst)).astype(dtype, copy=False)
+    inside = np.arange(req.n, dtype=np.int64) < lengths[..., None]
+    if np.isnan(worst.astype(np.float64)):
+        # NaN is never preferred, but rows filled with it are slow for the NumPy selection
+        # (2-13x, benchmarks/results/2026-11-23-cpu-irregular.md). The extreme number is never
+        # preferred to a real number either (a tie goes to the lower, real, position); only a
+        # real NaN ranks below it, so NaN fills the rows when they hold one.
+        extreme = np.array(-np.inf if req.largest else np.inf, dtype=dtype)
+        rows = np.where(inside, moved, extreme).astype(dtype, copy=False)
+        if not np.isnan(rows).any():
+            return rows
+    return np.where(inside, moved, worst).astype(dtype, copy=False)
 
 
 def pad(values, indices, lengths, req: _api.Request, dtype, out=None):
     """Selected positions at or past their row's length become padding (index -1, value 0), the
     values take the input's ``dtype`` (its byte order) and the axis goes back in place; written
-    into ``out`` when given."""
-    xp = _xp(values)
+    into ``out`` when given (NumPy arrays: the masked-copy route is the NumPy backend's)."""
     padding = indices >= lengths[..., None]
-    values = xp.where(padding, xp.zeros((), dtype=values.dtype), values).astype(dtype, copy=False)
-    indices = xp.where(padding, xp.asarray(-1, dtype=indices.dtype), indices)
-    values = xp.ascontiguousarray(xp.moveaxis(values, -1, req.axis))
-    indices = xp.ascontiguousarray(xp.moveaxis(indices, -1, req.axis))
+    values = np.where(padding, np.zeros((), dtype=values.dtype), values).astype(dtype, copy=False)
+    indices = np.where(padding, np.asarray(-1, dtype=indices.dtype), indices)
+    values = np.ascontiguousarray(np.moveaxis(values, -1, req.axis))
+    indices = np.ascontiguousarray(np.moveaxis(indices, -1, req.axis))
     if out is None:
         return values, indices
-    xp.copyto(out[0], values)
-    xp.copyto(out[1], indices)
+    np.copyto(out[0], values)
+    np.copyto(out[1], indices)
     return out
 
 

@@ -218,11 +218,10 @@ def _run_in_kernels(call, data, offsets):
 
 
 def _run(data, starts, lengths, k, order, options, idt):
-    """Steps 1-3 of the module docstring, for checked arguments."""
-    xp = np if isinstance(data, np.ndarray) else _cupy()
+    """Steps 1-3 of the generic route (the NumPy backend's), for checked arguments."""
     segments = lengths.size
-    values = xp.zeros((segments, k), dtype=data.dtype)
-    indices = xp.full((segments, k), -1, dtype=idt)
+    values = np.zeros((segments, k), dtype=data.dtype)
+    indices = np.full((segments, k), -1, dtype=idt)
     if k == 0 or segments == 0:
         return values, indices
     # "none" is given in index order: padding, last in index order, then ends each row.
@@ -242,7 +241,7 @@ def _run(data, starts, lengths, k, order, options, idt):
     short = short[np.argsort(classes, kind="stable")]
     classes = np.sort(classes, kind="stable")
     bounds = np.flatnonzero(np.diff(classes)) + 1
-    # The fill of padding cells, as a NumPy scalar (np.full and xp.where take it).
+    # The fill of padding cells, as a NumPy scalar.
     worst = least_preferred(data.dtype, options["mode"] == "largest", options["nan"] == "largest")[()]
     for group in np.split(short, bounds):
         width_cap = 1 << int(np.ceil(np.log2(lengths[group[0]])))
@@ -250,45 +249,35 @@ def _run(data, starts, lengths, k, order, options, idt):
         for first in range(0, group.size, per_block):
             block = group[first : first + per_block]
             _gather_and_select(
-                xp, data, starts[block], lengths[block], block, k, sort, options, worst, values, indices
+                data, starts[block], lengths[block], block, k, sort, options, worst, values, indices
             )
     return values, indices
 
 
-def _gather_and_select(xp, data, starts, lengths, rows, k, sort, options, worst, values, indices):
+def _gather_and_select(data, starts, lengths, rows, k, sort, options, worst, values, indices):
     """One batched top_k over the segments ``rows`` gathered into padded rows of the block's
     longest length; writes their results into ``values``/``indices``."""
-    block = _gather(xp, data, starts, lengths, worst)
+    block = _gather(data, starts, lengths, worst)
     width = block.shape[1]
     kk = min(k, width)
     top = _top_k(block, kk, sorted=sort, **options)
-    lengths_x = xp.asarray(lengths)
-    padding = top.indices >= lengths_x[:, None]
-    rows_x = xp.asarray(rows)
-    values[rows_x, :kk] = xp.where(padding, xp.zeros((), dtype=data.dtype), top.values)
-    indices[rows_x, :kk] = xp.where(padding, xp.asarray(-1, dtype=np.int64), top.indices).astype(
-        indices.dtype
-    )
+    padding = top.indices >= lengths[:, None]
+    values[rows, :kk] = np.where(padding, np.zeros((), dtype=data.dtype), top.values)
+    indices[rows, :kk] = np.where(padding, -1, top.indices).astype(indices.dtype)
 
 
-def _gather(xp, data, starts, lengths, worst):
+def _gather(data, starts, lengths, worst):
     """The segments as the rows of a ``(segments, longest)`` matrix, ``worst`` past their ends."""
     rows, width = lengths.size, int(lengths.max())
-    if xp is np and width >= ROW_COPY_WIDTH:
+    if width >= ROW_COPY_WIDTH:
         block = np.full((rows, width), worst, dtype=data.dtype)
         for r, (start, length) in enumerate(zip(starts.tolist(), lengths.tolist(), strict=True)):
             block[r, :length] = data[start : start + length]
         return block
-    cols = xp.arange(width, dtype=np.int64)
-    starts_x, lengths_x = xp.asarray(starts)[:, None], xp.asarray(lengths)[:, None]
-    inside = cols < lengths_x
+    cols = np.arange(width, dtype=np.int64)
+    starts_col, lengths_col = starts[:, None], lengths[:, None]
+    inside = cols < lengths_col
     # Cells past a segment's end read its first element (always in range), then become `worst`.
-    return xp.where(inside, data[xp.where(inside, starts_x + cols, starts_x)], worst).astype(
+    return np.where(inside, data[np.where(inside, starts_col + cols, starts_col)], worst).astype(
         data.dtype, copy=False
     )
-
-
-def _cupy():
-    import cupy
-
-    return cupy
