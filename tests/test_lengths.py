@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from backends import sim_unavailable_reason
 from inputs import make_values
-from reference import reference_top_k
+from reference import reference_with_lengths
 
 import cutopk
 
@@ -15,15 +15,10 @@ ALGORITHMS = ["auto", "warp_row", "warp_radix", "bitonic", "radix", "multiblock"
 
 
 def expected_rows(x, k, lengths, **kw):
-    """Row by row: the reference top_k of the row's prefix, then padding (-1, 0)."""
+    """The reference with lengths (tests/reference.py) on the rows of ``x`` (last axis), in the
+    batch shape."""
     rows = x.reshape(-1, x.shape[-1])
-    values = np.zeros((rows.shape[0], k), x.dtype)
-    indices = np.full((rows.shape[0], k), -1, np.int64)
-    for r, (row, length) in enumerate(zip(rows, lengths.reshape(-1), strict=True)):
-        kk = min(k, int(length))
-        if kk:
-            v, i = reference_top_k(row[:length], kk, **kw)
-            values[r, :kk], indices[r, :kk] = v, i
+    values, indices = reference_with_lengths(rows, k, lengths.reshape(-1), **kw)
     return values.reshape(*x.shape[:-1], k), indices.reshape(*x.shape[:-1], k)
 
 
