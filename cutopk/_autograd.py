@@ -15,6 +15,16 @@ def records(a) -> bool:
     return isinstance(a, torch.Tensor) and a.requires_grad and torch.is_grad_enabled()
 
 
+def _valid(indices, grad_values):
+    """``(where, flowing)`` for ``scatter_add_``: the indices as int64 (torch compares and
+    scatters no unsigned type but uint8; every index dtype top_k takes fits), padding (index -1,
+    with lengths) sent to position 0 with a zero gradient."""
+    indices = indices.to(torch.int64)
+    valid = indices >= 0
+    where = torch.where(valid, indices, torch.zeros_like(indices))
+    return where, torch.where(valid, grad_values, torch.zeros_like(grad_values))
+
+
 class _TopK(torch.autograd.Function):
     @staticmethod
     def forward(ctx, a, axis, select):
@@ -28,11 +38,7 @@ class _TopK(torch.autograd.Function):
     def backward(ctx, grad_values, _grad_indices):
         (indices,) = ctx.saved_tensors
         grad = grad_values.new_zeros(ctx.shape)
-        # Padding (index -1, with lengths) gets no gradient: it adds zero at position 0.
-        valid = indices >= 0
-        where = torch.where(valid, indices, torch.zeros_like(indices)).to(torch.int64)
-        flowing = torch.where(valid, grad_values, torch.zeros_like(grad_values))
-        return grad.scatter_add_(ctx.axis, where, flowing), None, None
+        return grad.scatter_add_(ctx.axis, *_valid(indices, grad_values)), None, None
 
 
 def top_k(a, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm, lengths=None):

@@ -243,6 +243,15 @@ class _SingleLaunch:
         self.fn(self.grid, self.block, tuple(args), shared_mem=self.shared)
 
 
+def _c_strides(shape, itemsize: int) -> tuple:
+    """The byte strides of a C-contiguous array of ``shape``."""
+    strides, step = [], itemsize
+    for size in reversed(tuple(shape)):
+        strides.append(step)
+        step *= max(1, size)
+    return tuple(reversed(strides))
+
+
 class GpuCall:
     """Everything about one call signature (shape, strides, dtype, request, device) that does not
     depend on the data: checked and planned once, then :meth:`run` does only the per-call work
@@ -276,6 +285,10 @@ class GpuCall:
         self.result_shape = tuple(req.k if i == req.axis else s for i, s in enumerate(shape))
         self.last_axis = req.axis == len(shape) - 1
         _check_forced(req, self.info.itemsize, self.facts, self.rows)
+        if self.native is not self.dtype:
+            # run() byte-swaps the input into a C-contiguous copy: the kernels read that copy's
+            # layout, not the input's.
+            strides = _c_strides(shape, self.dtype.itemsize)
         layout = _layout.row_strides(shape, strides, self.dtype.itemsize, req.axis)
         self.strides = layout
         outer = layout is not None and _layout.is_outer(self.rows, *layout)
@@ -327,7 +340,7 @@ class GpuCall:
                 return out
             return values.reshape(self.out_shape), indices.reshape(self.out_shape)
         if self.native is not self.dtype:
-            a = a.astype(self.native)
+            a = a.astype(self.native, order="C")  # the layout __init__ planned on
         into_out = out is not None and self.last_axis and self.native is self.dtype
         if into_out:  # C-contiguous outputs of the result's shape: the kernels write into them
             values = out[0].reshape(self.rows, req.k)

@@ -77,7 +77,8 @@ def check(lengths, arr, req: _api.Request):
                 f"got values from {int(low)} to {int(high)}"
             )
         longest = int(high)
-    return xp.ascontiguousarray(lengths, dtype=np.int64), longest  # the kernels index it by row number
+    # asarray, not ascontiguousarray: that makes a 0-d array (a 1-D input's lengths) 1-d.
+    return xp.asarray(lengths, dtype=np.int64, order="C"), longest  # the kernels index it by row number
 
 
 def narrowed(arr, call, longest: int):

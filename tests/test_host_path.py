@@ -10,7 +10,7 @@ import threading
 
 import numpy as np
 import pytest
-from backends import sim_unavailable_reason
+from backends import BACKEND_PARAMS, require, sim_unavailable_reason, to_backend, to_host
 from inputs import make_values
 from reference import assert_same, reference_top_k
 
@@ -96,6 +96,35 @@ def test_unhashable_arguments_are_checked_uncached():
     assert cutopk.top_k(x, np.array(2)).indices.tolist() == [5, 4]  # 0-d arrays do not hash
 
 
+@pytest.mark.parametrize("backend", BACKEND_PARAMS)
+@pytest.mark.parametrize("kind", ["numpy", "torch"])
+def test_a_0d_k_changed_in_place_is_read_again_at_every_call(backend, kind):
+    """The cache key holds the value of ``k``, never the object: a 0-d array or tensor changed in
+    place between two calls gives the new K."""
+    require(backend)
+    if kind == "torch":
+        torch = pytest.importorskip("torch", reason="torch is not installed")
+        k = torch.tensor(3)
+    else:
+        k = np.array(3)
+    x = to_backend(np.arange(40.0).reshape(4, 10), backend)
+    assert cutopk.top_k(x, k, backend=backend).values.shape == (4, 3)
+    k.fill_(5) if kind == "torch" else k.fill(5)
+    r = cutopk.top_k(x, k, backend=backend)
+    assert r.values.shape == (4, 5)
+    assert to_host(r.indices).tolist() == [[9, 8, 7, 6, 5]] * 4
+    assert cutopk.plan(x, k, backend=backend).k == 5
+
+
+def test_a_cached_k_never_answers_a_refused_one():
+    torch = pytest.importorskip("torch", reason="torch is not installed")
+    x = np.arange(12.0).reshape(3, 4)
+    cutopk.top_k(x, torch.tensor(2))
+    for bad in (torch.tensor([2]), torch.tensor(True), np.array([2])):
+        with pytest.raises(TypeError, match="k: expected an integer"):
+            cutopk.top_k(x, bad)
+
+
 def test_the_cache_is_bounded(monkeypatch):
     cache = _call.PlanCache(maxsize=4)
     monkeypatch.setattr(_call, "CACHE", cache)
@@ -151,6 +180,39 @@ def test_out_with_a_non_native_input():
     for backend in BACKENDS:
         cutopk.top_k(x, 2, backend=_backend(backend), out=out)
         assert out[0].tolist() == [[3, 3]] and out[1].tolist() == [[1, 3]]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", [">f4", ">f8", ">i2"])
+@pytest.mark.parametrize("view", ["columns", "rows_reversed", "transposed", "broadcast"])
+@pytest.mark.parametrize("lengths", [False, True])
+def test_a_strided_byte_swapped_input_gives_the_native_answer(backend, dtype, view, lengths):
+    """A byte-swapped input that is not contiguous: every algorithm reads the swapped copy's
+    layout, not the input's."""
+    backend = _backend(backend)
+    base = make_values(np.random.default_rng(3), np.dtype(dtype).newbyteorder("="), (6, 120), "ties")
+    x = base.astype(dtype)
+    x = {
+        "columns": x[:, ::2],
+        "rows_reversed": x[::-2, 1::3],
+        "transposed": x.T[::3],
+        "broadcast": np.broadcast_to(x[:1, :50], (3, 50)),
+    }[view]
+    native = x.astype(x.dtype.newbyteorder("="))
+    algorithms = ["auto"] if backend == "numpy" else cutopk.algorithms(backend)
+    for algorithm in algorithms:
+        for axis in (-1, 0):
+            kw = {"axis": axis, "backend": backend, "algorithm": algorithm}
+            if lengths:
+                kw["lengths"] = np.arange(x.shape[1 - (axis % 2)]) % (x.shape[axis] + 1)
+            try:
+                want = cutopk.top_k(native, 3, **kw)
+            except ValueError:  # the forced algorithm does not serve this shape
+                continue
+            got = cutopk.top_k(x, 3, **kw)
+            assert got.values.dtype == x.dtype
+            np.testing.assert_array_equal(got.indices, want.indices, err_msg=algorithm)
+            np.testing.assert_array_equal(got.values, want.values, err_msg=algorithm)
 
 
 OUT_X = np.zeros((3, 5), np.float32)

@@ -171,6 +171,17 @@ def test_torch_cpu_tensor_that_requires_grad():
     assert cutopk.top_k(t, 1).indices.tolist() == [1]
 
 
+@pytest.mark.parametrize("index_dtype", ["int64", "int32", "uint32", "uint64"])
+@pytest.mark.parametrize("numpy_name", [True, False])
+def test_the_gradient_flows_for_every_index_dtype(index_dtype, numpy_name):
+    torch = _torch()
+    t = torch.tensor([[1.0, 3.0, 2.0, 0.5], [4.0, -1.0, 4.0, 0.0]], requires_grad=True)
+    dt = np.dtype(index_dtype) if numpy_name else getattr(torch, index_dtype)
+    r = cutopk.top_k(t, 2, index_dtype=dt)
+    (r.values * torch.tensor([[1.0, 10.0]])).sum().backward()
+    assert t.grad.tolist() == [[0.0, 1.0, 10.0, 0.0], [1.0, 0.0, 10.0, 0.0]]
+
+
 def test_torch_cpu_bfloat16():
     torch = _torch()
     pytest.importorskip("ml_dtypes", reason="bfloat16 on the CPU needs ml_dtypes")

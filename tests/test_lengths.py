@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from backends import sim_unavailable_reason
+from backends import BACKEND_PARAMS, require, sim_unavailable_reason, to_backend, to_host
 from inputs import make_values
 from reference import reference_with_lengths
 
@@ -75,6 +75,18 @@ def test_other_axes_batch_shapes_and_out(backend):
     out = (np.empty((3, 4, 2), np.float32), np.empty((3, 4, 2), np.int32))
     r = cutopk.top_k(x, 4, axis=1, lengths=lengths, index_dtype=np.int32, backend=backend, out=out)
     assert r.values is out[0] and (out[1] == got.indices).all()
+
+
+@pytest.mark.parametrize("backend", BACKEND_PARAMS)
+def test_a_1d_input_with_0d_lengths_gives_a_1d_result(backend):
+    require(backend)
+    x = to_backend(np.arange(10.0), backend)
+    lengths = to_backend(np.array(7), backend)
+    r = cutopk.top_k(x, 3, lengths=lengths, backend=backend)
+    assert r.values.shape == r.indices.shape == (3,)
+    assert to_host(r.indices).tolist() == [6, 5, 4] and to_host(r.values).tolist() == [6.0, 5.0, 4.0]
+    short = cutopk.top_k(x, 3, lengths=to_backend(np.array(1), backend), backend=backend)
+    assert to_host(short.indices).tolist() == [0, -1, -1]
 
 
 def test_non_native_input_keeps_its_dtype():
