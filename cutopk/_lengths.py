@@ -78,7 +78,10 @@ def check(lengths, arr, req: _api.Request):
             )
         longest = int(high)
     # asarray, not ascontiguousarray: that makes a 0-d array (a 1-D input's lengths) 1-d.
-    return xp.asarray(lengths, dtype=np.int64, order="C"), longest  # the kernels index it by row number
+    lengths = xp.asarray(lengths, dtype=np.int64, order="C")
+    if (lengths.flags.aligned if xp is np else lengths.data.ptr % 8 == 0) is False:
+        lengths = lengths.copy()  # the kernels read whole int64s: a misaligned view faults on a GPU
+    return lengths, longest  # the kernels index it by row number
 
 
 def narrowed(arr, call, longest: int):
