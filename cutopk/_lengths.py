@@ -47,6 +47,11 @@ def check(lengths, arr, req: _api.Request):
             f"got {req.index_dtype}"
         )
     xp = _xp(arr)
+    if isinstance(lengths, np.ma.MaskedArray):  # its mask would be ignored: a silent wrong answer
+        raise TypeError(
+            "lengths: expected an integer array without a mask, got a numpy.ma.MaskedArray; "
+            "pass lengths.filled(value) instead"
+        )
     if not hasattr(lengths, "shape") or not hasattr(lengths, "dtype"):
         raise TypeError(f"lengths: expected an integer array, got {type(lengths).__qualname__}")
     module = type(lengths).__module__.split(".")[0]

@@ -105,6 +105,7 @@ def test_non_native_input_keeps_its_dtype():
         (np.array([1, 2, 3]), {}, ValueError, r"lengths: expected shape \(2,\)"),
         (np.array([1.0, 2.0]), {}, TypeError, "lengths: expected an integer array, got dtype float64"),
         ([1, 2], {}, TypeError, "lengths: expected an integer array, got list"),
+        (np.ma.array([1, 4], mask=[False, True]), {}, TypeError, "lengths: expected an integer array without a mask, got a numpy.ma.MaskedArray"),
         (np.array([1, 2]), {"index_dtype": np.uint32}, ValueError, "index_dtype: with lengths, padding is index -1"),
     ],
 )  # fmt: skip
