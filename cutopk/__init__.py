@@ -86,7 +86,7 @@ def top_k(
         part with its first ``lengths[r]`` elements only; a row shorter than ``k`` ends in padding
         (index -1, value 0). Needs a signed ``index_dtype``.
     out : (values, indices), optional
-        Preallocated C-contiguous outputs of the result's shape, dtypes, array type and device, not
+        A tuple or a list of the two: preallocated C-contiguous outputs of the result's shape, dtypes, array type and device, not
         overlapping the input: the results are written there and the same objects returned.
 
     Returns

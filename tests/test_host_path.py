@@ -174,6 +174,22 @@ def test_out_is_written_and_returned(backend, axis):
     assert_same((values, indices.astype(np.int64)), reference_top_k(x, 3, axis=axis))
 
 
+@pytest.mark.parametrize("backend", BACKEND_PARAMS)
+@pytest.mark.parametrize("container", [tuple, list])
+def test_out_is_a_tuple_or_a_list_of_the_two_arrays(backend, container):
+    require(backend)
+    x = to_backend(np.arange(12.0, dtype=np.float32).reshape(3, 4), backend)
+    out = container(
+        [to_backend(np.empty((3, 2), np.float32), backend), to_backend(np.empty((3, 2), np.int64), backend)]
+    )
+    r = cutopk.top_k(x, 2, backend=backend, out=out)
+    assert r.values is out[0] and r.indices is out[1]
+    assert to_host(out[1]).tolist() == [[3, 2]] * 3
+    for other in (iter(out), {0: out[0], 1: out[1]}, (out[0],)):
+        with pytest.raises(TypeError, match=r"out: expected a pair \(values, indices\) of arrays"):
+            cutopk.top_k(x, 2, backend=backend, out=other)
+
+
 def test_out_with_a_non_native_input():
     x = np.array([[1, 3, 2, 3]], dtype=">f4")
     out = (np.empty((1, 2), ">f4"), np.empty((1, 2), np.int64))
