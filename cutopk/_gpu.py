@@ -281,7 +281,7 @@ class GpuCall:
         # LENGTHS or SEGMENTS: each run() takes the int64 extents array (kernels/row_extent.cuh).
         self.rows_kind = rows_kind
         self._signature = (tuple(shape), tuple(strides), dtype, device)
-        self._variants: dict[int, GpuCall] = {}
+        self._variants: dict[int | str, GpuCall] = {}  # by rows_kind, and "aligned"
         self.target = req.backend
         self.xp = _xp(self.target)
         self.dtype = np.dtype(dtype)
