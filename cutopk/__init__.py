@@ -86,7 +86,7 @@ def top_k(
         part with its first ``lengths[r]`` elements only; a row shorter than ``k`` ends in padding
         (index -1, value 0). Needs a signed ``index_dtype``.
     out : (values, indices), optional
-        Preallocated C-contiguous outputs of the result's shape, dtypes, array type and device, not
+        A tuple or a list of the two: preallocated C-contiguous outputs of the result's shape, dtypes, array type and device, not
         overlapping the input: the results are written there and the same objects returned.
 
     Returns
@@ -106,7 +106,7 @@ def top_k(
     >>> cutopk.top_k(x, 1, mode="smallest", nan="largest").indices.ravel().tolist()
     [0, 0]
     """
-    if type(a) is not np.ndarray and getattr(a, "requires_grad", False):
+    if _requires_grad(a):
         from . import _autograd
 
         if _autograd.records(a):
@@ -252,6 +252,8 @@ def merge_top_k(parts, k, /, *, mode: str = "largest", sorted: bool | str = True
     TopK
         ``(values, indices)`` of shape ``(*batch, k)``, C-contiguous, the parts' dtypes and array
         type. A row with fewer than ``k`` real candidates ends in padding: index -1, value 0.
+        For torch parts whose values require grad, ``values`` carries the gradient to every
+        part's values (to the winners).
 
     Examples
     --------
@@ -264,6 +266,16 @@ def merge_top_k(parts, k, /, *, mode: str = "largest", sorted: bool | str = True
     """
     from . import _merge
 
+    values = (
+        [p[0] for p in parts if type(p) in (tuple, list, TopK) and len(p) == 2]
+        if type(parts) in (list, tuple)
+        else []
+    )
+    if _requires_grad(*values):
+        from . import _autograd
+
+        if any(_autograd.records(v) for v in values):
+            return TopK(*_autograd.merge_top_k(parts, k, mode, sorted, nan))
     return _merge.merge_top_k(parts, k, mode, sorted, nan)
 
 
@@ -301,7 +313,8 @@ def segmented_top_k(
     TopK
         ``(values, indices)`` of shape ``(S, k)``; indices are positions inside the segment (add
         ``offsets[:-1, None]`` for positions in ``data``). A segment of length ``L < k`` gives its
-        ``L`` elements first, then padding: index -1, value 0.
+        ``L`` elements first, then padding: index -1, value 0. For a torch tensor that requires
+        grad, ``values`` carries the gradient (to the selected elements of ``data``).
 
     Examples
     --------
@@ -316,7 +329,22 @@ def segmented_top_k(
     """
     from . import _segmented
 
+    if _requires_grad(data):
+        from . import _autograd
+
+        if _autograd.records(data):
+            return TopK(
+                *_autograd.segmented_top_k(
+                    data, offsets, k, mode, sorted, nan, index_dtype, backend, algorithm
+                )
+            )
     return _segmented.segmented_top_k(data, offsets, k, mode, sorted, nan, index_dtype, backend, algorithm)
+
+
+def _requires_grad(*arrays) -> bool:
+    """Whether one of ``arrays`` may be a tensor autograd records (torch is not imported here:
+    :mod:`cutopk._autograd` makes the exact check)."""
+    return any(type(a) is not np.ndarray and getattr(a, "requires_grad", False) for a in arrays)
 
 
 _SUBMODULES = ("onnx", "openvino", "directml", "dask")

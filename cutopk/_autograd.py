@@ -1,8 +1,11 @@
-"""Gradients through :func:`cutopk.top_k` for torch tensors that require grad.
+"""Gradients through :func:`cutopk.top_k`, :func:`cutopk.segmented_top_k` and
+:func:`cutopk.merge_top_k` for torch tensors that require grad.
 
-The values are the input's elements at the selected indices, so the gradient of the input is the
-incoming gradient of the values scattered to those indices (zero elsewhere), as ``torch.topk``
-does. Indices are not differentiable.
+The values are input elements at the selected positions, so the gradient of the input is the
+incoming gradient of the values scattered to those positions (zero elsewhere), as ``torch.topk``
+does: along the axis for ``top_k``, at ``offsets[s] + index`` for a segment, and at the winner's
+place in its part for a merge (every part's values get their share). Padding (index -1) is a
+constant and passes no gradient. Indices are not differentiable.
 """
 
 from __future__ import annotations
@@ -13,6 +16,16 @@ import torch
 def records(a) -> bool:
     """Whether autograd records an operation on ``a`` here."""
     return isinstance(a, torch.Tensor) and a.requires_grad and torch.is_grad_enabled()
+
+
+def _valid(indices, grad_values):
+    """``(where, flowing)`` for ``scatter_add_``: the indices as int64 (torch compares and
+    scatters no unsigned type but uint8; every index dtype top_k takes fits), padding (index -1,
+    with lengths) sent to position 0 with a zero gradient."""
+    indices = indices.to(torch.int64)
+    valid = indices >= 0
+    where = torch.where(valid, indices, torch.zeros_like(indices))
+    return where, torch.where(valid, grad_values, torch.zeros_like(grad_values))
 
 
 class _TopK(torch.autograd.Function):
@@ -28,11 +41,7 @@ class _TopK(torch.autograd.Function):
     def backward(ctx, grad_values, _grad_indices):
         (indices,) = ctx.saved_tensors
         grad = grad_values.new_zeros(ctx.shape)
-        # Padding (index -1, with lengths) gets no gradient: it adds zero at position 0.
-        valid = indices >= 0
-        where = torch.where(valid, indices, torch.zeros_like(indices)).to(torch.int64)
-        flowing = torch.where(valid, grad_values, torch.zeros_like(grad_values))
-        return grad.scatter_add_(ctx.axis, where, flowing), None, None
+        return grad.scatter_add_(ctx.axis, *_valid(indices, grad_values)), None, None
 
 
 def top_k(a, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm, lengths=None):
@@ -49,3 +58,77 @@ def top_k(a, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm, lengt
         )  # fmt: skip
 
     return _TopK.apply(a, ax, run)
+
+
+class _Segmented(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, data, offsets, select):
+        values, indices = select(data.detach())
+        from ._segmented import check_offsets
+
+        starts = torch.as_tensor(check_offsets(offsets, data.shape[0])[:-1], device=data.device)
+        ctx.save_for_backward(indices, starts)
+        ctx.n = data.shape[0]
+        ctx.mark_non_differentiable(indices)
+        return values, indices
+
+    @staticmethod
+    def backward(ctx, grad_values, _grad_indices):
+        indices, starts = ctx.saved_tensors
+        where, flowing = _valid(indices, grad_values)
+        # Positions in data; padding (where 0, zero gradient) stays at 0, inside data when n > 0.
+        where = torch.where(indices.to(torch.int64) >= 0, where + starts[:, None], torch.zeros_like(where))
+        grad = grad_values.new_zeros(ctx.n)
+        if ctx.n:
+            grad.scatter_add_(0, where.reshape(-1), flowing.reshape(-1))
+        return grad, None, None
+
+
+def segmented_top_k(data, offsets, k, mode, sorted_, nan, index_dtype, backend, algorithm):
+    """``segmented_top_k`` with ``values`` differentiable with respect to ``data``."""
+    from . import _segmented
+
+    def run(detached):
+        return _segmented.segmented_top_k(
+            detached, offsets, k, mode, sorted_, nan, index_dtype, backend, algorithm
+        )
+
+    return _Segmented.apply(data, offsets, run)
+
+
+class _Merge(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, select, *values):
+        (out_values, out_indices), where = select([v.detach() for v in values])
+        ctx.save_for_backward(out_indices, where)
+        ctx.widths = [v.shape[-1] for v in values]
+        ctx.shape = (*values[0].shape[:-1], sum(ctx.widths))
+        ctx.mark_non_differentiable(out_indices)
+        return out_values, out_indices
+
+    @staticmethod
+    def backward(ctx, grad_values, _grad_indices):
+        out_indices, where = ctx.saved_tensors
+        # Padding winners (index -1) are the constant 0: no gradient reaches their part.
+        valid = out_indices.to(torch.int64) >= 0
+        where = torch.where(valid, where, torch.zeros_like(where))
+        flowing = torch.where(valid, grad_values, torch.zeros_like(grad_values))
+        grad = grad_values.new_zeros(ctx.shape)
+        if grad.numel():
+            grad.scatter_add_(-1, where, flowing)
+        return None, *torch.split(grad, ctx.widths, dim=-1)
+
+
+def merge_top_k(parts, k, mode, sorted_, nan):
+    """``merge_top_k`` with ``values`` differentiable with respect to every part's values."""
+    from . import _merge
+
+    pairs = _merge._as_pairs(parts)
+    indices = [i for _, i in pairs]
+
+    def run(detached):
+        return _merge.merge_top_k(
+            list(zip(detached, indices, strict=True)), k, mode, sorted_, nan, positions=True
+        )
+
+    return _Merge.apply(run, *[v for v, _ in pairs])

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import operator
 import threading
 
 import numpy as np
@@ -131,10 +132,21 @@ def _copy_lines(copies: dict) -> tuple[str, ...]:
     return tuple(f"{what} ({size} bytes)" if size else what for what, size in copies.items())
 
 
+def _value_of(k):
+    """What the cache key holds for ``k``: its value, never the object. A 0-d tensor or array is
+    mutable (``k.fill_(5)``) and a torch tensor hashes by identity, so its type, dtype, shape and
+    integer value stand for it (the dtype and shape keep a bool or 1-element array, which the
+    checks refuse, apart from an accepted one). TypeError where there is no integer value: the
+    call is then checked uncached (and refused)."""
+    if type(k) is int:
+        return k
+    return (type(k), str(getattr(k, "dtype", "")), tuple(getattr(k, "shape", ())), operator.index(k))
+
+
 def _signature(tp, arr, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm, device):
     return (
-        tp, arr.shape, arr.strides, arr.dtype, type(k), k, type(axis), axis, mode, type(sorted_), sorted_,
-        nan, index_dtype, backend, algorithm, device,
+        tp, arr.shape, arr.strides, arr.dtype, type(k), _value_of(k), type(axis), axis, mode, type(sorted_),
+        sorted_, nan, index_dtype, backend, algorithm, device,
     )  # fmt: skip
 
 

@@ -184,6 +184,8 @@ SCALAR_TYPES = {
     "by_index": np.int32, "size": np.int32, "cap": np.int32, "index_bytes": np.int32,
     "rows_kind": np.int32,
 }  # fmt: skip
+# The kernels take k as a C int (np.int32 above); rows, n, strides and indices are 64-bit.
+KERNEL_MAX_K = 2**31 - 1
 PER_CALL = ("input", "extents", "values", "indices", "buf_key", "buf_idx")
 
 
@@ -243,6 +245,24 @@ class _SingleLaunch:
         self.fn(self.grid, self.block, tuple(args), shared_mem=self.shared)
 
 
+def _aligned(a, aligned_strides: bool) -> bool:
+    """Whether the kernels may read ``a`` in place: its data pointer (and, checked once per
+    signature, its strides) a multiple of its element size. A per-call check: two arrays of one
+    signature can lie at different offsets."""
+    if isinstance(a, np.ndarray):
+        return a.flags.aligned  # NumPy's own test of the pointer and strides (cheaper than ctypes)
+    return aligned_strides and a.data.ptr % a.dtype.itemsize == 0
+
+
+def _c_strides(shape, itemsize: int) -> tuple:
+    """The byte strides of a C-contiguous array of ``shape``."""
+    strides, step = [], itemsize
+    for size in reversed(tuple(shape)):
+        strides.append(step)
+        step *= max(1, size)
+    return tuple(reversed(strides))
+
+
 class GpuCall:
     """Everything about one call signature (shape, strides, dtype, request, device) that does not
     depend on the data: checked and planned once, then :meth:`run` does only the per-call work
@@ -261,7 +281,7 @@ class GpuCall:
         # LENGTHS or SEGMENTS: each run() takes the int64 extents array (kernels/row_extent.cuh).
         self.rows_kind = rows_kind
         self._signature = (tuple(shape), tuple(strides), dtype, device)
-        self._variants: dict[int, GpuCall] = {}
+        self._variants: dict[int | str, GpuCall] = {}  # by rows_kind, and "aligned"
         self.target = req.backend
         self.xp = _xp(self.target)
         self.dtype = np.dtype(dtype)
@@ -275,7 +295,16 @@ class GpuCall:
         self.out_shape = (*other, req.k)  # the kernels' rows, before the axis goes back in place
         self.result_shape = tuple(req.k if i == req.axis else s for i, s in enumerate(shape))
         self.last_axis = req.axis == len(shape) - 1
+        if req.k > KERNEL_MAX_K:
+            raise ValueError(
+                f"k: the CUDA kernels select at most 2**31 - 1 elements per row (k is a 32-bit kernel "
+                f"argument; every size and index is 64-bit), got k={req.k}; use backend='numpy'"
+            )
         _check_forced(req, self.info.itemsize, self.facts, self.rows)
+        if self.native is not self.dtype:
+            # run() byte-swaps the input into a C-contiguous copy: the kernels read that copy's
+            # layout, not the input's.
+            strides = _c_strides(shape, self.dtype.itemsize)
         layout = _layout.row_strides(shape, strides, self.dtype.itemsize, req.axis)
         self.strides = layout
         outer = layout is not None and _layout.is_outer(self.rows, *layout)
@@ -297,6 +326,11 @@ class GpuCall:
             self.single is not None and self.last_axis and self.native is self.dtype and not self.plan.copy
         )
         self.rows_k = (self.rows, req.k)
+        # The kernels read whole elements: a misaligned input (a view some bytes into a buffer)
+        # faults on a GPU. The strides are checked here, the data pointer at every run().
+        # (A non-native input is read through run()'s byte-swapped copy, aligned: no check.)
+        self.aligned_strides = all(st % self.dtype.itemsize == 0 for st in strides)
+        self.check_alignment = self.native is self.dtype
 
     def with_rows(self, rows_kind: int) -> GpuCall:
         """This signature's call over rows of ``rows_kind`` (planned once, kept with this one)."""
@@ -313,6 +347,8 @@ class GpuCall:
         when given (already checked to fit). ``extents``: the int64 lengths or CSR offsets of a
         call planned with ``rows_kind`` LENGTHS or SEGMENTS (on ``a``'s device)."""
         xp, req = self.xp, self.req
+        if self.check_alignment and not _aligned(a, self.aligned_strides):
+            return self._run_aligned(a, out, extents)
         if self.direct:  # the common case, in as few steps as it takes
             if out is None:
                 values, indices = xp.empty(self.rows_k, self.native), xp.empty(self.rows_k, req.index_dtype)
@@ -327,7 +363,7 @@ class GpuCall:
                 return out
             return values.reshape(self.out_shape), indices.reshape(self.out_shape)
         if self.native is not self.dtype:
-            a = a.astype(self.native)
+            a = a.astype(self.native, order="C")  # the layout __init__ planned on
         into_out = out is not None and self.last_axis and self.native is self.dtype
         if into_out:  # C-contiguous outputs of the result's shape: the kernels write into them
             values = out[0].reshape(self.rows, req.k)
@@ -348,6 +384,21 @@ class GpuCall:
         if self.native is not self.dtype:
             values = values.astype(self.dtype)  # SPEC: values.dtype == a.dtype
         return values, indices
+
+    def _run_aligned(self, a, out, extents):
+        """:meth:`run` on an aligned copy of a misaligned ``a``: a contiguous ``a`` keeps its
+        layout in the copy (so this very call runs it: a CSR data array, say); any other is copied
+        to C order and run by the call planned for that layout (kept with this one)."""
+        if a.flags.c_contiguous and self.aligned_strides:
+            call = self
+        else:
+            call = self._variants.get("aligned")
+            if call is None:
+                shape, _, dtype, device = self._signature
+                strides = _c_strides(shape, self.dtype.itemsize)
+                call = GpuCall(shape, strides, dtype, self.req, device, self.rows_kind)
+                self._variants["aligned"] = call
+        return call.run(self.xp.array(a, order="C", copy=True), out, extents)
 
     def _finish(self, arr):
         if self.last_axis:

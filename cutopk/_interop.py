@@ -127,12 +127,29 @@ def plain_tensor(t, name: str = "a"):
         )
     if t.is_quantized:
         raise TypeError(f"{name}: unsupported dtype {t.dtype} (quantized tensors: call .dequantize() first)")
+    _check_torch_dtype(t.dtype, name)
     t = t.detach()
     if t.is_neg():
         t = t.resolve_neg()
     if t.is_conj():
         t = t.resolve_conj()
     return t
+
+
+def _check_torch_dtype(dtype, name: str) -> None:
+    """Refuse, before any work, a torch dtype that DLPack cannot carry faithfully: float8, complex32
+    and bits types have no DLPack export (torch raises from inside), and uint1..uint7 /
+    int1..int7 would be read as 8-bit integers. NumPy-equivalent dtypes (bool and complex too)
+    go on to the usual checks and their messages."""
+    from . import _dtypes
+
+    try:
+        dt = _dtypes.as_numpy_dtype(dtype)
+    except TypeError:
+        dt = None
+    if dt is None or (dt not in _dtypes.SUPPORTED and dt.kind not in "bc"):
+        names = ", ".join(i.name for i in _dtypes.SUPPORTED.values())
+        raise TypeError(f"{name}: unsupported dtype {dtype} (expected one of {names})")
 
 
 def identity(x):

@@ -47,6 +47,11 @@ def check(lengths, arr, req: _api.Request):
             f"got {req.index_dtype}"
         )
     xp = _xp(arr)
+    if isinstance(lengths, np.ma.MaskedArray):  # its mask would be ignored: a silent wrong answer
+        raise TypeError(
+            "lengths: expected an integer array without a mask, got a numpy.ma.MaskedArray; "
+            "pass lengths.filled(value) instead"
+        )
     if not hasattr(lengths, "shape") or not hasattr(lengths, "dtype"):
         raise TypeError(f"lengths: expected an integer array, got {type(lengths).__qualname__}")
     module = type(lengths).__module__.split(".")[0]
@@ -77,7 +82,11 @@ def check(lengths, arr, req: _api.Request):
                 f"got values from {int(low)} to {int(high)}"
             )
         longest = int(high)
-    return xp.ascontiguousarray(lengths, dtype=np.int64), longest  # the kernels index it by row number
+    # asarray, not ascontiguousarray: that makes a 0-d array (a 1-D input's lengths) 1-d.
+    lengths = xp.asarray(lengths, dtype=np.int64, order="C")
+    if (lengths.flags.aligned if xp is np else lengths.data.ptr % 8 == 0) is False:
+        lengths = lengths.copy()  # the kernels read whole int64s: a misaligned view faults on a GPU
+    return lengths, longest  # the kernels index it by row number
 
 
 def narrowed(arr, call, longest: int):

@@ -184,8 +184,9 @@ def _check_k(k, total: int) -> int:
     return k
 
 
-def merge_top_k(parts, k, mode: str = "largest", sorted_=True, nan: str = "last") -> TopK:
-    """The implementation of :func:`cutopk.merge_top_k` (see its docstring)."""
+def merge_top_k(parts, k, mode: str = "largest", sorted_=True, nan: str = "last", positions: bool = False):
+    """The implementation of :func:`cutopk.merge_top_k` (see its docstring). ``positions``: also
+    return each winner's position along the parts' concatenated last axis (for the gradient)."""
     pairs = _as_pairs(parts)
     _api.check_choice("mode", mode, _api.MODES)
     order = _api.check_order(sorted_)
@@ -196,15 +197,17 @@ def merge_top_k(parts, k, mode: str = "largest", sorted_=True, nan: str = "last"
     k = _check_k(k, total)
     xp = _array_module(kind)
     with scope:
-        values, indices = _merge(xp, pairs, k, mode, order, nan, vdt, idt, batch)
-        return TopK(back(values), back(indices))
+        values, indices, where = _merge(xp, pairs, k, mode, order, nan, vdt, idt, batch)
+        result = TopK(back(values), back(indices))
+        return (result, back(where)) if positions else result
 
 
 def _merge(xp, pairs, k, mode, order, nan, vdt, idt, batch):
-    """Steps 1-5 of the module docstring, for checked arrays of module ``xp``."""
+    """Steps 1-5 of the module docstring, for checked arrays of module ``xp``; also the winners'
+    positions along the concatenated last axis."""
     if k == 0 or int(np.prod(batch)) == 0:
         shape = (*batch, k)
-        return xp.zeros(shape, dtype=vdt), xp.zeros(shape, dtype=idt)
+        return xp.zeros(shape, dtype=vdt), xp.zeros(shape, dtype=idt), xp.zeros(shape, dtype=np.int64)
     largest, nan_largest = mode == "largest", nan == "largest"
     if len(pairs) == 1:
         values, indices = pairs[0]
@@ -229,8 +232,9 @@ def _merge(xp, pairs, k, mode, order, nan, vdt, idt, batch):
     chosen = _top_k(values, k, axis=-1, mode=mode, sorted="value" if order == "value" else "index", nan=nan)
     out_values = chosen.values
     out_indices = xp.take_along_axis(indices, chosen.indices, axis=-1)
+    where = xp.take_along_axis(perm, chosen.indices, axis=-1).astype(np.int64, copy=False)
     if signed:
         padding = out_indices < 0
         out_values = xp.where(padding, xp.zeros((), dtype=vdt), out_values).astype(vdt, copy=False)
         out_indices = xp.where(padding, xp.asarray(-1, dtype=idt), out_indices).astype(idt, copy=False)
-    return xp.ascontiguousarray(out_values), xp.ascontiguousarray(out_indices)
+    return xp.ascontiguousarray(out_values), xp.ascontiguousarray(out_indices), where

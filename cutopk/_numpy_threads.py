@@ -7,9 +7,11 @@ identical for every thread count.
 
 The thread count, in order of precedence:
 
-1. :func:`set_num_threads` (or the :func:`num_threads` context manager);
-2. the environment variable ``CUTOPK_NUM_THREADS`` (read at every call: a positive integer);
-3. the CPUs this process may run on (``os.sched_getaffinity``, else ``os.cpu_count()``).
+1. the :func:`num_threads` context manager, for the code in its block only (a
+   :mod:`contextvars` value: other threads, and other asyncio tasks, do not see it);
+2. :func:`set_num_threads`, for the whole process;
+3. the environment variable ``CUTOPK_NUM_THREADS`` (read at every call: a positive integer);
+4. the CPUs this process may run on (``os.sched_getaffinity``, else ``os.cpu_count()``).
 
 ``threadpoolctl.threadpool_limits`` does not govern this pool: threadpoolctl finds the pools it
 controls by the shared libraries loaded in the process, and this pool is plain Python with no
@@ -20,7 +22,9 @@ package's library file). Use ``CUTOPK_NUM_THREADS`` or :func:`num_threads` besid
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import itertools
+import operator
 import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -29,7 +33,11 @@ from concurrent.futures import ThreadPoolExecutor
 ENV_VAR = "CUTOPK_NUM_THREADS"
 
 _lock = threading.Lock()
+# "set": set_num_threads's process-wide count; "pool"/"size": the shared pool and its workers.
 _state: dict = {"set": None, "pool": None, "size": 0}
+_UNSET = object()
+# num_threads's count, scoped to its block: None there means "the environment / CPU count".
+_scoped: contextvars.ContextVar = contextvars.ContextVar("cutopk_num_threads", default=_UNSET)
 
 
 def _cpus() -> int:
@@ -40,9 +48,16 @@ def _cpus() -> int:
 
 
 def _check(n, source: str) -> int:
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+    """``n`` as a positive int: anything ``operator.index`` accepts (NumPy integers too), not a bool."""
+    value = None
+    if not isinstance(n, bool) and "bool" not in str(getattr(n, "dtype", "")):
+        try:
+            value = operator.index(n)
+        except TypeError:
+            value = None
+    if value is None or value < 1:
         raise ValueError(f"{source}: expected a positive integer number of threads, got {n!r}")
-    return n
+    return value
 
 
 def get_num_threads() -> int:
@@ -52,8 +67,11 @@ def get_num_threads() -> int:
     >>> _numpy_threads.get_num_threads() >= 1
     True
     """
-    if _state["set"] is not None:
-        return _state["set"]
+    scoped = _scoped.get()
+    if scoped is _UNSET:  # no num_threads block: the process-wide setting, if any
+        scoped = _state["set"]
+    if scoped is not None:
+        return scoped
     env = os.environ.get(ENV_VAR, "").strip()
     if env:
         try:
@@ -65,8 +83,10 @@ def get_num_threads() -> int:
 
 
 def set_num_threads(n: int | None) -> int | None:
-    """Set the NumPy backend's thread count (``None``: back to the environment / CPU count).
+    """Set the NumPy backend's thread count for the whole process (``None``: back to the
+    environment / CPU count); a :func:`num_threads` block still takes precedence inside it.
 
+    ``n``: any positive integer ``operator.index`` accepts (``numpy.int64(2)`` too), not a bool.
     Returns the previous setting (``None`` when none was set), so it can be restored.
     """
     previous = _state["set"]
@@ -76,7 +96,9 @@ def set_num_threads(n: int | None) -> int | None:
 
 @contextlib.contextmanager
 def num_threads(n: int | None) -> Iterator[None]:
-    """Within the block, the NumPy backend uses ``n`` threads.
+    """Within the block, the NumPy backend uses ``n`` threads (``None``: the environment / CPU
+    count), in this thread (or asyncio task) only: a :mod:`contextvars` value, so other threads'
+    calls and the process-wide :func:`set_num_threads` setting are left as they are.
 
     >>> import numpy as np, cutopk
     >>> from cutopk import _numpy_threads
@@ -84,11 +106,11 @@ def num_threads(n: int | None) -> Iterator[None]:
     ...     cutopk.top_k(np.arange(5.0), 2).indices.tolist()
     [4, 3]
     """
-    previous = set_num_threads(n)
+    token = _scoped.set(None if n is None else _check(n, "n"))
     try:
         yield
     finally:
-        _state["set"] = previous
+        _scoped.reset(token)
 
 
 def _forget_pool() -> None:
@@ -100,14 +122,21 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_pool)
 
 
-def _pool(size: int) -> ThreadPoolExecutor:
+def _submit(fn: Callable, copies: int) -> None:
+    """Queue ``copies`` calls of ``fn`` on the shared pool, grown first to ``copies`` workers.
+
+    The pool is looked up, grown and given its work under one lock: a larger pool replaces the
+    old one only between two callers' submissions, so no caller submits to a pool that another
+    has shut down. The old pool still runs what was queued on it, then its threads exit."""
     with _lock:
-        if _state["pool"] is None or _state["size"] < size:
-            if _state["pool"] is not None:
-                _state["pool"].shutdown(wait=False)
-            _state["pool"] = ThreadPoolExecutor(size, thread_name_prefix="cutopk")
-            _state["size"] = size
-        return _state["pool"]
+        pool = _state["pool"]
+        if pool is None or _state["size"] < copies:
+            if pool is not None:
+                pool.shutdown(wait=False)
+            pool = _state["pool"] = ThreadPoolExecutor(copies, thread_name_prefix="cutopk")
+            _state["size"] = copies
+        for _ in range(copies):
+            pool.submit(fn)
 
 
 def run(fn: Callable, items: Sequence, threads: int) -> list:
@@ -141,9 +170,7 @@ def run(fn: Callable, items: Sequence, threads: int) -> list:
             if next(completed) == n:
                 finished.set()
 
-    pool = _pool(workers - 1)
-    for _ in range(workers - 1):
-        pool.submit(work)
+    _submit(work, workers - 1)
     work()
     finished.wait()
     if errors:

@@ -69,6 +69,16 @@ def check(out, call, arr):
         _checked(out[0], "values", call.dtype, shape, arr),
         _checked(out[1], "indices", call.req.index_dtype, shape, arr),
     )
+    if call.req.backend != "numpy":  # the kernels write whole elements: a misaligned one faults
+        for name, view in zip(("values", "indices"), views, strict=True):
+            ptr = view.ctypes.data if isinstance(view, np.ndarray) else view.data.ptr
+            if ptr % view.dtype.itemsize:
+                raise _fail(
+                    ValueError,
+                    name,
+                    f"must be aligned to its element size ({view.dtype.itemsize} bytes) on backend "
+                    f"{call.req.backend!r}, got an address {ptr % view.dtype.itemsize} bytes past a multiple of it",
+                )
     if _overlap(*views):
         raise ValueError("out: values and indices overlap each other")
     return views

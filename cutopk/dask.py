@@ -126,6 +126,34 @@ def _check(a, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm) -> _
     return req
 
 
+def _check_split_every(split_every, ndim: int):
+    """``split_every`` as Dask takes it: None, an integer >= 2, or a dict of axes to integers >= 2
+    (a merge of one candidate set at a time never finishes a tree reduction)."""
+    expected = "None, an integer >= 2 or a dict {axis: integer >= 2}"
+    if split_every is None:
+        return None
+    if isinstance(split_every, dict):
+        checked = {}
+        for axis, value in split_every.items():
+            if (
+                isinstance(axis, (bool, np.bool_))
+                or not isinstance(axis, (int, np.integer))
+                or not -ndim <= axis < ndim
+            ):
+                raise ValueError(
+                    f"split_every: expected {expected}, with axes in [{-ndim}, {ndim}), got key {axis!r} in {split_every!r}"
+                )
+            checked[int(axis) % ndim] = _split_count(value, expected, split_every)
+        return checked
+    return _split_count(split_every, expected, split_every)
+
+
+def _split_count(value, expected: str, given) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 2:
+        raise ValueError(f"split_every: expected {expected}, got {given!r}")
+    return int(value)
+
+
 def _reduce(a, req: _api.Request, options: dict, algorithm: str, split_every):
     """The Dask array of final ``(values, global int64 indices)`` pairs, one per block off the axis."""
     import dask.array as da
@@ -190,7 +218,7 @@ def top_k(
         its ``ValueError`` when that chunk is computed.
     split_every : int or dict, optional
         How many candidate sets one merge takes (Dask's tree reduction; default from Dask's
-        ``split_every`` config, 4).
+        ``split_every`` config, 4): an integer >= 2, or a dict ``{axis: integer >= 2}``.
 
     Returns
     -------
@@ -210,6 +238,7 @@ def top_k(
     ([7, 7, 5, 5], [2, 5, 0, 3])
     """
     req = _check(a, k, axis, mode, sorted, nan, index_dtype, backend, algorithm)
+    split_every = _check_split_every(split_every, a.ndim)
     options = {"mode": mode, "nan": nan, "backend": backend}
     pairs = _reduce(a, req, options, algorithm, split_every)
     # Explicit metas: Dask cannot infer them from the object-dtype pairs, and CuPy chunks must

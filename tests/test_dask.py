@@ -315,3 +315,19 @@ def test_distributed_local_cluster_of_worker_processes():
             order=kw["sorted"],
             axis=axis,
         )
+
+
+@pytest.mark.parametrize("split_every", [1, 0, -3, True, 2.0, "4", {1: 1}, {5: 4}, {True: 4}, [4]], ids=repr)
+def test_split_every_that_cannot_drive_a_tree_reduction_is_refused_at_once(split_every):
+    x = da.from_array(np.arange(40.0).reshape(4, 10), chunks=(2, 3))
+    with pytest.raises(
+        ValueError, match=r"split_every: expected None, an integer >= 2 or a dict \{axis: integer >= 2\}"
+    ):
+        cdask.top_k(x, 3, split_every=split_every)
+
+
+@pytest.mark.parametrize("split_every", [2, np.int64(3), {1: 2}, {-1: 5}, None], ids=repr)
+def test_split_every_integers_and_dicts_are_accepted(split_every):
+    x = da.from_array(np.arange(40.0).reshape(4, 10), chunks=(2, 3))
+    values, indices = dask.compute(*cdask.top_k(x, 3, split_every=split_every), scheduler="sync")
+    assert indices.tolist() == [[9, 8, 7]] * 4 and values[0].tolist() == [9.0, 8.0, 7.0]

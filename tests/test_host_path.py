@@ -10,7 +10,7 @@ import threading
 
 import numpy as np
 import pytest
-from backends import sim_unavailable_reason
+from backends import BACKEND_PARAMS, require, sim_unavailable_reason, to_backend, to_host
 from inputs import make_values
 from reference import assert_same, reference_top_k
 
@@ -96,6 +96,35 @@ def test_unhashable_arguments_are_checked_uncached():
     assert cutopk.top_k(x, np.array(2)).indices.tolist() == [5, 4]  # 0-d arrays do not hash
 
 
+@pytest.mark.parametrize("backend", BACKEND_PARAMS)
+@pytest.mark.parametrize("kind", ["numpy", "torch"])
+def test_a_0d_k_changed_in_place_is_read_again_at_every_call(backend, kind):
+    """The cache key holds the value of ``k``, never the object: a 0-d array or tensor changed in
+    place between two calls gives the new K."""
+    require(backend)
+    if kind == "torch":
+        torch = pytest.importorskip("torch", reason="torch is not installed")
+        k = torch.tensor(3)
+    else:
+        k = np.array(3)
+    x = to_backend(np.arange(40.0).reshape(4, 10), backend)
+    assert cutopk.top_k(x, k, backend=backend).values.shape == (4, 3)
+    k.fill_(5) if kind == "torch" else k.fill(5)
+    r = cutopk.top_k(x, k, backend=backend)
+    assert r.values.shape == (4, 5)
+    assert to_host(r.indices).tolist() == [[9, 8, 7, 6, 5]] * 4
+    assert cutopk.plan(x, k, backend=backend).k == 5
+
+
+def test_a_cached_k_never_answers_a_refused_one():
+    torch = pytest.importorskip("torch", reason="torch is not installed")
+    x = np.arange(12.0).reshape(3, 4)
+    cutopk.top_k(x, torch.tensor(2))
+    for bad in (torch.tensor([2]), torch.tensor(True), np.array([2])):
+        with pytest.raises(TypeError, match="k: expected an integer"):
+            cutopk.top_k(x, bad)
+
+
 def test_the_cache_is_bounded(monkeypatch):
     cache = _call.PlanCache(maxsize=4)
     monkeypatch.setattr(_call, "CACHE", cache)
@@ -145,12 +174,125 @@ def test_out_is_written_and_returned(backend, axis):
     assert_same((values, indices.astype(np.int64)), reference_top_k(x, 3, axis=axis))
 
 
+@pytest.mark.parametrize("backend", BACKEND_PARAMS)
+@pytest.mark.parametrize("container", [tuple, list])
+def test_out_is_a_tuple_or_a_list_of_the_two_arrays(backend, container):
+    require(backend)
+    x = to_backend(np.arange(12.0, dtype=np.float32).reshape(3, 4), backend)
+    out = container(
+        [to_backend(np.empty((3, 2), np.float32), backend), to_backend(np.empty((3, 2), np.int64), backend)]
+    )
+    r = cutopk.top_k(x, 2, backend=backend, out=out)
+    assert r.values is out[0] and r.indices is out[1]
+    assert to_host(out[1]).tolist() == [[3, 2]] * 3
+    for other in (iter(out), {0: out[0], 1: out[1]}, (out[0],)):
+        with pytest.raises(TypeError, match=r"out: expected a pair \(values, indices\) of arrays"):
+            cutopk.top_k(x, 2, backend=backend, out=other)
+
+
 def test_out_with_a_non_native_input():
     x = np.array([[1, 3, 2, 3]], dtype=">f4")
     out = (np.empty((1, 2), ">f4"), np.empty((1, 2), np.int64))
     for backend in BACKENDS:
         cutopk.top_k(x, 2, backend=_backend(backend), out=out)
         assert out[0].tolist() == [[3, 3]] and out[1].tolist() == [[1, 3]]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", [">f4", ">f8", ">i2"])
+@pytest.mark.parametrize("view", ["columns", "rows_reversed", "transposed", "broadcast"])
+@pytest.mark.parametrize("lengths", [False, True])
+def test_a_strided_byte_swapped_input_gives_the_native_answer(backend, dtype, view, lengths):
+    """A byte-swapped input that is not contiguous: every algorithm reads the swapped copy's
+    layout, not the input's."""
+    backend = _backend(backend)
+    base = make_values(np.random.default_rng(3), np.dtype(dtype).newbyteorder("="), (6, 120), "ties")
+    x = base.astype(dtype)
+    x = {
+        "columns": x[:, ::2],
+        "rows_reversed": x[::-2, 1::3],
+        "transposed": x.T[::3],
+        "broadcast": np.broadcast_to(x[:1, :50], (3, 50)),
+    }[view]
+    native = x.astype(x.dtype.newbyteorder("="))
+    algorithms = ["auto"] if backend == "numpy" else cutopk.algorithms(backend)
+    for algorithm in algorithms:
+        for axis in (-1, 0):
+            kw = {"axis": axis, "backend": backend, "algorithm": algorithm}
+            if lengths:
+                kw["lengths"] = np.arange(x.shape[1 - (axis % 2)]) % (x.shape[axis] + 1)
+            try:
+                want = cutopk.top_k(native, 3, **kw)
+            except ValueError:  # the forced algorithm does not serve this shape
+                continue
+            got = cutopk.top_k(x, 3, **kw)
+            assert got.values.dtype == x.dtype
+            np.testing.assert_array_equal(got.indices, want.indices, err_msg=algorithm)
+            np.testing.assert_array_equal(got.values, want.values, err_msg=algorithm)
+
+
+def _misaligned(values: np.ndarray, backend: str):
+    """``values`` copied into an array that starts 2 bytes into its buffer."""
+    size = values.nbytes
+    if backend == "cuda":
+        import cupy
+
+        buf = cupy.zeros(size + 2, np.uint8)
+        x = cupy.ndarray(values.shape, values.dtype, buf.data + 2)
+        x[...] = cupy.asarray(values)
+        assert x.data.ptr % values.dtype.itemsize
+        return x
+    x = np.zeros(size + 2, np.uint8)[2:].view(values.dtype).reshape(values.shape)
+    x[...] = values
+    assert not x.flags.aligned
+    return x
+
+
+@pytest.mark.parametrize("backend", BACKEND_PARAMS)
+@pytest.mark.parametrize("view", ["whole", "columns", "transposed"])
+def test_a_misaligned_input_gives_the_aligned_answer(backend, view):
+    """A float32 view 2 bytes into a buffer: copied to an aligned buffer before any kernel reads it
+    (a misaligned read faults on a GPU), on every backend, with and without lengths."""
+    require(backend)
+    values = make_values(np.random.default_rng(5), np.float32, (4, 300), "ties")
+    pick = {"whole": lambda a: a, "columns": lambda a: a[:, 1::3], "transposed": lambda a: a.T}[view]
+    x, aligned = pick(_misaligned(values, backend)), pick(to_backend(values, backend))
+    algorithms = ["auto"] if backend == "numpy" else cutopk.algorithms(backend)
+    for algorithm in algorithms:
+        lengths = to_backend(np.arange(x.shape[0]) % 5 + 3, backend)
+        for kw in ({}, {"lengths": lengths}):
+            kw |= {"backend": backend, "algorithm": algorithm}
+            try:
+                want = cutopk.top_k(aligned, 3, **kw)
+            except ValueError:  # the forced algorithm does not serve this shape
+                continue
+            got = cutopk.top_k(x, 3, **kw)
+            assert to_host(got.indices).tolist() == to_host(want.indices).tolist(), algorithm
+            assert to_host(got.values).tolist() == to_host(want.values).tolist(), algorithm
+    data = _misaligned(values[0], backend)
+    got = cutopk.segmented_top_k(data, [0, 7, 7, 300], 2, backend=backend)
+    want = cutopk.segmented_top_k(to_backend(values[0], backend), [0, 7, 7, 300], 2, backend=backend)
+    assert to_host(got.indices).tolist() == to_host(want.indices).tolist()
+
+
+@pytest.mark.parametrize("backend", [p for p in BACKEND_PARAMS if p.values[0] != "numpy"])
+def test_misaligned_outputs_are_refused_on_the_kernel_backends(backend):
+    require(backend)
+    x = to_backend(np.arange(40.0, dtype=np.float32).reshape(4, 10), backend)
+    values, indices = (
+        _misaligned(np.zeros((4, 2), np.float32), backend),
+        to_backend(np.zeros((4, 2), np.int64), backend),
+    )
+    with pytest.raises(ValueError, match=r"out: values must be aligned to its element size \(4 bytes\)"):
+        cutopk.top_k(x, 2, backend=backend, out=(values, indices))
+
+
+def test_misaligned_lengths_are_read_from_an_aligned_copy():
+    backend = _backend("sim")
+    x = np.arange(40.0, dtype=np.float32).reshape(4, 10)
+    lengths = _misaligned(np.array([10, 3, 0, 1], np.int64), "numpy")
+    r = cutopk.top_k(x, 2, lengths=lengths, backend=backend)
+    assert r.indices.tolist() == [[9, 8], [2, 1], [-1, -1], [0, -1]]
 
 
 OUT_X = np.zeros((3, 5), np.float32)

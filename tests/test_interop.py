@@ -11,6 +11,7 @@ CuPy's current stream of the input's device; no host synchronisation").
 from __future__ import annotations
 
 import itertools
+import re
 
 import numpy as np
 import pytest
@@ -169,6 +170,42 @@ def test_torch_cpu_tensor_that_requires_grad():
     torch = _torch()
     t = torch.tensor([1.0, 3.0, 2.0], requires_grad=True)
     assert cutopk.top_k(t, 1).indices.tolist() == [1]
+
+
+@pytest.mark.parametrize("index_dtype", ["int64", "int32", "uint32", "uint64"])
+@pytest.mark.parametrize("numpy_name", [True, False])
+def test_the_gradient_flows_for_every_index_dtype(index_dtype, numpy_name):
+    torch = _torch()
+    t = torch.tensor([[1.0, 3.0, 2.0, 0.5], [4.0, -1.0, 4.0, 0.0]], requires_grad=True)
+    dt = np.dtype(index_dtype) if numpy_name else getattr(torch, index_dtype)
+    r = cutopk.top_k(t, 2, index_dtype=dt)
+    (r.values * torch.tensor([[1.0, 10.0]])).sum().backward()
+    assert t.grad.tolist() == [[0.0, 1.0, 10.0, 0.0], [1.0, 0.0, 10.0, 0.0]]
+
+
+TORCH_DTYPES_WITHOUT_A_FAITHFUL_EXPORT = [
+    "float8_e4m3fn", "float8_e5m2", "complex32", "bits8", "uint1", "uint3", "uint7", "int1", "int4", "int7",
+]  # fmt: skip
+
+
+@pytest.mark.filterwarnings("ignore:ComplexHalf support is experimental")
+@pytest.mark.parametrize("name", TORCH_DTYPES_WITHOUT_A_FAITHFUL_EXPORT)
+def test_torch_dtypes_without_order_or_dlpack_export_are_a_type_error(name):
+    torch = _torch()
+    dtype = getattr(torch, name, None)
+    if dtype is None:
+        pytest.skip(f"this torch has no {name}")
+    try:
+        t = torch.zeros(4, dtype=dtype)
+    except (RuntimeError, TypeError):  # some have no constructor: an empty one of the dtype
+        t = torch.empty(4, dtype=torch.uint8).view(dtype) if name.startswith("bits") else pytest.skip(name)
+    message = rf"a: unsupported dtype {re.escape(str(dtype))} \(expected one of float16, .*uint64"
+    with pytest.raises(TypeError, match=message):
+        cutopk.top_k(t, 2)
+    with pytest.raises(TypeError, match=message.replace("a:", "data:")):
+        cutopk.segmented_top_k(t, [0, 4], 2)
+    with pytest.raises(TypeError, match=r"parts\[0\]\.values: unsupported dtype"):
+        cutopk.merge_top_k([(t, torch.arange(4))], 2)
 
 
 def test_torch_cpu_bfloat16():

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from backends import sim_unavailable_reason
+from backends import BACKEND_PARAMS, require, sim_unavailable_reason, to_backend, to_host
 from inputs import make_values
 from reference import reference_with_lengths
 
@@ -77,6 +77,18 @@ def test_other_axes_batch_shapes_and_out(backend):
     assert r.values is out[0] and (out[1] == got.indices).all()
 
 
+@pytest.mark.parametrize("backend", BACKEND_PARAMS)
+def test_a_1d_input_with_0d_lengths_gives_a_1d_result(backend):
+    require(backend)
+    x = to_backend(np.arange(10.0), backend)
+    lengths = to_backend(np.array(7), backend)
+    r = cutopk.top_k(x, 3, lengths=lengths, backend=backend)
+    assert r.values.shape == r.indices.shape == (3,)
+    assert to_host(r.indices).tolist() == [6, 5, 4] and to_host(r.values).tolist() == [6.0, 5.0, 4.0]
+    short = cutopk.top_k(x, 3, lengths=to_backend(np.array(1), backend), backend=backend)
+    assert to_host(short.indices).tolist() == [0, -1, -1]
+
+
 def test_non_native_input_keeps_its_dtype():
     x = np.array([[1, 9, 3, 7]], dtype=">f4")
     r = cutopk.top_k(x, 3, lengths=np.array([2]))
@@ -93,6 +105,7 @@ def test_non_native_input_keeps_its_dtype():
         (np.array([1, 2, 3]), {}, ValueError, r"lengths: expected shape \(2,\)"),
         (np.array([1.0, 2.0]), {}, TypeError, "lengths: expected an integer array, got dtype float64"),
         ([1, 2], {}, TypeError, "lengths: expected an integer array, got list"),
+        (np.ma.array([1, 4], mask=[False, True]), {}, TypeError, "lengths: expected an integer array without a mask, got a numpy.ma.MaskedArray"),
         (np.array([1, 2]), {"index_dtype": np.uint32}, ValueError, "index_dtype: with lengths, padding is index -1"),
     ],
 )  # fmt: skip

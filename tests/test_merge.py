@@ -381,3 +381,32 @@ def test_cupy_parts(dtype):
         assert isinstance(got.values, cupy.ndarray) and isinstance(got.indices, cupy.ndarray)
         expected = reference_merge(parts, 40, mode=mode, nan=nan, sorted=order)
         assert_same((got.values.get(), got.indices.get()), expected, order=order)
+
+
+def test_merged_values_carry_the_gradient_to_every_part():
+    torch = pytest.importorskip("torch", reason="torch is not installed")
+    left = torch.tensor([[4.0, 9.0, 1.0, 9.0], [0.0, 1.0, 2.0, 3.0]], requires_grad=True)
+    right = torch.tensor([[7.0, 4.0, 9.0, 0.0], [8.0, 8.0, 1.0, 1.0]], requires_grad=True)
+    a, b = cutopk.top_k(left, 2), cutopk.top_k(right, 2)
+    m = cutopk.merge_top_k([a, (b.values, b.indices + 4)], 3)
+    assert m.values.grad_fn is not None and m.indices.grad_fn is None
+    (m.values * torch.tensor([1.0, 10.0, 100.0])).sum().backward()
+    assert left.grad.tolist() == [[0.0, 1.0, 0.0, 10.0], [0.0, 0.0, 0.0, 100.0]]
+    assert right.grad.tolist() == [[0.0, 0.0, 100.0, 0.0], [1.0, 10.0, 0.0, 0.0]]
+
+
+def test_merged_values_pass_no_gradient_to_padding():
+    torch = pytest.importorskip("torch", reason="torch is not installed")
+    values = torch.tensor([[2.0, 0.0]], requires_grad=True)
+    other = torch.tensor([[1.0]], requires_grad=True)
+    m = cutopk.merge_top_k([(values, torch.tensor([[0, -1]])), (other, torch.tensor([[5]]))], 3)
+    assert m.indices.tolist() == [[0, 5, -1]]
+    m.values.sum().backward()
+    assert values.grad.tolist() == [[1.0, 0.0]] and other.grad.tolist() == [[1.0]]
+    parts = [torch.randn(3, 4, dtype=torch.float64, requires_grad=True) for _ in range(2)]
+    idx = [torch.arange(4).expand(3, 4), torch.arange(4, 8).expand(3, 4)]
+
+    def merged(*vs):
+        return cutopk.merge_top_k(list(zip(vs, idx, strict=True)), 5, sorted="index").values
+
+    assert torch.autograd.gradcheck(merged, tuple(parts))

@@ -307,3 +307,88 @@ def test_a_forked_child_gets_a_pool_of_its_own():
                 os._exit(0 if ok else 1)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_growing_the_pool_never_fails_a_call_that_is_submitting_work(monkeypatch):
+    """A call that grows the pool (a larger thread count) while another call is handing work to
+    the old pool: the old pool is never shut down under that other call."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    grown = []
+
+    class Pool(ThreadPoolExecutor):
+        def submit(self, fn, /, *args, **kwargs):
+            if not grown:  # the first submission: another thread grows the pool meanwhile
+                grown.append(threading.Thread(target=_numpy_threads.run, args=(abs, [-1] * 8, 8)))
+                grown[0].start()
+                grown[0].join(0.5)  # returns at once where growing waits for this submission
+            return super().submit(fn, *args, **kwargs)
+
+    monkeypatch.setattr(_numpy_threads, "ThreadPoolExecutor", Pool)
+    monkeypatch.setitem(_numpy_threads._state, "pool", None)
+    monkeypatch.setitem(_numpy_threads._state, "size", 0)
+    assert _numpy_threads.run(abs, [-1, -2, -3], 3) == [1, 2, 3]
+    grown[0].join()
+    assert _numpy_threads._state["size"] == 7
+
+
+def test_num_threads_block_sets_the_count_of_its_own_thread_only():
+    import threading
+
+    seen = []
+    inside, done = threading.Event(), threading.Event()
+
+    def other():
+        inside.wait()
+        seen.append(cutopk.get_num_threads())
+        done.set()
+
+    before = cutopk.get_num_threads()
+    t = threading.Thread(target=other)
+    t.start()
+    with cutopk.num_threads(before + 3):
+        inside.set()
+        done.wait()
+        assert cutopk.get_num_threads() == before + 3
+    t.join()
+    assert seen == [before]
+    assert cutopk.get_num_threads() == before
+
+
+def test_num_threads_block_takes_precedence_over_the_process_wide_setting():
+    previous = cutopk.set_num_threads(2)
+    try:
+        with cutopk.num_threads(5):
+            assert cutopk.get_num_threads() == 5
+            cutopk.set_num_threads(3)  # process-wide: the block keeps its own count
+            assert cutopk.get_num_threads() == 5
+        assert cutopk.get_num_threads() == 3
+    finally:
+        cutopk.set_num_threads(previous)
+
+
+def test_num_threads_is_public_next_to_set_and_get():
+    assert {"num_threads", "set_num_threads", "get_num_threads"} <= set(cutopk.__all__)
+    assert cutopk.num_threads is _numpy_threads.num_threads
+
+
+@pytest.mark.parametrize("n", [np.int64(2), np.int32(3), np.uint8(4), np.array(5)])
+def test_thread_count_accepts_any_index_integer(n):
+    previous = cutopk.set_num_threads(n)
+    try:
+        assert cutopk.get_num_threads() == int(n)
+        assert type(cutopk.get_num_threads()) is int
+        with cutopk.num_threads(n):
+            assert cutopk.get_num_threads() == int(n)
+    finally:
+        cutopk.set_num_threads(previous)
+
+
+@pytest.mark.parametrize("n", [True, np.True_, 2.0, "2", 0, -1, np.int64(0)])
+def test_thread_count_refuses_bools_non_integers_and_non_positive(n):
+    with pytest.raises(ValueError, match="n: expected a positive integer number of threads"):
+        cutopk.set_num_threads(n)
+    with pytest.raises(ValueError, match="n: expected a positive integer number of threads"):
+        with cutopk.num_threads(n):
+            pass

@@ -258,3 +258,24 @@ def test_more_than_2_31_elements_in_all():
     got = cutopk.segmented_top_k(data, [0, 5, 5, 2**31 + 6], 3)
     np.testing.assert_array_equal(got.indices, [[0, 1, 2], [-1, -1, -1], [0, 1, 2]])
     np.testing.assert_array_equal(got.values, [[1, 1, 1], [0, 0, 0], [1, 1, 1]])
+
+
+@pytest.mark.parametrize("backend", ["numpy", "sim"])
+@pytest.mark.parametrize("index_dtype", ["int64", "int32"])
+def test_values_of_a_tensor_that_requires_grad_carry_its_gradient(backend, index_dtype):
+    torch = pytest.importorskip("torch", reason="torch is not installed")
+    require(backend)
+    data = torch.tensor([5.0, 1.0, 7.0, 3.0, 3.0, 9.0], requires_grad=True)
+    r = cutopk.segmented_top_k(
+        data, np.array([0, 3, 3, 6]), 2, backend=backend, index_dtype=getattr(torch, index_dtype)
+    )
+    assert r.values.grad_fn is not None and r.indices.grad_fn is None
+    (r.values * torch.tensor([1.0, 10.0])).sum().backward()  # padding (segment 1) passes nothing
+    assert data.grad.tolist() == [10.0, 0.0, 1.0, 10.0, 0.0, 1.0]
+    x = torch.randn(40, dtype=torch.float64, requires_grad=True)
+    offsets = [0, 3, 3, 20, 40]
+    assert torch.autograd.gradcheck(
+        lambda t: cutopk.segmented_top_k(t, offsets, 5, backend=backend).values, (x,)
+    )
+    with torch.no_grad():
+        assert cutopk.segmented_top_k(data, [0, 6], 2).values.grad_fn is None

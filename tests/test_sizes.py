@@ -8,6 +8,7 @@ import os
 
 import numpy as np
 import pytest
+from backends import sim_unavailable_reason
 
 import cutopk
 from cutopk import _numpy
@@ -68,3 +69,21 @@ def test_more_than_2_to_32_elements_in_total():
     r = cutopk.top_k(x, 3, mode="smallest")
     assert r.indices.shape == (65537, 3)
     assert (r.indices == np.arange(3)).all() and (r.values == 3).all()
+
+
+def test_a_row_longer_than_2_to_31_is_planned_with_64_bit_sizes_on_the_kernel_path():
+    """A zero-stride view of 2**31 + 5 elements (nothing allocated): the plan keeps every size,
+    and a k the kernels' 32-bit argument cannot hold is a ValueError naming k, before any work."""
+    if sim_unavailable_reason():
+        pytest.skip(sim_unavailable_reason())
+    n = 2**31 + 5
+    x = np.broadcast_to(np.float32(1), (2, n))
+    p = cutopk.plan(x, 5, backend="sim", index_dtype=np.uint32)
+    assert (p.rows, p.n, p.k) == (2, n, 5)
+    p = cutopk.plan(x, 5, backend="sim", lengths=np.array([n, 3]))
+    assert (p.rows, p.n) == (2, n)
+    with pytest.raises(
+        ValueError, match=r"k: the CUDA kernels select at most 2\*\*31 - 1 .* got k=2147483648"
+    ):
+        cutopk.plan(x, 2**31, backend="sim")
+    assert cutopk.plan(x, 2**31, backend="numpy").k == 2**31  # the NumPy backend has no such limit

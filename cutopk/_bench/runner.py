@@ -405,6 +405,13 @@ def _positive(kind):
     return parse
 
 
+def _folder(text: str) -> pathlib.Path:
+    """An argparse type: a folder path, not empty (``pathlib.Path("")`` is the current folder)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"expected a folder, got an empty path {text!r}")
+    return pathlib.Path(text)
+
+
 class _HelpFormatter(argparse.HelpFormatter):
     """argparse's, without breaking lines inside hyphenated words (paths such as ./cutopk-results/)."""
 
@@ -424,14 +431,13 @@ def parser(prog: str = "python -m cutopk") -> argparse.ArgumentParser:
     p.add_argument("--regime", action="append", help="only these regimes (repeat or comma-separate): "
                    f"{', '.join(REGIME_NAMES)}")  # fmt: skip
     files = p.add_mutually_exclusive_group()
-    files.add_argument(
-        "--out", type=pathlib.Path, help="write <grid>.json / .csv (and plots) into this folder"
-    )
+    files.add_argument("--out", type=_folder, help="write <grid>.json / .csv (and plots) into this folder")
     files.add_argument("--save", action="store_const", const=True, help="write into benchmarks/results/<date>-<device>/ "
                        "in a source checkout, else into ./cutopk-results/<date>-<device>/ (the default for a GPU "
                        "run from a source checkout)")  # fmt: skip
     files.add_argument("--no-save", dest="save", action="store_const", const=False, help="do not write files")
-    p.add_argument("--plots", action="store_true", help="also write PNG plots (needs matplotlib)")
+    p.add_argument("--plots", action="store_true", help="also write PNG plots (needs matplotlib), into the "
+                   "folder of the other files: not with --no-save")  # fmt: skip
     p.add_argument(
         "--repeat", type=_positive(int), help="most timed repetitions per measurement (GPU 20, CPU 7)"
     )
@@ -464,13 +470,23 @@ def main(argv: list[str] | None = None, prog: str = "python -m cutopk", **defaul
     p = parser(prog)
     p.set_defaults(**defaults)
     args = p.parse_args(argv)
+    gpu = env.gpu_unavailable() is None
+    # --peers first, with or without --list: a peer that is unknown or cannot run here is an error.
+    peers = tuple(name for name in (args.peers or "").split(",") if name)
+    known = {*baselines.GPU_PEERS, *baselines.CPU_PEERS}
+    if set(peers) - known:
+        p.error(f"--peers: unknown {sorted(set(peers) - known)}; expected some of {sorted(known)}")
+    for name in peers:
+        if why := baselines.peer_unavailable(name, gpu):
+            p.error(f"--peers: {name} cannot run here: {why}")
     full = args.full and not args.quick  # --quick wins over a preset --full
     save = False if args.out is not None else args.save  # --out wins over a preset --save
     regimes = [r for item in args.regime or [] for r in item.split(",") if r]
     if unknown := [r for r in regimes if r not in REGIME_NAMES]:
         p.error(f"--regime: unknown {', '.join(unknown)}; expected some of {', '.join(REGIME_NAMES)}")
+    if args.plots and args.out is None and save is False:
+        p.error("--plots: no plot can be written with --no-save; give --out DIR or --save instead")
     np.seterr(all="ignore")  # -inf - inf and NaN comparisons in the peers' routes are expected
-    gpu = env.gpu_unavailable() is None
     if args.list:
         cases, left_out = cases_for(full, regimes, gpu, args.max_elements)
         for c in cases:
@@ -479,13 +495,6 @@ def main(argv: list[str] | None = None, prog: str = "python -m cutopk", **defaul
         more = f" ({len(left_out)} more left out by --max-elements {limit})" if left_out else ""
         print(f"{len(cases)} cases{more}")
         return 0
-    peers = tuple(name for name in (args.peers or "").split(",") if name)
-    known = {*baselines.GPU_PEERS, *baselines.CPU_PEERS}
-    if set(peers) - known:
-        p.error(f"--peers: unknown {sorted(set(peers) - known)}; expected some of {sorted(known)}")
-    for name in peers:
-        if why := baselines.peer_unavailable(name, gpu):
-            p.error(f"--peers: {name} cannot run here: {why}")
     if args.out is not None and (why := env.unwritable(args.out)):
         p.error(f"--out: {why}")
     if save and (why := env.unwritable(env.results_base())):
