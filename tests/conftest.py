@@ -46,6 +46,17 @@ if os.environ.get("CUTOPK_CUPY_NO_POOL") == "1":
 
 
 @pytest.fixture(autouse=True)
+def standin_state():
+    """With the CuPy stand-in, each test starts on device 0 with no stream captured, and leaves
+    no capture, device or stream behind (a test that fails mid-capture would fail every later one)."""
+    yield
+    if STANDIN:
+        from standin.cupy import _state
+
+        _state.reset()
+
+
+@pytest.fixture(autouse=True)
 def fresh_plan_cache():
     """Each test starts with an empty plan cache: tests patch dispatcher constants, and a plan
     made before a patch must not serve a call after it (tests that patch mid-test clear it too)."""

@@ -14,7 +14,7 @@ import itertools
 
 import numpy as np
 import pytest
-from backends import cuda_unavailable_reason
+from backends import cuda_unavailable_reason, hardware_only
 from reference import assert_same
 
 import cutopk
@@ -319,6 +319,7 @@ def test_runs_on_the_current_cupy_stream():
     """As above with CuPy's current stream (non-blocking, so the legacy default stream would
     not wait for it)."""
     cupy = _cuda()
+    hardware_only("a kernel that spins on clock64() while another stream runs")
     fill = cupy.RawKernel(_SPIN_THEN_FILL, "spin_then_fill")
     x = cupy.zeros(5000, dtype=cupy.float32)
     cutopk.top_k(x, 3)  # build the kernels first
@@ -337,10 +338,12 @@ def test_cuda_graph_capture_and_replay_on_new_data():
     rng = np.random.default_rng(1)
     host = rng.random((32, 4096), dtype=np.float32)
     x = cupy.asarray(host)
-    cutopk.top_k(x, 16)  # build the kernels and warm the pool before capture
-    cupy.cuda.Device().synchronize()
     stream = cupy.cuda.Stream(non_blocking=True)
     with stream:
+        # Build the kernels and warm the pool before capture, on the capturing stream: CuPy's
+        # pool keeps freed blocks per stream, and a capture may not call cudaMalloc.
+        cutopk.top_k(x, 16)
+        stream.synchronize()
         stream.begin_capture()
         r = cutopk.top_k(x, 16)  # a host synchronisation here would break the capture
         graph = stream.end_capture()

@@ -139,3 +139,20 @@ def host_bytes(ptr: int, size: int) -> np.ndarray:
     if size == 0:
         return np.zeros(0, dtype=np.uint8)
     return np.ctypeslib.as_array((ctypes.c_uint8 * size).from_address(ptr))
+
+
+def reset() -> str | None:
+    """Back to the state of a fresh process (device 0, no stream made current, no capture, no
+    thread allocator); returns what was left over, or None."""
+    left = []
+    if CAPTURING:
+        left.append(f"streams still capturing: {sorted(CAPTURING)}")
+    if THREAD.device != 0:
+        left.append(f"current device {THREAD.device}")
+    if any(THREAD.streams.values()):
+        left.append("a stream still current")
+    if THREAD.allocator is not None:
+        left.append("a thread allocator still in use")
+    CAPTURING.clear()
+    THREAD.device, THREAD.streams, THREAD.allocator = 0, {}, None
+    return "; ".join(left) or None

@@ -95,49 +95,63 @@ class MemoryPointer:
 
 
 class _PooledMemory(Memory):
-    pass
+    def __init__(self, region, size):
+        self.size, self.device_id, self._region = size, region.device, region
+        self.ptr = region.ptr if size else 0
 
 
 class MemoryPool:
-    """The default allocator. Unlike CuPy's it never caches a freed block: every malloc is a
-    cudaMalloc, so an allocation during stream capture always fails (CuPy's fails whenever its
-    pool has no free block of that size, which a test cannot rely on)."""
+    """The default allocator, as CuPy's: a freed block goes back to a free list of its device and
+    of the stream it was allocated on, and a malloc takes a block of its rounded size from the
+    current stream's list, else calls cudaMalloc (refused while a stream captures). So a capture
+    allocates without error only where the same sizes were freed on the capturing stream before."""
 
     def __init__(self):
         self._lock = threading.Lock()
         self._used: dict[int, int] = {}
+        self._free: dict[tuple, list] = {}
         self._limit = 0
 
     def malloc(self, size: int) -> MemoryPointer:
+        from . import get_current_stream
+
         size = int(size)
         rounded = -(-size // 512) * 512
+        arena = (_state.THREAD.device, get_current_stream().ptr, rounded)
         with self._lock:
             total = sum(self._used.values())
             if self._limit and total + rounded > self._limit:
                 raise OutOfMemoryError(size, total, self._limit)
-        mem = _PooledMemory(rounded)
+            cached = self._free.get(arena)
+            region = cached.pop() if cached else None
+        if region is None:
+            region = _state.device_malloc(rounded, _state.THREAD.device)
+        mem = _PooledMemory(region, rounded)
         key = id(mem)
         with self._lock:
             self._used[key] = rounded
-        weakref.finalize(mem, self._free, key)
+        weakref.finalize(mem, self._release, key, arena, region)
         return MemoryPointer(mem, 0)
 
-    def _free(self, key):
+    def _release(self, key, arena, region):
         with self._lock:
             self._used.pop(key, None)
+            self._free.setdefault(arena, []).append(region)
 
     def used_bytes(self) -> int:
         with self._lock:
             return sum(self._used.values())
 
-    def total_bytes(self) -> int:
-        return self.used_bytes()
-
     def free_bytes(self) -> int:
-        return 0
+        with self._lock:
+            return sum(r.size for regions in self._free.values() for r in regions)
+
+    def total_bytes(self) -> int:
+        return self.used_bytes() + self.free_bytes()
 
     def free_all_blocks(self, stream=None) -> None:
-        pass
+        with self._lock:
+            self._free.clear()
 
     def set_limit(self, size=None, fraction=None) -> None:
         self._limit = int(size or 0)
