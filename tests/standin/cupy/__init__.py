@@ -189,15 +189,13 @@ class ndarray:
 
     def _view(self, host: np.ndarray) -> ndarray:
         """A view of this array's memory, described by ``host`` (a NumPy view of it)."""
-        if host.size == 0:
-            out = ndarray.__new__(ndarray)
-            out._shape, out._dtype, out._strides = host.shape, host.dtype, host.strides
-            out._memptr, out._device, out._base = self._memptr, self._device, self._base or self
-            return out
-        offset = host.__array_interface__["data"][0] - self._memptr.ptr
         out = ndarray.__new__(ndarray)
         out._shape, out._dtype, out._strides = host.shape, _check_dtype(host.dtype), host.strides
-        out._memptr = cuda.MemoryPointer(self._memptr.mem, self._memptr.offset + offset)
+        if host.size == 0:
+            out._memptr = self._memptr
+        else:
+            offset = host.__array_interface__["data"][0] - self._memptr.ptr
+            out._memptr = cuda.MemoryPointer(self._memptr.mem, self._memptr.offset + offset)
         out._device, out._base = self._device, self._base if self._base is not None else self
         return out
 
@@ -620,6 +618,18 @@ def _bounds(a) -> tuple[int, int]:
     return a.data.ptr - before, a.data.ptr + after
 
 
+def take(a, indices, axis=None) -> ndarray:
+    return _computed(lambda: np.take(a._host(), _h(indices), axis=axis), a, indices)
+
+
+def tensordot(a, b, axes=2) -> ndarray:  # registered by Dask's CuPy backend, never called here
+    raise NotImplementedError("the stand-in has no tensordot")
+
+
+def einsum(*operands, **kwargs) -> ndarray:  # as tensordot
+    raise NotImplementedError("the stand-in has no einsum")
+
+
 def isnan(a) -> ndarray:
     return _computed(lambda: np.isnan(a._host()), a)
 
@@ -673,7 +683,10 @@ __all__ = [
     "random",
     "set_version",
     "sort",
+    "take",
     "take_along_axis",
+    "tensordot",
+    "einsum",
     "where",
     "zeros",
     "zeros_like",
