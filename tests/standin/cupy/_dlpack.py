@@ -68,6 +68,10 @@ def read(capsule) -> dict:
 def export(host: np.ndarray, device_id: int):
     """A capsule of ``host``'s memory (NumPy's own export) that says it is on CUDA device
     ``device_id``: a consumer that reads the device refuses it as host memory (NumPy does)."""
-    capsule = host.__dlpack__()
-    managed(capsule).dl_tensor.device = DLDevice(KDL_CUDA, device_id)
+    bfloat16 = host.dtype.name == "bfloat16"  # NumPy exports no bfloat16: its bits, retyped
+    capsule = host.view(np.int16).__dlpack__() if bfloat16 else host.__dlpack__()
+    tensor = managed(capsule).dl_tensor
+    tensor.device = DLDevice(KDL_CUDA, device_id)
+    if bfloat16:
+        tensor.dtype = DLDataType(KDL_BFLOAT, 16, 1)
     return capsule
