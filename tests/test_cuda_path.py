@@ -115,6 +115,21 @@ def test_plan_with_lengths_then_top_k_on_another_device(two_devices):
     assert_same((r.values.get(), r.indices.get()), expected)
 
 
+def test_plan_with_lengths_opts_kernels_in_on_the_arrays_device(two_devices):
+    """A family with more than 48 KB of shared memory: the lengths variant opts its kernel in to
+    the limit of the device it runs on, not of the current one (on the stand-in, device 0 allows
+    227 KB and device 1 163 KB; CUDA refuses an opt-in above the device's limit)."""
+    cupy = two_devices
+    x = _values(np.random.default_rng(9), (2, 16384))
+    lengths = np.array([16384, 9000])
+    with cupy.cuda.Device(1):
+        on_1, lens_1 = cupy.asarray(x), cupy.asarray(lengths)
+    p = cutopk.plan(on_1, 3000, lengths=lens_1)
+    assert p.launches[-1].shared_bytes > 48 * 1024
+    r = cutopk.top_k(on_1, 3000, lengths=lens_1)
+    assert_same((r.values.get(), r.indices.get()), cutopk.top_k(x, 3000, lengths=lengths))
+
+
 # ---- defect: CuPy 13 and bfloat16
 
 
