@@ -66,7 +66,11 @@ def as_cupy(a) -> tuple[Any, Callable[[Any], Any], contextlib.AbstractContextMan
         # (which breaks CUDA graph capture).
         with cupy.cuda.Device(device), external:
             arr = from_dlpack(cupy, a)  # plain_tensor detached it
-        return arr, torch.from_dlpack, DeviceScope(cupy, device, external, _torch_allocator(torch, cupy, device))
+        return (
+            arr,
+            torch.from_dlpack,
+            DeviceScope(cupy, device, external, _torch_allocator(torch, cupy, device)),
+        )
     if hasattr(a, "__cuda_array_interface__"):
         arr = cupy.asarray(a)  # zero-copy for __cuda_array_interface__ producers
         return arr, identity, DeviceScope(cupy, arr.device.id)

@@ -18,7 +18,6 @@ settings.register_profile("dev", max_examples=60, deadline=None)
 settings.load_profile(os.environ.get("CUTOPK_HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
 
 
-
 def _real_cupy_has_a_gpu() -> bool:
     try:
         import cupy

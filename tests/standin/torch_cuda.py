@@ -97,7 +97,9 @@ def on_device(t: torch.Tensor, index: int = 0) -> CudaTensor:
     storage = t.untyped_storage()
     if storage.nbytes():
         ptr = storage.data_ptr()
-        _state.register(_state.Region(ptr, storage.nbytes(), index, _state.host_bytes(ptr, storage.nbytes()), t))
+        _state.register(
+            _state.Region(ptr, storage.nbytes(), index, _state.host_bytes(ptr, storage.nbytes()), t)
+        )
     return out
 
 

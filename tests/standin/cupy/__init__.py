@@ -305,7 +305,9 @@ class ndarray:
         return _computed(lambda: np.asarray(self._host().max(axis=axis, keepdims=keepdims)), self)
 
     def sum(self, axis=None, dtype=None, keepdims=False):
-        return _computed(lambda: np.asarray(self._host().sum(axis=axis, dtype=dtype, keepdims=keepdims)), self)
+        return _computed(
+            lambda: np.asarray(self._host().sum(axis=axis, dtype=dtype, keepdims=keepdims)), self
+        )
 
     def any(self, axis=None, keepdims=False):
         return _computed(lambda: np.asarray(self._host().any(axis=axis, keepdims=keepdims)), self)
@@ -376,7 +378,7 @@ def _key(key) -> tuple:
 
 def _is_basic(key: tuple) -> bool:
     return all(
-        k is None or k is Ellipsis or isinstance(k, (slice, int, np.integer)) and not isinstance(k, bool)
+        k is None or k is Ellipsis or (isinstance(k, (slice, int, np.integer)) and not isinstance(k, bool))
         for k in key
     )
 
@@ -662,13 +664,14 @@ __all__ = [
     "arange",
     "argsort",
     "array",
-    "ascontiguousarray",
     "asarray",
+    "ascontiguousarray",
     "asnumpy",
     "broadcast_to",
     "concatenate",
     "copyto",
     "cuda",
+    "einsum",
     "empty",
     "empty_like",
     "from_dlpack",
@@ -686,7 +689,6 @@ __all__ = [
     "take",
     "take_along_axis",
     "tensordot",
-    "einsum",
     "where",
     "zeros",
     "zeros_like",
