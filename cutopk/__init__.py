@@ -221,10 +221,12 @@ def plan(
 
     from . import _lengths
 
+    # The variant that reads the lengths is planned on the array's device too: its kernels are
+    # loaded, and opted in to shared memory, on the device current while it is built.
     with scope if scope is not None else contextlib.nullcontext():
         _, longest = _lengths.check(lengths, arr, call.req)
         arr, call = _lengths.narrowed(arr, call, longest)
-    kernel_call = _lengths.kernel_call(call)
+        kernel_call = _lengths.kernel_call(call)
     if kernel_call is not None:
         return _lengths.describe_in_kernel(_call.describe(kernel_call, cached, arr), arr.shape[call.req.axis])
     return _lengths.describe(_call.describe(call, cached, arr), arr)

@@ -160,7 +160,7 @@ def array_kind(a, name: str = "a") -> str:
     if isinstance(a, (np.ndarray, np.generic)):
         return "numpy"
     module = type(a).__module__.split(".")[0]
-    if module == "cupy" or hasattr(a, "__cuda_array_interface__"):
+    if module == "cupy" or _has_cuda_array_interface(a):
         return "cupy"
     if hasattr(a, "__dlpack_device__"):
         try:
@@ -175,6 +175,17 @@ def array_kind(a, name: str = "a") -> str:
         f"{name}: expected a NumPy array, a CuPy array or a CUDA array with __cuda_array_interface__ "
         f"or DLPack, got {type(a).__module__}.{type(a).__qualname__}"
     )
+
+
+def _has_cuda_array_interface(a) -> bool:
+    """Whether ``a`` exports ``__cuda_array_interface__``. An export that raises anything but
+    AttributeError still says the array is on a GPU: torch raises RuntimeError for a CUDA tensor
+    that requires grad (which ``hasattr`` does not catch), and such a tensor under
+    ``torch.no_grad()`` is a GPU input like any other."""
+    try:
+        return hasattr(a, "__cuda_array_interface__")
+    except Exception:  # noqa: BLE001 - the attribute is there, its export refused
+        return True
 
 
 def describe_array(a) -> str:

@@ -42,16 +42,18 @@ def as_cupy(a) -> tuple[Any, Callable[[Any], Any], contextlib.AbstractContextMan
     """Wrap a GPU array as CuPy without a copy.
 
     Returns ``(array, back, scope)``: ``back`` converts a CuPy result to the caller's array type,
-    and ``scope`` is a context manager that makes the array's device and the caller's stream
-    current while the kernels are launched, or None for a CuPy array on the current device
-    (CuPy's current stream is already the caller's: nothing to enter).
+    and ``scope`` is a :class:`DeviceScope` that makes the array's device (and for a torch
+    tensor, torch's current stream and caching allocator) current while the kernels are launched.
+    A scope can be entered any number of times, nested too: a first call plans in it, then
+    launches in it again. For a CuPy array on the current device it does nothing (CuPy's current
+    stream and allocator are already the caller's).
     """
     cupy = import_cupy()
     if isinstance(a, cupy.ndarray):
         device = a.device.id
         if device == cupy.cuda.runtime.getDevice():
-            return a, identity, None
-        return a, identity, _device_scope(cupy, device, None)
+            return a, identity, NO_SCOPE
+        return a, identity, DeviceScope(cupy, device)
     if _module_of(a) == "torch":
         import torch
 
@@ -63,13 +65,75 @@ def as_cupy(a) -> tuple[Any, Callable[[Any], Any], contextlib.AbstractContextMan
         # the current one, and a stream mismatch would make it insert a cross-stream wait
         # (which breaks CUDA graph capture).
         with cupy.cuda.Device(device), external:
-            arr = cupy.from_dlpack(a)  # plain_tensor detached it
-        return arr, torch.from_dlpack, _device_scope(cupy, device, external)
+            arr = from_dlpack(cupy, a)  # plain_tensor detached it
+        return (
+            arr,
+            torch.from_dlpack,
+            DeviceScope(cupy, device, external, _torch_allocator(torch, cupy, device)),
+        )
     if hasattr(a, "__cuda_array_interface__"):
         arr = cupy.asarray(a)  # zero-copy for __cuda_array_interface__ producers
-        return arr, identity, _device_scope(cupy, arr.device.id, None)
-    arr = cupy.from_dlpack(a)
-    return arr, identity, _device_scope(cupy, arr.device.id, None)
+        return arr, identity, DeviceScope(cupy, arr.device.id)
+    arr = from_dlpack(cupy, a)
+    return arr, identity, DeviceScope(cupy, arr.device.id)
+
+
+def from_dlpack(cupy, obj, name: str = "a"):
+    """``cupy.from_dlpack(obj)``, with the NotImplementedError of a CuPy without bfloat16 (before
+    14.0, or without ml_dtypes) turned into a TypeError that names the argument and the fix."""
+    try:
+        return cupy.from_dlpack(obj)
+    except NotImplementedError as exc:
+        if "bfloat16" not in str(exc):
+            raise
+        raise TypeError(
+            f"{name}: bfloat16 on the GPU needs CuPy >= 14.0 with ml_dtypes installed, but this is "
+            f"CuPy {cupy.__version__} ({exc}); upgrade CuPy or pass float16/float32"
+        ) from None
+
+
+NO_SCOPE = contextlib.nullcontext()  # re-enterable, and does nothing
+
+
+class DeviceScope:
+    """The device, stream and allocator a call on a GPU array launches with.
+
+    Each ``with`` enters fresh CuPy contexts (a context manager made by
+    :func:`contextlib.contextmanager` can be entered once only; this one is entered to plan and
+    again to launch). ``allocator``: CuPy allocator for every array made in the scope (outputs,
+    scratch): for torch inputs, torch's caching allocator, which serves memory during CUDA graph
+    capture, where CuPy's pool would call cudaMalloc, which capture forbids."""
+
+    def __init__(self, cupy, device_id: int, stream=None, allocator=None):
+        self._cupy, self.device_id, self.stream, self.allocator = cupy, device_id, stream, allocator
+        self._entered: list[contextlib.ExitStack] = []
+
+    def __enter__(self):
+        cuda = self._cupy.cuda
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(cuda.Device(self.device_id))
+            if self.stream is not None:
+                stack.enter_context(self.stream)
+            if self.allocator is not None:
+                stack.enter_context(cuda.using_allocator(self.allocator))
+            self._entered.append(stack.pop_all())
+        return self
+
+    def __exit__(self, *exc):
+        return self._entered.pop().__exit__(*exc)
+
+
+def _torch_allocator(torch, cupy, device_id: int):
+    """A CuPy allocator taking memory from torch's caching allocator on ``device_id`` (each block
+    a uint8 tensor, kept alive by the CuPy memory that wraps it)."""
+    device = torch.device("cuda", device_id)
+    cuda = cupy.cuda
+
+    def allocate(size: int):
+        block = torch.empty(size, dtype=torch.uint8, device=device)
+        return cuda.MemoryPointer(cuda.UnownedMemory(block.data_ptr(), size, block, device_id), 0)
+
+    return allocate
 
 
 def as_host(a) -> tuple[Any, Callable[[Any], Any]]:
@@ -154,13 +218,3 @@ def _check_torch_dtype(dtype, name: str) -> None:
 
 def identity(x):
     return x
-
-
-@contextlib.contextmanager
-def _device_scope(cupy, device_id: int, stream):
-    with cupy.cuda.Device(device_id):
-        if stream is None:
-            yield
-        else:
-            with stream:
-                yield

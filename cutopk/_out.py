@@ -54,8 +54,10 @@ def _torch_view(t, name: str, device: str):
         return host_view(t, f"out: {name}")
     import cupy
 
+    from ._interop import from_dlpack
+
     with cupy.cuda.Device(t.device.index):
-        return cupy.from_dlpack(t)
+        return from_dlpack(cupy, t, f"out: {name}")
 
 
 def check(out, call, arr):

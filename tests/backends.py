@@ -20,9 +20,26 @@ def sim_unavailable_reason() -> str | None:
     return None
 
 
+def cuda_is_standin() -> bool:
+    """Whether ``cupy`` is the CPU stand-in of tests/standin (kernels on the simulator)."""
+    import sys
+
+    return getattr(sys.modules.get("cupy"), "__name__", "") == "standin.cupy"
+
+
+def hardware_only(reason: str) -> None:
+    """Skip the calling test on the CuPy stand-in: what it checks only real hardware shows
+    (docs/hardware-only.md lists these)."""
+    if cuda_is_standin():
+        pytest.skip(f"needs a real GPU ({reason}); the CuPy stand-in cannot show it")
+
+
 @functools.cache
 def cuda_unavailable_reason() -> str | None:
-    """None when CuPy and a CUDA GPU are usable, else why not."""
+    """None when CuPy and a CUDA GPU (or the CuPy stand-in, with the CPU simulator behind it)
+    are usable, else why not."""
+    if cuda_is_standin():
+        return sim_unavailable_reason()
     try:
         import cupy
     except ImportError:

@@ -1,7 +1,11 @@
-"""Shared pytest configuration: the hypothesis profiles (a bounded one for CI), and CuPy without
-its memory pool when a sanitizer asks for it."""
+"""Shared pytest configuration: the hypothesis profiles (a bounded one for CI), CuPy without its
+memory pool when a sanitizer asks for it, and the CuPy stand-in (tests/standin/cupy) where no real
+CuPy with a usable GPU is there, so that the ``"cuda"`` parameters run everywhere.
+
+``CUTOPK_CUPY_STANDIN=0`` leaves the stand-in out (``import cupy`` then fails without CuPy)."""
 
 import os
+import sys
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -13,6 +17,24 @@ settings.register_profile(
 settings.register_profile("dev", max_examples=60, deadline=None)
 settings.load_profile(os.environ.get("CUTOPK_HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
 
+
+def _real_cupy_has_a_gpu() -> bool:
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:  # noqa: BLE001 - no CuPy, or a CuPy that cannot reach a GPU
+        for name in [n for n in sys.modules if n.split(".")[0] in ("cupy", "cupyx", "cupy_backends")]:
+            del sys.modules[name]
+        return False
+
+
+STANDIN = os.environ.get("CUTOPK_CUPY_STANDIN", "1") != "0" and not _real_cupy_has_a_gpu()
+if STANDIN:
+    from standin import install_cupy
+
+    install_cupy()
+
 if os.environ.get("CUTOPK_CUPY_NO_POOL") == "1":
     # For compute-sanitizer (tools/gpu_session.sh): every array gets its own cudaMalloc, so an
     # access past an array's end leaves the allocation instead of landing inside a pool block.
@@ -20,6 +42,17 @@ if os.environ.get("CUTOPK_CUPY_NO_POOL") == "1":
 
     cupy.cuda.set_allocator(None)
     cupy.cuda.set_pinned_memory_allocator(None)
+
+
+@pytest.fixture(autouse=True)
+def standin_state():
+    """With the CuPy stand-in, each test starts on device 0 with no stream captured, and leaves
+    no capture, device or stream behind (a test that fails mid-capture would fail every later one)."""
+    yield
+    if STANDIN:
+        from standin.cupy import _state
+
+        _state.reset()
 
 
 @pytest.fixture(autouse=True)

@@ -15,7 +15,7 @@ import re
 
 import numpy as np
 import pytest
-from backends import cuda_unavailable_reason
+from backends import cuda_unavailable_reason, hardware_only
 from reference import assert_same
 
 import cutopk
@@ -105,13 +105,8 @@ def test_cuda_array_interface_object_is_a_gpu_array():
             cutopk.plan(FakeCudaArray(), 1, backend=backend)
 
 
-def test_cuda_array_without_cupy_says_what_is_missing():
-    try:
-        import cupy  # noqa: F401
-    except ImportError:
-        pass
-    else:
-        pytest.skip("CuPy is installed: the missing-CuPy message cannot be seen")
+def test_cuda_array_without_cupy_says_what_is_missing(monkeypatch):
+    monkeypatch.setitem(__import__("sys").modules, "cupy", None)  # import cupy fails
     for backend in ("auto", "cuda"):
         with pytest.raises(RuntimeError, match="needs CuPy and a CUDA GPU, but CuPy is not installed"):
             cutopk.top_k(FakeCudaArray(), 1, backend=backend)
@@ -356,6 +351,7 @@ def test_runs_on_the_current_cupy_stream():
     """As above with CuPy's current stream (non-blocking, so the legacy default stream would
     not wait for it)."""
     cupy = _cuda()
+    hardware_only("a kernel that spins on clock64() while another stream runs")
     fill = cupy.RawKernel(_SPIN_THEN_FILL, "spin_then_fill")
     x = cupy.zeros(5000, dtype=cupy.float32)
     cutopk.top_k(x, 3)  # build the kernels first
@@ -374,10 +370,12 @@ def test_cuda_graph_capture_and_replay_on_new_data():
     rng = np.random.default_rng(1)
     host = rng.random((32, 4096), dtype=np.float32)
     x = cupy.asarray(host)
-    cutopk.top_k(x, 16)  # build the kernels and warm the pool before capture
-    cupy.cuda.Device().synchronize()
     stream = cupy.cuda.Stream(non_blocking=True)
     with stream:
+        # Build the kernels and warm the pool before capture, on the capturing stream: CuPy's
+        # pool keeps freed blocks per stream, and a capture may not call cudaMalloc.
+        cutopk.top_k(x, 16)
+        stream.synchronize()
         stream.begin_capture()
         r = cutopk.top_k(x, 16)  # a host synchronisation here would break the capture
         graph = stream.end_capture()

@@ -206,7 +206,7 @@ def test_multiblock_in_chunks_of_rows(backend, monkeypatch):
     rng = np.random.default_rng(5)
     x = make_values(rng, np.float32, (7, 3000), "ties")
     x[:, 100:300] = np.nan
-    plan = cutopk.plan(x, 40, backend=backend, algorithm="multiblock")
+    plan = cutopk.plan(to_backend(x, backend), 40, backend=backend, algorithm="multiblock")
     assert plan.params["rows_per_chunk"] == 2
     for view in (x, x[::-1], x[::2, ::-3]):
         run_case(backend, view, 40, algorithm="multiblock", nan="largest")
@@ -218,7 +218,12 @@ def test_multiblock_in_chunks_of_rows(backend, monkeypatch):
     # The scratch budget: one row per chunk.
     monkeypatch.setattr(_dispatch, "MULTIBLOCK_SCRATCH_LIMIT", 1)
     _call.CACHE.clear()  # plans made before the patch must not serve calls after it
-    assert cutopk.plan(y, 9, backend=backend, algorithm="multiblock").params["rows_per_chunk"] == 1
+    assert (
+        cutopk.plan(to_backend(y, backend), 9, backend=backend, algorithm="multiblock").params[
+            "rows_per_chunk"
+        ]
+        == 1
+    )
     run_case(backend, y, 9, algorithm="multiblock", mode="smallest")
 
 
@@ -230,7 +235,7 @@ def sampled_threshold(monkeypatch):
 
 
 def staged_plan(x, k, backend, **kw):
-    plan = cutopk.plan(x, k, backend=backend, algorithm="multiblock", **kw)
+    plan = cutopk.plan(to_backend(x, backend), k, backend=backend, algorithm="multiblock", **kw)
     assert plan.params["sample_rank"] is not None, "the sampled threshold is off for this case"
     return plan
 
@@ -318,7 +323,7 @@ def test_warp_radix_is_auto_for_batches_of_medium_rows(backend):
     x = make_values(rng, np.float32, (1100, 300), "few_distinct")
     x[1] = 7.0
     x[2, ::5] = np.nan
-    assert cutopk.plan(x, 40, backend=backend).algorithm == "warp_radix"
+    assert cutopk.plan(to_backend(x, backend), 40, backend=backend).algorithm == "warp_radix"
     for order in (True, "index"):
         run_case(backend, x, 40, sorted=order)
         run_case(backend, x, 128, sorted=order, mode="smallest", nan="largest")

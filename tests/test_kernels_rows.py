@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from backends import BACKEND_PARAMS, require
+from backends import BACKEND_PARAMS, require, to_backend
 from inputs import dtype_of, make_values
 from test_kernels import run_case
 
@@ -74,7 +74,7 @@ def test_bitonic_beyond_48k(backend, dtype, monkeypatch):
     rng = np.random.default_rng(11)
     n = 16384 if dtype == "float32" else 20000
     x = make_values(rng, dtype_of(dtype), (2, n), "few_distinct")
-    plan = cutopk.plan(x, 3000, backend=backend)
+    plan = cutopk.plan(to_backend(x, backend), 3000, backend=backend)
     assert plan.algorithm == "bitonic" and plan.launches[0].shared_bytes > 48 * 1024
     run_case(backend, x, 3000, sorted=True)
     run_case(backend, x, 5, sorted="index", mode="smallest", algorithm="bitonic", index_dtype=np.int32)
@@ -86,11 +86,11 @@ def test_radix_and_mb_order_beyond_48k(backend, monkeypatch):
     use_device(monkeypatch, backend, H100_SHARED)
     rng = np.random.default_rng(12)
     x = make_values(rng, np.int64, (2, 6000), "few_distinct")
-    plan = cutopk.plan(x, 1000, algorithm="radix", backend=backend)
+    plan = cutopk.plan(to_backend(x, backend), 1000, algorithm="radix", backend=backend)
     assert plan.launches[0].shared_bytes > 48 * 1024
     run_case(backend, x, 1000, algorithm="radix")
     y = make_values(rng, np.float64, (1, 12000), "nan")
-    plan = cutopk.plan(y, 5000, algorithm="multiblock", backend=backend)
+    plan = cutopk.plan(to_backend(y, backend), 5000, algorithm="multiblock", backend=backend)
     assert plan.params["order_shared"] > 48 * 1024
     run_case(backend, y, 5000, algorithm="multiblock", nan="largest")
     run_case(backend, y, 5000, algorithm="multiblock", sorted="index")
@@ -116,7 +116,7 @@ def test_multiblock_orders_winners_beyond_shared_memory(backend, dtype, monkeypa
     rng = np.random.default_rng(13)
     x = make_values(rng, dtype_of(dtype), (2, 5000), "nan" if "float" in dtype else "few_distinct")
     for k in (200, 1000, 4999, 5000):
-        plan = cutopk.plan(x, k, algorithm="multiblock", backend=backend)
+        plan = cutopk.plan(to_backend(x, backend), k, algorithm="multiblock", backend=backend)
         assert plan.params["order_shared"] == 0
         for order, mode, nan in ((True, "largest", "last"), ("index", "smallest", "largest")):
             run_case(backend, x, k, algorithm="multiblock", sorted=order, mode=mode, nan=nan)
@@ -156,7 +156,7 @@ def test_outer_axis_rows_through_the_tiled_transpose(backend, algorithm, monkeyp
     rng = np.random.default_rng(15)
     x = make_values(rng, np.float32, (301, 97), "few_distinct")  # 97 rows of 301 along axis 0
     k = 20 if algorithm != "warp_row" else 16
-    plan = cutopk.plan(x, k, axis=0, algorithm=algorithm, backend=backend)
+    plan = cutopk.plan(to_backend(x, backend), k, axis=0, algorithm=algorithm, backend=backend)
     assert plan.copy and plan.launches[0].kernel.startswith("transpose_rows<")
     assert any("tiled transpose" in c for c in plan.copies)
     calls = []
@@ -175,7 +175,11 @@ def test_outer_axis_transpose_dtypes_and_shapes(backend, dtype):
     x = make_values(rng, dtype_of(dtype), (65, 33), "extremes" if "int" in dtype else "nan")
     run_case(backend, x, 40, axis=0, nan="largest")  # 33 rows of 65: partial tiles both ways
     y = make_values(rng, dtype_of(dtype), (70, 3, 41), "few_distinct")  # 123 rows of 70 along axis 0
-    assert cutopk.plan(y, 12, axis=0, backend=backend).launches[0].kernel.startswith("transpose_rows<")
+    assert (
+        cutopk.plan(to_backend(y, backend), 12, axis=0, backend=backend)
+        .launches[0]
+        .kernel.startswith("transpose_rows<")
+    )
     run_case(backend, y, 12, axis=0, sorted="index")
     run_case(backend, y[::-1, :, ::-1], 12, axis=0, mode="smallest")
 
