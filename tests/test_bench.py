@@ -1024,3 +1024,20 @@ def test_a_peer_that_cannot_be_set_up_is_skipped_with_the_reason(monkeypatch):
         == "cannot set up: ImportError: libcudart.so.13: cannot open shared object file"
     )
     assert routes["numpy-naive"].call is not None
+
+
+def test_a_run_without_files_measures_every_case_and_writes_nothing(monkeypatch, tmp_path, capsys):
+    _stub_measure(monkeypatch, lambda case: {"cutopk": {"note": "stub"}})
+    monkeypatch.setattr(grid, "quick_grid", lambda gpu: [grid.Case("moe", 4, 64, 2 + i) for i in range(3)])
+    monkeypatch.chdir(tmp_path)
+    assert len(runner.run(regimes=["moe"], save=False)) == 3
+    assert "wrote" not in capsys.readouterr().out and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.skipif(not HAS_MPL, reason="matplotlib is not installed")
+def test_no_speedup_plot_without_a_timed_peer(tmp_path):
+    result = {
+        "case": dataclasses.asdict(grid.Case("moe", 4, 64, 2)),
+        "peers": {"torch": {"status": "skipped"}},
+    }
+    assert plots.plot([result], ["torch"], tmp_path, "quick") == [] and list(tmp_path.iterdir()) == []

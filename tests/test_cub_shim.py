@@ -142,6 +142,13 @@ def test_copy_headers_replaces_an_old_copy_with_the_four_folders(tmp_path):
     assert cub.copy_headers(include, dest) == dest
     assert sorted(p.name for p in dest.iterdir()) == ["cub", "cuda", "nv", "thrust"]
     assert (dest / "thrust" / "a.h").read_text() == "thrust"
+    fresh = tmp_path / "fresh" / "cccl"  # no earlier copy: nothing to remove first
+    assert sorted(p.name for p in cub.copy_headers(include, fresh).iterdir()) == [
+        "cub",
+        "cuda",
+        "nv",
+        "thrust",
+    ]
 
 
 def test_a_library_without_an_entry_point_is_refused(tmp_path):
