@@ -4,6 +4,7 @@ the child fails, writes diagnostics, or outlives its time limit, with and withou
 from __future__ import annotations
 
 import os
+import signal
 import time
 
 import pytest
@@ -18,6 +19,14 @@ def test_a_launch_that_raises_in_the_child_is_reported_as_a_failed_child():
     outcome = _isolate.run(launch, timeout_s=None)
     assert outcome.died == "the child process exited with status 3" and outcome.rc == -1
     assert "isolated launch failed in the child: RuntimeError('the runtime is not loaded')" in outcome.stderr
+
+
+def test_a_child_killed_by_a_signal_is_named_by_it():
+    def launch():
+        os.kill(os.getpid(), signal.SIGKILL)
+        return 0, "", []
+
+    assert _isolate.run(launch, timeout_s=None).died == "the child process died of SIGKILL"
 
 
 def test_the_childs_diagnostics_are_passed_on_with_its_result(capfd):

@@ -114,8 +114,8 @@ def test_a_pointer_outside_every_staged_region_is_an_error():
 def test_a_read_only_view_of_a_written_array_is_no_error():
     out = np.zeros(4, np.int32)
     view = out[:]
-    view.flags.writeable = False  # the same memory passed again as a const argument
-    s = st.Staging(regions_of(out, view), "shared")
+    view.flags.writeable = False  # the same memory passed again as a const argument (first)
+    s = st.Staging(regions_of(view, out), "shared")
     np.ctypeslib.as_array((np.ctypeslib.ctypes.c_int32 * 4).from_address(s.translate(out.ctypes.data)))[:] = 3
     s.finish(write_back=True)
     assert out.tolist() == [3] * 4
