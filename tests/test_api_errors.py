@@ -144,3 +144,26 @@ def test_cuda_backend_without_cupy_is_a_runtime_error(monkeypatch):
 def test_algorithms_backend_checked():
     with pytest.raises(ValueError, match="backend: expected one of 'numpy', 'cuda', 'sim'"):
         cutopk.algorithms("auto")
+
+
+def test_torch_dtype_without_a_numpy_equivalent_is_named():
+    torch = pytest.importorskip("torch")
+    from cutopk import _dtypes
+
+    with pytest.raises(TypeError, match=r"^torch.qint8 has no NumPy equivalent$"):
+        _dtypes.as_numpy_dtype(torch.qint8)
+    with pytest.raises(TypeError, match=r"^a: unsupported dtype torch.qint8 \(expected one of float16, "):
+        _dtypes.check_dtype(torch.qint8, "a")
+
+
+def test_without_ml_dtypes_bfloat16_is_unsupported_and_says_what_to_install(monkeypatch):
+    import sys
+
+    from cutopk import _dtypes
+
+    monkeypatch.setitem(sys.modules, "ml_dtypes", None)  # import ml_dtypes raises ImportError
+    assert _dtypes._bfloat16_dtype() is None
+    assert "bfloat16" not in {i.name for i in _dtypes._build_table().values()}
+    torch = pytest.importorskip("torch")
+    with pytest.raises(TypeError, match=r"^bfloat16 needs the ml_dtypes package \(pip install ml_dtypes\)$"):
+        _dtypes.as_numpy_dtype(torch.bfloat16)

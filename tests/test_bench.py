@@ -590,3 +590,474 @@ def test_irregular_benchmark_stops_on_a_wrong_answer(monkeypatch, restore_thread
     monkeypatch.setattr(cutopk, "segmented_top_k", off_by_one)
     with pytest.raises(irregular.Mismatch, match="segmented"):
         irregular.main(IRREGULAR_TINY)
+
+
+# --- checker, environment, table and timers: the paths a plain CPU run does not take ----------
+
+
+def test_checker_reads_device_and_array_like_answers():
+    class DeviceArray:  # CuPy's way to the host: .get()
+        def __init__(self, a):
+            self.a = a
+
+        def get(self):
+            return self.a
+
+    class ArrayLike:  # JAX's: __array__
+        def __init__(self, a):
+            self.a = a
+
+        def __array__(self, dtype=None, copy=None):
+            return self.a
+
+    x = np.array([[3.0, 1.0, 3.0, 2.0]], dtype=np.float32)
+    want = cutopk.top_k(x, 2).values
+    assert check.check(x, -1, want, (DeviceArray(want), ArrayLike(np.array([[2, 0]])))) is None
+    assert check.check(x, -1, want, None).startswith("cannot read the answer: TypeError")
+
+
+def test_checker_catches_an_index_given_twice():
+    x = np.array([[3.0, 1.0, 3.0, 2.0]], dtype=np.float32)
+    want = cutopk.top_k(x, 2).values
+    assert check.check(x, -1, want, (want, np.array([[0, 0]]))) == "an index appears twice in a row"
+
+
+def test_bits_of_integers_are_their_twos_complement_patterns():
+    assert check.bits(np.array([-1, 2, -128], np.int8)).tolist() == [255, 2, 128]
+
+
+def test_gpu_that_computes_wrong_sums_is_no_gpu(monkeypatch):
+    cp = fake_cupy()
+    cp.arange = lambda n: np.zeros(n, np.int64)
+    monkeypatch.setitem(sys.modules, "cupy", cp)
+    assert env.gpu_unavailable() == "CuPy runs kernels on the GPU but computes wrong sums"
+
+
+@pytest.mark.parametrize("cpuinfo", [OSError("no /proc"), "processor\t: 0\nBogoMIPS\t: 50.00\n"])
+def test_cpu_model_falls_back_to_platform_without_a_model_name(monkeypatch, cpuinfo):
+    def read_text(self):
+        if isinstance(cpuinfo, Exception):
+            raise cpuinfo
+        return cpuinfo
+
+    monkeypatch.setattr(env.pathlib.Path, "read_text", read_text)
+    monkeypatch.setattr(env.platform, "processor", lambda: "")
+    monkeypatch.setattr(env.platform, "machine", lambda: "aarch64")
+    assert env.cpu_model() == "aarch64"
+
+
+def test_metadata_outside_a_git_checkout_has_no_commit(monkeypatch, tmp_path):
+    monkeypatch.setattr(env, "REPO", tmp_path)  # no .git at all
+    meta = env.metadata(False)
+    assert meta["git_commit"] is None and meta["git_dirty"] is None
+    (tmp_path / ".git").mkdir()  # a .git that git does not accept: the command fails
+    assert env._git("rev-parse", "HEAD") is None
+
+
+class _Terminal:
+    """A stream that says it is a terminal and keeps what was written."""
+
+    def __init__(self):
+        self.text = ""
+
+    def isatty(self):
+        return True
+
+    def write(self, s):
+        self.text += s
+
+    def flush(self):
+        pass
+
+
+def test_table_on_a_terminal_shows_progress_and_replaces_it_with_the_row():
+    term = _Terminal()
+    table = report.Table([], gpu=False, total=4, stream=term)
+    table.progress(1, "moe 64x128 k=4 largest")
+    assert term.text.startswith("\r[" + "#" * 7 + "." * 23 + "] 2/4 moe 64x128 k=4 largest")
+    failed = {"label": "moe 64x128 k=4 largest", "cutopk": {"note": "RuntimeError: no memory"}, "peers": {}}
+    table.row(1, failed)
+    assert "\r" + " " * 110 + "\r" in term.text and "FAILED" in term.text
+    assert table.notes == {"cutopk: RuntimeError: no memory": ["moe 64x128 k=4 largest"]}
+
+
+def test_cpu_timer_warms_up_untimed():
+    calls = []
+    stats = timing.CpuTimer(repeat=3, warmup=2, min_repeat=3, budget=10.0)(lambda: calls.append(1))
+    assert stats["repeat"] == 3 and len(calls) == 2 + 3
+
+
+def test_gpu_timer_without_its_spin_kernel_times_the_host_too(monkeypatch):
+    cp = fake_cupy()
+    spins, syncs = [], []
+
+    def raw_kernel(source, name):
+        raise RuntimeError("nvrtc: cannot compile")
+
+    class Device(cp.cuda.Device):
+        def synchronize(self):
+            syncs.append(1)
+
+    cp.RawKernel = raw_kernel
+    cp.cuda.Device = Device
+    monkeypatch.setitem(sys.modules, "cupy", cp)
+    timer = timing.GpuTimer(repeat=3, warmup=0, min_repeat=3)
+    assert timer.spin is None and runner._timer_facts(timer)["spin_ms"] is None
+    timer(lambda: spins.append(1))
+    assert syncs == [] and len(spins) == 3
+    timer(lambda: None, own_stream=True)  # a route on its own stream: the device is synchronized first
+    assert len(syncs) == 3
+
+
+# --- the runner's reports of what could not be measured ------------------------------------------
+
+
+def test_unknown_free_host_memory_lets_every_case_try(monkeypatch):
+    def sysconf(name):
+        raise ValueError(f"unrecognized configuration name {name}")
+
+    monkeypatch.setattr(runner.os, "sysconf", sysconf)
+    assert runner._free_host_bytes() == 1 << 62
+    assert runner.does_not_fit(grid.Case("t", 1 << 20, 1 << 20, 1), gpu=False) is None
+
+
+def test_case_too_large_for_the_gpu_is_skipped_and_said_so(monkeypatch):
+    cp = fake_cupy()
+    cp.cuda.runtime.memGetInfo = lambda: (1 << 20, 1 << 33)
+    monkeypatch.setitem(sys.modules, "cupy", cp)
+    why = runner.does_not_fit(grid.Case("t", 1024, 1024, 1), gpu=True)
+    assert why == "needs about 0.0 GiB of GPU memory, 0.0 GiB free"
+    assert runner.does_not_fit(grid.Case("t", 16, 1024, 1), gpu=True) is None
+
+
+def test_releasing_between_gpu_cases_empties_the_pools(monkeypatch):
+    cp, freed, emptied = fake_cupy(), [], []
+    cp.get_default_memory_pool = lambda: types.SimpleNamespace(free_all_blocks=lambda: freed.append(1))
+    monkeypatch.setitem(sys.modules, "cupy", cp)
+    monkeypatch.setitem(sys.modules, "torch", None)  # no peer imported torch: it is left alone
+    runner._release(True)
+    assert freed == [1]
+    fake_torch = types.SimpleNamespace(cuda=types.SimpleNamespace(empty_cache=lambda: emptied.append(1)))
+    monkeypatch.setitem(sys.modules, "torch", fake_torch)
+    runner._release(True)
+    runner._release(False)  # the CPU has no pool to release
+    assert freed == [1, 1] and emptied == [1]
+
+
+def test_self_check_skips_large_cases_and_names_wrong_indices():
+    case = grid.Case("t", 2, 100, 3)
+    x = inputs.values(case)
+    right = cutopk.top_k(x, 3, nan="largest")
+    assert runner.self_check(x, 1, case, right, limit=100) == ("skipped: more than 100 elements", None)
+    swapped = (right.values, right.indices[:, ::-1].copy())
+    assert runner.self_check(x, 1, case, swapped, limit=1000)[0] == (
+        "mismatch: indices differ from the NumPy backend's"
+    )
+
+
+def test_a_plan_that_fails_is_shown_as_a_question_mark(monkeypatch):
+    def plan(*args, **kwargs):
+        raise RuntimeError("no plan")
+
+    monkeypatch.setattr(cutopk, "plan", plan)
+    assert runner._algorithm(np.zeros((2, 8), np.float32), grid.Case("t", 2, 8, 1), 1) == "? (RuntimeError)"
+
+
+def test_cutopk_failing_on_a_case_is_a_note_and_the_summary_counts_it(monkeypatch):
+    def broken(x, axis, k, mode, nan="largest"):
+        return baselines.Route("cutopk", lambda: (_ for _ in ()).throw(MemoryError("out of\nmemory")))
+
+    monkeypatch.setattr(baselines, "cutopk_route", broken)
+    result = runner.measure(grid.Case("t", 4, 500, 5), runner.Session(False, timing.CpuTimer(repeat=3)))
+    assert result["cutopk"] == {"note": "MemoryError: out of memory"} and result["peers"] == {}
+    assert runner.summary([result], ["numpy-sort"]) == ["cutopk failed on 1 cases: ['t 4x500 k=5 largest']"]
+
+
+def test_session_peers_limit_what_is_measured():
+    session = runner.Session(False, timing.CpuTimer(repeat=3), peers=("numpy-sort",))
+    result = runner.measure(grid.Case("t", 4, 500, 5), session)
+    assert list(result["peers"]) == ["numpy-sort"]
+
+
+def test_a_peer_that_raises_is_an_error_and_a_mismatch_is_counted(monkeypatch):
+    def peers(x, axis, case, gpu):
+        good = baselines.numpy_sort_route(x, axis, case.k, case.mode)
+        wrong = baselines.Route("wrong", lambda: (good.call()[0] + 1, good.call()[1]), nan="last")
+        return [baselines.Route("raises", lambda: np.take(x, [10**9])), wrong]
+
+    monkeypatch.setattr(baselines, "peers", peers)
+    result = runner.measure(grid.Case("t", 4, 500, 5), runner.Session(False, timing.CpuTimer(repeat=3)))
+    raised = result["peers"]["raises"]
+    assert raised["status"] == "error" and raised["note"].startswith("IndexError: index 1000000000")
+    assert runner.summary([result], ["wrong"]) == [
+        "wrong: 1 answers differ from cutopk's (see notes): no time reported for them"
+    ]
+
+
+@pytest.mark.parametrize(("name", "need"), [("cupy", 500 * (3 * 4 + 24) * 4), ("jax", 500 * 3 * 8 * 4)])
+def test_gpu_peer_that_needs_more_memory_than_is_free_is_skipped(monkeypatch, name, need):
+    cp = fake_cupy()
+    cp.cuda.runtime.memGetInfo = lambda: (need - 1, 4 * need)  # for JAX 0.75 of the total is more
+    monkeypatch.setitem(sys.modules, "cupy", cp)
+    monkeypatch.delenv("XLA_PYTHON_CLIENT_MEM_FRACTION", raising=False)
+    route = baselines.Route(name, lambda: pytest.fail("a skipped peer ran"))
+    case = grid.Case("t", 4, 500, 5)
+    session = runner.Session(True, timing.CpuTimer(repeat=3))
+    x = np.zeros((4, 500), np.float32)
+    out = runner._measure_peer(route, case, x, x, 1, {}, {"median": 1.0}, session, 4)
+    assert out == {"status": "skipped", "note": f"needs about 0.0 GiB, {(need - 1) / (1 << 30):.1f} GiB free"}
+    monkeypatch.setenv("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.1")  # JAX's own pool is the smaller cap
+    if name == "jax":
+        cp.cuda.runtime.memGetInfo = lambda: (100 * need, 4 * need)
+        assert (
+            runner._measure_peer(route, case, x, x, 1, {}, {"median": 1.0}, session, 4)["status"] == "skipped"
+        )
+
+
+# --- the CUB peer's facts, and the run loop's limits ---------------------------------------------
+
+
+def test_cub_facts_only_when_a_cub_peer_may_run(monkeypatch, capsys):
+    from cutopk._bench import cub
+
+    assert runner._cub_facts({"compute_capability": "90"}, ("torch",)) is None
+    lib = types.SimpleNamespace(version=300500, path="/x/libcutopk_cub.so")
+    monkeypatch.setattr(cub, "available", lambda arch: (lib, None) if arch == "sm_90" else (None, "no"))
+    facts = runner._cub_facts({"compute_capability": "90"}, ())
+    assert facts == {
+        "available": True,
+        "cub_version": 300500,
+        "library": "/x/libcutopk_cub.so",
+        "note": cub.NOTE,
+    }
+    assert "CUB peer: CUB 3.5.0 from /x/libcutopk_cub.so" in capsys.readouterr().out
+    assert runner._cub_facts({"compute_capability": "80"}, ("cub",)) == {"available": False, "reason": "no"}
+
+
+def test_cpu_start_without_torch_says_so(monkeypatch, capsys):
+    real = baselines.missing
+    monkeypatch.setattr(baselines, "missing", lambda m: "torch is not installed" if m == "torch" else real(m))
+    monkeypatch.setattr(env, "gpu_unavailable", lambda: "CuPy is not installed")
+    session = runner.start(None, ())
+    assert not session.gpu and session.timer.repeat == 7
+    assert "no GPU found (CuPy is not installed)" in capsys.readouterr().out
+
+
+def test_run_refuses_an_unwritable_out_before_measuring(tmp_path, monkeypatch, no_measuring):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    with pytest.raises(ValueError, match=r"^out: cannot write into"):
+        runner.run(out=blocker)
+    monkeypatch.setattr(env, "results_base", lambda: blocker / "results")
+    monkeypatch.setattr(env, "gpu_unavailable", lambda: "CuPy is not installed")
+    with pytest.raises(ValueError, match=r"^save: cannot write into"):
+        runner.run(regimes=["moe"], save=True)
+
+
+def _stub_measure(monkeypatch, behaviour):
+    """runner.measure replaced: ``behaviour(case)`` returns a result or raises."""
+    monkeypatch.setattr(env, "gpu_unavailable", lambda: "CuPy is not installed")
+
+    def measure(case, session):
+        return behaviour(case) | {"case": dataclasses.asdict(case), "label": case.label(), "peers": {}}
+
+    monkeypatch.setattr(runner, "measure", measure)
+
+
+def test_full_cpu_run_leaves_out_the_largest_cases_and_a_time_limit_stops_new_ones(monkeypatch, capsys):
+    seen = []
+    _stub_measure(monkeypatch, lambda case: seen.append(case) or {"cutopk": {"note": "stub"}})
+    results = runner.run(full=True, regimes=["knn"], time_limit=1e-9)
+    out = capsys.readouterr().out
+    assert "CPU: shapes with more than 2**24 elements are left out of the full grid" in out
+    assert results == [] and seen == []
+    assert "case skipped: --time-limit 1e-09 s reached" in out
+
+
+def test_an_interrupted_run_writes_what_it_measured(monkeypatch, tmp_path, capsys):
+    count = []
+
+    def behaviour(case):
+        count.append(case)
+        if len(count) == 2:
+            raise RuntimeError("cudaErrorMemoryAllocation")
+        if len(count) == 3:
+            raise KeyboardInterrupt
+        return {"cutopk": {"note": "stub"}}
+
+    _stub_measure(monkeypatch, behaviour)
+    monkeypatch.setattr(grid, "quick_grid", lambda gpu: [grid.Case("moe", 4, 64, 2 + i) for i in range(4)])
+    results = runner.run(regimes=["moe"], out=tmp_path)
+    out = capsys.readouterr().out
+    assert len(results) == 1 and "interrupted: writing what was measured" in out
+    assert "case failed: RuntimeError: cudaErrorMemoryAllocation" in out
+    data = json.loads((tmp_path / "quick-moe.json").read_text())
+    assert len(data["results"]) == 1 and data["meta"]["skipped"][0]["reason"].startswith("RuntimeError")
+
+
+def test_a_count_that_is_not_a_number_is_a_usage_error(capsys, no_measuring):
+    _fails_with(["--repeat", "many"], capsys, "--repeat", "expected a int, got 'many'")
+
+
+def test_cases_for_without_a_limit_keeps_the_whole_quick_grid():
+    cases, left_out = runner.cases_for(False, [], False, None)
+    assert cases == grid.quick_grid(False) and left_out == []
+
+
+def test_the_console_script_module_runs_nothing_when_imported():
+    import importlib
+
+    module = importlib.import_module("cutopk.__main__")
+    assert module.main is runner.main
+
+
+# --- the peers' routes: set-up paths a CPU-only machine does not take ---------------------------
+
+
+def fake_jax(backend: str = "gpu", refuses: bool = False) -> types.ModuleType:
+    """Just enough of JAX for ``baselines.jax_route``, on NumPy: ``lax.top_k`` takes the largest K of
+    the last axis (ties to the lower index), ``jit`` calls the function as it is."""
+    import importlib.machinery
+
+    jax = types.ModuleType("jax")
+    jax.__spec__ = importlib.machinery.ModuleSpec("jax", None)  # found by importlib.util.find_spec
+    jnp = types.ModuleType("jax.numpy")
+    jnp.__spec__ = importlib.machinery.ModuleSpec("jax.numpy", None)
+
+    class Array(np.ndarray):
+        def block_until_ready(self):
+            return self
+
+    def asarray(a):
+        if refuses:
+            raise TypeError("unsupported strides")
+        return np.asarray(a).view(Array)
+
+    def top_k(a, k):
+        order = np.argsort(-a.astype(np.float64), axis=-1, kind="stable")[..., :k]
+        return np.take_along_axis(a, order, axis=-1).view(Array), order.view(Array)
+
+    jnp.asarray, jnp.moveaxis = asarray, np.moveaxis
+    from ml_dtypes import bfloat16
+
+    jnp.bfloat16 = bfloat16
+    jax.numpy = jnp
+    jax.default_backend = lambda: backend
+    jax.jit = lambda f: f
+    jax.dlpack = types.SimpleNamespace(from_dlpack=asarray)
+    jax.lax = types.SimpleNamespace(top_k=top_k, bitcast_convert_type=lambda a, dt: a.view(dt))
+    return jax
+
+
+@pytest.fixture
+def with_fake_jax(monkeypatch):
+    def install(**kw):
+        jax = fake_jax(**kw)
+        monkeypatch.setitem(sys.modules, "jax", jax)
+        monkeypatch.setitem(sys.modules, "jax.numpy", jax.numpy)
+        return jax
+
+    return install
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("mode", ["largest", "smallest"])
+@pytest.mark.parametrize("layout", ["rows", "axis0", "middle"])
+def test_jax_route_moves_the_axis_and_negates_for_the_smallest(with_fake_jax, dtype, mode, layout):
+    with_fake_jax()
+    case = grid.Case("t", 6, 300, 7, mode, dtype=dtype, layout=layout)
+    x, axis = inputs.arrange(inputs.values(case), case)
+    route = baselines.jax_route(x, axis, case.k, mode, case.dist, dtype)
+    assert route.own_stream and route.sorts
+    want = cutopk.top_k(x, case.k, axis=axis, mode=mode, nan="largest").values
+    assert check.check(x, axis, want, route.call()) is None
+
+
+def test_jax_route_is_skipped_with_the_reason(with_fake_jax, monkeypatch):
+    x = np.zeros((2, 8), np.float32)
+    monkeypatch.setitem(sys.modules, "jax", None)
+    monkeypatch.setattr(baselines, "missing", lambda m: f"{m} is not installed")
+    assert baselines.jax_route(x, 1, 2, "largest", "uniform").reason == "jax is not installed"
+    monkeypatch.undo()
+    with_fake_jax()
+    assert "-NaN would rank first" in baselines.jax_route(x, 1, 2, "smallest", "nan").reason
+    with_fake_jax(backend="cpu")
+    device_array = types.SimpleNamespace(shape=(2, 8))  # not NumPy's: a GPU array for JAX to import
+    reason = baselines.jax_route(device_array, 1, 2, "largest", "uniform").reason
+    assert reason == "JAX has no GPU backend here (its default is cpu)"
+    with_fake_jax(refuses=True)
+    reason = baselines.jax_route(x, 1, 2, "largest", "uniform").reason
+    assert reason == "JAX cannot import this array: TypeError: unsupported strides"
+
+
+@pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed")
+def test_torch_route_on_a_gpu_array_with_a_cpu_torch_is_skipped():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this torch has CUDA")
+    route = baselines.torch_route(types.SimpleNamespace(shape=(2, 8)), 1, 2, "largest", "float32")
+    assert route.call is None and route.reason == f"this torch ({torch.__version__}) has no CUDA"
+
+
+def test_torch_routes_without_torch_are_skipped_under_their_own_names(monkeypatch):
+    real = baselines.missing
+    monkeypatch.setattr(baselines, "missing", lambda m: "torch is not installed" if m == "torch" else real(m))
+    x = np.zeros((2, 8), np.float32)
+    assert baselines.torch_route(x, 1, 2, "largest", "float32").reason == "torch is not installed"
+    threads = baselines.cpu_thread_routes(x, 1, 2, "largest", "float32")["torch-threads"]()
+    assert (threads.name, threads.call, threads.reason) == ("torch-threads", None, "torch is not installed")
+
+
+def test_cpu_count_without_affinity_is_the_machine_count(monkeypatch):
+    monkeypatch.delattr(baselines.os, "sched_getaffinity")
+    monkeypatch.setattr(baselines.os, "cpu_count", lambda: None)
+    assert baselines._cpus() == 1
+    monkeypatch.setattr(baselines.os, "cpu_count", lambda: 12)
+    assert baselines._cpus() == 12
+
+
+def test_cub_route_hands_over_to_the_shim_when_it_loads(monkeypatch):
+    from cutopk._bench import cub
+
+    monkeypatch.setitem(sys.modules, "cupy", fake_cupy())
+    lib = object()
+    monkeypatch.setattr(cub, "available", lambda arch: (lib, None))
+    seen = []
+    monkeypatch.setattr(cub, "route", lambda *args: seen.append(args) or "the shim's route")
+    x = np.zeros((2, 8), np.float32)
+    assert baselines.cub_route(x, 1, 2, "largest", "float32", sort=True) == "the shim's route"
+    assert seen == [(x, 1, 2, "largest", "float32", lib, True)]
+    assert baselines.peer_unavailable("cupy", gpu=True) is None
+
+
+def test_a_peer_that_cannot_be_set_up_is_skipped_with_the_reason(monkeypatch):
+    def fails(*args):
+        raise ImportError("libcudart.so.13: cannot open shared object file")
+
+    monkeypatch.setattr(baselines, "numpy_sort_route", fails)
+    case = grid.Case("t", 2, 50, 3)
+    routes = {r.name: r for r in baselines.peers(np.zeros((2, 50), np.float32), 1, case, gpu=False)}
+    assert routes["numpy-sort"].call is None
+    assert (
+        routes["numpy-sort"].reason
+        == "cannot set up: ImportError: libcudart.so.13: cannot open shared object file"
+    )
+    assert routes["numpy-naive"].call is not None
+
+
+def test_a_run_without_files_measures_every_case_and_writes_nothing(monkeypatch, tmp_path, capsys):
+    _stub_measure(monkeypatch, lambda case: {"cutopk": {"note": "stub"}})
+    monkeypatch.setattr(grid, "quick_grid", lambda gpu: [grid.Case("moe", 4, 64, 2 + i) for i in range(3)])
+    monkeypatch.chdir(tmp_path)
+    assert len(runner.run(regimes=["moe"], save=False)) == 3
+    assert "wrote" not in capsys.readouterr().out and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.skipif(not HAS_MPL, reason="matplotlib is not installed")
+def test_no_speedup_plot_without_a_timed_peer(tmp_path):
+    result = {
+        "case": dataclasses.asdict(grid.Case("moe", 4, 64, 2)),
+        "peers": {"torch": {"status": "skipped"}},
+    }
+    assert plots.plot([result], ["torch"], tmp_path, "quick") == [] and list(tmp_path.iterdir()) == []

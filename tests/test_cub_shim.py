@@ -112,6 +112,66 @@ def test_unknown_dtype_is_refused_before_the_library_is_called():
         lib.call(False, "int32", True, 0, 0, 0, 0, 0, 1, 10, 2, 0)
 
 
+def test_a_broken_nvidia_namespace_means_no_wheel_headers(monkeypatch):
+    def find_spec(name):
+        raise ValueError("nvidia.__spec__ is None")
+
+    monkeypatch.setattr(cub.importlib.util, "find_spec", find_spec)
+    assert cub._wheel_includes() == []
+
+
+def test_a_failing_nvcc_leaves_no_library_and_passes_on_its_messages(tmp_path):
+    nvcc = tmp_path / "nvcc"
+    nvcc.write_text("#!/bin/sh\necho 'cutopk_cub.cu(12): error: identifier \"x\" is undefined' >&2\nexit 2\n")
+    nvcc.chmod(0o755)
+    out = tmp_path / "lib" / "libcutopk_cub.so"
+    with pytest.raises(
+        cub.CubUnavailable, match=r'nvcc failed \(2\): cutopk_cub.cu\(12\): error: identifier "x"'
+    ):
+        cub.build("sm_90", out, tmp_path, nvcc=str(nvcc))
+    assert list(out.parent.iterdir()) == []
+
+
+def test_copy_headers_replaces_an_old_copy_with_the_four_folders(tmp_path):
+    include = tmp_path / "cccl"
+    for part in ("cub", "cuda", "nv", "thrust", "unrelated"):
+        (include / part).mkdir(parents=True)
+        (include / part / "a.h").write_text(part)
+    dest = tmp_path / "copy"
+    (dest / "stale").mkdir(parents=True)
+    assert cub.copy_headers(include, dest) == dest
+    assert sorted(p.name for p in dest.iterdir()) == ["cub", "cuda", "nv", "thrust"]
+    assert (dest / "thrust" / "a.h").read_text() == "thrust"
+    fresh = tmp_path / "fresh" / "cccl"  # no earlier copy: nothing to remove first
+    assert sorted(p.name for p in cub.copy_headers(include, fresh).iterdir()) == [
+        "cub",
+        "cuda",
+        "nv",
+        "thrust",
+    ]
+
+
+def test_a_library_without_an_entry_point_is_refused(tmp_path):
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler to build a stand-in library")
+    src, lib = tmp_path / "partial.c", tmp_path / "libpartial.so"
+    src.write_text("int cutopk_cub_version(void) { return 300500; }\n")
+    __import__("subprocess").run([cc, "-shared", "-fPIC", str(src), "-o", str(lib)], check=True)
+    with pytest.raises(
+        cub.CubUnavailable, match=r"has no cutopk_cub_\w+: built from another source\? rebuild it"
+    ):
+        cub.Library(lib)
+
+
+def test_available_says_why_not_instead_of_raising(monkeypatch, tmp_path):
+    monkeypatch.setenv(cub.LIB_ENV, str(tmp_path / "missing.so"))
+    lib, why = cub.available.__wrapped__(cub.arch_of("90"))  # uncached: this environment only
+    assert lib is None and "the CUB shim is not built" in why and "--arch sm_90" in why
+    monkeypatch.setattr(cub, "load", lambda arch: f"library for {arch}")
+    assert cub.available.__wrapped__("sm_80") == ("library for sm_80", None)
+
+
 # --- the Python side against a stand-in library and CuPy ----------------------------------------
 
 

@@ -203,3 +203,18 @@ def test_multiblock_orders_the_winners_in_shared_memory_when_they_fit():
     assert d.plan(1, 2**20, 4097, 4, DEV, copy=False).params["order_shared"] == 0
     assert d.plan(1, 2**20, 2048, 8, DEV, copy=False).params["order_shared"] == 2048 * 16
     assert d.plan(1, 2**20, 2049, 8, DEV, copy=False).params["order_shared"] == 0
+
+
+def test_array_library_step_repeated_is_shown_with_its_count():
+    from cutopk import _plan
+
+    assert str(_plan.Launch("argsort", count=3)) == "3 x argsort"
+    assert str(_plan.Launch("argsort")) == "argsort"
+
+
+def test_row_strides_of_misaligned_and_collapsible_batches():
+    from cutopk import _layout
+
+    assert _layout.row_strides((4,), (3,), 4, 0) is None  # a stride that is not whole elements
+    assert _layout.row_strides((2, 3, 4), (48, 16, 4), 4, 2) == (4, 1)  # two batch axes, one stride
+    assert _layout.row_strides((2, 3, 4), (64, 16, 4), 4, 2) is None  # padded between batches

@@ -205,3 +205,24 @@ def test_openvino_rules():
     with pytest.raises(TypeError, match="k: expected an integer scalar"):
         openvino.top_k(data, 1.5, axis=0, mode="max", sort="value")
     assert openvino.top_k(data, np.array(2), axis=1, mode="min", sort="index").values.shape == (2, 2)
+
+
+def test_openvino_k_as_a_one_element_tensor_is_a_scalar():
+    x = np.arange(10.0)
+    want = openvino.top_k(x, 2, 0, "max", "value")
+    got = openvino.top_k(x, np.array([2]), 0, "max", "value")
+    assert_same(got, want, index_dtype=np.int32)
+
+
+def test_directml_k_that_is_not_an_integer_is_refused():
+    with pytest.raises(TypeError, match=r"^K: expected a non-negative integer \(UINT\), got float 2.5$"):
+        directml.top_k(np.arange(10, dtype=np.float32), 0, 2.5)
+
+
+def test_onnx_k_tensor_of_a_dtype_numpy_lacks_is_refused():
+    torch = pytest.importorskip("torch")
+    with pytest.raises(TypeError, match=r"^K: expected a tensor of dtype int64, got torch.qint8$"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # quantized tensors are deprecated in torch
+            k = torch.quantize_per_tensor(torch.ones(1), 1.0, 0, torch.qint8)
+        cutopk_onnx.top_k(np.arange(10.0), k)

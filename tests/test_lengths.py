@@ -143,3 +143,23 @@ def test_torch_out_tensors_are_returned_with_lengths(backend):
     want = expected_rows(x.numpy(), 4, lengths)
     np.testing.assert_array_equal(out[1].numpy(), want[1])
     np.testing.assert_array_equal(out[0].numpy(), want[0])
+
+
+def test_no_rows_with_no_lengths_give_empty_results():
+    r = cutopk.top_k(np.zeros((0, 5)), 2, lengths=np.zeros(0, np.int64))
+    assert r.values.shape == r.indices.shape == (0, 2)
+
+
+def test_cpu_torch_lengths_for_a_numpy_input_act_as_numpy_lengths():
+    torch = pytest.importorskip("torch")
+    x = np.arange(10.0).reshape(2, 5)
+    got = cutopk.top_k(x, 2, lengths=torch.tensor([3, 5]))
+    want = cutopk.top_k(x, 2, lengths=np.array([3, 5]))
+    assert np.array_equal(got.values, want.values) and np.array_equal(got.indices, want.indices)
+    assert got.indices.tolist() == [[2, 1], [4, 3]]
+
+
+@pytest.mark.skipif(sim_unavailable_reason() is not None, reason=str(sim_unavailable_reason()))
+def test_plan_with_lengths_read_by_the_kernels_says_so():
+    p = cutopk.plan(np.arange(10.0).reshape(2, 5), 2, lengths=np.array([3, 5]), backend="sim")
+    assert p.batch == "lengths read by the kernels, rows planned as 5 long (the longest, rounded up)"

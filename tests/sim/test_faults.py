@@ -205,6 +205,70 @@ def test_wrong_launch_arguments(mod, args, fragment):
     assert fragment in str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("arg", "fragment"),
+    [
+        (3j, ", got builtins.complex (16-byte value)"),
+        ("3", "; expected a NumPy array, a NumPy scalar or None, got builtins.str"),
+    ],
+)
+def test_python_values_without_a_kernel_type_are_refused(mod, arg, fragment):
+    with pytest.raises(sim.LaunchArgumentError) as info:
+        mod.get_function("typed")(1, 1, (np.zeros(1, np.float32), arg))
+    assert (
+        str(info.value) == f"kernel 'typed', argument 1: the parameter is a 4-byte signed integer{fragment}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("grid", "block", "shared_mem", "message"),
+    [
+        ((1, 1, 1, 1), 1, 0, r"grid: expected an int or up to 3 non-negative ints, got \(1, 1, 1, 1\)"),
+        (1, -1, 0, "block: expected an int or up to 3 non-negative ints, got -1"),
+        (1, (32, 33), 0, r"kernel 'typed': block \(32, 33, 1\) has 1056 threads, more than CUDA's 1024"),
+        (1, 1, -1, r"kernel 'typed': shared_mem=-1 is outside \[0, 227 KB\]"),
+        (1, 1, 228 * 1024, r"kernel 'typed': shared_mem=233472 is outside \[0, 227 KB\]"),
+    ],
+)
+def test_launch_geometry_outside_cuda_limits_is_refused(mod, grid, block, shared_mem, message):
+    out = np.zeros(1, np.float32)
+    with pytest.raises(ValueError, match=f"^{message}$"):
+        mod.get_function("typed")(grid, block, (out, np.int32(1)), shared_mem=shared_mem)
+    assert out[0] == 0  # nothing ran
+
+
+def test_unknown_kernel_name_lists_the_known_ones(mod):
+    with pytest.raises(KeyError, match=r"kernel 'nope' is not in this module \(known: .*typed"):
+        mod.get_function("nope")
+
+
+def test_more_parameters_than_the_runtime_describes_is_an_error():
+    params = ", ".join(f"int p{i}" for i in range(65))
+    m = sim.RawModule(code=f'extern "C" __global__ void wide({params}) {{}}')
+    with pytest.raises(sim.LaunchArgumentError, match="kernel 'wide' has 65 parameters, more than 64"):
+        m.get_function("wide")
+
+
+def test_module_options_are_checked(monkeypatch):
+    with pytest.raises(ValueError, match=r"resident_blocks: expected 0 \(all\) or a positive int, got -1"):
+        sim.RawModule(code=BUGS, resident_blocks=-1)
+    with pytest.raises(sim.SimError, match=r"could not compile the kernel source:\n.*kernel\.cu:1:1: error"):
+        sim.RawModule(code="this is not C++").get_function("x")
+
+
+def test_unreadable_process_map_counts_as_no_asan_runtime(monkeypatch):
+    from cutopk.sim import _module
+
+    def no_proc(*args, **kwargs):
+        raise OSError("no /proc")
+
+    monkeypatch.setattr(_module, "open", no_proc, raising=False)
+    with pytest.raises(
+        sim.SimUnavailableError, match="asan=True needs the AddressSanitizer runtime loaded first"
+    ):
+        sim.RawModule(code=BUGS, asan=True)
+
+
 def test_dynamic_shared_memory_overrun(mod):
     with pytest.raises(sim.SharedMemoryOverrunError) as info:
         mod.get_function("dynamic_overrun")(1, 32, (np.zeros(32, np.int32), np.int32(64)), shared_mem=64 * 4)

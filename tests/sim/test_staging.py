@@ -58,3 +58,64 @@ def test_byte_bounds_match_numpy():
         pointer = v.__array_interface__["data"][0]
         expected = np.lib.array_utils.byte_bounds(v) if v.size else (pointer, pointer)
         assert _byte_bounds(v, pointer) == expected, (v.shape, v.strides)
+
+
+class _FailingLibc:
+    """libc's allocators, failing from the ``fail_at``-th call on; frees are recorded."""
+
+    def __init__(self, real, fail_at: int):
+        self.real, self.fail_at, self.calls, self.freed = real, fail_at, 0, []
+
+    def _next(self):
+        self.calls += 1
+        return self.calls >= self.fail_at
+
+    def malloc(self, n):
+        return None if self._next() else self.real.malloc(n)
+
+    def mmap(self, *args):
+        return st._MAP_FAILED if self._next() else self.real.mmap(*args)
+
+    def free(self, address):
+        self.freed.append(address)
+        self.real.free(address)
+
+    def munmap(self, address, n):
+        self.freed.append(address)
+        self.real.munmap(address, n)
+
+
+@pytest.mark.parametrize(
+    ("kind", "message"),
+    [
+        ("malloc", "cannot allocate 8 bytes for an AddressSanitizer copy"),
+        ("shared", "cannot map 8 bytes of shared memory for an isolated launch"),
+    ],
+)
+def test_a_failed_allocation_frees_the_copies_made_so_far(monkeypatch, kind, message):
+    a, b = np.zeros(2, np.int32), np.zeros(2, np.int32)
+    libc = _FailingLibc(st._libc, fail_at=2)
+    monkeypatch.setattr(st, "_libc", libc)
+    with pytest.raises(MemoryError, match=message):
+        st.Staging(regions_of(a, b), kind)
+    assert len(libc.freed) == 1  # the first copy, and only it
+
+
+def test_a_pointer_outside_every_staged_region_is_an_error():
+    a = np.zeros(4, np.int32)
+    s = st.Staging(regions_of(a), "malloc")
+    try:
+        with pytest.raises(ValueError, match=r"pointer 0x[0-9a-f]+ is in none of the staged regions"):
+            s.translate(a.ctypes.data + 64)
+    finally:
+        s.finish(write_back=False)
+
+
+def test_a_read_only_view_of_a_written_array_is_no_error():
+    out = np.zeros(4, np.int32)
+    view = out[:]
+    view.flags.writeable = False  # the same memory passed again as a const argument (first)
+    s = st.Staging(regions_of(view, out), "shared")
+    np.ctypeslib.as_array((np.ctypeslib.ctypes.c_int32 * 4).from_address(s.translate(out.ctypes.data)))[:] = 3
+    s.finish(write_back=True)
+    assert out.tolist() == [3] * 4
