@@ -471,9 +471,15 @@ def asarray(a, dtype=None, order=None, *, blocking=False) -> ndarray:
     return _from_host(host)
 
 
-def array(obj, dtype=None, copy=True) -> ndarray:
+def array(obj, dtype=None, copy=True, order="K", subok=False, ndmin=0, *, blocking=False) -> ndarray:
+    """CuPy's ``array``; a copy (or an ``order="C"`` array that is not C-contiguous) is made
+    C-contiguous: the stand-in's kernels write new arrays in C order only."""
+    if order not in ("K", "A", "C", None) or subok or ndmin:
+        raise NotImplementedError(f"the CuPy stand-in's array() models order K/A/C only, got {order=}")
     arr = asarray(obj, dtype)
-    return arr.copy() if copy and arr is obj else arr
+    if (copy and arr is obj) or (order == "C" and not arr.flags.c_contiguous):
+        return arr.copy()
+    return arr
 
 
 def ascontiguousarray(a, dtype=None) -> ndarray:
