@@ -11,7 +11,6 @@ import types
 
 import numpy as np
 import pytest
-
 from backends import cuda_is_standin, hardware_only
 
 import cutopk
