@@ -25,6 +25,7 @@
 // (index_bytes). Threads per block: CUTOPK_WARP_RADIX_THREADS (CUTOPK_WARP_RADIX_WARPS rows per
 // block). Shared memory: static, WARPS * (256 * 4 + CAP * (sizeof(Key) + 4)) bytes (24 KB for
 // 32-bit keys, 32 KB for 64-bit, with 8 warps and a cap of 256).
+#include "constants.cuh"
 #include "key_traits.cuh"
 #include "row_extent.cuh"
 #include "block_sort.cuh"
