@@ -102,8 +102,8 @@ __global__ void __launch_bounds__(CUTOPK_WARP_RADIX_THREADS, sizeof(T) == 8   ? 
 
   // 2. The winners above the bucket and the bucket's keys, in index order.
   const Key prefix = static_cast<Key>(st.prefix);
-  const long long needed = st.needed;
-  const int above_count = take - (int)needed;
+  const int needed = (int)st.needed;  // <= take <= K: an int (one register fewer in the gather)
+  const int above_count = take - needed;
   const bool fits = (unsigned long long)above_count + st.bucket <= CUTOPK_WARP_RADIX_CAP;
   int taken = 0, members = 0;  // the same in every lane
   cutopk_stream_row(bits, col_stride, 0, len, lane, 32, [&](const auto& run) {
