@@ -4,7 +4,7 @@ any local-memory stack frame; and compile each kernel file alone (``-I kernels``
 file includes what it uses. No GPU needed.
 
     python tools/check_nvrtc.py DIR [DIR ...] [--arch 75 80 90] [--jobs N]
-    python tools/check_nvrtc.py --install DIR VERSION     # VERSION: 12.9, 13.0, newest
+    python tools/check_nvrtc.py --install DIR VERSION     # VERSION: 12.9, 13.0 or 13.x (the newest)
 
 Each DIR is a ``pip install --target`` folder of NVRTC wheels (``--install`` makes one; see
 ``WHEELS``); it is checked in its own process, since two NVRTC libraries of one major version
@@ -41,8 +41,8 @@ SPILL = re.compile(
 USAGE = re.compile(r"Used (?P<regs>\d+) registers")
 
 # What --install puts in a folder: the NVRTC and the headers cuda_fp16.h/cuda_bf16.h need
-# (runtime, crt, CCCL). "newest" leaves the versions to pip; there is no CCCL wheel for every
-# 13.x release, so its CCCL is the newest too.
+# (runtime, crt, CCCL). "13.x" is the newest 13.x release pip finds; there is no CCCL wheel for
+# every 13.x release, so its CCCL is the newest 13.x too.
 WHEELS = {
     "12.9": [
         "nvidia-cuda-nvrtc-cu12==12.9.86",
@@ -55,7 +55,12 @@ WHEELS = {
         "nvidia-cuda-crt==13.0.*",
         "nvidia-cuda-cccl==13.0.*",
     ],
-    "newest": ["nvidia-cuda-nvrtc", "nvidia-cuda-runtime", "nvidia-cuda-crt", "nvidia-cuda-cccl"],
+    "13.x": [
+        "nvidia-cuda-nvrtc>=13,<14",
+        "nvidia-cuda-runtime>=13,<14",
+        "nvidia-cuda-crt>=13,<14",
+        "nvidia-cuda-cccl>=13,<14",
+    ],
 }
 
 
