@@ -20,6 +20,7 @@ from ._api import Request
 ALGORITHMS = _dispatch.ALGORITHMS
 # The order matters: headers first, each file once (the loader strips local #includes).
 KERNEL_FILES = (
+    "constants.cuh",
     "key_traits.cuh",
     "row_extent.cuh",
     "block_sort.cuh",
@@ -54,11 +55,12 @@ def kernel_dir() -> pathlib.Path:
 
 @functools.cache
 def kernel_source() -> str:
-    """All kernel files as one translation unit (so that CuPy's cache key sees every header),
-    opened by the constants shared with Python as generated ``#define`` lines."""
+    """All kernel files as one translation unit, their local ``#include``s removed (so that
+    CuPy's cache key, the source text, sees every header), opened by the constants shared with
+    Python (kernels/constants.cuh)."""
     d = kernel_dir()
     parts = [f"// ---- {name}\n" + _LOCAL_INCLUDE.sub("", (d / name).read_text()) for name in KERNEL_FILES]
-    return "\n".join([_kernel_constants.cuda_defines(), *parts])
+    return "\n".join(parts)
 
 
 @functools.cache
@@ -82,6 +84,12 @@ def name_expressions(cxx: str) -> list[str]:
     ]
     names += [f"mb_{k}<{cxx}>" for k in ("histogram", "collect", "move", "sample", "order")]
     return names
+
+
+def programs() -> list[tuple[str, list[str]]]:
+    """Every program the launcher compiles, as (source text, name expressions): one per element
+    type. tools/check_nvrtc.py compiles exactly these."""
+    return [(kernel_source(), name_expressions(info.cxx)) for info in _dtypes.SUPPORTED.values()]
 
 
 _MODULES: dict[tuple, object] = {}

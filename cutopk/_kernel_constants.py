@@ -1,70 +1,81 @@
 """Constants that both the Python side (dispatcher, launcher) and the CUDA kernels use, written
-once here. ``kernel_source()`` prepends them to the kernel source as ``#define CUTOPK_<NAME>``
-lines (:func:`cuda_defines`), and the kernels use those macros with no fallback of their own: a
-kernel compiled without them fails to compile, so the two sides cannot drift apart. The
-simulator and ``tools/check_kernels.py`` compile the same prepended text.
+once, in ``kernels/constants.cuh``: this module reads that header's ``#define CUTOPK_<NAME>
+<integer>`` lines and gives each as ``<NAME>``. The kernels include the header (``kernel_source()``
+inlines it), so the two sides cannot drift apart.
 """
 
 from __future__ import annotations
 
-# Threads per block of each kernel family (each kernel's __launch_bounds__).
-WARP_ROW_THREADS = 256
-WARP_RADIX_THREADS = 256
-THREAD_ROW_THREADS = 256
-BITONIC_THREADS = 512
-RADIX_THREADS = 512
-MULTIBLOCK_THREADS = 256
-KEYS_THREADS = 256
-TRANSPOSE_THREADS = 256  # 8 warps over a 32 x 32 tile (kernels/transpose_rows.cu)
-ORDER_TILE_THREADS = 512  # order_tiles: at most one thread per compare-exchange pair of a tile
-ORDER_MERGE_THREADS = 256
+import pathlib
+import re
 
-# warp_radix: one warp per row, WARP_RADIX_WARPS rows per block; WARP_RADIX_CAP shared
-# (key, index) pairs per warp, at least twice WARP_RADIX_MAX_K so that a bucket of K keys or
-# more can still fit next to the winners above it.
-WARP_RADIX_WARPS = WARP_RADIX_THREADS // 32
-WARP_RADIX_CAP = 256
-WARP_RADIX_MAX_K = 128
-
-# multiblock: bytes of a row's state (sizeof(MbState), checked by a static_assert) and the keys
-# of mb_sample's evenly spaced sample of a row (a multiple of MULTIBLOCK_THREADS).
-MULTIBLOCK_STATE_BYTES = 72
-MULTIBLOCK_SAMPLES = 4096
-
-# Independent loads each thread of a streaming pass issues before it transforms any
-# (kernels/row_loads.cuh); 16-byte loads on the contiguous path.
-STREAM_LOADS = 4
-
-# The kinds of batch a kernel reads (kernels/row_extent.cuh): every row n long, rows with their
-# own lengths (top_k(..., lengths=)), CSR segments of a 1-D input (segmented_top_k).
-ROWS_REGULAR = 0
-ROWS_LENGTHS = 1
-ROWS_SEGMENTS = 2
-
-_EXPORTED = (
-    "WARP_ROW_THREADS",
-    "WARP_RADIX_THREADS",
-    "THREAD_ROW_THREADS",
-    "BITONIC_THREADS",
-    "RADIX_THREADS",
-    "MULTIBLOCK_THREADS",
-    "KEYS_THREADS",
-    "TRANSPOSE_THREADS",
-    "ORDER_TILE_THREADS",
-    "ORDER_MERGE_THREADS",
-    "WARP_RADIX_WARPS",
-    "WARP_RADIX_CAP",
-    "WARP_RADIX_MAX_K",
-    "MULTIBLOCK_STATE_BYTES",
-    "MULTIBLOCK_SAMPLES",
-    "STREAM_LOADS",
-    "ROWS_REGULAR",
-    "ROWS_LENGTHS",
-    "ROWS_SEGMENTS",
+_HERE = pathlib.Path(__file__).resolve().parent
+# Inside the installed package (cutopk/kernels), else the source checkout's kernels/ folder (as
+# cutopk._gpu.kernel_dir() looks).
+HEADER = next(
+    (
+        p
+        for p in (_HERE / "kernels" / "constants.cuh", _HERE.parent / "kernels" / "constants.cuh")
+        if p.is_file()
+    ),
+    _HERE / "kernels" / "constants.cuh",
 )
+_DEFINE = re.compile(r"#\s*define\s+CUTOPK_(?P<name>\w+)\s+(?P<value>-?\d+)\s*(//.*)?")
 
 
-def cuda_defines() -> str:
-    """The constants as the ``#define`` lines that open the kernel source."""
-    lines = [f"#define CUTOPK_{name} {globals()[name]}" for name in _EXPORTED]
-    return "// Generated from cutopk/_kernel_constants.py: edit them there.\n" + "\n".join(lines) + "\n"
+def read_header(path: pathlib.Path = HEADER) -> dict[str, int]:
+    """The ``CUTOPK_<NAME> <integer>`` defines of a constants header, in order, as {NAME: value}."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise RuntimeError(
+            f"cutopk's kernel constants ({path}) could not be read: the installation is incomplete"
+        ) from exc
+    values: dict[str, int] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not re.match(r"#\s*define\b", line):
+            continue
+        m = _DEFINE.fullmatch(line)
+        if m is None or m["name"] in values:
+            raise RuntimeError(
+                f"{path}:{number}: expected '#define CUTOPK_<NAME> <integer>' (each name once), got {line!r}"
+            )
+        values[m["name"]] = int(m["value"])
+    return values
+
+
+_VALUES = read_header()
+_EXPORTED = tuple(_VALUES)
+
+
+def _value(name: str) -> int:
+    if name not in _VALUES:
+        raise RuntimeError(f"{HEADER} does not define CUTOPK_{name}")
+    return _VALUES[name]
+
+
+# Threads per block of each kernel family (each kernel's __launch_bounds__).
+WARP_ROW_THREADS = _value("WARP_ROW_THREADS")
+WARP_RADIX_THREADS = _value("WARP_RADIX_THREADS")
+THREAD_ROW_THREADS = _value("THREAD_ROW_THREADS")
+BITONIC_THREADS = _value("BITONIC_THREADS")
+RADIX_THREADS = _value("RADIX_THREADS")
+MULTIBLOCK_THREADS = _value("MULTIBLOCK_THREADS")
+KEYS_THREADS = _value("KEYS_THREADS")
+TRANSPOSE_THREADS = _value("TRANSPOSE_THREADS")
+ORDER_TILE_THREADS = _value("ORDER_TILE_THREADS")
+ORDER_MERGE_THREADS = _value("ORDER_MERGE_THREADS")
+# warp_radix: rows per block, shared (key, index) pairs per warp, the largest K.
+WARP_RADIX_WARPS = _value("WARP_RADIX_WARPS")
+WARP_RADIX_CAP = _value("WARP_RADIX_CAP")
+WARP_RADIX_MAX_K = _value("WARP_RADIX_MAX_K")
+# multiblock: bytes of a row's state, keys of mb_sample's sample of a row.
+MULTIBLOCK_STATE_BYTES = _value("MULTIBLOCK_STATE_BYTES")
+MULTIBLOCK_SAMPLES = _value("MULTIBLOCK_SAMPLES")
+# Independent loads per thread of a streaming pass (kernels/row_loads.cuh).
+STREAM_LOADS = _value("STREAM_LOADS")
+# The kinds of batch a kernel reads (kernels/row_extent.cuh).
+ROWS_REGULAR = _value("ROWS_REGULAR")
+ROWS_LENGTHS = _value("ROWS_LENGTHS")
+ROWS_SEGMENTS = _value("ROWS_SEGMENTS")

@@ -16,6 +16,7 @@
 // shared memory, within the device's opt-in limit (the launcher opts in beyond 48 KB): N <= 4096
 // for 32/64-bit keys in 48 KB, 16384 in an H100's 223 KB (32768 for 8/16-bit keys). Threads per
 // block: min(512, size / 2).
+#include "constants.cuh"
 #include "key_traits.cuh"
 #include "row_extent.cuh"
 #include "block_sort.cuh"

@@ -1,6 +1,8 @@
 // Block-wide helpers in shared memory: a bitonic sort of (key, index) pairs and an ordered rank.
 #pragma once
 
+#include "key_traits.cuh"
+
 // A key or index from the lane `mask` away (lane ^ mask), through 32- or 64-bit shuffles (there
 // are none for 8- and 16-bit types).
 template <class V>

@@ -8,6 +8,7 @@
 // Dtypes: all (KeyTraits). Threads per block: 256, grid-stride loop over rows * n elements (or
 // rows * K winners); the row's extent is looked up per element (these are reference and gather
 // kernels, not streaming passes: no per-row setup to amortise).
+#include "constants.cuh"
 #include "key_traits.cuh"
 #include "row_extent.cuh"
 

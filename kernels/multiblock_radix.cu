@@ -50,7 +50,9 @@
 // counters, 256 32-bit counters and one offset per slice, K winners and `cap` candidates (key
 // and 64-bit index each); with a threshold, `stage_total` staged keys and 32-bit offsets, and a
 // staged count and a segment offset per warp part.
+#include "constants.cuh"
 #include "key_traits.cuh"
+#include "row_extent.cuh"
 #include "block_sort.cuh"
 #include "row_loads.cuh"
 #include "radix_digit.cuh"
@@ -81,9 +83,27 @@ struct MbState {
 };
 static_assert(sizeof(MbState) == CUTOPK_MULTIBLOCK_STATE_BYTES,
               "MULTIBLOCK_STATE_BYTES in cutopk/_kernel_constants.py");
-static_assert(__builtin_offsetof(MbState, done) == 28 && __builtin_offsetof(MbState, source) == 40 &&
-                  __builtin_offsetof(MbState, cand_count) == 48 && __builtin_offsetof(MbState, staging) == 64 &&
-                  __builtin_offsetof(MbState, k_row) == 68,
+// MbState's layout, pinned without offsetof (NVRTC before 13.5 has none, not even as
+// __builtin_offsetof): the fields lie in the order written here (aggregate initialization fills
+// them in declaration order) and without padding (the size is the sum of the fields'), so field
+// number `field` lies at the sum of the sizes before it.
+constexpr bool mb_state_in_order() {
+  MbState s = {0, 1, 2, 3, 4, 5, MbSource(6), MbMove(7), 8, 9, 10, 11};
+  return s.prefix == 0 && s.needed == 1 && s.bucket == 2 && s.shift == 3 && s.done == 4 && s.above == 5 &&
+         s.source == 6 && s.move == 7 && s.cand_count == 8 && s.threshold == 9 && s.staging == 10 && s.k_row == 11;
+}
+constexpr int mb_state_offset(int field) {
+  const int size[] = {sizeof(MbState::prefix),    sizeof(MbState::needed),  sizeof(MbState::bucket),
+                      sizeof(MbState::shift),     sizeof(MbState::done),    sizeof(MbState::above),
+                      sizeof(MbState::source),    sizeof(MbState::move),    sizeof(MbState::cand_count),
+                      sizeof(MbState::threshold), sizeof(MbState::staging), sizeof(MbState::k_row)};
+  int at = 0;
+  for (int i = 0; i < field; ++i) at += size[i];
+  return at;
+}
+static_assert(mb_state_in_order() && mb_state_offset(12) == sizeof(MbState), "MbState: fields in order, no padding");
+static_assert(mb_state_offset(4) == 28 && mb_state_offset(6) == 40 && mb_state_offset(8) == 48 &&
+                  mb_state_offset(9) == 56 && mb_state_offset(10) == 64 && mb_state_offset(11) == 68,
               "MB_STATE in tests/multiblock_state.py");
 // mb_sample: every thread issues all its sample loads at once (one memory round trip per row,
 // not one per load), whole rounds of the block.

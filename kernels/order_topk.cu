@@ -14,6 +14,7 @@
 // 1 is ascending index. Indices are 64-bit; with `with_idx` 0 the index of a pair is its position
 // in the row (whole rows; `src_idx` is not read). Dtypes: all (KeyTraits<T>::Key). Limits: tile * (8 + sizeof(Key))
 // bytes of dynamic shared memory; any row length. Threads per block: min(512, tile / 2) and 256.
+#include "constants.cuh"
 #include "key_traits.cuh"
 #include "block_sort.cuh"
 

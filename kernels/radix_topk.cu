@@ -32,7 +32,9 @@
 // bytes per row (32-bit buffer indices: the dispatcher passes buf_cap = 0 for rows of 2^32 or more). Threads per block:
 // CUTOPK_RADIX_THREADS (a multiple of 32: cutopk_block_scan needs whole warps). Indices are 64-bit otherwise;
 // the output takes them as 4 or 8 bytes (index_bytes).
+#include "constants.cuh"
 #include "key_traits.cuh"
+#include "row_extent.cuh"
 #include "block_sort.cuh"
 #include "row_loads.cuh"
 #include "radix_digit.cuh"

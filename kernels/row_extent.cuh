@@ -13,6 +13,9 @@
 // input. It never changes a checked call's result.
 #pragma once
 
+#include "constants.cuh"
+#include "key_traits.cuh"
+
 struct CutopkRowExtent {
   long long start;   // offset of the row's first element from the input pointer, in elements
   long long length;  // elements taking part, 0 <= length <= n

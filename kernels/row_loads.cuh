@@ -25,6 +25,9 @@
 //     index order, as the lower-index tie rule needs.
 #pragma once
 
+#include "constants.cuh"
+#include "key_traits.cuh"
+
 // 16 bytes, the widest load a thread can issue; loaded as one instruction when aligned.
 struct __align__(16) CutopkVec16 {
   unsigned int w[4];

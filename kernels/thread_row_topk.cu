@@ -14,6 +14,7 @@
 // Rows: regular, with lengths, or CSR segments (row_extent.cuh): a thread walks only its row's
 // first `length` elements; the slots no element reached stay empty (-1) and are written as
 // padding, after the winners in every order.
+#include "constants.cuh"
 #include "key_traits.cuh"
 #include "row_extent.cuh"
 #include "radix_digit.cuh"

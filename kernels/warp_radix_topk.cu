@@ -25,6 +25,7 @@
 // (index_bytes). Threads per block: CUTOPK_WARP_RADIX_THREADS (CUTOPK_WARP_RADIX_WARPS rows per
 // block). Shared memory: static, WARPS * (256 * 4 + CAP * (sizeof(Key) + 4)) bytes (24 KB for
 // 32-bit keys, 32 KB for 64-bit, with 8 warps and a cap of 256).
+#include "constants.cuh"
 #include "key_traits.cuh"
 #include "row_extent.cuh"
 #include "block_sort.cuh"
@@ -101,8 +102,8 @@ __global__ void __launch_bounds__(CUTOPK_WARP_RADIX_THREADS, sizeof(T) == 8   ? 
 
   // 2. The winners above the bucket and the bucket's keys, in index order.
   const Key prefix = static_cast<Key>(st.prefix);
-  const long long needed = st.needed;
-  const int above_count = take - (int)needed;
+  const int needed = (int)st.needed;  // <= take <= K: an int (one register fewer in the gather)
+  const int above_count = take - needed;
   const bool fits = (unsigned long long)above_count + st.bucket <= CUTOPK_WARP_RADIX_CAP;
   int taken = 0, members = 0;  // the same in every lane
   cutopk_stream_row(bits, col_stride, 0, len, lane, 32, [&](const auto& run) {

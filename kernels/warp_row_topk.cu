@@ -14,7 +14,9 @@
 // CUTOPK_WARP_ROW_THREADS (a row per warp). Shared memory: none.
 // Ties: the arg-max prefers the lower index among equal keys, so ties go to lower indices both
 // at the K boundary and in the output. NaN: folded into the key by KeyTraits.
+#include "constants.cuh"
 #include "key_traits.cuh"
+#include "row_extent.cuh"
 #include "radix_digit.cuh"
 
 template <class T, int ITEMS>

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import zlib
 
 import numpy as np
@@ -484,18 +485,41 @@ def test_streaming_loader_heads_tails_tiles_and_strides(backend, dtype):
             run_case(backend, view, 100, algorithm=algorithm, mode="smallest", sorted="index")
 
 
-def test_kernel_constants_come_only_from_python():
-    # Written once in cutopk/_kernel_constants.py and prepended to the source as #defines; no
-    # kernel file defines one itself (a fallback would let the two sides drift apart), and
-    # every one is used by some kernel.
+def test_kernel_constants_come_only_from_their_header():
+    # Written once, in kernels/constants.cuh, which cutopk/_kernel_constants.py reads; the module
+    # has no constant of its own, no other kernel file defines one (a fallback would let the two
+    # sides drift apart), every one is used by some kernel, and the source opens with them.
     from cutopk import _gpu, _kernel_constants
 
+    assert (
+        _kernel_constants.HEADER
+        == _gpu.kernel_dir() / "constants.cuh"
+        == _gpu.kernel_dir() / _gpu.KERNEL_FILES[0]
+    )
+    values = _kernel_constants.read_header()
+    assert len(values) > 10 and tuple(values) == _kernel_constants._EXPORTED
+    assert {n for n in vars(_kernel_constants) if n.isupper() and n[0] != "_"} == {"HEADER", *values}
     source = _gpu.kernel_source()
-    assert source.startswith(_kernel_constants.cuda_defines())
-    files = "\n".join((_gpu.kernel_dir() / name).read_text() for name in _gpu.KERNEL_FILES)
-    for name in _kernel_constants._EXPORTED:
+    files = "\n".join((_gpu.kernel_dir() / name).read_text() for name in _gpu.KERNEL_FILES[1:])
+    for name, value in values.items():
         macro = f"CUTOPK_{name}"
-        assert f"#define {macro} {getattr(_kernel_constants, name)}\n" in source
+        assert getattr(_kernel_constants, name) == value
+        assert re.search(
+            rf"^#define {macro} {value}\b", source[: source.index("// ---- key_traits.cuh")], re.M
+        )
         assert f"#define {macro}" not in files and f"ifndef {macro}" not in files, macro
         assert macro in files, f"{macro} is not used by any kernel"
     assert _dispatch.MULTIBLOCK_STATE_BYTES == _kernel_constants.MULTIBLOCK_STATE_BYTES
+
+
+def test_kernel_constants_header_rejects_what_python_cannot_read(tmp_path):
+    from cutopk import _kernel_constants
+
+    good = tmp_path / "good.cuh"
+    good.write_text("#pragma once\n#define CUTOPK_A 3  // three\n  #define CUTOPK_B -1\n")
+    assert _kernel_constants.read_header(good) == {"A": 3, "B": -1}
+    for line in ("#define CUTOPK_A (2 * 4)", "#define CUTOPK_A", "#define OTHER 1", "#define CUTOPK_B0 2"):
+        bad = tmp_path / "bad.cuh"
+        bad.write_text(f"#define CUTOPK_B0 1\n{line}\n")
+        with pytest.raises(RuntimeError, match=r"bad\.cuh:2: expected '#define CUTOPK_<NAME> <integer>'"):
+            _kernel_constants.read_header(bad)

@@ -1,0 +1,39 @@
+// Constants that both the kernels and the Python side (dispatcher, launcher) use, written once
+// here: cutopk/_kernel_constants.py reads this file and gives each CUTOPK_<NAME> to Python as
+// <NAME>. Its format is what that parser accepts: one `#define CUTOPK_<NAME> <integer>` per line
+// (a comment may follow), no expressions.
+#pragma once
+
+// Threads per block of each kernel family (each kernel's __launch_bounds__).
+#define CUTOPK_WARP_ROW_THREADS 256
+#define CUTOPK_WARP_RADIX_THREADS 256
+#define CUTOPK_THREAD_ROW_THREADS 256
+#define CUTOPK_BITONIC_THREADS 512
+#define CUTOPK_RADIX_THREADS 512
+#define CUTOPK_MULTIBLOCK_THREADS 256
+#define CUTOPK_KEYS_THREADS 256
+#define CUTOPK_TRANSPOSE_THREADS 256   // 8 warps over a 32 x 32 tile (transpose_rows.cu)
+#define CUTOPK_ORDER_TILE_THREADS 512  // order_tiles: at most one thread per compare-exchange pair of a tile
+#define CUTOPK_ORDER_MERGE_THREADS 256
+
+// warp_radix: one warp per row, WARP_RADIX_WARPS rows per block (WARP_RADIX_THREADS / 32, checked
+// in warp_radix_topk.cu); WARP_RADIX_CAP shared (key, index) pairs per warp, at least twice
+// WARP_RADIX_MAX_K so that a bucket of K keys or more can still fit next to the winners above it.
+#define CUTOPK_WARP_RADIX_WARPS 8
+#define CUTOPK_WARP_RADIX_CAP 256
+#define CUTOPK_WARP_RADIX_MAX_K 128
+
+// multiblock: bytes of a row's state (sizeof(MbState), checked by a static_assert) and the keys
+// of mb_sample's evenly spaced sample of a row (a multiple of MULTIBLOCK_THREADS).
+#define CUTOPK_MULTIBLOCK_STATE_BYTES 72
+#define CUTOPK_MULTIBLOCK_SAMPLES 4096
+
+// Independent loads each thread of a streaming pass issues before it transforms any
+// (row_loads.cuh); 16-byte loads on the contiguous path.
+#define CUTOPK_STREAM_LOADS 4
+
+// The kinds of batch a kernel reads (row_extent.cuh): every row n long, rows with their own
+// lengths (top_k(..., lengths=)), CSR segments of a 1-D input (segmented_top_k).
+#define CUTOPK_ROWS_REGULAR 0
+#define CUTOPK_ROWS_LENGTHS 1
+#define CUTOPK_ROWS_SEGMENTS 2

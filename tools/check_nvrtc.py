@@ -1,0 +1,339 @@
+"""Compile every program the launcher builds with the NVRTC of pip's CUDA wheels, exactly as CuPy
+does, and fail on a compile error, a name expression that does not lower, any register spill or
+any local-memory stack frame; and compile each kernel file alone (``-I kernels``), so that every
+file includes what it uses. No GPU needed.
+
+    python tools/check_nvrtc.py DIR [DIR ...] [--arch 75 80 90] [--jobs N]
+    python tools/check_nvrtc.py --install DIR VERSION     # VERSION: 12.9, 13.0 or 13.x (the newest)
+
+Each DIR is a ``pip install --target`` folder of NVRTC wheels (``--install`` makes one; see
+``WHEELS``); it is checked in its own process, since two NVRTC libraries of one major version
+cannot share a process. The options are those of CuPy 13 and 14's ``RawModule`` with
+``options=("-std=c++17",)`` (cupy/_core/core.pyx ``assemble_cupy_compiler_options`` and
+cupy/cuda/compiler.py): CuPy's CCCL include folders (here the CCCL wheel's), the options given,
+CuPy's own include folder (not needed: the kernels include none of its headers), the CUDA
+runtime's include folder, ``-ftz=true``, ``-arch=sm_XX`` (CuPy asks for a cubin whenever the
+NVRTC knows the architecture), ``--device-as-default-execution-space``; every name expression
+added before the compile and lowered after it. ``--ptxas-options=-v`` is added to read the
+register report from the program log. Programs with the same source text are compiled once with
+the union of their name expressions (the kernels each instantiation compiles are the same).
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import ctypes
+import json
+import pathlib
+import re
+import subprocess
+import sys
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+ENTRY = re.compile(r"Compiling entry function '(?P<name>[^']+)' for '(?P<arch>sm_\d+)'")
+SPILL = re.compile(
+    r"(?P<stack>\d+) bytes stack frame, (?P<stores>\d+) bytes spill stores, (?P<loads>\d+) bytes spill loads"
+)
+USAGE = re.compile(r"Used (?P<regs>\d+) registers")
+
+# What --install puts in a folder: the NVRTC and the headers cuda_fp16.h/cuda_bf16.h need
+# (runtime, crt, CCCL). "13.x" is the newest 13.x release pip finds; there is no CCCL wheel for
+# every 13.x release, so its CCCL is the newest 13.x too.
+WHEELS = {
+    "12.9": [
+        "nvidia-cuda-nvrtc-cu12==12.9.86",
+        "nvidia-cuda-runtime-cu12==12.9.*",
+        "nvidia-cuda-cccl-cu12==12.9.*",
+    ],
+    "13.0": [
+        "nvidia-cuda-nvrtc==13.0.88",
+        "nvidia-cuda-runtime==13.0.*",
+        "nvidia-cuda-crt==13.0.*",
+        "nvidia-cuda-cccl==13.0.*",
+    ],
+    "13.x": [
+        "nvidia-cuda-nvrtc>=13,<14",
+        "nvidia-cuda-runtime>=13,<14",
+        "nvidia-cuda-crt>=13,<14",
+        "nvidia-cuda-cccl>=13,<14",
+    ],
+}
+
+
+class NvrtcError(Exception):
+    pass
+
+
+class Nvrtc:
+    """The few NVRTC calls CuPy makes, through ctypes."""
+
+    def __init__(self, lib: pathlib.Path):
+        # NVRTC dlopens its builtins library by name at the first compile; a wheel's folder is not
+        # on the search path (13.0's libnvrtc has no RPATH), so load it first, under that name.
+        for builtins in sorted(lib.parent.glob("libnvrtc-builtins.so.*")):
+            ctypes.CDLL(str(builtins), mode=ctypes.RTLD_GLOBAL)
+        self.lib = ctypes.CDLL(str(lib))
+        self.lib.nvrtcGetErrorString.restype = ctypes.c_char_p
+        major, minor = ctypes.c_int(), ctypes.c_int()
+        self._call("nvrtcVersion", ctypes.byref(major), ctypes.byref(minor))
+        self.version = (major.value, minor.value)
+
+    def _call(self, name, *args):
+        rc = getattr(self.lib, name)(*args)
+        if rc != 0:
+            raise NvrtcError(f"{name}: {self.lib.nvrtcGetErrorString(rc).decode()}")
+
+    def compile(self, source: str, name: str, options: list[str], names: list[str]):
+        """Compile; returns (ok, log, {name expression: lowered name or None})."""
+        prog = ctypes.c_void_p()
+        self._call("nvrtcCreateProgram", ctypes.byref(prog), source.encode(), name.encode(), 0, None, None)
+        try:
+            for n in names:
+                self._call("nvrtcAddNameExpression", prog, n.encode())
+            opts = (ctypes.c_char_p * len(options))(*(o.encode() for o in options))
+            rc = self.lib.nvrtcCompileProgram(prog, len(options), opts)
+            size = ctypes.c_size_t()
+            self._call("nvrtcGetProgramLogSize", prog, ctypes.byref(size))
+            buf = ctypes.create_string_buffer(size.value)
+            self._call("nvrtcGetProgramLog", prog, buf)
+            log = buf.value.decode(errors="replace")
+            lowered = {}
+            if rc == 0:
+                for n in names:
+                    out = ctypes.c_char_p()
+                    got = self.lib.nvrtcGetLoweredName(prog, n.encode(), ctypes.byref(out))
+                    lowered[n] = out.value.decode() if got == 0 and out.value else None
+            return rc == 0, log, lowered
+        finally:
+            self.lib.nvrtcDestroyProgram(ctypes.byref(prog))
+
+
+def find_library(folder: pathlib.Path) -> pathlib.Path:
+    libs = sorted(folder.glob("nvidia/*/lib/libnvrtc.so.[0-9]*"))
+    if not libs:
+        raise SystemExit(f"FAILED: no nvidia/*/lib/libnvrtc.so.<major> under {folder} (see --install)")
+    return libs[0]
+
+
+def include_dirs(folder: pathlib.Path) -> tuple[list[str], str]:
+    """(CCCL include folders, the CUDA runtime's include folder) of a wheel folder."""
+    runtime = [
+        p for p in (folder / "nvidia/cuda_runtime/include", folder / "nvidia/cu13/include") if p.is_dir()
+    ]
+    if not runtime or not (runtime[0] / "cuda_fp16.h").is_file():
+        raise SystemExit(f"FAILED: no CUDA runtime headers (cuda_fp16.h) under {folder}/nvidia")
+    cccl = [
+        p for p in (folder / "nvidia/cuda_cccl/include", folder / "nvidia/cu13/include/cccl") if p.is_dir()
+    ]
+    return [str(p) for p in cccl], str(runtime[0])
+
+
+def cupy_options(folder: pathlib.Path, arch: str, extra=()) -> list[str]:
+    cccl, cuda = include_dirs(folder)
+    return [
+        *(f"-I{p}" for p in cccl),
+        "-std=c++17",
+        *extra,
+        f"-I{cuda}",
+        "-ftz=true",
+        f"-arch=sm_{arch}",
+        "--device-as-default-execution-space",
+    ]
+
+
+def merged_programs() -> list[tuple[str, list[str]]]:
+    """The launcher's programs, those with the same source text merged."""
+    from cutopk import _gpu
+
+    merged: dict[str, list[str]] = {}
+    for source, names in _gpu.programs():
+        bucket = merged.setdefault(source, [])
+        bucket += [n for n in names if n not in bucket]
+    return list(merged.items())
+
+
+def parse_ptxas(log: str) -> list[dict]:
+    rows, current = [], None
+    for line in log.splitlines():
+        if m := ENTRY.search(line):
+            current = {"name": m["name"], "arch": m["arch"], "regs": 0, "stack": 0, "stores": 0, "loads": 0}
+            rows.append(current)
+        elif current and (m := USAGE.search(line)):
+            current["regs"] = int(m["regs"])
+        elif current and (m := SPILL.search(line)):
+            current.update(stack=int(m["stack"]), stores=int(m["stores"]), loads=int(m["loads"]))
+    return rows
+
+
+def alone_programs() -> list[tuple[str, str]]:
+    """(name, source) of each kernel file compiled on its own: a header through an #include, a
+    .cu file as it is."""
+    from cutopk import _gpu
+
+    d = _gpu.kernel_dir()
+    out = []
+    for f in sorted(d.glob("*.cu*")):
+        out.append((f.name, f'#include "{f.name}"\n' if f.suffix == ".cuh" else f.read_text()))
+    return out
+
+
+def findings(where: str, log: str, lowered: dict) -> tuple[list[dict], list[str]]:
+    """The kernel builds in a program's log (``--ptxas-options=-v``) and what fails: a name
+    expression that did not lower or has no build, any spill, any stack frame."""
+    failures = [
+        f"{where}: the name expression {n} did not lower (nvrtcGetLoweredName)"
+        for n, low in lowered.items()
+        if low is None
+    ]
+    pretty = {low: n for n, low in lowered.items() if low}
+    rows = parse_ptxas(log)
+    for r in rows:
+        r["pretty"] = pretty.get(r["name"], r["name"])
+        what = []
+        if r["stores"] or r["loads"]:
+            what.append(f"spills {r['stores']} bytes stored / {r['loads']} bytes loaded")
+        if r["stack"]:
+            what.append(f"a stack frame of {r['stack']} bytes")
+        if what:
+            failures.append(f"{where}, {r['pretty']}: " + " and ".join(what))
+    built = {r["name"] for r in rows}
+    failures += [
+        f"{where}: no ptxas report for {n} ({low}): was it compiled?"
+        for n, low in lowered.items()
+        if low and low not in built
+    ]
+    return rows, failures
+
+
+def compile_errors(log: str, limit: int) -> str:
+    errors = [ln for ln in log.splitlines() if "error" in ln] or log.splitlines()[-limit:]
+    return "\n    " + "\n    ".join(errors[:limit])
+
+
+def check_folder(folder: pathlib.Path, archs: list[str], programs: bool, alone: bool) -> dict:
+    """One NVRTC folder, in this process: the report as a dict."""
+    from cutopk import _gpu
+
+    nvrtc = Nvrtc(find_library(folder))
+    version = "{}.{}".format(*nvrtc.version)
+    report = {"folder": str(folder), "version": version, "failures": [], "builds": [], "seconds": {}}
+    merged = merged_programs() if programs else []
+    for arch in archs if programs else []:
+        t0 = time.perf_counter()
+        for i, (source, names) in enumerate(merged):
+            where = f"NVRTC {version}, sm_{arch}"
+            options = cupy_options(folder, arch, ["--ptxas-options=-v"])
+            ok, log, lowered = nvrtc.compile(source, "cutopk.cu", options, names)
+            if not ok:
+                report["failures"].append(
+                    f"{where}: program {i + 1} of {len(merged)} does not compile ({kernel_file(source, log)}):"
+                    + compile_errors(log, 20)
+                )
+                continue
+            rows, failures = findings(where, log, lowered)
+            report["builds"] += rows
+            report["failures"] += failures
+        report["seconds"][f"sm_{arch}"] = round(time.perf_counter() - t0, 1)
+    if alone:
+        t0 = time.perf_counter()
+        kernels = str(_gpu.kernel_dir())
+        for name, source in alone_programs():
+            options = cupy_options(folder, archs[0], [f"-I{kernels}"])
+            ok, log, _ = nvrtc.compile(source, f"alone_{name}", options, [])
+            if not ok:
+                report["failures"].append(
+                    f"NVRTC {version}, sm_{archs[0]}: kernels/{name} does not compile alone (-I kernels):"
+                    + compile_errors(log, 10)
+                )
+        report["seconds"]["alone"] = round(time.perf_counter() - t0, 1)
+    return report
+
+
+def kernel_file(source: str, log: str) -> str:
+    """The kernel files the first errors of a program's log point into (the loader marks each
+    file's start with a '// ---- NAME' line)."""
+    lines = source.splitlines()
+    files = []
+    for m in re.finditer(r"cutopk\.cu\((\d+)\): error", log):
+        marks = [ln[8:] for ln in lines[: int(m[1])] if ln.startswith("// ---- ")]
+        if marks and f"kernels/{marks[-1]}" not in files:
+            files.append(f"kernels/{marks[-1]}")
+    return ", ".join(files) or "see the log"
+
+
+def run_worker(folder: str, archs: list[str], programs: bool, alone: bool) -> dict:
+    """check_folder in a child process (its own NVRTC library)."""
+    cmd = [sys.executable, __file__, "--worker", folder, "--arch", *archs]
+    if not alone:
+        cmd.append("--no-alone")
+    if not programs:
+        cmd.append("--only-alone")
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    try:
+        return json.loads(proc.stdout.splitlines()[-1])
+    except (IndexError, json.JSONDecodeError):
+        return {
+            "folder": folder,
+            "version": "?",
+            "builds": [],
+            "seconds": {},
+            "failures": [
+                f"{folder}: the check process failed (exit code {proc.returncode}):\n{proc.stderr[-4000:]}"
+            ],
+        }
+
+
+def install(folder: str, version: str) -> int:
+    if version not in WHEELS:
+        print(f"--install: VERSION must be one of {sorted(WHEELS)}, got {version!r}", file=sys.stderr)
+        return 2
+    cmd = [sys.executable, "-m", "pip", "install", "-q", "--target", folder, *WHEELS[version]]
+    print(" ".join(cmd))
+    return subprocess.run(cmd, check=False).returncode
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folders", nargs="*", help="pip --target folders of NVRTC wheels")
+    parser.add_argument("--arch", nargs="+", default=["75", "80", "90"])
+    parser.add_argument("--jobs", type=int, default=1, help="folders checked at once")
+    parser.add_argument("--no-alone", dest="alone", action="store_false", help="skip the file-alone check")
+    parser.add_argument(
+        "--only-alone", dest="programs", action="store_false", help="only the file-alone check (seconds)"
+    )
+    parser.add_argument("--install", nargs=2, metavar=("DIR", "VERSION"))
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.install:
+        return install(*args.install)
+    if args.worker:
+        print(json.dumps(check_folder(pathlib.Path(args.worker), args.arch, args.programs, args.alone)))
+        return 0
+    if not args.folders:
+        parser.error("give at least one NVRTC folder (make one with --install DIR VERSION)")
+    with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:
+        reports = list(pool.map(lambda f: run_worker(f, args.arch, args.programs, args.alone), args.folders))
+    failures = []
+    for rep in reports:
+        builds = rep["builds"]
+        regs = {}
+        for r in builds:
+            regs[r["arch"]] = max(regs.get(r["arch"], 0), r["regs"])
+        print(
+            f"NVRTC {rep['version']} ({rep['folder']}): {len(builds)} kernel builds, "
+            f"max registers {', '.join(f'{a} {v}' for a, v in sorted(regs.items()))}; "
+            f"seconds {', '.join(f'{k} {v}' for k, v in rep['seconds'].items())}; "
+            f"{len(rep['failures'])} failures"
+        )
+        failures += rep["failures"]
+    for f in failures:
+        print(f"FAILED: {f}", file=sys.stderr)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
