@@ -44,6 +44,27 @@ if os.environ.get("CUTOPK_CUPY_NO_POOL") == "1":
     cupy.cuda.set_pinned_memory_allocator(None)
 
 
+# CI's first run (the README's test command in a venv holding only the test extra) names here the
+# tests it skipped; CI's second run, with the optional peers (torch, ...) installed, runs just those.
+SKIPPED_TESTS_FILE = os.environ.get("CUTOPK_SKIPPED_TESTS_FILE")
+
+
+def _record_skip(report) -> None:
+    if SKIPPED_TESTS_FILE and report.skipped:
+        with open(SKIPPED_TESTS_FILE, "a") as out:
+            out.write(report.nodeid + "\n")
+
+
+def pytest_collectreport(report):
+    """A whole module skipped at collection (``pytest.importorskip`` at its top)."""
+    _record_skip(report)
+
+
+def pytest_runtest_logreport(report):
+    if report.when in ("setup", "call"):
+        _record_skip(report)
+
+
 @pytest.fixture(autouse=True)
 def standin_state():
     """With the CuPy stand-in, each test starts on device 0 with no stream captured, and leaves
