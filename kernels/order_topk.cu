@@ -16,6 +16,7 @@
 // bytes of dynamic shared memory; any row length. Threads per block: min(512, tile / 2) and 256.
 #include "key_traits.cuh"
 #include "block_sort.cuh"
+#include "entry.cuh"
 
 template <class Key>
 __device__ __forceinline__ bool cutopk_order_before(Key ka, unsigned long long ia, Key kb, unsigned long long ib,
@@ -24,7 +25,7 @@ __device__ __forceinline__ bool cutopk_order_before(Key ka, unsigned long long i
 }
 
 template <class T>
-__global__ void __launch_bounds__(CUTOPK_ORDER_TILE_THREADS)
+CUTOPK_KERNEL(CUTOPK_ORDER_TILE_THREADS)
     order_tiles(const typename KeyTraits<T>::Key* __restrict__ src_key, const long long* __restrict__ src_idx,
                 int with_idx, long long rows, long long len, int tile, int by_index,
                 typename KeyTraits<T>::Key* __restrict__ dst_key, long long* __restrict__ dst_idx) {
@@ -59,7 +60,7 @@ __global__ void __launch_bounds__(CUTOPK_ORDER_TILE_THREADS)
 }
 
 template <class T>
-__global__ void __launch_bounds__(CUTOPK_ORDER_MERGE_THREADS)
+CUTOPK_KERNEL(CUTOPK_ORDER_MERGE_THREADS)
     order_merge(const typename KeyTraits<T>::Key* __restrict__ src_key, const long long* __restrict__ src_idx,
                 long long rows, long long len, long long width, int by_index,
                 typename KeyTraits<T>::Key* __restrict__ dst_key, long long* __restrict__ dst_idx) {

@@ -33,9 +33,11 @@
 // CUTOPK_RADIX_THREADS (a multiple of 32: cutopk_block_scan needs whole warps). Indices are 64-bit otherwise;
 // the output takes them as 4 or 8 bytes (index_bytes).
 #include "key_traits.cuh"
+#include "row_extent.cuh"
 #include "block_sort.cuh"
 #include "row_loads.cuh"
 #include "radix_digit.cuh"
+#include "entry.cuh"
 
 // 4. Orders a row's `count` winners (win_key, win_idx [0, count), count <= k) as asked (by_index:
 // by index, else by value), writes them as output positions 0 .. count - 1 of `row` and padding
@@ -66,7 +68,7 @@ __device__ __forceinline__ void radix_write_row(Key* win_key, unsigned long long
 // One block per SM named explicitly (up to 128 registers): with the block size alone ptxas capped
 // the kernel at 64 registers and spilled.
 template <class T>
-__global__ void __launch_bounds__(CUTOPK_RADIX_THREADS, 1)
+CUTOPK_KERNEL(CUTOPK_RADIX_THREADS, 1)
     radix_topk(const T* __restrict__ in, long long rows, long long n, long long row_stride, long long col_stride,
                const long long* __restrict__ extents, int rows_kind, int k, int largest, int nan_first, int by_index,
                int cap, long long buf_cap, typename KeyTraits<T>::Key* __restrict__ buf_key,

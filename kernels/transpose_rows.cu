@@ -8,8 +8,10 @@
 // so that neither the column writes nor the row reads hit one bank 32 times. Each thread issues
 // its four loads before its four shared-memory stores. Dtypes: all (the bits are copied).
 // Threads per block: 256 (8 warps, 4 tile lines each). Shared memory: 32 x 33 elements (static).
+#include "entry.cuh"
+
 template <class T>
-__global__ void __launch_bounds__(CUTOPK_TRANSPOSE_THREADS)
+CUTOPK_KERNEL(CUTOPK_TRANSPOSE_THREADS)
     transpose_rows(const T* __restrict__ in, long long rows, long long n, long long row_stride, long long col_stride,
                    T* __restrict__ out) {
   __shared__ T tile[32][33];

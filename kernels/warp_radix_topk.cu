@@ -30,6 +30,7 @@
 #include "block_sort.cuh"
 #include "row_loads.cuh"
 #include "radix_digit.cuh"
+#include "entry.cuh"
 
 static_assert(2 * CUTOPK_WARP_RADIX_MAX_K <= CUTOPK_WARP_RADIX_CAP, "a bucket of K keys must fit beside the winners");
 static_assert(CUTOPK_WARP_RADIX_WARPS * 32 == CUTOPK_WARP_RADIX_THREADS, "one warp per row");
@@ -54,7 +55,7 @@ __device__ __forceinline__ void wr_sort(Key* keys, unsigned* idx, int count) {
 // had extents, kept as bounds because the row's start and length (registers now, parameters
 // before) tipped its choice past those steps on sm_90 (to 88 and 72 registers), one block fewer.
 template <class T>
-__global__ void __launch_bounds__(CUTOPK_WARP_RADIX_THREADS, sizeof(T) == 8   ? 4
+CUTOPK_KERNEL(CUTOPK_WARP_RADIX_THREADS, sizeof(T) == 8   ? 4
                                                              : sizeof(T) == 1 ? 2
                                                                               : 3)
     warp_radix_topk(const T* __restrict__ in, long long rows, long long n, long long row_stride, long long col_stride,
