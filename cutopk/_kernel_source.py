@@ -57,7 +57,7 @@ FAMILIES = {
 # The family holding each kernel (template or plain).
 FAMILY_OF = {name: fam for fam, f in FAMILIES.items() for name in (*f.kernels, *f.plain)}
 
-_LOCAL_INCLUDE = re.compile(r'^\s*#\s*include\s+"(?P<file>[^"]+)"\s*$', re.MULTILINE)
+_LOCAL_INCLUDE = re.compile(r'^\s*#\s*include\s+"(?P<file>[^"]+)"[ \t]*(?://[^\n]*)?$', re.MULTILINE)
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 _OBJECT_MACRO = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(?P<name>[A-Za-z_]\w*)(?![\w(])(?P<body>(?:[^\n\\]|\\.)*)$", re.M | re.S)
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")

@@ -10,6 +10,8 @@
 // add per key is cheaper.
 #pragma once
 
+#include "block_sort.cuh"
+
 // Where the K-th key is known to lie: the keys whose bits at and above `shift` equal `prefix`.
 // `needed` of the winners are still to take from that bucket, which holds `bucket` keys.
 struct CutopkDigitState {
