@@ -48,7 +48,9 @@ def find_nvrtc(folder: str) -> tuple[str, list[str]]:
     if not libs:
         raise SystemExit(f"--nvrtc {folder}: no nvidia/*/lib/libnvrtc.so.* inside")
     includes = sorted(
-        p for p in glob.glob(f"{folder}/nvidia/*/include") if os.path.isfile(f"{p}/cuda_fp16.h") or os.path.isdir(f"{p}/cuda")
+        p
+        for p in glob.glob(f"{folder}/nvidia/*/include")
+        if os.path.isfile(f"{p}/cuda_fp16.h") or os.path.isdir(f"{p}/cuda")
     )
     return libs[0], includes
 
@@ -64,7 +66,9 @@ class Nvrtc:
 
     def compile(self, source: str, options: list[str]) -> bytes:
         lib, prog = self.lib, ctypes.c_void_p()
-        self._check(lib.nvrtcCreateProgram(ctypes.byref(prog), source.encode(), b"kern.cu", 0, None, None), prog)
+        self._check(
+            lib.nvrtcCreateProgram(ctypes.byref(prog), source.encode(), b"kern.cu", 0, None, None), prog
+        )
         try:
             opts = (ctypes.c_char_p * len(options))(*(o.encode() for o in options))
             rc = lib.nvrtcCompileProgram(prog, len(options), opts)
@@ -73,7 +77,9 @@ class Nvrtc:
                 lib.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
                 log = ctypes.create_string_buffer(size.value)
                 lib.nvrtcGetProgramLog(prog, log)
-                raise RuntimeError(f"NVRTC {self.version} failed:\n{log.value.decode(errors='replace')[-4000:]}")
+                raise RuntimeError(
+                    f"NVRTC {self.version} failed:\n{log.value.decode(errors='replace')[-4000:]}"
+                )
             size = ctypes.c_size_t()
             self._check(lib.nvrtcGetCUBINSize(prog, ctypes.byref(size)), prog)
             cubin = ctypes.create_string_buffer(size.value)
@@ -108,7 +114,13 @@ def measure_nvrtc(folder: str, arch: str, repeat: int) -> dict:
     lib, includes = find_nvrtc(folder)
     nvrtc = Nvrtc(lib)
     opts = cupy_options(nvrtc.version, arch, includes)
-    out = {"nvrtc": f"{nvrtc.version[0]}.{nvrtc.version[1]}", "library": lib, "options": opts, "family": {}, "whole": {}}
+    out = {
+        "nvrtc": f"{nvrtc.version[0]}.{nvrtc.version[1]}",
+        "library": lib,
+        "options": opts,
+        "family": {},
+        "whole": {},
+    }
 
     def timed(src: str) -> tuple[float, int]:
         times, size = [], 0
@@ -120,7 +132,7 @@ def measure_nvrtc(folder: str, arch: str, repeat: int) -> dict:
 
     nvrtc.compile("__global__ void warm_up() {}", opts)  # loading the builtins is not a module's cost
     for program in _gpu.programs():
-        assert not program.name_expressions, "extern \"C\" entry points need no name expressions"
+        assert not program.name_expressions, 'extern "C" entry points need no name expressions'
         seconds, size = timed(program.source)
         out["family"][f"{program.dtype}/{program.family}"] = {"s": seconds, "cubin_bytes": size}
     for dtype in DTYPES:
@@ -143,14 +155,18 @@ def cache_lookup(samples: int) -> dict:
     with tempfile.TemporaryDirectory() as cache:
         for p in programs:
             cubin = os.urandom(_CUBIN_BYTES.get(p.family, 200_000))
-            key = hashlib.sha1(f"{('90', ('-std=c++17',), (13, 5), 'nvrtc')} base {p.source} None key".encode()).hexdigest()
+            key = hashlib.sha1(
+                f"{('90', ('-std=c++17',), (13, 5), 'nvrtc')} base {p.source} None key".encode()
+            ).hexdigest()
             path = os.path.join(cache, key + ".cubin")
             with open(path, "wb") as f:
                 f.write(hashlib.sha1(cubin).hexdigest().encode() + cubin)
             best = float("inf")
             for _ in range(samples):
                 t0 = time.perf_counter()
-                name = hashlib.sha1(f"{('90', ('-std=c++17',), (13, 5), 'nvrtc')} base {p.source} None key".encode()).hexdigest()
+                name = hashlib.sha1(
+                    f"{('90', ('-std=c++17',), (13, 5), 'nvrtc')} base {p.source} None key".encode()
+                ).hexdigest()
                 full = os.path.join(cache, name + ".cubin")
                 if os.path.exists(full):
                     with open(full, "rb") as f:
@@ -202,14 +218,22 @@ def report(results: list[dict], args, lookup: dict) -> str:
         "",
         f"Host: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs; target sm_{args.arch}; "
         f"best of {args.repeat} compiles of each module. Command: `python benchmarks/compile_cost.py`.",
-        "Options (CuPy's): " + ", ".join(f"`{o}`" for o in results[0]["options"] if not o.startswith("-I"))
-        + " and the include folders." if results else "",
+        "Options (CuPy's): "
+        + ", ".join(f"`{o}`" for o in results[0]["options"] if not o.startswith("-I"))
+        + " and the include folders."
+        if results
+        else "",
         "",
         "## Cold compile per (dtype, family), seconds",
         "",
     ]
     for r in results:
-        lines += [f"### NVRTC {r['nvrtc']}", "", "| dtype | " + " | ".join(families) + " | all families, one module |", "|---" * (len(families) + 2) + "|"]
+        lines += [
+            f"### NVRTC {r['nvrtc']}",
+            "",
+            "| dtype | " + " | ".join(families) + " | all families, one module |",
+            "|---" * (len(families) + 2) + "|",
+        ]
         for dtype in DTYPES:
             cells = [f"{r['family'][f'{dtype}/{f}']['s']:.2f}" for f in families]
             lines.append(f"| {dtype} | " + " | ".join(cells) + f" | {r['whole'][dtype]['s']:.2f} |")

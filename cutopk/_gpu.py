@@ -116,7 +116,9 @@ class _FamilyModules:
     def get_function(self, name: str):
         where = _entry_points(self.cxx).get(name.replace(" ", ""))
         if where is None:
-            raise KeyError(f"no kernel {name!r} for element type {self.cxx!r} in any family of {tuple(FAMILIES)}")
+            raise KeyError(
+                f"no kernel {name!r} for element type {self.cxx!r} in any family of {tuple(FAMILIES)}"
+            )
         family, entry = where
         mod = self.modules.get(family)
         if mod is None:

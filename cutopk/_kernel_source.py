@@ -59,7 +59,9 @@ FAMILY_OF = {name: fam for fam, f in FAMILIES.items() for name in (*f.kernels, *
 
 _LOCAL_INCLUDE = re.compile(r'^\s*#\s*include\s+"(?P<file>[^"]+)"[ \t]*(?://[^\n]*)?$', re.MULTILINE)
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
-_OBJECT_MACRO = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(?P<name>[A-Za-z_]\w*)(?![\w(])(?P<body>(?:[^\n\\]|\\.)*)$", re.M | re.S)
+_OBJECT_MACRO = re.compile(
+    r"^[ \t]*#[ \t]*define[ \t]+(?P<name>[A-Za-z_]\w*)(?![\w(])(?P<body>(?:[^\n\\]|\\.)*)$", re.M | re.S
+)
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 _DECLARATION = re.compile(r"template\s*<(?P<params>[^<>]*)>\s*CUTOPK_KERNEL\s*\(")
 
@@ -155,7 +157,9 @@ def _declarations(file: str) -> dict[str, _Declaration]:
     def expand(fragment: str, depth: int = 0) -> str:
         if depth > 8:
             raise RuntimeError(f"kernels/{file}: macros nested too deeply in a parameter list")
-        return _IDENTIFIER.sub(lambda m: expand(macros[m[0]], depth + 1) if m[0] in macros else m[0], fragment)
+        return _IDENTIFIER.sub(
+            lambda m: expand(macros[m[0]], depth + 1) if m[0] in macros else m[0], fragment
+        )
 
     found = {}
     for m in _DECLARATION.finditer(text):
@@ -167,7 +171,10 @@ def _declarations(file: str) -> dict[str, _Declaration]:
         open_at = end + name.end()
         params = " ".join(expand(text[open_at : _balanced(text, open_at) - 1]).split())
         template = tuple(tuple(p.rsplit(None, 1)) for p in _split_top_level(m["params"]))
-        names = tuple(re.search(r"([A-Za-z_]\w*)\s*$", re.sub(r"\[[^\]]*\]", "", p))[1] for p in _split_top_level(params))
+        names = tuple(
+            re.search(r"([A-Za-z_]\w*)\s*$", re.sub(r"\[[^\]]*\]", "", p))[1]
+            for p in _split_top_level(params)
+        )
         found[name[1]] = _Declaration(template, bounds, params, names)
     return found
 
@@ -181,7 +188,7 @@ def _entry(file: str, kernel: str, info: _dtypes.DtypeInfo, value: int | None) -
     aliases = [f"typedef {info.cxx} {type_param};"]
     args = [info.cxx]
     if rest:
-        (kind, param), = rest
+        ((kind, param),) = rest
         name += f"_{param.lower()}{value}"
         aliases.append(f"constexpr {kind} {param} = {value};")
         args.append(str(value))
