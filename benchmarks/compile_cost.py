@@ -64,7 +64,7 @@ class Nvrtc:
         self.lib.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor))
         self.version = (major.value, minor.value)
 
-    def compile(self, source: str, options: list[str]) -> bytes:
+    def compile(self, source: str, options: list[str], ptx: bool = False) -> bytes:
         lib, prog = self.lib, ctypes.c_void_p()
         self._check(
             lib.nvrtcCreateProgram(ctypes.byref(prog), source.encode(), b"kern.cu", 0, None, None), prog
@@ -81,10 +81,13 @@ class Nvrtc:
                     f"NVRTC {self.version} failed:\n{log.value.decode(errors='replace')[-4000:]}"
                 )
             size = ctypes.c_size_t()
-            self._check(lib.nvrtcGetCUBINSize(prog, ctypes.byref(size)), prog)
-            cubin = ctypes.create_string_buffer(size.value)
-            self._check(lib.nvrtcGetCUBIN(prog, cubin), prog)
-            return cubin.raw
+            get_size, get = (
+                (lib.nvrtcGetPTXSize, lib.nvrtcGetPTX) if ptx else (lib.nvrtcGetCUBINSize, lib.nvrtcGetCUBIN)
+            )
+            self._check(get_size(prog, ctypes.byref(size)), prog)
+            out = ctypes.create_string_buffer(size.value)
+            self._check(get(prog, out), prog)
+            return out.raw
         finally:
             lib.nvrtcDestroyProgram(ctypes.byref(prog))
 
@@ -105,81 +108,87 @@ def cupy_options(version: tuple[int, int], arch: str, includes: list[str]) -> li
     return opts
 
 
-def measure_nvrtc(folder: str, arch: str, repeat: int) -> dict:
-    """In this process (one NVRTC version per process): every (dtype, family) module and every
-    dtype's module of all families, each compiled ``repeat`` times (fresh programs; NVRTC keeps
-    no cache between them)."""
-    from cutopk import _gpu, _kernel_source
+def every_family_source(dtype: str) -> str:
+    """One module of every kernel file and every entry point of ``dtype``: the work of the
+    module the launcher compiled per dtype before the split (every family, every instantiation)."""
+    from cutopk import _kernel_source
 
-    lib, includes = find_nvrtc(folder)
-    nvrtc = Nvrtc(lib)
-    opts = cupy_options(nvrtc.version, arch, includes)
-    out = {
-        "nvrtc": f"{nvrtc.version[0]}.{nvrtc.version[1]}",
-        "library": lib,
-        "options": opts,
-        "family": {},
-        "whole": {},
-    }
-
-    def timed(src: str) -> tuple[float, int]:
-        times, size = [], 0
-        for _ in range(repeat):
-            t0 = time.perf_counter()
-            size = len(nvrtc.compile(src, opts))
-            times.append(time.perf_counter() - t0)
-        return min(times), size
-
-    nvrtc.compile("__global__ void warm_up() {}", opts)  # loading the builtins is not a module's cost
-    for program in _gpu.programs():
-        assert not program.name_expressions, 'extern "C" entry points need no name expressions'
-        seconds, size = timed(program.source)
-        out["family"][f"{program.dtype}/{program.family}"] = {"s": seconds, "cubin_bytes": size}
-    for dtype in DTYPES:
-        whole = _kernel_source.module_source_of_every_family(dtype)
-        out["whole"][dtype] = {"s": timed(whole)[0]}
-    return out
+    entries = [e.text for f in _kernel_source.FAMILIES for e in _kernel_source.entries(f, dtype)]
+    return _kernel_source.kernel_source() + "\n" + "\n".join(entries)
 
 
-def cache_lookup(samples: int) -> dict:
-    """The CPU side of a warm start, as CuPy 13/14 do it for a module without name expressions
-    (``_compile_with_cache_cuda``): the key (options, NVRTC version, the preprocessed empty file,
-    the source) hashed, the cache file found, read and its cubin's hash checked. The
-    preprocessing of the empty file runs once per process and options (``_preprocess('')``, an
-    NVRTC call of a few ms, not measured here: it needs CuPy's NVRTC binding); the cubin load
-    (cuModuleLoadData) needs a GPU."""
+def measure(folder: str, arch: str, repeat: int) -> dict:
+    """In this process (a fresh one, one NVRTC version per process)."""
     from cutopk import _gpu
 
-    programs = [p for p in _gpu.programs() if p.dtype == "float32"]
-    times = {}
+    t0 = time.perf_counter()
+    lib, includes = find_nvrtc(folder)
+    nvrtc = Nvrtc(lib)
+    t_load = time.perf_counter() - t0
+    opts = cupy_options(nvrtc.version, arch, includes)
+    # A warm start's one NVRTC call: CuPy's cache key holds the preprocessed empty file
+    # (compiler.py, _preprocess('', options, arch)), compiled once per process and options.
+    pre = [o for o in opts if o != "--device-as-default-execution-space" and not o.startswith("-arch")]
+    t0 = time.perf_counter()
+    empty = nvrtc.compile("", [*pre, f"-arch=compute_{arch}"], ptx=True)
+    t_pre = time.perf_counter() - t0
+    out = {
+        "nvrtc": f"{nvrtc.version[0]}.{nvrtc.version[1]}",
+        "options": opts,
+        "load_s": t_load,
+        "preprocess_s": t_pre,
+        "family": {},
+        "whole": {},
+        "lookup": {},
+    }
+
+    def timed(src: str) -> tuple[float, bytes]:
+        times, cubin = [], b""
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            cubin = nvrtc.compile(src, opts)
+            times.append(time.perf_counter() - t0)
+        return min(times), cubin
+
+    cubins = {}
+    for program in _gpu.programs():
+        if program.dtype not in DTYPES:
+            continue
+        assert not program.name_expressions, 'extern "C" entry points need no name expressions'
+        seconds, cubin = timed(program.source)
+        out["family"][f"{program.dtype}/{program.family}"] = {"s": seconds, "cubin_bytes": len(cubin)}
+        cubins[(program.dtype, program.family)] = (program.source, cubin)
+    for dtype in DTYPES:
+        out["whole"][dtype] = {"s": timed(every_family_source(dtype))[0]}
+    # The cache look-up of a warm start, as _compile_with_cache_cuda does it for a module without
+    # name expressions: the key hashed (sha1 of env, the preprocessed empty file, the source),
+    # the file found and read, the cubin's sha1 checked. (CuPy's key also holds its headers'
+    # text, extra_source, which this leaves out.)
+    env = (arch, tuple(opts), nvrtc.version, "nvrtc")
     with tempfile.TemporaryDirectory() as cache:
-        for p in programs:
-            cubin = os.urandom(_CUBIN_BYTES.get(p.family, 200_000))
-            key = hashlib.sha1(
-                f"{('90', ('-std=c++17',), (13, 5), 'nvrtc')} base {p.source} None key".encode()
-            ).hexdigest()
-            path = os.path.join(cache, key + ".cubin")
-            with open(path, "wb") as f:
+        for (dtype, family), (source, cubin) in cubins.items():
+            if dtype != "float32":
+                continue
+
+            def name(source=source) -> str:
+                key = f"{env} {empty!r} {source} None".encode()
+                return os.path.join(cache, hashlib.sha1(key).hexdigest() + ".cubin")
+
+            with open(name(), "wb") as f:
                 f.write(hashlib.sha1(cubin).hexdigest().encode() + cubin)
             best = float("inf")
-            for _ in range(samples):
+            for _ in range(20):
                 t0 = time.perf_counter()
-                name = hashlib.sha1(
-                    f"{('90', ('-std=c++17',), (13, 5), 'nvrtc')} base {p.source} None key".encode()
-                ).hexdigest()
-                full = os.path.join(cache, name + ".cubin")
-                if os.path.exists(full):
-                    with open(full, "rb") as f:
+                path = name()
+                if os.path.exists(path):
+                    with open(path, "rb") as f:
                         data = f.read()
                     assert hashlib.sha1(data[40:]).hexdigest().encode() == data[:40]
                 best = min(best, time.perf_counter() - t0)
-            times[p.family] = best
-    return times
+            out["lookup"][family] = best
+    return out
 
 
-# Rough cubin sizes for the cache look-up (the file read is part of the cost); measured sizes
-# replace them when an NVRTC ran first.
-_CUBIN_BYTES: dict[str, int] = {}
 DTYPES = ("float32", "float16", "int8", "float64")
 
 
@@ -192,7 +201,7 @@ def main(argv=None) -> int:
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        print(json.dumps(measure_nvrtc(args.child, args.arch, args.repeat)))
+        print(json.dumps(measure(args.child, args.arch, args.repeat)))
         return 0
     results = []
     for folder in args.nvrtc:  # each NVRTC in a fresh process of its own
@@ -202,59 +211,58 @@ def main(argv=None) -> int:
             print(proc.stderr[-4000:], file=sys.stderr)
             return 1
         results.append(json.loads(proc.stdout))
-    table = report(results, args, cache_lookup(50))
+    table = report(results, args)
     print(table)
     if args.out:
         pathlib.Path(args.out).write_text(table)
     return 0
 
 
-def report(results: list[dict], args, lookup: dict) -> str:
+def report(results: list[dict], args) -> str:
     from cutopk import _kernel_source
 
     families = list(_kernel_source.FAMILIES)
+    shown = [o for o in results[0]["options"] if not o.startswith("-I")] if results else []
     lines = [
-        "# Compile cost on the CPU (NVRTC through ctypes, fresh processes)",
+        "# Compile cost on the CPU (NVRTC through ctypes, a fresh process per NVRTC)",
         "",
-        f"Host: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs; target sm_{args.arch}; "
-        f"best of {args.repeat} compiles of each module. Command: `python benchmarks/compile_cost.py`.",
-        "Options (CuPy's): "
-        + ", ".join(f"`{o}`" for o in results[0]["options"] if not o.startswith("-I"))
-        + " and the include folders."
-        if results
-        else "",
-        "",
-        "## Cold compile per (dtype, family), seconds",
+        f"Host: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs (shared); target "
+        f"sm_{args.arch}; best of {args.repeat} compiles of each module. "
+        "Command: `python benchmarks/compile_cost.py`.",
+        "Options (CuPy's for `RawModule(code=..., options=('-std=c++17',))`): "
+        + " ".join(f"`{o}`" for o in shown)
+        + ' and the include folders. No name expressions: the kernels are `extern "C"` entry points.',
         "",
     ]
     for r in results:
         lines += [
-            f"### NVRTC {r['nvrtc']}",
+            f"## NVRTC {r['nvrtc']}: cold compile per (dtype, family), s",
             "",
-            "| dtype | " + " | ".join(families) + " | all families, one module |",
+            "| dtype | " + " | ".join(families) + " | every family, one module |",
             "|---" * (len(families) + 2) + "|",
         ]
         for dtype in DTYPES:
             cells = [f"{r['family'][f'{dtype}/{f}']['s']:.2f}" for f in families]
             lines.append(f"| {dtype} | " + " | ".join(cells) + f" | {r['whole'][dtype]['s']:.2f} |")
         worst = max(r["family"].items(), key=lambda kv: kv[1]["s"])
-        first = [r["family"][f"float32/{f}"]["s"] for f in ("warp_row", "radix", "bitonic", "warp_radix")]
+        single = {f: r["family"][f"float32/{f}"]["s"] for f in ("warp_row", "warp_radix", "bitonic", "radix")}
+        lookup = r["lookup"]
         lines += [
             "",
-            f"Slowest module: {worst[0]} {worst[1]['s']:.2f} s. A first call of a single-launch family "
-            f"(float32: warp_row, radix, bitonic, warp_radix) compiles {min(first):.2f} .. {max(first):.2f} s, "
-            f"against {r['whole']['float32']['s']:.2f} s for float32's module of every family.",
+            f"- Slowest module: {worst[0]}, {worst[1]['s']:.2f} s. A float32 first call of one single-launch "
+            "family compiles "
+            + ", ".join(f"{f} {s:.2f} s" for f, s in single.items())
+            + f", against {r['whole']['float32']['s']:.2f} s for float32's module of every family.",
+            f"- Warm start, CPU side: libnvrtc loaded in {r['load_s'] * 1e3:.0f} ms, CuPy's preprocessed "
+            f"empty file (one NVRTC call per process) {r['preprocess_s'] * 1e3:.0f} ms, the cache look-up "
+            f"(key hashed, cubin read and checked) {min(lookup.values()) * 1e3:.2f} .. "
+            f"{max(lookup.values()) * 1e3:.2f} ms per module.",
             "",
         ]
     lines += [
-        "## Warm start: CuPy's cache look-up on the CPU, float32, ms",
-        "",
-        "| " + " | ".join(lookup) + " |",
-        "|---" * len(lookup) + "|",
-        "| " + " | ".join(f"{v * 1e3:.2f}" for v in lookup.values()) + " |",
-        "",
-        "What needs a GPU to measure: the cubin load (cuModuleLoadData), the kernel's first launch,",
-        "and so the whole warm first call in a new process (goal <= 20 ms). Not measured here.",
+        "Not measured (needs a GPU): the cubin load (`cuModuleLoadData`) and the first launch, so",
+        "the warm first call in a new process as a whole (goal <= 20 ms); CuPy's import and the",
+        "CUDA context are a new process's cost whatever cutopk does.",
     ]
     return "\n".join(lines) + "\n"
 
