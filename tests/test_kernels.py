@@ -483,11 +483,12 @@ def test_kernel_constants_come_only_from_python():
     # Written once in cutopk/_kernel_constants.py and prepended to the source as #defines; no
     # kernel file defines one itself (a fallback would let the two sides drift apart), and
     # every one is used by some kernel.
-    from cutopk import _gpu, _kernel_constants
+    from cutopk import _gpu, _kernel_constants, _kernel_source
 
     source = _gpu.kernel_source()
     assert source.startswith(_kernel_constants.cuda_defines())
-    files = "\n".join((_gpu.kernel_dir() / name).read_text() for name in _gpu.KERNEL_FILES)
+    assert all(p.source.startswith(_kernel_constants.cuda_defines()) for p in _gpu.programs())
+    files = "\n".join((_gpu.kernel_dir() / name).read_text() for name in _kernel_source.all_files())
     for name in _kernel_constants._EXPORTED:
         macro = f"CUTOPK_{name}"
         assert f"#define {macro} {getattr(_kernel_constants, name)}\n" in source
