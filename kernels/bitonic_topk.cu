@@ -91,9 +91,9 @@ __device__ __forceinline__ void bitonic_load_row(const T* __restrict__ base, lon
 
 template <class T>
 CUTOPK_KERNEL(CUTOPK_BITONIC_THREADS)
-    bitonic_topk(const T* __restrict__ in, long long rows, long long n, long long row_stride, long long col_stride,
-                 const long long* __restrict__ extents, int rows_kind, int k, int largest, int nan_first, int by_index,
-                 int size, T* __restrict__ out_vals, void* __restrict__ out_idx, int index_bytes) {
+bitonic_topk(const T* __restrict__ in, long long rows, long long n, long long row_stride, long long col_stride,
+             const long long* __restrict__ extents, int rows_kind, int k, int largest, int nan_first, int by_index,
+             int size, T* __restrict__ out_vals, void* __restrict__ out_idx, int index_bytes) {
   typedef typename KeyTraits<T>::Key Key;
   extern __shared__ __align__(16) unsigned char cutopk_smem[];
   unsigned* idx = reinterpret_cast<unsigned*>(cutopk_smem);

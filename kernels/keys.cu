@@ -14,9 +14,9 @@
 
 template <class T>
 CUTOPK_KERNEL(CUTOPK_KEYS_THREADS)
-    compute_keys(const T* __restrict__ in, long long rows, long long n, long long row_stride, long long col_stride,
-                 const long long* __restrict__ extents, int rows_kind, int largest, int nan_first,
-                 typename KeyTraits<T>::Key* __restrict__ out) {
+compute_keys(const T* __restrict__ in, long long rows, long long n, long long row_stride, long long col_stride,
+             const long long* __restrict__ extents, int rows_kind, int largest, int nan_first,
+             typename KeyTraits<T>::Key* __restrict__ out) {
   typedef typename KeyTraits<T>::Key Key;
   const long long total = rows * n;
   for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < total;
@@ -32,9 +32,9 @@ CUTOPK_KERNEL(CUTOPK_KEYS_THREADS)
 // length is padding: its index becomes -1 and its value 0.
 template <class T>
 CUTOPK_KERNEL(CUTOPK_KEYS_THREADS)
-    gather_values(const T* __restrict__ in, long long rows, long long n, long long row_stride, long long col_stride,
-                  const long long* __restrict__ extents, int rows_kind, int k, long long* __restrict__ idx,
-                  T* __restrict__ out) {
+gather_values(const T* __restrict__ in, long long rows, long long n, long long row_stride, long long col_stride,
+              const long long* __restrict__ extents, int rows_kind, int k, long long* __restrict__ idx,
+              T* __restrict__ out) {
   const long long total = rows * k;
   for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < total;
        t += (long long)gridDim.x * blockDim.x) {

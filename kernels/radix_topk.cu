@@ -69,10 +69,10 @@ __device__ __forceinline__ void radix_write_row(Key* win_key, unsigned long long
 // the kernel at 64 registers and spilled.
 template <class T>
 CUTOPK_KERNEL(CUTOPK_RADIX_THREADS, 1)
-    radix_topk(const T* __restrict__ in, long long rows, long long n, long long row_stride, long long col_stride,
-               const long long* __restrict__ extents, int rows_kind, int k, int largest, int nan_first, int by_index,
-               int cap, long long buf_cap, typename KeyTraits<T>::Key* __restrict__ buf_key,
-               unsigned* __restrict__ buf_idx, T* __restrict__ out_vals, void* __restrict__ out_idx, int index_bytes) {
+radix_topk(const T* __restrict__ in, long long rows, long long n, long long row_stride, long long col_stride,
+           const long long* __restrict__ extents, int rows_kind, int k, int largest, int nan_first, int by_index,
+           int cap, long long buf_cap, typename KeyTraits<T>::Key* __restrict__ buf_key, unsigned* __restrict__ buf_idx,
+           T* __restrict__ out_vals, void* __restrict__ out_idx, int index_bytes) {
   typedef typename KeyTraits<T>::Key Key;
   typedef unsigned long long Index;
   const int KEY_BITS = 8 * sizeof(Key);

@@ -41,9 +41,9 @@ __device__ __forceinline__ void thread_row_insert(Key (&keys)[KMAX], int (&idx)[
 
 template <class T, int KMAX>
 CUTOPK_KERNEL(CUTOPK_THREAD_ROW_THREADS)
-    thread_row_topk(const T* __restrict__ in, long long rows, long long n, long long row_stride, long long col_stride,
-                    const long long* __restrict__ extents, int rows_kind, int k, int largest, int nan_first,
-                    int by_index, T* __restrict__ out_vals, void* __restrict__ out_idx, int index_bytes) {
+thread_row_topk(const T* __restrict__ in, long long rows, long long n, long long row_stride, long long col_stride,
+                const long long* __restrict__ extents, int rows_kind, int k, int largest, int nan_first, int by_index,
+                T* __restrict__ out_vals, void* __restrict__ out_idx, int index_bytes) {
   typedef typename KeyTraits<T>::Key Key;
   const long long row = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   if (row >= rows) return;

@@ -12,8 +12,8 @@
 
 template <class T>
 CUTOPK_KERNEL(CUTOPK_TRANSPOSE_THREADS)
-    transpose_rows(const T* __restrict__ in, long long rows, long long n, long long row_stride, long long col_stride,
-                   T* __restrict__ out) {
+transpose_rows(const T* __restrict__ in, long long rows, long long n, long long row_stride, long long col_stride,
+               T* __restrict__ out) {
   __shared__ T tile[32][33];
   const int lane = threadIdx.x & 31, line = threadIdx.x >> 5;
   const long long tiles_r = (rows + 31) >> 5, tiles = tiles_r * ((n + 31) >> 5);
