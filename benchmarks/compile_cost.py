@@ -155,11 +155,18 @@ def measure(folder: str, arch: str, repeat: int) -> dict:
         if program.dtype not in DTYPES:
             continue
         assert not program.name_expressions, 'extern "C" entry points need no name expressions'
-        seconds, cubin = timed(program.source)
+        try:
+            seconds, cubin = timed(program.source)
+        except RuntimeError as exc:  # a module this NVRTC cannot compile: reported, not timed
+            out["family"][f"{program.dtype}/{program.family}"] = {"error": _first_error(exc)}
+            continue
         out["family"][f"{program.dtype}/{program.family}"] = {"s": seconds, "cubin_bytes": len(cubin)}
         cubins[(program.dtype, program.family)] = (program.source, cubin)
     for dtype in DTYPES:
-        out["whole"][dtype] = {"s": timed(every_family_source(dtype))[0]}
+        try:
+            out["whole"][dtype] = {"s": timed(every_family_source(dtype))[0]}
+        except RuntimeError as exc:
+            out["whole"][dtype] = {"error": _first_error(exc)}
     # The cache look-up of a warm start, as _compile_with_cache_cuda does it for a module without
     # name expressions: the key hashed (sha1 of env, the preprocessed empty file, the source),
     # the file found and read, the cubin's sha1 checked. (CuPy's key also holds its headers'
@@ -192,6 +199,11 @@ def measure(folder: str, arch: str, repeat: int) -> dict:
 DTYPES = ("float32", "float16", "int8", "float64")
 
 
+def _first_error(exc: Exception) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if "error:" in line]
+    return lines[0] if lines else str(exc).splitlines()[0]
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nvrtc", nargs="+", default=[d for d in DEFAULT_NVRTC if os.path.isdir(d)])
@@ -203,14 +215,21 @@ def main(argv=None) -> int:
     if args.child:
         print(json.dumps(measure(args.child, args.arch, args.repeat)))
         return 0
-    results = []
+    results, load = [], os.getloadavg()[0]
     for folder in args.nvrtc:  # each NVRTC in a fresh process of its own
         cmd = [sys.executable, __file__, "--child", folder, "--arch", args.arch, "--repeat", str(args.repeat)]
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        # libnvrtc opens its libnvrtc-builtins by name: the wheel's lib folder must be on the path.
+        lib_dir = os.path.dirname(find_nvrtc(folder)[0])
+        env = {
+            **os.environ,
+            "LD_LIBRARY_PATH": os.pathsep.join(filter(None, [lib_dir, os.environ.get("LD_LIBRARY_PATH")])),
+        }
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
         if proc.returncode != 0:
             print(proc.stderr[-4000:], file=sys.stderr)
             return 1
         results.append(json.loads(proc.stdout))
+    args.load = (load, os.getloadavg()[0])
     table = report(results, args)
     print(table)
     if args.out:
@@ -227,7 +246,8 @@ def report(results: list[dict], args) -> str:
         "# Compile cost on the CPU (NVRTC through ctypes, a fresh process per NVRTC)",
         "",
         f"Host: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs (shared); target "
-        f"sm_{args.arch}; best of {args.repeat} compiles of each module. "
+        f"sm_{args.arch}; best of {args.repeat} compiles of each module; load average "
+        f"{args.load[0]:.1f} at the start, {args.load[1]:.1f} at the end. "
         "Command: `python benchmarks/compile_cost.py`.",
         "Options (CuPy's for `RawModule(code=..., options=('-std=c++17',))`): "
         + " ".join(f"`{o}`" for o in shown)
@@ -241,18 +261,25 @@ def report(results: list[dict], args) -> str:
             "| dtype | " + " | ".join(families) + " | every family, one module |",
             "|---" * (len(families) + 2) + "|",
         ]
+        errors = sorted({c["error"] for c in [*r["family"].values(), *r["whole"].values()] if "error" in c})
+
+        def cell(c: dict, errors: list = errors) -> str:
+            return f"{c['s']:.2f}" if "s" in c else f"fails ({errors.index(c['error']) + 1})"
+
         for dtype in DTYPES:
-            cells = [f"{r['family'][f'{dtype}/{f}']['s']:.2f}" for f in families]
-            lines.append(f"| {dtype} | " + " | ".join(cells) + f" | {r['whole'][dtype]['s']:.2f} |")
-        worst = max(r["family"].items(), key=lambda kv: kv[1]["s"])
-        single = {f: r["family"][f"float32/{f}"]["s"] for f in ("warp_row", "warp_radix", "bitonic", "radix")}
+            cells = [cell(r["family"][f"{dtype}/{f}"]) for f in families]
+            lines.append(f"| {dtype} | " + " | ".join(cells) + f" | {cell(r['whole'][dtype])} |")
+        timed = {k: c for k, c in r["family"].items() if "s" in c}
+        worst = max(timed.items(), key=lambda kv: kv[1]["s"])
+        single = {f: r["family"][f"float32/{f}"] for f in ("warp_row", "warp_radix", "bitonic", "radix")}
         lookup = r["lookup"]
+        lines += [""] + [f"({i + 1}) NVRTC {r['nvrtc']} fails: `{e}`" for i, e in enumerate(errors)]
         lines += [
             "",
             f"- Slowest module: {worst[0]}, {worst[1]['s']:.2f} s. A float32 first call of one single-launch "
             "family compiles "
-            + ", ".join(f"{f} {s:.2f} s" for f, s in single.items())
-            + f", against {r['whole']['float32']['s']:.2f} s for float32's module of every family.",
+            + ", ".join(f"{f} {cell(c)} s" for f, c in single.items())
+            + f", against {cell(r['whole']['float32'])} s for float32's module of every family.",
             f"- Warm start, CPU side: libnvrtc loaded in {r['load_s'] * 1e3:.0f} ms, CuPy's preprocessed "
             f"empty file (one NVRTC call per process) {r['preprocess_s'] * 1e3:.0f} ms, the cache look-up "
             f"(key hashed, cubin read and checked) {min(lookup.values()) * 1e3:.2f} .. "
