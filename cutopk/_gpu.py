@@ -8,59 +8,26 @@ from __future__ import annotations
 import functools
 import hashlib
 import math
-import pathlib
-import re
 import threading
+from typing import NamedTuple
 
 import numpy as np
 
-from . import _device, _dispatch, _dtypes, _gpu_rows, _kernel_constants, _layout
+from . import _device, _dispatch, _dtypes, _gpu_rows, _kernel_constants, _kernel_source, _layout
 from ._api import Request
 
 ALGORITHMS = _dispatch.ALGORITHMS
-# The order matters: headers first, each file once (the loader strips local #includes).
-KERNEL_FILES = (
-    "constants.cuh",
-    "key_traits.cuh",
-    "row_extent.cuh",
-    "block_sort.cuh",
-    "row_loads.cuh",
-    "radix_digit.cuh",
-    "warp_row_topk.cu",
-    "warp_radix_topk.cu",
-    "thread_row_topk.cu",
-    "bitonic_topk.cu",
-    "radix_topk.cu",
-    "multiblock_radix.cu",
-    "order_topk.cu",
-    "transpose_rows.cu",
-    "keys.cu",
-)
-# Kernels that are not templates (one copy per module).
-PLAIN_KERNELS = ("mb_init", "mb_select")
-WARP_ROW_ITEMS = (1, 2, 4, 8, 16, 32)
-THREAD_ROW_KMAX = (1, 2, 4, 8)
-_LOCAL_INCLUDE = re.compile(r'^\s*#\s*include\s+"[^"]+"\s*$', re.MULTILINE)
-
-
-def kernel_dir() -> pathlib.Path:
-    """Where the CUDA sources are: inside the installed package (``cutopk/kernels``), else the
-    ``kernels/`` folder of the source checkout this package was imported from."""
-    here = pathlib.Path(__file__).resolve().parent
-    for candidate in (here / "kernels", here.parent / "kernels"):
-        if (candidate / KERNEL_FILES[0]).is_file():
-            return candidate
-    raise RuntimeError(f"cutopk's CUDA sources were not found next to {here}: the installation is incomplete")
+WARP_ROW_ITEMS = _kernel_source.WARP_ROW_ITEMS
+THREAD_ROW_KMAX = _kernel_source.THREAD_ROW_KMAX
+FAMILIES = _kernel_source.FAMILIES
+kernel_dir = _kernel_source.kernel_dir
 
 
 @functools.cache
 def kernel_source() -> str:
-    """All kernel files as one translation unit, their local ``#include``s removed (so that
-    CuPy's cache key, the source text, sees every header), opened by the constants shared with
-    Python (kernels/constants.cuh)."""
-    d = kernel_dir()
-    parts = [f"// ---- {name}\n" + _LOCAL_INCLUDE.sub("", (d / name).read_text()) for name in KERNEL_FILES]
-    return "\n".join(parts)
+    """Every kernel file as one translation unit, each after the files it includes, opened by the
+    constants shared with Python (no entry points: see :func:`programs` for what is compiled)."""
+    return _kernel_source.kernel_source()
 
 
 @functools.cache
@@ -69,27 +36,53 @@ def _source_hash() -> str:
 
 
 def name_expressions(cxx: str) -> list[str]:
-    """Every kernel instantiation for one element type."""
-    names = [f"warp_row_topk<{cxx}, {items}>" for items in WARP_ROW_ITEMS]
-    names += [f"thread_row_topk<{cxx}, {kmax}>" for kmax in THREAD_ROW_KMAX]
-    names += [
-        f"warp_radix_topk<{cxx}>",
-        f"bitonic_topk<{cxx}>",
-        f"radix_topk<{cxx}>",
-        f"compute_keys<{cxx}>",
-        f"gather_values<{cxx}>",
-        f"order_tiles<{cxx}>",
-        f"order_merge<{cxx}>",
-        f"transpose_rows<{cxx}>",
-    ]
-    names += [f"mb_{k}<{cxx}>" for k in ("histogram", "collect", "move", "sample", "order")]
-    return names
+    """Every kernel instantiation for one element type, as the launcher asks for them."""
+    dtype = _dtype_name(cxx)
+    return [e.expression for family in FAMILIES for e in _kernel_source.entries(family, dtype)]
 
 
-def programs() -> list[tuple[str, list[str]]]:
-    """Every program the launcher compiles, as (source text, name expressions): one per element
-    type. tools/check_nvrtc.py compiles exactly these."""
-    return [(kernel_source(), name_expressions(info.cxx)) for info in _dtypes.SUPPORTED.values()]
+class Program(NamedTuple):
+    """One module the launcher compiles: (dtype, family), its source and its name expressions
+    (none: the kernels are ``extern "C"`` entry points, found by name)."""
+
+    dtype: str
+    family: str
+    source: str
+    name_expressions: tuple[str, ...]
+    kernels: tuple[str, ...]
+
+
+def programs() -> list[Program]:
+    """Every module the launcher can compile, one per (dtype, family), with the entry points
+    (and plain kernels) each holds."""
+    out = []
+    for info in _dtypes.SUPPORTED.values():
+        for family, fam in FAMILIES.items():
+            names = tuple(e.name for e in _kernel_source.entries(family, info.name)) + fam.plain
+            out.append(Program(info.name, family, _kernel_source.source(family, info.name), (), names))
+    return out
+
+
+@functools.cache
+def _dtype_name(cxx: str) -> str:
+    for info in _dtypes.SUPPORTED.values():
+        if info.cxx == cxx:
+            return info.name
+    raise ValueError(f"cxx: expected the C++ name of a supported element type, got {cxx!r}")
+
+
+@functools.cache
+def _entry_points(cxx: str) -> dict[str, tuple[str, str]]:
+    """For one element type: each kernel name the launcher asks for (a name expression such as
+    ``warp_row_topk<float, 4>``, spaces ignored, an entry point's own name, or a plain kernel)
+    -> (family, entry point)."""
+    found = {}
+    for family, fam in FAMILIES.items():
+        for e in _kernel_source.entries(family, _dtype_name(cxx)):
+            found[e.expression.replace(" ", "")] = found[e.name] = (family, e.name)
+        for name in fam.plain:
+            found[name] = (family, name)
+    return found
 
 
 _MODULES: dict[tuple, object] = {}
@@ -111,20 +104,51 @@ class _Module:
         return fn
 
 
-def _build_module(target: str, cxx: str):
+class _FamilyModules:
+    """One element type's kernels, one module per family, each compiled on the first use of one
+    of its kernels (once, under a lock: threads asking for the same family wait for it)."""
+
+    def __init__(self, target: str, cxx: str):
+        self.target, self.cxx = target, cxx
+        self.modules: dict[str, object] = {}
+        self._lock = threading.Lock()
+
+    def get_function(self, name: str):
+        where = _entry_points(self.cxx).get(name.replace(" ", ""))
+        if where is None:
+            raise KeyError(
+                f"no kernel {name!r} for element type {self.cxx!r} in any family of {tuple(FAMILIES)}"
+            )
+        family, entry = where
+        mod = self.modules.get(family)
+        if mod is None:
+            with self._lock:
+                mod = self.modules.get(family)
+                if mod is None:
+                    mod = self.modules[family] = _build_family(self.target, self.cxx, family)
+        return mod.get_function(entry)
+
+
+def _build_family(target: str, cxx: str, family: str):
+    """The module of one family for one element type. No name expressions: CuPy then finds the
+    module in its on-disk cache in a new process (cutopk/_kernel_source.py)."""
+    code = _kernel_source.source(family, _dtype_name(cxx))
     if target == "cuda":
         import cupy
 
-        return cupy.RawModule(
-            code=kernel_source(), options=("-std=c++17",), name_expressions=name_expressions(cxx)
-        )
+        return cupy.RawModule(code=code, options=("-std=c++17",))
     from . import sim
 
-    return sim.RawModule(code=kernel_source(), name_expressions=name_expressions(cxx))
+    return sim.RawModule(code=code)
+
+
+def _build_module(target: str, cxx: str):
+    return _FamilyModules(target, cxx)
 
 
 def _module(target: str, cxx: str, device: int | None = None) -> _Module:
-    """The compiled module for one element type, built once per (target, device, source)."""
+    """One element type's kernels, built once per (target, device, source); each family's
+    module is compiled on first use."""
     device = _device_id(target) if device is None else device
     key = (target, device, cxx, _source_hash())
     with _MODULES_LOCK:

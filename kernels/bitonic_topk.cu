@@ -21,6 +21,7 @@
 #include "row_extent.cuh"
 #include "block_sort.cuh"
 #include "radix_digit.cuh"
+#include "entry.cuh"
 
 // Pairs [lo, hi) of the row into shared memory, elements past n as padding: each thread issues
 // its loads for four positions before it transforms any of them.
@@ -90,10 +91,10 @@ __device__ __forceinline__ void bitonic_load_row(const T* __restrict__ base, lon
 }
 
 template <class T>
-__global__ void __launch_bounds__(CUTOPK_BITONIC_THREADS)
-    bitonic_topk(const T* __restrict__ in, long long rows, long long n, long long row_stride, long long col_stride,
-                 const long long* __restrict__ extents, int rows_kind, int k, int largest, int nan_first, int by_index,
-                 int size, T* __restrict__ out_vals, void* __restrict__ out_idx, int index_bytes) {
+CUTOPK_KERNEL(CUTOPK_BITONIC_THREADS)
+bitonic_topk(const T* __restrict__ in, long long rows, long long n, long long row_stride, long long col_stride,
+             const long long* __restrict__ extents, int rows_kind, int k, int largest, int nan_first, int by_index,
+             int size, T* __restrict__ out_vals, void* __restrict__ out_idx, int index_bytes) {
   typedef typename KeyTraits<T>::Key Key;
   extern __shared__ __align__(16) unsigned char cutopk_smem[];
   unsigned* idx = reinterpret_cast<unsigned*>(cutopk_smem);

@@ -11,12 +11,13 @@
 #include "constants.cuh"
 #include "key_traits.cuh"
 #include "row_extent.cuh"
+#include "entry.cuh"
 
 template <class T>
-__global__ void __launch_bounds__(CUTOPK_KEYS_THREADS)
-    compute_keys(const T* __restrict__ in, long long rows, long long n, long long row_stride, long long col_stride,
-                 const long long* __restrict__ extents, int rows_kind, int largest, int nan_first,
-                 typename KeyTraits<T>::Key* __restrict__ out) {
+CUTOPK_KERNEL(CUTOPK_KEYS_THREADS)
+compute_keys(const T* __restrict__ in, long long rows, long long n, long long row_stride, long long col_stride,
+             const long long* __restrict__ extents, int rows_kind, int largest, int nan_first,
+             typename KeyTraits<T>::Key* __restrict__ out) {
   typedef typename KeyTraits<T>::Key Key;
   const long long total = rows * n;
   for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < total;
@@ -31,10 +32,10 @@ __global__ void __launch_bounds__(CUTOPK_KEYS_THREADS)
 // from the strided input so their bits are the input's own. A position at or past the row's
 // length is padding: its index becomes -1 and its value 0.
 template <class T>
-__global__ void __launch_bounds__(CUTOPK_KEYS_THREADS)
-    gather_values(const T* __restrict__ in, long long rows, long long n, long long row_stride, long long col_stride,
-                  const long long* __restrict__ extents, int rows_kind, int k, long long* __restrict__ idx,
-                  T* __restrict__ out) {
+CUTOPK_KERNEL(CUTOPK_KEYS_THREADS)
+gather_values(const T* __restrict__ in, long long rows, long long n, long long row_stride, long long col_stride,
+              const long long* __restrict__ extents, int rows_kind, int k, long long* __restrict__ idx,
+              T* __restrict__ out) {
   const long long total = rows * k;
   for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < total;
        t += (long long)gridDim.x * blockDim.x) {

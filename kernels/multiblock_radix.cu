@@ -56,6 +56,7 @@
 #include "block_sort.cuh"
 #include "row_loads.cuh"
 #include "radix_digit.cuh"
+#include "entry.cuh"
 
 // Where a row's elements are read from.
 enum MbSource : int { MB_ON_INPUT = 0, MB_ON_CANDIDATES = 1 };
@@ -262,9 +263,9 @@ __device__ __forceinline__ long long mb_part_room(long long len, long long slice
 // kernels name 2 blocks per SM (up to 128 registers): with the block size alone ptxas capped
 // them at 80 registers and spilled.
 template <class T>
-__global__ void __launch_bounds__(CUTOPK_MULTIBLOCK_THREADS, 2)
-    mb_histogram(MB_PARAMS, long long cand_slice, const MbState* __restrict__ state,
-                 unsigned long long* __restrict__ hist, unsigned int* __restrict__ slice_hist, MB_STAGE_PARAMS) {
+CUTOPK_KERNEL(CUTOPK_MULTIBLOCK_THREADS, 2)
+mb_histogram(MB_PARAMS, long long cand_slice, const MbState* __restrict__ state, unsigned long long* __restrict__ hist,
+             unsigned int* __restrict__ slice_hist, MB_STAGE_PARAMS) {
   const int KEY_BITS = 8 * sizeof(typename KeyTraits<T>::Key);
   const long long row = blockIdx.y;
   const MbState s = state[row];
@@ -336,12 +337,11 @@ __global__ void __launch_bounds__(CUTOPK_MULTIBLOCK_THREADS, 2)
 // row). Also sets the row's initial state and zeroes its histogram, in place of mb_init. A row
 // with no element is done at once (no sample, no staging).
 template <class T>
-__global__ void __launch_bounds__(CUTOPK_MULTIBLOCK_THREADS, 2)
-    mb_sample(const T* __restrict__ in, long long n, long long row_stride, long long col_stride,
-              const long long* __restrict__ extents, int rows_kind, int largest, int nan_first, int rank, int k,
-              MbState* __restrict__ state, unsigned long long* __restrict__ hist, long long slice, int blocks_per_row,
-              int warps, long long room, long long per_hit, long long* __restrict__ stage_start,
-              long long stage_total) {
+CUTOPK_KERNEL(CUTOPK_MULTIBLOCK_THREADS, 2)
+mb_sample(const T* __restrict__ in, long long n, long long row_stride, long long col_stride,
+          const long long* __restrict__ extents, int rows_kind, int largest, int nan_first, int rank, int k,
+          MbState* __restrict__ state, unsigned long long* __restrict__ hist, long long slice, int blocks_per_row,
+          int warps, long long room, long long per_hit, long long* __restrict__ stage_start, long long stage_total) {
   typedef typename KeyTraits<T>::Key Key;
   const int KEY_BITS = 8 * sizeof(Key);
   __shared__ Key keys[CUTOPK_MULTIBLOCK_SAMPLES];
@@ -622,12 +622,12 @@ __device__ __forceinline__ void mb_squeeze(long long row, long long slice, long 
 // fits in `cap` copies the bucket there in index order (one more read of its slice), and the
 // keys above the bucket become winners.
 template <class T>
-__global__ void __launch_bounds__(CUTOPK_MULTIBLOCK_THREADS, 2)
-    mb_move(const T* __restrict__ in, long long n, long long row_stride, long long col_stride,
-            const long long* __restrict__ extents, int rows_kind, int largest, int nan_first, long long slice,
-            long long cap, typename KeyTraits<T>::Key* __restrict__ cand_key, long long* __restrict__ cand_idx, int k,
-            MbState* __restrict__ state, const long long* __restrict__ slice_offset,
-            typename KeyTraits<T>::Key* __restrict__ win_key, long long* __restrict__ win_idx, MB_STAGE_PARAMS) {
+CUTOPK_KERNEL(CUTOPK_MULTIBLOCK_THREADS, 2)
+mb_move(const T* __restrict__ in, long long n, long long row_stride, long long col_stride,
+        const long long* __restrict__ extents, int rows_kind, int largest, int nan_first, long long slice,
+        long long cap, typename KeyTraits<T>::Key* __restrict__ cand_key, long long* __restrict__ cand_idx, int k,
+        MbState* __restrict__ state, const long long* __restrict__ slice_offset,
+        typename KeyTraits<T>::Key* __restrict__ win_key, long long* __restrict__ win_idx, MB_STAGE_PARAMS) {
   const long long row = blockIdx.y;
   const MbState s = state[row];
   if (s.move == MB_MOVE_SQUEEZE_STAGED) {
@@ -647,10 +647,10 @@ __global__ void __launch_bounds__(CUTOPK_MULTIBLOCK_THREADS, 2)
 }
 
 template <class T>
-__global__ void __launch_bounds__(CUTOPK_MULTIBLOCK_THREADS, 2)
-    mb_collect(MB_PARAMS, long long cand_slice, int k, MbState* __restrict__ state,
-               const long long* __restrict__ slice_offset, typename KeyTraits<T>::Key* __restrict__ win_key,
-               long long* __restrict__ win_idx) {
+CUTOPK_KERNEL(CUTOPK_MULTIBLOCK_THREADS, 2)
+mb_collect(MB_PARAMS, long long cand_slice, int k, MbState* __restrict__ state,
+           const long long* __restrict__ slice_offset, typename KeyTraits<T>::Key* __restrict__ win_key,
+           long long* __restrict__ win_idx) {
   const long long row = blockIdx.y;
   const MbState s = state[row];
   const MbRow<T> r = MB_ROW(s, row);
@@ -678,11 +678,11 @@ __global__ void __launch_bounds__(CUTOPK_MULTIBLOCK_THREADS, 2)
 // or past the row's length (mb_collect's padding pairs, sorted last) is written as padding. One
 // block per row, one launch, instead of the array library's sorts and gathers.
 template <class T>
-__global__ void __launch_bounds__(CUTOPK_MULTIBLOCK_THREADS)
-    mb_order(const T* __restrict__ in, long long n, long long row_stride, long long col_stride,
-             const long long* __restrict__ extents, int rows_kind, int k, int by_index,
-             const typename KeyTraits<T>::Key* __restrict__ win_key, const long long* __restrict__ win_idx,
-             T* __restrict__ out_vals, long long* __restrict__ out_idx) {
+CUTOPK_KERNEL(CUTOPK_MULTIBLOCK_THREADS)
+mb_order(const T* __restrict__ in, long long n, long long row_stride, long long col_stride,
+         const long long* __restrict__ extents, int rows_kind, int k, int by_index,
+         const typename KeyTraits<T>::Key* __restrict__ win_key, const long long* __restrict__ win_idx,
+         T* __restrict__ out_vals, long long* __restrict__ out_idx) {
   typedef typename KeyTraits<T>::Key Key;
   typedef unsigned long long Index;
   const int kp = cutopk_pow2_at_least(k);

@@ -17,6 +17,7 @@
 #include "constants.cuh"
 #include "key_traits.cuh"
 #include "block_sort.cuh"
+#include "entry.cuh"
 
 template <class Key>
 __device__ __forceinline__ bool cutopk_order_before(Key ka, unsigned long long ia, Key kb, unsigned long long ib,
@@ -25,10 +26,10 @@ __device__ __forceinline__ bool cutopk_order_before(Key ka, unsigned long long i
 }
 
 template <class T>
-__global__ void __launch_bounds__(CUTOPK_ORDER_TILE_THREADS)
-    order_tiles(const typename KeyTraits<T>::Key* __restrict__ src_key, const long long* __restrict__ src_idx,
-                int with_idx, long long rows, long long len, int tile, int by_index,
-                typename KeyTraits<T>::Key* __restrict__ dst_key, long long* __restrict__ dst_idx) {
+CUTOPK_KERNEL(CUTOPK_ORDER_TILE_THREADS)
+order_tiles(const typename KeyTraits<T>::Key* __restrict__ src_key, const long long* __restrict__ src_idx, int with_idx,
+            long long rows, long long len, int tile, int by_index, typename KeyTraits<T>::Key* __restrict__ dst_key,
+            long long* __restrict__ dst_idx) {
   typedef typename KeyTraits<T>::Key Key;
   typedef unsigned long long Index;
   extern __shared__ __align__(16) unsigned char cutopk_smem[];
@@ -60,10 +61,10 @@ __global__ void __launch_bounds__(CUTOPK_ORDER_TILE_THREADS)
 }
 
 template <class T>
-__global__ void __launch_bounds__(CUTOPK_ORDER_MERGE_THREADS)
-    order_merge(const typename KeyTraits<T>::Key* __restrict__ src_key, const long long* __restrict__ src_idx,
-                long long rows, long long len, long long width, int by_index,
-                typename KeyTraits<T>::Key* __restrict__ dst_key, long long* __restrict__ dst_idx) {
+CUTOPK_KERNEL(CUTOPK_ORDER_MERGE_THREADS)
+order_merge(const typename KeyTraits<T>::Key* __restrict__ src_key, const long long* __restrict__ src_idx,
+            long long rows, long long len, long long width, int by_index,
+            typename KeyTraits<T>::Key* __restrict__ dst_key, long long* __restrict__ dst_idx) {
   typedef typename KeyTraits<T>::Key Key;
   const long long total = rows * len;
   for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < total;

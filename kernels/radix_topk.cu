@@ -38,6 +38,7 @@
 #include "block_sort.cuh"
 #include "row_loads.cuh"
 #include "radix_digit.cuh"
+#include "entry.cuh"
 
 // 4. Orders a row's `count` winners (win_key, win_idx [0, count), count <= k) as asked (by_index:
 // by index, else by value), writes them as output positions 0 .. count - 1 of `row` and padding
@@ -68,11 +69,11 @@ __device__ __forceinline__ void radix_write_row(Key* win_key, unsigned long long
 // One block per SM named explicitly (up to 128 registers): with the block size alone ptxas capped
 // the kernel at 64 registers and spilled.
 template <class T>
-__global__ void __launch_bounds__(CUTOPK_RADIX_THREADS, 1)
-    radix_topk(const T* __restrict__ in, long long rows, long long n, long long row_stride, long long col_stride,
-               const long long* __restrict__ extents, int rows_kind, int k, int largest, int nan_first, int by_index,
-               int cap, long long buf_cap, typename KeyTraits<T>::Key* __restrict__ buf_key,
-               unsigned* __restrict__ buf_idx, T* __restrict__ out_vals, void* __restrict__ out_idx, int index_bytes) {
+CUTOPK_KERNEL(CUTOPK_RADIX_THREADS, 1)
+radix_topk(const T* __restrict__ in, long long rows, long long n, long long row_stride, long long col_stride,
+           const long long* __restrict__ extents, int rows_kind, int k, int largest, int nan_first, int by_index,
+           int cap, long long buf_cap, typename KeyTraits<T>::Key* __restrict__ buf_key, unsigned* __restrict__ buf_idx,
+           T* __restrict__ out_vals, void* __restrict__ out_idx, int index_bytes) {
   typedef typename KeyTraits<T>::Key Key;
   typedef unsigned long long Index;
   const int KEY_BITS = 8 * sizeof(Key);

@@ -18,6 +18,7 @@
 #include "key_traits.cuh"
 #include "row_extent.cuh"
 #include "radix_digit.cuh"
+#include "entry.cuh"
 
 // Carries a new element (the highest index so far) down the sorted list of the best KMAX, with
 // compare-exchanges at static positions (the list stays in registers). The selection order,
@@ -40,10 +41,10 @@ __device__ __forceinline__ void thread_row_insert(Key (&keys)[KMAX], int (&idx)[
 }
 
 template <class T, int KMAX>
-__global__ void __launch_bounds__(CUTOPK_THREAD_ROW_THREADS)
-    thread_row_topk(const T* __restrict__ in, long long rows, long long n, long long row_stride, long long col_stride,
-                    const long long* __restrict__ extents, int rows_kind, int k, int largest, int nan_first,
-                    int by_index, T* __restrict__ out_vals, void* __restrict__ out_idx, int index_bytes) {
+CUTOPK_KERNEL(CUTOPK_THREAD_ROW_THREADS)
+thread_row_topk(const T* __restrict__ in, long long rows, long long n, long long row_stride, long long col_stride,
+                const long long* __restrict__ extents, int rows_kind, int k, int largest, int nan_first, int by_index,
+                T* __restrict__ out_vals, void* __restrict__ out_idx, int index_bytes) {
   typedef typename KeyTraits<T>::Key Key;
   const long long row = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   if (row >= rows) return;

@@ -9,11 +9,12 @@
 // its four loads before its four shared-memory stores. Dtypes: all (the bits are copied).
 // Threads per block: 256 (8 warps, 4 tile lines each). Shared memory: 32 x 33 elements (static).
 #include "constants.cuh"
+#include "entry.cuh"
 
 template <class T>
-__global__ void __launch_bounds__(CUTOPK_TRANSPOSE_THREADS)
-    transpose_rows(const T* __restrict__ in, long long rows, long long n, long long row_stride, long long col_stride,
-                   T* __restrict__ out) {
+CUTOPK_KERNEL(CUTOPK_TRANSPOSE_THREADS)
+transpose_rows(const T* __restrict__ in, long long rows, long long n, long long row_stride, long long col_stride,
+               T* __restrict__ out) {
   __shared__ T tile[32][33];
   const int lane = threadIdx.x & 31, line = threadIdx.x >> 5;
   const long long tiles_r = (rows + 31) >> 5, tiles = tiles_r * ((n + 31) >> 5);

@@ -31,6 +31,7 @@
 #include "block_sort.cuh"
 #include "row_loads.cuh"
 #include "radix_digit.cuh"
+#include "entry.cuh"
 
 static_assert(2 * CUTOPK_WARP_RADIX_MAX_K <= CUTOPK_WARP_RADIX_CAP, "a bucket of K keys must fit beside the winners");
 static_assert(CUTOPK_WARP_RADIX_WARPS * 32 == CUTOPK_WARP_RADIX_THREADS, "one warp per row");
@@ -55,12 +56,12 @@ __device__ __forceinline__ void wr_sort(Key* keys, unsigned* idx, int count) {
 // had extents, kept as bounds because the row's start and length (registers now, parameters
 // before) tipped its choice past those steps on sm_90 (to 88 and 72 registers), one block fewer.
 template <class T>
-__global__ void __launch_bounds__(CUTOPK_WARP_RADIX_THREADS, sizeof(T) == 8   ? 4
-                                                             : sizeof(T) == 1 ? 2
-                                                                              : 3)
-    warp_radix_topk(const T* __restrict__ in, long long rows, long long n, long long row_stride, long long col_stride,
-                    const long long* __restrict__ extents, int rows_kind, int k, int largest, int nan_first,
-                    int by_index, T* __restrict__ out_vals, void* __restrict__ out_idx, int index_bytes) {
+CUTOPK_KERNEL(CUTOPK_WARP_RADIX_THREADS, sizeof(T) == 8   ? 4
+                                         : sizeof(T) == 1 ? 2
+                                                          : 3)
+warp_radix_topk(const T* __restrict__ in, long long rows, long long n, long long row_stride, long long col_stride,
+                const long long* __restrict__ extents, int rows_kind, int k, int largest, int nan_first, int by_index,
+                T* __restrict__ out_vals, void* __restrict__ out_idx, int index_bytes) {
   typedef typename KeyTraits<T>::Key Key;
   const int KEY_BITS = 8 * sizeof(Key);
   __shared__ unsigned int hist_all[CUTOPK_WARP_RADIX_WARPS][256];

@@ -18,12 +18,13 @@
 #include "key_traits.cuh"
 #include "row_extent.cuh"
 #include "radix_digit.cuh"
+#include "entry.cuh"
 
 template <class T, int ITEMS>
-__global__ void __launch_bounds__(CUTOPK_WARP_ROW_THREADS)
-    warp_row_topk(const T* __restrict__ in, long long rows, long long n, long long row_stride, long long col_stride,
-                  const long long* __restrict__ extents, int rows_kind, int k, int largest, int nan_first, int by_index,
-                  T* __restrict__ out_vals, void* __restrict__ out_idx, int index_bytes) {
+CUTOPK_KERNEL(CUTOPK_WARP_ROW_THREADS)
+warp_row_topk(const T* __restrict__ in, long long rows, long long n, long long row_stride, long long col_stride,
+              const long long* __restrict__ extents, int rows_kind, int k, int largest, int nan_first, int by_index,
+              T* __restrict__ out_vals, void* __restrict__ out_idx, int index_bytes) {
   typedef typename KeyTraits<T>::Key Key;
   const int lane = threadIdx.x & 31;
   const long long row = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);

@@ -488,25 +488,20 @@ def test_streaming_loader_heads_tails_tiles_and_strides(backend, dtype):
 def test_kernel_constants_come_only_from_their_header():
     # Written once, in kernels/constants.cuh, which cutopk/_kernel_constants.py reads; the module
     # has no constant of its own, no other kernel file defines one (a fallback would let the two
-    # sides drift apart), every one is used by some kernel, and the source opens with them.
-    from cutopk import _gpu, _kernel_constants
+    # sides drift apart), every one is used by some kernel, and every module's source holds them.
+    from cutopk import _gpu, _kernel_constants, _kernel_source
 
-    assert (
-        _kernel_constants.HEADER
-        == _gpu.kernel_dir() / "constants.cuh"
-        == _gpu.kernel_dir() / _gpu.KERNEL_FILES[0]
-    )
+    assert _kernel_constants.HEADER == _gpu.kernel_dir() / "constants.cuh"
     values = _kernel_constants.read_header()
     assert len(values) > 10 and tuple(values) == _kernel_constants._EXPORTED
     assert {n for n in vars(_kernel_constants) if n.isupper() and n[0] != "_"} == {"HEADER", *values}
-    source = _gpu.kernel_source()
-    files = "\n".join((_gpu.kernel_dir() / name).read_text() for name in _gpu.KERNEL_FILES[1:])
+    assert all("// ---- constants.cuh\n" in p.source for p in _gpu.programs())
+    others = [name for name in _kernel_source.all_files() if name != "constants.cuh"]
+    files = "\n".join((_gpu.kernel_dir() / name).read_text() for name in others)
     for name, value in values.items():
         macro = f"CUTOPK_{name}"
         assert getattr(_kernel_constants, name) == value
-        assert re.search(
-            rf"^#define {macro} {value}\b", source[: source.index("// ---- key_traits.cuh")], re.M
-        )
+        assert re.search(rf"^#define {macro} {value}\b", _kernel_constants.HEADER.read_text(), re.M)
         assert f"#define {macro}" not in files and f"ifndef {macro}" not in files, macro
         assert macro in files, f"{macro} is not used by any kernel"
     assert _dispatch.MULTIBLOCK_STATE_BYTES == _kernel_constants.MULTIBLOCK_STATE_BYTES

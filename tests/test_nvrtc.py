@@ -63,20 +63,21 @@ def test_a_name_that_does_not_lower_or_build_fails():
 
 
 def test_programs_are_the_launchers_modules():
-    # One program per element type, each the module source with every instantiation of that type;
-    # the check merges those with the same text into one compile.
+    # One program per (element type, kernel family), each a module the launcher builds, with the
+    # extern "C" kernels it must hold; the check merges those with the same text into one compile.
     programs = _gpu.programs()
-    assert len(programs) == len(_gpu._dtypes.SUPPORTED)
-    for (source, names), info in zip(programs, _gpu._dtypes.SUPPORTED.values(), strict=True):
-        assert source == _gpu.kernel_source()
-        assert names == _gpu.name_expressions(info.cxx)
+    assert len(programs) == len(_gpu._dtypes.SUPPORTED) * len(_gpu.FAMILIES)
+    for program in programs:
+        assert program.name_expressions == () and program.kernels
+        assert all(f"void {k}(" in program.source or f" {k}(" in program.source for k in program.kernels)
     merged = check_nvrtc.merged_programs()
-    assert len(merged) == 1 and len(merged[0][1]) == sum(len(n) for _, n in programs)
+    assert sum(len(kernels) for _, _, kernels in merged) == sum(len(p.kernels) for p in programs)
 
 
 def test_every_kernel_file_is_checked_alone():
     names = [name for name, _ in check_nvrtc.alone_programs()]
-    assert sorted(names) == sorted(_gpu.KERNEL_FILES)
+    assert sorted(names) == sorted(p.name for p in _gpu.kernel_dir().glob("*.cu*"))
+    assert "constants.cuh" in names and "entry.cuh" in names
 
 
 def _mb_state_block(source: str) -> str:

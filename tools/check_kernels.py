@@ -9,8 +9,9 @@ a streaming kernel, a compare-and-swap histogram, loads issued one at a time).
 --sass: "require" (the default under CI) fails when cuobjdump/nvdisasm are missing; "auto"
 (the default elsewhere) then skips the SASS check with a message.
 
-The source is exactly what the launcher hands to NVRTC (cutopk._gpu.kernel_source()), plus a
-host-side table that takes the address of each instantiation so that nvcc generates it.
+One nvcc run per kernel family, on the source the launcher hands NVRTC for that family
+(cutopk/_kernel_source.py: the family's file, the headers it includes, its extern "C" entry
+points), with the entry points of every element type at once.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import tempfile
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from cutopk import _dtypes, _gpu
+from cutopk import _dtypes, _kernel_source
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import check_sass
@@ -38,11 +39,15 @@ SPILL = re.compile(
 )
 
 
-def source() -> str:
-    names = [n for info in _dtypes.SUPPORTED.values() for n in _gpu.name_expressions(info.cxx)]
-    names += list(_gpu.PLAIN_KERNELS)
-    table = ",\n  ".join(f"(const void*)&{n}" for n in names)
-    return f"{_gpu.kernel_source()}\n\nconst void* cutopk_every_kernel[] = {{\n  {table}\n}};\n", len(names)
+def sources() -> list[tuple[str, str, int]]:
+    """(family, source, kernels) per kernel family: the module the launcher compiles for one
+    element type (cutopk._kernel_source), with the entry points of every element type at once."""
+    dtypes = tuple(info.name for info in _dtypes.SUPPORTED.values())
+    out = []
+    for family, fam in _kernel_source.FAMILIES.items():
+        count = sum(len(_kernel_source.entries(family, d)) for d in dtypes) + len(fam.plain)
+        out.append((family, _kernel_source.module_source(family, dtypes), count))
+    return out
 
 
 def demangle(names: list[str]) -> list[str]:
@@ -64,41 +69,37 @@ def main(argv=None) -> int:
     if not args.nvcc:
         print("nvcc not found", file=sys.stderr)
         return 2
-    text, count = source()
+    programs = sources()
+    count = sum(c for _, _, c in programs)
+    stderr, functions = [], {}
     with tempfile.TemporaryDirectory() as tmp:
-        src = pathlib.Path(tmp) / "all_kernels.cu"
-        src.write_text(text)
-        cmd = [
-            args.nvcc,
-            "-std=c++17",
-            "-c",
-            str(src),
-            "-o",
-            str(pathlib.Path(tmp) / "all.o"),
-            "-Xptxas",
-            "-v",
-            "--threads",
-            "0",  # one ptxas per architecture, in parallel
-        ]
-        for arch in args.arch:
-            cmd += ["-gencode", f"arch=compute_{arch},code=sm_{arch}"]
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        for family, text, _ in programs:
+            src, obj = pathlib.Path(tmp) / f"{family}.cu", pathlib.Path(tmp) / f"{family}.o"
+            src.write_text(text)
+            cmd = [args.nvcc, "-std=c++17", "-c", str(src), "-o", str(obj), "-Xptxas", "-v", "--threads", "0"]
+            for arch in args.arch:  # one ptxas per architecture, in parallel
+                cmd += ["-gencode", f"arch=compute_{arch},code=sm_{arch}"]
+            proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+            if proc.returncode != 0:
+                print(proc.stderr[-8000:], file=sys.stderr)
+                print(
+                    f"FAILED: nvcc could not compile the {family} kernels ({' '.join(cmd)})", file=sys.stderr
+                )
+                return 1
+            stderr.append(proc.stderr)
         sass_findings, sass_note = None, ""
-        if proc.returncode == 0 and args.sass != "off":
+        if args.sass != "off":
             if check_sass.find_cuobjdump()[0] is None:
                 sass_note = (
                     "cuobjdump/nvdisasm not found (pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm)"
                 )
             else:
-                functions = check_sass.disassemble(str(pathlib.Path(tmp) / "all.o"))
+                for family, _, _ in programs:
+                    functions.update(check_sass.disassemble(str(pathlib.Path(tmp) / f"{family}.o")))
                 sass_findings = check_sass.check(functions)
                 sass_note = f"{len(functions)} kernel builds disassembled, {len(sass_findings)} findings"
-    if proc.returncode != 0:
-        print(proc.stderr[-8000:], file=sys.stderr)
-        print(f"FAILED: nvcc could not compile the kernels ({' '.join(cmd)})", file=sys.stderr)
-        return 1
     rows, current = [], None
-    for line in proc.stderr.splitlines():
+    for line in "\n".join(stderr).splitlines():
         if m := ENTRY.search(line):
             current = {"name": m["name"], "arch": m["arch"]}
             rows.append(current)

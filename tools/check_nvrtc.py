@@ -145,15 +145,17 @@ def cupy_options(folder: pathlib.Path, arch: str, extra=()) -> list[str]:
     ]
 
 
-def merged_programs() -> list[tuple[str, list[str]]]:
-    """The launcher's programs, those with the same source text merged."""
+def merged_programs() -> list[tuple[str, list[str], list[str]]]:
+    """The launcher's programs (one per element type and kernel family), those with the same
+    source text merged: (source, name expressions, the kernels each must build)."""
     from cutopk import _gpu
 
-    merged: dict[str, list[str]] = {}
-    for source, names in _gpu.programs():
-        bucket = merged.setdefault(source, [])
-        bucket += [n for n in names if n not in bucket]
-    return list(merged.items())
+    merged: dict[str, tuple[list[str], list[str]]] = {}
+    for program in _gpu.programs():
+        names, kernels = merged.setdefault(program.source, ([], []))
+        names += [n for n in program.name_expressions if n not in names]
+        kernels += [k for k in program.kernels if k not in kernels]
+    return [(source, names, kernels) for source, (names, kernels) in merged.items()]
 
 
 def parse_ptxas(log: str) -> list[dict]:
@@ -181,9 +183,10 @@ def alone_programs() -> list[tuple[str, str]]:
     return out
 
 
-def findings(where: str, log: str, lowered: dict) -> tuple[list[dict], list[str]]:
+def findings(where: str, log: str, lowered: dict, kernels=()) -> tuple[list[dict], list[str]]:
     """The kernel builds in a program's log (``--ptxas-options=-v``) and what fails: a name
-    expression that did not lower or has no build, any spill, any stack frame."""
+    expression that did not lower or has no build, an ``extern "C"`` kernel of ``kernels`` with no
+    build, any spill, any stack frame."""
     failures = [
         f"{where}: the name expression {n} did not lower (nvrtcGetLoweredName)"
         for n, low in lowered.items()
@@ -206,6 +209,9 @@ def findings(where: str, log: str, lowered: dict) -> tuple[list[dict], list[str]
         for n, low in lowered.items()
         if low and low not in built
     ]
+    failures += [
+        f"{where}: no ptxas report for the kernel {k}: was it compiled?" for k in kernels if k not in built
+    ]
     return rows, failures
 
 
@@ -224,7 +230,7 @@ def check_folder(folder: pathlib.Path, archs: list[str], programs: bool, alone: 
     merged = merged_programs() if programs else []
     for arch in archs if programs else []:
         t0 = time.perf_counter()
-        for i, (source, names) in enumerate(merged):
+        for i, (source, names, kernels) in enumerate(merged):
             where = f"NVRTC {version}, sm_{arch}"
             options = cupy_options(folder, arch, ["--ptxas-options=-v"])
             ok, log, lowered = nvrtc.compile(source, "cutopk.cu", options, names)
@@ -234,7 +240,7 @@ def check_folder(folder: pathlib.Path, archs: list[str], programs: bool, alone: 
                     + compile_errors(log, 20)
                 )
                 continue
-            rows, failures = findings(where, log, lowered)
+            rows, failures = findings(where, log, lowered, kernels)
             report["builds"] += rows
             report["failures"] += failures
         report["seconds"][f"sm_{arch}"] = round(time.perf_counter() - t0, 1)

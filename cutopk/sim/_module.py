@@ -16,6 +16,11 @@ from . import _errors, _isolate, _lines, _rewrite, _staging, _toolchain
 
 # Fault handlers are process-wide, so one launch runs at a time in a process.
 _LAUNCH_LOCK = threading.Lock()
+# The modules launched most recently (least recent first) keep their fiber stacks and shared
+# memory between launches; older ones are trimmed (cutopk_sim_trim): a process can map only
+# vm.max_map_count regions, and a module's stacks for a block of 1024 threads take 2048.
+KEEP_WARM = 8
+_WARM: dict[int, ctypes.CDLL] = {}
 _MODULE_CACHE: dict[tuple, tuple[ctypes.CDLL, pathlib.Path]] = {}
 _MODULE_CACHE_LOCK = threading.Lock()
 
@@ -305,6 +310,14 @@ class RawModule:
         return self._functions[name]
 
 
+def _keep_warm(lib: ctypes.CDLL) -> None:
+    """Mark ``lib`` launched last; trim the module launched least recently past KEEP_WARM."""
+    _WARM.pop(id(lib), None)
+    _WARM[id(lib)] = lib
+    while len(_WARM) > KEEP_WARM:
+        _WARM.pop(next(iter(_WARM))).cutopk_sim_trim()
+
+
 def _load(source: str, flags: tuple[str, ...], asan: bool) -> tuple[ctypes.CDLL, pathlib.Path]:
     key = (source, flags, asan)
     with _MODULE_CACHE_LOCK:
@@ -328,6 +341,7 @@ def _load(source: str, flags: tuple[str, ...], asan: bool) -> tuple[ctypes.CDLL,
             lib.cutopk_sim_describe.argtypes = [ctypes.c_int, ctypes.POINTER(_ParamInfo), ctypes.c_int]
             lib.cutopk_sim_error.restype = ctypes.c_char_p
             lib.cutopk_sim_fault_frames.restype = ctypes.c_int
+            lib.cutopk_sim_trim.restype = None
             entry = _MODULE_CACHE[key] = (lib, path)
     return entry
 
@@ -423,6 +437,7 @@ class Function:
         mod = self.module
         launch = (self._index, *grid3, *block3, int(shared_mem))
         with _LAUNCH_LOCK:
+            _keep_warm(mod._lib)
             if mod.isolate:
                 shared = _staging.Staging(regions, "shared")
                 outcome = None

@@ -36,9 +36,9 @@ STATIC = re.compile(
     + r")?"
     r"(?P<name>[A-Za-z_]\w*)\s*(?P<dims>(?:\[[^\];]+\]\s*)*);"
 )
-KERNEL = re.compile(
-    r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(?P<name>[A-Za-z_]\w*)\s*\("
-)
+# __launch_bounds__'s arguments may hold one level of parentheses (sizeof(T) == 8 ? 4 : 3).
+_BOUNDS = r"(?:__launch_bounds__\s*\((?:[^()]|\([^()]*\))*\)\s*)?"
+KERNEL = re.compile(r"__global__\s+" + _BOUNDS + r"void\s+" + _BOUNDS + r"(?P<name>[A-Za-z_]\w*)\s*\(")
 
 
 _NAMESPACE_OPENER = re.compile(r'(?:namespace(?:\s+[\w:]+)?|extern\s*"C(?:\+\+)?")\s*$')

@@ -259,11 +259,11 @@ def test_project_kernel_with_a_planted_index_slip():
     # int64 indices; an int32 index array (a plausible launcher slip) is refused by name.
     from cutopk import _gpu
 
-    mod = sim.RawModule(code=_gpu.kernel_source(), name_expressions=_gpu.name_expressions("float"))
+    mod = _gpu._build_family("sim", "float", "sort")
     x = np.arange(12, dtype=np.float32).reshape(2, 6)
     idx = np.array([[5, 0], [1, 2]])
     out = np.zeros((2, 2), np.float32)
-    fn = mod.get_function("gather_values<float>")
+    fn = mod.get_function("gather_values_float32")
     regular = (np.zeros(1, np.int64), np.int32(0))  # extents (never read) and CUTOPK_ROWS_REGULAR
     args = (x, np.int64(2), np.int64(6), np.int64(6), np.int64(1), *regular, np.int32(2))
     fn(1, 64, (*args, idx, out))
@@ -271,6 +271,6 @@ def test_project_kernel_with_a_planted_index_slip():
     with pytest.raises(sim.ElementTypeError) as info:
         fn(1, 64, (*args, idx.astype(np.int32), out))
     assert str(info.value) == (
-        "kernel 'gather_values<float>', argument 8 (idx: long long int*): expected an array of int64, "
+        "kernel 'gather_values_float32', argument 8 (idx: long long int*): expected an array of int64, "
         "got an int32 array"
     )

@@ -600,6 +600,20 @@ extern "C" __attribute__((visibility("hidden"))) void __assert_fail(const char* 
 
 extern "C" {
 __attribute__((visibility("default"))) const char* cutopk_sim_error() { return cutopk_sim::g_error; }
+// Gives back what the module keeps between launches: fiber stacks (two memory maps each, up to a
+// block's worth) and shared-memory regions. A process has at most vm.max_map_count maps (65530 by
+// default), so Python trims the modules launched least recently; the next launch makes new ones.
+__attribute__((visibility("default"))) void cutopk_sim_trim() {
+  using namespace cutopk_sim;
+  long page = sysconf(_SC_PAGESIZE);
+  for (char* s : g_stacks) munmap(s - page, STACK_BYTES + page);
+  g_stacks = {};
+  for (auto& m : g_dynamic_maps)
+    if (m.first) munmap(m.first, m.second);
+  g_dynamic_maps = {};
+  for (unsigned char* a : g_arenas) free(a);
+  g_arenas = {};
+}
 __attribute__((visibility("default"))) int cutopk_sim_fault_frames(unsigned long long* out, int capacity) {
   int n = cutopk_sim::g_nframes < capacity ? cutopk_sim::g_nframes : capacity;
   for (int i = 0; i < n; ++i) out[i] = cutopk_sim::g_frames[i];

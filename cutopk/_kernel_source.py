@@ -1,0 +1,244 @@
+"""The CUDA source of each compiled module: one per (element type, kernel family), holding only
+the headers that family's file includes and the file itself, then one ``extern "C"`` entry point
+per instantiation the launcher runs.
+
+Why entry points (docs/kernels.md): CuPy looks a module up in its on-disk kernel cache by its
+source text and options, but with ``name_expressions`` CuPy 13.x and 14.0.x skip that look-up
+(``cupy/cuda/compiler.py``: ``if os.path.exists(path) and not name_expressions``) to get the
+mangled names from a fresh NVRTC compile, so every new process recompiled every module. A
+module of ``extern "C"`` kernels needs no name expressions: ``RawModule(code=...)`` and
+``get_function("<entry>")`` hit the cache on every CuPy version.
+
+A kernel is written once in ``kernels/``, as a template ``CUTOPK_KERNEL(<launch bounds>)
+name(<parameters>)`` (a ``__device__ __forceinline__`` body, ``kernels/entry.cuh``); its entry
+points are generated here from that declaration, so the parameter list and the launch bounds
+are written only there.
+"""
+
+from __future__ import annotations
+
+import functools
+import pathlib
+import re
+from typing import NamedTuple
+
+from . import _dtypes
+
+WARP_ROW_ITEMS = (1, 2, 4, 8, 16, 32)
+THREAD_ROW_KMAX = (1, 2, 4, 8)
+# The values of a kernel's second template parameter, for the kernels that have one.
+TEMPLATE_VALUES = {"warp_row_topk": WARP_ROW_ITEMS, "thread_row_topk": THREAD_ROW_KMAX}
+
+
+class Family(NamedTuple):
+    """A kernel family: the file holding its kernels, and the kernels the launcher runs from it
+    (``plain``: the ``extern "C"`` kernels of the file, not templates, launched by name)."""
+
+    file: str
+    kernels: tuple[str, ...]
+    plain: tuple[str, ...] = ()
+
+
+FAMILIES = {
+    "warp_row": Family("warp_row_topk.cu", ("warp_row_topk",)),
+    "thread_row": Family("thread_row_topk.cu", ("thread_row_topk",)),
+    "warp_radix": Family("warp_radix_topk.cu", ("warp_radix_topk",)),
+    "bitonic": Family("bitonic_topk.cu", ("bitonic_topk",)),
+    "radix": Family("radix_topk.cu", ("radix_topk",)),
+    "multiblock": Family(
+        "multiblock_radix.cu",
+        ("mb_histogram", "mb_collect", "mb_move", "mb_sample", "mb_order"),
+        ("mb_init", "mb_select"),
+    ),
+    "sort": Family("keys.cu", ("compute_keys", "gather_values")),
+    "order": Family("order_topk.cu", ("order_tiles", "order_merge")),
+    "transpose": Family("transpose_rows.cu", ("transpose_rows",)),
+}
+# The family holding each kernel (template or plain).
+FAMILY_OF = {name: fam for fam, f in FAMILIES.items() for name in (*f.kernels, *f.plain)}
+
+_LOCAL_INCLUDE = re.compile(r'^\s*#\s*include\s+"(?P<file>[^"]+)"[ \t]*(?://[^\n]*)?$', re.MULTILINE)
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+_OBJECT_MACRO = re.compile(
+    r"^[ \t]*#[ \t]*define[ \t]+(?P<name>[A-Za-z_]\w*)(?![\w(])(?P<body>(?:[^\n\\]|\\.)*)$", re.M | re.S
+)
+_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
+_DECLARATION = re.compile(r"template\s*<(?P<params>[^<>]*)>\s*CUTOPK_KERNEL\s*\(")
+
+
+def kernel_dir() -> pathlib.Path:
+    """Where the CUDA sources are: inside the installed package (``cutopk/kernels``), else the
+    ``kernels/`` folder of the source checkout this package was imported from."""
+    here = pathlib.Path(__file__).resolve().parent
+    for candidate in (here / "kernels", here.parent / "kernels"):
+        if (candidate / "entry.cuh").is_file():
+            return candidate
+    raise RuntimeError(f"cutopk's CUDA sources were not found next to {here}: the installation is incomplete")
+
+
+@functools.cache
+def _file(name: str) -> str:
+    return (kernel_dir() / name).read_text()
+
+
+def files_of(name: str) -> list[str]:
+    """``name`` and the local files it includes, each once, every file after those it includes."""
+    order: list[str] = []
+
+    def visit(file: str, stack: tuple[str, ...]) -> None:
+        if file in order:
+            return
+        if file in stack:
+            raise RuntimeError(f"kernels/{file}: #include cycle through {' -> '.join(stack)}")
+        for m in _LOCAL_INCLUDE.finditer(_file(file)):
+            visit(m["file"], (*stack, file))
+        order.append(file)
+
+    visit(name, ())
+    return order
+
+
+def _inline(files: list[str]) -> str:
+    """The files as one translation unit (CuPy's cache key is the source text, so the headers are
+    in it; kernels/constants.cuh, the constants shared with Python, among them)."""
+    return "\n".join(f"// ---- {name}\n" + _LOCAL_INCLUDE.sub("", _file(name)) for name in files)
+
+
+class Entry(NamedTuple):
+    """One ``extern "C"`` entry point: its name, the name expression the launcher asks for it by
+    (``warp_row_topk<float, 4>``), and its source text."""
+
+    name: str
+    expression: str
+    text: str
+
+
+def _balanced(text: str, start: int) -> int:
+    """The index just past the parenthesis that closes the one before ``start``."""
+    depth, i = 1, start
+    while depth:
+        depth += {"(": 1, ")": -1}.get(text[i], 0)
+        i += 1
+    return i
+
+
+def _split_top_level(text: str) -> list[str]:
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch in "(<[{":
+            depth += 1
+        elif ch in ")>]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return [p.strip() for p in parts]
+
+
+class _Declaration(NamedTuple):
+    template: tuple[tuple[str, str], ...]  # (kind, name): ("class", "T"), ("int", "ITEMS")
+    bounds: str
+    parameters: str  # with the file's object-like macros expanded
+    names: tuple[str, ...]
+
+
+@functools.cache
+def _declarations(file: str) -> dict[str, _Declaration]:
+    """The ``CUTOPK_KERNEL`` declarations of a kernel file, by kernel name."""
+    text = _COMMENT.sub(" ", _file(file))
+    macros = {
+        m["name"]: m["body"].replace("\\\n", " ").strip()
+        for m in _OBJECT_MACRO.finditer(text)
+        if not m["name"].startswith("CUTOPK_")
+    }
+
+    def expand(fragment: str, depth: int = 0) -> str:
+        if depth > 8:
+            raise RuntimeError(f"kernels/{file}: macros nested too deeply in a parameter list")
+        return _IDENTIFIER.sub(
+            lambda m: expand(macros[m[0]], depth + 1) if m[0] in macros else m[0], fragment
+        )
+
+    found = {}
+    for m in _DECLARATION.finditer(text):
+        end = _balanced(text, m.end())
+        bounds = " ".join(text[m.end() : end - 1].split())
+        name = re.match(r"\s*([A-Za-z_]\w*)\s*\(", text[end:])
+        if name is None:
+            raise RuntimeError(f"kernels/{file}: CUTOPK_KERNEL({bounds}) is not followed by a kernel name")
+        open_at = end + name.end()
+        params = " ".join(expand(text[open_at : _balanced(text, open_at) - 1]).split())
+        template = tuple(tuple(p.rsplit(None, 1)) for p in _split_top_level(m["params"]))
+        names = tuple(
+            re.search(r"([A-Za-z_]\w*)\s*$", re.sub(r"\[[^\]]*\]", "", p))[1]
+            for p in _split_top_level(params)
+        )
+        found[name[1]] = _Declaration(template, bounds, params, names)
+    return found
+
+
+def _entry(file: str, kernel: str, info: _dtypes.DtypeInfo, value: int | None) -> Entry:
+    decl = _declarations(file).get(kernel)
+    if decl is None:
+        raise RuntimeError(f"kernels/{file} declares no CUTOPK_KERNEL {kernel}")
+    (_, type_param), *rest = decl.template
+    name = f"{kernel}_{info.name}"
+    aliases = [f"typedef {info.cxx} {type_param};"]
+    args = [info.cxx]
+    if rest:
+        ((kind, param),) = rest
+        name += f"_{param.lower()}{value}"
+        aliases.append(f"constexpr {kind} {param} = {value};")
+        args.append(str(value))
+    expression = f"{kernel}<{', '.join(args)}>"
+    space = f"cutopk_entry_{name}"
+    template_args = ", ".join(p for _, p in decl.template)
+    text = (
+        f"namespace {space} {{\n{chr(10).join(aliases)}\n"
+        f'extern "C" __global__ void __launch_bounds__({decl.bounds})\n'
+        f"    {name}({decl.parameters}) {{\n"
+        f"  ::{kernel}<{template_args}>({', '.join(decl.names)});\n}}\n}}  // namespace {space}\n"
+        f"using {space}::{name};\n"
+    )
+    return Entry(name, expression, text)
+
+
+@functools.cache
+def entries(family: str, dtype_name: str) -> tuple[Entry, ...]:
+    """The entry points of ``family`` for one element type (its NumPy name), in launch-table order."""
+    fam = FAMILIES[family]
+    info = next(i for i in _dtypes.SUPPORTED.values() if i.name == dtype_name)
+    out = []
+    for kernel in fam.kernels:
+        for value in TEMPLATE_VALUES.get(kernel, (None,)):
+            out.append(_entry(fam.file, kernel, info, value))
+    return tuple(out)
+
+
+def module_source(family: str, dtype_names: tuple[str, ...]) -> str:
+    """The source of ``family``'s module with the entry points of ``dtype_names`` (one element
+    type for the launcher; every type at once for tools/check_kernels.py)."""
+    text = _inline(files_of(FAMILIES[family].file))
+    generated = [e.text for d in dtype_names for e in entries(family, d)]
+    header = "\n// ---- entry points (generated by cutopk/_kernel_source.py)\n"
+    return text + header + "\n".join(generated)
+
+
+@functools.cache
+def source(family: str, dtype_name: str) -> str:
+    """The source the launcher compiles for (``family``, element type ``dtype_name``)."""
+    return module_source(family, (dtype_name,))
+
+
+def all_files() -> list[str]:
+    """Every kernel file, each after the files it includes."""
+    order: list[str] = []
+    for fam in FAMILIES.values():
+        order += [f for f in files_of(fam.file) if f not in order]
+    return order
+
+
+def kernel_source() -> str:
+    """Every kernel file as one translation unit, without entry points."""
+    return _inline(all_files())

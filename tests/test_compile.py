@@ -1,0 +1,132 @@
+"""What the launcher compiles: one module per (element type, kernel family), built on the first
+use of one of its kernels, of ``extern "C"`` entry points (no name expressions, so CuPy's on-disk
+cache serves a new process; cutopk/_kernel_source.py)."""
+
+from __future__ import annotations
+
+import re
+import threading
+
+import numpy as np
+import pytest
+
+import cutopk
+from cutopk import _dtypes, _gpu, _kernel_source, sim
+from cutopk._bench.recording import recording_launches
+
+# Calls that, between them, plan every family and every template value the launcher picks.
+CALLS = [
+    *[((5, n), 3, {"algorithm": "warp_row"}) for n in (20, 64, 128, 256, 512, 1024)],
+    *[((40, 300), k, {"algorithm": "thread_row", "axis": 0}) for k in (1, 2, 3, 8)],
+    ((3, 2000), 40, {"algorithm": "warp_radix"}),
+    ((3, 2000), 40, {"algorithm": "bitonic"}),
+    ((3, 2000), 40, {"algorithm": "radix"}),
+    ((300, 40), 5, {"algorithm": "radix", "axis": 0}),  # rows along an outer axis: transposed
+    ((2, 5000), 40, {"algorithm": "multiblock"}),  # winners ordered in shared memory (mb_order)
+    ((2, 200_000), 3000, {"algorithm": "multiblock"}),  # ... or by order_tiles/order_merge
+    ((2, 200_000), 40, {"algorithm": "multiblock"}),  # a sampled threshold (mb_sample)
+    ((3, 200), 7, {"algorithm": "sort", "sorted": "index"}),
+]
+
+
+def _dtype(name: str) -> np.dtype:
+    return next(dt for dt, info in _dtypes.SUPPORTED.items() if info.name == name)
+
+
+def _asked_for(dtype: np.dtype) -> list[str]:
+    """The kernel names the launchers ask a module for, over CALLS (launches recorded, not run)."""
+    with recording_launches(count_allocations=False) as rec:
+        for shape, k, kw in CALLS:
+            cutopk.top_k(np.zeros(shape, dtype), k, backend="sim", **kw)
+    return rec.launches
+
+
+def test_every_kernel_the_launchers_ask_for_is_an_entry_point_of_its_family():
+    programs = {(p.dtype, p.family): p for p in _gpu.programs()}
+    assert set(programs) == {(i.name, f) for i in _dtypes.SUPPORTED.values() for f in _kernel_source.FAMILIES}
+    for info in _dtypes.SUPPORTED.values():
+        asked = set(_asked_for(_dtype(info.name)))
+        families = set()
+        for name in asked:
+            family, entry = _gpu._entry_points(info.cxx)[name.replace(" ", "")]
+            program = programs[(info.name, family)]
+            assert entry in program.kernels, (name, family)
+            assert not program.name_expressions
+            # The entry point is defined in its module's source, as an extern "C" kernel.
+            assert re.search(
+                rf'extern "C" __global__ void __launch_bounds__\(.*\)\s+{entry}\(', program.source
+            )
+            families.add(family)
+        assert families == set(_kernel_source.FAMILIES), info.name  # CALLS reach every family
+        # Every template value the launcher can pick was asked for.
+        for items in _kernel_source.WARP_ROW_ITEMS:
+            assert f"warp_row_topk<{info.cxx}, {items}>" in asked
+        for kmax in _kernel_source.THREAD_ROW_KMAX:
+            assert f"thread_row_topk<{info.cxx}, {kmax}>" in asked
+
+
+def test_a_module_holds_only_its_family_file_and_the_headers_it_includes():
+    source = _kernel_source.source("warp_row", "float32")
+    assert "// ---- warp_row_topk.cu" in source and "// ---- radix_topk.cu" not in source
+    assert "// ---- multiblock_radix.cu" not in source and "mb_histogram" not in source
+    assert "// ---- key_traits.cuh" in source and "// ---- row_loads.cuh" not in source
+    # Headers before the files that include them, each once.
+    files = _kernel_source.files_of("multiblock_radix.cu")
+    assert files[-1] == "multiblock_radix.cu" and len(set(files)) == len(files)
+    assert files.index("block_sort.cuh") < files.index("radix_digit.cuh")
+
+
+def test_an_unknown_kernel_name_is_a_clear_error():
+    mod = _gpu._FamilyModules("sim", "float")
+    with pytest.raises(KeyError, match=r"no kernel 'radix_topk<double>' for element type 'float'"):
+        mod.get_function("radix_topk<double>")
+    assert mod.modules == {}  # nothing compiled
+
+
+@pytest.fixture
+def built(monkeypatch):
+    """The (target, cxx, family) of every module compiled, with an empty module cache."""
+    log = []
+    build = _gpu._build_family
+
+    def counted(target, cxx, family):
+        log.append((target, cxx, family))
+        return build(target, cxx, family)
+
+    monkeypatch.setattr(_gpu, "_build_family", counted)
+    monkeypatch.setattr(_gpu, "_MODULES", {})
+    cutopk._call.CACHE.clear()
+    yield log
+    cutopk._call.CACHE.clear()
+
+
+@pytest.mark.skipif(not sim.is_available(), reason="the CPU simulator cannot run here")
+def test_a_call_compiles_only_its_familys_module(built):
+    x = np.random.default_rng(1).standard_normal((4, 40)).astype(np.float32)
+    values, _ = cutopk.top_k(x, 3, backend="sim", algorithm="warp_row")
+    assert np.array_equal(values, -np.sort(-x, axis=1)[:, :3])
+    assert built == [("sim", "float", "warp_row")]
+    cutopk.top_k(x, 5, backend="sim", algorithm="warp_row")  # another instantiation, same module
+    cutopk.top_k(x[:, :20], 3, backend="sim", algorithm="warp_row")
+    assert built == [("sim", "float", "warp_row")]
+    cutopk.top_k(x, 3, backend="sim", algorithm="bitonic")
+    cutopk.top_k(x.astype(np.int16), 3, backend="sim", algorithm="bitonic")
+    assert built[1:] == [("sim", "float", "bitonic"), ("sim", "short", "bitonic")]
+
+
+@pytest.mark.skipif(not sim.is_available(), reason="the CPU simulator cannot run here")
+def test_threads_asking_for_one_family_compile_it_once(built):
+    mod = _gpu._FamilyModules("sim", "float")
+    barrier = threading.Barrier(4)
+
+    def one(name):
+        barrier.wait()
+        return mod.get_function(name)
+
+    names = ["order_tiles<float>", "order_merge<float>", "order_tiles_float32", "order_merge<float>"]
+    threads = [threading.Thread(target=one, args=(n,)) for n in names]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert built == [("sim", "float", "order")]
