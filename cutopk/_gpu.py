@@ -35,12 +35,6 @@ def _source_hash() -> str:
     return hashlib.sha256(kernel_source().encode()).hexdigest()
 
 
-def name_expressions(cxx: str) -> list[str]:
-    """Every kernel instantiation for one element type, as the launcher asks for them."""
-    dtype = _dtype_name(cxx)
-    return [e.expression for family in FAMILIES for e in _kernel_source.entries(family, dtype)]
-
-
 class Program(NamedTuple):
     """One module the launcher compiles: (dtype, family), its source and its name expressions
     (none: the kernels are ``extern "C"`` entry points, found by name)."""

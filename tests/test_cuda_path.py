@@ -219,3 +219,75 @@ def test_out_torch_cuda_tensors(torch_cuda):
     r = cutopk.top_k(t, 6, out=out)
     assert r.values is out[0]
     assert_same((out[0].cpu().numpy(), out[1].cpu().numpy()), cutopk.top_k(x, 6))
+
+
+# ---- out= on the CUDA path: the caller's own GPU arrays, checked before any work
+
+
+def test_out_cupy_arrays_are_written_and_returned(cupy):
+    x = _values(np.random.default_rng(11), (3, 200))
+    values, indices = cupy.empty((3, 5), np.float32), cupy.empty((3, 5), np.int32)
+    r = cutopk.top_k(cupy.asarray(x), 5, index_dtype=np.int32, out=(values, indices))
+    assert r.values is values and r.indices is indices
+    assert_same((values.get(), indices.get()), cutopk.top_k(x, 5), index_dtype=np.int32)
+
+
+def test_out_of_host_arrays_for_a_gpu_input_is_a_type_error(cupy):
+    x = cupy.asarray(_values(np.random.default_rng(12), (3, 50)))
+    with pytest.raises(
+        TypeError, match=r"out: values must be a GPU array like the input, got numpy\.ndarray"
+    ):
+        cutopk.top_k(x, 2, out=(np.empty((3, 2), np.float32), cupy.empty((3, 2), np.int64)))
+
+
+def test_out_on_another_device_than_the_input_is_a_value_error(two_devices):
+    cupy = two_devices
+    x = cupy.asarray(_values(np.random.default_rng(13), (3, 50)))
+    with cupy.cuda.Device(1):
+        values = cupy.empty((3, 2), np.float32)
+    with pytest.raises(ValueError, match="out: values is on device 1, the input on device 0"):
+        cutopk.top_k(x, 2, out=(values, cupy.empty((3, 2), np.int64)))
+
+
+def test_out_torch_cuda_tensors_that_cannot_be_written_in_place_are_refused(torch_cuda):
+    torch, tc = torch_cuda
+    t = tc.to_cuda(_values(np.random.default_rng(14), (2, 40)))
+    indices = tc.to_cuda(torch.zeros(2, 3, dtype=torch.int64))
+    grad = tc.to_cuda(torch.zeros(2, 3)).requires_grad_()
+    with pytest.raises(ValueError, match="out: values requires grad; outputs written in place cannot carry"):
+        cutopk.top_k(t, 3, out=(grad, indices))
+    sparse = torch.zeros(2, 3).to_sparse()
+    with pytest.raises(TypeError, match=r"out: values must be a dense tensor, got layout torch\.sparse_coo"):
+        cutopk.top_k(torch.zeros(2, 40), 3, out=(sparse, torch.zeros(2, 3, dtype=torch.int64)))
+
+
+# ---- backend="cuda" where CuPy cannot reach a GPU: the RuntimeError of docs/SPEC.md
+
+
+def test_cuda_backend_where_the_driver_fails_says_what_cupy_reports(cupy, monkeypatch):
+    def no_driver():
+        raise RuntimeError("cudaErrorInsufficientDriver: CUDA driver version is insufficient")
+
+    monkeypatch.setattr(cupy.cuda.runtime, "getDeviceCount", no_driver)
+    with pytest.raises(
+        RuntimeError, match="backend: 'cuda' needs a usable CUDA GPU, but CuPy reports: cudaError"
+    ):
+        cutopk.top_k(cupy.asarray(np.arange(5.0)), 2)
+
+
+def test_cuda_backend_with_no_gpu_found_is_a_runtime_error(cupy, monkeypatch):
+    monkeypatch.setattr(cupy.cuda.runtime, "getDeviceCount", lambda: 0)
+    with pytest.raises(RuntimeError, match="backend: 'cuda' needs a CUDA GPU, but CuPy found none"):
+        cutopk.top_k(cupy.asarray(np.arange(5.0)), 2)
+
+
+def test_a_dlpack_export_failing_for_another_reason_keeps_its_error(cupy):
+    class Unexportable:  # an array of another library whose DLPack export is not implemented
+        def __dlpack__(self, **kw):
+            raise NotImplementedError("this library exports no DLPack capsule")
+
+        def __dlpack_device__(self):
+            return (2, 0)  # kDLCUDA, device 0
+
+    with pytest.raises(NotImplementedError, match="exports no DLPack capsule"):
+        cutopk.top_k(Unexportable(), 1)

@@ -198,6 +198,13 @@ def test_out_with_a_non_native_input():
         assert out[0].tolist() == [[3, 3]] and out[1].tolist() == [[1, 3]]
 
 
+def test_plan_of_a_byte_swapped_input_lists_the_swap_first():
+    x = np.arange(600.0, dtype=">f4").reshape(3, 200)
+    p = cutopk.plan(x, 4, backend="sim")
+    assert p.launches[0].kernel == "library: byte swap of the input"
+    assert "input: byte-swapped to native order (2400 bytes)" in p.copies
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("dtype", [">f4", ">f8", ">i2"])
 @pytest.mark.parametrize("view", ["columns", "rows_reversed", "transposed", "broadcast"])
@@ -414,3 +421,14 @@ def test_the_contract_copy_is_in_step():
     if not shared.is_file():
         pytest.skip(f"no shared/SPEC.md beside this checkout ({shared}) to compare docs/SPEC.md with")
     assert (ROOT / "docs" / "SPEC.md").read_text() == shared.read_text()
+
+
+def test_out_ndarray_subclasses_are_written_in_place():
+    class Tagged(np.ndarray):
+        pass
+
+    x = np.array([[1.0, 4.0, 2.0]], np.float32)
+    values = np.zeros((1, 2), np.float32).view(Tagged)
+    indices = np.zeros((1, 2), np.int64).view(Tagged)
+    r = cutopk.top_k(x, 2, out=(values, indices))
+    assert r.values is values and values.tolist() == [[4.0, 2.0]] and indices.tolist() == [[1, 2]]
