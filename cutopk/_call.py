@@ -62,6 +62,18 @@ class PlanCache:
 CACHE = PlanCache()
 
 
+def algorithm_names(backend: str) -> tuple[str, ...]:
+    """The algorithms of a backend (a checked name: "numpy", "cuda" or "sim"), as its own module
+    lists them."""
+    if backend == "numpy":
+        from . import _numpy
+
+        return _numpy.ALGORITHMS
+    from . import _gpu
+
+    return _gpu.ALGORITHMS
+
+
 class NumpyCall:
     """A checked request on the NumPy backend (its work is all per call)."""
 

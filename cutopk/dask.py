@@ -44,10 +44,11 @@ from typing import Any
 
 import numpy as np
 
-from . import TopK, _api
-from . import merge_top_k as _merge_top_k
-from . import top_k as _top_k
-from ._segmented import check_algorithm_name
+from . import _api
+from ._core.entry import check_algorithm_name
+from ._core.entry import top_k as _top_k
+from ._core.result import TopK
+from .irregular.entry import merge_top_k as _merge_top_k
 
 __all__ = ["top_k", "top_k_indices"]
 
