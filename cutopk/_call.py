@@ -80,11 +80,7 @@ class NumpyCall:
     def __init__(self, shape, strides, dtype, req: _api.Request):
         from . import _numpy
 
-        if req.algorithm not in ("auto", *_numpy.ALGORITHMS):
-            raise ValueError(
-                f"algorithm: expected 'auto' or one of {_numpy.ALGORITHMS} for backend 'numpy', "
-                f"got {req.algorithm!r}"
-            )
+        _api.check_algorithm(req.algorithm, "numpy", _numpy.ALGORITHMS)
         self.req = req
         self.run_numpy = _numpy.top_k
         self.shape, self.strides, self.dtype = tuple(shape), tuple(strides), np.dtype(dtype)

@@ -41,7 +41,7 @@ import math
 import numpy as np
 
 from . import _dtypes, _numpy_long, _numpy_threads
-from ._api import Request
+from ._api import Request, check_algorithm
 from ._keys import preference_keys
 from ._numpy_exact import first_true as _first_true
 from ._numpy_exact import select_exact as _select_exact
@@ -84,10 +84,7 @@ SAMPLE_LARGE_MIN_N = 16384
 
 def top_k(a, req: Request) -> tuple[np.ndarray, np.ndarray]:
     """Top-K of a NumPy array along ``req.axis``; returns C-contiguous ``(values, indices)``."""
-    if req.algorithm not in ("auto", *ALGORITHMS):
-        raise ValueError(
-            f"algorithm: expected 'auto' or one of {ALGORITHMS} for backend 'numpy', got {req.algorithm!r}"
-        )
+    check_algorithm(req.algorithm, "numpy", ALGORITHMS)
     a = np.asarray(a)
     last = req.axis == a.ndim - 1
     x, batch_shape, _copied = _rows(a, req)

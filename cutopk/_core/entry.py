@@ -168,10 +168,4 @@ def _forward(k, mode, sorted, nan, index_dtype, backend, algorithm, lengths):
 def check_algorithm_name(algorithm, backend: str) -> None:
     """A forced algorithm's name checked against :func:`algorithms` of ``backend``, eagerly (whether
     it can handle a given shape is only known when its ``top_k`` call runs)."""
-    if not isinstance(algorithm, str):
-        raise ValueError(f"algorithm: expected 'auto' or an algorithm name (a str), got {algorithm!r}")
-    names = algorithms(backend)
-    if algorithm != "auto" and algorithm not in names:
-        raise ValueError(
-            f"algorithm: expected 'auto' or one of {names} for backend {backend!r}, got {algorithm!r}"
-        )
+    _api.check_algorithm(algorithm, backend, algorithms(backend))

@@ -26,14 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _api, _dtypes
-
-
-def _xp(arr):
-    if isinstance(arr, np.ndarray):
-        return np
-    import cupy
-
-    return cupy
+from .._interop import array_module
 
 
 def check(lengths, arr, req: _api.Request):
@@ -46,7 +39,7 @@ def check(lengths, arr, req: _api.Request):
             f"index_dtype: with lengths, padding is index -1, so a signed type is needed (int64 or int32), "
             f"got {req.index_dtype}"
         )
-    xp = _xp(arr)
+    xp = array_module(arr)
     if isinstance(lengths, np.ma.MaskedArray):  # its mask would be ignored: a silent wrong answer
         raise TypeError(
             "lengths: expected an integer array without a mask, got a numpy.ma.MaskedArray; "

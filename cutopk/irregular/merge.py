@@ -45,14 +45,6 @@ from .._core.select import select as _select
 _INDEX_DTYPES = tuple(_api.INDEX_DTYPES)
 
 
-def _array_module(kind: str):
-    if kind == "numpy":
-        return np
-    import cupy
-
-    return cupy
-
-
 def _as_pairs(parts) -> list:
     """The parts as a list of 2-sequences, or a TypeError naming what is wrong."""
     if isinstance(parts, TopK):
@@ -182,7 +174,7 @@ def merge_top_k(parts, k, mode: str = "largest", sorted_=True, nan: str = "last"
     vdt, idt, batch = _check_arrays(pairs)
     total = sum(int(v.shape[-1]) for v, _ in pairs)
     k = _check_k(k, total)
-    xp = _array_module(kind)
+    xp = _interop.array_module(kind)
     with scope:
         values, indices, where = _merge(xp, pairs, k, mode, order, nan, vdt, idt, batch)
         result = TopK(back(values), back(indices))
