@@ -22,7 +22,7 @@ repetition, so that the machine's drift hits them alike; medians (min, max) of `
   ``cutopk.top_k`` on the masked copy is compared exactly. What ``lengths`` costs depends on the
   backend, and the plan's ``rows:`` line (printed, and in the saved file) says which route ran:
   on the NumPy backend it is a masked copy of the rows cut to the longest length rounded up to a
-  power of two, then one ``top_k`` on the copy (cutopk/_lengths.py), so there it times a copy
+  power of two, then one ``top_k`` on the copy (cutopk/_core/lengths.py), so there it times a copy
   like the peers' plus the selection, but its fill is the least preferred value of the request
   (NaN for the largest with ``nan="last"``, where the peers' -inf would lose to a real NaN),
   which the NumPy selection handles more slowly than -inf; on the CUDA backend the kernels of the families that read

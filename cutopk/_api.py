@@ -228,6 +228,18 @@ def as_host_array(a):
     return np.from_dlpack(a)
 
 
+def check_algorithm(algorithm, backend: str | None = None, names: tuple[str, ...] | None = None) -> None:
+    """The one check of ``algorithm=``: a str, and with ``names`` (the backend's list,
+    :func:`cutopk.algorithms`) ``"auto"`` or one of them. Whether a named algorithm can handle a
+    given shape is the backend's question (the dispatcher's ``why_not``)."""
+    if not isinstance(algorithm, str):
+        raise ValueError(f"algorithm: expected 'auto' or an algorithm name (a str), got {algorithm!r}")
+    if names is not None and algorithm != "auto" and algorithm not in names:
+        raise ValueError(
+            f"algorithm: expected 'auto' or one of {names} for backend {backend!r}, got {algorithm!r}"
+        )
+
+
 def normalize(a, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm, kind=None) -> Request:
     """Check every argument of :func:`cutopk.top_k` and return the normalised request.
 
@@ -239,8 +251,7 @@ def normalize(a, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm, k
     check_choice("mode", mode, MODES)
     order = check_order(sorted_)
     check_choice("nan", nan, NAN_POLICIES)
-    if not isinstance(algorithm, str):
-        raise ValueError(f"algorithm: expected 'auto' or an algorithm name (a str), got {algorithm!r}")
+    check_algorithm(algorithm)
     resolved = resolve_backend(backend, kind, a if given_kind is None else None)
     _dtypes.check_dtype(a.dtype)
     ax = check_axis(axis, len(a.shape))

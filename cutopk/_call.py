@@ -62,17 +62,25 @@ class PlanCache:
 CACHE = PlanCache()
 
 
+def algorithm_names(backend: str) -> tuple[str, ...]:
+    """The algorithms of a backend (a checked name: "numpy", "cuda" or "sim"), as its own module
+    lists them."""
+    if backend == "numpy":
+        from . import _numpy
+
+        return _numpy.ALGORITHMS
+    from . import _gpu
+
+    return _gpu.ALGORITHMS
+
+
 class NumpyCall:
     """A checked request on the NumPy backend (its work is all per call)."""
 
     def __init__(self, shape, strides, dtype, req: _api.Request):
         from . import _numpy
 
-        if req.algorithm not in ("auto", *_numpy.ALGORITHMS):
-            raise ValueError(
-                f"algorithm: expected 'auto' or one of {_numpy.ALGORITHMS} for backend 'numpy', "
-                f"got {req.algorithm!r}"
-            )
+        _api.check_algorithm(req.algorithm, "numpy", _numpy.ALGORITHMS)
         self.req = req
         self.run_numpy = _numpy.top_k
         self.shape, self.strides, self.dtype = tuple(shape), tuple(strides), np.dtype(dtype)

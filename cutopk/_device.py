@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import functools
 
-import numpy as np
-
 from . import _dispatch
 
 
@@ -19,15 +17,6 @@ def device_id(target: str) -> int:
     import cupy
 
     return cupy.cuda.Device().id
-
-
-def array_module(target: str):
-    """CuPy for the CUDA target, NumPy for the simulator."""
-    if target == "cuda":
-        import cupy
-
-        return cupy
-    return np
 
 
 @functools.cache

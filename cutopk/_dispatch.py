@@ -103,8 +103,9 @@ def shared_limit(per_block: int, opt_in: int) -> int:
 
 
 @dataclasses.dataclass(frozen=True)
-class Plan:
-    """What the launcher will do.
+class KernelPlan:
+    """What the launcher will do: the dispatcher's choice of kernel and launch (the public
+    report of a call is :class:`cutopk.Plan`, built from this one).
 
     Attributes
     ----------
@@ -300,7 +301,7 @@ def plan(
     copy: bool,
     algorithm: str = "auto",
     outer: bool = False,
-) -> Plan:
+) -> KernelPlan:
     """The full plan (launch configuration, shared memory, scratch) for a request.
 
     ``copy``: the batch axes do not collapse into one stride, so the input must be copied.
@@ -320,30 +321,32 @@ def plan(
     return p
 
 
-def _plan(rows: int, n: int, k: int, key_bytes: int, device: Device, copy: bool, name: str) -> Plan:
+def _plan(rows: int, n: int, k: int, key_bytes: int, device: Device, copy: bool, name: str) -> KernelPlan:
     if name == "thread_row":
         kmax = pow2_at_least(k)
         grid = -(-rows // THREAD_ROW_THREADS)
-        return Plan(name, "thread_row_topk", grid, THREAD_ROW_THREADS, 0, {"KMAX": kmax}, copy)
+        return KernelPlan(name, "thread_row_topk", grid, THREAD_ROW_THREADS, 0, {"KMAX": kmax}, copy)
     if name == "warp_row":
         items = max(1, pow2_at_least(-(-n // 32)))
         per_block = WARP_ROW_THREADS // 32
-        return Plan(name, "warp_row_topk", -(-rows // per_block), WARP_ROW_THREADS, 0, {"ITEMS": items}, copy)
+        return KernelPlan(
+            name, "warp_row_topk", -(-rows // per_block), WARP_ROW_THREADS, 0, {"ITEMS": items}, copy
+        )
     if name == "warp_radix":
         grid = -(-rows // WARP_RADIX_WARPS)
-        return Plan(name, "warp_radix_topk", grid, WARP_RADIX_WARPS * 32, 0, {}, copy)
+        return KernelPlan(name, "warp_radix_topk", grid, WARP_RADIX_WARPS * 32, 0, {}, copy)
     if name == "bitonic":
         size = bitonic_size(n, key_bytes, device)
         # One thread per compare-exchange pair (size / 2), at most BITONIC_THREADS: a short row
         # does not hold a block of 512 threads that mostly wait at the barriers.
         threads = min(BITONIC_THREADS, max(32, size // 2))
-        return Plan(name, "bitonic_topk", rows, threads, size * (4 + key_bytes), {"size": size}, copy)
+        return KernelPlan(name, "bitonic_topk", rows, threads, size * (4 + key_bytes), {"size": size}, copy)
     if name == "radix":
         cap = radix_cap(k, key_bytes, device)
         shared = (pow2_at_least(k) + cap) * (8 + key_bytes)
         buf = radix_buffer(rows, n, key_bytes, cap)
         params = {"cap": cap, "buffer": buf}
-        return Plan(
+        return KernelPlan(
             name, "radix_topk", rows, RADIX_THREADS, shared, params, copy, rows * buf * (key_bytes + 4)
         )
     if name == "multiblock":
@@ -378,11 +381,13 @@ def _plan(rows: int, n: int, k: int, key_bytes: int, device: Device, copy: bool,
             "order_tile": order_tile(k, key_bytes, device),
         }
         grid = per_row * chunk
-        return Plan(name, "mb_histogram", grid, MULTIBLOCK_THREADS, 0, params, copy, chunk * row_scratch)
+        return KernelPlan(
+            name, "mb_histogram", grid, MULTIBLOCK_THREADS, 0, params, copy, chunk * row_scratch
+        )
     total = rows * n
     grid = max(1, min(-(-total // KEYS_THREADS), device.sm_count * 8))
     # The keys, then the ordering's two buffers of (key, int64 index) pairs (order_topk.cu: tiles
     # sorted in shared memory, merged in global memory; no library sort).
     scratch = total * (key_bytes + 2 * (key_bytes + 8))
     params = {"order_tile": order_tile(n, key_bytes, device)}
-    return Plan(name, "compute_keys", grid, KEYS_THREADS, 0, params, copy, scratch)
+    return KernelPlan(name, "compute_keys", grid, KEYS_THREADS, 0, params, copy, scratch)

@@ -120,3 +120,14 @@ def check_dtype(dtype, name: str = "a") -> DtypeInfo:
         names = ", ".join(i.name for i in SUPPORTED.values())
         raise TypeError(f"{name}: unsupported dtype {dtype if dt is None else dt} (expected one of {names})")
     return SUPPORTED[native]
+
+
+def least_preferred(dtype, largest: bool, nan_largest: bool) -> np.ndarray:
+    """A 0-d NumPy array of ``dtype`` holding the value that no element is preferred to under
+    ``mode``/``nan``; it may tie with real elements (that is then settled by position)."""
+    if info(dtype).is_float:
+        value = -np.inf if largest and nan_largest else np.nan
+    else:
+        limits = np.iinfo(dtype)
+        value = limits.min if largest else limits.max
+    return np.array(value, dtype=dtype)

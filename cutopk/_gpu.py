@@ -14,7 +14,8 @@ from typing import NamedTuple
 import numpy as np
 
 from . import _device, _dispatch, _dtypes, _gpu_rows, _kernel_constants, _kernel_source, _layout
-from ._api import Request
+from ._api import Request, check_algorithm
+from ._interop import array_module
 
 ALGORITHMS = _dispatch.ALGORITHMS
 WARP_ROW_ITEMS = _kernel_source.WARP_ROW_ITEMS
@@ -156,10 +157,6 @@ def _device_id(target: str) -> int:
     return _device.device_id(target)
 
 
-def _xp(target: str):
-    return _device.array_module(target)
-
-
 def _device_facts(target: str, device: int) -> _dispatch.Device:
     # Through the module attribute, so that a test patching _device.device_facts reaches every
     # launcher module at once.
@@ -175,17 +172,14 @@ def placeholder(target: str, dtype) -> object:
     key = (target, _device_id(target), np.dtype(dtype))
     arr = _PLACEHOLDERS.get(key)
     if arr is None:
-        arr = _PLACEHOLDERS[key] = _xp(target).zeros(1, dtype=dtype)
+        arr = _PLACEHOLDERS[key] = array_module(target).zeros(1, dtype=dtype)
     return arr
 
 
 def _check_forced(req: Request, key_bytes: int, device: _dispatch.Device, rows: int) -> None:
     if req.algorithm == "auto":
         return
-    if req.algorithm not in ALGORITHMS:
-        raise ValueError(
-            f"algorithm: expected 'auto' or one of {ALGORITHMS} for backend {req.backend!r}, got {req.algorithm!r}"
-        )
+    check_algorithm(req.algorithm, req.backend, ALGORITHMS)
     reason = _dispatch.why_not(req.algorithm, req.n, req.k, key_bytes, device, rows)
     if reason:
         raise ValueError(f"algorithm: {reason}")
@@ -215,7 +209,7 @@ KERNEL_MAX_K = 2**31 - 1
 PER_CALL = ("input", "extents", "values", "indices", "buf_key", "buf_idx")
 
 
-def kernel_name(plan: _dispatch.Plan, cxx: str) -> str:
+def kernel_name(plan: _dispatch.KernelPlan, cxx: str) -> str:
     """The instantiation a single-launch plan runs."""
     if plan.algorithm == "thread_row":
         return f"thread_row_topk<{cxx}, {plan.params['KMAX']}>"
@@ -309,7 +303,7 @@ class GpuCall:
         self._signature = (tuple(shape), tuple(strides), dtype, device)
         self._variants: dict[int | str, GpuCall] = {}  # by rows_kind, and "aligned"
         self.target = req.backend
-        self.xp = _xp(self.target)
+        self.xp = array_module(self.target)
         self.dtype = np.dtype(dtype)
         # The kernels read native byte order: the simulator swaps a non-native input first (a
         # GPU array library has no other byte order).
@@ -479,7 +473,7 @@ def _launch(
     mod,
     target,
     info,
-    p: _dispatch.Plan,
+    p: _dispatch.KernelPlan,
     base,
     rows,
     req: Request,
@@ -500,7 +494,7 @@ def _launch(
     flags = (np.int32(req.largest), np.int32(req.nan_first))
     # These paths gather the values through 64-bit indices (gather_values); uint64 indices
     # (all below 2**63) share int64's bits, 4-byte ones are converted once at the end.
-    xp = _xp(target)
+    xp = array_module(target)
     wide = indices.itemsize == 8
     idx64 = indices.view(np.int64) if wide else xp.empty((rows, req.k), np.int64)
     if p.algorithm == "multiblock":
@@ -567,7 +561,7 @@ def _sort_path(target, info, p, mod, common, flags, rows, req, values, indices):
     index for order "index"), values gathered from the input. ``common`` ends with the rows'
     extents and kind: compute_keys gives the positions past a row's length the lowest key, so they
     sort last, and gather_values writes any that is among the first K as padding."""
-    xp = _xp(target)
+    xp = array_module(target)
     keys = xp.empty((rows, req.n), dtype=info.key_dtype)
     mod.get_function(f"compute_keys<{info.cxx}>")((p.grid,), (p.block,), (*common, *flags, keys))
     tile = p.params["order_tile"]

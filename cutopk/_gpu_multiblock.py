@@ -19,7 +19,18 @@ from . import _dispatch, _gpu_rows
 
 
 def run(
-    xp, mod, info, plan: _dispatch.Plan, base, rows, req, row_stride, col_stride, values, indices, rows_of
+    xp,
+    mod,
+    info,
+    plan: _dispatch.KernelPlan,
+    base,
+    rows,
+    req,
+    row_stride,
+    col_stride,
+    values,
+    indices,
+    rows_of,
 ) -> None:
     """The sequence over ``rows`` rows of ``base``: values and int64 indices written into
     ``values`` and ``indices`` ((rows, k), C-contiguous). ``rows_of``: ``(extents, rows_kind)``,

@@ -10,6 +10,7 @@ array type, again without a copy.
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -218,3 +219,19 @@ def _check_torch_dtype(dtype, name: str) -> None:
 
 def identity(x):
     return x
+
+
+def array_module(of):
+    """The array module (NumPy or CuPy) of an array, or of a name: ``"cupy"`` and the launcher's
+    ``"cuda"`` target give CuPy; ``"numpy"`` and ``"sim"`` (the simulator works on NumPy arrays)
+    give NumPy. An array's own module is read from its type, so CuPy is never imported for a
+    NumPy array."""
+    if isinstance(of, str):
+        if of in ("cupy", "cuda"):
+            import cupy
+
+            return cupy
+        return np
+    if isinstance(of, np.ndarray):
+        return np
+    return sys.modules[type(of).__module__.split(".")[0]]

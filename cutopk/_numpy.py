@@ -41,8 +41,10 @@ import math
 import numpy as np
 
 from . import _dtypes, _numpy_long, _numpy_threads
-from ._api import Request
+from ._api import Request, check_algorithm
 from ._keys import preference_keys
+from ._numpy_exact import first_true as _first_true
+from ._numpy_exact import select_exact as _select_exact
 
 ALGORITHMS = ("select",)
 
@@ -76,18 +78,13 @@ PARALLEL_MIN_ELEMENTS = 1 << 17
 # rows tied at the pivot are settled on their masks before the rest are listed: listing every
 # element as an int64 position (and its row, column, value) takes some 40 bytes per element.
 FLAT_MAX_CANDIDATES = 1 << 19
-# Widest chunk of columns the tie rule counts through at once (its int32 running count).
-FIRST_TRUE_MAX_COLUMNS = 1 << 16
 # Rows at least this long get a sample of 1024 columns for the pivot instead of 256.
 SAMPLE_LARGE_MIN_N = 16384
 
 
 def top_k(a, req: Request) -> tuple[np.ndarray, np.ndarray]:
     """Top-K of a NumPy array along ``req.axis``; returns C-contiguous ``(values, indices)``."""
-    if req.algorithm not in ("auto", *ALGORITHMS):
-        raise ValueError(
-            f"algorithm: expected 'auto' or one of {ALGORITHMS} for backend 'numpy', got {req.algorithm!r}"
-        )
+    check_algorithm(req.algorithm, "numpy", ALGORITHMS)
     a = np.asarray(a)
     last = req.axis == a.ndim - 1
     x, batch_shape, _copied = _rows(a, req)
@@ -260,42 +257,6 @@ def _order_winners(cols: np.ndarray, keys: np.ndarray | None, order: str) -> np.
         return cols
     # ~key turns "largest key first" into an ascending sort; stability keeps ties in index order.
     return np.take_along_axis(cols, np.argsort(~keys, axis=1, kind="stable"), axis=1)
-
-
-def _select_exact(keys: np.ndarray, k: int) -> np.ndarray:
-    """Positions (ascending, int64) of the K largest keys per row, ties to lower positions."""
-    rows, m = keys.shape
-    part = np.partition(keys, m - k, axis=1)
-    kth = part[:, m - k : m - k + 1]
-    # The partition leaves every key below the boundary <= t: when none of them equals t (their
-    # maximum is below it), the keys >= t are exactly K per row (the usual case), no tie to break.
-    if m == k or (part[:, : m - k].max(axis=1, keepdims=True) < kth).all():
-        take = keys >= kth
-    else:
-        above = keys > kth
-        take = above | _first_true(keys == kth, k - np.count_nonzero(above, axis=1))
-    # Every row has exactly k winners; a flat search is cheaper than a 2-D nonzero.
-    return (np.flatnonzero(take) % m).reshape(rows, k)
-
-
-def _first_true(mask: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """The first ``counts[r]`` True entries of each row ``r`` of ``mask`` (the lower-index rule
-    for ties at the K-th key; ``counts[r]`` is at most the row's True count). A running count
-    over chunks of columns that double in width, stopping once every row has its count: a few
-    needed among many ties (an all-equal row) reads only the row's start, and the count's
-    memory is one chunk's, not one int per element of the block."""
-    m = mask.shape[1]
-    out = np.zeros_like(mask)
-    left = counts.astype(np.int64)
-    start, width = 0, 1024
-    while start < m and left.any():
-        part = mask[:, start : start + width]
-        running = np.cumsum(part, axis=1, dtype=np.int32)  # a chunk holds fewer than 2**31
-        out[:, start : start + width] = part & (running <= left[:, None])
-        left -= np.minimum(running[:, -1], left)
-        start += width
-        width = min(2 * width, FIRST_TRUE_MAX_COLUMNS)
-    return out
 
 
 def _sample_positions(n: int) -> np.ndarray | None:

@@ -40,6 +40,7 @@ import numpy as np
 
 from . import _dtypes, _numpy_threads
 from ._keys import preference_keys
+from ._numpy_exact import select_exact
 
 # Rows at least this long always go through here (one row is then larger than a row block).
 LONG_ROW_MIN_N = 1 << 20
@@ -160,14 +161,12 @@ def select_row(
         t = p
         counts = np.array([(f[0], f[1] - f[0]) for f in found], dtype=np.int64)
     elif k <= ge and all(c is not None for c in kept):
-        from ._numpy import _select_exact
-
         cand_cols = np.concatenate([c[0] for c in kept])
         cand_keys = np.concatenate([c[1] for c in kept])
         # Here k <= gt: the keys above the pivot suffice (some ranges kept only those).
         above = cand_keys > p
         cand_cols, cand_keys = cand_cols[above], cand_keys[above]
-        pos = _select_exact(cand_keys[None, :], k)[0]
+        pos = select_exact(cand_keys[None, :], k)[0]
         return _order(cand_cols[pos], cand_keys[pos], order)
     else:
         del found, kept

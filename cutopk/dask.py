@@ -39,15 +39,16 @@ the blocks it covers; the last one holds T, ordered as :func:`cutopk.top_k` orde
 from __future__ import annotations
 
 import functools
-import sys
 from typing import Any
 
 import numpy as np
 
-from . import TopK, _api
-from . import merge_top_k as _merge_top_k
-from . import top_k as _top_k
-from ._segmented import check_algorithm_name
+from . import _api
+from ._core.entry import check_algorithm_name
+from ._core.entry import top_k as _top_k
+from ._core.result import TopK
+from ._interop import array_module
+from .irregular.entry import merge_top_k as _merge_top_k
 
 __all__ = ["top_k", "top_k_indices"]
 
@@ -55,14 +56,9 @@ __all__ = ["top_k", "top_k_indices"]
 _FINAL_ORDER = {"value": "value", "index": "index", "none": False}
 
 
-def _xp(arr):
-    """The array module of a chunk (NumPy or CuPy), without importing CuPy on a CPU machine."""
-    return np if isinstance(arr, np.ndarray) else sys.modules[type(arr).__module__.split(".")[0]]
-
-
 def _tag(block, index):
     """A block and the global indices of its elements along the axis (shape 1 off the axis)."""
-    return block, _xp(block).asarray(index)
+    return block, array_module(block).asarray(index)
 
 
 def _pairs(parts) -> list:
@@ -76,7 +72,7 @@ def _chunk(tagged, axis, keepdims, *, k: int, options: dict):
     """A block's top ``min(k, length)`` candidates along the axis, with global indices."""
     (ax,) = axis
     block, index = tagged
-    xp = _xp(block)
+    xp = array_module(block)
     top = _top_k(block, min(k, block.shape[ax]), axis=ax, sorted=False, **options)
     # The tag has length 1 off the axis: broadcast it to the block, then pick the winners'.
     return top.values, xp.take_along_axis(xp.broadcast_to(index, block.shape), top.indices, axis=ax)
@@ -87,7 +83,7 @@ def _merge(parts, axis, keepdims, *, k: int, order, mode: str, nan: str):
     (which works along the last axis)."""
     (ax,) = axis
     pairs = _pairs(parts)
-    xp = _xp(pairs[0][0])
+    xp = array_module(pairs[0][0])
     total = sum(values.shape[ax] for values, _ in pairs)
     last = [(xp.moveaxis(values, ax, -1), xp.moveaxis(index, ax, -1)) for values, index in pairs]
     top = _merge_top_k(last, min(k, total), mode=mode, sorted=order, nan=nan)
@@ -97,7 +93,7 @@ def _merge(parts, axis, keepdims, *, k: int, order, mode: str, nan: str):
 def _field(pair, i: int, dtype):
     """One array of a final ``(values, indices)`` pair, C-contiguous, indices cast to
     ``index_dtype``."""
-    return _xp(pair[i]).ascontiguousarray(pair[i].astype(dtype, copy=False))
+    return array_module(pair[i]).ascontiguousarray(pair[i].astype(dtype, copy=False))
 
 
 def _check(a, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm) -> _api.Request:

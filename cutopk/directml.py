@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import TopK, _api, _frontend
-from . import top_k as _top_k
+from . import _api, _frontend
+from ._core.entry import top_k as _top_k
+from ._core.result import TopK
 
 DIRECTIONS = {"decreasing": "largest", "increasing": "smallest"}
 INDEX_TYPES = {"uint32": np.uint32, "uint64": np.uint64}

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import TopK, _api, _dtypes, _frontend
-from . import top_k as _top_k
+from . import _api, _dtypes, _frontend
+from ._core.entry import top_k as _top_k
+from ._core.result import TopK
 
 ONNX_DTYPES = (
     "float16", "float32", "float64", "int8", "int16", "int32", "int64",

@@ -10,8 +10,9 @@ import math
 
 import numpy as np
 
-from . import TopK, _api, _dtypes, _frontend
-from . import top_k as _top_k
+from . import _api, _dtypes, _frontend
+from ._core.entry import top_k as _top_k
+from ._core.result import TopK
 
 # Every element type cutopk has (OpenVINO TopK-1 takes any numeric type).
 OPENVINO_DTYPES = tuple(info.name for info in _dtypes.SUPPORTED.values())

@@ -91,7 +91,7 @@ def fresh_plan_cache():
 def no_generic_route(monkeypatch):
     """A segmented_top_k call that should run in the kernels fails the test if it takes the
     generic (padded batches) route instead."""
-    from cutopk import _segmented
+    from cutopk.irregular import segmented as _segmented
 
     def generic(*args, **kwargs):
         raise AssertionError("segmented_top_k took the generic route")

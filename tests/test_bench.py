@@ -15,6 +15,7 @@ from backends import cuda_is_standin, hardware_only
 
 import cutopk
 from cutopk._bench import baselines, check, env, grid, inputs, plots, report, runner, timing
+from cutopk._core import entry
 
 HAS_TORCH = baselines.missing("torch") is None
 HAS_MPL = baselines.missing("matplotlib") is None
@@ -762,7 +763,7 @@ def test_a_plan_that_fails_is_shown_as_a_question_mark(monkeypatch):
     def plan(*args, **kwargs):
         raise RuntimeError("no plan")
 
-    monkeypatch.setattr(cutopk, "plan", plan)
+    monkeypatch.setattr(entry, "plan", plan)
     assert runner._algorithm(np.zeros((2, 8), np.float32), grid.Case("t", 2, 8, 1), 1) == "? (RuntimeError)"
 
 

@@ -17,8 +17,8 @@ CUDA_PATH_FILES = [
     "cutopk/_device.py",
     "cutopk/_interop.py",
     "cutopk/_out.py",
-    "cutopk/_segmented.py",
-    "cutopk/_merge.py",
+    "cutopk/irregular/segmented.py",
+    "cutopk/irregular/merge.py",
     "cutopk/dask.py",
 ]
 
@@ -80,10 +80,10 @@ def test_statement_only_data_is_refused():
 def test_command_line_exit_status_and_table(tmp_path, capsys):
     good, bad = tmp_path / "good.json", tmp_path / "bad.json"
     good.write_text(json.dumps(data()))
-    bad.write_text(json.dumps(data(_merge=90.0)))
+    bad.write_text(json.dumps(data(**{"irregular/merge": 90.0})))
     assert coverage_check.main([str(good)]) == 0
-    assert "cutopk/_merge.py" in capsys.readouterr().out
+    assert "cutopk/irregular/merge.py" in capsys.readouterr().out
     assert coverage_check.main([str(bad)]) == 1
-    assert "cutopk/_merge.py: 90.00% < 95%" in capsys.readouterr().err
+    assert "cutopk/irregular/merge.py: 90.00% < 95%" in capsys.readouterr().err
     assert coverage_check.main([str(tmp_path / "absent.json")]) == 2
     assert "cannot read" in capsys.readouterr().err

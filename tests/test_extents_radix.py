@@ -25,7 +25,8 @@ from inputs import DTYPES, dtype_of, make_values
 from reference import assert_same_padded, reference_with_lengths
 
 import cutopk
-from cutopk import _dtypes, _keys, _segmented
+from cutopk import _dtypes, _keys
+from cutopk.irregular import segmented as _segmented
 
 ORDERS = (True, "index", False)
 POLICIES = (("largest", "last"), ("largest", "largest"), ("smallest", "last"), ("smallest", "largest"))

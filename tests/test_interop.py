@@ -467,3 +467,31 @@ def test_gpu_arrays_refuse_the_numpy_backend():
     for a in (cupy.zeros(3), torch.zeros(3, device="cuda")):
         with pytest.raises(TypeError, match="backend='numpy' expects a NumPy array, got a GPU array"):
             cutopk.top_k(a, 1, backend="numpy")
+
+
+def test_one_array_module_helper_answers_for_names_and_arrays():
+    # The launcher passes its target, the merge an array kind, lengths and dask an array.
+    from cutopk._interop import array_module
+
+    assert array_module("numpy") is np and array_module("sim") is np
+    assert array_module(np.zeros(3)) is np
+    if cuda_unavailable_reason() is None:
+        import cupy
+
+        assert array_module("cuda") is cupy and array_module("cupy") is cupy
+        assert array_module(cupy.zeros(3)) is cupy
+
+
+def test_a_forced_algorithm_name_is_checked_alike_on_every_route():
+    # One check (cutopk._api.check_algorithm): top_k, segmented_top_k and algorithms() agree.
+    message = "algorithm: expected 'auto' or one of ('select',) for backend 'numpy', got 'nope'"
+    for call in (
+        lambda: cutopk.top_k(np.zeros(4), 1, algorithm="nope"),
+        lambda: cutopk.segmented_top_k(np.zeros(4), np.array([0, 4]), 1, algorithm="nope"),
+    ):
+        with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+            call()
+    with pytest.raises(
+        ValueError, match=r"^algorithm: expected 'auto' or an algorithm name \(a str\), got 3$"
+    ):
+        cutopk.top_k(np.zeros(4), 1, algorithm=3)

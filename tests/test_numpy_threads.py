@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from reference import check_top_k
 
 import cutopk
-from cutopk import _numpy, _numpy_long, _numpy_threads
+from cutopk import _numpy, _numpy_exact, _numpy_long, _numpy_threads
 
 THREADS = (1, 2, 3, 7)
 
@@ -283,7 +283,7 @@ def test_pivot_filter_with_ties_and_few_levels(seed, n, rows, k, levels, flat_ma
         x[rng.random(x.shape) < 0.05] = np.nan
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(_numpy, "FLAT_MAX_CANDIDATES", flat_max)
-        mp.setattr(_numpy, "FIRST_TRUE_MAX_COLUMNS", 1024)  # several chunks of the tie count
+        mp.setattr(_numpy_exact, "FIRST_TRUE_MAX_COLUMNS", 1024)  # several chunks of the tie count
         mp.setattr(_numpy, "PARALLEL_MIN_ELEMENTS", 1)
         mp.setattr(_numpy, "FILTER_BLOCK_BYTES", 4096)
         for threads in (1, 3):

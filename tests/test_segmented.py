@@ -18,7 +18,7 @@ from inputs import DTYPES, dtype_of, make_values
 from reference import assert_same, reference_top_k
 
 import cutopk
-from cutopk import _segmented
+from cutopk.irregular import segmented as _segmented
 
 MODES = ("largest", "smallest")
 ORDERS = (True, "value", "index", False)

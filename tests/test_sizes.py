@@ -11,7 +11,7 @@ import pytest
 from backends import sim_unavailable_reason
 
 import cutopk
-from cutopk import _numpy
+from cutopk import _numpy_exact
 
 
 def slow(needs: str):
@@ -22,12 +22,12 @@ def slow(needs: str):
 
 
 def test_first_true_keeps_the_first_ones_of_each_row(monkeypatch):
-    monkeypatch.setattr(_numpy, "FIRST_TRUE_MAX_COLUMNS", 1500)  # chunks of 1024, 1500, 1500...
+    monkeypatch.setattr(_numpy_exact, "FIRST_TRUE_MAX_COLUMNS", 1500)  # chunks of 1024, 1500, 1500...
     mask = np.random.default_rng(0).random((5, 5000)) < 0.3
     mask[4] = False
     counts = np.array([0, 1, 17, np.count_nonzero(mask[3]), 0])
     expected = mask & (np.cumsum(mask, axis=1) <= counts[:, None])
-    np.testing.assert_array_equal(_numpy._first_true(mask, counts), expected)
+    np.testing.assert_array_equal(_numpy_exact.first_true(mask, counts), expected)
 
 
 def test_ties_at_the_boundary():

@@ -29,8 +29,8 @@ CUDA_PATH = (
     "cutopk/_device.py",
     "cutopk/_interop.py",
     "cutopk/_out.py",
-    "cutopk/_segmented.py",
-    "cutopk/_merge.py",
+    "cutopk/irregular/segmented.py",
+    "cutopk/irregular/merge.py",
     "cutopk/dask.py",
 )
 

@@ -27,40 +27,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-import cutopk
-
-
-@dataclasses.dataclass
-class Route:
-    """One way of computing the top-K of one input.
-
-    Attributes
-    ----------
-    name : str
-        Column name in the table and the files.
-    call : callable or None
-        Returns ``(values, indices)``; None when the route is skipped.
-    reason : str or None
-        Why the route is skipped (``call`` is None).
-    sorts : bool
-        The output is ordered by value (the checker then compares in order).
-    nan : str
-        The NaN rule the route follows, as cutopk's ``nan=`` argument spells it.
-    own_stream : bool
-        The route runs on a stream of its own and waits for itself (the timer synchronizes the
-        device before it starts the clock).
-    detail : str or None
-        How the route ran this input, when that varies (CUB: batched or one call per row); kept
-        in the result as ``route``.
-    """
-
-    name: str
-    call: Callable | None
-    reason: str | None = None
-    sorts: bool = True
-    nan: str = "largest"
-    own_stream: bool = False
-    detail: str | None = None
+from .._core import entry
+from .route import Route
 
 
 def missing(module: str) -> str | None:
@@ -88,7 +56,7 @@ def _take_ends(xp, x, order, axis: int, k: int, mode: str):
 
 def cutopk_route(x, axis: int, k: int, mode: str, nan: str = "largest") -> Route:
     """cutopk itself, with torch's NaN rule so that every GPU peer is compared like for like."""
-    return Route("cutopk", lambda: cutopk.top_k(x, k, axis=axis, mode=mode, nan=nan), nan=nan)
+    return Route("cutopk", lambda: entry.top_k(x, k, axis=axis, mode=mode, nan=nan), nan=nan)
 
 
 def torch_route(x, axis: int, k: int, mode: str, dtype: str) -> Route:
@@ -218,11 +186,11 @@ def cpu_thread_routes(x, axis: int, k: int, mode: str, dtype: str) -> dict[str, 
     the previous one, so the routes can take turns in one process."""
 
     def cutopk_one():
-        from cutopk import _numpy_threads
+        from .. import _numpy_threads
 
         def call():
             with _numpy_threads.num_threads(1):
-                return cutopk.top_k(x, k, axis=axis, mode=mode, nan="largest")
+                return entry.top_k(x, k, axis=axis, mode=mode, nan="largest")
 
         return Route("cutopk-1thread", call)
 

@@ -270,7 +270,7 @@ def route(x, axis: int, k: int, mode: str, dtype: str, lib: Library, sort: bool 
     """
     import cupy
 
-    from .baselines import Route
+    from .route import Route
 
     name = "cub-sorted" if sort else "cub"
     if dtype not in DTYPES:

@@ -12,7 +12,7 @@ import re
 import subprocess
 import tempfile
 
-import cutopk
+from .._version import __version__
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
@@ -78,7 +78,7 @@ def metadata(gpu: bool) -> dict:
     meta = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "backend": "cuda" if gpu else "numpy",
-        "cutopk": cutopk.__version__,
+        "cutopk": __version__,
         "git_commit": _git("rev-parse", "HEAD"),
         "git_dirty": bool(_git("status", "--porcelain", "--untracked-files=no"))
         if _git("rev-parse") == ""

@@ -74,7 +74,7 @@ def recording_launches(count_allocations: bool = True):
     xp = _CountingNumpy(recorder) if count_allocations else np
     with (
         mock.patch.object(_gpu, "_build_module", lambda target, cxx: _RecordingModule(recorder)),
-        mock.patch.object(_gpu, "_xp", lambda target: xp if target == "sim" else np),
+        mock.patch.object(_gpu, "array_module", lambda target: xp if target == "sim" else np),
         mock.patch.dict(_gpu._MODULES, clear=True),
         mock.patch.dict(_gpu._PLACEHOLDERS, clear=True),
     ):

@@ -16,8 +16,7 @@ import time
 
 import numpy as np
 
-import cutopk
-
+from .._core import entry
 from . import baselines, check, env, grid, inputs, report, timing
 
 GIB = 1 << 30
@@ -97,7 +96,7 @@ def self_check(
     """
     if case.elements > limit:
         return f"skipped: more than {limit} elements", None
-    ref = cutopk.top_k(x_host, case.k, axis=axis, mode=case.mode, nan="largest", backend="numpy")
+    ref = entry.top_k(x_host, case.k, axis=axis, mode=case.mode, nan="largest", backend="numpy")
     values, indices = (check.to_numpy(a) for a in ours)
     if not np.array_equal(check.bits(values), check.bits(ref.values)):
         return "mismatch: values differ from the NumPy backend's", ref.values
@@ -108,7 +107,7 @@ def self_check(
 
 def _algorithm(x, case: grid.Case, axis: int) -> str:
     try:
-        p = cutopk.plan(x, case.k, axis=axis, mode=case.mode, nan="largest")
+        p = entry.plan(x, case.k, axis=axis, mode=case.mode, nan="largest")
     except Exception as exc:  # noqa: BLE001 - the plan is informative only
         return f"? ({type(exc).__name__})"
     name = p["algorithm"] if isinstance(p, dict) else getattr(p, "algorithm", "?")
@@ -177,7 +176,7 @@ def _measure_peer(route, case, x, x_host, axis, expected, ours_t, session, items
     try:
         answer = route.call()  # also the warm-up (and JAX's compilation)
         if route.nan not in expected:
-            rule = cutopk.top_k(x, case.k, axis=axis, mode=case.mode, nan=route.nan)
+            rule = entry.top_k(x, case.k, axis=axis, mode=case.mode, nan=route.nan)
             expected[route.nan] = check.to_numpy(rule.values)
         problem = check.check(x_host, axis, expected[route.nan], answer, route.sorts)
         del answer

@@ -17,7 +17,7 @@ The generic route:
    padding at most doubles their size. Each class is gathered, in blocks of at most
    ``BLOCK_ELEMENTS`` elements, into a ``(segments, width)`` matrix, ``width`` being the longest
    segment of the block; the cells past a segment's end get the *least preferred* value of the
-   request (as in :mod:`cutopk._merge`), and one batched ``top_k`` call selects from the rows.
+   request (as in :mod:`cutopk.irregular.merge`), and one batched ``top_k`` call selects from the rows.
    A padding cell is never preferred over a real element: its value is the least preferred one,
    and a real element of that same value sits at a lower position, so it wins the tie.
 3. Winners at positions past their segment's end are padding: index -1, value 0. They come after
@@ -34,9 +34,11 @@ import contextlib
 
 import numpy as np
 
-from . import TopK, _api, _dtypes
-from . import top_k as _top_k
-from ._merge import least_preferred, renamed
+from .. import _api, _dtypes
+from .._core.entry import check_algorithm_name
+from .._core.result import TopK
+from .._core.select import select as _top_k
+from .merge import renamed
 
 # A segment at least this long is one top_k call on its own slice (read in place). At 65536
 # elements a NumPy-backend call takes ~0.3 ms, against ~20 us of per-call overhead.
@@ -49,21 +51,6 @@ BLOCK_ELEMENTS = 1 << 20
 # (measured on this CPU, float32: width 1024: 12 ms against 63 ms per 2**20 elements; width 64:
 # 57 against 67 ms; width 4: 89 against 16 ms).
 ROW_COPY_WIDTH = 64
-
-
-def check_algorithm_name(algorithm, backend: str) -> None:
-    """A forced algorithm's name checked against the backend's list, eagerly (whether it can
-    handle a given shape is only known when its ``top_k`` call runs). Shared with
-    :mod:`cutopk.dask`."""
-    from . import algorithms
-
-    if not isinstance(algorithm, str):
-        raise ValueError(f"algorithm: expected 'auto' or an algorithm name (a str), got {algorithm!r}")
-    names = algorithms(backend)
-    if algorithm != "auto" and algorithm not in names:
-        raise ValueError(
-            f"algorithm: expected 'auto' or one of {names} for backend {backend!r}, got {algorithm!r}"
-        )
 
 
 def _check_k(k) -> int:
@@ -85,12 +72,12 @@ def _offsets_on_host(offsets) -> np.ndarray:
             f"got {type(offsets).__module__}.{type(offsets).__qualname__}"
         ) from None
     if kind == "cupy":
-        from . import _interop
+        from .. import _interop
 
         arr, _, scope = _interop.as_cupy(offsets)
         with scope:
             return arr.get()
-    from . import _interop
+    from .. import _interop
 
     try:
         return _interop.as_host(offsets)[0]
@@ -137,7 +124,7 @@ def _check_index_dtype(index_dtype, longest: int) -> np.dtype:
 
 def segmented_top_k(data, offsets, k, mode, sorted_, nan, index_dtype, backend, algorithm) -> TopK:
     """The implementation of :func:`cutopk.segmented_top_k` (see its docstring)."""
-    from . import _interop
+    from .. import _interop
 
     try:
         kind = _api.array_kind(data)
@@ -185,7 +172,7 @@ def segmented_top_k(data, offsets, k, mode, sorted_, nan, index_dtype, backend, 
 def kernel_call(data, segments: int, longest: int, k: int, order: str, options, idt, backend: str):
     """The prepared call that selects from every segment in one launch sequence (the kernels read
     each segment as a row with its own start and length: kernels/row_extent.cuh)."""
-    from . import _call, _gpu, _kernel_constants
+    from .. import _call, _gpu, _kernel_constants
 
     # Rows of `width`: the longest segment, or k when k is larger (the rest of a row is padding).
     width = max(longest, k, 1)
@@ -242,7 +229,7 @@ def _run(data, starts, lengths, k, order, options, idt):
     classes = np.sort(classes, kind="stable")
     bounds = np.flatnonzero(np.diff(classes)) + 1
     # The fill of padding cells, as a NumPy scalar.
-    worst = least_preferred(data.dtype, options["mode"] == "largest", options["nan"] == "largest")[()]
+    worst = _dtypes.least_preferred(data.dtype, options["mode"] == "largest", options["nan"] == "largest")[()]
     for group in np.split(short, bounds):
         width_cap = 1 << int(np.ceil(np.log2(lengths[group[0]])))
         per_block = max(1, BLOCK_ELEMENTS // width_cap)
@@ -281,3 +268,13 @@ def _gather(data, starts, lengths, worst):
     return np.where(inside, data[np.where(inside, starts_col + cols, starts_col)], worst).astype(
         data.dtype, copy=False
     )
+
+
+def differentiable(data, offsets, k, mode, sorted_, nan, index_dtype, backend, algorithm):
+    """``(select, starts_of)`` for :func:`cutopk._core.autograd.segmented_top_k`: the selection from
+    the detached data, and each segment's start in data of length n (the offsets, checked)."""
+
+    def run(detached):
+        return segmented_top_k(detached, offsets, k, mode, sorted_, nan, index_dtype, backend, algorithm)
+
+    return run, lambda n: check_offsets(offsets, n)[:-1]

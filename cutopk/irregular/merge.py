@@ -37,31 +37,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from . import TopK, _api, _dtypes
-from . import top_k as _top_k
+from .. import _api, _dtypes, _interop
+from .._core.result import TopK
+from .._core.select import select as _select
 
 # Index dtypes a part may carry: those of top_k's index_dtype.
 _INDEX_DTYPES = tuple(_api.INDEX_DTYPES)
-
-
-def least_preferred(dtype, largest: bool, nan_largest: bool) -> np.ndarray:
-    """A 0-d NumPy array of ``dtype`` holding the value that no element is preferred to under
-    ``mode``/``nan``; it may tie with real elements (that is then settled by position)."""
-    info = _dtypes.info(dtype)
-    if info.is_float:
-        value = -np.inf if largest and nan_largest else np.nan
-    else:
-        limits = np.iinfo(dtype)
-        value = limits.min if largest else limits.max
-    return np.array(value, dtype=dtype)
-
-
-def _array_module(kind: str):
-    if kind == "numpy":
-        return np
-    import cupy
-
-    return cupy
 
 
 def _as_pairs(parts) -> list:
@@ -94,8 +75,6 @@ def _as_pairs(parts) -> list:
 def _convert(pairs: list):
     """Every array as the backend takes it (NumPy, or CuPy without a copy), plus the function
     handing results back as the caller's array type and the device scope to work in."""
-    from . import _interop
-
     kind = None
     for i, (values, indices) in enumerate(pairs):
         for name, arr in (("values", values), ("indices", indices)):
@@ -170,7 +149,7 @@ def _check_arrays(pairs: list) -> tuple[np.dtype, np.dtype, tuple]:
 
 def renamed(exc: TypeError, name: str) -> TypeError:
     """A TypeError of the shared checks, whose message names top_k's ``a``, naming ``name``
-    instead. Shared with :mod:`cutopk._segmented`."""
+    instead. Shared with :mod:`cutopk.irregular.segmented`."""
     message = str(exc)
     return TypeError(f"{name}{message[1:]}" if message.startswith("a:") else message)
 
@@ -195,7 +174,7 @@ def merge_top_k(parts, k, mode: str = "largest", sorted_=True, nan: str = "last"
     vdt, idt, batch = _check_arrays(pairs)
     total = sum(int(v.shape[-1]) for v, _ in pairs)
     k = _check_k(k, total)
-    xp = _array_module(kind)
+    xp = _interop.array_module(kind)
     with scope:
         values, indices, where = _merge(xp, pairs, k, mode, order, nan, vdt, idt, batch)
         result = TopK(back(values), back(indices))
@@ -217,7 +196,7 @@ def _merge(xp, pairs, k, mode, order, nan, vdt, idt, batch):
     signed = idt.kind == "i"
     if signed:
         padding = indices < 0
-        worst = xp.asarray(least_preferred(vdt, largest, nan_largest))
+        worst = xp.asarray(_dtypes.least_preferred(vdt, largest, nan_largest))
         values = xp.where(padding, worst, values).astype(vdt, copy=False)
         # As unsigned, -1 (and every negative index) sorts after every real index.
         by_index = indices.view(idt.str.replace("i", "u"))
@@ -229,7 +208,7 @@ def _merge(xp, pairs, k, mode, order, nan, vdt, idt, batch):
     perm = xp.argsort(by_index, axis=-1, **sort_kw)
     values = xp.take_along_axis(values, perm, axis=-1)
     indices = xp.take_along_axis(indices, perm, axis=-1)
-    chosen = _top_k(values, k, axis=-1, mode=mode, sorted="value" if order == "value" else "index", nan=nan)
+    chosen = _select(values, k, axis=-1, mode=mode, sorted="value" if order == "value" else "index", nan=nan)
     out_values = chosen.values
     out_indices = xp.take_along_axis(indices, chosen.indices, axis=-1)
     where = xp.take_along_axis(perm, chosen.indices, axis=-1).astype(np.int64, copy=False)
@@ -238,3 +217,15 @@ def _merge(xp, pairs, k, mode, order, nan, vdt, idt, batch):
         out_values = xp.where(padding, xp.zeros((), dtype=vdt), out_values).astype(vdt, copy=False)
         out_indices = xp.where(padding, xp.asarray(-1, dtype=idt), out_indices).astype(idt, copy=False)
     return xp.ascontiguousarray(out_values), xp.ascontiguousarray(out_indices), where
+
+
+def differentiable(parts, k, mode, sorted_, nan):
+    """``(select, values)`` for :func:`cutopk._core.autograd.merge_top_k`: the parts' values, and
+    the merge of their detached values that also gives the winners' places in their parts."""
+    pairs = _as_pairs(parts)
+    indices = [i for _, i in pairs]
+
+    def run(detached):
+        return merge_top_k(list(zip(detached, indices, strict=True)), k, mode, sorted_, nan, positions=True)
+
+    return run, [v for v, _ in pairs]

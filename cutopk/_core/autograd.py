@@ -44,29 +44,20 @@ class _TopK(torch.autograd.Function):
         return grad.scatter_add_(ctx.axis, *_valid(indices, grad_values)), None, None
 
 
-def top_k(a, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm, lengths=None):
-    """``top_k`` with ``values`` differentiable with respect to ``a``."""
-    from . import _api
-    from . import top_k as select
+def top_k(a, axis, select):
+    """``top_k`` with ``values`` differentiable with respect to ``a``: ``select(detached, axis)``
+    selects from the detached input along the checked axis."""
+    from .. import _api
 
     ax = _api.check_axis(axis, a.dim())
-
-    def run(detached):
-        return select(
-            detached, k, axis=ax, mode=mode, sorted=sorted_, nan=nan, index_dtype=index_dtype,
-            backend=backend, algorithm=algorithm, lengths=lengths,
-        )  # fmt: skip
-
-    return _TopK.apply(a, ax, run)
+    return _TopK.apply(a, ax, lambda detached: select(detached, ax))
 
 
 class _Segmented(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, data, offsets, select):
+    def forward(ctx, data, starts_of, select):
         values, indices = select(data.detach())
-        from ._segmented import check_offsets
-
-        starts = torch.as_tensor(check_offsets(offsets, data.shape[0])[:-1], device=data.device)
+        starts = torch.as_tensor(starts_of(data.shape[0]), device=data.device)
         ctx.save_for_backward(indices, starts)
         ctx.n = data.shape[0]
         ctx.mark_non_differentiable(indices)
@@ -84,16 +75,10 @@ class _Segmented(torch.autograd.Function):
         return grad, None, None
 
 
-def segmented_top_k(data, offsets, k, mode, sorted_, nan, index_dtype, backend, algorithm):
-    """``segmented_top_k`` with ``values`` differentiable with respect to ``data``."""
-    from . import _segmented
-
-    def run(detached):
-        return _segmented.segmented_top_k(
-            detached, offsets, k, mode, sorted_, nan, index_dtype, backend, algorithm
-        )
-
-    return _Segmented.apply(data, offsets, run)
+def segmented_top_k(data, select, starts_of):
+    """``segmented_top_k`` with ``values`` differentiable with respect to ``data``: ``select``
+    selects from the detached data, ``starts_of(n)`` gives each segment's start in it."""
+    return _Segmented.apply(data, starts_of, select)
 
 
 class _Merge(torch.autograd.Function):
@@ -119,16 +104,7 @@ class _Merge(torch.autograd.Function):
         return None, *torch.split(grad, ctx.widths, dim=-1)
 
 
-def merge_top_k(parts, k, mode, sorted_, nan):
-    """``merge_top_k`` with ``values`` differentiable with respect to every part's values."""
-    from . import _merge
-
-    pairs = _merge._as_pairs(parts)
-    indices = [i for _, i in pairs]
-
-    def run(detached):
-        return _merge.merge_top_k(
-            list(zip(detached, indices, strict=True)), k, mode, sorted_, nan, positions=True
-        )
-
-    return _Merge.apply(run, *[v for v, _ in pairs])
+def merge_top_k(select, values):
+    """``merge_top_k`` with ``values`` differentiable with respect to every part's values:
+    ``select(detached)`` merges the detached values and gives the winners' places in their parts."""
+    return _Merge.apply(select, *values)

@@ -25,15 +25,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _api
-
-
-def _xp(arr):
-    if isinstance(arr, np.ndarray):
-        return np
-    import cupy
-
-    return cupy
+from .. import _api, _dtypes
+from .._interop import array_module
 
 
 def check(lengths, arr, req: _api.Request):
@@ -46,7 +39,7 @@ def check(lengths, arr, req: _api.Request):
             f"index_dtype: with lengths, padding is index -1, so a signed type is needed (int64 or int32), "
             f"got {req.index_dtype}"
         )
-    xp = _xp(arr)
+    xp = array_module(arr)
     if isinstance(lengths, np.ma.MaskedArray):  # its mask would be ignored: a silent wrong answer
         raise TypeError(
             "lengths: expected an integer array without a mask, got a numpy.ma.MaskedArray; "
@@ -56,7 +49,7 @@ def check(lengths, arr, req: _api.Request):
         raise TypeError(f"lengths: expected an integer array, got {type(lengths).__qualname__}")
     module = type(lengths).__module__.split(".")[0]
     if module == "torch":
-        from ._interop import host_view, plain_tensor
+        from .._interop import host_view, plain_tensor
 
         lengths = host_view(plain_tensor(lengths, "lengths")) if lengths.device.type == "cpu" else lengths
         if xp is not np and not isinstance(lengths, np.ndarray):
@@ -98,7 +91,7 @@ def narrowed(arr, call, longest: int):
     width = min(req.n, max(req.k, 1 << max(0, longest - 1).bit_length()))
     if width >= req.n:
         return arr, call
-    from . import _call
+    from .. import _call
 
     view = arr[(slice(None),) * req.axis + (slice(0, width),)]
     _, _, _, call, _ = _call.prepare(view, req.k, req.axis, *_api.request_arguments(req))
@@ -108,11 +101,11 @@ def narrowed(arr, call, longest: int):
 def kernel_call(call):
     """The prepared call whose kernels read the lengths themselves (every kernel family does), or
     None on the NumPy backend (the generic route)."""
-    from ._call import NumpyCall
+    from .._call import NumpyCall
 
     if isinstance(call, NumpyCall):
         return None
-    from . import _kernel_constants
+    from .. import _kernel_constants
 
     return call.with_rows(_kernel_constants.ROWS_LENGTHS)
 
@@ -129,11 +122,9 @@ def describe_in_kernel(plan, width: int):
 def masked_rows(arr, lengths, req: _api.Request):
     """The NumPy rows (axis last, C-contiguous) with every element at or past its row's length
     replaced by the least preferred value."""
-    from ._merge import least_preferred
-
     moved = np.moveaxis(arr, req.axis, -1)
     dtype = moved.dtype if moved.dtype.isnative else moved.dtype.newbyteorder("=")
-    worst = least_preferred(dtype, req.largest, req.nan_largest)
+    worst = _dtypes.least_preferred(dtype, req.largest, req.nan_largest)
     inside = np.arange(req.n, dtype=np.int64) < lengths[..., None]
     if np.isnan(worst.astype(np.float64)):
         # NaN is never preferred, but rows filled with it are slow for the NumPy selection

@@ -1,0 +1,171 @@
+"""The public entry points of the core: :func:`top_k`, :func:`plan`, :func:`algorithms` (the
+package root re-exports them). A call whose input autograd records goes through
+:mod:`cutopk._core.autograd`; every other call is :func:`cutopk._core.select.select`."""
+
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+
+from .. import _api, _call
+from .._plan import Plan
+from . import lengths as lengths_
+from .result import TopK
+from .select import select
+
+
+def top_k(
+    a,
+    k,
+    /,
+    *,
+    axis: int = -1,
+    mode: str = "largest",
+    sorted: bool | str = True,
+    nan: str = "last",
+    index_dtype=np.int64,
+    backend: str = "auto",
+    algorithm: str = "auto",
+    lengths=None,
+    out=None,
+) -> TopK:
+    """Return the K largest (or smallest) elements of ``a`` along ``axis`` and their indices.
+
+    The contract is ``docs/SPEC.md``.
+
+    Parameters
+    ----------
+    a : array
+        NumPy array (CPU) or CuPy / CUDA array (GPU; a torch tensor too), rank >= 1, any strides.
+    k : int
+        How many elements to select, ``0 <= k <= a.shape[axis]``: any integer ``operator.index``
+        accepts (0-d integer arrays and tensors too), not a bool.
+    axis : int
+        The axis to select along; negative counts from the end.
+    mode : {"largest", "smallest"}
+        Which end of the order to select.
+    sorted : {True, "value", "index", False}
+        Output order: by value (ties by ascending index), by ascending index, or unspecified
+        (the selected set is the same in every case).
+    nan : {"last", "largest"}
+        ``"last"``: a NaN is never preferred over a number. ``"largest"``: NaN ranks above +inf
+        (ONNX, torch). NaNs tie with each other.
+    index_dtype : dtype
+        int64 (default), int32, uint32 or uint64 (NumPy's or torch's).
+    backend : {"auto", "numpy", "cuda", "sim"}
+        ``"auto"`` picks by array type; ``"sim"`` runs the CUDA kernels on the CPU simulator.
+    algorithm : str
+        ``"auto"`` or one of :func:`algorithms` for the backend.
+    lengths : integer array, optional
+        Of the shape of ``a`` without ``axis`` (NumPy, or the input's own array kind): row r takes
+        part with its first ``lengths[r]`` elements only; a row shorter than ``k`` ends in padding
+        (index -1, value 0). Needs a signed ``index_dtype``.
+    out : (values, indices), optional
+        A tuple or a list of the two: preallocated C-contiguous outputs of the result's shape, dtypes, array type and device, not
+        overlapping the input: the results are written there and the same objects returned.
+
+    Returns
+    -------
+    TopK
+        ``(values, indices)``, C-contiguous, shape of ``a`` with ``axis`` replaced by ``k``. For a
+        torch tensor that requires grad, ``values`` carries the gradient (to the selected elements).
+
+    Examples
+    --------
+    >>> import numpy as np, cutopk
+    >>> x = np.array([[1.0, 3.0, 3.0, np.nan], [0.0, -0.0, 2.0, 1.0]], dtype=np.float32)
+    >>> cutopk.top_k(x, 2)
+    TopK(values=array([[3., 3.],
+           [2., 1.]], dtype=float32), indices=array([[1, 2],
+           [2, 3]]))
+    >>> cutopk.top_k(x, 1, mode="smallest", nan="largest").indices.ravel().tolist()
+    [0, 0]
+    """
+    if requires_grad(a):
+        from . import autograd
+
+        if autograd.records(a):
+            if out is not None:
+                raise ValueError(
+                    "out: cannot be used with an input that requires grad (values carry its gradient)"
+                )
+            return TopK(
+                *autograd.top_k(
+                    a, axis, _forward(k, mode, sorted, nan, index_dtype, backend, algorithm, lengths)
+                )
+            )
+    return select(a, k, axis, mode, sorted, nan, index_dtype, backend, algorithm, lengths, out)
+
+
+def algorithms(backend: str = "cuda") -> tuple[str, ...]:
+    """Names accepted by ``top_k(..., algorithm=...)`` on ``backend``.
+
+    >>> import cutopk
+    >>> cutopk.algorithms("numpy")
+    ('select',)
+    """
+    _api.check_choice("backend", backend, _api.BACKENDS[1:])
+    return _call.algorithm_names(backend)
+
+
+def plan(
+    a,
+    k,
+    /,
+    *,
+    axis: int = -1,
+    mode: str = "largest",
+    sorted: bool | str = True,
+    nan: str = "last",
+    index_dtype=np.int64,
+    backend: str = "auto",
+    algorithm: str = "auto",
+    lengths=None,
+) -> Plan:
+    """Report what :func:`top_k` does with these arguments, without running anything.
+
+    The same checks as :func:`top_k` (the same errors), and the same plan: the algorithm, every
+    launch, the scratch memory, every copy, and whether the signature was already planned (a
+    cached signature skips the checks and the planning). ``print(plan)`` lays it out.
+
+    >>> import numpy as np, cutopk
+    >>> p = cutopk.plan(np.zeros((4, 100), np.float32), 3, backend="sim")
+    >>> p.algorithm, p.launch_count, p.copies
+    ('warp_row', 1, ())
+    """
+    arr, _, scope, call, cached = _call.prepare(
+        a, k, axis, mode, sorted, nan, index_dtype, backend, algorithm
+    )
+    if lengths is None:
+        return _call.describe(call, cached, arr)
+    # The variant that reads the lengths is planned on the array's device too: its kernels are
+    # loaded, and opted in to shared memory, on the device current while it is built.
+    with scope if scope is not None else contextlib.nullcontext():
+        _, longest = lengths_.check(lengths, arr, call.req)
+        arr, call = lengths_.narrowed(arr, call, longest)
+        kernel_call = lengths_.kernel_call(call)
+    if kernel_call is not None:
+        return lengths_.describe_in_kernel(_call.describe(kernel_call, cached, arr), arr.shape[call.req.axis])
+    return lengths_.describe(_call.describe(call, cached, arr), arr)
+
+
+def requires_grad(*arrays) -> bool:
+    """Whether one of ``arrays`` may be a tensor autograd records (torch is not imported here:
+    :mod:`cutopk._core.autograd` makes the exact check)."""
+    return any(type(a) is not np.ndarray and getattr(a, "requires_grad", False) for a in arrays)
+
+
+def _forward(k, mode, sorted, nan, index_dtype, backend, algorithm, lengths):
+    """The selection autograd runs on the detached input: the axis comes checked."""
+
+    def run(detached, axis):
+        return select(detached, k, axis, mode, sorted, nan, index_dtype, backend, algorithm, lengths)
+
+    return run
+
+
+def check_algorithm_name(algorithm, backend: str) -> None:
+    """A forced algorithm's name checked against :func:`algorithms` of ``backend``, eagerly (whether
+    it can handle a given shape is only known when its ``top_k`` call runs)."""
+    _api.check_algorithm(algorithm, backend, algorithms(backend))

@@ -1,0 +1,120 @@
+"""The public entry points of irregular inputs: :func:`merge_top_k` and :func:`segmented_top_k`
+(the package root re-exports them), built on the core like any caller of ``top_k``."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._core.entry import requires_grad
+from .._core.result import TopK
+from . import merge, segmented
+
+
+def merge_top_k(parts, k, /, *, mode: str = "largest", sorted: bool | str = True, nan: str = "last") -> TopK:
+    """The exact top K of the union of partial top-K results, as :func:`top_k` on the whole.
+
+    Parameters
+    ----------
+    parts : sequence of TopK or (values, indices) pairs
+        Selections made from disjoint sets of candidates, with indices in one common index space
+        (a shard's local indices plus its offset, say). All NumPy (or CPU torch) or all CuPy (or
+        CUDA) arrays; the same shape except the last axis, which holds the candidates; one values
+        dtype and one index dtype. A negative index (``top_k``'s padding, -1) is padding and
+        never wins.
+    k : int
+        ``0 <= k <=`` the total length of the parts' last axes.
+    mode, sorted, nan
+        As in :func:`top_k`. Ties (equal values, ``-0.0 == +0.0``, any two NaNs) go to the
+        lower index, whichever part holds it.
+
+    Returns
+    -------
+    TopK
+        ``(values, indices)`` of shape ``(*batch, k)``, C-contiguous, the parts' dtypes and array
+        type. A row with fewer than ``k`` real candidates ends in padding: index -1, value 0.
+        For torch parts whose values require grad, ``values`` carries the gradient to every
+        part's values (to the winners).
+
+    Examples
+    --------
+    >>> import numpy as np, cutopk
+    >>> x = np.array([4, 9, 1, 9, 7, 4, 9, 0])
+    >>> left, right = cutopk.top_k(x[:4], 2), cutopk.top_k(x[4:], 2)
+    >>> right = (right.values, right.indices + 4)   # into the whole array's index space
+    >>> cutopk.merge_top_k([left, right], 3)
+    TopK(values=array([9, 9, 9]), indices=array([1, 3, 6]))
+    """
+    values = (
+        [p[0] for p in parts if type(p) in (tuple, list, TopK) and len(p) == 2]
+        if type(parts) in (list, tuple)
+        else []
+    )
+    if requires_grad(*values):
+        from .._core import autograd
+
+        if any(autograd.records(v) for v in values):
+            return TopK(*autograd.merge_top_k(*merge.differentiable(parts, k, mode, sorted, nan)))
+    return merge.merge_top_k(parts, k, mode, sorted, nan)
+
+
+def segmented_top_k(
+    data,
+    offsets,
+    k,
+    /,
+    *,
+    mode: str = "largest",
+    sorted: bool | str = True,
+    nan: str = "last",
+    index_dtype=np.int64,
+    backend: str = "auto",
+    algorithm: str = "auto",
+) -> TopK:
+    """Top K of each segment ``data[offsets[s]:offsets[s+1]]`` of a 1-D array (CSR layout).
+
+    Parameters
+    ----------
+    data : array
+        1-D NumPy, CuPy or torch array.
+    offsets : array of int
+        S + 1 non-decreasing positions, ``offsets[0] >= 0``, ``offsets[-1] <= len(data)`` (a CSR
+        ``indptr``); a NumPy array, a list, or an array of ``data``'s kind (read on the host).
+    k : int
+        ``k >= 0``; segments shorter than ``k`` are padded.
+    mode, sorted, nan, backend, algorithm
+        As in :func:`top_k`.
+    index_dtype : dtype
+        int64 (default) or int32: padding needs a signed type.
+
+    Returns
+    -------
+    TopK
+        ``(values, indices)`` of shape ``(S, k)``; indices are positions inside the segment (add
+        ``offsets[:-1, None]`` for positions in ``data``). A segment of length ``L < k`` gives its
+        ``L`` elements first, then padding: index -1, value 0. For a torch tensor that requires
+        grad, ``values`` carries the gradient (to the selected elements of ``data``).
+
+    Examples
+    --------
+    >>> import numpy as np, cutopk
+    >>> data = np.array([5.0, 1.0, 7.0, 3.0, 3.0, 9.0])
+    >>> cutopk.segmented_top_k(data, np.array([0, 3, 3, 6]), 2)
+    TopK(values=array([[7., 5.],
+           [0., 0.],
+           [9., 3.]]), indices=array([[ 2,  0],
+           [-1, -1],
+           [ 2,  0]]))
+    """
+    if requires_grad(data):
+        from .._core import autograd
+
+        if autograd.records(data):
+            return TopK(
+                *autograd.segmented_top_k(
+                    data,
+                    *segmented.differentiable(
+                        data, offsets, k, mode, sorted, nan, index_dtype, backend, algorithm
+                    ),
+                )
+            )
+    return segmented.segmented_top_k(data, offsets, k, mode, sorted, nan, index_dtype, backend, algorithm)
