@@ -569,7 +569,7 @@ def _multiblock_in_chunks(
 
 def _sort_path(target, info, p, mod, common, flags, rows, req, values, indices):
     """The reference path: the keys of whole rows by compute_keys, each row ordered by our
-    tile-and-merge kernels (order_topk.cu, no library sort), its first K kept (and ordered by
+    tile-and-merge kernels (order.cu, no library sort), its first K kept (and ordered by
     index for order "index"), values gathered from the input. ``common`` ends with the rows'
     extents and kind: compute_keys gives the positions past a row's length the lowest key, so they
     sort last, and gather_values writes any that is among the first K as padding."""

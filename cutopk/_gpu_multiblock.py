@@ -1,4 +1,4 @@
-"""Launch sequence of the multi-block radix select (kernels/multiblock_radix.cu).
+"""Launch sequence of the multi-block radix select (kernels/multiblock.cu).
 
 A fixed sequence of launches on the current stream, with no host synchronisation: the number
 of digit passes is the key width / 8 whatever the data (one more with a sampled threshold), a

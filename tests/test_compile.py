@@ -67,12 +67,12 @@ def test_every_kernel_the_launchers_ask_for_is_an_entry_point_of_its_family():
 
 def test_a_module_holds_only_its_family_file_and_the_headers_it_includes():
     source = _kernel_source.source("warp_row", "float32")
-    assert "// ---- warp_row_topk.cu" in source and "// ---- radix_topk.cu" not in source
-    assert "// ---- multiblock_radix.cu" not in source and "mb_histogram" not in source
+    assert "// ---- warp_row.cu" in source and "// ---- radix.cu" not in source
+    assert "// ---- multiblock.cu" not in source and "mb_histogram" not in source
     assert "// ---- key_traits.cuh" in source and "// ---- row_loads.cuh" not in source
     # Headers before the files that include them, each once.
-    files = _kernel_source.files_of("multiblock_radix.cu")
-    assert files[-1] == "multiblock_radix.cu" and len(set(files)) == len(files)
+    files = _kernel_source.files_of("multiblock.cu")
+    assert files[-1] == "multiblock.cu" and len(set(files)) == len(files)
     assert files.index("block_sort.cuh") < files.index("radix_digit.cuh")
 
 
