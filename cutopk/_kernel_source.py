@@ -74,13 +74,13 @@ class Params(NamedTuple):
     names: tuple[str, ...]
     scalars: dict[str, type]
 
-    def pack(self, **values) -> tuple:
-        """The positional argument tuple of a launch from its arguments by name: each scalar
-        converted to its C type, every parameter given exactly once."""
-        if values.keys() != set(self.names):
-            missing = [n for n in self.names if n not in values]
-            extra = sorted(set(values) - set(self.names))
-            raise TypeError(f"{self.kernel}: arguments missing {missing}, unknown {extra}")
+    def pack(self, values: dict) -> tuple:
+        """The positional argument tuple of a launch, from ``values`` by name (the values of a
+        whole launch sequence: each launch takes the ones it declares), each scalar converted to
+        its C type."""
+        missing = [n for n in self.names if n not in values]
+        if missing:
+            raise TypeError(f"{self.kernel}: no value for its parameters {missing}")
         return tuple(self.scalars[n](values[n]) if n in self.scalars else values[n] for n in self.names)
 
 
@@ -180,8 +180,13 @@ class _Declaration(NamedTuple):
 
 @functools.cache
 def _declarations(file: str) -> dict[str, _Declaration]:
-    """The ``CUTOPK_KERNEL`` declarations of a kernel file, by kernel name."""
-    text = _COMMENT.sub(" ", _file(file))
+    """The kernel declarations of a kernel file, by kernel name."""
+    return _parse(_file(file), f"kernels/{file}")
+
+
+def _parse(source: str, where: str) -> dict[str, _Declaration]:
+    """The ``CUTOPK_KERNEL`` templates and plain ``extern "C"`` kernels of ``source``, by name."""
+    text = _COMMENT.sub(" ", source)
     macros = {
         m["name"]: m["body"].replace("\\\n", " ").strip()
         for m in _OBJECT_MACRO.finditer(text)
@@ -190,7 +195,7 @@ def _declarations(file: str) -> dict[str, _Declaration]:
 
     def expand(fragment: str, depth: int = 0) -> str:
         if depth > 8:
-            raise RuntimeError(f"kernels/{file}: macros nested too deeply in a parameter list")
+            raise RuntimeError(f"{where}: macros nested too deeply in a parameter list")
         return _IDENTIFIER.sub(
             lambda m: expand(macros[m[0]], depth + 1) if m[0] in macros else m[0], fragment
         )
@@ -201,9 +206,7 @@ def _declarations(file: str) -> dict[str, _Declaration]:
         bounds = " ".join(text[m.end() : end - 1].split())
         name = re.match(r"\s*([A-Za-z_]\w*)\s*\(", text[end:])
         if name is None:
-            raise RuntimeError(
-                f"kernels/{file}: __launch_bounds__({bounds}) is not followed by a kernel name"
-            )
+            raise RuntimeError(f"{where}: __launch_bounds__({bounds}) is not followed by a kernel name")
         open_at = end + name.end()
         params = " ".join(expand(text[open_at : _balanced(text, open_at) - 1]).split())
         template = (
@@ -231,6 +234,14 @@ def signature(family: str, kernel: str) -> tuple[tuple[str, str], ...]:
     if decl is None:
         raise KeyError(f"kernels/{file_of(family)} declares no kernel {kernel!r}")
     return tuple(_parameter(p) for p in _split_top_level(decl.parameters))
+
+
+def signatures(source: str) -> dict[str, tuple[tuple[str, str], ...]]:
+    """:func:`signature` of every kernel declared in a kernel source text."""
+    return {
+        name: tuple(_parameter(p) for p in _split_top_level(d.parameters))
+        for name, d in _parse(source, "source").items()
+    }
 
 
 def _entry(family: str, kernel: str, info: _dtypes.DtypeInfo, value: int | None) -> Entry:
