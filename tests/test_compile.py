@@ -76,6 +76,22 @@ def test_a_module_holds_only_its_family_file_and_the_headers_it_includes():
     assert files.index("block_sort.cuh") < files.index("radix_digit.cuh")
 
 
+def test_each_kernel_file_is_named_as_its_family_and_its_code_is_in_namespace_cutopk():
+    folder = _gpu.kernel_dir()
+    assert sorted(p.stem for p in folder.glob("*.cu")) == sorted(_kernel_source.FAMILIES)
+    # Comments and preprocessor lines out: macros (CUTOPK_*) are global by nature.
+    noise = re.compile(r"//[^\n]*|/\*.*?\*/|^[ \t]*#(?:[^\n\\]|\\.)*$", re.S | re.M)
+    kernels = set(_kernel_source.FAMILY_OF)  # the names launches look up keep their words
+    for path in sorted(folder.glob("*.cu*")):
+        text = noise.sub(" ", path.read_text())
+        if path.suffix == ".cu":
+            assert f"namespace cutopk::{path.stem} {{" in text, path.name
+        elif "__device__" in text:
+            assert "namespace cutopk {" in text, path.name
+        prefixed = set(re.findall(r"\b(?:cutopk_\w+|Cutopk\w+|Mb[A-Z]\w*|mb_\w+)", text)) - kernels
+        assert prefixed == set(), path.name
+
+
 def test_an_unknown_kernel_name_is_a_clear_error():
     mod = _gpu._FamilyModules("sim", "float")
     with pytest.raises(KeyError, match=r"no kernel 'radix_topk<double>' for element type 'float'"):
