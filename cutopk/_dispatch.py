@@ -151,7 +151,7 @@ def bitonic_size(n: int, key_bytes: int, device: Device) -> int | None:
 
 
 def order_tile(length: int, key_bytes: int, device: Device) -> int:
-    """Pairs per tile of the global-memory ordering (kernels/order_topk.cu): the largest power of
+    """Pairs per tile of the global-memory ordering (kernels/order.cu): the largest power of
     two whose (key, 64-bit index) pairs fit shared memory, at most ``length`` rounded up to one."""
     tile = 1 << ((device.shared_bytes // (8 + key_bytes)).bit_length() - 1)
     return max(2, min(tile, pow2_at_least(length)))
@@ -386,7 +386,7 @@ def _plan(rows: int, n: int, k: int, key_bytes: int, device: Device, copy: bool,
         )
     total = rows * n
     grid = max(1, min(-(-total // KEYS_THREADS), device.sm_count * 8))
-    # The keys, then the ordering's two buffers of (key, int64 index) pairs (order_topk.cu: tiles
+    # The keys, then the ordering's two buffers of (key, int64 index) pairs (order.cu: tiles
     # sorted in shared memory, merged in global memory; no library sort).
     scratch = total * (key_bytes + 2 * (key_bytes + 8))
     params = {"order_tile": order_tile(n, key_bytes, device)}

@@ -186,27 +186,31 @@ def _check_forced(req: Request, key_bytes: int, device: _dispatch.Device, rows: 
 
 
 # The parameters of each single-launch kernel family, in order: the one place these argument lists
-# are written. Scalars are typed by SCALAR_TYPES (CUDA's long long / int); the arrays are the
-# input, the row extents (kernels/row_extent.cuh), the outputs and the radix candidate buffer.
-_ROWS = ("input", "rows", "n", "row_stride", "col_stride", "extents", "rows_kind")
+# are written, by the C parameter names of the kernels (tests/test_kernel_arguments.py checks
+# names, order and types against kernels/<family>.cu). Scalars are typed by SCALAR_TYPES (CUDA's
+# long long / int); the arrays are the input, the row extents (kernels/row_extent.cuh), the
+# outputs and the radix candidate buffer.
+_ROWS = ("in", "rows", "n", "row_stride", "col_stride", "extents", "rows_kind")
 _SELECT = ("k", "largest", "nan_first", "by_index")
-_OUTPUTS = ("values", "indices", "index_bytes")
+_OUTPUTS = ("out_vals", "out_idx", "index_bytes")
 ARGUMENTS = {
     "thread_row": (*_ROWS, *_SELECT, *_OUTPUTS),
     "warp_row": (*_ROWS, *_SELECT, *_OUTPUTS),
     "warp_radix": (*_ROWS, *_SELECT, *_OUTPUTS),
     "bitonic": (*_ROWS, *_SELECT, "size", *_OUTPUTS),
-    "radix": (*_ROWS, *_SELECT, "cap", "buffer", "buf_key", "buf_idx", *_OUTPUTS),
+    "radix": (*_ROWS, *_SELECT, "cap", "buf_cap", "buf_key", "buf_idx", *_OUTPUTS),
 }
 SCALAR_TYPES = {
     "rows": np.int64, "n": np.int64, "row_stride": np.int64, "col_stride": np.int64,
-    "buffer": np.int64, "k": np.int32, "largest": np.int32, "nan_first": np.int32,
+    "buf_cap": np.int64, "k": np.int32, "largest": np.int32, "nan_first": np.int32,
     "by_index": np.int32, "size": np.int32, "cap": np.int32, "index_bytes": np.int32,
     "rows_kind": np.int32,
 }  # fmt: skip
+# The sort path's first launch (kernels/sort.cu; its gather_values is _gpu_rows.GATHER_VALUES).
+COMPUTE_KEYS = _kernel_source.params("compute_keys", (*_ROWS, "largest", "nan_first", "out"), SCALAR_TYPES)
 # The kernels take k as a C int (np.int32 above); rows, n, strides and indices are 64-bit.
 KERNEL_MAX_K = 2**31 - 1
-PER_CALL = ("input", "extents", "values", "indices", "buf_key", "buf_idx")
+PER_CALL = ("in", "extents", "out_vals", "out_idx", "buf_key", "buf_idx")
 
 
 def kernel_name(plan: _dispatch.KernelPlan, cxx: str) -> str:
@@ -230,7 +234,7 @@ class _SingleLaunch:
             "rows": call.rows, "n": req.n, "row_stride": row_stride, "col_stride": col_stride,
             "k": req.k, "largest": req.largest, "nan_first": req.nan_first,
             "by_index": req.order == "index", "size": p.params.get("size", 0),
-            "cap": p.params.get("cap", 0), "buffer": p.params.get("buffer", 0),
+            "cap": p.params.get("cap", 0), "buf_cap": p.params.get("buffer", 0),
             "index_bytes": req.index_dtype.itemsize, "rows_kind": call.rows_kind,
         }  # fmt: skip
         names = ARGUMENTS[p.algorithm]
@@ -239,7 +243,7 @@ class _SingleLaunch:
         self.fn = call.module.get_function(kernel_name(p, call.info.cxx))
         _gpu_rows.opt_in(self.fn, p.shared_bytes, call.target)
         self.grid, self.block, self.shared = (p.grid,), (p.block,), p.shared_bytes
-        self.at = (slots["input"], slots["values"], slots["indices"])
+        self.at = (slots["in"], slots["out_vals"], slots["out_idx"])
         self.at_extents = slots["extents"]
         # A regular batch never reads `extents`; a batch with extents gets its array per call.
         self.template[self.at_extents] = placeholder(call.target, np.int64)
@@ -490,8 +494,6 @@ def _launch(
     if extents is None:  # a regular batch: the kernels never read it
         extents = placeholder(target, np.int64)
     rows_of = (extents, np.int32(rows_kind))
-    common = (base, np.int64(rows), np.int64(req.n), np.int64(row_stride), np.int64(col_stride), *rows_of)
-    flags = (np.int32(req.largest), np.int32(req.nan_first))
     # These paths gather the values through 64-bit indices (gather_values); uint64 indices
     # (all below 2**63) share int64's bits, 4-byte ones are converted once at the end.
     xp = array_module(target)
@@ -502,7 +504,12 @@ def _launch(
             xp, mod, info, p, base, rows, req, row_stride, col_stride, values, idx64, rows_of
         )
     else:
-        _sort_path(target, info, p, mod, common, flags, rows, req, values, idx64)
+        v = {
+            "in": base, "rows": rows, "n": req.n, "row_stride": row_stride, "col_stride": col_stride,
+            "extents": extents, "rows_kind": rows_kind, "largest": req.largest,
+            "nan_first": req.nan_first, "k": req.k,
+        }  # fmt: skip
+        _sort_path(target, info, p, mod, v, rows, req, values, idx64)
     if not wide:
         indices[...] = idx64
 
@@ -555,15 +562,16 @@ def _multiblock_in_chunks(
         )
 
 
-def _sort_path(target, info, p, mod, common, flags, rows, req, values, indices):
+def _sort_path(target, info, p, mod, v, rows, req, values, indices):
     """The reference path: the keys of whole rows by compute_keys, each row ordered by our
-    tile-and-merge kernels (order_topk.cu, no library sort), its first K kept (and ordered by
-    index for order "index"), values gathered from the input. ``common`` ends with the rows'
-    extents and kind: compute_keys gives the positions past a row's length the lowest key, so they
-    sort last, and gather_values writes any that is among the first K as padding."""
+    tile-and-merge kernels (order.cu, no library sort), its first K kept (and ordered by
+    index for order "index"), values gathered from the input. ``v``: the kernels' arguments by
+    name (the input, its rows and their extents, the selection); compute_keys gives the positions
+    past a row's length the lowest key, so they sort last, and gather_values writes any that is
+    among the first K as padding."""
     xp = array_module(target)
-    keys = xp.empty((rows, req.n), dtype=info.key_dtype)
-    mod.get_function(f"compute_keys<{info.cxx}>")((p.grid,), (p.block,), (*common, *flags, keys))
+    v["out"] = keys = xp.empty((rows, req.n), dtype=info.key_dtype)
+    mod.get_function(f"{COMPUTE_KEYS.kernel}<{info.cxx}>")((p.grid,), (p.block,), COMPUTE_KEYS.pack(v))
     tile = p.params["order_tile"]
     keys, order = _gpu_rows.order_pairs(mod, info.cxx, keys, None, False, tile, target)
     if req.k < req.n:
@@ -571,9 +579,10 @@ def _sort_path(target, info, p, mod, common, flags, rows, req, values, indices):
     if req.order == "index":
         keys, order = _gpu_rows.order_pairs(mod, info.cxx, keys, order, True, tile, target)
     indices[...] = order
-    gather = mod.get_function(f"gather_values<{info.cxx}>")
+    gather = _gpu_rows.GATHER_VALUES
+    v["idx"], v["out"] = indices, values
     grid = max(1, min(-(-(rows * req.k) // p.block), p.grid))
-    gather((grid,), (p.block,), (*common, np.int32(req.k), indices, values))
+    mod.get_function(f"{gather.kernel}<{info.cxx}>")((grid,), (p.block,), gather.pack(v))
 
 
 def launches(call: GpuCall) -> list:

@@ -1,4 +1,4 @@
-"""Launch sequence of the multi-block radix select (kernels/multiblock_radix.cu).
+"""Launch sequence of the multi-block radix select (kernels/multiblock.cu).
 
 A fixed sequence of launches on the current stream, with no host synchronisation: the number
 of digit passes is the key width / 8 whatever the data (one more with a sampled threshold), a
@@ -15,7 +15,58 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _dispatch, _gpu_rows
+from . import _dispatch, _gpu_rows, _kernel_source
+
+# The launches of the sequence by the kernels' C parameter names (kernels/multiblock.cu; checked
+# against it by tests/test_kernel_arguments.py). MB_PARAMS and MB_STAGE_PARAMS there are _SLICE
+# and _STAGE here.
+SCALAR_TYPES = {
+    "rows": np.int64, "n": np.int64, "row_stride": np.int64, "col_stride": np.int64,
+    "slice": np.int64, "cap": np.int64, "cand_slice": np.int64, "stage_total": np.int64,
+    "room": np.int64, "per_hit": np.int64, "rows_kind": np.int32, "largest": np.int32,
+    "nan_first": np.int32, "k": np.int32, "rank": np.int32, "blocks_per_row": np.int32,
+    "warps": np.int32, "key_bits": np.int32, "by_index": np.int32,
+}  # fmt: skip
+_ROW = ("in", "n", "row_stride", "col_stride", "extents", "rows_kind")
+_INPUT = (*_ROW, "largest", "nan_first")
+_SLICE = (*_INPUT, "slice", "cap", "cand_key", "cand_idx")
+_STAGE = ("stage_key", "stage_off", "stage_count", "stage_start", "stage_total")
+_WINNERS = ("state", "slice_offset", "win_key", "win_idx")
+MB_INIT = _kernel_source.params(
+    "mb_init", ("state", "hist", "rows", "n", "extents", "rows_kind", "k", "key_bits"), SCALAR_TYPES
+)
+MB_SAMPLE = _kernel_source.params(
+    "mb_sample",
+    (
+        *_INPUT,
+        *("rank", "k", "state", "hist", "slice", "blocks_per_row", "warps", "room", "per_hit"),
+        *("stage_start", "stage_total"),
+    ),
+    SCALAR_TYPES,
+)
+MB_HISTOGRAM = _kernel_source.params(
+    "mb_histogram", (*_SLICE, "cand_slice", "state", "hist", "slice_hist", *_STAGE), SCALAR_TYPES
+)
+MB_SELECT = _kernel_source.params(
+    "mb_select",
+    (
+        "state",
+        "hist",
+        "slice_hist",
+        "slice_offset",
+        "blocks_per_row",
+        "stage_count",
+        "warps",
+        "cap",
+        "key_bits",
+    ),
+    SCALAR_TYPES,
+)
+MB_MOVE = _kernel_source.params("mb_move", (*_SLICE, "k", *_WINNERS, *_STAGE), SCALAR_TYPES)
+MB_COLLECT = _kernel_source.params("mb_collect", (*_SLICE, "cand_slice", "k", *_WINNERS), SCALAR_TYPES)
+MB_ORDER = _kernel_source.params(
+    "mb_order", (*_ROW, "k", "by_index", "win_key", "win_idx", "out_vals", "out_idx"), SCALAR_TYPES
+)
 
 
 def run(
@@ -38,138 +89,78 @@ def run(
     a placeholder for a regular batch (never read)."""
     extents, rows_kind = rows_of
     per_row, slice_, cap = plan.params["blocks_per_row"], plan.params["slice"], plan.params["cap"]
-    cand_slice = -(-cap // per_row)
     threads = plan.block
     k, n = req.k, req.n
     key_bits = 8 * info.itemsize
-    state = xp.empty(rows * _dispatch.MULTIBLOCK_STATE_BYTES, dtype=np.uint8)
-    hist = xp.empty(rows * 256, dtype=np.uint64)
-    slice_offset = xp.empty(rows * per_row, dtype=np.int64)
-    slice_hist = xp.empty(rows * per_row * 256, dtype=np.uint32)
-    win_key = xp.empty((rows, k), dtype=info.key_dtype)
-    win_idx = xp.empty((rows, k), dtype=np.int64)
-    cand_key = xp.empty((rows, cap), dtype=info.key_dtype)
-    cand_idx = xp.empty((rows, cap), dtype=np.int64)
+    warps = threads // 32
+    # Every value of the sequence by its parameter name; each launch takes the ones it declares.
+    v = {
+        "in": base, "rows": rows, "n": n, "row_stride": row_stride, "col_stride": col_stride,
+        "extents": extents, "rows_kind": rows_kind, "largest": req.largest, "nan_first": req.nan_first,
+        "k": k, "key_bits": key_bits, "slice": slice_, "cap": cap, "cand_slice": -(-cap // per_row),
+        "blocks_per_row": per_row, "warps": warps, "by_index": req.order != "value",
+    }  # fmt: skip
+    v["state"] = xp.empty(rows * _dispatch.MULTIBLOCK_STATE_BYTES, dtype=np.uint8)
+    v["hist"] = xp.empty(rows * 256, dtype=np.uint64)
+    v["slice_offset"] = xp.empty(rows * per_row, dtype=np.int64)
+    v["slice_hist"] = xp.empty(rows * per_row * 256, dtype=np.uint32)
+    v["win_key"] = xp.empty((rows, k), dtype=info.key_dtype)
+    v["win_idx"] = xp.empty((rows, k), dtype=np.int64)
+    v["cand_key"] = xp.empty((rows, cap), dtype=info.key_dtype)
+    v["cand_idx"] = xp.empty((rows, cap), dtype=np.int64)
     # A sampled threshold (long inputs): pass 1 stages the keys that reach it, each warp part of
     # a slice into its own segment (mb_sample sizes them within stage_total entries per row).
     rank, seg, stage_total = plan.params["sample_rank"], plan.params["seg"], plan.params["stage_total"]
     staged = rank is not None
-    warps = threads // 32
     parts = per_row * warps if staged else 0
-    stage_start = xp.empty(rows * (parts + 1) if staged else 1, dtype=np.int64)
-    stage = (
-        xp.empty(max(1, rows * stage_total), dtype=info.key_dtype),
-        xp.empty(max(1, rows * stage_total), dtype=np.uint32),
-        xp.empty(max(1, rows * parts), dtype=np.int64),
-        stage_start,
-        np.int64(stage_total),
-    )
+    v["stage_start"] = xp.empty(rows * (parts + 1) if staged else 1, dtype=np.int64)
+    v["stage_key"] = xp.empty(max(1, rows * stage_total), dtype=info.key_dtype)
+    v["stage_off"] = xp.empty(max(1, rows * stage_total), dtype=np.uint32)
+    v["stage_count"] = xp.empty(max(1, rows * parts), dtype=np.int64)
+    v["stage_total"] = stage_total
     grid2, block = (per_row, rows), (threads,)
     cxx = info.cxx
-    strided = (
-        base,
-        np.int64(n),
-        np.int64(row_stride),
-        np.int64(col_stride),
-        extents,
-        np.int32(rows_kind),
-        np.int32(req.largest),
-        np.int32(req.nan_first),
-    )
 
     # The per-slice passes take both slice lengths: each block reads the input or the candidate
     # buffer, as its row's state says.
-    per_slice = (*strided, np.int64(slice_), np.int64(cap), cand_key, cand_idx, np.int64(cand_slice))
-
     def histogram():
-        args = (*per_slice, state, hist, slice_hist, *stage)
-        mod.get_function(f"mb_histogram<{cxx}>")(grid2, block, args)
+        mod.get_function(f"{MB_HISTOGRAM.kernel}<{cxx}>")(grid2, block, MB_HISTOGRAM.pack(v))
 
     def select():
-        args = (state, hist, slice_hist, slice_offset, np.int32(per_row), stage[2], np.int32(warps))
-        mod.get_function("mb_select")((rows,), block, (*args, np.int64(cap), np.int32(key_bits)))
+        mod.get_function(MB_SELECT.kernel)((rows,), block, MB_SELECT.pack(v))
 
     # The initial states and zeroed histograms: mb_sample sets them too.
     if staged:
         # Room per warp part: an even share of seg, plus a sample interval per nearby hit.
-        room, per_hit = seg // warps, -(-n // _dispatch.MULTIBLOCK_SAMPLES)
-        geometry = (np.int64(slice_), np.int32(per_row), np.int32(warps), np.int64(room), np.int64(per_hit))
-        sample = (
-            *strided,
-            np.int32(rank),
-            np.int32(k),
-            state,
-            hist,
-            *geometry,
-            stage_start,
-            np.int64(stage_total),
-        )
-        mod.get_function(f"mb_sample<{cxx}>")((rows,), block, sample)
+        v["rank"], v["room"], v["per_hit"] = rank, seg // warps, -(-n // _dispatch.MULTIBLOCK_SAMPLES)
+        mod.get_function(f"{MB_SAMPLE.kernel}<{cxx}>")((rows,), block, MB_SAMPLE.pack(v))
     else:
-        init = (state, hist, np.int64(rows), np.int64(n), extents, np.int32(rows_kind), np.int32(k))
-        init += (np.int32(key_bits),)
-        mod.get_function("mb_init")((-(-rows * 256 // threads),), block, init)
+        mod.get_function(MB_INIT.kernel)((-(-rows * 256 // threads),), block, MB_INIT.pack(v))
     # The top digit, over the input (staging the keys that reach the threshold).
     histogram()
     select()
     # Rows that restarted on their staged keys, and rows whose bucket fits, move to the
     # candidate buffer.
-    move = (
-        *strided,
-        np.int64(slice_),
-        np.int64(cap),
-        cand_key,
-        cand_idx,
-        np.int32(k),
-        state,
-        slice_offset,
-        win_key,
-        win_idx,
-    )
-    mod.get_function(f"mb_move<{cxx}>")(grid2, block, (*move, *stage))
+    mod.get_function(f"{MB_MOVE.kernel}<{cxx}>")(grid2, block, MB_MOVE.pack(v))
     # The other digits (every digit for the rows that restarted on their staged keys).
     for _ in range(key_bits // 8 - (0 if staged else 1)):
         histogram()
         select()
     # The final bucket: winners above it, then its first keys in index order.
-    collect = (*per_slice, np.int32(k), state, slice_offset, win_key, win_idx)
-    mod.get_function(f"mb_collect<{cxx}>")(grid2, block, collect)
+    mod.get_function(f"{MB_COLLECT.kernel}<{cxx}>")(grid2, block, MB_COLLECT.pack(v))
     target = "sim" if isinstance(base, np.ndarray) else "cuda"
     if plan.params["order_shared"]:
-        order_args = (
-            base,
-            np.int64(n),
-            np.int64(row_stride),
-            np.int64(col_stride),
-            extents,
-            np.int32(rows_kind),
-            np.int32(k),
-            np.int32(req.order != "value"),
-            win_key,
-            win_idx,
-            values,
-            indices,
-        )
-        fn = mod.get_function(f"mb_order<{cxx}>")
-        _gpu_rows.launch(fn, (rows,), block, order_args, plan.params["order_shared"], target)
+        v["out_vals"], v["out_idx"] = values, indices
+        fn = mod.get_function(f"{MB_ORDER.kernel}<{cxx}>")
+        _gpu_rows.launch(fn, (rows,), block, MB_ORDER.pack(v), plan.params["order_shared"], target)
         return
     # Too many winners for shared memory: tiles sorted in shared memory, merged in global memory.
-    by_index = req.order != "value"
     tile = plan.params["order_tile"]
-    indices[...] = _gpu_rows.order_pairs(mod, cxx, win_key, win_idx, by_index, tile, target)[1]
-    gather = mod.get_function(f"gather_values<{cxx}>")
+    indices[...] = _gpu_rows.order_pairs(mod, cxx, v["win_key"], v["win_idx"], v["by_index"], tile, target)[1]
+    gather = _gpu_rows.GATHER_VALUES
+    v["idx"], v["out"] = indices, values
     total = rows * k
-    gather_args = (
-        base,
-        np.int64(rows),
-        np.int64(n),
-        np.int64(row_stride),
-        np.int64(col_stride),
-        extents,
-        np.int32(rows_kind),
-        np.int32(k),
-        indices,
-        values,
-    )
     threads = _dispatch.KEYS_THREADS
-    gather((max(1, min(-(-total // threads), 4096)),), (threads,), gather_args)
+    mod.get_function(f"{gather.kernel}<{cxx}>")(
+        (max(1, min(-(-total // threads), 4096)),), (threads,), gather.pack(v)
+    )

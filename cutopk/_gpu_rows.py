@@ -9,10 +9,33 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import _device, _dispatch
+from . import _device, _dispatch, _kernel_source
 from ._kernel_constants import ORDER_MERGE_THREADS, ORDER_TILE_THREADS, TRANSPOSE_THREADS
 
 MAX_BLOCKS = 1 << 16  # the ordering kernels stride over what a grid this size does not cover
+
+# The launches of this module's kernels, and gather_values (the sort and multiblock paths), by the
+# kernels' C parameter names (kernels/order.cu, transpose.cu, sort.cu; checked against them by
+# tests/test_kernel_arguments.py).
+SCALAR_TYPES = {
+    "rows": np.int64, "len": np.int64, "width": np.int64, "n": np.int64, "row_stride": np.int64,
+    "col_stride": np.int64, "with_idx": np.int32, "tile": np.int32, "by_index": np.int32,
+    "k": np.int32, "rows_kind": np.int32,
+}  # fmt: skip
+_PAIRS = ("src_key", "src_idx")
+ORDER_TILES = _kernel_source.params(
+    "order_tiles",
+    (*_PAIRS, "with_idx", "rows", "len", "tile", "by_index", "dst_key", "dst_idx"),
+    SCALAR_TYPES,
+)
+ORDER_MERGE = _kernel_source.params(
+    "order_merge", (*_PAIRS, "rows", "len", "width", "by_index", "dst_key", "dst_idx"), SCALAR_TYPES
+)
+TRANSPOSE_ROWS = _kernel_source.params(
+    "transpose_rows", ("in", "rows", "n", "row_stride", "col_stride", "out"), SCALAR_TYPES
+)
+_ROWS = ("in", "rows", "n", "row_stride", "col_stride", "extents", "rows_kind")
+GATHER_VALUES = _kernel_source.params("gather_values", (*_ROWS, "k", "idx", "out"), SCALAR_TYPES)
 
 
 def launch(fn, grid, block, args, shared_bytes: int, target: str) -> None:
@@ -49,15 +72,24 @@ def order_pairs(mod, cxx: str, keys, idx, by_index: bool, tile: int, target: str
     rows, length = keys.shape
     tiles, merges = order_launches(rows, length, tile, keys.itemsize)
     tile = tiles.tile
-    src = (keys, idx if idx is not None else xp.empty(1, np.int64), np.int32(idx is not None))
+    v = {
+        "src_key": keys,
+        "src_idx": idx if idx is not None else xp.empty(1, np.int64),
+        "with_idx": idx is not None,
+        "rows": rows,
+        "len": length,
+        "tile": tile,
+        "by_index": by_index,
+    }
     bufs = [(xp.empty_like(keys), xp.empty((rows, length), np.int64)) for _ in range(2)]
-    shape = (np.int64(rows), np.int64(length))
-    args = (*src, *shape, np.int32(tile), np.int32(by_index), *bufs[0])
-    fn = mod.get_function(f"order_tiles<{cxx}>")
-    launch(fn, tiles.grid, tiles.block, args, tiles.shared_bytes, target)
-    merge = mod.get_function(f"order_merge<{cxx}>")
+    v["dst_key"], v["dst_idx"] = bufs[0]
+    fn = mod.get_function(f"{ORDER_TILES.kernel}<{cxx}>")
+    launch(fn, tiles.grid, tiles.block, ORDER_TILES.pack(v), tiles.shared_bytes, target)
+    merge = mod.get_function(f"{ORDER_MERGE.kernel}<{cxx}>")
     for width in merges.widths:
-        merge(merges.grid, merges.block, (*bufs[0], *shape, np.int64(width), np.int32(by_index), *bufs[1]))
+        (v["src_key"], v["src_idx"]), (v["dst_key"], v["dst_idx"]) = bufs
+        v["width"] = width
+        merge(merges.grid, merges.block, ORDER_MERGE.pack(v))
         bufs.reverse()
     return bufs[0]
 
@@ -100,9 +132,10 @@ def transpose_rows(mod, cxx: str, moved, strides: tuple[int, int]):
     rows = moved.size // n
     out = xp.empty((rows, n), dtype=moved.dtype)
     tiles = -(-rows // 32) * -(-n // 32)
-    args = (moved, np.int64(rows), np.int64(n), np.int64(strides[0]), np.int64(strides[1]), out)
+    v = {"in": moved, "rows": rows, "n": n, "row_stride": strides[0], "col_stride": strides[1], "out": out}
     threads = TRANSPOSE_THREADS
-    mod.get_function(f"transpose_rows<{cxx}>")((max(1, min(tiles, MAX_BLOCKS)),), (threads,), args)
+    fn = mod.get_function(f"{TRANSPOSE_ROWS.kernel}<{cxx}>")
+    fn((max(1, min(tiles, MAX_BLOCKS)),), (threads,), TRANSPOSE_ROWS.pack(v))
     return out
 
 

@@ -31,31 +31,64 @@ TEMPLATE_VALUES = {"warp_row_topk": WARP_ROW_ITEMS, "thread_row_topk": THREAD_RO
 
 
 class Family(NamedTuple):
-    """A kernel family: the file holding its kernels, and the kernels the launcher runs from it
-    (``plain``: the ``extern "C"`` kernels of the file, not templates, launched by name)."""
+    """A kernel family: the kernels the launcher runs from its file, ``kernels/<family>.cu``, where
+    they and their helpers live in ``namespace cutopk::<family>`` (``plain``: the ``extern "C"``
+    kernels of the file, not templates, launched by name)."""
 
-    file: str
     kernels: tuple[str, ...]
     plain: tuple[str, ...] = ()
 
 
 FAMILIES = {
-    "warp_row": Family("warp_row_topk.cu", ("warp_row_topk",)),
-    "thread_row": Family("thread_row_topk.cu", ("thread_row_topk",)),
-    "warp_radix": Family("warp_radix_topk.cu", ("warp_radix_topk",)),
-    "bitonic": Family("bitonic_topk.cu", ("bitonic_topk",)),
-    "radix": Family("radix_topk.cu", ("radix_topk",)),
+    "warp_row": Family(("warp_row_topk",)),
+    "thread_row": Family(("thread_row_topk",)),
+    "warp_radix": Family(("warp_radix_topk",)),
+    "bitonic": Family(("bitonic_topk",)),
+    "radix": Family(("radix_topk",)),
     "multiblock": Family(
-        "multiblock_radix.cu",
-        ("mb_histogram", "mb_collect", "mb_move", "mb_sample", "mb_order"),
-        ("mb_init", "mb_select"),
+        ("mb_histogram", "mb_collect", "mb_move", "mb_sample", "mb_order"), ("mb_init", "mb_select")
     ),
-    "sort": Family("keys.cu", ("compute_keys", "gather_values")),
-    "order": Family("order_topk.cu", ("order_tiles", "order_merge")),
-    "transpose": Family("transpose_rows.cu", ("transpose_rows",)),
+    "sort": Family(("compute_keys", "gather_values")),
+    "order": Family(("order_tiles", "order_merge")),
+    "transpose": Family(("transpose_rows",)),
 }
+
+
+def file_of(family: str) -> str:
+    """The kernel file of ``family``: named as the family."""
+    return f"{family}.cu"
+
+
 # The family holding each kernel (template or plain).
 FAMILY_OF = {name: fam for fam, f in FAMILIES.items() for name in (*f.kernels, *f.plain)}
+
+
+class Params(NamedTuple):
+    """One launch's arguments by name: the kernel it launches (``mb_histogram``; the template's
+    name, or a plain ``extern "C"`` kernel's) and its C parameter names in the order of the
+    kernel's declaration, with the numpy type of each scalar (the others are arrays, passed as
+    they are). Written once next to the launch; tests/test_kernel_arguments.py checks names,
+    order and types against the kernel files, so no argument tuple is built by position."""
+
+    kernel: str
+    names: tuple[str, ...]
+    scalars: dict[str, type]
+
+    def pack(self, values: dict) -> tuple:
+        """The positional argument tuple of a launch, from ``values`` by name (the values of a
+        whole launch sequence: each launch takes the ones it declares), each scalar converted to
+        its C type."""
+        missing = [n for n in self.names if n not in values]
+        if missing:
+            raise TypeError(f"{self.kernel}: no value for its parameters {missing}")
+        return tuple(self.scalars[n](values[n]) if n in self.scalars else values[n] for n in self.names)
+
+
+def params(kernel: str, names: tuple[str, ...], scalar_types: dict[str, type]) -> Params:
+    """The :class:`Params` of ``kernel`` whose parameters are ``names``, typed by the launching
+    module's table of scalar types (a name that is not in it is an array)."""
+    return Params(kernel, tuple(names), {n: scalar_types[n] for n in names if n in scalar_types})
+
 
 _LOCAL_INCLUDE = re.compile(r'^\s*#\s*include\s+"(?P<file>[^"]+)"[ \t]*(?://[^\n]*)?$', re.MULTILINE)
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
@@ -64,6 +97,8 @@ _OBJECT_MACRO = re.compile(
 )
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 _DECLARATION = re.compile(r"template\s*<(?P<params>[^<>]*)>\s*CUTOPK_KERNEL\s*\(")
+# A plain kernel (mb_init, mb_select): its bounds, which may span lines and nest parentheses.
+_PLAIN = re.compile(r'extern\s*"C"\s*__global__\s+void\s+__launch_bounds__\s*\(')
 
 
 def kernel_dir() -> pathlib.Path:
@@ -137,7 +172,7 @@ def _split_top_level(text: str) -> list[str]:
 
 
 class _Declaration(NamedTuple):
-    template: tuple[tuple[str, str], ...]  # (kind, name): ("class", "T"), ("int", "ITEMS")
+    template: tuple[tuple[str, str], ...]  # (kind, name): ("class", "T"), ("int", "ITEMS"); () if plain
     bounds: str
     parameters: str  # with the file's object-like macros expanded
     names: tuple[str, ...]
@@ -145,8 +180,13 @@ class _Declaration(NamedTuple):
 
 @functools.cache
 def _declarations(file: str) -> dict[str, _Declaration]:
-    """The ``CUTOPK_KERNEL`` declarations of a kernel file, by kernel name."""
-    text = _COMMENT.sub(" ", _file(file))
+    """The kernel declarations of a kernel file, by kernel name."""
+    return _parse(_file(file), f"kernels/{file}")
+
+
+def _parse(source: str, where: str) -> dict[str, _Declaration]:
+    """The ``CUTOPK_KERNEL`` templates and plain ``extern "C"`` kernels of ``source``, by name."""
+    text = _COMMENT.sub(" ", source)
     macros = {
         m["name"]: m["body"].replace("\\\n", " ").strip()
         for m in _OBJECT_MACRO.finditer(text)
@@ -155,30 +195,57 @@ def _declarations(file: str) -> dict[str, _Declaration]:
 
     def expand(fragment: str, depth: int = 0) -> str:
         if depth > 8:
-            raise RuntimeError(f"kernels/{file}: macros nested too deeply in a parameter list")
+            raise RuntimeError(f"{where}: macros nested too deeply in a parameter list")
         return _IDENTIFIER.sub(
             lambda m: expand(macros[m[0]], depth + 1) if m[0] in macros else m[0], fragment
         )
 
     found = {}
-    for m in _DECLARATION.finditer(text):
+    for m in sorted((*_DECLARATION.finditer(text), *_PLAIN.finditer(text)), key=lambda m: m.start()):
         end = _balanced(text, m.end())
         bounds = " ".join(text[m.end() : end - 1].split())
         name = re.match(r"\s*([A-Za-z_]\w*)\s*\(", text[end:])
         if name is None:
-            raise RuntimeError(f"kernels/{file}: CUTOPK_KERNEL({bounds}) is not followed by a kernel name")
+            raise RuntimeError(f"{where}: __launch_bounds__({bounds}) is not followed by a kernel name")
         open_at = end + name.end()
         params = " ".join(expand(text[open_at : _balanced(text, open_at) - 1]).split())
-        template = tuple(tuple(p.rsplit(None, 1)) for p in _split_top_level(m["params"]))
-        names = tuple(
-            re.search(r"([A-Za-z_]\w*)\s*$", re.sub(r"\[[^\]]*\]", "", p))[1]
-            for p in _split_top_level(params)
+        template = (
+            tuple(tuple(p.rsplit(None, 1)) for p in _split_top_level(m["params"]))
+            if m.re is _DECLARATION
+            else ()
         )
+        names = tuple(_parameter(p)[0] for p in _split_top_level(params))
         found[name[1]] = _Declaration(template, bounds, params, names)
     return found
 
 
-def _entry(file: str, kernel: str, info: _dtypes.DtypeInfo, value: int | None) -> Entry:
+def _parameter(declaration: str) -> tuple[str, str]:
+    """A parameter's name and type: ``const T* __restrict__ in`` -> ``("in", "const T* __restrict__")``."""
+    text = re.sub(r"\[[^\]]*\]", "", declaration).strip()
+    name = re.search(r"([A-Za-z_]\w*)\s*$", text)
+    return name[1], " ".join(text[: name.start()].split())
+
+
+def signature(family: str, kernel: str) -> tuple[tuple[str, str], ...]:
+    """The parameters of ``kernel`` (a ``CUTOPK_KERNEL`` template's or a plain ``extern "C"``
+    kernel's) in ``kernels/<family>.cu``, in order, as (name, C type) with the file's object-like
+    macros expanded: what a launch's :class:`Params` must match."""
+    decl = _declarations(file_of(family)).get(kernel)
+    if decl is None:
+        raise KeyError(f"kernels/{file_of(family)} declares no kernel {kernel!r}")
+    return tuple(_parameter(p) for p in _split_top_level(decl.parameters))
+
+
+def signatures(source: str) -> dict[str, tuple[tuple[str, str], ...]]:
+    """:func:`signature` of every kernel declared in a kernel source text."""
+    return {
+        name: tuple(_parameter(p) for p in _split_top_level(d.parameters))
+        for name, d in _parse(source, "source").items()
+    }
+
+
+def _entry(family: str, kernel: str, info: _dtypes.DtypeInfo, value: int | None) -> Entry:
+    file = file_of(family)
     decl = _declarations(file).get(kernel)
     if decl is None:
         raise RuntimeError(f"kernels/{file} declares no CUTOPK_KERNEL {kernel}")
@@ -192,13 +259,15 @@ def _entry(file: str, kernel: str, info: _dtypes.DtypeInfo, value: int | None) -
         aliases.append(f"constexpr {kind} {param} = {value};")
         args.append(str(value))
     expression = f"{kernel}<{', '.join(args)}>"
-    space = f"cutopk_entry_{name}"
+    # Inside the family's namespace, so that the parameter list's types (KeyTraits, State) mean
+    # what they mean in the kernel file; the extern "C" name is global all the same.
+    space = f"cutopk::{family}::entry_{name}"
     template_args = ", ".join(p for _, p in decl.template)
     text = (
         f"namespace {space} {{\n{chr(10).join(aliases)}\n"
         f'extern "C" __global__ void __launch_bounds__({decl.bounds})\n'
         f"    {name}({decl.parameters}) {{\n"
-        f"  ::{kernel}<{template_args}>({', '.join(decl.names)});\n}}\n}}  // namespace {space}\n"
+        f"  ::cutopk::{family}::{kernel}<{template_args}>({', '.join(decl.names)});\n}}\n}}  // namespace {space}\n"
         f"using {space}::{name};\n"
     )
     return Entry(name, expression, text)
@@ -212,14 +281,14 @@ def entries(family: str, dtype_name: str) -> tuple[Entry, ...]:
     out = []
     for kernel in fam.kernels:
         for value in TEMPLATE_VALUES.get(kernel, (None,)):
-            out.append(_entry(fam.file, kernel, info, value))
+            out.append(_entry(family, kernel, info, value))
     return tuple(out)
 
 
 def module_source(family: str, dtype_names: tuple[str, ...]) -> str:
     """The source of ``family``'s module with the entry points of ``dtype_names`` (one element
     type for the launcher; every type at once for tools/check_kernels.py)."""
-    text = _inline(files_of(FAMILIES[family].file))
+    text = _inline(files_of(file_of(family)))
     generated = [e.text for d in dtype_names for e in entries(family, d)]
     header = "\n// ---- entry points (generated by cutopk/_kernel_source.py)\n"
     return text + header + "\n".join(generated)
@@ -234,8 +303,8 @@ def source(family: str, dtype_name: str) -> str:
 def all_files() -> list[str]:
     """Every kernel file, each after the files it includes."""
     order: list[str] = []
-    for fam in FAMILIES.values():
-        order += [f for f in files_of(fam.file) if f not in order]
+    for family in FAMILIES:
+        order += [f for f in files_of(file_of(family)) if f not in order]
     return order
 
 

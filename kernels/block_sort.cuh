@@ -3,10 +3,12 @@
 
 #include "key_traits.cuh"
 
+namespace cutopk {
+
 // A key or index from the lane `mask` away (lane ^ mask), through 32- or 64-bit shuffles (there
 // are none for 8- and 16-bit types).
 template <class V>
-__device__ __forceinline__ V cutopk_shfl_xor(V v, int mask) {
+__device__ __forceinline__ V shfl_xor(V v, int mask) {
   if constexpr (sizeof(V) == 8)
     return (V)__shfl_xor_sync(0xffffffffu, (unsigned long long)v, mask);
   else
@@ -21,8 +23,8 @@ __device__ __forceinline__ V cutopk_shfl_xor(V v, int mask) {
 // bit for bit. Every thread of the group (block, or warp with ONE_WARP) calls it with the same
 // arguments; the trip count is uniform, so the shuffles see all 32 lanes.
 template <bool BY_INDEX, class Key, class Index>
-__device__ __forceinline__ void cutopk_bitonic_warp_steps(Key* keys, Index* idx, int size, int first, int stride,
-                                                          int span_lo, int span_hi) {
+__device__ __forceinline__ void bitonic_warp_steps(Key* keys, Index* idx, int size, int first, int stride, int span_lo,
+                                                   int span_hi) {
   for (int round = 0; round < size; round += stride) {
     const int e = round + first;
     const bool live = e < size;  // size < 32: lanes past it only shuffle among themselves
@@ -30,13 +32,13 @@ __device__ __forceinline__ void cutopk_bitonic_warp_steps(Key* keys, Index* idx,
     Index id = live ? idx[e] : Index(0);
     for (int span = span_lo; span <= span_hi; span <<= 1) {
       for (int half = (span >> 1) < 16 ? (span >> 1) : 16; half > 0; half >>= 1) {
-        const Key ok = cutopk_shfl_xor(k, half);
-        const Index oi = cutopk_shfl_xor(id, half);
+        const Key ok = shfl_xor(k, half);
+        const Index oi = shfl_xor(id, half);
         const bool lower = (e & half) == 0;
         const bool want_lo_first = (e & span) == 0;
         // "hi before lo", the same in both lanes of the pair.
-        const bool hi_first = BY_INDEX ? (lower ? oi < id : id < oi)
-                                       : (lower ? cutopk_before(ok, oi, k, id) : cutopk_before(k, id, ok, oi));
+        const bool hi_first =
+            BY_INDEX ? (lower ? oi < id : id < oi) : (lower ? before(ok, oi, k, id) : before(k, id, ok, oi));
         if (hi_first == want_lo_first) {
           k = ok;
           id = oi;
@@ -56,15 +58,15 @@ __device__ __forceinline__ void cutopk_bitonic_warp_steps(Key* keys, Index* idx,
 // pairs are then that warp's); blockDim.x must be a multiple of 32. The pairs must be visible to
 // all callers on entry (a barrier after they were written); it ends with a barrier (__syncwarp
 // for one warp), so the result is visible to all of them. Strides >= 32 go through shared memory
-// with a barrier each, the strides below 32 of a span in registers (cutopk_bitonic_warp_steps)
+// with a barrier each, the strides below 32 of a span in registers (bitonic_warp_steps)
 // with one barrier after them: (log2(size) - 4) * (log2(size) - 3) / 2 barriers for size >= 32
 // instead of log2(size) * (log2(size) + 1) / 2 (55 instead of 105 for 16384 pairs).
 template <bool BY_INDEX, bool ONE_WARP = false, class Key, class Index>
-__device__ void cutopk_block_bitonic(Key* keys, Index* idx, int size) {
+__device__ void block_bitonic(Key* keys, Index* idx, int size) {
   const int first = ONE_WARP ? (int)(threadIdx.x & 31) : (int)threadIdx.x;
   const int stride = ONE_WARP ? 32 : (int)blockDim.x;
   // Spans 2 .. 32: a bitonic sort of each warp's 32 elements, all in registers.
-  cutopk_bitonic_warp_steps<BY_INDEX>(keys, idx, size, first, stride, 2, size < 32 ? size : 32);
+  bitonic_warp_steps<BY_INDEX>(keys, idx, size, first, stride, 2, size < 32 ? size : 32);
   if (ONE_WARP)
     __syncwarp();
   else
@@ -77,7 +79,7 @@ __device__ void cutopk_block_bitonic(Key* keys, Index* idx, int size) {
         const bool want_lo_first = (lo & span) == 0;  // the direction of this bitonic run
         const Key klo = keys[lo], khi = keys[hi];
         const Index ilo = idx[lo], ihi = idx[hi];
-        const bool hi_first = BY_INDEX ? (ihi < ilo) : cutopk_before(khi, ihi, klo, ilo);
+        const bool hi_first = BY_INDEX ? (ihi < ilo) : before(khi, ihi, klo, ilo);
         if (hi_first == want_lo_first) {
           keys[lo] = khi;
           keys[hi] = klo;
@@ -90,7 +92,7 @@ __device__ void cutopk_block_bitonic(Key* keys, Index* idx, int size) {
       else
         __syncthreads();
     }
-    cutopk_bitonic_warp_steps<BY_INDEX>(keys, idx, size, first, stride, span, span);
+    bitonic_warp_steps<BY_INDEX>(keys, idx, size, first, stride, span, span);
     if (ONE_WARP)
       __syncwarp();
     else
@@ -104,7 +106,7 @@ __device__ void cutopk_block_bitonic(Key* keys, Index* idx, int size) {
 // suffix scan over the lanes with shuffles), instead of one thread walking 256 bins serially.
 // The result is the same in every lane.
 template <class Count>
-__device__ __forceinline__ int cutopk_warp_find_bucket(const Count* hist, long long needed, long long* above) {
+__device__ __forceinline__ int warp_find_bucket(const Count* hist, long long needed, long long* above) {
   const unsigned FULL = 0xffffffffu;
   const int lane = threadIdx.x & 31;
   long long total = 0;
@@ -141,8 +143,10 @@ __device__ __forceinline__ int cutopk_warp_find_bucket(const Count* hist, long l
   return __shfl_sync(FULL, found, src);
 }
 
-__device__ __forceinline__ int cutopk_pow2_at_least(int n) {
+__device__ __forceinline__ int pow2_at_least(int n) {
   int p = 1;
   while (p < n) p <<= 1;
   return p;
 }
+
+}  // namespace cutopk

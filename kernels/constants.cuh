@@ -12,18 +12,18 @@
 #define CUTOPK_RADIX_THREADS 512
 #define CUTOPK_MULTIBLOCK_THREADS 256
 #define CUTOPK_KEYS_THREADS 256
-#define CUTOPK_TRANSPOSE_THREADS 256   // 8 warps over a 32 x 32 tile (transpose_rows.cu)
+#define CUTOPK_TRANSPOSE_THREADS 256   // 8 warps over a 32 x 32 tile (transpose.cu)
 #define CUTOPK_ORDER_TILE_THREADS 512  // order_tiles: at most one thread per compare-exchange pair of a tile
 #define CUTOPK_ORDER_MERGE_THREADS 256
 
 // warp_radix: one warp per row, WARP_RADIX_WARPS rows per block (WARP_RADIX_THREADS / 32, checked
-// in warp_radix_topk.cu); WARP_RADIX_CAP shared (key, index) pairs per warp, at least twice
+// in warp_radix.cu); WARP_RADIX_CAP shared (key, index) pairs per warp, at least twice
 // WARP_RADIX_MAX_K so that a bucket of K keys or more can still fit next to the winners above it.
 #define CUTOPK_WARP_RADIX_WARPS 8
 #define CUTOPK_WARP_RADIX_CAP 256
 #define CUTOPK_WARP_RADIX_MAX_K 128
 
-// multiblock: bytes of a row's state (sizeof(MbState), checked by a static_assert) and the keys
+// multiblock: bytes of a row's state (sizeof(multiblock::State), checked by a static_assert) and the keys
 // of mb_sample's evenly spaced sample of a row (a multiple of MULTIBLOCK_THREADS).
 #define CUTOPK_MULTIBLOCK_STATE_BYTES 72
 #define CUTOPK_MULTIBLOCK_SAMPLES 4096

@@ -1,6 +1,8 @@
 // Kernel bodies and their entry points.
 //
-// Each kernel is written once, as a template whose body is a __device__ function:
+// Each kernel is written once, as a template whose body is a __device__ function, in the file
+// and namespace of its family (kernels/warp_row.cu, namespace cutopk::warp_row; the shared
+// headers' helpers are in namespace cutopk):
 //
 //   template <class T, int ITEMS>
 //   CUTOPK_KERNEL(CUTOPK_WARP_ROW_THREADS)

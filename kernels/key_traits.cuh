@@ -18,13 +18,15 @@
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 
+namespace cutopk {
+
 template <class U, class T>
-__device__ __forceinline__ U cutopk_bits_of(const T& v) {
+__device__ __forceinline__ U bits_of(const T& v) {
   return *reinterpret_cast<const U*>(&v);
 }
 
 template <class Key, Key NAN_ABOVE>
-__device__ __forceinline__ Key cutopk_float_key(Key bits, bool largest, bool nan_first) {
+__device__ __forceinline__ Key float_key(Key bits, bool largest, bool nan_first) {
   const Key sign = static_cast<Key>(Key(1) << (sizeof(Key) * 8 - 1));
   if (static_cast<Key>(bits & static_cast<Key>(~sign)) > NAN_ABOVE)
     return nan_first ? static_cast<Key>(~Key(0)) : Key(0);
@@ -34,7 +36,7 @@ __device__ __forceinline__ Key cutopk_float_key(Key bits, bool largest, bool nan
 }
 
 template <class Key>
-__device__ __forceinline__ Key cutopk_int_key(Key bits, bool is_signed, bool largest) {
+__device__ __forceinline__ Key int_key(Key bits, bool is_signed, bool largest) {
   const Key sign = static_cast<Key>(Key(1) << (sizeof(Key) * 8 - 1));
   Key key = is_signed ? static_cast<Key>(bits ^ sign) : bits;
   return largest ? key : static_cast<Key>(~key);
@@ -48,10 +50,10 @@ struct KeyTraits;
   struct KeyTraits<T> {                                                             \
     typedef K Key;                                                                  \
     static __device__ __forceinline__ Key from_bits(Key bits, bool largest, bool) { \
-      return cutopk_int_key<K>(bits, SIGNED, largest);                              \
+      return int_key<K>(bits, SIGNED, largest);                                     \
     }                                                                               \
     static __device__ __forceinline__ Key to_key(T v, bool largest, bool n) {       \
-      return from_bits(cutopk_bits_of<K>(v), largest, n);                           \
+      return from_bits(bits_of<K>(v), largest, n);                                  \
     }                                                                               \
   };
 CUTOPK_INT_TRAITS(signed char, unsigned char, true)
@@ -69,10 +71,10 @@ CUTOPK_INT_TRAITS(unsigned long long, unsigned long long, false)
   struct KeyTraits<T> {                                                                       \
     typedef K Key;                                                                            \
     static __device__ __forceinline__ Key from_bits(Key bits, bool largest, bool nan_first) { \
-      return cutopk_float_key<K, NAN_ABOVE>(bits, largest, nan_first);                        \
+      return float_key<K, NAN_ABOVE>(bits, largest, nan_first);                               \
     }                                                                                         \
     static __device__ __forceinline__ Key to_key(T v, bool largest, bool nan_first) {         \
-      return from_bits(cutopk_bits_of<K>(v), largest, nan_first);                             \
+      return from_bits(bits_of<K>(v), largest, nan_first);                                    \
     }                                                                                         \
   };
 CUTOPK_FLOAT_TRAITS(__half, unsigned short, 0x7C00u)
@@ -84,7 +86,7 @@ CUTOPK_FLOAT_TRAITS(double, unsigned long long, 0x7FF0000000000000ull)
 // Selection order of two (key, index) pairs: larger key first, then lower index. With indices
 // unique this is a total order, so every sort below is deterministic.
 template <class Key, class Index>
-__device__ __forceinline__ bool cutopk_before(Key ka, Index ia, Key kb, Index ib) {
+__device__ __forceinline__ bool before(Key ka, Index ia, Key kb, Index ib) {
   return ka > kb || (ka == kb && ia < ib);
 }
 
@@ -92,9 +94,11 @@ __device__ __forceinline__ bool cutopk_before(Key ka, Index ia, Key kb, Index ib
 // (int64/uint64) indices, so no separate cast runs after the kernel. The front end has checked
 // that every index fits the type, so the low 32 bits are the int32 and the uint32 value alike.
 // `index_bytes` is the same for the whole launch: the branch never diverges.
-__device__ __forceinline__ void cutopk_store_index(void* out, long long at, unsigned long long i, int index_bytes) {
+__device__ __forceinline__ void store_index(void* out, long long at, unsigned long long i, int index_bytes) {
   if (index_bytes == 4)
     static_cast<unsigned*>(out)[at] = static_cast<unsigned>(i);
   else
     static_cast<unsigned long long*>(out)[at] = i;
 }
+
+}  // namespace cutopk

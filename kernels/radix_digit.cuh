@@ -13,9 +13,11 @@
 #include "key_traits.cuh"
 #include "block_sort.cuh"
 
+namespace cutopk {
+
 // Where the K-th key is known to lie: the keys whose bits at and above `shift` equal `prefix`.
 // `needed` of the winners are still to take from that bucket, which holds `bucket` keys.
-struct CutopkDigitState {
+struct DigitState {
   unsigned long long prefix;
   long long needed;
   unsigned long long bucket;
@@ -25,15 +27,14 @@ struct CutopkDigitState {
 // Whether `key` is still in the race on the digit at `shift`: on the top digit every key is;
 // below it, the key's bits above the digit must equal `prefix` (the digits found so far).
 template <class Key>
-__device__ __forceinline__ bool cutopk_in_race(Key key, int shift, unsigned long long prefix, bool top) {
+__device__ __forceinline__ bool in_race(Key key, int shift, unsigned long long prefix, bool top) {
   return top || static_cast<Key>(key >> (shift + 8)) == static_cast<Key>(prefix);
 }
 
 // Adds `key`'s digit at `shift` to hist when `counted`. With `aggregate` (the same in the whole
 // warp, and then every lane must call it) lanes with equal digits add once together.
 template <class Key>
-__device__ __forceinline__ void cutopk_count_digit(unsigned int* hist, Key key, bool counted, int shift,
-                                                   bool aggregate) {
+__device__ __forceinline__ void count_digit(unsigned int* hist, Key key, bool counted, int shift, bool aggregate) {
   const unsigned digit = static_cast<unsigned>(key >> shift) & 255u;
   if (aggregate) {
     if (!__any_sync(0xffffffffu, counted)) return;
@@ -49,13 +50,13 @@ __device__ __forceinline__ void cutopk_count_digit(unsigned int* hist, Key key, 
 // Counts the keys of one run of the row loader (row_loads.cuh) that are in the race.
 // `buffered`: the bits are keys already (a candidate buffer), else element bits of T.
 template <class T, class Run>
-__device__ __forceinline__ void cutopk_count_run(unsigned int* hist, const Run& run, bool buffered, bool largest,
-                                                 bool nan_first, int shift, unsigned long long prefix, bool top) {
+__device__ __forceinline__ void count_run(unsigned int* hist, const Run& run, bool buffered, bool largest,
+                                          bool nan_first, int shift, unsigned long long prefix, bool top) {
   typedef typename KeyTraits<T>::Key Key;
 #pragma unroll
   for (int e = 0; e < Run::SIZE; ++e) {
     const Key key = buffered ? run.bits[e] : KeyTraits<T>::from_bits(run.bits[e], largest, nan_first);
-    cutopk_count_digit<Key>(hist, key, e < run.count && cutopk_in_race<Key>(key, shift, prefix, top), shift, top);
+    count_digit<Key>(hist, key, e < run.count && in_race<Key>(key, shift, prefix, top), shift, top);
   }
 }
 
@@ -63,49 +64,53 @@ __device__ __forceinline__ void cutopk_count_run(unsigned int* hist, const Run& 
 // the keys above it are taken off `needed`. One whole warp calls it; every lane gets the same
 // result. The caller lowers `shift` when it goes on to the next digit.
 template <class Count>
-__device__ __forceinline__ void cutopk_digit_step(const Count* hist, CutopkDigitState* s) {
+__device__ __forceinline__ void digit_step(const Count* hist, DigitState* s) {
   long long above;
-  const int digit = cutopk_warp_find_bucket(hist, s->needed, &above);
+  const int digit = warp_find_bucket(hist, s->needed, &above);
   s->needed -= above;
   s->bucket = (unsigned long long)hist[digit];
   s->prefix = (s->prefix << 8) | (unsigned long long)digit;
 }
 
-// Exclusive prefix sum over the block of one count per thread, in thread order; every thread gets
-// its own prefix and the block's total. A warp scan with shuffles, then the warps' totals scanned
-// by warp 0 (in parallel, not by one thread). `warp_sums` holds 32 ints of shared memory.
-// Every thread must call it; blockDim.x must be a multiple of 32. It starts and ends with a
-// barrier, so `warp_sums` may be reused by the next call at once.
-__device__ __forceinline__ int cutopk_block_scan(int count, int* warp_sums, int* total) {
+// Exclusive prefix sum over the block of one count per thread, in thread order (the one block
+// scan of every kernel: radix's and multiblock's ordered compactions, multiblock's staging and
+// slice offsets): every thread gets its own prefix and, in `*total`, the block's total. A warp
+// scan with shuffles, then the warps' totals scanned by warp 0 (in parallel, not by one thread).
+// `scratch` holds 33 Counts of shared memory (a sum per warp, then the total). Every thread must
+// call it; blockDim.x must be a multiple of 32. It starts and ends with a barrier, so `scratch`
+// may be reused by the next call at once.
+template <class Count>
+__device__ __forceinline__ Count block_scan(Count count, Count* scratch, Count* total) {
   const unsigned FULL = 0xffffffffu;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-  int inclusive = count;
+  Count inclusive = count;
 #pragma unroll
   for (int offset = 1; offset < 32; offset <<= 1) {
-    const int other = __shfl_up_sync(FULL, inclusive, offset);
+    const Count other = __shfl_up_sync(FULL, inclusive, offset);
     if (lane >= offset) inclusive += other;
   }
-  __syncthreads();  // the previous call's readers are done with warp_sums
-  if (lane == 31) warp_sums[warp] = inclusive;
+  __syncthreads();  // the previous call's readers are done with scratch
+  if (lane == 31) scratch[warp] = inclusive;
   __syncthreads();
   if (warp == 0) {
-    const int mine = lane < warps ? warp_sums[lane] : 0;
-    int scan = mine;
+    const Count mine = lane < warps ? scratch[lane] : Count(0);
+    Count scan = mine;
 #pragma unroll
     for (int offset = 1; offset < 32; offset <<= 1) {
-      const int other = __shfl_up_sync(FULL, scan, offset);
+      const Count other = __shfl_up_sync(FULL, scan, offset);
       if (lane >= offset) scan += other;
     }
-    if (lane < warps) warp_sums[lane] = scan - mine;  // exclusive
-    if (lane == 31) *total = scan;
+    if (lane < warps) scratch[lane] = scan - mine;  // exclusive; each lane rewrites only its own
+    if (lane == 31) scratch[32] = scan;
   }
   __syncthreads();
-  return warp_sums[warp] + inclusive - count;
+  *total = scratch[32];
+  return scratch[warp] + inclusive - count;
 }
 
 // Exclusive prefix sum of one count per lane over the calling warp (all 32 lanes), and the
 // warp's total.
-__device__ __forceinline__ int cutopk_warp_scan(int count, int* total) {
+__device__ __forceinline__ int warp_scan(int count, int* total) {
   const unsigned FULL = 0xffffffffu;
   const int lane = threadIdx.x & 31;
   int inclusive = count;
@@ -121,9 +126,11 @@ __device__ __forceinline__ int cutopk_warp_scan(int count, int* total) {
 // Writes winner `j` of row `row` (k per row): its index, as 4 or 8 bytes, and its value re-read
 // from the input, so that the value's bits are the input's.
 template <class T>
-__device__ __forceinline__ void cutopk_write_winner(const T* __restrict__ base, long long col_stride,
-                                                    T* __restrict__ out_vals, void* __restrict__ out_idx,
-                                                    int index_bytes, long long at, unsigned long long index) {
-  cutopk_store_index(out_idx, at, index, index_bytes);
+__device__ __forceinline__ void write_winner(const T* __restrict__ base, long long col_stride, T* __restrict__ out_vals,
+                                             void* __restrict__ out_idx, int index_bytes, long long at,
+                                             unsigned long long index) {
+  store_index(out_idx, at, index, index_bytes);
   out_vals[at] = base[(long long)index * col_stride];
 }
+
+}  // namespace cutopk

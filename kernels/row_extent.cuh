@@ -16,15 +16,16 @@
 #include "constants.cuh"
 #include "key_traits.cuh"
 
-struct CutopkRowExtent {
+namespace cutopk {
+
+struct RowExtent {
   long long start;   // offset of the row's first element from the input pointer, in elements
   long long length;  // elements taking part, 0 <= length <= n
 };
 
-__device__ __forceinline__ CutopkRowExtent cutopk_row_extent(long long row, long long n, long long row_stride,
-                                                             long long col_stride,
-                                                             const long long* __restrict__ extents, int kind) {
-  CutopkRowExtent e;
+__device__ __forceinline__ RowExtent row_extent(long long row, long long n, long long row_stride, long long col_stride,
+                                                const long long* __restrict__ extents, int kind) {
+  RowExtent e;
   if (kind == CUTOPK_ROWS_SEGMENTS) {
     const long long first = extents[row];
     e.start = first * col_stride;
@@ -42,8 +43,10 @@ __device__ __forceinline__ CutopkRowExtent cutopk_row_extent(long long row, long
 // padding) and value 0 (all bits clear in every element type, written as the key-width integer
 // because __half and __nv_bfloat16 have no conversion from an integer on every toolkit).
 template <class T>
-__device__ __forceinline__ void cutopk_write_padding(T* __restrict__ out_vals, void* __restrict__ out_idx,
-                                                     int index_bytes, long long at) {
-  cutopk_store_index(out_idx, at, ~0ULL, index_bytes);
+__device__ __forceinline__ void write_padding(T* __restrict__ out_vals, void* __restrict__ out_idx, int index_bytes,
+                                              long long at) {
+  store_index(out_idx, at, ~0ULL, index_bytes);
   reinterpret_cast<typename KeyTraits<T>::Key*>(out_vals)[at] = 0;
 }
+
+}  // namespace cutopk

@@ -14,7 +14,7 @@
 //     than E each, are read one by one by the group's thread 0. The row itself must be aligned
 //     to its element size, as every array is.
 //   * strided: runs of E consecutive elements, E scalar loads in flight per thread.
-// The caller gets runs: `CutopkRun<Key, E>`, up to E consecutive
+// The caller gets runs: `Run<Key, E>`, up to E consecutive
 // elements of the row, `count` of them valid, the first at index `first`. Invariants the callers
 // rely on:
 //   - every thread of the group makes the same number of calls (runs with count 0 pad), so the
@@ -28,14 +28,16 @@
 #include "constants.cuh"
 #include "key_traits.cuh"
 
+namespace cutopk {
+
 // 16 bytes, the widest load a thread can issue; loaded as one instruction when aligned.
-struct __align__(16) CutopkVec16 {
+struct __align__(16) Vec16 {
   unsigned int w[4];
 };
 
 // Up to E consecutive elements' raw bits: bits[e] is element first + e, valid for e < count.
 template <class Key, int E>
-struct CutopkRun {
+struct Run {
   static const int SIZE = E;
   Key bits[E];
   long long first;
@@ -47,7 +49,7 @@ struct CutopkRun {
 
 // Element e of a 16-byte vector of Keys (little-endian, as the GPU and the simulator's hosts are).
 template <class Key>
-__device__ __forceinline__ Key cutopk_vec_element(const CutopkVec16& v, int e) {
+__device__ __forceinline__ Key vec_element(const Vec16& v, int e) {
   if (sizeof(Key) == 8) return static_cast<Key>((static_cast<unsigned long long>(v.w[2 * e + 1]) << 32) | v.w[2 * e]);
   const int per_word = sizeof(Key) >= 4 ? 1 : 4 / (int)sizeof(Key);  // Keys per 32-bit word
   return static_cast<Key>(v.w[e / per_word] >> (8 * sizeof(Key) * (e % per_word)));
@@ -55,8 +57,8 @@ __device__ __forceinline__ Key cutopk_vec_element(const CutopkVec16& v, int e) {
 
 // One of a thread's 16-byte vectors, chosen by a runtime index without indexing an array (which
 // would put the array in local memory).
-__device__ __forceinline__ CutopkVec16 cutopk_pick_vec(const CutopkVec16 (&v)[CUTOPK_STREAM_LOADS], int j) {
-  CutopkVec16 r = v[0];
+__device__ __forceinline__ Vec16 pick_vec(const Vec16 (&v)[CUTOPK_STREAM_LOADS], int j) {
+  Vec16 r = v[0];
 #pragma unroll
   for (int u = 1; u < CUTOPK_STREAM_LOADS; ++u)
     if (j == u) r = v[u];
@@ -71,8 +73,8 @@ __device__ __forceinline__ CutopkVec16 cutopk_pick_vec(const CutopkVec16 (&v)[CU
 // Steps: -1 the head, 0 .. tiles - 1 the tiles, `tiles` the tail (head and tail are empty on the
 // strided path, whose runs are E consecutive elements with E scalar loads in flight).
 template <class Key, class F>
-__device__ __forceinline__ void cutopk_stream_row(const Key* row, long long stride, long long begin, long long end,
-                                                  int rank, int group, F&& f) {
+__device__ __forceinline__ void stream_row(const Key* row, long long stride, long long begin, long long end, int rank,
+                                           int group, F&& f) {
   const int E = 16 / (int)sizeof(Key);
   const long long len = end - begin;
   if (len <= 0) return;
@@ -82,7 +84,7 @@ __device__ __forceinline__ void cutopk_stream_row(const Key* row, long long stri
   const long long head =
       contiguous ? min(len, (long long)(((16 - (reinterpret_cast<unsigned long long>(start) & 15)) & 15) / sizeof(Key)))
                  : 0;
-  const CutopkVec16* vecs = reinterpret_cast<const CutopkVec16*>(start + head);
+  const Vec16* vecs = reinterpret_cast<const Vec16*>(start + head);
   // Units of E elements after the head: whole vectors (contiguous) or runs of E (strided).
   const long long units = contiguous ? (len - head) / E : (len + E - 1) / E;
   const long long tail_first = contiguous ? head + units * E : len;  // the tail: [tail_first, len)
@@ -91,7 +93,7 @@ __device__ __forceinline__ void cutopk_stream_row(const Key* row, long long stri
   for (int t = -1; t <= tiles; ++t) {                          // an int counter: a 64-bit one made ptxas spill
     const bool edge = t < 0 || t == tiles;
     const long long tile = (long long)t * per_tile;
-    CutopkVec16 v[CUTOPK_STREAM_LOADS];
+    Vec16 v[CUTOPK_STREAM_LOADS];
     if (contiguous && !edge) {
 #pragma unroll
       for (int j = 0; j < CUTOPK_STREAM_LOADS; ++j) {  // every load of the tile first
@@ -101,7 +103,7 @@ __device__ __forceinline__ void cutopk_stream_row(const Key* row, long long stri
     }
 #pragma unroll 1
     for (int j = 0; j < (edge ? 1 : CUTOPK_STREAM_LOADS); ++j) {
-      CutopkRun<Key, 16 / sizeof(Key)> run;
+      Run<Key, 16 / sizeof(Key)> run;
       const long long at = tile + (long long)j * group + rank;
       if (edge) {  // read by thread 0 alone, one element at a time
         const long long from = t < 0 ? 0 : tail_first;
@@ -110,11 +112,11 @@ __device__ __forceinline__ void cutopk_stream_row(const Key* row, long long stri
 #pragma unroll
         for (int e = 0; e < E; ++e) run.bits[e] = e < run.count ? start[from + e] : Key(0);
       } else if (contiguous) {
-        const CutopkVec16 cur = cutopk_pick_vec(v, j);
+        const Vec16 cur = pick_vec(v, j);
         run.first = begin + head + at * E;
         run.count = at < units ? E : 0;
 #pragma unroll
-        for (int e = 0; e < E; ++e) run.bits[e] = cutopk_vec_element<Key>(cur, e);
+        for (int e = 0; e < E; ++e) run.bits[e] = vec_element<Key>(cur, e);
       } else {
         run.first = begin + at * E;
         run.count = at < units ? (int)min((long long)E, len - at * E) : 0;
@@ -128,6 +130,8 @@ __device__ __forceinline__ void cutopk_stream_row(const Key* row, long long stri
 
 // The raw bits of a row of T, as the loader reads them (same width as T's key).
 template <class T>
-__device__ __forceinline__ const typename KeyTraits<T>::Key* cutopk_row_bits(const T* row) {
+__device__ __forceinline__ const typename KeyTraits<T>::Key* row_bits(const T* row) {
   return reinterpret_cast<const typename KeyTraits<T>::Key*>(row);
 }
+
+}  // namespace cutopk

@@ -1,6 +1,6 @@
 """The multi-block select's per-row state as tests read it after a call (the one description of
-``MbState`` in kernels/multiblock_radix.cu on the test side; a static_assert there pins these
-offsets), and a recorder of the arrays each multi-block launch sequence makes."""
+``cutopk::multiblock::State`` in kernels/multiblock.cu on the test side; a static_assert there
+pins these offsets), and a recorder of the arrays each multi-block launch sequence makes."""
 
 from __future__ import annotations
 

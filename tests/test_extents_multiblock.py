@@ -1,4 +1,4 @@
-"""Row extents in the multiblock and sort families (kernels/multiblock_radix.cu, kernels/keys.cu):
+"""Row extents in the multiblock and sort families (kernels/multiblock.cu, kernels/sort.cu):
 focused edge cases beside tests/test_extents.py's matrix. Rows of length 0, 1, < k, = k and = n;
 rows shorter than one slice and rows whose length leaves whole blocks without elements; rows on
 the input and on the candidate buffer; the sampled threshold; K beyond the shared-memory

@@ -2,7 +2,7 @@
 of each CUDA wheel folder in ``CUTOPK_NVRTC_DIRS`` (``os.pathsep``-separated; make one with
 ``python tools/check_nvrtc.py --install DIR VERSION``) with no spill and no stack frame, and each
 kernel file compiles alone. Without such a folder those tests skip, with the reason; the checks
-of the check itself, and of MbState's layout check, need none."""
+of the check itself, and of the multiblock State's layout check, need none."""
 
 from __future__ import annotations
 
@@ -81,7 +81,7 @@ def test_every_kernel_file_is_checked_alone():
 
 
 def _mb_state_block(source: str) -> str:
-    # MbState, its enums and its layout checks: plain C++ from multiblock_radix.cu.
+    # multiblock::State, its enums and its layout checks: plain C++ from multiblock.cu.
     start = source.index("// Where a row's elements are read from.")
     return source[start : source.index("// mb_sample:", start)]
 
@@ -103,7 +103,7 @@ def test_mb_state_layout_check_catches_a_moved_field():
     # The layout check the test side's MB_STATE relies on, without offsetof: swapping two fields
     # of one size (no size or padding changes) or widening one must fail to compile.
     header = _kernel_constants.HEADER.read_text()
-    block = _mb_state_block((_gpu.kernel_dir() / "multiblock_radix.cu").read_text())
+    block = _mb_state_block((_gpu.kernel_dir() / "multiblock.cu").read_text())
     assert _syntax_check(header + block).returncode == 0, _syntax_check(header + block).stderr
     shift = re.search(r"\n  int shift; [^\n]*", block)[0]
     done = re.search(r"\n  int done; [^\n]*", block)[0]

@@ -36,9 +36,40 @@ STATIC = re.compile(
     + r")?"
     r"(?P<name>[A-Za-z_]\w*)\s*(?P<dims>(?:\[[^\];]+\]\s*)*);"
 )
-# __launch_bounds__'s arguments may hold one level of parentheses (sizeof(T) == 8 ? 4 : 3).
-_BOUNDS = r"(?:__launch_bounds__\s*\((?:[^()]|\([^()]*\))*\)\s*)?"
-KERNEL = re.compile(r"__global__\s+" + _BOUNDS + r"void\s+" + _BOUNDS + r"(?P<name>[A-Za-z_]\w*)\s*\(")
+_GLOBAL = re.compile(r"\b__global__\s+")
+_BOUNDS_OPEN = re.compile(r"__launch_bounds__\s*\(")
+_VOID = re.compile(r"void\s+")
+_NAME = re.compile(r"(?P<name>[A-Za-z_]\w*)\s*\(")
+_SPACE = re.compile(r"\s*")
+
+
+def _closing(text: str, at: int) -> int:
+    """The index just past the parenthesis that closes the one before ``at`` (or the end)."""
+    depth = 1
+    while at < len(text) and depth:
+        depth += {"(": 1, ")": -1}.get(text[at], 0)
+        at += 1
+    return at
+
+
+def kernels(text: str) -> list[tuple[str, int, int]]:
+    """Each ``__global__`` function of ``text``: its name, where its declaration starts, and the
+    index just past its parameter list's opening parenthesis. ``__launch_bounds__`` may come
+    before or after ``void``, span lines and nest parentheses to any depth
+    (``sizeof(T) == 8 ? (sizeof(T) > 4 ? 4 : 3) : 2``)."""
+    found = []
+    for g in _GLOBAL.finditer(text):
+        at, void = g.end(), False
+        while True:
+            if m := _BOUNDS_OPEN.match(text, at):
+                at = _SPACE.match(text, _closing(text, m.end())).end()
+            elif not void and (m := _VOID.match(text, at)):
+                at, void = m.end(), True
+            else:
+                break
+        if void and (m := _NAME.match(text, at)):
+            found.append((m["name"], g.start(), m.end()))
+    return found
 
 
 _NAMESPACE_OPENER = re.compile(r'(?:namespace(?:\s+[\w:]+)?|extern\s*"C(?:\+\+)?")\s*$')
@@ -151,11 +182,11 @@ def rewrite_shared(source: str) -> str:
 def plain_kernels(source: str) -> list[str]:
     """Names of the kernels that are not templates (those CuPy finds without name expressions)."""
     names = []
-    for m in KERNEL.finditer(source):
-        before = source[max(0, m.start() - 400) : m.start()]
+    for name, start, _ in kernels(source):
+        before = source[max(0, start - 400) : start]
         tail = re.split(r"[;}]", before)[-1]
-        if "template" not in tail and m["name"] not in names:
-            names.append(m["name"])
+        if "template" not in tail and name not in names:
+            names.append(name)
     return names
 
 
@@ -215,15 +246,12 @@ def kernel_parameter_names(source: str) -> dict[str, list[tuple[str, ...]]]:
         )
 
     found: dict[str, list[tuple[str, ...]]] = {}
-    for m in KERNEL.finditer(text):
-        depth, end = 1, m.end()
-        while end < len(text) and depth:
-            depth += {"(": 1, ")": -1}.get(text[end], 0)
-            end += 1
-        inner = expand(text[m.end() : end - 1]).strip()
+    for name, _, open_at in kernels(text):
+        end = _closing(text, open_at)
+        inner = expand(text[open_at : end - 1]).strip()
         names = () if inner in ("", "void") else tuple(_parameter_name(p) for p in _split_top_level(inner))
-        if names not in found.setdefault(m["name"], []):
-            found[m["name"]].append(names)
+        if names not in found.setdefault(name, []):
+            found[name].append(names)
     return found
 
 

@@ -19,7 +19,7 @@
 //    sorted by (key, index) and the first ones still needed join the winners: ties at the
 //    boundary go to lower indices exactly. If the bucket never got small (a huge run of one key
 //    at the K-th place), the last pass instead takes the first equal keys in index order with
-//    block prefix sums (cutopk_block_scan), never with atomics, which would reorder them.
+//    block prefix sums (block_scan), never with atomics, which would reorder them.
 // 4. The K winners are sorted into the requested order (bitonic) and written; values are
 //    re-read from the input at the winning indices.
 // Rows: regular, with lengths, or CSR segments (row_extent.cuh), read once per row; every step
@@ -30,7 +30,7 @@
 // shared memory (kp + cap) * (8 + sizeof(Key)) bytes, kp = K rounded up to a power of two (the
 // dispatcher keeps it within 48 KB); rows shorter than 2^32 (32-bit counters). Scratch: buf_cap * (sizeof(Key) + 4)
 // bytes per row (32-bit buffer indices: the dispatcher passes buf_cap = 0 for rows of 2^32 or more). Threads per block:
-// CUTOPK_RADIX_THREADS (a multiple of 32: cutopk_block_scan needs whole warps). Indices are 64-bit otherwise;
+// CUTOPK_RADIX_THREADS (a multiple of 32: block_scan needs whole warps). Indices are 64-bit otherwise;
 // the output takes them as 4 or 8 bytes (index_bytes).
 #include "constants.cuh"
 #include "key_traits.cuh"
@@ -40,29 +40,30 @@
 #include "radix_digit.cuh"
 #include "entry.cuh"
 
+namespace cutopk::radix {
+
 // 4. Orders a row's `count` winners (win_key, win_idx [0, count), count <= k) as asked (by_index:
 // by index, else by value), writes them as output positions 0 .. count - 1 of `row` and padding
-// (cutopk_write_padding) past them up to k. Every thread of the block calls it; the winners must
+// (write_padding) past them up to k. Every thread of the block calls it; the winners must
 // be visible to all of them (a barrier after they were written).
 template <class T, class Key>
-__device__ __forceinline__ void radix_write_row(Key* win_key, unsigned long long* win_idx, int count, int k, int kp,
-                                                int by_index, const T* base, long long col_stride,
-                                                T* __restrict__ out_vals, void* __restrict__ out_idx, int index_bytes,
-                                                long long row) {
+__device__ __forceinline__ void write_row(Key* win_key, unsigned long long* win_idx, int count, int k, int kp,
+                                          int by_index, const T* base, long long col_stride, T* __restrict__ out_vals,
+                                          void* __restrict__ out_idx, int index_bytes, long long row) {
   for (int i = count + threadIdx.x; i < kp; i += blockDim.x) {  // sorts after every winner in both orders
     win_key[i] = 0;
     win_idx[i] = ~0ull;
   }
   __syncthreads();
   if (by_index)
-    cutopk_block_bitonic<true>(win_key, win_idx, kp);
+    block_bitonic<true>(win_key, win_idx, kp);
   else
-    cutopk_block_bitonic<false>(win_key, win_idx, kp);
+    block_bitonic<false>(win_key, win_idx, kp);
   for (int j = threadIdx.x; j < k; j += blockDim.x) {
     if (j < count)
-      cutopk_write_winner(base, col_stride, out_vals, out_idx, index_bytes, row * k + j, win_idx[j]);
+      write_winner(base, col_stride, out_vals, out_idx, index_bytes, row * k + j, win_idx[j]);
     else
-      cutopk_write_padding(out_vals, out_idx, index_bytes, row * k + j);
+      write_padding(out_vals, out_idx, index_bytes, row * k + j);
   }
 }
 
@@ -77,38 +78,36 @@ radix_topk(const T* __restrict__ in, long long rows, long long n, long long row_
   typedef typename KeyTraits<T>::Key Key;
   typedef unsigned long long Index;
   const int KEY_BITS = 8 * sizeof(Key);
-  const int kp = cutopk_pow2_at_least(k);
-  extern __shared__ __align__(16) unsigned char cutopk_smem[];
-  Index* win_idx = reinterpret_cast<Index*>(cutopk_smem);
+  const int kp = pow2_at_least(k);
+  extern __shared__ __align__(16) unsigned char smem[];
+  Index* win_idx = reinterpret_cast<Index*>(smem);
   Index* cand_idx = win_idx + kp;
   Key* win_key = reinterpret_cast<Key*>(cand_idx + cap);
   Key* cand_key = win_key + kp;
   __shared__ unsigned int hist[256];
-  __shared__ CutopkDigitState s_state;  // shift: the digit being counted (lowered after each pass)
-  __shared__ long long s_len;           // elements in the current source
-  __shared__ int s_buffered;            // whether the source is the candidate buffer (else the row)
-  __shared__ int s_above;               // winners above the bucket placed so far (< K)
+  __shared__ DigitState s_state;  // shift: the digit being counted (lowered after each pass)
+  __shared__ long long s_len;     // elements in the current source
+  __shared__ int s_buffered;      // whether the source is the candidate buffer (else the row)
+  __shared__ int s_above;         // winners above the bucket placed so far (< K)
   __shared__ int s_cands;
-  __shared__ int s_warp[32];
-  __shared__ int s_total;
+  __shared__ int s_scan[33];  // block_scan's
 
   const long long row = blockIdx.x;
-  const CutopkRowExtent extent = cutopk_row_extent(row, n, row_stride, col_stride, extents, rows_kind);
+  const RowExtent extent = row_extent(row, n, row_stride, col_stride, extents, rows_kind);
   const T* base = in + extent.start;
   if (extent.length < k) {  // the same in the whole block
     // A row shorter than K: every element wins, in one read; then padding.
     const int count = (int)extent.length;
-    cutopk_stream_row(cutopk_row_bits(base), col_stride, 0, extent.length, threadIdx.x, blockDim.x,
-                      [&](const auto& run) {
+    stream_row(row_bits(base), col_stride, 0, extent.length, threadIdx.x, blockDim.x, [&](const auto& run) {
 #pragma unroll
-                        for (int e = 0; e < CUTOPK_RUN_SIZE(run); ++e)
-                          if (e < run.count) {
-                            win_key[run.first + e] = KeyTraits<T>::from_bits(run.bits[e], largest, nan_first);
-                            win_idx[run.first + e] = (Index)(run.first + e);
-                          }
-                      });
+      for (int e = 0; e < CUTOPK_RUN_SIZE(run); ++e)
+        if (e < run.count) {
+          win_key[run.first + e] = KeyTraits<T>::from_bits(run.bits[e], largest, nan_first);
+          win_idx[run.first + e] = (Index)(run.first + e);
+        }
+    });
     __syncthreads();
-    radix_write_row(win_key, win_idx, count, k, kp, by_index, base, col_stride, out_vals, out_idx, index_bytes, row);
+    write_row(win_key, win_idx, count, k, kp, by_index, base, col_stride, out_vals, out_idx, index_bytes, row);
     return;
   }
   Key* bkey = buf_key + row * buf_cap;
@@ -128,27 +127,27 @@ radix_topk(const T* __restrict__ in, long long rows, long long n, long long row_
   while (true) {
     for (int d = threadIdx.x; d < 256; d += blockDim.x) hist[d] = 0;
     __syncthreads();
-    const CutopkDigitState st = s_state;
+    const DigitState st = s_state;
     const bool buffered = s_buffered;
     const long long len = s_len;
     const bool top = st.shift + 8 >= KEY_BITS;
-    const Key* src = buffered ? bkey : cutopk_row_bits(base);
-    cutopk_stream_row(src, buffered ? 1 : col_stride, 0, len, threadIdx.x, blockDim.x, [&](const auto& run) {
-      cutopk_count_run<T>(hist, run, buffered, largest, nan_first, st.shift, st.prefix, top);
+    const Key* src = buffered ? bkey : row_bits(base);
+    stream_row(src, buffered ? 1 : col_stride, 0, len, threadIdx.x, blockDim.x, [&](const auto& run) {
+      count_run<T>(hist, run, buffered, largest, nan_first, st.shift, st.prefix, top);
     });
     __syncthreads();
     if (threadIdx.x < 32) {
-      CutopkDigitState s = st;
-      cutopk_digit_step(hist, &s);
+      DigitState s = st;
+      digit_step(hist, &s);
       if (threadIdx.x == 0) s_state = s;
     }
     __syncthreads();
-    const CutopkDigitState now = s_state;  // the same in every thread
+    const DigitState now = s_state;  // the same in every thread
     if (now.bucket <= (unsigned long long)cap || now.shift == 0) break;
     if (!buffered && now.bucket <= (unsigned long long)buf_cap) {
       // 2. Move the bucket to the buffer in index order; keys above it are winners.
       long long taken = 0;  // bucket keys moved so far: the same in every thread
-      cutopk_stream_row(cutopk_row_bits(base), col_stride, 0, len, threadIdx.x, blockDim.x, [&](const auto& run) {
+      stream_row(row_bits(base), col_stride, 0, len, threadIdx.x, blockDim.x, [&](const auto& run) {
         Key keys[CUTOPK_RUN_SIZE(run)];
         int members = 0;
 #pragma unroll
@@ -162,7 +161,8 @@ radix_topk(const T* __restrict__ in, long long rows, long long n, long long row_
           }
           members += e < run.count && digits == static_cast<Key>(now.prefix);
         }
-        long long at = taken + cutopk_block_scan(members, s_warp, &s_total);
+        int total;
+        long long at = taken + block_scan(members, s_scan, &total);
 #pragma unroll
         for (int e = 0; e < CUTOPK_RUN_SIZE(run); ++e)
           if (e < run.count && static_cast<Key>(keys[e] >> now.shift) == static_cast<Key>(now.prefix)) {
@@ -170,7 +170,7 @@ radix_topk(const T* __restrict__ in, long long rows, long long n, long long row_
             bidx[at] = (unsigned)(run.first + e);
             ++at;
           }
-        taken += s_total;
+        taken += total;
       });
       if (threadIdx.x == 0) {
         s_buffered = 1;
@@ -184,16 +184,16 @@ radix_topk(const T* __restrict__ in, long long rows, long long n, long long row_
 
   // 3. Compaction (from the row or the buffer). The shift was not lowered: the bucket is the
   // keys whose bits at and above `shift` equal `prefix`.
-  const CutopkDigitState fin = s_state;
+  const DigitState fin = s_state;
   const Key prefix = static_cast<Key>(fin.prefix);
   const bool buffered = s_buffered;
   const long long len = s_len;
   const int above = k - (int)fin.needed;
-  const Key* src = buffered ? bkey : cutopk_row_bits(base);
+  const Key* src = buffered ? bkey : row_bits(base);
   if (threadIdx.x == 0) s_cands = 0;
   __syncthreads();
   if (fin.bucket <= (unsigned long long)cap) {
-    cutopk_stream_row(src, buffered ? 1 : col_stride, 0, len, threadIdx.x, blockDim.x, [&](const auto& run) {
+    stream_row(src, buffered ? 1 : col_stride, 0, len, threadIdx.x, blockDim.x, [&](const auto& run) {
 #pragma unroll
       for (int e = 0; e < CUTOPK_RUN_SIZE(run); ++e) {
         const Key key = buffered ? run.bits[e] : KeyTraits<T>::from_bits(run.bits[e], largest, nan_first);
@@ -209,13 +209,13 @@ radix_topk(const T* __restrict__ in, long long rows, long long n, long long row_
     });
     __syncthreads();
     const int cands = s_cands;
-    const int padded = cutopk_pow2_at_least(cands);
+    const int padded = pow2_at_least(cands);
     for (int i = cands + threadIdx.x; i < padded; i += blockDim.x) {
       cand_key[i] = 0;
       cand_idx[i] = ~0ull;
     }
     __syncthreads();
-    cutopk_block_bitonic<false>(cand_key, cand_idx, padded);
+    block_bitonic<false>(cand_key, cand_idx, padded);
     for (int j = threadIdx.x; j < fin.needed; j += blockDim.x) {
       win_key[above + j] = cand_key[j];
       win_idx[above + j] = cand_idx[j];
@@ -224,7 +224,7 @@ radix_topk(const T* __restrict__ in, long long rows, long long n, long long row_
     // Every bit is resolved (shift == 0) and more than `cap` keys equal the K-th key: take the
     // first `needed` of them in index order (the buffer is in index order too).
     long long taken = 0;  // equal keys seen so far: the same in every thread
-    cutopk_stream_row(src, buffered ? 1 : col_stride, 0, len, threadIdx.x, blockDim.x, [&](const auto& run) {
+    stream_row(src, buffered ? 1 : col_stride, 0, len, threadIdx.x, blockDim.x, [&](const auto& run) {
       Key keys[CUTOPK_RUN_SIZE(run)];
       int ties = 0;
 #pragma unroll
@@ -238,7 +238,8 @@ radix_topk(const T* __restrict__ in, long long rows, long long n, long long row_
         }
         ties += e < run.count && keys[e] == prefix;
       }
-      long long position = taken + cutopk_block_scan(ties, s_warp, &s_total);
+      int total;
+      long long position = taken + block_scan(ties, s_scan, &total);
 #pragma unroll
       for (int e = 0; e < CUTOPK_RUN_SIZE(run); ++e)
         if (e < run.count && keys[e] == prefix) {
@@ -248,11 +249,13 @@ radix_topk(const T* __restrict__ in, long long rows, long long n, long long row_
           }
           ++position;
         }
-      taken += s_total;
+      taken += total;
     });
   }
   __syncthreads();
 
   // 4. Order the K winners and write them.
-  radix_write_row(win_key, win_idx, k, k, kp, by_index, base, col_stride, out_vals, out_idx, index_bytes, row);
+  write_row(win_key, win_idx, k, k, kp, by_index, base, col_stride, out_vals, out_idx, index_bytes, row);
 }
+
+}  // namespace cutopk::radix

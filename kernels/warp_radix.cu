@@ -33,20 +33,22 @@
 #include "radix_digit.cuh"
 #include "entry.cuh"
 
+namespace cutopk::warp_radix {
+
 static_assert(2 * CUTOPK_WARP_RADIX_MAX_K <= CUTOPK_WARP_RADIX_CAP, "a bucket of K keys must fit beside the winners");
 static_assert(CUTOPK_WARP_RADIX_WARPS * 32 == CUTOPK_WARP_RADIX_THREADS, "one warp per row");
 
 // Sorts the warp's first `count` pairs (by key and index, or by index) after padding them to a
 // power of two with pairs that sort last (the lowest key, the highest index).
 template <bool BY_INDEX, class Key>
-__device__ __forceinline__ void wr_sort(Key* keys, unsigned* idx, int count) {
-  const int size = cutopk_pow2_at_least(count);
+__device__ __forceinline__ void sort_pairs(Key* keys, unsigned* idx, int count) {
+  const int size = pow2_at_least(count);
   for (int j = count + (int)(threadIdx.x & 31); j < size; j += 32) {
     keys[j] = Key(0);
     idx[j] = 0xffffffffu;
   }
   __syncwarp();
-  cutopk_block_bitonic<BY_INDEX, true>(keys, idx, size);
+  block_bitonic<BY_INDEX, true>(keys, idx, size);
 }
 
 // Blocks per SM that the registers must allow: 2 (up to 128 registers) for 8-bit keys, which
@@ -73,16 +75,16 @@ warp_radix_topk(const T* __restrict__ in, long long rows, long long n, long long
   unsigned int* hist = hist_all[warp];
   Key* keys = key_all[warp];
   unsigned int* idx = idx_all[warp];
-  const CutopkRowExtent extent = cutopk_row_extent(row, n, row_stride, col_stride, extents, rows_kind);
+  const RowExtent extent = row_extent(row, n, row_stride, col_stride, extents, rows_kind);
   const T* base = in + extent.start;
   const int len = (int)extent.length;  // <= n < 2^31
-  const Key* bits = cutopk_row_bits(base);
+  const Key* bits = row_bits(base);
   // The winners: k, or every element of a row shorter than k (then padding follows them). A row
   // of length 0 (take 0) goes through the same steps with nothing counted or kept.
   const int take = min(k, len);
 
   // 1. Digit passes. The state is the same in every lane.
-  CutopkDigitState st;
+  DigitState st;
   st.prefix = 0;
   st.needed = take;
   st.bucket = 0;
@@ -91,11 +93,10 @@ warp_radix_topk(const T* __restrict__ in, long long rows, long long n, long long
     for (int d = lane; d < 256; d += 32) hist[d] = 0;
     __syncwarp();
     const bool top = st.shift + 8 >= KEY_BITS;
-    cutopk_stream_row(bits, col_stride, 0, len, lane, 32, [&](const auto& run) {
-      cutopk_count_run<T>(hist, run, false, largest, nan_first, st.shift, st.prefix, top);
-    });
+    stream_row(bits, col_stride, 0, len, lane, 32,
+               [&](const auto& run) { count_run<T>(hist, run, false, largest, nan_first, st.shift, st.prefix, top); });
     __syncwarp();
-    cutopk_digit_step(hist, &st);
+    digit_step(hist, &st);
     if ((unsigned long long)(take - st.needed) + st.bucket <= CUTOPK_WARP_RADIX_CAP || st.shift == 0) break;
     st.shift -= 8;
     __syncwarp();  // every lane has read the histogram before it is cleared
@@ -107,7 +108,7 @@ warp_radix_topk(const T* __restrict__ in, long long rows, long long n, long long
   const int above_count = take - needed;
   const bool fits = (unsigned long long)above_count + st.bucket <= CUTOPK_WARP_RADIX_CAP;
   int taken = 0, members = 0;  // the same in every lane
-  cutopk_stream_row(bits, col_stride, 0, len, lane, 32, [&](const auto& run) {
+  stream_row(bits, col_stride, 0, len, lane, 32, [&](const auto& run) {
     Key run_keys[CUTOPK_RUN_SIZE(run)];
     unsigned wins = 0, ties = 0;  // bit e: element e of the run is a winner, a bucket key
 #pragma unroll
@@ -118,8 +119,8 @@ warp_radix_topk(const T* __restrict__ in, long long rows, long long n, long long
       ties |= (unsigned)(e < run.count && digits == prefix) << e;
     }
     int wins_total, ties_total;
-    int at = taken + cutopk_warp_scan(__popc(wins), &wins_total);
-    int rank = members + cutopk_warp_scan(__popc(ties), &ties_total);
+    int at = taken + warp_scan(__popc(wins), &wins_total);
+    int rank = members + warp_scan(__popc(ties), &ties_total);
 #pragma unroll
     for (int e = 0; e < CUTOPK_RUN_SIZE(run); ++e) {
       if ((wins >> e) & 1u) {
@@ -141,12 +142,14 @@ warp_radix_topk(const T* __restrict__ in, long long rows, long long n, long long
   __syncwarp();
 
   // 3. Order: the winners first, by (key, index); then padding, for a row shorter than k.
-  wr_sort<false>(keys, idx, fits ? above_count + (int)st.bucket : take);
-  if (by_index) wr_sort<true>(keys, idx, take);
+  sort_pairs<false>(keys, idx, fits ? above_count + (int)st.bucket : take);
+  if (by_index) sort_pairs<true>(keys, idx, take);
   for (int j = lane; j < k; j += 32) {
     if (j < take)
-      cutopk_write_winner(base, col_stride, out_vals, out_idx, index_bytes, row * k + j, (unsigned long long)idx[j]);
+      write_winner(base, col_stride, out_vals, out_idx, index_bytes, row * k + j, (unsigned long long)idx[j]);
     else
-      cutopk_write_padding(out_vals, out_idx, index_bytes, row * k + j);
+      write_padding(out_vals, out_idx, index_bytes, row * k + j);
   }
 }
+
+}  // namespace cutopk::warp_radix

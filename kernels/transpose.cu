@@ -11,6 +11,8 @@
 #include "constants.cuh"
 #include "entry.cuh"
 
+namespace cutopk::transpose {
+
 template <class T>
 CUTOPK_KERNEL(CUTOPK_TRANSPOSE_THREADS)
 transpose_rows(const T* __restrict__ in, long long rows, long long n, long long row_stride, long long col_stride,
@@ -41,3 +43,5 @@ transpose_rows(const T* __restrict__ in, long long rows, long long n, long long 
     __syncthreads();  // the tile is written again by the next iteration
   }
 }
+
+}  // namespace cutopk::transpose

@@ -19,10 +19,11 @@
 #include "block_sort.cuh"
 #include "entry.cuh"
 
+namespace cutopk::order {
+
 template <class Key>
-__device__ __forceinline__ bool cutopk_order_before(Key ka, unsigned long long ia, Key kb, unsigned long long ib,
-                                                    int by_index) {
-  return by_index ? ia < ib : cutopk_before(ka, ia, kb, ib);
+__device__ __forceinline__ bool precedes(Key ka, unsigned long long ia, Key kb, unsigned long long ib, int by_index) {
+  return by_index ? ia < ib : before(ka, ia, kb, ib);
 }
 
 template <class T>
@@ -32,8 +33,8 @@ order_tiles(const typename KeyTraits<T>::Key* __restrict__ src_key, const long l
             long long* __restrict__ dst_idx) {
   typedef typename KeyTraits<T>::Key Key;
   typedef unsigned long long Index;
-  extern __shared__ __align__(16) unsigned char cutopk_smem[];
-  Index* idx = reinterpret_cast<Index*>(cutopk_smem);
+  extern __shared__ __align__(16) unsigned char smem[];
+  Index* idx = reinterpret_cast<Index*>(smem);
   Key* keys = reinterpret_cast<Key*>(idx + tile);
   const long long tiles = (len + tile - 1) / tile;
   // Blocks stride over (row, tile); the trip count is the same for every thread of a block.
@@ -49,9 +50,9 @@ order_tiles(const typename KeyTraits<T>::Key* __restrict__ src_key, const long l
     }
     __syncthreads();
     if (by_index)
-      cutopk_block_bitonic<true>(keys, idx, tile);
+      block_bitonic<true>(keys, idx, tile);
     else
-      cutopk_block_bitonic<false>(keys, idx, tile);
+      block_bitonic<false>(keys, idx, tile);
     for (int j = threadIdx.x; j < count; j += blockDim.x) {
       dst_key[at + j] = keys[j];
       dst_idx[at + j] = (long long)idx[j];
@@ -81,7 +82,7 @@ order_merge(const typename KeyTraits<T>::Key* __restrict__ src_key, const long l
     const long long* pi = src_idx + row * len;
     while (lo < hi) {  // the partner's pairs that come before this one
       const long long mid = lo + ((hi - lo) >> 1);
-      if (cutopk_order_before(pk[mid], (unsigned long long)pi[mid], key, id, by_index))
+      if (precedes(pk[mid], (unsigned long long)pi[mid], key, id, by_index))
         lo = mid + 1;
       else
         hi = mid;
@@ -92,3 +93,5 @@ order_merge(const typename KeyTraits<T>::Key* __restrict__ src_key, const long l
     dst_idx[to] = (long long)id;
   }
 }
+
+}  // namespace cutopk::order

@@ -1,6 +1,6 @@
 // Preference keys of every element, for the sort path (a reference path, forced only): the
 // launcher orders each row's (key, index) pairs with order_tiles and order_merge
-// (order_topk.cu; ties by lower index), then gathers the values of the first K.
+// (order.cu; ties by lower index), then gathers the values of the first K.
 // Rows: regular, with lengths, or CSR segments (row_extent.cuh). A row planned n long whose
 // length L is shorter gets key 0 (no key is less preferred) at positions L..n-1, read from
 // nowhere: ties go to the lower index, so they sort after every real key, and gather_values
@@ -13,6 +13,8 @@
 #include "row_extent.cuh"
 #include "entry.cuh"
 
+namespace cutopk::sort {
+
 template <class T>
 CUTOPK_KERNEL(CUTOPK_KEYS_THREADS)
 compute_keys(const T* __restrict__ in, long long rows, long long n, long long row_stride, long long col_stride,
@@ -23,7 +25,7 @@ compute_keys(const T* __restrict__ in, long long rows, long long n, long long ro
   for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < total;
        t += (long long)gridDim.x * blockDim.x) {
     const long long r = t / n, i = t - r * n;
-    const CutopkRowExtent e = cutopk_row_extent(r, n, row_stride, col_stride, extents, rows_kind);
+    const RowExtent e = row_extent(r, n, row_stride, col_stride, extents, rows_kind);
     out[t] = i < e.length ? KeyTraits<T>::to_key(in[e.start + i * col_stride], largest, nan_first) : Key(0);
   }
 }
@@ -40,11 +42,13 @@ gather_values(const T* __restrict__ in, long long rows, long long n, long long r
   for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < total;
        t += (long long)gridDim.x * blockDim.x) {
     const long long r = t / k;
-    const CutopkRowExtent e = cutopk_row_extent(r, n, row_stride, col_stride, extents, rows_kind);
+    const RowExtent e = row_extent(r, n, row_stride, col_stride, extents, rows_kind);
     const long long i = idx[t];
     if (i < e.length)
       out[t] = in[e.start + i * col_stride];
     else
-      cutopk_write_padding(out, (void*)idx, 8, t);
+      write_padding(out, (void*)idx, 8, t);
   }
 }
+
+}  // namespace cutopk::sort

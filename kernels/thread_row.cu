@@ -20,16 +20,18 @@
 #include "radix_digit.cuh"
 #include "entry.cuh"
 
+namespace cutopk::thread_row {
+
 // Carries a new element (the highest index so far) down the sorted list of the best KMAX, with
 // compare-exchanges at static positions (the list stays in registers). The selection order,
 // index included: a new element stays behind kept equal keys, and a kept element pushed down by
 // a better one goes back in front of later equal keys (the simulator's NaN tests caught the
 // key-only version). -1: an empty slot, worse than any element.
 template <class Key, int KMAX>
-__device__ __forceinline__ void thread_row_insert(Key (&keys)[KMAX], int (&idx)[KMAX], Key carry_key, int carry_idx) {
+__device__ __forceinline__ void insert(Key (&keys)[KMAX], int (&idx)[KMAX], Key carry_key, int carry_idx) {
 #pragma unroll
   for (int s = 0; s < KMAX; ++s) {
-    if (carry_idx >= 0 && (idx[s] < 0 || cutopk_before(carry_key, carry_idx, keys[s], idx[s]))) {
+    if (carry_idx >= 0 && (idx[s] < 0 || before(carry_key, carry_idx, keys[s], idx[s]))) {
       const Key tk = keys[s];
       const int ti = idx[s];
       keys[s] = carry_key;
@@ -48,7 +50,7 @@ thread_row_topk(const T* __restrict__ in, long long rows, long long n, long long
   typedef typename KeyTraits<T>::Key Key;
   const long long row = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   if (row >= rows) return;
-  const CutopkRowExtent extent = cutopk_row_extent(row, n, row_stride, col_stride, extents, rows_kind);
+  const RowExtent extent = row_extent(row, n, row_stride, col_stride, extents, rows_kind);
   const T* base = in + extent.start;
   const int len = (int)extent.length;  // <= n < 2^31
   Key keys[KMAX];
@@ -65,10 +67,9 @@ thread_row_topk(const T* __restrict__ in, long long rows, long long n, long long
 #pragma unroll
     for (int u = 0; u < 4; ++u) v[u] = base[(long long)(j + u) * col_stride];
 #pragma unroll
-    for (int u = 0; u < 4; ++u) thread_row_insert(keys, idx, KeyTraits<T>::to_key(v[u], largest, nan_first), j + u);
+    for (int u = 0; u < 4; ++u) insert(keys, idx, KeyTraits<T>::to_key(v[u], largest, nan_first), j + u);
   }
-  for (; j < len; ++j)
-    thread_row_insert(keys, idx, KeyTraits<T>::to_key(base[(long long)j * col_stride], largest, nan_first), j);
+  for (; j < len; ++j) insert(keys, idx, KeyTraits<T>::to_key(base[(long long)j * col_stride], largest, nan_first), j);
   // The slots that hold an element: min(k, len); the empty ones (-1) are the last, the worst.
   const int filled = min(k, len);
   if (by_index) {
@@ -89,8 +90,10 @@ thread_row_topk(const T* __restrict__ in, long long rows, long long n, long long
 #pragma unroll
   for (int s = 0; s < KMAX; ++s) {
     if (s < filled)
-      cutopk_write_winner(base, col_stride, out_vals, out_idx, index_bytes, row * k + s, (unsigned long long)idx[s]);
+      write_winner(base, col_stride, out_vals, out_idx, index_bytes, row * k + s, (unsigned long long)idx[s]);
     else if (s < k)
-      cutopk_write_padding(out_vals, out_idx, index_bytes, row * k + s);
+      write_padding(out_vals, out_idx, index_bytes, row * k + s);
   }
 }
+
+}  // namespace cutopk::thread_row

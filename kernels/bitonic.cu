@@ -7,7 +7,7 @@
 // index. Values are re-read from the input at the winning indices, so their bits are the
 // input's own; indices are written as 4 or 8 bytes (index_bytes, the output's index dtype).
 // Loads: four per thread in flight before any key transform; a contiguous row with 16-byte
-// vector loads (bitonic_load_row). The sort's strides below 32 run in registers by shuffles.
+// vector loads (load_row). The sort's strides below 32 run in registers by shuffles.
 // Rows: regular, with lengths, or CSR segments (row_extent.cuh): only the row's first `length`
 // elements are loaded (from the row's own start, which sets the vector loads' head); the rest of
 // the `size` pairs are padding, which sorts after every element, so a row shorter than K leaves
@@ -23,12 +23,14 @@
 #include "radix_digit.cuh"
 #include "entry.cuh"
 
+namespace cutopk::bitonic {
+
 // Pairs [lo, hi) of the row into shared memory, elements past n as padding: each thread issues
 // its loads for four positions before it transforms any of them.
 template <class T>
-__device__ __forceinline__ void bitonic_load_scalar(const T* __restrict__ base, long long n, long long col_stride,
-                                                    int lo, int hi, bool largest, bool nan_first,
-                                                    typename KeyTraits<T>::Key* keys, unsigned* idx) {
+__device__ __forceinline__ void load_scalar(const T* __restrict__ base, long long n, long long col_stride, int lo,
+                                            int hi, bool largest, bool nan_first, typename KeyTraits<T>::Key* keys,
+                                            unsigned* idx) {
   typedef typename KeyTraits<T>::Key Key;
   const int stride = blockDim.x;
   for (int i0 = lo + threadIdx.x; i0 < hi; i0 += 4 * stride) {
@@ -52,14 +54,14 @@ __device__ __forceinline__ void bitonic_load_scalar(const T* __restrict__ base, 
 // The whole row as (key, index) pairs in shared memory, padded to `size`. A contiguous row whose
 // start is aligned to its element size is read with 16-byte vector loads, two per thread in
 // flight, from its first 16-byte boundary; the elements before it, the tail after the last whole
-// vector and the padding go through bitonic_load_scalar, as does every strided row.
+// vector and the padding go through load_scalar, as does every strided row.
 template <class T>
-__device__ __forceinline__ void bitonic_load_row(const T* __restrict__ base, long long n, long long col_stride,
-                                                 int size, bool largest, bool nan_first,
-                                                 typename KeyTraits<T>::Key* keys, unsigned* idx) {
+__device__ __forceinline__ void load_row(const T* __restrict__ base, long long n, long long col_stride, int size,
+                                         bool largest, bool nan_first, typename KeyTraits<T>::Key* keys,
+                                         unsigned* idx) {
   const unsigned long long addr = (unsigned long long)(size_t)base;
   if (col_stride != 1 || addr % sizeof(T) != 0) {
-    bitonic_load_scalar(base, n, col_stride, 0, size, largest, nan_first, keys, idx);
+    load_scalar(base, n, col_stride, 0, size, largest, nan_first, keys, idx);
     return;
   }
   constexpr int VEC = 16 / sizeof(T);
@@ -86,8 +88,8 @@ __device__ __forceinline__ void bitonic_load_row(const T* __restrict__ base, lon
       }
     }
   }
-  bitonic_load_scalar(base, n, 1, 0, head, largest, nan_first, keys, idx);
-  bitonic_load_scalar(base, n, 1, end, size, largest, nan_first, keys, idx);
+  load_scalar(base, n, 1, 0, head, largest, nan_first, keys, idx);
+  load_scalar(base, n, 1, end, size, largest, nan_first, keys, idx);
 }
 
 template <class T>
@@ -96,26 +98,28 @@ bitonic_topk(const T* __restrict__ in, long long rows, long long n, long long ro
              const long long* __restrict__ extents, int rows_kind, int k, int largest, int nan_first, int by_index,
              int size, T* __restrict__ out_vals, void* __restrict__ out_idx, int index_bytes) {
   typedef typename KeyTraits<T>::Key Key;
-  extern __shared__ __align__(16) unsigned char cutopk_smem[];
-  unsigned* idx = reinterpret_cast<unsigned*>(cutopk_smem);
+  extern __shared__ __align__(16) unsigned char smem[];
+  unsigned* idx = reinterpret_cast<unsigned*>(smem);
   Key* keys = reinterpret_cast<Key*>(idx + size);
   const long long row = blockIdx.x;
-  const CutopkRowExtent extent = cutopk_row_extent(row, n, row_stride, col_stride, extents, rows_kind);
+  const RowExtent extent = row_extent(row, n, row_stride, col_stride, extents, rows_kind);
   const T* base = in + extent.start;
-  bitonic_load_row(base, extent.length, col_stride, size, largest, nan_first, keys, idx);
+  load_row(base, extent.length, col_stride, size, largest, nan_first, keys, idx);
   __syncthreads();
-  cutopk_block_bitonic<false>(keys, idx, size);
+  block_bitonic<false>(keys, idx, size);
   if (by_index) {
-    const int padded = cutopk_pow2_at_least(k);
+    const int padded = pow2_at_least(k);
     for (int i = k + threadIdx.x; i < padded; i += blockDim.x) idx[i] = 0xffffffffu;
     __syncthreads();
-    cutopk_block_bitonic<true>(keys, idx, padded);
+    block_bitonic<true>(keys, idx, padded);
   }
   const int take = (int)min((long long)k, extent.length);  // the winners; padding after them
   for (int j = threadIdx.x; j < k; j += blockDim.x) {
     if (j < take)
-      cutopk_write_winner(base, col_stride, out_vals, out_idx, index_bytes, row * k + j, (unsigned long long)idx[j]);
+      write_winner(base, col_stride, out_vals, out_idx, index_bytes, row * k + j, (unsigned long long)idx[j]);
     else
-      cutopk_write_padding(out_vals, out_idx, index_bytes, row * k + j);
+      write_padding(out_vals, out_idx, index_bytes, row * k + j);
   }
 }
+
+}  // namespace cutopk::bitonic

@@ -20,6 +20,8 @@
 #include "radix_digit.cuh"
 #include "entry.cuh"
 
+namespace cutopk::warp_row {
+
 template <class T, int ITEMS>
 CUTOPK_KERNEL(CUTOPK_WARP_ROW_THREADS)
 warp_row_topk(const T* __restrict__ in, long long rows, long long n, long long row_stride, long long col_stride,
@@ -29,7 +31,7 @@ warp_row_topk(const T* __restrict__ in, long long rows, long long n, long long r
   const int lane = threadIdx.x & 31;
   const long long row = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
   if (row >= rows) return;  // the whole warp leaves together: `row` is the same for its lanes
-  const CutopkRowExtent extent = cutopk_row_extent(row, n, row_stride, col_stride, extents, rows_kind);
+  const RowExtent extent = row_extent(row, n, row_stride, col_stride, extents, rows_kind);
   const T* base = in + extent.start;
   const int len = (int)extent.length;  // <= n <= 32 * ITEMS
   const Key* bits = reinterpret_cast<const Key*>(base);
@@ -66,7 +68,7 @@ warp_row_topk(const T* __restrict__ in, long long rows, long long n, long long r
     for (int offset = 16; offset > 0; offset >>= 1) {
       const Key other = __shfl_xor_sync(0xffffffffu, best, offset);
       const int other_idx = __shfl_xor_sync(0xffffffffu, best_idx, offset);
-      if (other_idx != 0x7fffffff && (best_idx == 0x7fffffff || cutopk_before(other, other_idx, best, best_idx))) {
+      if (other_idx != 0x7fffffff && (best_idx == 0x7fffffff || before(other, other_idx, best, best_idx))) {
         best = other;
         best_idx = other_idx;
       }
@@ -84,7 +86,9 @@ warp_row_topk(const T* __restrict__ in, long long rows, long long n, long long r
     }
   }
   if (lane < k && mine == 0x7fffffff)
-    cutopk_write_padding(out_vals, out_idx, index_bytes, row * k + position);
+    write_padding(out_vals, out_idx, index_bytes, row * k + position);
   else if (lane < k)
-    cutopk_write_winner(base, col_stride, out_vals, out_idx, index_bytes, row * k + position, (unsigned long long)mine);
+    write_winner(base, col_stride, out_vals, out_idx, index_bytes, row * k + position, (unsigned long long)mine);
 }
+
+}  // namespace cutopk::warp_row

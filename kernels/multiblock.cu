@@ -36,7 +36,7 @@
 //                 fit shared memory; else order_tiles and order_merge sort them and
 //                 gather_values reads the values)
 // Rows: regular, with lengths, or CSR segments (row_extent.cuh): every kernel that reads the
-// input takes the row's start and length from cutopk_row_extent, once per block, and never reads
+// input takes the row's start and length from row_extent, once per block, and never reads
 // past the length; slices past it are empty. A row of length L < K has L winners (`k_row` in its
 // state): mb_collect fills the last K - L winner slots with padding pairs (key 0, index n + j, so
 // that they sort after every real pair in either order and stay distinct for order_merge), and
@@ -58,68 +58,69 @@
 #include "radix_digit.cuh"
 #include "entry.cuh"
 
+namespace cutopk::multiblock {
+
 // Where a row's elements are read from.
-enum MbSource : int { MB_ON_INPUT = 0, MB_ON_CANDIDATES = 1 };
+enum Source : int { ON_INPUT = 0, ON_CANDIDATES = 1 };
 // What mb_move does for a row (set by pass 1's mb_select).
-enum MbMove : int { MB_MOVE_NONE = 0, MB_MOVE_SQUEEZE_STAGED = 1, MB_MOVE_COPY_BUCKET = 2 };
+enum Move : int { MOVE_NONE = 0, MOVE_SQUEEZE_STAGED = 1, MOVE_COPY_BUCKET = 2 };
 
 // A row's selection state in global memory, carried from launch to launch. Invariant: the K-th
 // key of the row lies among the keys whose bits above `shift + 8` (at and above `shift` once
 // the row is done) equal `prefix`; `needed` winners are still to take from those, the others
 // (`k_row - needed`) are keys above them. The field offsets are read by tests/test_kernels.py
 // and tests/test_extents_multiblock.py (MB_STATE): keep them.
-struct MbState {
+struct State {
   unsigned long long prefix;     // the digits found so far
   long long needed;              // winners still to take from the bucket
   unsigned long long bucket;     // keys in the bucket
   int shift;                     // the digit the next pass counts (lowered only for rows that go on)
   int done;                      // the bucket is final: no more digit passes
   long long above;               // winners above the bucket placed so far (a cursor, < K)
-  MbSource source;               // where the row's elements are
-  MbMove move;                   // mb_move's work for this row, after pass 1
-  long long cand_count;          // candidates in the buffer (source == MB_ON_CANDIDATES)
+  Source source;                 // where the row's elements are
+  Move move;                     // mb_move's work for this row, after pass 1
+  long long cand_count;          // candidates in the buffer (source == ON_CANDIDATES)
   unsigned long long threshold;  // mb_sample's key: pass 1 stages the keys that reach it
   int staging;                   // pass 1 stages keys (set by mb_sample, cleared by pass 1's select)
   int k_row;                     // the row's winners: min(K, its length); the rest is padding
 };
-static_assert(sizeof(MbState) == CUTOPK_MULTIBLOCK_STATE_BYTES,
-              "MULTIBLOCK_STATE_BYTES in cutopk/_kernel_constants.py");
-// MbState's layout, pinned without offsetof (NVRTC before 13.5 has none, not even as
+static_assert(sizeof(State) == CUTOPK_MULTIBLOCK_STATE_BYTES, "MULTIBLOCK_STATE_BYTES in cutopk/_kernel_constants.py");
+// State's layout, pinned without offsetof (NVRTC before 13.5 has none, not even as
 // __builtin_offsetof): the fields lie in the order written here (aggregate initialization fills
 // them in declaration order) and without padding (the size is the sum of the fields'), so field
 // number `field` lies at the sum of the sizes before it.
-constexpr bool mb_state_in_order() {
-  MbState s = {0, 1, 2, 3, 4, 5, MbSource(6), MbMove(7), 8, 9, 10, 11};
+constexpr bool state_in_order() {
+  State s = {0, 1, 2, 3, 4, 5, Source(6), Move(7), 8, 9, 10, 11};
   return s.prefix == 0 && s.needed == 1 && s.bucket == 2 && s.shift == 3 && s.done == 4 && s.above == 5 &&
          s.source == 6 && s.move == 7 && s.cand_count == 8 && s.threshold == 9 && s.staging == 10 && s.k_row == 11;
 }
-constexpr int mb_state_offset(int field) {
-  const int size[] = {sizeof(MbState::prefix),    sizeof(MbState::needed),  sizeof(MbState::bucket),
-                      sizeof(MbState::shift),     sizeof(MbState::done),    sizeof(MbState::above),
-                      sizeof(MbState::source),    sizeof(MbState::move),    sizeof(MbState::cand_count),
-                      sizeof(MbState::threshold), sizeof(MbState::staging), sizeof(MbState::k_row)};
+constexpr int state_offset(int field) {
+  const int size[] = {sizeof(State::prefix),    sizeof(State::needed),  sizeof(State::bucket),
+                      sizeof(State::shift),     sizeof(State::done),    sizeof(State::above),
+                      sizeof(State::source),    sizeof(State::move),    sizeof(State::cand_count),
+                      sizeof(State::threshold), sizeof(State::staging), sizeof(State::k_row)};
   int at = 0;
   for (int i = 0; i < field; ++i) at += size[i];
   return at;
 }
-static_assert(mb_state_in_order() && mb_state_offset(12) == sizeof(MbState), "MbState: fields in order, no padding");
-static_assert(mb_state_offset(4) == 28 && mb_state_offset(6) == 40 && mb_state_offset(8) == 48 &&
-                  mb_state_offset(9) == 56 && mb_state_offset(10) == 64 && mb_state_offset(11) == 68,
+static_assert(state_in_order() && state_offset(12) == sizeof(State), "State: fields in order, no padding");
+static_assert(state_offset(4) == 28 && state_offset(6) == 40 && state_offset(8) == 48 && state_offset(9) == 56 &&
+                  state_offset(10) == 64 && state_offset(11) == 68,
               "MB_STATE in tests/multiblock_state.py");
 // mb_sample: every thread issues all its sample loads at once (one memory round trip per row,
 // not one per load), whole rounds of the block.
-#define MB_SAMPLE_LOADS (CUTOPK_MULTIBLOCK_SAMPLES / CUTOPK_MULTIBLOCK_THREADS)
-static_assert(CUTOPK_MULTIBLOCK_SAMPLES % CUTOPK_MULTIBLOCK_THREADS == 0 && MB_SAMPLE_LOADS >= CUTOPK_STREAM_LOADS,
+constexpr int SAMPLE_LOADS = CUTOPK_MULTIBLOCK_SAMPLES / CUTOPK_MULTIBLOCK_THREADS;
+static_assert(CUTOPK_MULTIBLOCK_SAMPLES % CUTOPK_MULTIBLOCK_THREADS == 0 && SAMPLE_LOADS >= CUTOPK_STREAM_LOADS,
               "mb_sample reads whole rounds of its sample, several loads in flight");
 
-#define MB_PART_ROUND 512  // a warp part of pass 1 is a whole number of these (elements)
+constexpr int PART_ROUND = 512;  // a warp part of pass 1 is a whole number of these (elements)
 
 // One row's elements, wherever they are: the strided input (key computed, index = position) or
 // the candidate buffer (key and index stored, in index order). One code path for both, with the
 // source a runtime flag (the same for the whole block): two inlined copies of a streaming pass in
 // one kernel made ptxas spill.
 template <class T>
-struct MbRow {
+struct Row {
   typedef typename KeyTraits<T>::Key Key;
   const Key* bits;  // what the loader reads: the input's bits, or the candidates' keys
   long long stride;
@@ -135,14 +136,14 @@ struct MbRow {
 
 // The row's extent (row_extent.cuh) is read here, once per block.
 template <class T>
-__device__ __forceinline__ MbRow<T> mb_row(const T* in, long long n, long long row_stride, long long col_stride,
-                                           const long long* extents, int rows_kind, int largest, int nan_first,
-                                           const typename KeyTraits<T>::Key* cand_key, const long long* cand_idx,
-                                           long long cap, const MbState& s, long long row) {
-  MbRow<T> r;
-  r.from_cand = s.source == MB_ON_CANDIDATES;
-  const CutopkRowExtent e = cutopk_row_extent(row, n, row_stride, col_stride, extents, rows_kind);
-  r.bits = r.from_cand ? cand_key + row * cap : cutopk_row_bits(in + e.start);
+__device__ __forceinline__ Row<T> row_of(const T* in, long long n, long long row_stride, long long col_stride,
+                                         const long long* extents, int rows_kind, int largest, int nan_first,
+                                         const typename KeyTraits<T>::Key* cand_key, const long long* cand_idx,
+                                         long long cap, const State& s, long long row) {
+  Row<T> r;
+  r.from_cand = s.source == ON_CANDIDATES;
+  const RowExtent e = row_extent(row, n, row_stride, col_stride, extents, rows_kind);
+  r.bits = r.from_cand ? cand_key + row * cap : row_bits(in + e.start);
   r.stride = r.from_cand ? 1 : col_stride;
   r.largest = largest;
   r.nan_first = nan_first;
@@ -157,20 +158,20 @@ __device__ __forceinline__ MbRow<T> mb_row(const T* in, long long n, long long r
       const long long *__restrict__ extents, int rows_kind, int largest, int nan_first, long long slice, \
       long long cap, const typename KeyTraits<T>::Key *__restrict__ cand_key, const long long *__restrict__ cand_idx
 #define MB_ROW(s, row) \
-  mb_row<T>(in, n, row_stride, col_stride, extents, rows_kind, largest, nan_first, cand_key, cand_idx, cap, s, row)
+  row_of<T>(in, n, row_stride, col_stride, extents, rows_kind, largest, nan_first, cand_key, cand_idx, cap, s, row)
 
 // A row's state before pass 1: prefix 0, shift at the top digit, needed = k_row (its winners:
 // min(K, its length)), on the input. A row with no element is done at once (all padding).
-__device__ __forceinline__ MbState mb_initial_state(int k_row, int key_bits) {
-  MbState s;
+__device__ __forceinline__ State initial_state(int k_row, int key_bits) {
+  State s;
   s.prefix = 0;
   s.needed = k_row;
   s.bucket = 0;
   s.shift = key_bits - 8;
   s.done = k_row == 0;
   s.above = 0;
-  s.source = MB_ON_INPUT;
-  s.move = MB_MOVE_NONE;
+  s.source = ON_INPUT;
+  s.move = MOVE_NONE;
   s.cand_count = 0;
   s.threshold = 0;
   s.staging = 0;
@@ -179,58 +180,26 @@ __device__ __forceinline__ MbState mb_initial_state(int k_row, int key_bits) {
 }
 
 // A row's winners: K, or its length when shorter (the rest of its K outputs are padding).
-__device__ __forceinline__ int mb_row_winners(long long row, long long n, const long long* extents, int rows_kind,
-                                              int k) {
-  return (int)min((long long)k, cutopk_row_extent(row, n, 0, 0, extents, rows_kind).length);
+__device__ __forceinline__ int row_winners(long long row, long long n, const long long* extents, int rows_kind, int k) {
+  return (int)min((long long)k, row_extent(row, n, 0, 0, extents, rows_kind).length);
 }
 
 // The rows' initial states and zeroed histograms (mb_sample does both when it runs).
 extern "C" __global__ void __launch_bounds__(CUTOPK_MULTIBLOCK_THREADS)
-    mb_init(MbState* __restrict__ state, unsigned long long* __restrict__ hist, long long rows, long long n,
+    mb_init(State* __restrict__ state, unsigned long long* __restrict__ hist, long long rows, long long n,
             const long long* __restrict__ extents, int rows_kind, int k, int key_bits) {
   const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-  if (t < rows) state[t] = mb_initial_state(mb_row_winners(t, n, extents, rows_kind, k), key_bits);
+  if (t < rows) state[t] = initial_state(row_winners(t, n, extents, rows_kind, k), key_bits);
   if (t < rows * 256) hist[t] = 0;
 }
 
-// Exclusive prefix sum over the block of one value per thread; every thread gets its own prefix
-// and the total. Uses `sums` (33 entries of shared memory) and ends behind a barrier.
-__device__ __forceinline__ long long mb_block_exclusive_sum(long long v, long long* sums, long long& total) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-  long long inclusive = v;
-#pragma unroll
-  for (int offset = 1; offset < 32; offset <<= 1) {
-    const long long other = __shfl_up_sync(0xffffffffu, inclusive, offset);
-    if (lane >= offset) inclusive += other;
-  }
-  if (lane == 31) sums[warp] = inclusive;
-  __syncthreads();
-  if (warp == 0) {  // the warps' totals, scanned by one warp in parallel
-    const long long mine = lane < warps ? sums[lane] : 0;
-    long long scan = mine;
-#pragma unroll
-    for (int offset = 1; offset < 32; offset <<= 1) {
-      const long long other = __shfl_up_sync(0xffffffffu, scan, offset);
-      if (lane >= offset) scan += other;
-    }
-    __syncwarp();  // every lane has read sums before any rewrites it
-    if (lane < warps) sums[lane] = scan - mine;
-    if (lane == 31) sums[warps] = scan;
-  }
-  __syncthreads();
-  const long long prefix = sums[warp] + inclusive - v;
-  total = sums[warps];
-  __syncthreads();  // sums is reused by the next call
-  return prefix;
-}
-
-// A warp's part of its block's slice in pass 1, [wbegin, wend): whole rounds of MB_PART_ROUND
+// A warp's part of its block's slice in pass 1, [wbegin, wend): whole rounds of PART_ROUND
 // keys, contiguous, so that its staged keys come in index order (mb_histogram and
 // mb_sample must agree on it). `len`: the row's length; the slices past it are empty.
-__device__ __forceinline__ void mb_warp_part(long long len, long long slice, long long block, int warp, int warps,
-                                             long long* wbegin, long long* wend) {
+__device__ __forceinline__ void warp_part(long long len, long long slice, long long block, int warp, int warps,
+                                          long long* wbegin, long long* wend) {
   const long long begin = block * slice, end = min(len, begin + slice);
-  const long long round = MB_PART_ROUND;
+  const long long round = PART_ROUND;
   const long long part = ((max(0LL, end - begin) + warps - 1) / warps + round - 1) / round * round;
   *wbegin = min(end, begin + warp * part);
   *wend = min(end, *wbegin + part);
@@ -240,10 +209,10 @@ __device__ __forceinline__ void mb_warp_part(long long len, long long slice, lon
 // `per_hit` for each sample that reached the threshold (hits_before: their prefix counts) whose
 // interval [j * len / S, (j + 1) * len / S) meets the part, i.e. samples j0 - 1 .. j1 - 1 with j0 and
 // j1 the first samples at or after the part's ends. An empty part gets none.
-__device__ __forceinline__ long long mb_part_room(long long len, long long slice, int g, int warps, long long room,
-                                                  long long per_hit, const unsigned short* hits_before) {
+__device__ __forceinline__ long long part_room(long long len, long long slice, int g, int warps, long long room,
+                                               long long per_hit, const unsigned short* hits_before) {
   long long wbegin, wend;
-  mb_warp_part(len, slice, g / warps, g % warps, warps, &wbegin, &wend);
+  warp_part(len, slice, g / warps, g % warps, warps, &wbegin, &wend);
   if (wbegin >= wend) return 0;
   const long long j0 = min((long long)CUTOPK_MULTIBLOCK_SAMPLES, (wbegin * CUTOPK_MULTIBLOCK_SAMPLES + len - 1) / len);
   const long long j1 = min((long long)CUTOPK_MULTIBLOCK_SAMPLES, (wend * CUTOPK_MULTIBLOCK_SAMPLES + len - 1) / len);
@@ -264,17 +233,17 @@ __device__ __forceinline__ long long mb_part_room(long long len, long long slice
 // them at 80 registers and spilled.
 template <class T>
 CUTOPK_KERNEL(CUTOPK_MULTIBLOCK_THREADS, 2)
-mb_histogram(MB_PARAMS, long long cand_slice, const MbState* __restrict__ state, unsigned long long* __restrict__ hist,
+mb_histogram(MB_PARAMS, long long cand_slice, const State* __restrict__ state, unsigned long long* __restrict__ hist,
              unsigned int* __restrict__ slice_hist, MB_STAGE_PARAMS) {
   const int KEY_BITS = 8 * sizeof(typename KeyTraits<T>::Key);
   const long long row = blockIdx.y;
-  const MbState s = state[row];
+  const State s = state[row];
   // The same for the whole block: it exits before any barrier.
   if (s.done) return;
   __shared__ unsigned int counts[256];
   for (int d = threadIdx.x; d < 256; d += blockDim.x) counts[d] = 0;
   __syncthreads();
-  const MbRow<T> r = MB_ROW(s, row);
+  const Row<T> r = MB_ROW(s, row);
   if (r.from_cand) slice = cand_slice;
   typedef typename KeyTraits<T>::Key Key;
   const bool top = s.shift + 8 >= KEY_BITS;
@@ -286,7 +255,7 @@ mb_histogram(MB_PARAMS, long long cand_slice, const MbState* __restrict__ state,
   // lane), so that its staged keys are in index order with warp scans and no block barrier.
   const int warps = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   long long wbegin, wend;
-  mb_warp_part(r.length, slice, blockIdx.x, warp, warps, &wbegin, &wend);
+  warp_part(r.length, slice, blockIdx.x, warp, warps, &wbegin, &wend);
   const long long wslot = slot * warps + warp;  // the warp's staging segment
   long long wstart = 0, wroom = 0;
   if (staging) {
@@ -295,20 +264,19 @@ mb_histogram(MB_PARAMS, long long cand_slice, const MbState* __restrict__ state,
     wroom = starts[1] - starts[0];
   }
   int staged = 0;  // keys of this warp's part that reach the threshold (may exceed wroom; < 2^31)
-  cutopk_stream_row(r.bits, r.stride, wbegin, wend, lane, 32, [&](const auto& run) {
+  stream_row(r.bits, r.stride, wbegin, wend, lane, 32, [&](const auto& run) {
     Key keys[CUTOPK_RUN_SIZE(run)];
     unsigned picks = 0;  // bit e: element e of the run reaches the threshold
 #pragma unroll
     for (int e = 0; e < CUTOPK_RUN_SIZE(run); ++e) {
       keys[e] = r.key(run.bits[e]);
       const bool valid = e < run.count;
-      cutopk_count_digit<Key>(counts, keys[e], valid && cutopk_in_race<Key>(keys[e], s.shift, s.prefix, top), s.shift,
-                              top);
+      count_digit<Key>(counts, keys[e], valid && in_race<Key>(keys[e], s.shift, s.prefix, top), s.shift, top);
       picks |= (unsigned)(valid && keys[e] >= threshold) << e;
     }
     if (staging) {
       int total;
-      int at = staged + cutopk_warp_scan(__popc(picks), &total);
+      int at = staged + warp_scan(__popc(picks), &total);
 #pragma unroll
       for (int e = 0; e < CUTOPK_RUN_SIZE(run); ++e)
         if ((picks >> e) & 1u) {
@@ -340,35 +308,35 @@ template <class T>
 CUTOPK_KERNEL(CUTOPK_MULTIBLOCK_THREADS, 2)
 mb_sample(const T* __restrict__ in, long long n, long long row_stride, long long col_stride,
           const long long* __restrict__ extents, int rows_kind, int largest, int nan_first, int rank, int k,
-          MbState* __restrict__ state, unsigned long long* __restrict__ hist, long long slice, int blocks_per_row,
+          State* __restrict__ state, unsigned long long* __restrict__ hist, long long slice, int blocks_per_row,
           int warps, long long room, long long per_hit, long long* __restrict__ stage_start, long long stage_total) {
   typedef typename KeyTraits<T>::Key Key;
   const int KEY_BITS = 8 * sizeof(Key);
   __shared__ Key keys[CUTOPK_MULTIBLOCK_SAMPLES];
   __shared__ unsigned int counts[256];
-  __shared__ CutopkDigitState s_state;
+  __shared__ DigitState s_state;
   __shared__ unsigned short hits_before[CUTOPK_MULTIBLOCK_SAMPLES + 1];  // samples that reach the threshold
   __shared__ long long sums[33];
   const long long row = blockIdx.x;
-  const CutopkRowExtent extent = cutopk_row_extent(row, n, row_stride, col_stride, extents, rows_kind);
+  const RowExtent extent = row_extent(row, n, row_stride, col_stride, extents, rows_kind);
   const long long len = extent.length;
   for (int d = threadIdx.x; d < 256; d += blockDim.x) hist[row * 256 + d] = 0;
   if (len == 0) {  // the same for the whole block: it leaves before any barrier
-    if (threadIdx.x == 0) state[row] = mb_initial_state(0, KEY_BITS);
+    if (threadIdx.x == 0) state[row] = initial_state(0, KEY_BITS);
     return;
   }
-  const Key* bits = cutopk_row_bits(in + extent.start);
-  // MB_SAMPLE_LOADS loads in flight per thread, transformed after (launched with
+  const Key* bits = row_bits(in + extent.start);
+  // SAMPLE_LOADS loads in flight per thread, transformed after (launched with
   // CUTOPK_MULTIBLOCK_THREADS threads: one round; the guard keeps any block size exact).
-  for (int j0 = threadIdx.x; j0 < CUTOPK_MULTIBLOCK_SAMPLES; j0 += MB_SAMPLE_LOADS * blockDim.x) {
-    Key raw[MB_SAMPLE_LOADS];
+  for (int j0 = threadIdx.x; j0 < CUTOPK_MULTIBLOCK_SAMPLES; j0 += SAMPLE_LOADS * blockDim.x) {
+    Key raw[SAMPLE_LOADS];
 #pragma unroll
-    for (int u = 0; u < MB_SAMPLE_LOADS; ++u) {
+    for (int u = 0; u < SAMPLE_LOADS; ++u) {
       const long long j = j0 + u * (long long)blockDim.x;
       raw[u] = j < CUTOPK_MULTIBLOCK_SAMPLES ? bits[j * len / CUTOPK_MULTIBLOCK_SAMPLES * col_stride] : Key(0);
     }
 #pragma unroll
-    for (int u = 0; u < MB_SAMPLE_LOADS; ++u) {
+    for (int u = 0; u < SAMPLE_LOADS; ++u) {
       const long long j = j0 + u * (long long)blockDim.x;
       if (j < CUTOPK_MULTIBLOCK_SAMPLES) keys[j] = KeyTraits<T>::from_bits(raw[u], largest, nan_first);
     }
@@ -388,11 +356,11 @@ mb_sample(const T* __restrict__ in, long long n, long long row_stride, long long
     // A whole number of rounds per thread (the sample is a multiple of the block size), so
     // every lane of a warp reaches the histogram's warp votes together.
     for (int j = threadIdx.x; j < CUTOPK_MULTIBLOCK_SAMPLES; j += blockDim.x)
-      cutopk_count_digit<Key>(counts, keys[j], cutopk_in_race<Key>(keys[j], shift, prefix, top), shift, top);
+      count_digit<Key>(counts, keys[j], in_race<Key>(keys[j], shift, prefix, top), shift, top);
     __syncthreads();
     if (threadIdx.x < 32) {
-      CutopkDigitState st = s_state;
-      cutopk_digit_step(counts, &st);
+      DigitState st = s_state;
+      digit_step(counts, &st);
       __syncwarp();  // every lane has read s_state
       if (threadIdx.x == 0) s_state = st;
     }
@@ -400,7 +368,7 @@ mb_sample(const T* __restrict__ in, long long n, long long row_stride, long long
   }
   const Key prefix = static_cast<Key>(s_state.prefix);  // the threshold key (every bit resolved)
   if (threadIdx.x == 0) {
-    MbState s = mb_initial_state((int)min((long long)k, len), KEY_BITS);
+    State s = initial_state((int)min((long long)k, len), KEY_BITS);
     s.threshold = prefix;
     s.staging = 1;
     state[row] = s;
@@ -415,7 +383,7 @@ mb_sample(const T* __restrict__ in, long long n, long long row_stride, long long
       CUTOPK_MULTIBLOCK_SAMPLES / blockDim.x;  // a whole number: CUTOPK_MULTIBLOCK_SAMPLES is a multiple of it
   long long local = 0, total;
   for (int j = threadIdx.x * per; j < (threadIdx.x + 1) * per; ++j) local += keys[j] >= prefix;
-  long long before = mb_block_exclusive_sum(local, sums, total);
+  long long before = block_scan(local, sums, &total);
   for (int j = threadIdx.x * per; j < (threadIdx.x + 1) * per; ++j) {
     hits_before[j] = (unsigned short)before;
     before += keys[j] >= prefix;
@@ -426,12 +394,12 @@ mb_sample(const T* __restrict__ in, long long n, long long row_stride, long long
   const int per_thread = (parts + blockDim.x - 1) / blockDim.x;
   const int g0 = min(parts, (int)threadIdx.x * per_thread), g1 = min(parts, g0 + per_thread);
   local = 0;
-  for (int g = g0; g < g1; ++g) local += mb_part_room(len, slice, g, warps, room, per_hit, hits_before);
-  long long start = mb_block_exclusive_sum(local, sums, total);
+  for (int g = g0; g < g1; ++g) local += part_room(len, slice, g, warps, room, per_hit, hits_before);
+  long long start = block_scan(local, sums, &total);
   long long* starts = stage_start + row * (parts + 1);
   for (int g = g0; g < g1; ++g) {
     starts[g] = min(start, stage_total);
-    start += mb_part_room(len, slice, g, warps, room, per_hit, hits_before);
+    start += part_room(len, slice, g, warps, room, per_hit, hits_before);
   }
   if (threadIdx.x == 0) starts[parts] = min(total, stage_total);
 }
@@ -445,7 +413,7 @@ mb_sample(const T* __restrict__ in, long long n, long long row_stride, long long
 // mb_move and mb_collect use. The slices are shared out to the threads in contiguous runs and
 // summed with a block scan: a serial loop over hundreds of slices would wait on each load.
 extern "C" __global__ void __launch_bounds__(CUTOPK_MULTIBLOCK_THREADS)
-    mb_select(MbState* __restrict__ state, unsigned long long* __restrict__ hist,
+    mb_select(State* __restrict__ state, unsigned long long* __restrict__ hist,
               const unsigned int* __restrict__ slice_hist, long long* __restrict__ slice_offset, int blocks_per_row,
               const long long* __restrict__ stage_count, int warps, long long cap, int key_bits) {
   __shared__ long long sums[33];
@@ -457,15 +425,15 @@ extern "C" __global__ void __launch_bounds__(CUTOPK_MULTIBLOCK_THREADS)
   if (done) return;
   unsigned long long* h = hist + row * 256;
   if (threadIdx.x < 32) {  // one warp finds the bucket (suffix scan with shuffles)
-    MbState s = state[row];
-    CutopkDigitState d;
+    State s = state[row];
+    DigitState d;
     d.prefix = s.prefix;
     d.needed = s.needed;
     d.bucket = s.bucket;
     d.shift = s.shift;
-    cutopk_digit_step(h, &d);
+    digit_step(h, &d);
     if (threadIdx.x == 0) {
-      const bool top_digit = s.shift == key_bits - 8 && s.source == MB_ON_INPUT;  // pass 1, over the input
+      const bool top_digit = s.shift == key_bits - 8 && s.source == ON_INPUT;  // pass 1, over the input
       s.needed = d.needed;
       s.bucket = d.bucket;
       s.prefix = d.prefix;
@@ -476,11 +444,11 @@ extern "C" __global__ void __launch_bounds__(CUTOPK_MULTIBLOCK_THREADS)
         s.shift -= 8;
       // After pass 1, a bucket that fits the candidate buffer moves there (mb_move copies it);
       // the next passes read the buffer.
-      s.move = MB_MOVE_NONE;
+      s.move = MOVE_NONE;
       if (top_digit && !s.done && (long long)s.bucket <= cap) {
-        s.source = MB_ON_CANDIDATES;
+        s.source = ON_CANDIDATES;
         s.cand_count = (long long)s.bucket;
-        s.move = MB_MOVE_COPY_BUCKET;
+        s.move = MOVE_COPY_BUCKET;
       }
       state[row] = s;
     }
@@ -503,7 +471,7 @@ extern "C" __global__ void __launch_bounds__(CUTOPK_MULTIBLOCK_THREADS)
     long long local = 0;
     for (int b = b0; b < b1; ++b)
       for (int w = 0; w < warps; ++w) local += counts[b * warps + w];
-    long long running = mb_block_exclusive_sum(local, sums, total);
+    long long running = block_scan(local, sums, &total);
     restart = total >= k_row && total <= cap;
     if (restart)
       for (int b = b0; b < b1; ++b) {
@@ -512,10 +480,10 @@ extern "C" __global__ void __launch_bounds__(CUTOPK_MULTIBLOCK_THREADS)
       }
     if (threadIdx.x == 0) {  // every thread read `staging` and `digit` before the scan's barriers
       if (restart) {         // the selection starts over on the staged keys, which hold the K winners
-        MbState t = mb_initial_state(k_row, key_bits);
-        t.source = MB_ON_CANDIDATES;
+        State t = initial_state(k_row, key_bits);
+        t.source = ON_CANDIDATES;
         t.cand_count = total;
-        t.move = MB_MOVE_SQUEEZE_STAGED;
+        t.move = MOVE_SQUEEZE_STAGED;
         state[row] = t;
       } else {
         state[row].staging = 0;
@@ -526,7 +494,7 @@ extern "C" __global__ void __launch_bounds__(CUTOPK_MULTIBLOCK_THREADS)
     const unsigned int* bins = slice_hist + row * blocks_per_row * 256 + digit;
     long long local = 0;
     for (int b = b0; b < b1; ++b) local += bins[b * 256];
-    long long running = mb_block_exclusive_sum(local, sums, total);
+    long long running = block_scan(local, sums, &total);
     for (int b = b0; b < b1; ++b) {
       row_offset[b] = running;
       running += bins[b * 256];
@@ -537,7 +505,7 @@ extern "C" __global__ void __launch_bounds__(CUTOPK_MULTIBLOCK_THREADS)
 // How far to shift a key to compare it with the row's bucket prefix: mb_select lowers `shift`
 // only for rows that go on, so a row still selecting has its bucket at `key >> (shift + 8)`,
 // and a done row at `key >> shift`.
-__device__ __forceinline__ int mb_bucket_shift(const MbState& s) {
+__device__ __forceinline__ int bucket_shift(const State& s) {
   return s.done ? s.shift : s.shift + 8;
 }
 
@@ -548,16 +516,15 @@ __device__ __forceinline__ int mb_bucket_shift(const MbState& s) {
 // of both counts, packed in one int (each thread holds at most 16 of each), and one atomic on
 // the row's cursor.
 template <class T>
-__device__ __forceinline__ void mb_split(const MbRow<T>& r, long long begin, long long end, int shift,
-                                         unsigned long long prefix, MbState* s, long long offset, long long limit,
-                                         typename KeyTraits<T>::Key* win_key, long long* win_idx,
-                                         typename KeyTraits<T>::Key* out_key, long long* out_idx) {
+__device__ __forceinline__ void split(const Row<T>& r, long long begin, long long end, int shift,
+                                      unsigned long long prefix, State* s, long long offset, long long limit,
+                                      typename KeyTraits<T>::Key* win_key, long long* win_idx,
+                                      typename KeyTraits<T>::Key* out_key, long long* out_idx) {
   typedef typename KeyTraits<T>::Key Key;
-  __shared__ int s_warp[32];
-  __shared__ int s_total;
+  __shared__ int s_scan[33];
   __shared__ long long s_cursor;
   const Key bucket = static_cast<Key>(prefix);
-  cutopk_stream_row(r.bits, r.stride, begin, end, threadIdx.x, blockDim.x, [&](const auto& run) {
+  stream_row(r.bits, r.stride, begin, end, threadIdx.x, blockDim.x, [&](const auto& run) {
     Key keys[CUTOPK_RUN_SIZE(run)];
     unsigned above = 0, member = 0;  // bit e: element e of the run is above the bucket, in it
 #pragma unroll
@@ -567,8 +534,8 @@ __device__ __forceinline__ void mb_split(const MbRow<T>& r, long long begin, lon
       above |= (unsigned)(e < run.count && digits > bucket) << e;
       member |= (unsigned)(e < run.count && digits == bucket) << e;
     }
-    const int packed = cutopk_block_scan(__popc(above) | (__popc(member) << 16), s_warp, &s_total);
-    const int total = s_total;
+    int total;
+    const int packed = block_scan(__popc(above) | (__popc(member) << 16), s_scan, &total);
     if (threadIdx.x == 0 && (total & 0xffff))
       s_cursor = (long long)atomicAdd((unsigned long long*)&s->above, (unsigned long long)(total & 0xffff));
     __syncthreads();
@@ -598,10 +565,10 @@ __device__ __forceinline__ void mb_split(const MbRow<T>& r, long long begin, lon
 // order (mb_select's offsets per slice, then the warps' segments in order), with the indices in
 // the row. Launched with mb_histogram's block size: one warp per segment.
 template <class T>
-__device__ __forceinline__ void mb_squeeze(long long row, long long slice, long long cap,
-                                           typename KeyTraits<T>::Key* __restrict__ cand_key,
-                                           long long* __restrict__ cand_idx, const long long* __restrict__ slice_offset,
-                                           MB_STAGE_PARAMS) {
+__device__ __forceinline__ void squeeze(long long row, long long slice, long long cap,
+                                        typename KeyTraits<T>::Key* __restrict__ cand_key,
+                                        long long* __restrict__ cand_idx, const long long* __restrict__ slice_offset,
+                                        MB_STAGE_PARAMS) {
   const int warps = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const long long slot = row * gridDim.x + blockIdx.x;
   long long offset = row * cap + slice_offset[slot];
@@ -626,34 +593,34 @@ CUTOPK_KERNEL(CUTOPK_MULTIBLOCK_THREADS, 2)
 mb_move(const T* __restrict__ in, long long n, long long row_stride, long long col_stride,
         const long long* __restrict__ extents, int rows_kind, int largest, int nan_first, long long slice,
         long long cap, typename KeyTraits<T>::Key* __restrict__ cand_key, long long* __restrict__ cand_idx, int k,
-        MbState* __restrict__ state, const long long* __restrict__ slice_offset,
+        State* __restrict__ state, const long long* __restrict__ slice_offset,
         typename KeyTraits<T>::Key* __restrict__ win_key, long long* __restrict__ win_idx, MB_STAGE_PARAMS) {
   const long long row = blockIdx.y;
-  const MbState s = state[row];
-  if (s.move == MB_MOVE_SQUEEZE_STAGED) {
-    mb_squeeze<T>(row, slice, cap, cand_key, cand_idx, slice_offset, stage_key, stage_off, stage_count, stage_start,
-                  stage_total);
+  const State s = state[row];
+  if (s.move == MOVE_SQUEEZE_STAGED) {
+    squeeze<T>(row, slice, cap, cand_key, cand_idx, slice_offset, stage_key, stage_off, stage_count, stage_start,
+               stage_total);
     return;
   }
-  if (s.move != MB_MOVE_COPY_BUCKET) return;
-  MbState on_input = s;  // the bucket is read from the input, though the row's source is now the buffer
-  on_input.source = MB_ON_INPUT;
-  const MbRow<T> r = mb_row<T>(in, n, row_stride, col_stride, extents, rows_kind, largest, nan_first, cand_key,
-                               cand_idx, cap, on_input, row);
+  if (s.move != MOVE_COPY_BUCKET) return;
+  State on_input = s;  // the bucket is read from the input, though the row's source is now the buffer
+  on_input.source = ON_INPUT;
+  const Row<T> r = row_of<T>(in, n, row_stride, col_stride, extents, rows_kind, largest, nan_first, cand_key, cand_idx,
+                             cap, on_input, row);
   const long long begin = (long long)blockIdx.x * slice;
-  mb_split<T>(r, begin, min(r.length, begin + slice), s.shift + 8, s.prefix, state + row,
-              slice_offset[row * gridDim.x + blockIdx.x], -1, win_key + row * k, win_idx + row * k,
-              cand_key + row * cap, cand_idx + row * cap);
+  split<T>(r, begin, min(r.length, begin + slice), s.shift + 8, s.prefix, state + row,
+           slice_offset[row * gridDim.x + blockIdx.x], -1, win_key + row * k, win_idx + row * k, cand_key + row * cap,
+           cand_idx + row * cap);
 }
 
 template <class T>
 CUTOPK_KERNEL(CUTOPK_MULTIBLOCK_THREADS, 2)
-mb_collect(MB_PARAMS, long long cand_slice, int k, MbState* __restrict__ state,
+mb_collect(MB_PARAMS, long long cand_slice, int k, State* __restrict__ state,
            const long long* __restrict__ slice_offset, typename KeyTraits<T>::Key* __restrict__ win_key,
            long long* __restrict__ win_idx) {
   const long long row = blockIdx.y;
-  const MbState s = state[row];
-  const MbRow<T> r = MB_ROW(s, row);
+  const State s = state[row];
+  const Row<T> r = MB_ROW(s, row);
   if (r.from_cand) slice = cand_slice;
   const long long begin = (long long)blockIdx.x * slice;
   // The bucket's winners follow the winners above it: the first `needed` bucket keys in index
@@ -667,9 +634,9 @@ mb_collect(MB_PARAMS, long long cand_slice, int k, MbState* __restrict__ state,
       win_key[row * k + j] = 0;
       win_idx[row * k + j] = n + (j - s.k_row);
     }
-  mb_split<T>(r, begin, min(r.length, begin + slice), mb_bucket_shift(s), s.prefix, state + row,
-              slice_offset[row * gridDim.x + blockIdx.x], s.needed, win_key + row * k, win_idx + row * k,
-              win_key + row * k + first_tie, win_idx + row * k + first_tie);
+  split<T>(r, begin, min(r.length, begin + slice), bucket_shift(s), s.prefix, state + row,
+           slice_offset[row * gridDim.x + blockIdx.x], s.needed, win_key + row * k, win_idx + row * k,
+           win_key + row * k + first_tie, win_idx + row * k + first_tie);
 }
 
 // The last step when a row's K (key, index) pairs fit shared memory: orders the winners (by key,
@@ -685,9 +652,9 @@ mb_order(const T* __restrict__ in, long long n, long long row_stride, long long 
          T* __restrict__ out_vals, long long* __restrict__ out_idx) {
   typedef typename KeyTraits<T>::Key Key;
   typedef unsigned long long Index;
-  const int kp = cutopk_pow2_at_least(k);
-  extern __shared__ __align__(16) unsigned char cutopk_smem[];
-  Index* idx = reinterpret_cast<Index*>(cutopk_smem);
+  const int kp = pow2_at_least(k);
+  extern __shared__ __align__(16) unsigned char smem[];
+  Index* idx = reinterpret_cast<Index*>(smem);
   Key* keys = reinterpret_cast<Key*>(idx + kp);
   const long long row = blockIdx.x;
   // Padding sorts last either way: the lowest key with the highest index.
@@ -697,19 +664,25 @@ mb_order(const T* __restrict__ in, long long n, long long row_stride, long long 
   }
   __syncthreads();
   if (by_index)
-    cutopk_block_bitonic<true>(keys, idx, kp);
+    block_bitonic<true>(keys, idx, kp);
   else
-    cutopk_block_bitonic<false>(keys, idx, kp);
-  const CutopkRowExtent extent = cutopk_row_extent(row, n, row_stride, col_stride, extents, rows_kind);
+    block_bitonic<false>(keys, idx, kp);
+  const RowExtent extent = row_extent(row, n, row_stride, col_stride, extents, rows_kind);
   const T* base = in + extent.start;
   for (int j = threadIdx.x; j < k; j += blockDim.x) {
     if (idx[j] < (Index)extent.length)
-      cutopk_write_winner(base, col_stride, out_vals, (void*)out_idx, 8, row * k + j, idx[j]);
+      write_winner(base, col_stride, out_vals, (void*)out_idx, 8, row * k + j, idx[j]);
     else
-      cutopk_write_padding(out_vals, (void*)out_idx, 8, row * k + j);
+      write_padding(out_vals, (void*)out_idx, 8, row * k + j);
   }
 }
 
 #undef MB_ROW
 #undef MB_PARAMS
 #undef MB_STAGE_PARAMS
+
+}  // namespace cutopk::multiblock
+
+// The plain kernels' extern "C" names at file scope too, as every generated entry point is.
+using cutopk::multiblock::mb_init;
+using cutopk::multiblock::mb_select;
