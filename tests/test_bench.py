@@ -11,7 +11,7 @@ import types
 
 import numpy as np
 import pytest
-from backends import cuda_is_standin, hardware_only
+from support.backends import cuda_is_standin, hardware_only
 
 import cutopk
 from cutopk._bench import baselines, check, env, grid, inputs, plots, report, runner, timing

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from backends import cuda_is_standin, cuda_unavailable_reason
-from reference import assert_same
+from support.backends import cuda_is_standin, cuda_unavailable_reason
+from support.reference import assert_same
 
 import cutopk
 from cutopk import _call

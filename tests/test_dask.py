@@ -9,11 +9,11 @@ import itertools
 
 import numpy as np
 import pytest
-from backends import cuda_unavailable_reason, sim_unavailable_reason
 from hypothesis import given
 from hypothesis import strategies as st
-from inputs import dtype_of, make_values
-from reference import assert_same, bits
+from support.backends import cuda_unavailable_reason, sim_unavailable_reason
+from support.inputs import dtype_of, make_values
+from support.reference import assert_same, bits
 
 import cutopk
 

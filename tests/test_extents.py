@@ -1,6 +1,6 @@
 """Rows of their own lengths read by the kernels themselves (kernels/row_extent.cuh): the kernel
 matrix of every family with ``top_k(..., lengths=)`` and with ``segmented_top_k``, on the
-simulator (and on a GPU, marked ``gpu``), against the independent reference (tests/reference.py).
+simulator (and on a GPU, marked ``gpu``), against the independent reference (tests/support/reference.py).
 
 Each case first checks that the call takes the kernel route (a family that does not read row
 extents would be served by the masked-copy route, and its pass would prove nothing about the
@@ -14,9 +14,9 @@ import os
 
 import numpy as np
 import pytest
-from backends import require, to_backend, to_host
-from inputs import DTYPES, dtype_of, make_values
-from reference import assert_same_padded, reference_with_lengths
+from support.backends import require, to_backend, to_host
+from support.inputs import DTYPES, dtype_of, make_values
+from support.reference import assert_same_padded, reference_with_lengths
 
 import cutopk
 

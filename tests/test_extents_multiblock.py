@@ -13,10 +13,10 @@ import itertools
 
 import numpy as np
 import pytest
-from backends import require, to_backend, to_host
-from inputs import dtype_of, make_values
-from multiblock_state import MB_STATE, record_states
-from reference import assert_same_padded, reference_with_lengths
+from support.backends import require, to_backend, to_host
+from support.inputs import dtype_of, make_values
+from support.multiblock_state import MB_STATE, record_states
+from support.reference import assert_same_padded, reference_with_lengths
 
 import cutopk
 from cutopk import _call, _device, _dispatch

@@ -20,9 +20,9 @@ import itertools
 
 import numpy as np
 import pytest
-from backends import require
-from inputs import DTYPES, dtype_of, make_values
-from reference import assert_same_padded, reference_with_lengths
+from support.backends import require
+from support.inputs import DTYPES, dtype_of, make_values
+from support.reference import assert_same_padded, reference_with_lengths
 
 import cutopk
 from cutopk import _dtypes, _keys

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from backends import sim_unavailable_reason
-from inputs import DTYPES, dtype_of, make_values
-from reference import assert_same_padded, reference_with_lengths
+from support.backends import sim_unavailable_reason
+from support.inputs import DTYPES, dtype_of, make_values
+from support.reference import assert_same_padded, reference_with_lengths
 
 import cutopk
 from cutopk import _api, _gpu, _kernel_constants

@@ -7,7 +7,7 @@ import warnings
 
 import numpy as np
 import pytest
-from reference import assert_same, reference_top_k
+from support.reference import assert_same, reference_top_k
 
 from cutopk import directml, openvino
 from cutopk import onnx as cutopk_onnx

@@ -13,11 +13,11 @@ import itertools
 
 import numpy as np
 import pytest
-from backends import BACKEND_PARAMS, cuda_is_standin, require, to_backend, to_host
 from hypothesis import given, note
 from hypothesis import strategies as st
-from inputs import DISTRIBUTIONS, DTYPES, LAYOUTS, dtype_of, make_layout, make_values
-from reference import assert_same, assert_same_padded, reference_top_k, reference_with_lengths
+from support.backends import BACKEND_PARAMS, cuda_is_standin, require, to_backend, to_host
+from support.inputs import DISTRIBUTIONS, DTYPES, LAYOUTS, dtype_of, make_layout, make_values
+from support.reference import assert_same, assert_same_padded, reference_top_k, reference_with_lengths
 
 import cutopk
 from cutopk import _call, _dispatch

@@ -10,9 +10,9 @@ import threading
 
 import numpy as np
 import pytest
-from backends import BACKEND_PARAMS, require, sim_unavailable_reason, to_backend, to_host
-from inputs import make_values
-from reference import assert_same, reference_top_k
+from support.backends import BACKEND_PARAMS, require, sim_unavailable_reason, to_backend, to_host
+from support.inputs import make_values
+from support.reference import assert_same, reference_top_k
 
 import cutopk
 from cutopk import _call

@@ -15,8 +15,8 @@ import re
 
 import numpy as np
 import pytest
-from backends import cuda_unavailable_reason, hardware_only
-from reference import assert_same
+from support.backends import cuda_unavailable_reason, hardware_only
+from support.reference import assert_same
 
 import cutopk
 from cutopk import _api

@@ -15,10 +15,10 @@ import zlib
 
 import numpy as np
 import pytest
-from backends import BACKEND_PARAMS, require, to_backend, to_host
-from inputs import DISTRIBUTIONS, DTYPES, LAYOUTS, dtype_of, make_layout, make_values
-from multiblock_state import MB_STATE, record_states
-from reference import assert_same, reference_top_k
+from support.backends import BACKEND_PARAMS, require, to_backend, to_host
+from support.inputs import DISTRIBUTIONS, DTYPES, LAYOUTS, dtype_of, make_layout, make_values
+from support.multiblock_state import MB_STATE, record_states
+from support.reference import assert_same, reference_top_k
 
 import cutopk
 from cutopk import _call, _dispatch

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from backends import BACKEND_PARAMS, require, to_backend
-from inputs import dtype_of, make_values
+from support.backends import BACKEND_PARAMS, require, to_backend
+from support.inputs import dtype_of, make_values
 from test_kernels import run_case
 
 import cutopk

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from backends import BACKEND_PARAMS, require, sim_unavailable_reason, to_backend, to_host
-from inputs import make_values
-from reference import reference_with_lengths
+from support.backends import BACKEND_PARAMS, require, sim_unavailable_reason, to_backend, to_host
+from support.inputs import make_values
+from support.reference import reference_with_lengths
 
 import cutopk
 
@@ -15,7 +15,7 @@ ALGORITHMS = ["auto", "warp_row", "warp_radix", "bitonic", "radix", "multiblock"
 
 
 def expected_rows(x, k, lengths, **kw):
-    """The reference with lengths (tests/reference.py) on the rows of ``x`` (last axis), in the
+    """The reference with lengths (tests/support/reference.py) on the rows of ``x`` (last axis), in the
     batch shape."""
     rows = x.reshape(-1, x.shape[-1])
     values, indices = reference_with_lengths(rows, k, lengths.reshape(-1), **kw)

@@ -11,11 +11,11 @@ import pathlib
 
 import numpy as np
 import pytest
-from backends import cuda_unavailable_reason
 from hypothesis import given
 from hypothesis import strategies as st
-from inputs import DTYPES, dtype_of, make_values
-from reference import assert_same, bits
+from support.backends import cuda_unavailable_reason
+from support.inputs import DTYPES, dtype_of, make_values
+from support.reference import assert_same, bits
 
 import cutopk
 

@@ -8,8 +8,8 @@ import warnings
 
 import numpy as np
 import pytest
-from backends import sim_unavailable_reason
-from reference import assert_same, reference_top_k
+from support.backends import sim_unavailable_reason
+from support.reference import assert_same, reference_top_k
 
 import cutopk
 from cutopk import directml, openvino

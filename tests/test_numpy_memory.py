@@ -11,7 +11,7 @@ import tracemalloc
 
 import numpy as np
 import pytest
-from reference import reference_top_k
+from support.reference import reference_top_k
 
 import cutopk
 from cutopk import _numpy_threads

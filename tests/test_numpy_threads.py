@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from reference import check_top_k
+from support.reference import check_top_k
 
 import cutopk
 from cutopk import _numpy, _numpy_exact, _numpy_long, _numpy_threads

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from backends import BACKEND_PARAMS, require, to_backend, to_host
-from reference import assert_same, reference_top_k
+from support.backends import BACKEND_PARAMS, require, to_backend, to_host
+from support.reference import assert_same, reference_top_k
 
 import cutopk
 

@@ -11,11 +11,11 @@ import os
 
 import numpy as np
 import pytest
-from backends import cuda_unavailable_reason, require
 from hypothesis import given
 from hypothesis import strategies as st
-from inputs import DTYPES, dtype_of, make_values
-from reference import assert_same, reference_top_k
+from support.backends import cuda_unavailable_reason, require
+from support.inputs import DTYPES, dtype_of, make_values
+from support.reference import assert_same, reference_top_k
 
 import cutopk
 from cutopk.irregular import segmented as _segmented

@@ -8,7 +8,7 @@ import os
 
 import numpy as np
 import pytest
-from backends import sim_unavailable_reason
+from support.backends import sim_unavailable_reason
 
 import cutopk
 from cutopk import _numpy_exact

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from backends import cuda_is_standin
+from support.backends import cuda_is_standin
 
 pytestmark = pytest.mark.skipif(not cuda_is_standin(), reason="checks the CuPy stand-in, not installed here")
 
