@@ -3,7 +3,3 @@
 reference and its checkers (``support.reference``), and the multi-block state as tests read it
 (``support.multiblock_state``). Importable as ``support`` because pyproject.toml's pytest
 ``pythonpath`` puts tests/ on ``sys.path``."""
-
-import pathlib
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]  # the checkout: cutopk/, kernels/, docs/, tools/

@@ -18,7 +18,7 @@ import cutopk
 from cutopk import _call
 from cutopk._bench.recording import recording_launches
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 BACKENDS = ["numpy", "sim"]
 
 

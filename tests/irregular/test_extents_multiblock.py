@@ -1,5 +1,5 @@
 """Row extents in the multiblock and sort families (kernels/multiblock.cu, kernels/sort.cu):
-focused edge cases beside tests/test_extents.py's matrix. Rows of length 0, 1, < k, = k and = n;
+focused edge cases beside tests/irregular/test_extents.py's matrix. Rows of length 0, 1, < k, = k and = n;
 rows shorter than one slice and rows whose length leaves whole blocks without elements; rows on
 the input and on the candidate buffer; the sampled threshold; K beyond the shared-memory
 ordering (order_tiles, order_merge, gather_values); several chunks of rows; CSR segments at

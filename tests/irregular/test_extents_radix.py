@@ -1,5 +1,5 @@
 """radix_topk reading each row's own extent (kernels/row_extent.cuh), on the simulator: the edge
-cases of its own paths that the family matrix of tests/test_extents.py reaches only by chance.
+cases of its own paths that the family matrix of tests/irregular/test_extents.py reaches only by chance.
 
 * rows of length 0, 1, < k, = k, > k and = n in every dtype, order, mode and NaN policy, and a
   row shorter than a large k (every element wins, then padding, in a 1024-entry ordering);

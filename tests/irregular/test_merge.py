@@ -22,7 +22,7 @@ import cutopk
 MODES = ("largest", "smallest")
 ORDERS = (True, "value", "index", False)
 NANS = ("last", "largest")
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def _rank_keys(values: np.ndarray, largest: bool, nan_largest: bool) -> tuple[np.ndarray, np.ndarray]:

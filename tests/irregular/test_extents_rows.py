@@ -5,7 +5,7 @@ order. The edge cases of these kernels: rows of length 0, 1, < k, = k, = n; k = 
 rows along an outer axis (thread_row reads them in place, the others after a tiled transpose);
 strided and reversed rows; segments at unaligned starts (the 16-byte loads' head and tail);
 warp_radix's digit passes and its bucket that does not fit (a run of one key at the K-th place).
-tests/test_extents.py is the matrix over every family; this file adds every dtype for these three
+tests/irregular/test_extents.py is the matrix over every family; this file adds every dtype for these three
 and strided segments (segmented_top_k hands the kernels C-contiguous data, so the strided
 SEGMENTS path is reached here through the prepared call directly).
 """

@@ -17,7 +17,7 @@ import pytest
 from cutopk import _gpu, _kernel_constants
 from cutopk.sim import _toolchain
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
 import check_nvrtc  # noqa: E402
 

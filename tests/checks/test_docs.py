@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 TOP = ("cutopk", "kernels", "tests", "docs", "benchmarks", "tools", ".ci", "specs")
 _LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
