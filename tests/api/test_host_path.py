@@ -1,5 +1,5 @@
 """The host path (issue 12): cached call plans, ``out=``, launches and allocations per call, lazy
-submodules, and the contract's copy in docs/."""
+submodules, values in the input's own dtype and byte order, and the contract's copy in docs/."""
 
 from __future__ import annotations
 
@@ -432,3 +432,14 @@ def test_out_ndarray_subclasses_are_written_in_place():
     indices = np.zeros((1, 2), np.int64).view(Tagged)
     r = cutopk.top_k(x, 2, out=(values, indices))
     assert r.values is values and values.tolist() == [[4.0, 2.0]] and indices.tolist() == [[1, 2]]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", [">f4", ">i2", ">f8", ">u8"])
+def test_values_keep_a_non_native_byte_order(backend, dtype):
+    x = np.array([[1, 3, 2, 3]], dtype=dtype)
+    r = cutopk.top_k(x, 2, backend=_backend(backend))
+    assert r.values.dtype == x.dtype
+    assert r.values.tolist() == [[3, 3]] and r.indices.tolist() == [[1, 3]]
+    r = cutopk.top_k(x.T, 1, axis=0, backend=backend)
+    assert r.values.dtype == x.dtype

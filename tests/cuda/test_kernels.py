@@ -518,3 +518,16 @@ def test_kernel_constants_header_rejects_what_python_cannot_read(tmp_path):
         bad.write_text(f"#define CUTOPK_B0 1\n{line}\n")
         with pytest.raises(RuntimeError, match=r"bad\.cuh:2: expected '#define CUTOPK_<NAME> <integer>'"):
             _kernel_constants.read_header(bad)
+
+
+@pytest.mark.parametrize("algorithm", ["multiblock", "sort", "radix", "bitonic"])
+def test_no_rows_with_a_forced_algorithm(algorithm):
+    # Found 2026-11-23 by the segmented fuzzer (no segments): planning a forced multiblock call
+    # over zero rows divided by the number of rows. Nothing runs; the result is empty.
+    require("sim")
+    got = cutopk.top_k(np.zeros((0, 50), np.float32), 3, backend="sim", algorithm=algorithm)
+    assert got.values.shape == got.indices.shape == (0, 3)
+    empty = cutopk.segmented_top_k(
+        np.zeros(4, np.float32), np.array([2]), 3, backend="sim", algorithm=algorithm
+    )
+    assert empty.values.shape == (0, 3)

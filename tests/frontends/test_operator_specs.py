@@ -226,3 +226,24 @@ def test_onnx_k_tensor_of_a_dtype_numpy_lacks_is_refused():
             warnings.simplefilter("ignore", UserWarning)  # quantized tensors are deprecated in torch
             k = torch.quantize_per_tensor(torch.ones(1), 1.0, 0, torch.qint8)
         cutopk_onnx.top_k(np.arange(10.0), k)
+
+
+def test_lists_are_type_errors_naming_the_spec_argument():
+    with pytest.raises(TypeError, match=r"^X: expected a tensor"):
+        cutopk_onnx.top_k([1.0, 3.0, 2.0], 2)
+    with pytest.raises(TypeError, match=r"^input: expected a tensor"):
+        directml.top_k([1.0, 3.0], axis=0, k=1)
+    with pytest.raises(TypeError, match=r"^data: expected a tensor"):
+        openvino.top_k([1.0, 3.0], 1, axis=0, mode="max", sort="value")
+
+
+def test_front_end_messages_use_the_spec_names():
+    x = np.zeros((2, 3), np.float32)
+    with pytest.raises(ValueError, match=r"^K: expected 0 <= K <= 3 \(the length of axis 1\), got K=4"):
+        cutopk_onnx.top_k(x, np.array([4]))
+    with pytest.raises(ValueError, match=r"^data: expected an array of rank >= 1"):
+        openvino.top_k(np.float32(1.0), 1, axis=0, mode="max", sort="value")
+    with pytest.raises(TypeError, match=r"^input: DirectML TOP_K1 does not support dtype float64"):
+        directml.top_k(x.astype(np.float64), axis=1, k=1)
+    with pytest.raises(ValueError, match=r"^k: expected 0 <= k <= 2"):
+        openvino.top_k(x, 3, axis=0, mode="max", sort="value")

@@ -3,8 +3,9 @@
 Draws dtype, shape, strides, axis, k, mode, sorted, nan and adversarial value distributions (all
 equal, one distinct value at the K boundary, same leading bits, +-inf/NaN mixtures, integer
 extremes). The budget is hypothesis' profile: bounded in CI (``CI=1``), longer with
-``CUTOPK_HYPOTHESIS_PROFILE=long`` (see tools/fuzz.sh). Each failure found becomes a regression
-test in tests/test_regressions.py.
+``CUTOPK_HYPOTHESIS_PROFILE=long`` (see tools/fuzz.sh). Each failure found becomes a plain test
+in the file of the feature it concerns (the first two are at the end of this file and of
+tests/cuda/test_kernels.py).
 """
 
 from __future__ import annotations
@@ -237,3 +238,16 @@ def test_fuzz_merge(backend):
         )
 
     run()
+
+
+@pytest.mark.parametrize("backend", BACKEND_PARAMS)
+def test_unsorted_result_along_axis_0(backend):
+    # Found 2026-11-22: with sorted=False along axis 0 the checker compared the free order along
+    # the wrong axis. The kernels were right; the comparison must permute along `axis`.
+    require(backend)
+    x = np.array([[12.57], [-13.21]], dtype=np.float16)
+    result = cutopk.top_k(to_backend(x, backend), 2, axis=0, mode="smallest", sorted=False, backend=backend)
+    values, indices = (to_host(r) for r in result)
+    expected = reference_top_k(x, 2, axis=0, mode="smallest", sorted=False)
+    assert_same((values, indices), expected, order=False, axis=0)
+    assert sorted(indices[:, 0].tolist()) == [0, 1]
