@@ -68,8 +68,8 @@ enum Move : int { MOVE_NONE = 0, MOVE_SQUEEZE_STAGED = 1, MOVE_COPY_BUCKET = 2 }
 // A row's selection state in global memory, carried from launch to launch. Invariant: the K-th
 // key of the row lies among the keys whose bits above `shift + 8` (at and above `shift` once
 // the row is done) equal `prefix`; `needed` winners are still to take from those, the others
-// (`k_row - needed`) are keys above them. The field offsets are read by tests/test_kernels.py
-// and tests/test_extents_multiblock.py (MB_STATE): keep them.
+// (`k_row - needed`) are keys above them. The field offsets are read by tests/cuda/test_kernels.py
+// and tests/irregular/test_extents_multiblock.py (MB_STATE): keep them.
 struct State {
   unsigned long long prefix;     // the digits found so far
   long long needed;              // winners still to take from the bucket
@@ -106,7 +106,7 @@ constexpr int state_offset(int field) {
 static_assert(state_in_order() && state_offset(12) == sizeof(State), "State: fields in order, no padding");
 static_assert(state_offset(4) == 28 && state_offset(6) == 40 && state_offset(8) == 48 && state_offset(9) == 56 &&
                   state_offset(10) == 64 && state_offset(11) == 68,
-              "MB_STATE in tests/multiblock_state.py");
+              "MB_STATE in tests/support/multiblock_state.py");
 // mb_sample: every thread issues all its sample loads at once (one memory round trip per row,
 // not one per load), whole rounds of the block.
 constexpr int SAMPLE_LOADS = CUTOPK_MULTIBLOCK_SAMPLES / CUTOPK_MULTIBLOCK_THREADS;

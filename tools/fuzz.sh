@@ -6,5 +6,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
 CUTOPK_HYPOTHESIS_PROFILE=long python -m pytest -q -p no:cacheprovider \
-  tests/test_fuzz.py tests/test_properties.py "$@"
+  tests/fuzz/test_fuzz.py tests/fuzz/test_properties.py "$@"
 echo "fuzzing took $(( $(date +%s) - start )) s"

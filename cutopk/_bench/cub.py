@@ -69,7 +69,7 @@ _I64 = ctypes.c_int64
 _ENTRY = [ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t), ctypes.c_void_p,
           ctypes.c_void_p, ctypes.c_void_p, _I64, _I64, _I64, ctypes.c_void_p]  # fmt: skip
 # Every extern "C" function of the shim: (restype, argtypes). Declared, so that ctypes does not pass
-# Python ints as 32-bit C ints (truncating pointers and sizes); tests/test_cub_shim.py checks them
+# Python ints as 32-bit C ints (truncating pointers and sizes); tests/bench/test_cub_shim.py checks them
 # against the C source.
 SIGNATURES = {
     "cutopk_cub_version": (ctypes.c_int, []),

@@ -3,7 +3,7 @@
 Values are drawn on the host with NumPy (one generator for every backend, so a GPU run and a CPU
 run of the same case see the same numbers) and moved to the device by the runner.
 
-Distributions (the properties ``tests/test_bench.py`` checks):
+Distributions (the properties ``tests/bench/test_bench.py`` checks):
 
 - ``uniform``: uniform in [0, 1) (half types round, which already gives some ties);
 - ``all_equal``: every element 0.5: every element ties with the K-th;

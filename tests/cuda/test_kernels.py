@@ -1,0 +1,533 @@
+"""Every CUDA kernel family against the stable reference, bit for bit, on the simulator (CI) and on
+a GPU when one is present: dtypes x n x k x mode x order x nan x layout, forced algorithms, and the
+hard inputs of STYLE.md.
+
+The simulator runs each CUDA thread as a fiber, so the default matrix is sampled; set
+CUTOPK_FULL_MATRIX=1 for the full cartesian product.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import zlib
+
+import numpy as np
+import pytest
+from support.backends import BACKEND_PARAMS, require, to_backend, to_host
+from support.inputs import DISTRIBUTIONS, DTYPES, LAYOUTS, dtype_of, make_layout, make_values
+from support.multiblock_state import MB_STATE, record_states
+from support.reference import assert_same, reference_top_k
+
+import cutopk
+from cutopk import _call, _dispatch
+
+FULL = bool(os.environ.get("CUTOPK_FULL_MATRIX"))
+GPU_BACKENDS = [p for p in BACKEND_PARAMS if p.values[0] != "numpy"]
+NS = (1, 31, 32, 33, 255, 256, 1023, 1024, 1025, 3000)
+KS = (0, 1, 31, 32, 33, 256, 1024, "n")
+
+
+def run_case(backend, x, k, **kw):
+    semantics = {name: kw[name] for name in ("axis", "mode", "sorted", "nan") if name in kw}
+    expected = reference_top_k(x, k, **semantics)
+    result = cutopk.top_k(to_backend(x, backend), k, backend=backend, **kw)
+    values, indices = (to_host(r) for r in result)
+    assert_same(
+        (values, indices), expected, index_dtype=kw.get("index_dtype", np.int64), order=kw.get("sorted", True)
+    )
+
+
+def applicable(algorithm, n, k, dtype):
+    key_bytes = np.dtype(dtype).itemsize
+    return _dispatch.why_not(algorithm, n, k, key_bytes, _dispatch.Device()) is None
+
+
+def sampled(items, every):
+    items = list(items)
+    return items if FULL else items[::every]
+
+
+def matrix_cases():
+    cases = []
+    combos = list(itertools.product(DTYPES, NS, KS, _dispatch.ALGORITHMS))
+    for dtype, n, k, algorithm in combos:
+        k = n if k == "n" else k
+        if k > n or not applicable(algorithm, n, k, dtype_of(dtype)):
+            continue
+        # A deterministic seventh of the matrix in CI, by a hash of the case: a stride over the
+        # product would pick one algorithm only whenever their number divides it.
+        if not FULL and zlib.crc32(f"{dtype}-{n}-{k}-{algorithm}".encode()) % 7:
+            continue
+        cases.append(pytest.param(dtype, n, k, algorithm, id=f"{dtype}-n{n}-k{k}-{algorithm}"))
+    return cases
+
+
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
+@pytest.mark.parametrize(("dtype", "n", "k", "algorithm"), matrix_cases())
+def test_matrix(backend, dtype, n, k, algorithm):
+    require(backend)
+    rng = np.random.default_rng(n * 31 + k)
+    dist = "nan" if "float" in dtype else "few_distinct"
+    x = make_values(rng, dtype_of(dtype), (3, n), dist)
+    options = list(itertools.product(("largest", "smallest"), (True, "index", False), ("last", "largest")))
+    index_dtypes = (np.int64, np.int32, np.uint32, np.uint64)
+    for j, (mode, order, nan) in enumerate(options if FULL else options[(n + k) % 3 :: 3]):
+        index_dtype = index_dtypes[(j + n + k) % 4]
+        run_case(
+            backend, x, k, mode=mode, sorted=order, nan=nan, algorithm=algorithm, index_dtype=index_dtype
+        )
+
+
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
+@pytest.mark.parametrize("dist", DISTRIBUTIONS)
+@pytest.mark.parametrize("algorithm", _dispatch.ALGORITHMS)
+def test_hard_inputs(backend, dist, algorithm):
+    require(backend)
+    rng = np.random.default_rng(1)
+    n = 200 if algorithm == "warp_row" else 2000
+    k = {"warp_row": 20, "warp_radix": 100, "thread_row": 8}.get(algorithm, 150)
+    dtypes = ("float32", "float16", "int8", "uint64", "float64") if FULL else ("float32", "float16", "int64")
+    for dtype in dtypes:
+        x = make_values(rng, dtype_of(dtype), (2, n), dist)
+        for mode, nan in (("largest", "last"), ("smallest", "largest"), ("largest", "largest")):
+            run_case(backend, x, k, mode=mode, nan=nan, algorithm=algorithm)
+
+
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("axis", (0, 1, -1))
+def test_layouts(backend, layout, axis):
+    require(backend)
+    rng = np.random.default_rng(3)
+    base = make_values(rng, np.float32, (5, 300), "few_distinct")
+    x = make_layout(base, layout)
+    for k in (1, 5):
+        if k <= x.shape[axis]:
+            run_case(backend, x, k, axis=axis)
+            run_case(backend, x, k, axis=axis, sorted="index", mode="smallest", index_dtype=np.int32)
+
+
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
+def test_middle_axis_3d_and_negative_strides(backend):
+    require(backend)
+    rng = np.random.default_rng(5)
+    x = make_values(rng, np.int16, (3, 40, 4), "few_distinct")
+    for axis in (0, 1, 2):
+        run_case(backend, x, 2, axis=axis)
+        run_case(backend, x[:, ::-2, :], 3, axis=axis, mode="smallest")
+        run_case(backend, x.transpose(2, 0, 1), 2, axis=axis)
+
+
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
+def test_radix_paths_for_heavy_ties(backend):
+    require(backend)
+    # All equal: the bucket never shrinks, so the ordered (prefix-sum) selection runs.
+    x = np.zeros((2, 5000), dtype=np.float32)
+    x[0, ::9] = 1.0
+    run_case(backend, x, 700, algorithm="radix")
+    run_case(backend, x, 700, algorithm="radix", sorted="index")
+    # 64-bit keys that differ only in the lowest bits: every digit pass runs.
+    y = (np.int64(2**62) + np.arange(4000, dtype=np.int64) % 5).reshape(1, -1)
+    run_case(backend, y, 900, algorithm="radix")
+
+
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
+def test_outer_axis_reads_in_place(backend):
+    require(backend)
+    rng = np.random.default_rng(8)
+    x = make_values(rng, np.float32, (300, 400), "few_distinct")  # rows along axis 0
+    assert cutopk.plan(x, 5, axis=0, backend="sim").algorithm == "thread_row"
+    for k in (1, 5, 8):
+        for order in (True, "index", False):
+            run_case(backend, x, k, axis=0, sorted=order)
+            run_case(backend, x, k, axis=0, sorted=order, mode="smallest", nan="largest")
+    y = make_values(rng, np.int8, (40, 300), "extremes")
+    run_case(backend, y[::-1], 3, axis=0, algorithm="thread_row")
+    # K beyond a thread's registers: the block kernels would read an outer axis one sector per
+    # element, so the plan copies the rows to row-major first.
+    plan = cutopk.plan(x, 20, axis=0, backend="sim")
+    assert plan.copy is True and plan.algorithm != "thread_row"
+    assert plan.scratch_bytes >= x.nbytes
+    for k in (9, 20):
+        run_case(backend, x, k, axis=0, sorted=True, nan="largest")
+        run_case(backend, x[::-1], k, axis=0, sorted="index", mode="smallest", algorithm="radix")
+    # A broadcast (zero-stride) axis is not an outer axis: one address per row, read in place.
+    z = np.broadcast_to(x[:1], (50, 400))
+    assert cutopk.plan(z, 20, axis=0, backend="sim").copy is False
+    run_case(backend, z, 20, axis=0)
+
+
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
+def test_multiblock_ties_across_slices(backend):
+    require(backend)
+    # 20000 equal keys split over ten 2048-element slices: the winners at the boundary must be the
+    # lowest indices of the whole row, whichever block holds them.
+    x = np.zeros((2, 20000), dtype=np.float32)
+    x[0, 15000:] = 1.0
+    x[1, ::3] = -1.0
+    for k in (1, 4999, 5001, 12000, 20000):
+        for order in (True, "index"):
+            run_case(backend, x, k, algorithm="multiblock", sorted=order)
+            run_case(backend, x, k, algorithm="multiblock", sorted=order, mode="smallest")
+    # 64-bit keys with early differences and late ones (every digit pass).
+    y = (np.int64(2**62) + np.arange(30000, dtype=np.int64) % 7).reshape(1, -1)
+    run_case(backend, y, 9000, algorithm="multiblock")
+
+
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
+def test_multiblock_candidate_buffer_and_input_rows_together(backend, monkeypatch):
+    require(backend)
+    # Rows of spread keys move to the candidate buffer after the top digit (a bucket of about
+    # n / 256); a row of one repeated key cannot, and finishes on the input. Both in one call,
+    # with ties planted across slices in the spread rows.
+    rng = np.random.default_rng(21)
+    x = rng.integers(-(2**31), 2**31 - 1, (3, 120_000), dtype=np.int32)
+    x[2] = 5
+    x[:2, ::997] = x[0, 11]
+    states = record_states(monkeypatch)
+    run_case(backend, x, 100, algorithm="multiblock")
+    state = to_host(states[0]).view(MB_STATE)
+    assert list(state["source"]) == [1, 1, 0]  # the spread rows read the input twice
+    assert (state["cand_count"][:2] < x.shape[1] // 64).all()
+    for k in (1, 100, 3000):
+        for mode in ("largest", "smallest"):
+            run_case(backend, x, k, algorithm="multiblock", mode=mode)
+            run_case(backend, x, k, algorithm="multiblock", mode=mode, sorted="index")
+
+
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
+def test_multiblock_in_chunks_of_rows(backend, monkeypatch):
+    require(backend)
+    # Chunks of two rows stand in for the 65535-row grid limit: each chunk is a view that starts
+    # at its first row, for reversed rows, a transposed input and batch axes that collapse.
+    monkeypatch.setattr(_dispatch, "MULTIBLOCK_MAX_ROWS", 2)
+    _call.CACHE.clear()  # plans made before the patch must not serve calls after it
+    rng = np.random.default_rng(5)
+    x = make_values(rng, np.float32, (7, 3000), "ties")
+    x[:, 100:300] = np.nan
+    plan = cutopk.plan(to_backend(x, backend), 40, backend=backend, algorithm="multiblock")
+    assert plan.params["rows_per_chunk"] == 2
+    for view in (x, x[::-1], x[::2, ::-3]):
+        run_case(backend, view, 40, algorithm="multiblock", nan="largest")
+        run_case(backend, view, view.shape[1] - 500, algorithm="multiblock", mode="smallest", sorted="index")
+    run_case(backend, np.ascontiguousarray(x.T), 7, axis=0, algorithm="multiblock")
+    y = make_values(rng, np.int16, (3, 2, 5, 2048), "extremes")
+    run_case(backend, y, 1000, algorithm="multiblock")
+    run_case(backend, y[:, :, ::-1], 3, algorithm="multiblock", sorted="index")
+    # The scratch budget: one row per chunk.
+    monkeypatch.setattr(_dispatch, "MULTIBLOCK_SCRATCH_LIMIT", 1)
+    _call.CACHE.clear()  # plans made before the patch must not serve calls after it
+    assert (
+        cutopk.plan(to_backend(y, backend), 9, backend=backend, algorithm="multiblock").params[
+            "rows_per_chunk"
+        ]
+        == 1
+    )
+    run_case(backend, y, 9, algorithm="multiblock", mode="smallest")
+
+
+@pytest.fixture
+def sampled_threshold(monkeypatch):
+    """The multi-block select with its sampled threshold on every row, however short."""
+    monkeypatch.setattr(_dispatch, "MULTIBLOCK_SAMPLE_MIN_ELEMENTS", 0)
+    _call.CACHE.clear()  # plans made before the patch must not serve calls after it
+
+
+def staged_plan(x, k, backend, **kw):
+    plan = cutopk.plan(to_backend(x, backend), k, backend=backend, algorithm="multiblock", **kw)
+    assert plan.params["sample_rank"] is not None, "the sampled threshold is off for this case"
+    return plan
+
+
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float64", "int8", "uint16", "int64"])
+def test_multiblock_sampled_threshold(backend, dtype, sampled_threshold):
+    require(backend)
+    rng = np.random.default_rng(abs(hash(dtype)) % 2**32)
+    x = make_values(rng, dtype_of(dtype), (4, 30_000), "uniform")
+    staged_plan(x, 50, backend)
+    for k in (1, 50, 300):
+        for mode in ("largest", "smallest"):
+            run_case(backend, x, k, algorithm="multiblock", mode=mode)
+            run_case(backend, x[::-1, ::-1], k, algorithm="multiblock", mode=mode, sorted="index")
+
+
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
+def test_multiblock_sampled_threshold_rows_that_go_the_long_way(backend, sampled_threshold):
+    require(backend)
+    # One call, one row of each outcome: staged keys hold the winners (spread row); every key
+    # reaches the threshold, overflowing the slices' segments (all equal); the sample sees only
+    # the largest keys, so fewer than K reach its threshold (planted at the sample positions);
+    # the winners crowd the last slices (sorted: segments sized by the sample); heavy ties at the
+    # K-th value across slices; NaNs.
+    n, k = 40_000, 200
+    rng = np.random.default_rng(8)
+    x = rng.random((6, n)).astype(np.float32)
+    x[1] = 0.25
+    sample_positions = np.arange(_dispatch.MULTIBLOCK_SAMPLES) * n // _dispatch.MULTIBLOCK_SAMPLES
+    x[2, sample_positions[:60]] = 2.0  # the threshold (rank 50 of the sample) is 2.0: 60 < K keys
+    x[3] = np.sort(x[3])
+    x[4] = np.round(x[4] * 8) / 8  # 1/16 of the row ties at each value
+    x[5, ::7] = np.nan
+    plan = staged_plan(x, k, backend)
+    assert plan.params["sample_rank"] == 50
+    for kk in (k, 4096, 4097):  # 4096 and more: too many keys would reach a threshold
+        for nan in ("largest", "last"):
+            run_case(backend, x, kk, algorithm="multiblock", nan=nan)
+            run_case(backend, x, kk, algorithm="multiblock", nan=nan, mode="smallest", sorted="index")
+
+
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
+def test_multiblock_sampled_threshold_reads_crowded_rows_once(backend, sampled_threshold, monkeypatch):
+    require(backend)
+    # A sorted row's winners crowd its last slices, a reversed row's its first: mb_sample gives
+    # the warp parts where its sample saw them room for them, so these rows restart on their
+    # staged keys (about (rank + 1) * n / 4096 candidates) like a spread row; a row of equal keys
+    # overflows every segment and stays on the input (its top bucket is the row, beyond `cap`).
+    states = record_states(monkeypatch)
+    n, k = 200_000, 100
+    rng = np.random.default_rng(12)
+    x = rng.random((4, n)).astype(np.float32)
+    x[0] = np.sort(x[0])
+    x[1] = np.sort(x[1])[::-1]
+    x[3] = 0.5
+    plan = staged_plan(x, k, backend)
+    expected = (plan.params["sample_rank"] + 1) * -(-n // _dispatch.MULTIBLOCK_SAMPLES)
+    run_case(backend, x, k, algorithm="multiblock")
+    state = to_host(states[0]).view(MB_STATE)
+    assert (state["done"] == 1).all() and (state["staging"] == 0).all()
+    for row in range(3):
+        assert state["source"][row] == 1 and k <= state["cand_count"][row] <= 3 * expected, row
+    assert state["source"][3] == 0 and plan.params["cap"] < n
+
+
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
+@pytest.mark.parametrize("dist", DISTRIBUTIONS)
+def test_multiblock_sampled_threshold_distributions(backend, dist, sampled_threshold):
+    require(backend)
+    rng = np.random.default_rng(len(dist))
+    for dtype in ("float32", "int16"):
+        x = make_values(rng, dtype_of(dtype), (3, 20_000), dist)
+        staged_plan(x, 64, backend)
+        run_case(backend, x, 64, algorithm="multiblock")
+        run_case(backend, x, 1000, algorithm="multiblock", mode="smallest", nan="largest")
+
+
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
+def test_warp_radix_is_auto_for_batches_of_medium_rows(backend):
+    require(backend)
+    # 1100 rows of 300: a warp per row. Heavy ties at every digit, a run of one key longer than
+    # the warp's 256 shared pairs at the K-th place (row 1), and NaNs.
+    rng = np.random.default_rng(17)
+    x = make_values(rng, np.float32, (1100, 300), "few_distinct")
+    x[1] = 7.0
+    x[2, ::5] = np.nan
+    assert cutopk.plan(to_backend(x, backend), 40, backend=backend).algorithm == "warp_radix"
+    for order in (True, "index"):
+        run_case(backend, x, 40, sorted=order)
+        run_case(backend, x, 128, sorted=order, mode="smallest", nan="largest")
+    run_case(backend, x[:, ::-1].astype(np.float64), 1, index_dtype=np.int32)
+    # The keys above the K-th key's bucket and the bucket must fit the warp's pairs together:
+    # 120 winners in the top byte's highest bucket, the K-th key among 200 of the next bucket
+    # (spread over the lower bytes), 320 pairs in all, so one more digit pass is needed.
+    y = np.zeros((2, 1000), dtype=np.int32)
+    y[:, 100:220] = 0x7F000000 + rng.integers(0, 2**24, (2, 120))
+    y[:, 500:700] = 0x7E000000 + rng.integers(0, 2**24, (2, 200))
+    run_case(backend, y, 128, algorithm="warp_radix")
+
+
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
+def test_forced_algorithm_that_cannot_apply(backend):
+    require(backend)
+    x = np.zeros((2, 5000), np.float32)
+    with pytest.raises(ValueError, match="algorithm: 'warp_row' handles rows of at most 1024"):
+        cutopk.top_k(to_backend(x, backend), 3, backend=backend, algorithm="warp_row")
+    with pytest.raises(ValueError, match="algorithm: 'radix' selects at most k=1024"):
+        cutopk.top_k(to_backend(x, backend), 2000, backend=backend, algorithm="radix")
+    with pytest.raises(ValueError, match="algorithm: expected 'auto' or one of"):
+        cutopk.top_k(to_backend(x, backend), 3, backend=backend, algorithm="select")
+
+
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
+def test_k_zero_and_empty_batches(backend):
+    require(backend)
+    x = np.zeros((0, 7), np.float32)
+    r = cutopk.top_k(to_backend(x, backend), 3, backend=backend)
+    assert to_host(r.values).shape == (0, 3)
+    r = cutopk.top_k(to_backend(np.ones((2, 7), np.float32), backend), 0, backend=backend)
+    assert to_host(r.indices).shape == (2, 0)
+
+
+def test_algorithms_and_plan():
+    assert cutopk.algorithms("sim") == _dispatch.ALGORITHMS
+    x = np.zeros((8, 100), np.float32)
+    plan = cutopk.plan(x, 4, backend="sim")
+    assert plan.algorithm == "warp_row" and plan.copy is False
+    plan = cutopk.plan(x.T, 4, axis=0, backend="sim", algorithm="bitonic")
+    assert plan.algorithm == "bitonic" and plan.copy is False
+    # A middle axis of a C array leaves two batch axes that no single stride describes.
+    plan = cutopk.plan(np.zeros((3, 4, 50)), 2, axis=1, backend="sim")
+    assert plan.copy is True
+    plan = cutopk.plan(np.zeros((2, 5000), np.float64), 100, backend="sim")
+    assert plan.algorithm == "radix" and plan.params["cap"] >= 1024
+
+
+def test_out_of_memory_is_a_clear_memory_error(monkeypatch):
+    from cutopk import _gpu
+
+    class OutOfMemoryError(Exception):  # stands in for cupy.cuda.memory.OutOfMemoryError
+        pass
+
+    def no_memory(*args, **kwargs):
+        raise OutOfMemoryError("out of memory allocating 1,024 bytes")
+
+    monkeypatch.setattr(_gpu, "_launch", no_memory)  # the multi-launch families
+    monkeypatch.setattr(_gpu._SingleLaunch, "__call__", no_memory)  # the others
+    with pytest.raises(MemoryError, match=r"top_k: out of GPU memory running 'radix' on 2 rows of 5000"):
+        cutopk.top_k(np.zeros((2, 5000), np.float32), 100, backend="sim")
+    with pytest.raises(MemoryError, match=r"running 'radix' on 2 rows of 5000"):
+        cutopk.top_k(np.zeros((5000, 2), np.float32), 100, axis=0, backend="sim")  # a copy first
+    with pytest.raises(MemoryError, match=r"running 'multiblock' on 2 rows of 5000"):
+        cutopk.top_k(np.zeros((2, 5000), np.float32), 100, backend="sim", algorithm="multiblock")
+
+
+@pytest.mark.parametrize("backend", [pytest.param("numpy"), *GPU_BACKENDS])
+def test_many_threads_at_once(backend):
+    # Several Python threads calling top_k together, the first call of each dtype among them, so
+    # that module building, the module cache and the launches all race.
+    require(backend)
+    from concurrent.futures import ThreadPoolExecutor
+
+    from cutopk import _gpu
+
+    _gpu._MODULES.clear()
+    rng = np.random.default_rng(12)
+    jobs = [
+        make_values(rng, dtype_of(d), (4, 500), "few_distinct")
+        for d in ("int16", "float32", "uint8", "float64") * 3
+    ]
+
+    def one(x):
+        result = cutopk.top_k(to_backend(x, backend), 7, backend=backend)
+        assert_same(tuple(to_host(r) for r in result), reference_top_k(x, 7))
+        return True
+
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        assert all(pool.map(one, jobs))
+
+
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
+def test_radix_candidate_buffer_paths(backend, monkeypatch):
+    # Small shared-memory and buffer capacities, so that rows of a few thousand take every radix
+    # path: the move of a bucket to the buffer (in index order), digit passes over the buffer,
+    # compaction from it, and the ordered tie selection over it (few distinct values).
+    require(backend)
+    monkeypatch.setattr(_dispatch, "MAX_CANDIDATES", 64)
+    monkeypatch.setattr(_dispatch, "RADIX_BUFFER_DIVISOR", 3)
+    _call.CACHE.clear()  # plans made before the patch must not serve calls after it
+    rng = np.random.default_rng(21)
+    assert cutopk.plan(np.zeros((2, 3000), np.float32), 100, backend="sim").params == {
+        "cap": 64,
+        "buffer": 1000,
+    }
+    for dtype, dist in (
+        ("float32", "uniform"),
+        ("float32", "few_distinct"),
+        ("float64", "leading_bits"),
+        ("int64", "uniform"),
+        ("float16", "nan"),
+        ("uint8", "uniform"),
+        ("int32", "all_equal"),
+    ):
+        x = make_values(rng, dtype_of(dtype), (2, 3000), dist)
+        for k in (1, 100, 700):
+            run_case(backend, x, k, algorithm="radix")
+        run_case(backend, x, 300, algorithm="radix", sorted="index", mode="smallest", nan="largest")
+        run_case(backend, x[:, ::-1], 50, algorithm="radix", sorted=False, nan="largest")
+
+
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
+def test_warp_row_medium_rows(backend):
+    # ITEMS = 16 and 32 (rows of up to 1024 in a warp's registers), partial last slots, ties and
+    # NaN across lanes and slots, every order.
+    require(backend)
+    rng = np.random.default_rng(31)
+    for dtype, dist, n in (
+        ("float64", "nan", 1024),
+        ("int8", "few_distinct", 1000),
+        ("float16", "zeros", 513),
+    ):
+        x = make_values(rng, dtype_of(dtype), (9, n), dist)
+        assert cutopk.plan(x, 16, backend="sim").algorithm == "warp_row"
+        for k, order, mode, nan in (
+            (1, True, "largest", "last"),
+            (16, "index", "smallest", "largest"),
+            (32, False, "largest", "largest"),
+            (32, True, "smallest", "last"),
+        ):
+            run_case(backend, x, k, sorted=order, mode=mode, nan=nan, algorithm="warp_row")
+
+
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
+@pytest.mark.parametrize("dtype", ["int8", "float16", "float32", "float64"])
+def test_streaming_loader_heads_tails_tiles_and_strides(backend, dtype):
+    require(backend)
+    # The streaming loader (kernels/row_loads.cuh) of every kernel that uses it: rows that start
+    # off a 16-byte boundary (a column offset: a head read one by one), end inside a vector (a
+    # tail), span several tiles of 16-byte loads, and the strided path (a column step of 3).
+    rng = np.random.default_rng(7)
+    x = rng.integers(-60, 60, (3, 40_013)).astype(dtype)  # many ties across tiles
+    for view in (x[:, 1:], x[:, 5:-2], x[:, ::3], x[:, 8:]):
+        for algorithm in ("radix", "warp_radix", "multiblock"):
+            run_case(backend, view, 100, algorithm=algorithm)
+            run_case(backend, view, 100, algorithm=algorithm, mode="smallest", sorted="index")
+
+
+def test_kernel_constants_come_only_from_their_header():
+    # Written once, in kernels/constants.cuh, which cutopk/_kernel_constants.py reads; the module
+    # has no constant of its own, no other kernel file defines one (a fallback would let the two
+    # sides drift apart), every one is used by some kernel, and every module's source holds them.
+    from cutopk import _gpu, _kernel_constants, _kernel_source
+
+    assert _kernel_constants.HEADER == _gpu.kernel_dir() / "constants.cuh"
+    values = _kernel_constants.read_header()
+    assert len(values) > 10 and tuple(values) == _kernel_constants._EXPORTED
+    assert {n for n in vars(_kernel_constants) if n.isupper() and n[0] != "_"} == {"HEADER", *values}
+    assert all("// ---- constants.cuh\n" in p.source for p in _gpu.programs())
+    others = [name for name in _kernel_source.all_files() if name != "constants.cuh"]
+    files = "\n".join((_gpu.kernel_dir() / name).read_text() for name in others)
+    for name, value in values.items():
+        macro = f"CUTOPK_{name}"
+        assert getattr(_kernel_constants, name) == value
+        assert re.search(rf"^#define {macro} {value}\b", _kernel_constants.HEADER.read_text(), re.M)
+        assert f"#define {macro}" not in files and f"ifndef {macro}" not in files, macro
+        assert macro in files, f"{macro} is not used by any kernel"
+    assert _dispatch.MULTIBLOCK_STATE_BYTES == _kernel_constants.MULTIBLOCK_STATE_BYTES
+
+
+def test_kernel_constants_header_rejects_what_python_cannot_read(tmp_path):
+    from cutopk import _kernel_constants
+
+    good = tmp_path / "good.cuh"
+    good.write_text("#pragma once\n#define CUTOPK_A 3  // three\n  #define CUTOPK_B -1\n")
+    assert _kernel_constants.read_header(good) == {"A": 3, "B": -1}
+    for line in ("#define CUTOPK_A (2 * 4)", "#define CUTOPK_A", "#define OTHER 1", "#define CUTOPK_B0 2"):
+        bad = tmp_path / "bad.cuh"
+        bad.write_text(f"#define CUTOPK_B0 1\n{line}\n")
+        with pytest.raises(RuntimeError, match=r"bad\.cuh:2: expected '#define CUTOPK_<NAME> <integer>'"):
+            _kernel_constants.read_header(bad)
+
+
+@pytest.mark.parametrize("algorithm", ["multiblock", "sort", "radix", "bitonic"])
+def test_no_rows_with_a_forced_algorithm(algorithm):
+    # Found 2026-11-23 by the segmented fuzzer (no segments): planning a forced multiblock call
+    # over zero rows divided by the number of rows. Nothing runs; the result is empty.
+    require("sim")
+    got = cutopk.top_k(np.zeros((0, 50), np.float32), 3, backend="sim", algorithm=algorithm)
+    assert got.values.shape == got.indices.shape == (0, 3)
+    empty = cutopk.segmented_top_k(
+        np.zeros(4, np.float32), np.array([2]), 3, backend="sim", algorithm=algorithm
+    )
+    assert empty.values.shape == (0, 3)

@@ -1,0 +1,131 @@
+"""The SASS check (tools/check_sass.py) can fail: it is run on planted kernels, one per rule,
+compiled here with nvcc, next to a kernel that keeps the rules. Skipped with a reason where nvcc,
+cuobjdump or nvdisasm is missing (CI installs them: nvcc from the toolkit, the other two from
+the ``lint`` extra's wheels)."""
+
+from __future__ import annotations
+
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "tools"))
+
+import check_sass
+
+SNIPPET = r"""
+struct __align__(16) Vec { unsigned w[4]; };
+
+// One load, then its use, per iteration: one load in flight, and no 128-bit load.
+extern "C" __global__ void stream_one_at_a_time(const float* __restrict__ in, long long n, unsigned* hist) {
+  __shared__ unsigned h[256];
+  for (int d = threadIdx.x; d < 256; d += blockDim.x) h[d] = 0;
+  __syncthreads();
+#pragma unroll 1
+  for (long long i = threadIdx.x; i < n; i += blockDim.x) atomicAdd(&h[__float_as_uint(in[i]) >> 24], 1u);
+  __syncthreads();
+  for (int d = threadIdx.x; d < 256; d += blockDim.x) hist[d] = h[d];
+}
+
+// A 64-bit shared histogram updated with a compare-and-swap loop.
+extern "C" __global__ void stream_cas_histogram(const Vec* __restrict__ in, long long nv, unsigned long long* hist) {
+  __shared__ unsigned long long h[256];
+  for (int d = threadIdx.x; d < 256; d += blockDim.x) h[d] = 0;
+  __syncthreads();
+  for (long long t = 0; t < nv; t += 4LL * blockDim.x) {
+    Vec v[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const long long at = t + j * (long long)blockDim.x + threadIdx.x;
+      v[j] = at < nv ? in[at] : Vec{};
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      unsigned long long* bin = &h[v[j].w[0] >> 24];
+      unsigned long long old = *bin, seen;
+      do {
+        seen = old;
+        old = atomicCAS(bin, seen, seen + 1);
+      } while (old != seen);
+    }
+  }
+  __syncthreads();
+  for (int d = threadIdx.x; d < 256; d += blockDim.x) hist[d] = h[d];
+}
+
+// Four 16-byte loads in flight, 32-bit shared counters: passes.
+extern "C" __global__ void stream_good(const Vec* __restrict__ in, long long nv, unsigned* hist) {
+  __shared__ unsigned h[256];
+  for (int d = threadIdx.x; d < 256; d += blockDim.x) h[d] = 0;
+  __syncthreads();
+  for (long long t = 0; t < nv; t += 4LL * blockDim.x) {
+    Vec v[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const long long at = t + j * (long long)blockDim.x + threadIdx.x;
+      v[j] = at < nv ? in[at] : Vec{};
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) atomicAdd(&h[v[j].w[e] >> 24], 1u);
+  }
+  __syncthreads();
+  for (int d = threadIdx.x; d < 256; d += blockDim.x) hist[d] = h[d];
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory):
+    nvcc = shutil.which("nvcc")
+    if not nvcc:
+        pytest.skip("nvcc not found: the planted kernels cannot be compiled")
+    if check_sass.find_cuobjdump()[0] is None:
+        pytest.skip("cuobjdump/nvdisasm not found (pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm)")
+    tmp = tmp_path_factory.mktemp("sass")
+    src, out = tmp / "planted.cu", tmp / "planted.cubin"
+    src.write_text(SNIPPET)
+    subprocess.run([nvcc, "-cubin", "-arch=sm_80", str(src), "-o", str(out)], check=True, capture_output=True)
+    return check_sass.disassemble(str(out))
+
+
+def findings(functions, name):
+    mine = {key: code for key, code in functions.items() if key[1] == name}
+    assert mine, f"{name} is not in the disassembly"
+    return [f.problem for f in check_sass.check(mine, streaming=re.compile(r"^stream_"))]
+
+
+def test_one_load_at_a_time_and_no_vector_load_fail(planted):
+    problems = findings(planted, "stream_one_at_a_time")
+    assert any("no 128-bit global load" in p for p in problems), problems
+    assert any("global loads in flight" in p for p in problems), problems
+
+
+def test_a_compare_and_swap_histogram_fails(planted):
+    problems = findings(planted, "stream_cas_histogram")
+    assert any("compare-and-swap" in p for p in problems), problems
+
+
+def test_four_vector_loads_in_flight_pass(planted):
+    assert findings(planted, "stream_good") == []
+    code = next(c for (_, n), c in planted.items() if n == "stream_good")
+    assert check_sass.loads_in_flight(code) >= 4
+
+
+def test_the_rules_name_the_entry_points_of_the_streaming_kernels():
+    # The rules find kernels by the names the launcher compiles (cutopk/_kernel_source.py): every
+    # entry point of a streaming kernel, and no other.
+    from cutopk import _gpu
+
+    streaming = {"radix_topk", "warp_radix_topk", "mb_histogram", "mb_move", "mb_collect"}
+    names = [n for p in _gpu.programs() for n in p.kernels]
+    assert "radix_topk_float32" in names and "warp_radix_topk_uint8" in names
+    for name in names:
+        base = re.sub(r"_(u?int\d+|b?float\d+)(_\w+)?$", "", name)
+        assert bool(check_sass.STREAMING.search(name)) == (base in streaming), name
+        assert bool(check_sass.SAMPLED.search(name)) == (base == "mb_sample"), name

@@ -1,0 +1,394 @@
+"""The NumPy backend on several threads, and its long-row path (column ranges merged exactly):
+identical to the reference for every thread count, with ties across range boundaries."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from support.reference import check_top_k
+
+import cutopk
+from cutopk import _numpy, _numpy_exact, _numpy_long, _numpy_threads
+
+THREADS = (1, 2, 3, 7)
+
+
+@pytest.fixture
+def tiny_ranges(monkeypatch):
+    """Long-row path for rows of 64+ columns, ranges of 37 columns, few candidates per range:
+    every step (pivot, candidates, radix, ties across ranges) runs on small inputs."""
+    monkeypatch.setattr(_numpy_long, "LONG_ROW_MIN_N", 64)
+    monkeypatch.setattr(_numpy_long, "RANGE_ELEMENTS", 37)
+    monkeypatch.setattr(_numpy_long, "CANDIDATE_SHARE", 1 / 8)
+    monkeypatch.setattr(_numpy, "BLOCK_BYTES", 64)  # many row blocks too
+    monkeypatch.setattr(_numpy, "FILTER_BLOCK_BYTES", 64)
+    monkeypatch.setattr(_numpy, "PARALLEL_MIN_ELEMENTS", 1)  # threads even on tiny inputs
+
+
+@pytest.mark.parametrize("threads", THREADS)
+def test_row_blocks_on_threads(threads, monkeypatch):
+    monkeypatch.setattr(_numpy, "BLOCK_BYTES", 2048)
+    monkeypatch.setattr(_numpy, "FILTER_BLOCK_BYTES", 2048)
+    monkeypatch.setattr(_numpy, "PARALLEL_MIN_ELEMENTS", 1)
+    rng = np.random.default_rng(threads)
+    x = rng.integers(0, 5, (301, 700)).astype(np.float32)
+    x[::7, ::3] = np.nan
+    with _numpy_threads.num_threads(threads):
+        for k in (1, 3, 50, 700):
+            check_top_k(x, k, nan="largest")
+            check_top_k(x, k, mode="smallest", sorted="index")
+
+
+@pytest.mark.parametrize("threads", THREADS)
+@pytest.mark.parametrize("dtype", (np.float32, np.float16, np.int8, np.uint64, np.float64))
+def test_long_rows_on_threads(threads, dtype, tiny_ranges):
+    rng = np.random.default_rng(threads)
+    n = 1000
+    rows = {
+        "uniform": rng.integers(0, 1000, n),
+        "equal": np.full(n, 3),
+        "sparse": np.where(rng.random(n) < 0.02, rng.integers(1, 100, n), 0),
+        "two values": rng.integers(0, 2, n),
+    }
+    with _numpy_threads.num_threads(threads):
+        for row in rows.values():
+            x = row.astype(dtype)
+            for k in (1, 5, 36, 37, 38, 74, 500, 999, 1000):
+                for mode in ("largest", "smallest"):
+                    check_top_k(x, k, mode=mode)
+                check_top_k(x, k, sorted="index")
+
+
+@pytest.mark.parametrize("threads", THREADS)
+def test_long_rows_with_nans(threads, tiny_ranges):
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal(2000).astype(np.float32)
+    x[rng.random(2000) < 0.5] = np.nan
+    x[::5] = -0.0
+    x[1::5] = 0.0
+    with _numpy_threads.num_threads(threads):
+        for k in (1, 10, 400, 1000, 1999):
+            for mode in ("largest", "smallest"):
+                for nan in ("last", "largest"):
+                    check_top_k(x, k, mode=mode, nan=nan)
+
+
+def test_ties_across_range_boundaries(tiny_ranges):
+    # Ranges of 37: the tied value sits on both sides of every boundary; the first ones win.
+    x = np.zeros(370, dtype=np.int16)
+    x[30:44] = 5  # ranges 0 and 1
+    x[70:80] = 5  # ranges 1 and 2
+    x[200] = 9
+    for threads in THREADS:
+        with _numpy_threads.num_threads(threads):
+            r = cutopk.top_k(x, 12)
+            assert r.indices.tolist() == [200, *range(30, 41)]
+            r = cutopk.top_k(x, 20, sorted="index")
+            assert r.indices.tolist() == [*range(30, 44), *range(70, 75), 200]
+
+
+def test_radix_select_runs_and_is_exact(tiny_ranges, monkeypatch):
+    # A pivot that is never right forces the radix select on every call.
+    calls = []
+    original = _numpy_long._radix_kth_key
+
+    def spy(*args):
+        calls.append(1)
+        return original(*args)
+
+    monkeypatch.setattr(_numpy_long, "_radix_kth_key", spy)
+
+    def top_key(r, k):  # no key is above it: the pivot falls short
+        return np.iinfo(r.key_t).max
+
+    monkeypatch.setattr(_numpy_long, "_pivot_key", top_key)
+    rng = np.random.default_rng(4)
+    for dtype in (np.float32, np.int64, np.uint8, np.float16):
+        x = rng.integers(0, 50, 3000).astype(dtype)
+        for k in (1, 100, 2999):
+            check_top_k(x, k)
+            check_top_k(x, k, mode="smallest")
+    assert calls
+
+
+def test_zero_stride_row_is_read_in_ranges(tiny_ranges):
+    x = np.broadcast_to(np.float32(2), (3, 5000))
+    r = cutopk.top_k(x, 4)
+    assert r.indices.tolist() == [[0, 1, 2, 3]] * 3
+
+
+def test_thread_count_settings(monkeypatch):
+    monkeypatch.delenv(_numpy_threads.ENV_VAR, raising=False)
+    assert _numpy_threads.get_num_threads() >= 1
+    monkeypatch.setenv(_numpy_threads.ENV_VAR, "3")
+    assert _numpy_threads.get_num_threads() == 3
+    with _numpy_threads.num_threads(5):
+        assert _numpy_threads.get_num_threads() == 5
+    assert _numpy_threads.get_num_threads() == 3
+    monkeypatch.setenv(_numpy_threads.ENV_VAR, "zero")
+    with pytest.raises(ValueError, match="CUTOPK_NUM_THREADS: expected a positive integer"):
+        _numpy_threads.get_num_threads()
+    with pytest.raises(ValueError, match="n: expected a positive integer"):
+        _numpy_threads.set_num_threads(0)
+
+
+def test_an_exception_in_a_worker_reaches_the_caller():
+    def fn(i):
+        if i == 5:
+            raise KeyError(i)
+        return i
+
+    with pytest.raises(KeyError):
+        _numpy_threads.run(fn, range(9), 3)
+    assert _numpy_threads.run(lambda i: i * i, range(9), 4) == [i * i for i in range(9)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n=st.integers(1, 400),
+    rows=st.integers(1, 9),
+    k_share=st.floats(0, 1),
+    levels=st.sampled_from([2, 5, 1000]),
+    dtype=st.sampled_from(["float32", "float16", "int16", "uint32", "float64"]),
+    mode=st.sampled_from(["largest", "smallest"]),
+    nan=st.sampled_from(["last", "largest"]),
+    order=st.sampled_from([True, "index", False]),
+)
+def test_identical_for_every_thread_count(seed, n, rows, k_share, levels, dtype, mode, nan, order):
+    """Random shapes and values (few levels: heavy ties), forced through the long-row path with
+    small ranges as well as row blocks: every thread count gives the reference's answer."""
+    rng = np.random.default_rng(seed)
+    x = rng.integers(0, levels, (rows, n)).astype(dtype)
+    if dtype.startswith("float"):
+        x[rng.random(x.shape) < 0.1] = np.nan
+    k = round(k_share * n)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_numpy_long, "LONG_ROW_MIN_N", 50)
+        mp.setattr(_numpy_long, "RANGE_ELEMENTS", 23)
+        mp.setattr(_numpy, "BLOCK_BYTES", 256)
+        mp.setattr(_numpy, "FILTER_BLOCK_BYTES", 512)
+        mp.setattr(_numpy, "PARALLEL_MIN_ELEMENTS", 1)
+        for threads in THREADS:
+            with _numpy_threads.num_threads(threads):
+                check_top_k(x, k, mode=mode, nan=nan, sorted=order)
+
+
+@pytest.mark.parametrize("dtype", ("float32", "float64", "int8", "int32", "uint16", "int64", "uint64"))
+@pytest.mark.parametrize("mode", ("largest", "smallest"))
+def test_value_of_a_key_round_trips(dtype, mode):
+    """The long-row path compares elements with the value whose key is the pivot: that value's
+    key must be the pivot itself, for every dtype and mode (NaN keys have no value)."""
+    from cutopk._keys import preference_keys
+
+    rng = np.random.default_rng(1)
+    info = np.iinfo(dtype) if "int" in dtype else None
+    if info is not None:
+        x = rng.integers(info.min, info.max, 500, dtype=dtype, endpoint=True)
+        x[:2] = info.min, info.max
+    else:
+        x = rng.standard_normal(500).astype(dtype) * 1e30
+        x[:6] = [-0.0, 0.0, np.inf, -np.inf, np.finfo(dtype).tiny / 4, np.nan]
+    r = _numpy_long._Row(x, mode == "largest", False)
+    keys = preference_keys(x, mode == "largest", False)
+    for key, v in zip(keys, x, strict=True):
+        got = r.value_of(key)
+        if info is None and np.isnan(v):
+            assert got is None
+            continue
+        assert preference_keys(np.array([got], dtype=dtype), mode == "largest", False)[0] == key
+        assert got == v
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n=st.integers(512, 2000),
+    cols=st.integers(1, 40),
+    k=st.integers(1, 32),
+    levels=st.sampled_from([2, 30, 10**6]),
+    nan=st.sampled_from(["last", "largest"]),
+    mode=st.sampled_from(["largest", "smallest"]),
+)
+def test_outer_axis_identical_for_every_thread_count(seed, n, cols, k, levels, nan, mode):
+    rng = np.random.default_rng(seed)
+    x = rng.integers(0, levels, (n, cols)).astype(np.float32)
+    x[rng.random(x.shape) < 0.03] = np.nan
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_numpy, "OUTER_BLOCK_BYTES", 4096 * 7)  # a few columns per block
+        mp.setattr(_numpy, "PARALLEL_MIN_ELEMENTS", 1)
+        for threads in THREADS:
+            with _numpy_threads.num_threads(threads):
+                check_top_k(x, k, axis=0, nan=nan, mode=mode)
+
+
+def test_blocks_really_run_on_several_threads(monkeypatch):
+    """The pool is used: blocks of one call run on more than one thread."""
+    import threading
+
+    seen = set()
+    original = _numpy.select_rows
+
+    def spy(*args):
+        seen.add(threading.get_ident())
+        return original(*args)
+
+    monkeypatch.setattr(_numpy, "select_rows", spy)
+    monkeypatch.setattr(_numpy, "PARALLEL_MIN_ELEMENTS", 1)
+    monkeypatch.setattr(_numpy, "BLOCK_BYTES", 512)
+    x = np.random.default_rng(0).random((400, 100))
+    with _numpy_threads.num_threads(4):
+        for _ in range(20):  # scheduling may hand every block to one thread once
+            check_top_k(x, 5)
+            if len(seen) > 1:
+                break
+    assert len(seen) > 1
+
+
+@pytest.mark.parametrize("dtype", (">f4", ">i2", "<f8", ">u8"))
+def test_long_rows_in_other_byte_orders_and_strides(dtype, tiny_ranges):
+    rng = np.random.default_rng(3)
+    base = rng.integers(0, 40, 3001).astype(dtype)
+    for x in (base, base[::-1], base[::3], np.broadcast_to(base[:1], (2000,))):
+        for k in (1, 9, 300):
+            for threads in (1, 3):
+                with _numpy_threads.num_threads(threads):
+                    r = check_top_k(x, k)
+                    check_top_k(x, k, mode="smallest", sorted="index")
+            assert r.values.dtype == x.dtype
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n=st.integers(512, 3000),
+    rows=st.integers(1, 6),
+    k=st.integers(1, 32),
+    levels=st.sampled_from([1, 2, 3, 50, 10**6]),
+    flat_max=st.sampled_from([1, 100, 1 << 19]),
+    dtype=st.sampled_from(["float32", "int8", "float16", "float64"]),
+    nan=st.sampled_from(["last", "largest"]),
+    mode=st.sampled_from(["largest", "smallest"]),
+    order=st.sampled_from([True, "index"]),
+)
+def test_pivot_filter_with_ties_and_few_levels(seed, n, rows, k, levels, flat_max, dtype, nan, mode, order):
+    """The pivot filter's routes (candidates listed or settled on masks, ties at the pivot,
+    short rows), chosen by the data and by the candidate limit, on 1 and 3 threads."""
+    rng = np.random.default_rng(seed)
+    top = {"int8": 100, "float16": 60000}.get(dtype, levels)  # values the dtype holds
+    x = rng.integers(0, min(levels, top), (rows, n)).astype(dtype)
+    if dtype.startswith("float") and levels > 1:
+        x[rng.random(x.shape) < 0.05] = np.nan
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_numpy, "FLAT_MAX_CANDIDATES", flat_max)
+        mp.setattr(_numpy_exact, "FIRST_TRUE_MAX_COLUMNS", 1024)  # several chunks of the tie count
+        mp.setattr(_numpy, "PARALLEL_MIN_ELEMENTS", 1)
+        mp.setattr(_numpy, "FILTER_BLOCK_BYTES", 4096)
+        for threads in (1, 3):
+            with _numpy_threads.num_threads(threads):
+                check_top_k(x, k, mode=mode, nan=nan, sorted=order)
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs os.fork")
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded")  # Python 3.12+: the point here
+def test_a_forked_child_gets_a_pool_of_its_own():
+    import os
+
+    x = np.random.default_rng(0).random((64, 5000))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_numpy, "PARALLEL_MIN_ELEMENTS", 1)
+        with _numpy_threads.num_threads(3):
+            want = cutopk.top_k(x, 4).indices  # the parent's pool now exists
+            pid = os.fork()
+            if pid == 0:  # the child: its answer through a pool of its own, then leave at once
+                ok = np.array_equal(cutopk.top_k(x, 4).indices, want) and _numpy_threads._state["size"] > 0
+                os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_growing_the_pool_never_fails_a_call_that_is_submitting_work(monkeypatch):
+    """A call that grows the pool (a larger thread count) while another call is handing work to
+    the old pool: the old pool is never shut down under that other call."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    grown = []
+
+    class Pool(ThreadPoolExecutor):
+        def submit(self, fn, /, *args, **kwargs):
+            if not grown:  # the first submission: another thread grows the pool meanwhile
+                grown.append(threading.Thread(target=_numpy_threads.run, args=(abs, [-1] * 8, 8)))
+                grown[0].start()
+                grown[0].join(0.5)  # returns at once where growing waits for this submission
+            return super().submit(fn, *args, **kwargs)
+
+    monkeypatch.setattr(_numpy_threads, "ThreadPoolExecutor", Pool)
+    monkeypatch.setitem(_numpy_threads._state, "pool", None)
+    monkeypatch.setitem(_numpy_threads._state, "size", 0)
+    assert _numpy_threads.run(abs, [-1, -2, -3], 3) == [1, 2, 3]
+    grown[0].join()
+    assert _numpy_threads._state["size"] == 7
+
+
+def test_num_threads_block_sets_the_count_of_its_own_thread_only():
+    import threading
+
+    seen = []
+    inside, done = threading.Event(), threading.Event()
+
+    def other():
+        inside.wait()
+        seen.append(cutopk.get_num_threads())
+        done.set()
+
+    before = cutopk.get_num_threads()
+    t = threading.Thread(target=other)
+    t.start()
+    with cutopk.num_threads(before + 3):
+        inside.set()
+        done.wait()
+        assert cutopk.get_num_threads() == before + 3
+    t.join()
+    assert seen == [before]
+    assert cutopk.get_num_threads() == before
+
+
+def test_num_threads_block_takes_precedence_over_the_process_wide_setting():
+    previous = cutopk.set_num_threads(2)
+    try:
+        with cutopk.num_threads(5):
+            assert cutopk.get_num_threads() == 5
+            cutopk.set_num_threads(3)  # process-wide: the block keeps its own count
+            assert cutopk.get_num_threads() == 5
+        assert cutopk.get_num_threads() == 3
+    finally:
+        cutopk.set_num_threads(previous)
+
+
+def test_num_threads_is_public_next_to_set_and_get():
+    assert {"num_threads", "set_num_threads", "get_num_threads"} <= set(cutopk.__all__)
+    assert cutopk.num_threads is _numpy_threads.num_threads
+
+
+@pytest.mark.parametrize("n", [np.int64(2), np.int32(3), np.uint8(4), np.array(5)])
+def test_thread_count_accepts_any_index_integer(n):
+    previous = cutopk.set_num_threads(n)
+    try:
+        assert cutopk.get_num_threads() == int(n)
+        assert type(cutopk.get_num_threads()) is int
+        with cutopk.num_threads(n):
+            assert cutopk.get_num_threads() == int(n)
+    finally:
+        cutopk.set_num_threads(previous)
+
+
+@pytest.mark.parametrize("n", [True, np.True_, 2.0, "2", 0, -1, np.int64(0)])
+def test_thread_count_refuses_bools_non_integers_and_non_positive(n):
+    with pytest.raises(ValueError, match="n: expected a positive integer number of threads"):
+        cutopk.set_num_threads(n)
+    with pytest.raises(ValueError, match="n: expected a positive integer number of threads"):
+        with cutopk.num_threads(n):
+            pass
