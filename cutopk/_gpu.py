@@ -186,7 +186,7 @@ def _check_forced(req: Request, key_bytes: int, device: _dispatch.Device, rows: 
 
 
 # The parameters of each single-launch kernel family, in order: the one place these argument lists
-# are written, by the C parameter names of the kernels (tests/cuda/test_kernel_arguments.py checks
+# are written, by the C parameter names of the kernels (tests/gpu/test_kernel_arguments.py checks
 # names, order and types against kernels/<family>.cu). Scalars are typed by SCALAR_TYPES (CUDA's
 # long long / int); the arrays are the input, the row extents (kernels/row_extent.cuh), the
 # outputs and the radix candidate buffer.

@@ -18,7 +18,7 @@ import numpy as np
 from . import _dispatch, _gpu_rows, _kernel_source
 
 # The launches of the sequence by the kernels' C parameter names (kernels/multiblock.cu; checked
-# against it by tests/cuda/test_kernel_arguments.py). MB_PARAMS and MB_STAGE_PARAMS there are _SLICE
+# against it by tests/gpu/test_kernel_arguments.py). MB_PARAMS and MB_STAGE_PARAMS there are _SLICE
 # and _STAGE here.
 SCALAR_TYPES = {
     "rows": np.int64, "n": np.int64, "row_stride": np.int64, "col_stride": np.int64,

@@ -16,7 +16,7 @@ MAX_BLOCKS = 1 << 16  # the ordering kernels stride over what a grid this size d
 
 # The launches of this module's kernels, and gather_values (the sort and multiblock paths), by the
 # kernels' C parameter names (kernels/order.cu, transpose.cu, sort.cu; checked against them by
-# tests/cuda/test_kernel_arguments.py).
+# tests/gpu/test_kernel_arguments.py).
 SCALAR_TYPES = {
     "rows": np.int64, "len": np.int64, "width": np.int64, "n": np.int64, "row_stride": np.int64,
     "col_stride": np.int64, "with_idx": np.int32, "tile": np.int32, "by_index": np.int32,

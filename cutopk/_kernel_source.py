@@ -67,7 +67,7 @@ class Params(NamedTuple):
     """One launch's arguments by name: the kernel it launches (``mb_histogram``; the template's
     name, or a plain ``extern "C"`` kernel's) and its C parameter names in the order of the
     kernel's declaration, with the numpy type of each scalar (the others are arrays, passed as
-    they are). Written once next to the launch; tests/cuda/test_kernel_arguments.py checks names,
+    they are). Written once next to the launch; tests/gpu/test_kernel_arguments.py checks names,
     order and types against the kernel files, so no argument tuple is built by position."""
 
     kernel: str

@@ -68,7 +68,7 @@ enum Move : int { MOVE_NONE = 0, MOVE_SQUEEZE_STAGED = 1, MOVE_COPY_BUCKET = 2 }
 // A row's selection state in global memory, carried from launch to launch. Invariant: the K-th
 // key of the row lies among the keys whose bits above `shift + 8` (at and above `shift` once
 // the row is done) equal `prefix`; `needed` winners are still to take from those, the others
-// (`k_row - needed`) are keys above them. The field offsets are read by tests/cuda/test_kernels.py
+// (`k_row - needed`) are keys above them. The field offsets are read by tests/gpu/test_kernels.py
 // and tests/irregular/test_extents_multiblock.py (MB_STATE): keep them.
 struct State {
   unsigned long long prefix;     // the digits found so far

@@ -7,7 +7,7 @@
 #   env       device, driver and library versions
 #   tests     every gpu-marked test (the whole suite on the CUDA backend), then the full kernel matrix
 #   memcheck  compute-sanitizer memcheck over the kernel tests and the row-extent tests
-#             (tests/cuda/test_kernels.py, tests/irregular/test_extents.py: the kernels' reads of
+#             (tests/gpu/test_kernels.py, tests/irregular/test_extents.py: the kernels' reads of
 #             lengths and CSR offsets; CuPy's memory pool off, so each allocation has its own
 #             bounds); racecheck, synccheck likewise
 #   racecheck
@@ -80,7 +80,7 @@ sanitize() {
   # Without the pool an out-of-bounds access leaves its allocation instead of landing in a
   # neighbour inside one of the pool's large blocks.
   CUTOPK_CUPY_NO_POOL=1 timeout "$limit" compute-sanitizer --tool "$tool" --error-exitcode 99 \
-    "${pytest[@]}" -m gpu tests/cuda/test_kernels.py tests/irregular/test_extents.py
+    "${pytest[@]}" -m gpu tests/gpu/test_kernels.py tests/irregular/test_extents.py
 }
 
 irregular() {
@@ -103,7 +103,7 @@ run_phase() {
       ;;
     tests)
       timeout "$limit" "${pytest[@]}" -m gpu &&
-        CUTOPK_FULL_MATRIX=1 timeout "$limit" "${pytest[@]}" -m gpu tests/cuda/test_kernels.py
+        CUTOPK_FULL_MATRIX=1 timeout "$limit" "${pytest[@]}" -m gpu tests/gpu/test_kernels.py
       ;;
     memcheck | racecheck | synccheck) sanitize "$1" ;;
     cub) build_cub && python3 -c "from cutopk._bench import cub; import sys; lib, why = cub.available('$(cub_arch)'); print(why or f'CUB {lib.version} loaded from {lib.path}'); sys.exit(lib is None)" ;;

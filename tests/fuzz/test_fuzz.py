@@ -5,7 +5,7 @@ equal, one distinct value at the K boundary, same leading bits, +-inf/NaN mixtur
 extremes). The budget is hypothesis' profile: bounded in CI (``CI=1``), longer with
 ``CUTOPK_HYPOTHESIS_PROFILE=long`` (see tools/fuzz.sh). Each failure found becomes a plain test
 in the file of the feature it concerns (the first two are at the end of this file and of
-tests/cuda/test_kernels.py).
+tests/gpu/test_kernels.py).
 """
 
 from __future__ import annotations

@@ -149,7 +149,7 @@ def test_outer_axis_plans_say_how_they_copy():
 
 
 @pytest.mark.parametrize("backend", GPU_BACKENDS)
-# thread_row reads outer-axis rows in place (tests/cuda/test_kernels.py::test_outer_axis_reads_in_place).
+# thread_row reads outer-axis rows in place (tests/gpu/test_kernels.py::test_outer_axis_reads_in_place).
 @pytest.mark.parametrize("algorithm", ["auto", *(a for a in _dispatch.ALGORITHMS if a != "thread_row")])
 def test_outer_axis_rows_through_the_tiled_transpose(backend, algorithm, monkeypatch):
     require(backend)
