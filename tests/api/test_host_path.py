@@ -10,7 +10,7 @@ import threading
 
 import numpy as np
 import pytest
-from support.backends import BACKEND_PARAMS, require, sim_unavailable_reason, to_backend, to_host
+from support.backends import BACKEND_PARAMS, require, to_backend, to_host, usable
 from support.inputs import make_values
 from support.reference import assert_same, reference_top_k
 
@@ -20,12 +20,6 @@ from cutopk._bench.recording import recording_launches
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BACKENDS = ["numpy", "sim"]
-
-
-def _backend(name):
-    if name == "sim" and sim_unavailable_reason():
-        pytest.skip(sim_unavailable_reason())
-    return name
 
 
 # --- cached plans ---
@@ -45,7 +39,7 @@ CASES = [
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize(("shape", "k", "kw"), CASES)
 def test_cached_and_uncached_calls_agree(backend, shape, k, kw):
-    backend = _backend(backend)
+    backend = usable(backend)
     if backend == "numpy":
         kw = {key: v for key, v in kw.items() if key != "algorithm"}
     rng = np.random.default_rng(len(shape) * 7 + k)
@@ -136,7 +130,7 @@ def test_the_cache_is_bounded(monkeypatch):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_the_cache_under_threads(backend, monkeypatch):
-    backend = _backend(backend)
+    backend = usable(backend)
     monkeypatch.setattr(_call, "CACHE", _call.PlanCache(maxsize=3))  # constant eviction too
     rng = np.random.default_rng(3)
     inputs = [make_values(rng, np.float32, (4, n), "ties") for n in (50, 60, 70, 80, 90)]
@@ -165,7 +159,7 @@ def test_the_cache_under_threads(backend, monkeypatch):
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("axis", [-1, 0])
 def test_out_is_written_and_returned(backend, axis):
-    backend = _backend(backend)
+    backend = usable(backend)
     x = make_values(np.random.default_rng(1), np.float32, (6, 40), "ties")
     shape = (6, 3) if axis == -1 else (3, 40)
     values, indices = np.full(shape, -7, np.float32), np.full(shape, -7, np.int32)
@@ -194,7 +188,7 @@ def test_out_with_a_non_native_input():
     x = np.array([[1, 3, 2, 3]], dtype=">f4")
     out = (np.empty((1, 2), ">f4"), np.empty((1, 2), np.int64))
     for backend in BACKENDS:
-        cutopk.top_k(x, 2, backend=_backend(backend), out=out)
+        cutopk.top_k(x, 2, backend=usable(backend), out=out)
         assert out[0].tolist() == [[3, 3]] and out[1].tolist() == [[1, 3]]
 
 
@@ -212,7 +206,7 @@ def test_plan_of_a_byte_swapped_input_lists_the_swap_first():
 def test_a_strided_byte_swapped_input_gives_the_native_answer(backend, dtype, view, lengths):
     """A byte-swapped input that is not contiguous: every algorithm reads the swapped copy's
     layout, not the input's."""
-    backend = _backend(backend)
+    backend = usable(backend)
     base = make_values(np.random.default_rng(3), np.dtype(dtype).newbyteorder("="), (6, 120), "ties")
     x = base.astype(dtype)
     x = {
@@ -295,7 +289,7 @@ def test_misaligned_outputs_are_refused_on_the_kernel_backends(backend):
 
 
 def test_misaligned_lengths_are_read_from_an_aligned_copy():
-    backend = _backend("sim")
+    backend = usable("sim")
     x = np.arange(40.0, dtype=np.float32).reshape(4, 10)
     lengths = _misaligned(np.array([10, 3, 0, 1], np.int64), "numpy")
     r = cutopk.top_k(x, 2, lengths=lengths, backend=backend)
@@ -322,7 +316,7 @@ OUT_X = np.zeros((3, 5), np.float32)
 def test_out_errors(out, error, message):
     for backend in BACKENDS:
         with pytest.raises(error, match=message):
-            cutopk.top_k(OUT_X, 2, backend=_backend(backend), out=out)
+            cutopk.top_k(OUT_X, 2, backend=usable(backend), out=out)
 
 
 def test_out_read_only_and_overlapping_outputs():
@@ -438,7 +432,7 @@ def test_out_ndarray_subclasses_are_written_in_place():
 @pytest.mark.parametrize("dtype", [">f4", ">i2", ">f8", ">u8"])
 def test_values_keep_a_non_native_byte_order(backend, dtype):
     x = np.array([[1, 3, 2, 3]], dtype=dtype)
-    r = cutopk.top_k(x, 2, backend=_backend(backend))
+    r = cutopk.top_k(x, 2, backend=usable(backend))
     assert r.values.dtype == x.dtype
     assert r.values.tolist() == [[3, 3]] and r.indices.tolist() == [[1, 3]]
     r = cutopk.top_k(x.T, 1, axis=0, backend=backend)

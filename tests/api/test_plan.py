@@ -6,23 +6,17 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from support.backends import sim_unavailable_reason
+from support.backends import sim_unavailable_reason, usable
 
 import cutopk
 
 BACKENDS = ["numpy", "sim"]
 
 
-def _backend(name):
-    if name == "sim" and sim_unavailable_reason():
-        pytest.skip(sim_unavailable_reason())
-    return name
-
-
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_plan_is_one_type_and_prints(backend):
     x = np.zeros((3, 50), np.float32)
-    p = cutopk.plan(x, 2, backend=_backend(backend))
+    p = cutopk.plan(x, 2, backend=usable(backend))
     assert isinstance(p, cutopk.Plan)
     text = str(p)
     assert "launches" in text and "scratch" in text and "copies" in text
@@ -33,7 +27,7 @@ def test_plan_copy_flag_is_true_to_the_layout():
     # A 2-D array along axis 0 is a transposed view of rows: read in place on either backend
     # (thread_row on the simulator); only the small outputs are moved to axis 0.
     for backend in BACKENDS:
-        p = cutopk.plan(a, 2, axis=0, backend=_backend(backend))
+        p = cutopk.plan(a, 2, axis=0, backend=usable(backend))
         assert p.copy is False and p.copies[-1] == "outputs: moved to axis 0 (12288 bytes)"
         assert all(not c.startswith("input") for c in p.copies)
         assert cutopk.plan(a.T, 2, backend=backend).copy is False
@@ -45,7 +39,7 @@ def test_plan_copy_flag_is_true_to_the_layout():
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_plan_for_nothing_to_do_has_no_launch(backend):
-    assert cutopk.plan(np.zeros((3, 8)), 0, backend=_backend(backend)).launches == ()
+    assert cutopk.plan(np.zeros((3, 8)), 0, backend=usable(backend)).launches == ()
     assert cutopk.plan(np.zeros((0, 8)), 2, backend=backend).launches == ()
     assert cutopk.plan(np.zeros((0, 8)), 2, backend=backend).scratch_bytes == 0
 

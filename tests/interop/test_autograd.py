@@ -5,7 +5,7 @@ that requires grad."""
 from __future__ import annotations
 
 import pytest
-from support.backends import sim_unavailable_reason
+from support.backends import usable
 
 import cutopk
 
@@ -14,16 +14,10 @@ torch = pytest.importorskip("torch", reason="autograd needs torch")
 BACKENDS = ["numpy", "sim"]
 
 
-def _backend(name):
-    if name == "sim" and sim_unavailable_reason():
-        pytest.skip(sim_unavailable_reason())
-    return name
-
-
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_values_carry_the_gradient(backend):
     x = torch.randn(3, 5, dtype=torch.float64, requires_grad=True)
-    r = cutopk.top_k(x, 2, backend=_backend(backend))
+    r = cutopk.top_k(x, 2, backend=usable(backend))
     assert r.values.requires_grad and not r.indices.requires_grad
     assert torch.autograd.gradcheck(lambda t: cutopk.top_k(t, 2, backend=backend).values, (x,))
     assert torch.autograd.gradcheck(lambda t: cutopk.top_k(t, 2, axis=0, mode="smallest").values, (x,))

@@ -8,7 +8,7 @@ import warnings
 
 import numpy as np
 import pytest
-from support.backends import sim_unavailable_reason
+from support.backends import usable
 from support.reference import assert_same, reference_top_k
 
 import cutopk
@@ -18,12 +18,6 @@ from cutopk import openvino
 torch = pytest.importorskip("torch", reason="these tests concern torch tensors")
 
 BACKENDS = ["numpy", "sim"]
-
-
-def _backend(name):
-    if name == "sim" and sim_unavailable_reason():
-        pytest.skip(sim_unavailable_reason())
-    return name
 
 
 def _neg_view():
@@ -36,7 +30,7 @@ def _neg_view():
 @pytest.mark.parametrize("mode", ["largest", "smallest"])
 def test_negative_bit_views_are_read_with_their_sign(backend, mode):
     im = _neg_view()
-    got = cutopk.top_k(im, 2, mode=mode, backend=_backend(backend))
+    got = cutopk.top_k(im, 2, mode=mode, backend=usable(backend))
     want = torch.topk(im.resolve_neg(), 2, largest=mode == "largest")
     assert got.values.tolist() == want.values.tolist()
     assert got.indices.tolist() == want.indices.tolist()
@@ -48,7 +42,7 @@ def test_conjugate_bit_tensors_are_refused_by_dtype(backend):
     c = torch.tensor([1 + 2j, 3 - 1j]).conj()
     assert c.is_conj()
     with pytest.raises(TypeError, match=r"a: unsupported dtype complex64"):
-        cutopk.top_k(c, 1, backend=_backend(backend))
+        cutopk.top_k(c, 1, backend=usable(backend))
 
 
 def test_negative_bit_in_the_front_ends():

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from support.backends import BACKEND_PARAMS, require, sim_unavailable_reason, to_backend, to_host
+from support.backends import BACKEND_PARAMS, require, sim_unavailable_reason, to_backend, to_host, usable
 from support.inputs import make_values
 from support.reference import reference_with_lengths
 
@@ -37,12 +37,6 @@ def check(x, k, lengths, backend, **kw):
     np.testing.assert_array_equal(got[0].view(np.uint8), want[0].view(np.uint8))
 
 
-def _backend(name):
-    if name == "sim" and sim_unavailable_reason():
-        pytest.skip(sim_unavailable_reason())
-    return name
-
-
 @pytest.mark.parametrize("backend", ["numpy", "sim"])
 @pytest.mark.parametrize("dtype", [np.float32, np.int16, np.float64])
 @pytest.mark.parametrize("order", [True, "index", False])
@@ -52,7 +46,7 @@ def test_random_lengths_including_0_1_below_k_and_n(backend, dtype, order):
     lengths = np.array([0, 1, 5, 8, 9, 150, 299, 300, 37])
     for mode in ("largest", "smallest"):
         for nan in ("last", "largest"):
-            check(x, 8, lengths, _backend(backend), mode=mode, nan=nan, sorted=order)
+            check(x, 8, lengths, usable(backend), mode=mode, nan=nan, sorted=order)
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
@@ -61,7 +55,7 @@ def test_every_algorithm_on_the_simulator(algorithm):
     x = make_values(rng, np.float32, (4, 1000), "few_distinct")
     lengths = np.array([1000, 0, 3, 700])
     k = 8 if algorithm != "bitonic" else 20
-    check(x, k, lengths, _backend("sim"), algorithm=algorithm)
+    check(x, k, lengths, usable("sim"), algorithm=algorithm)
 
 
 @pytest.mark.parametrize("backend", ["numpy", "sim"])
@@ -69,7 +63,7 @@ def test_other_axes_batch_shapes_and_out(backend):
     rng = np.random.default_rng(13)
     x = make_values(rng, np.float32, (3, 40, 2), "uniform")  # select along axis 1
     lengths = np.array([[40, 0], [3, 39], [1, 20]], dtype=np.int32)
-    got = cutopk.top_k(x, 4, axis=1, lengths=lengths, backend=_backend(backend))
+    got = cutopk.top_k(x, 4, axis=1, lengths=lengths, backend=usable(backend))
     want = expected_rows(np.moveaxis(x, 1, -1), 4, lengths)
     np.testing.assert_array_equal(np.moveaxis(got.indices, 1, -1), want[1])
     out = (np.empty((3, 4, 2), np.float32), np.empty((3, 4, 2), np.int32))
@@ -138,7 +132,7 @@ def test_torch_out_tensors_are_returned_with_lengths(backend):
     x = torch.from_numpy(make_values(np.random.default_rng(14), np.float32, (3, 50), "uniform"))
     lengths = np.array([50, 2, 0])
     out = (torch.empty(3, 4), torch.empty(3, 4, dtype=torch.int64))
-    got = cutopk.top_k(x, 4, lengths=lengths, backend=_backend(backend), out=out)
+    got = cutopk.top_k(x, 4, lengths=lengths, backend=usable(backend), out=out)
     assert got.values is out[0] and got.indices is out[1]
     want = expected_rows(x.numpy(), 4, lengths)
     np.testing.assert_array_equal(out[1].numpy(), want[1])

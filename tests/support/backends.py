@@ -75,6 +75,12 @@ def require(backend: str) -> None:
         pytest.skip(f"backend {backend!r} unavailable: {reason}")
 
 
+def usable(backend: str) -> str:
+    """``backend``, once the calling test is skipped (with the reason) where it cannot run here."""
+    require(backend)
+    return backend
+
+
 BACKEND_PARAMS = [
     pytest.param("numpy", id="numpy"),
     pytest.param("sim", id="sim"),
