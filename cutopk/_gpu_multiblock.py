@@ -16,6 +16,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import _dispatch, _gpu_rows, _kernel_source
+from ._gpu_families import common as _common
+from ._gpu_families import multiblock as _family
 
 # The launches of the sequence by the kernels' C parameter names (kernels/multiblock.cu; checked
 # against it by tests/gpu/test_kernel_arguments.py). MB_PARAMS and MB_STAGE_PARAMS there are _SLICE
@@ -100,23 +102,14 @@ def run(
         "k": k, "key_bits": key_bits, "slice": slice_, "cap": cap, "cand_slice": -(-cap // per_row),
         "blocks_per_row": per_row, "warps": warps, "by_index": req.order != "value",
     }  # fmt: skip
-    v["state"] = xp.empty(rows * _dispatch.MULTIBLOCK_STATE_BYTES, dtype=np.uint8)
-    v["hist"] = xp.empty(rows * 256, dtype=np.uint64)
-    v["slice_offset"] = xp.empty(rows * per_row, dtype=np.int64)
-    v["slice_hist"] = xp.empty(rows * per_row * 256, dtype=np.uint32)
-    v["win_key"] = xp.empty((rows, k), dtype=info.key_dtype)
-    v["win_idx"] = xp.empty((rows, k), dtype=np.int64)
-    v["cand_key"] = xp.empty((rows, cap), dtype=info.key_dtype)
-    v["cand_idx"] = xp.empty((rows, cap), dtype=np.int64)
+    # The scratch arrays, by name, from the family's table (the one plan() sums).
+    table = _family.scratch(rows, n, k, plan.params)
+    v.update(_common.allocate(xp, [e for e in table if not e.name.startswith("order_")], info.key_dtype))
+    v["win_key"], v["win_idx"] = v["win_key"].reshape(rows, k), v["win_idx"].reshape(rows, k)
     # A sampled threshold (long inputs): pass 1 stages the keys that reach it, each warp part of
     # a slice into its own segment (mb_sample sizes them within stage_total entries per row).
     rank, seg, stage_total = plan.params["sample_rank"], plan.params["seg"], plan.params["stage_total"]
     staged = rank is not None
-    parts = per_row * warps if staged else 0
-    v["stage_start"] = xp.empty(rows * (parts + 1) if staged else 1, dtype=np.int64)
-    v["stage_key"] = xp.empty(max(1, rows * stage_total), dtype=info.key_dtype)
-    v["stage_off"] = xp.empty(max(1, rows * stage_total), dtype=np.uint32)
-    v["stage_count"] = xp.empty(max(1, rows * parts), dtype=np.int64)
     v["stage_total"] = stage_total
     grid2, block = (per_row, rows), (threads,)
     cxx = info.cxx
