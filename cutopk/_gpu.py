@@ -16,6 +16,7 @@ import numpy as np
 from . import _device, _dispatch, _dtypes, _gpu_rows, _kernel_constants, _kernel_source, _layout
 from ._api import Request, check_algorithm
 from ._gpu_families import common as _common
+from ._gpu_families import multiblock as _multiblock_family
 from ._gpu_families import sort as _sort
 from ._gpu_families.registry import FAMILIES as FAMILY_MODULES
 from ._gpu_families.registry import SINGLE_LAUNCH
@@ -625,31 +626,17 @@ def _order_launches(rows: int, length: int, tile: int, key_bytes: int, cxx: str)
 
 
 def _multiblock_launches(call: GpuCall) -> list:
-    """Mirror of the sequence in :func:`cutopk._gpu_multiblock.run`, per chunk of rows."""
+    """The family's steps (those :func:`cutopk._gpu_multiblock.run` launches), per chunk of rows."""
     from ._plan import Launch
 
     p, cxx, req = call.plan, call.info.cxx, call.req
     chunk = p.params["rows_per_chunk"]
     chunks = -(-call.rows // chunk)
-    per_row, block = p.params["blocks_per_row"], p.block
-    staged = p.params["sample_rank"] is not None
-    key_bits = 8 * call.info.itemsize
-    grid2 = (per_row, chunk)
-    passes = key_bits // 8 - (0 if staged else 1)
     seq = [
-        Launch(f"mb_sample<{cxx}>", (chunk,), block)
-        if staged
-        else Launch("mb_init", (-(-chunk * 256 // block),), block),
-        Launch(f"mb_histogram<{cxx}>", grid2, block),
-        Launch("mb_select", (chunk,), block),
-        Launch(f"mb_move<{cxx}>", grid2, block),
+        Launch(f"{s.kernel}<{cxx}>" if s.templated else s.kernel, s.grid, s.block, s.shared_bytes)
+        for s in _multiblock_family.steps(chunk, call.info.itemsize, p.params, p.block)
     ]
-    for _ in range(passes):
-        seq += [Launch(f"mb_histogram<{cxx}>", grid2, block), Launch("mb_select", (chunk,), block)]
-    seq.append(Launch(f"mb_collect<{cxx}>", grid2, block))
-    if p.params["order_shared"]:
-        seq.append(Launch(f"mb_order<{cxx}>", (chunk,), block, p.params["order_shared"]))
-    else:
+    if not p.params["order_shared"]:
         seq += _order_launches(chunk, req.k, p.params["order_tile"], call.info.itemsize, cxx)
         seq.append(Launch("library: the K indices copied out", ()))
         seq.append(Launch(f"gather_values<{cxx}>", (max(1, min(-(-(chunk * req.k) // 256), 4096)),), 256))

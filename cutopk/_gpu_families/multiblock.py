@@ -3,6 +3,8 @@ global memory (kernels/multiblock.cu; the launches are cutopk/_gpu_multiblock.py
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from .._kernel_constants import (
     MULTIBLOCK_SAMPLES,
     MULTIBLOCK_STATE_BYTES,
@@ -151,3 +153,39 @@ def scratch(rows: int, n: int, k: int, params: dict) -> tuple:
             Scratch("order_idx2", "int64", rows * k),
         ]
     return tuple(table)
+
+
+class Step(NamedTuple):
+    """One launch of the sequence: the kernel (``templated``: instantiated for the element type),
+    its grid, block and dynamic shared memory. Its arguments are the kernel's parameters by name
+    (the launcher's descriptor of that kernel)."""
+
+    kernel: str
+    templated: bool
+    grid: tuple
+    block: int
+    shared_bytes: int = 0
+
+
+def steps(rows: int, key_bytes: int, params: dict, block: int) -> list:
+    """The launches of the sequence over ``rows`` rows, in order, as the launcher runs them and
+    plan() lists them; without ``order_shared`` the ordering by tiles and merges follows
+    (cutopk/_gpu_rows.py)."""
+    per_row = params["blocks_per_row"]
+    staged = params["sample_rank"] is not None
+    grid2 = (per_row, rows)
+    histogram, select = Step("mb_histogram", True, grid2, block), Step("mb_select", False, (rows,), block)
+    # The initial states and zeroed histograms (mb_sample sets them too, and stages the keys).
+    first = (
+        Step("mb_sample", True, (rows,), block)
+        if staged
+        else Step("mb_init", False, (-(-rows * 256 // block),), block)
+    )
+    # The top digit over the input; rows whose bucket fits move to the candidate buffer; the other
+    # digits (every digit for the rows that restarted on their staged keys); the final bucket.
+    seq = [first, histogram, select, Step("mb_move", True, grid2, block)]
+    seq += [histogram, select] * (key_bytes - (0 if staged else 1))
+    seq.append(Step("mb_collect", True, grid2, block))
+    if params["order_shared"]:
+        seq.append(Step("mb_order", True, (rows,), block, params["order_shared"]))
+    return seq
