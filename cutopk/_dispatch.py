@@ -123,7 +123,9 @@ class KernelPlan:
         Whether that copy is the tiled shared-memory transpose of rows along an outer axis
         (``transpose_rows``: coalesced reads and writes), rather than the array library's copy.
     scratch_bytes : int
-        Device memory the call allocates besides its outputs (at most, at any one time).
+        Device memory the call allocates besides its outputs: the family's scratch table (one
+        chunk of rows for multiblock; every array of the sort path), the copy of the input, and
+        the int64 indices of the multi-launch families when the index dtype is narrower.
     """
 
     algorithm: str
