@@ -15,6 +15,11 @@ import numpy as np
 
 from . import _device, _dispatch, _dtypes, _gpu_rows, _kernel_constants, _kernel_source, _layout
 from ._api import Request, check_algorithm
+from ._gpu_families import common as _common
+from ._gpu_families import multiblock as _multiblock_family
+from ._gpu_families import sort as _sort
+from ._gpu_families.registry import FAMILIES as FAMILY_MODULES
+from ._gpu_families.registry import SINGLE_LAUNCH
 from ._interop import array_module
 
 ALGORITHMS = _dispatch.ALGORITHMS
@@ -190,16 +195,7 @@ def _check_forced(req: Request, key_bytes: int, device: _dispatch.Device, rows: 
 # names, order and types against kernels/<family>.cu). Scalars are typed by SCALAR_TYPES (CUDA's
 # long long / int); the arrays are the input, the row extents (kernels/row_extent.cuh), the
 # outputs and the radix candidate buffer.
-_ROWS = ("in", "rows", "n", "row_stride", "col_stride", "extents", "rows_kind")
-_SELECT = ("k", "largest", "nan_first", "by_index")
-_OUTPUTS = ("out_vals", "out_idx", "index_bytes")
-ARGUMENTS = {
-    "thread_row": (*_ROWS, *_SELECT, *_OUTPUTS),
-    "warp_row": (*_ROWS, *_SELECT, *_OUTPUTS),
-    "warp_radix": (*_ROWS, *_SELECT, *_OUTPUTS),
-    "bitonic": (*_ROWS, *_SELECT, "size", *_OUTPUTS),
-    "radix": (*_ROWS, *_SELECT, "cap", "buf_cap", "buf_key", "buf_idx", *_OUTPUTS),
-}
+ARGUMENTS = {name: FAMILY_MODULES[name].ARGUMENTS for name in SINGLE_LAUNCH}
 SCALAR_TYPES = {
     "rows": np.int64, "n": np.int64, "row_stride": np.int64, "col_stride": np.int64,
     "buf_cap": np.int64, "k": np.int32, "largest": np.int32, "nan_first": np.int32,
@@ -207,7 +203,7 @@ SCALAR_TYPES = {
     "rows_kind": np.int32,
 }  # fmt: skip
 # The sort path's first launch (kernels/sort.cu; its gather_values is _gpu_rows.GATHER_VALUES).
-COMPUTE_KEYS = _kernel_source.params("compute_keys", (*_ROWS, "largest", "nan_first", "out"), SCALAR_TYPES)
+COMPUTE_KEYS = _kernel_source.params("compute_keys", _sort.COMPUTE_KEYS, SCALAR_TYPES)
 # The kernels take k as a C int (np.int32 above); rows, n, strides and indices are 64-bit.
 KERNEL_MAX_K = 2**31 - 1
 PER_CALL = ("in", "extents", "out_vals", "out_idx", "buf_key", "buf_idx")
@@ -215,11 +211,7 @@ PER_CALL = ("in", "extents", "out_vals", "out_idx", "buf_key", "buf_idx")
 
 def kernel_name(plan: _dispatch.KernelPlan, cxx: str) -> str:
     """The instantiation a single-launch plan runs."""
-    if plan.algorithm == "thread_row":
-        return f"thread_row_topk<{cxx}, {plan.params['KMAX']}>"
-    if plan.algorithm == "warp_row":
-        return f"warp_row_topk<{cxx}, {plan.params['ITEMS']}>"
-    return f"{plan.kernel}<{cxx}>"
+    return FAMILY_MODULES[plan.algorithm].kernel_name(plan.params, cxx)
 
 
 class _SingleLaunch:
@@ -247,14 +239,13 @@ class _SingleLaunch:
         self.at_extents = slots["extents"]
         # A regular batch never reads `extents`; a batch with extents gets its array per call.
         self.template[self.at_extents] = placeholder(call.target, np.int64)
-        buffer = p.params.get("buffer", 0)
-        self.buffer = None
-        if "buf_key" in slots:
-            if buffer:
-                self.buffer = (slots["buf_key"], slots["buf_idx"], call.rows * buffer, call.info.key_dtype)
-            else:  # never dereferenced without a buffer
-                self.template[slots["buf_key"]] = placeholder(call.target, call.info.key_dtype)
-                self.template[slots["buf_idx"]] = placeholder(call.target, np.uint32)
+        # The family's scratch table, allocated per call (what plan() sums).
+        self.scratch = FAMILY_MODULES[p.algorithm].scratch(call.rows, req.n, req.k, p.params)
+        self.key_dtype = call.info.key_dtype
+        self.at_scratch = {e.name: slots[e.name] for e in self.scratch}
+        if "buf_key" in slots and not self.scratch:  # never dereferenced without a buffer
+            self.template[slots["buf_key"]] = placeholder(call.target, call.info.key_dtype)
+            self.template[slots["buf_idx"]] = placeholder(call.target, np.uint32)
 
     def __call__(self, xp, base, values, indices, extents=None):
         args = self.template.copy()
@@ -262,10 +253,9 @@ class _SingleLaunch:
         args[at_input], args[at_values], args[at_indices] = base, values, indices
         if extents is not None:
             args[self.at_extents] = extents
-        if self.buffer is not None:
-            at_key, at_idx, size, key_dtype = self.buffer
-            args[at_key] = xp.empty(size, dtype=key_dtype)
-            args[at_idx] = xp.empty(size, dtype=np.uint32)
+        if self.scratch:
+            for name, arr in _common.allocate(xp, self.scratch, self.key_dtype).items():
+                args[self.at_scratch[name]] = arr
         self.fn(self.grid, self.block, tuple(args), shared_mem=self.shared)
 
 
@@ -341,6 +331,8 @@ class GpuCall:
             layout is None,
             req.algorithm,
             outer,
+            req.order == "index",
+            req.index_dtype.itemsize,
         )
         self.launches = req.k > 0 and self.rows > 0
         self.module = _module(self.target, self.info.cxx, device) if self.launches else None
@@ -634,31 +626,17 @@ def _order_launches(rows: int, length: int, tile: int, key_bytes: int, cxx: str)
 
 
 def _multiblock_launches(call: GpuCall) -> list:
-    """Mirror of the sequence in :func:`cutopk._gpu_multiblock.run`, per chunk of rows."""
+    """The family's steps (those :func:`cutopk._gpu_multiblock.run` launches), per chunk of rows."""
     from ._plan import Launch
 
     p, cxx, req = call.plan, call.info.cxx, call.req
     chunk = p.params["rows_per_chunk"]
     chunks = -(-call.rows // chunk)
-    per_row, block = p.params["blocks_per_row"], p.block
-    staged = p.params["sample_rank"] is not None
-    key_bits = 8 * call.info.itemsize
-    grid2 = (per_row, chunk)
-    passes = key_bits // 8 - (0 if staged else 1)
     seq = [
-        Launch(f"mb_sample<{cxx}>", (chunk,), block)
-        if staged
-        else Launch("mb_init", (-(-chunk * 256 // block),), block),
-        Launch(f"mb_histogram<{cxx}>", grid2, block),
-        Launch("mb_select", (chunk,), block),
-        Launch(f"mb_move<{cxx}>", grid2, block),
+        Launch(f"{s.kernel}<{cxx}>" if s.templated else s.kernel, s.grid, s.block, s.shared_bytes)
+        for s in _multiblock_family.steps(chunk, call.info.itemsize, p.params, p.block)
     ]
-    for _ in range(passes):
-        seq += [Launch(f"mb_histogram<{cxx}>", grid2, block), Launch("mb_select", (chunk,), block)]
-    seq.append(Launch(f"mb_collect<{cxx}>", grid2, block))
-    if p.params["order_shared"]:
-        seq.append(Launch(f"mb_order<{cxx}>", (chunk,), block, p.params["order_shared"]))
-    else:
+    if not p.params["order_shared"]:
         seq += _order_launches(chunk, req.k, p.params["order_tile"], call.info.itemsize, cxx)
         seq.append(Launch("library: the K indices copied out", ()))
         seq.append(Launch(f"gather_values<{cxx}>", (max(1, min(-(-(chunk * req.k) // 256), 4096)),), 256))

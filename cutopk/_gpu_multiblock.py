@@ -16,6 +16,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import _dispatch, _gpu_rows, _kernel_source
+from ._gpu_families import common as _common
+from ._gpu_families import multiblock as _family
 
 # The launches of the sequence by the kernels' C parameter names (kernels/multiblock.cu; checked
 # against it by tests/gpu/test_kernel_arguments.py). MB_PARAMS and MB_STAGE_PARAMS there are _SLICE
@@ -68,6 +70,8 @@ MB_ORDER = _kernel_source.params(
     "mb_order", (*_ROW, "k", "by_index", "win_key", "win_idx", "out_vals", "out_idx"), SCALAR_TYPES
 )
 
+KERNELS = {d.kernel: d for d in (MB_INIT, MB_SAMPLE, MB_HISTOGRAM, MB_SELECT, MB_MOVE, MB_COLLECT, MB_ORDER)}
+
 
 def run(
     xp,
@@ -100,59 +104,31 @@ def run(
         "k": k, "key_bits": key_bits, "slice": slice_, "cap": cap, "cand_slice": -(-cap // per_row),
         "blocks_per_row": per_row, "warps": warps, "by_index": req.order != "value",
     }  # fmt: skip
-    v["state"] = xp.empty(rows * _dispatch.MULTIBLOCK_STATE_BYTES, dtype=np.uint8)
-    v["hist"] = xp.empty(rows * 256, dtype=np.uint64)
-    v["slice_offset"] = xp.empty(rows * per_row, dtype=np.int64)
-    v["slice_hist"] = xp.empty(rows * per_row * 256, dtype=np.uint32)
-    v["win_key"] = xp.empty((rows, k), dtype=info.key_dtype)
-    v["win_idx"] = xp.empty((rows, k), dtype=np.int64)
-    v["cand_key"] = xp.empty((rows, cap), dtype=info.key_dtype)
-    v["cand_idx"] = xp.empty((rows, cap), dtype=np.int64)
+    # The scratch arrays, by name, from the family's table (the one plan() sums).
+    table = _family.scratch(rows, n, k, plan.params)
+    v.update(_common.allocate(xp, [e for e in table if not e.name.startswith("order_")], info.key_dtype))
+    v["win_key"], v["win_idx"] = v["win_key"].reshape(rows, k), v["win_idx"].reshape(rows, k)
     # A sampled threshold (long inputs): pass 1 stages the keys that reach it, each warp part of
     # a slice into its own segment (mb_sample sizes them within stage_total entries per row).
     rank, seg, stage_total = plan.params["sample_rank"], plan.params["seg"], plan.params["stage_total"]
     staged = rank is not None
-    parts = per_row * warps if staged else 0
-    v["stage_start"] = xp.empty(rows * (parts + 1) if staged else 1, dtype=np.int64)
-    v["stage_key"] = xp.empty(max(1, rows * stage_total), dtype=info.key_dtype)
-    v["stage_off"] = xp.empty(max(1, rows * stage_total), dtype=np.uint32)
-    v["stage_count"] = xp.empty(max(1, rows * parts), dtype=np.int64)
     v["stage_total"] = stage_total
-    grid2, block = (per_row, rows), (threads,)
     cxx = info.cxx
-
-    # The per-slice passes take both slice lengths: each block reads the input or the candidate
-    # buffer, as its row's state says.
-    def histogram():
-        mod.get_function(f"{MB_HISTOGRAM.kernel}<{cxx}>")(grid2, block, MB_HISTOGRAM.pack(v))
-
-    def select():
-        mod.get_function(MB_SELECT.kernel)((rows,), block, MB_SELECT.pack(v))
-
-    # The initial states and zeroed histograms: mb_sample sets them too.
+    target = "sim" if isinstance(base, np.ndarray) else "cuda"
     if staged:
         # Room per warp part: an even share of seg, plus a sample interval per nearby hit.
         v["rank"], v["room"], v["per_hit"] = rank, seg // warps, -(-n // _dispatch.MULTIBLOCK_SAMPLES)
-        mod.get_function(f"{MB_SAMPLE.kernel}<{cxx}>")((rows,), block, MB_SAMPLE.pack(v))
-    else:
-        mod.get_function(MB_INIT.kernel)((-(-rows * 256 // threads),), block, MB_INIT.pack(v))
-    # The top digit, over the input (staging the keys that reach the threshold).
-    histogram()
-    select()
-    # Rows that restarted on their staged keys, and rows whose bucket fits, move to the
-    # candidate buffer.
-    mod.get_function(f"{MB_MOVE.kernel}<{cxx}>")(grid2, block, MB_MOVE.pack(v))
-    # The other digits (every digit for the rows that restarted on their staged keys).
-    for _ in range(key_bits // 8 - (0 if staged else 1)):
-        histogram()
-        select()
-    # The final bucket: winners above it, then its first keys in index order.
-    mod.get_function(f"{MB_COLLECT.kernel}<{cxx}>")(grid2, block, MB_COLLECT.pack(v))
-    target = "sim" if isinstance(base, np.ndarray) else "cuda"
+    v["out_vals"], v["out_idx"] = values, indices
+    # The launches by the family's steps (the list plan() reports), each with the arguments its
+    # kernel declares.
+    for step in _family.steps(rows, info.itemsize, plan.params, threads):
+        fn = mod.get_function(f"{step.kernel}<{cxx}>" if step.templated else step.kernel)
+        args = KERNELS[step.kernel].pack(v)
+        if step.shared_bytes:
+            _gpu_rows.launch(fn, step.grid, (step.block,), args, step.shared_bytes, target)
+        else:
+            fn(step.grid, (step.block,), args)
     if plan.params["order_shared"]:
-        v["out_vals"], v["out_idx"] = values, indices
-        fn = mod.get_function(f"{MB_ORDER.kernel}<{cxx}>")
-        _gpu_rows.launch(fn, (rows,), block, MB_ORDER.pack(v), plan.params["order_shared"], target)
         return
     # Too many winners for shared memory: tiles sorted in shared memory, merged in global memory.
     tile = plan.params["order_tile"]

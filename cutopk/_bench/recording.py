@@ -12,16 +12,19 @@ from unittest import mock
 
 import numpy as np
 
-from .. import _call, _gpu
+from .. import _call, _gpu, _gpu_rows
 
 
 class Recorder:
-    """What a call did: ``launches`` (the kernel names, in order) and ``allocations`` (arrays the
-    launcher allocated)."""
+    """What a call did: ``launches`` (the kernel names, in order), ``shapes`` (each launch's
+    ``(kernel, grid, block, shared bytes)``), ``allocations`` (arrays the launcher allocated) and
+    ``allocated`` (their sizes in bytes, in order)."""
 
     def __init__(self):
         self.launches: list[str] = []
+        self.shapes: list[tuple] = []
         self.allocations = 0
+        self.allocated: list[int] = []
 
 
 class _RecordingModule:
@@ -31,8 +34,9 @@ class _RecordingModule:
         self.recorder = recorder
 
     def get_function(self, name: str):
-        def launch(grid, block, args, **kwargs):
+        def launch(grid, block, args, shared_mem=0, **kwargs):
             self.recorder.launches.append(name)
+            self.recorder.shapes.append((name, tuple(grid), tuple(block), shared_mem))
 
         return launch
 
@@ -52,7 +56,9 @@ class _CountingNumpy:
 
         def counted(*args, **kwargs):
             self.recorder.allocations += 1
-            return attr(*args, **kwargs)
+            arr = attr(*args, **kwargs)
+            self.recorder.allocated.append(arr.nbytes)
+            return arr
 
         return counted
 
@@ -62,6 +68,7 @@ class _CountingNumpy:
         if a.flags.c_contiguous:
             return np.ascontiguousarray(a)
         self.recorder.allocations += 1
+        self.recorder.allocated.append(a.nbytes)
         return np.empty(a.shape, a.dtype)
 
 
@@ -75,6 +82,8 @@ def recording_launches(count_allocations: bool = True):
     with (
         mock.patch.object(_gpu, "_build_module", lambda target, cxx: _RecordingModule(recorder)),
         mock.patch.object(_gpu, "array_module", lambda target: xp if target == "sim" else np),
+        # The ordering and transposing helpers take NumPy for simulator arrays: counted too.
+        mock.patch.object(_gpu_rows, "np", xp),
         mock.patch.dict(_gpu._MODULES, clear=True),
         mock.patch.dict(_gpu._PLACEHOLDERS, clear=True),
     ):

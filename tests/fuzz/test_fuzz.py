@@ -21,7 +21,8 @@ from support.inputs import DISTRIBUTIONS, DTYPES, LAYOUTS, dtype_of, make_layout
 from support.reference import assert_same, assert_same_padded, reference_top_k, reference_with_lengths
 
 import cutopk
-from cutopk import _call, _dispatch
+from cutopk import _call
+from cutopk._gpu_families import multiblock as _multiblock
 
 # The simulator runs every CUDA thread as a fiber: keep its inputs small.
 # Rows up to these lengths. The CuPy stand-in runs the "cuda" kernels on the simulator: sim sizes there.
@@ -81,7 +82,7 @@ def _check_all_algorithms(backend, case):
         try:
             with pytest.MonkeyPatch.context() as patch:
                 if sampled:
-                    patch.setattr(_dispatch, "MULTIBLOCK_SAMPLE_MIN_ELEMENTS", 0)
+                    patch.setattr(_multiblock, "SAMPLE_MIN_ELEMENTS", 0)
                     _call.CACHE.clear()  # a plan made before the patch must not serve this call
                 try:
                     result = cutopk.top_k(

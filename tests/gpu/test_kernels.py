@@ -22,6 +22,8 @@ from support.reference import assert_same, reference_top_k
 
 import cutopk
 from cutopk import _call, _dispatch
+from cutopk._gpu_families import multiblock as _multiblock
+from cutopk._gpu_families import radix as _radix
 
 FULL = bool(os.environ.get("CUTOPK_FULL_MATRIX"))
 GPU_BACKENDS = [p for p in BACKEND_PARAMS if p.values[0] != "numpy"]
@@ -202,7 +204,7 @@ def test_multiblock_in_chunks_of_rows(backend, monkeypatch):
     require(backend)
     # Chunks of two rows stand in for the 65535-row grid limit: each chunk is a view that starts
     # at its first row, for reversed rows, a transposed input and batch axes that collapse.
-    monkeypatch.setattr(_dispatch, "MULTIBLOCK_MAX_ROWS", 2)
+    monkeypatch.setattr(_multiblock, "MAX_ROWS", 2)
     _call.CACHE.clear()  # plans made before the patch must not serve calls after it
     rng = np.random.default_rng(5)
     x = make_values(rng, np.float32, (7, 3000), "ties")
@@ -217,7 +219,7 @@ def test_multiblock_in_chunks_of_rows(backend, monkeypatch):
     run_case(backend, y, 1000, algorithm="multiblock")
     run_case(backend, y[:, :, ::-1], 3, algorithm="multiblock", sorted="index")
     # The scratch budget: one row per chunk.
-    monkeypatch.setattr(_dispatch, "MULTIBLOCK_SCRATCH_LIMIT", 1)
+    monkeypatch.setattr(_multiblock, "SCRATCH_LIMIT", 1)
     _call.CACHE.clear()  # plans made before the patch must not serve calls after it
     assert (
         cutopk.plan(to_backend(y, backend), 9, backend=backend, algorithm="multiblock").params[
@@ -231,7 +233,7 @@ def test_multiblock_in_chunks_of_rows(backend, monkeypatch):
 @pytest.fixture
 def sampled_threshold(monkeypatch):
     """The multi-block select with its sampled threshold on every row, however short."""
-    monkeypatch.setattr(_dispatch, "MULTIBLOCK_SAMPLE_MIN_ELEMENTS", 0)
+    monkeypatch.setattr(_multiblock, "SAMPLE_MIN_ELEMENTS", 0)
     _call.CACHE.clear()  # plans made before the patch must not serve calls after it
 
 
@@ -424,8 +426,8 @@ def test_radix_candidate_buffer_paths(backend, monkeypatch):
     # path: the move of a bucket to the buffer (in index order), digit passes over the buffer,
     # compaction from it, and the ordered tie selection over it (few distinct values).
     require(backend)
-    monkeypatch.setattr(_dispatch, "MAX_CANDIDATES", 64)
-    monkeypatch.setattr(_dispatch, "RADIX_BUFFER_DIVISOR", 3)
+    monkeypatch.setattr(_radix, "MAX_CANDIDATES", 64)
+    monkeypatch.setattr(_radix, "BUFFER_DIVISOR", 3)
     _call.CACHE.clear()  # plans made before the patch must not serve calls after it
     rng = np.random.default_rng(21)
     assert cutopk.plan(np.zeros((2, 3000), np.float32), 100, backend="sim").params == {

@@ -20,6 +20,7 @@ from support.reference import assert_same_padded, reference_with_lengths
 
 import cutopk
 from cutopk import _call, _device, _dispatch
+from cutopk._gpu_families import multiblock as _multiblock
 
 BACKENDS = [pytest.param("sim", id="sim"), pytest.param("cuda", id="cuda", marks=pytest.mark.gpu)]
 ORDERS = (True, "index", False)
@@ -124,7 +125,7 @@ def test_multiblock_lengths_rows_on_the_input_and_on_candidates(backend, monkeyp
 @pytest.fixture
 def sampled_threshold(monkeypatch):
     """The multi-block select with its sampled threshold on every row, however short."""
-    monkeypatch.setattr(_dispatch, "MULTIBLOCK_SAMPLE_MIN_ELEMENTS", 0)
+    monkeypatch.setattr(_multiblock, "SAMPLE_MIN_ELEMENTS", 0)
     _call.CACHE.clear()  # plans made before the patch must not serve calls after it
 
 
@@ -180,7 +181,7 @@ def test_multiblock_chunks_of_rows_with_lengths_and_segments(backend, monkeypatc
     lengths takes its slice of the lengths with its view of the input; a chunk of segments keeps
     the data's start and takes its offsets and the next one."""
     require(backend)
-    monkeypatch.setattr(_dispatch, "MULTIBLOCK_MAX_ROWS", 2)
+    monkeypatch.setattr(_multiblock, "MAX_ROWS", 2)
     _call.CACHE.clear()  # plans made before the patch must not serve calls after it
     rng = np.random.default_rng(6)
     n, k = 5000, 40
@@ -198,7 +199,7 @@ def test_multiblock_chunks_of_rows_with_lengths_and_segments(backend, monkeypatc
     for order in ORDERS:
         check_segments(data, offsets, k, backend, "multiblock", sorted=order)
     check_segments(data, offsets, 4097, backend, "multiblock", index_dtype=np.int32)
-    monkeypatch.setattr(_dispatch, "MULTIBLOCK_SCRATCH_LIMIT", 1)
+    monkeypatch.setattr(_multiblock, "SCRATCH_LIMIT", 1)
     _call.CACHE.clear()
     assert (
         cutopk.plan(x, 9, lengths=lengths, backend="sim", algorithm="multiblock").params["rows_per_chunk"]

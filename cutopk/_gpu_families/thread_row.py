@@ -1,0 +1,30 @@
+"""thread_row: a thread per row, its K winners in registers (kernels/thread_row.cu)."""
+
+from __future__ import annotations
+
+from .._kernel_constants import THREAD_ROW_THREADS
+from .common import OUTPUTS, ROWS, SELECT, Geometry, pow2_at_least
+
+MAX_K = 8  # winners kept in registers by one thread (16 spills on sm_90)
+ARGUMENTS = (*ROWS, *SELECT, *OUTPUTS)
+
+
+def why_not(n: int, k: int, key_bytes: int, device) -> str | None:
+    if k > MAX_K:
+        return f"'thread_row' selects at most k={MAX_K}, got k={k}"
+    if n >= 2**31:
+        return f"'thread_row' handles rows shorter than 2**31 elements, this axis has {n}"
+    return None
+
+
+def geometry(rows: int, n: int, k: int, key_bytes: int, device) -> Geometry:
+    grid = -(-rows // THREAD_ROW_THREADS)
+    return Geometry("thread_row_topk", grid, THREAD_ROW_THREADS, 0, {"KMAX": pow2_at_least(k)})
+
+
+def scratch(rows: int, n: int, k: int, params: dict) -> tuple:
+    return ()
+
+
+def kernel_name(params: dict, cxx: str) -> str:
+    return f"thread_row_topk<{cxx}, {params['KMAX']}>"

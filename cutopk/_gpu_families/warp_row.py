@@ -1,0 +1,33 @@
+"""warp_row: a warp per row, ITEMS keys per lane in registers, lane r keeps the r-th winner
+(kernels/warp_row.cu)."""
+
+from __future__ import annotations
+
+from .._kernel_constants import WARP_ROW_THREADS
+from .common import OUTPUTS, ROWS, SELECT, Geometry, pow2_at_least
+
+MAX_N = 1024  # ITEMS = 32 keys per lane in registers (95 for float64 on sm_90, no spills)
+MAX_K = 32  # lane r keeps the r-th winner
+ARGUMENTS = (*ROWS, *SELECT, *OUTPUTS)
+
+
+def why_not(n: int, k: int, key_bytes: int, device) -> str | None:
+    if n > MAX_N:
+        return f"'warp_row' handles rows of at most {MAX_N} elements, this axis has {n}"
+    if k > MAX_K:
+        return f"'warp_row' selects at most k={MAX_K}, got k={k}"
+    return None
+
+
+def geometry(rows: int, n: int, k: int, key_bytes: int, device) -> Geometry:
+    items = max(1, pow2_at_least(-(-n // 32)))
+    per_block = WARP_ROW_THREADS // 32
+    return Geometry("warp_row_topk", -(-rows // per_block), WARP_ROW_THREADS, 0, {"ITEMS": items})
+
+
+def scratch(rows: int, n: int, k: int, params: dict) -> tuple:
+    return ()
+
+
+def kernel_name(params: dict, cxx: str) -> str:
+    return f"warp_row_topk<{cxx}, {params['ITEMS']}>"
