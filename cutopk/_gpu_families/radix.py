@@ -43,8 +43,13 @@ def buffer(rows: int, n: int, key_bytes: int, cap: int) -> int:
 
 
 def why_not(n: int, k: int, key_bytes: int, device) -> str | None:
-    if cap(k, key_bytes, device) is None:
+    if k > MAX_K:
         return f"'radix' selects at most k={MAX_K}, got k={k}"
+    if cap(k, key_bytes, device) is None:
+        return (
+            f"'radix' needs shared memory for k={k} winners and 32 candidates of {8 + key_bytes} bytes; "
+            f"this device gives a block {device.shared_bytes} bytes"
+        )
     if n >= MAX_N:
         return f"'radix' handles rows shorter than 2**32 elements (32-bit counters), this axis has {n}"
     return None

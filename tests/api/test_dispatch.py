@@ -218,3 +218,27 @@ def test_row_strides_of_misaligned_and_collapsible_batches():
     assert _layout.row_strides((4,), (3,), 4, 0) is None  # a stride that is not whole elements
     assert _layout.row_strides((2, 3, 4), (48, 16, 4), 4, 2) == (4, 1)  # two batch axes, one stride
     assert _layout.row_strides((2, 3, 4), (64, 16, 4), 4, 2) is None  # padded between batches
+
+
+@pytest.mark.parametrize("algorithm", ["thread_row", "warp_radix"])
+def test_one_thread_or_warp_per_row_kernels_refuse_rows_of_2_to_31_elements(algorithm):
+    assert d.why_not(algorithm, 2**31 - 1, 4, 4, DEV) is None
+    expected = f"'{algorithm}' handles rows shorter than 2**31 elements, this axis has {2**31}"
+    assert d.why_not(algorithm, 2**31, 4, 4, DEV) == expected
+
+
+def test_radix_on_a_device_without_shared_memory_for_k_says_so():
+    # 1024 winners of 12 bytes and 32 candidates take 12,672 bytes; 12,000 leave no room.
+    small = d.Device(shared_bytes=12_000)
+    assert d.why_not("radix", 100_000, 1024, 4, small) == (
+        "'radix' needs shared memory for k=1024 winners and 32 candidates of 12 bytes; "
+        "this device gives a block 12000 bytes"
+    )
+    assert d.why_not("radix", 100_000, 1025, 4, DEV) == "'radix' selects at most k=1024, got k=1025"
+
+
+def test_radix_rows_of_2_to_32_elements_get_no_candidate_buffer():
+    from cutopk._gpu_families import radix
+
+    assert radix.buffer(1, 2**32 - 16, 4, 64) == radix.SCRATCH_LIMIT // 8  # capped, not refused
+    assert radix.buffer(1, 2**32, 4, 64) == 0  # its indices are 32-bit
