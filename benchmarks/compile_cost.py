@@ -39,7 +39,8 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-DEFAULT_NVRTC = ("/work/nvrtc/12.9", "/work/nvrtc/13.0", "/work/nvrtc/13.5")
+# The NVRTC wheel folders as `python tools/check_nvrtc.py --install .nvrtc/<v> <v>` makes them (CI does).
+DEFAULT_NVRTC = tuple(str(ROOT / ".nvrtc" / v) for v in ("12.9", "13.0", "13.x"))
 
 
 def find_nvrtc(folder: str) -> tuple[str, list[str]]:
