@@ -268,15 +268,6 @@ def _aligned(a, aligned_strides: bool) -> bool:
     return aligned_strides and a.data.ptr % a.dtype.itemsize == 0
 
 
-def _c_strides(shape, itemsize: int) -> tuple:
-    """The byte strides of a C-contiguous array of ``shape``."""
-    strides, step = [], itemsize
-    for size in reversed(tuple(shape)):
-        strides.append(step)
-        step *= max(1, size)
-    return tuple(reversed(strides))
-
-
 class GpuCall:
     """Everything about one call signature (shape, strides, dtype, request, device) that does not
     depend on the data: checked and planned once, then :meth:`run` does only the per-call work
@@ -318,7 +309,7 @@ class GpuCall:
         if self.native is not self.dtype:
             # run() byte-swaps the input into a C-contiguous copy: the kernels read that copy's
             # layout, not the input's.
-            strides = _c_strides(shape, self.dtype.itemsize)
+            strides = _layout.c_strides(shape, self.dtype.itemsize)
         layout = _layout.row_strides(shape, strides, self.dtype.itemsize, req.axis)
         self.strides = layout
         outer = layout is not None and _layout.is_outer(self.rows, *layout)
@@ -411,7 +402,7 @@ class GpuCall:
             call = self._variants.get("aligned")
             if call is None:
                 shape, _, dtype, device = self._signature
-                strides = _c_strides(shape, self.dtype.itemsize)
+                strides = _layout.c_strides(shape, self.dtype.itemsize)
                 call = GpuCall(shape, strides, dtype, self.req, device, self.rows_kind)
                 self._variants["aligned"] = call
         return call.run(self.xp.array(a, order="C", copy=True), out, extents)

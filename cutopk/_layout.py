@@ -31,3 +31,12 @@ def row_strides(shape, strides, itemsize: int, axis: int) -> tuple[int, int] | N
 def is_outer(rows: int, row_stride: int, col_stride: int) -> bool:
     """Rows along an outer axis: adjacent rows are adjacent in memory, a row's elements are not."""
     return rows > 1 and row_stride == 1 and col_stride not in (0, 1)  # 0: one address per row
+
+
+def c_strides(shape, itemsize: int) -> tuple[int, ...]:
+    """The byte strides of a C-contiguous array of ``shape`` (the layout of a copy in C order)."""
+    strides, step = [], itemsize
+    for size in reversed(tuple(shape)):
+        strides.append(step)
+        step *= max(1, size)
+    return tuple(reversed(strides))

@@ -39,9 +39,7 @@ def _run_with_lengths(arr, back, scope, call, lengths, out) -> TopK:
             values, indices = kernel_call.run(arr, dst, extents=lens)
             if dst is not None:
                 return TopK(*out)  # the caller's own arrays (torch tensors stay tensors)
-            if back is not None:
-                return TopK(back(values), back(indices))
-            return TopK(values, indices)
+            return _as_callers(values, indices, back)
         masked = lengths_.masked_rows(arr, lens, req)
         inner = select(
             masked, req.k, -1, "largest" if req.largest else "smallest",
@@ -51,16 +49,18 @@ def _run_with_lengths(arr, back, scope, call, lengths, out) -> TopK:
         values, indices = lengths_.pad(*inner, lens, req, arr.dtype, dst)
     if dst is not None:
         return TopK(*out)
-    if back is None:
-        return TopK(values, indices)
-    return TopK(back(values), back(indices))
+    return _as_callers(values, indices, back)
 
 
 def _run(arr, back, call, out) -> TopK:
     if out is not None:
         call.run(arr, _out.check(out, call, arr))
         return TopK(*out)
-    values, indices = call.run(arr)
+    return _as_callers(*call.run(arr), back)
+
+
+def _as_callers(values, indices, back) -> TopK:
+    """The results as the caller's array type (``back``: None when they already are)."""
     if back is None:
         return TopK(values, indices)
     return TopK(back(values), back(indices))
