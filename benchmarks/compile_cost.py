@@ -5,7 +5,7 @@
 For each NVRTC (a folder holding the NVRTC wheel(s): ``nvidia/*/lib/libnvrtc.so.*`` and CUDA's
 include folder), in a process of its own, through ctypes on libnvrtc:
 
-* per (dtype, family) module (``cutopk._gpu.programs()``): the cold compile time, source to
+* per (dtype, family) module (``cutopk.cuda.launcher.programs()``): the cold compile time, source to
   cubin, with CuPy's own options (``cupy/cuda/compiler.py`` and ``cupy/_core/core.pyx``: the
   launcher's ``-std=c++17``, then ``-ftz=true``, the include folders, ``-arch=sm_XX`` and, for
   NVRTC 12+, ``--device-as-default-execution-space``);
@@ -112,7 +112,7 @@ def cupy_options(version: tuple[int, int], arch: str, includes: list[str]) -> li
 def every_family_source(dtype: str) -> str:
     """One module of every kernel file and every entry point of ``dtype``: the work of the
     module the launcher compiled per dtype before the split (every family, every instantiation)."""
-    from cutopk import _kernel_source
+    from cutopk.cuda import kernel_source as _kernel_source
 
     entries = [e.text for f in _kernel_source.FAMILIES for e in _kernel_source.entries(f, dtype)]
     return _kernel_source.kernel_source() + "\n" + "\n".join(entries)
@@ -120,7 +120,7 @@ def every_family_source(dtype: str) -> str:
 
 def measure(folder: str, arch: str, repeat: int) -> dict:
     """In this process (a fresh one, one NVRTC version per process)."""
-    from cutopk import _gpu
+    from cutopk.cuda import launcher as _launcher
 
     t0 = time.perf_counter()
     lib, includes = find_nvrtc(folder)
@@ -152,7 +152,7 @@ def measure(folder: str, arch: str, repeat: int) -> dict:
         return min(times), cubin
 
     cubins = {}
-    for program in _gpu.programs():
+    for program in _launcher.programs():
         if program.dtype not in DTYPES:
             continue
         assert not program.name_expressions, 'extern "C" entry points need no name expressions'
@@ -239,7 +239,7 @@ def main(argv=None) -> int:
 
 
 def report(results: list[dict], args) -> str:
-    from cutopk import _kernel_source
+    from cutopk.cuda import kernel_source as _kernel_source
 
     families = list(_kernel_source.FAMILIES)
     shown = [o for o in results[0]["options"] if not o.startswith("-I")] if results else []

@@ -40,8 +40,8 @@ import time
 import numpy as np
 
 import cutopk
-from cutopk import _numpy_threads
 from cutopk._bench import baselines, check, grid, inputs
+from cutopk.numpy import threads as _threads
 
 ROUTES = ("cutopk", "cutopk-1t", "naive", "argsort", "torch-1t", "torch")
 # Routes on one thread are timed by that thread's CPU time (time.thread_time: what the route
@@ -239,7 +239,7 @@ def main(argv=None) -> int:
     np.seterr(all="ignore")
     wanted = [w for w in args.case.split(",") if w]
     cases = [c for c in grid.quick_grid(gpu=False) if not wanted or any(w in c.label() for w in wanted)]
-    print(f"cutopk threads: {_numpy_threads.get_num_threads()}; median of {args.repeat} turns per route")
+    print(f"cutopk threads: {_threads.get_num_threads()}; median of {args.repeat} turns per route")
     results = []
     for case in cases:
         r = measure(case, args.repeat)

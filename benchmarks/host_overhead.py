@@ -30,10 +30,11 @@ import time
 import numpy as np
 
 import cutopk
-from cutopk import _bench, _call
+from cutopk import _bench
 from cutopk._bench.baselines import numpy_naive_route
 from cutopk._bench.grid import quick_grid
 from cutopk._bench.recording import recording_launches
+from cutopk._core import call as _call
 
 
 def _dtype(name: str):

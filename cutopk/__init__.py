@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from ._core.entry import algorithms, plan, top_k
 from ._core.result import TopK
-from ._numpy_threads import get_num_threads, num_threads, set_num_threads
-from ._plan import Launch, Plan
+from ._request.plan import Launch, Plan
 from ._version import __version__
 from .irregular.entry import merge_top_k, segmented_top_k
+from .numpy.threads import get_num_threads, num_threads, set_num_threads
 
 __all__ = [
     "Launch",

@@ -11,7 +11,8 @@ import numbers
 
 import numpy as np
 
-from . import _api, _dtypes
+from ._request import checks as _checks
+from ._request import dtypes as _dtypes
 
 
 def check_flag(name: str, value) -> bool:
@@ -38,7 +39,7 @@ def check_tensor(spec: str, name: str, x, allowed: tuple[str, ...]) -> None:
             f"{name}: expected a tensor (a NumPy, CuPy or torch array), got {type(x).__module__}."
             f"{type(x).__qualname__}; wrap a list with numpy.asarray first"
         )
-    _api.array_kind(x, name)
+    _checks.array_kind(x, name)
     info = _dtypes.check_dtype(x.dtype, name)
     if info.name not in allowed:
         raise TypeError(
@@ -49,8 +50,8 @@ def check_tensor(spec: str, name: str, x, allowed: tuple[str, ...]) -> None:
 def check_axis_and_k(name: str, x, axis: int, k: int, k_name: str, index_dtype, index_name: str) -> int:
     """The axis, K against its length, and the index type against it, named as the spec names
     them; returns the axis length."""
-    ax = _api.check_axis(axis, len(x.shape), name)
+    ax = _checks.check_axis(axis, len(x.shape), name)
     n = int(x.shape[ax])
-    _api.check_k(k, n, ax, k_name)
-    _api.check_index_dtype(index_dtype, n, index_name)
+    _checks.check_k(k, n, ax, k_name)
+    _checks.check_index_dtype(index_dtype, n, index_name)
     return n

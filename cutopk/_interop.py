@@ -144,7 +144,7 @@ def as_host(a) -> tuple[Any, Callable[[Any], Any]]:
     Torch tensors are detached first (torch refuses to export a tensor that requires grad), and
     bfloat16 ones cross as int16 bits reinterpreted as ``ml_dtypes.bfloat16`` (NumPy's DLPack has
     no bfloat16)."""
-    from ._api import as_host_array
+    from ._request.checks import as_host_array
 
     if _module_of(a) != "torch":
         return as_host_array(a), identity
@@ -206,7 +206,7 @@ def _check_torch_dtype(dtype, name: str) -> None:
     and bits types have no DLPack export (torch raises from inside), and uint1..uint7 /
     int1..int7 would be read as 8-bit integers. NumPy-equivalent dtypes (bool and complex too)
     go on to the usual checks and their messages."""
-    from . import _dtypes
+    from ._request import dtypes as _dtypes
 
     try:
         dt = _dtypes.as_numpy_dtype(dtype)

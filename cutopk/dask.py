@@ -43,11 +43,11 @@ from typing import Any
 
 import numpy as np
 
-from . import _api
 from ._core.entry import check_algorithm_name
 from ._core.entry import top_k as _top_k
 from ._core.result import TopK
 from ._interop import array_module
+from ._request import checks as _checks
 from .irregular.entry import merge_top_k as _merge_top_k
 
 __all__ = ["top_k", "top_k_indices"]
@@ -96,8 +96,8 @@ def _field(pair, i: int, dtype):
     return array_module(pair[i]).ascontiguousarray(pair[i].astype(dtype, copy=False))
 
 
-def _check(a, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm) -> _api.Request:
-    """The checks of :func:`cutopk._api.normalize`, in the same order and with the same
+def _check(a, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm) -> _checks.Request:
+    """The checks of :func:`cutopk._request.checks.normalize`, in the same order and with the same
     messages, for a Dask array (whose chunk type is its ``_meta``)."""
     try:
         import dask.array as da
@@ -115,8 +115,8 @@ def _check(a, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm) -> _
             "a: expected a Dask array without a mask, got one with numpy.ma.MaskedArray chunks "
             "(its _meta); pass dask.array.ma.filled(a, value) instead"
         )
-    req = _api.normalize(
-        a, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm, kind=_api.array_kind(a._meta)
+    req = _checks.normalize(
+        a, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm, kind=_checks.array_kind(a._meta)
     )
     check_algorithm_name(algorithm, req.backend)
     return req
@@ -150,7 +150,7 @@ def _split_count(value, expected: str, given) -> int:
     return int(value)
 
 
-def _reduce(a, req: _api.Request, options: dict, algorithm: str, split_every):
+def _reduce(a, req: _checks.Request, options: dict, algorithm: str, split_every):
     """The Dask array of final ``(values, global int64 indices)`` pairs, one per block off the axis."""
     import dask.array as da
     from dask.array.reductions import reduction

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _api, _frontend
+from . import _frontend
 from ._core.entry import top_k as _top_k
 from ._core.result import TopK
+from ._request import checks as _checks
 
 DIRECTIONS = {"decreasing": "largest", "increasing": "smallest"}
 INDEX_TYPES = {"uint32": np.uint32, "uint64": np.uint64}
@@ -22,7 +23,7 @@ DML_DTYPES = ("float16", "float32", "int8", "int16", "int32", "int64", "uint8", 
 
 def _check_uint(name: str, value) -> int:
     try:
-        value = _api.as_index(value, name)
+        value = _checks.as_index(value, name)
     except TypeError:
         raise TypeError(
             f"{name}: expected a non-negative integer (UINT), got {type(value).__name__} {value!r}"

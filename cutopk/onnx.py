@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _api, _dtypes, _frontend
+from . import _frontend
 from ._core.entry import top_k as _top_k
 from ._core.result import TopK
+from ._request import checks as _checks
+from ._request import dtypes as _dtypes
 
 ONNX_DTYPES = (
     "float16", "float32", "float64", "int8", "int16", "int32", "int64",
@@ -22,7 +24,7 @@ def _check_K(K) -> int:
     one element (opsets 10/11: NumPy, CuPy or torch)."""
     shape = getattr(K, "shape", None)
     if shape is None or tuple(shape) == ():
-        return _api.as_index(K, "K")
+        return _checks.as_index(K, "K")
     try:
         dtype = _dtypes.as_numpy_dtype(K.dtype)
     except TypeError:

@@ -10,9 +10,11 @@ import math
 
 import numpy as np
 
-from . import _api, _dtypes, _frontend
+from . import _frontend
 from ._core.entry import top_k as _top_k
 from ._core.result import TopK
+from ._request import checks as _checks
+from ._request import dtypes as _dtypes
 
 # Every element type cutopk has (OpenVINO TopK-1 takes any numeric type).
 OPENVINO_DTYPES = tuple(info.name for info in _dtypes.SUPPORTED.values())
@@ -28,7 +30,7 @@ def _check_k(k) -> int:
     if shape is not None and tuple(shape) != () and math.prod(shape) == 1:
         k = k.reshape(())
     try:
-        return _api.as_index(k, "k")
+        return _checks.as_index(k, "k")
     except TypeError:
         raise TypeError(f"k: expected an integer scalar, got {type(k).__name__} {k!r}") from None
 

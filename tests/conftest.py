@@ -80,7 +80,7 @@ def standin_state():
 def fresh_plan_cache():
     """Each test starts with an empty plan cache: tests patch dispatcher constants, and a plan
     made before a patch must not serve a call after it (tests that patch mid-test clear it too)."""
-    from cutopk import _call
+    from cutopk._core import call as _call
 
     _call.CACHE.clear()
     yield

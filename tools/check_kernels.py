@@ -10,7 +10,7 @@ a streaming kernel, a compare-and-swap histogram, loads issued one at a time).
 (the default elsewhere) then skips the SASS check with a message.
 
 One nvcc run per kernel family, on the source the launcher hands NVRTC for that family
-(cutopk/_kernel_source.py: the family's file, the headers it includes, its extern "C" entry
+(cutopk/cuda/kernel_source.py: the family's file, the headers it includes, its extern "C" entry
 points), with the entry points of every element type at once.
 """
 
@@ -27,7 +27,8 @@ import tempfile
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from cutopk import _dtypes, _kernel_source
+from cutopk._request import dtypes as _dtypes
+from cutopk.cuda import kernel_source as _kernel_source
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import check_sass
@@ -41,7 +42,7 @@ SPILL = re.compile(
 
 def sources() -> list[tuple[str, str, int]]:
     """(family, source, kernels) per kernel family: the module the launcher compiles for one
-    element type (cutopk._kernel_source), with the entry points of every element type at once."""
+    element type (cutopk.cuda.kernel_source), with the entry points of every element type at once."""
     dtypes = tuple(info.name for info in _dtypes.SUPPORTED.values())
     out = []
     for family, fam in _kernel_source.FAMILIES.items():

@@ -148,10 +148,10 @@ def cupy_options(folder: pathlib.Path, arch: str, extra=()) -> list[str]:
 def merged_programs() -> list[tuple[str, list[str], list[str]]]:
     """The launcher's programs (one per element type and kernel family), those with the same
     source text merged: (source, name expressions, the kernels each must build)."""
-    from cutopk import _gpu
+    from cutopk.cuda import launcher as _launcher
 
     merged: dict[str, tuple[list[str], list[str]]] = {}
-    for program in _gpu.programs():
+    for program in _launcher.programs():
         names, kernels = merged.setdefault(program.source, ([], []))
         names += [n for n in program.name_expressions if n not in names]
         kernels += [k for k in program.kernels if k not in kernels]
@@ -174,9 +174,9 @@ def parse_ptxas(log: str) -> list[dict]:
 def alone_programs() -> list[tuple[str, str]]:
     """(name, source) of each kernel file compiled on its own: a header through an #include, a
     .cu file as it is."""
-    from cutopk import _gpu
+    from cutopk.cuda import launcher as _launcher
 
-    d = _gpu.kernel_dir()
+    d = _launcher.kernel_dir()
     out = []
     for f in sorted(d.glob("*.cu*")):
         out.append((f.name, f'#include "{f.name}"\n' if f.suffix == ".cuh" else f.read_text()))
@@ -222,7 +222,7 @@ def compile_errors(log: str, limit: int) -> str:
 
 def check_folder(folder: pathlib.Path, archs: list[str], programs: bool, alone: bool) -> dict:
     """One NVRTC folder, in this process: the report as a dict."""
-    from cutopk import _gpu
+    from cutopk.cuda import launcher as _launcher
 
     nvrtc = Nvrtc(find_library(folder))
     version = "{}.{}".format(*nvrtc.version)
@@ -246,7 +246,7 @@ def check_folder(folder: pathlib.Path, archs: list[str], programs: bool, alone: 
         report["seconds"][f"sm_{arch}"] = round(time.perf_counter() - t0, 1)
     if alone:
         t0 = time.perf_counter()
-        kernels = str(_gpu.kernel_dir())
+        kernels = str(_launcher.kernel_dir())
         for name, source in alone_programs():
             options = cupy_options(folder, archs[0], [f"-I{kernels}"])
             ok, log, _ = nvrtc.compile(source, f"alone_{name}", options, [])

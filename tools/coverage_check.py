@@ -22,13 +22,12 @@ import sys
 
 TOTAL_BAR = 98.0
 CUDA_PATH_BAR = 95.0
-# Paths relative to the repository root; fnmatch's * also crosses "/", so cutopk/_gpu* takes in
-# the launcher modules and any package of them.
+# Paths relative to the repository root; fnmatch's * also crosses "/", so cutopk/cuda/* takes in
+# the launcher modules and the family modules.
 CUDA_PATH = (
-    "cutopk/_gpu*",
-    "cutopk/_device.py",
+    "cutopk/cuda/*",
     "cutopk/_interop.py",
-    "cutopk/_out.py",
+    "cutopk/_core/out.py",
     "cutopk/irregular/segmented.py",
     "cutopk/irregular/merge.py",
     "cutopk/dask.py",

@@ -186,10 +186,10 @@ def cpu_thread_routes(x, axis: int, k: int, mode: str, dtype: str) -> dict[str, 
     the previous one, so the routes can take turns in one process."""
 
     def cutopk_one():
-        from .. import _numpy_threads
+        from ..numpy import threads as _threads
 
         def call():
-            with _numpy_threads.num_threads(1):
+            with _threads.num_threads(1):
                 return entry.top_k(x, k, axis=axis, mode=mode, nan="largest")
 
         return Route("cutopk-1thread", call)

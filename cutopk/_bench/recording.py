@@ -12,7 +12,9 @@ from unittest import mock
 
 import numpy as np
 
-from .. import _call, _gpu, _gpu_rows
+from .._core import call as _call
+from ..cuda import launcher as _launcher
+from ..cuda import rows as _rows
 
 
 class Recorder:
@@ -80,12 +82,12 @@ def recording_launches(count_allocations: bool = True):
     recorder = Recorder()
     xp = _CountingNumpy(recorder) if count_allocations else np
     with (
-        mock.patch.object(_gpu, "_build_module", lambda target, cxx: _RecordingModule(recorder)),
-        mock.patch.object(_gpu, "array_module", lambda target: xp if target == "sim" else np),
+        mock.patch.object(_launcher, "_build_module", lambda target, cxx: _RecordingModule(recorder)),
+        mock.patch.object(_launcher, "array_module", lambda target: xp if target == "sim" else np),
         # The ordering and transposing helpers take NumPy for simulator arrays: counted too.
-        mock.patch.object(_gpu_rows, "np", xp),
-        mock.patch.dict(_gpu._MODULES, clear=True),
-        mock.patch.dict(_gpu._PLACEHOLDERS, clear=True),
+        mock.patch.object(_rows, "np", xp),
+        mock.patch.dict(_launcher._MODULES, clear=True),
+        mock.patch.dict(_launcher._PLACEHOLDERS, clear=True),
     ):
         _call.CACHE.clear()
         try:

@@ -47,9 +47,9 @@ class _TopK(torch.autograd.Function):
 def top_k(a, axis, select):
     """``top_k`` with ``values`` differentiable with respect to ``a``: ``select(detached, axis)``
     selects from the detached input along the checked axis."""
-    from .. import _api
+    from .._request import checks as _checks
 
-    ax = _api.check_axis(axis, a.dim())
+    ax = _checks.check_axis(axis, a.dim())
     return _TopK.apply(a, ax, lambda detached: select(detached, ax))
 
 

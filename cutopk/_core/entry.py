@@ -8,8 +8,9 @@ import contextlib
 
 import numpy as np
 
-from .. import _api, _call
-from .._plan import Plan
+from .._request import checks as _checks
+from .._request.plan import Plan
+from . import call as _call
 from . import lengths as lengths_
 from .result import TopK
 from .select import select
@@ -105,7 +106,7 @@ def algorithms(backend: str = "cuda") -> tuple[str, ...]:
     >>> cutopk.algorithms("numpy")
     ('select',)
     """
-    _api.check_choice("backend", backend, _api.BACKENDS[1:])
+    _checks.check_choice("backend", backend, _checks.BACKENDS[1:])
     return _call.algorithm_names(backend)
 
 
@@ -168,4 +169,4 @@ def _forward(k, mode, sorted, nan, index_dtype, backend, algorithm, lengths):
 def check_algorithm_name(algorithm, backend: str) -> None:
     """A forced algorithm's name checked against :func:`algorithms` of ``backend``, eagerly (whether
     it can handle a given shape is only known when its ``top_k`` call runs)."""
-    _api.check_algorithm(algorithm, backend, algorithms(backend))
+    _checks.check_algorithm(algorithm, backend, algorithms(backend))

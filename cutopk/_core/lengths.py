@@ -25,11 +25,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _api, _dtypes
 from .._interop import array_module
+from .._request import checks as _checks
+from .._request import dtypes as _dtypes
 
 
-def check(lengths, arr, req: _api.Request):
+def check(lengths, arr, req: _checks.Request):
     """``(lengths, longest)``: ``lengths`` as a C-contiguous int64 array of ``arr``'s kind and
     device with the batch shape, after the checks of docs/SPEC.md (ValueError for a bad shape or a
     length out of range, TypeError for a non-integer array, ValueError for an unsigned index
@@ -91,21 +92,21 @@ def narrowed(arr, call, longest: int):
     width = min(req.n, max(req.k, 1 << max(0, longest - 1).bit_length()))
     if width >= req.n:
         return arr, call
-    from .. import _call
+    from . import call as _call
 
     view = arr[(slice(None),) * req.axis + (slice(0, width),)]
-    _, _, _, call, _ = _call.prepare(view, req.k, req.axis, *_api.request_arguments(req))
+    _, _, _, call, _ = _call.prepare(view, req.k, req.axis, *_checks.request_arguments(req))
     return view, call
 
 
 def kernel_call(call):
     """The prepared call whose kernels read the lengths themselves (every kernel family does), or
     None on the NumPy backend (the generic route)."""
-    from .._call import NumpyCall
+    from .call import NumpyCall
 
     if isinstance(call, NumpyCall):
         return None
-    from .. import _kernel_constants
+    from ..cuda import kernel_constants as _kernel_constants
 
     return call.with_rows(_kernel_constants.ROWS_LENGTHS)
 
@@ -119,7 +120,7 @@ def describe_in_kernel(plan, width: int):
     )
 
 
-def masked_rows(arr, lengths, req: _api.Request):
+def masked_rows(arr, lengths, req: _checks.Request):
     """The NumPy rows (axis last, C-contiguous) with every element at or past its row's length
     replaced by the least preferred value."""
     moved = np.moveaxis(arr, req.axis, -1)
@@ -138,7 +139,7 @@ def masked_rows(arr, lengths, req: _api.Request):
     return np.where(inside, moved, worst).astype(dtype, copy=False)
 
 
-def pad(values, indices, lengths, req: _api.Request, dtype, out=None):
+def pad(values, indices, lengths, req: _checks.Request, dtype, out=None):
     """Selected positions at or past their row's length become padding (index -1, value 0), the
     values take the input's ``dtype`` (its byte order) and the axis goes back in place; written
     into ``out`` when given (NumPy arrays: the masked-copy route is the NumPy backend's)."""

@@ -1,5 +1,5 @@
 """One call of :func:`cutopk.top_k` without autograd: the prepared call (checks and plan, cached:
-:mod:`cutopk._call`) run on its backend, with ``lengths`` and ``out`` when given."""
+:mod:`cutopk._core.call`) run on its backend, with ``lengths`` and ``out`` when given."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import contextlib
 
 import numpy as np
 
-from .. import _call, _out
+from . import call as _call
 from . import lengths as lengths_
+from . import out as _out
 from .result import TopK
 
 

@@ -37,12 +37,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .. import _api, _dtypes, _interop
+from .. import _interop
 from .._core.result import TopK
 from .._core.select import select as _select
+from .._request import checks as _checks
+from .._request import dtypes as _dtypes
 
 # Index dtypes a part may carry: those of top_k's index_dtype.
-_INDEX_DTYPES = tuple(_api.INDEX_DTYPES)
+_INDEX_DTYPES = tuple(_checks.INDEX_DTYPES)
 
 
 def _as_pairs(parts) -> list:
@@ -79,7 +81,7 @@ def _convert(pairs: list):
     for i, (values, indices) in enumerate(pairs):
         for name, arr in (("values", values), ("indices", indices)):
             try:
-                this = _api.array_kind(arr)
+                this = _checks.array_kind(arr)
             except TypeError:
                 raise TypeError(
                     f"parts[{i}].{name}: expected a NumPy array, a CuPy array or a CUDA array, "
@@ -155,7 +157,7 @@ def renamed(exc: TypeError, name: str) -> TypeError:
 
 
 def _check_k(k, total: int) -> int:
-    k = _api.as_index(k, "k")
+    k = _checks.as_index(k, "k")
     if k < 0 or k > total:
         raise ValueError(
             f"k: expected 0 <= k <= {total} (the number of candidates in all parts together), got k={k}"
@@ -167,9 +169,9 @@ def merge_top_k(parts, k, mode: str = "largest", sorted_=True, nan: str = "last"
     """The implementation of :func:`cutopk.merge_top_k` (see its docstring). ``positions``: also
     return each winner's position along the parts' concatenated last axis (for the gradient)."""
     pairs = _as_pairs(parts)
-    _api.check_choice("mode", mode, _api.MODES)
-    order = _api.check_order(sorted_)
-    _api.check_choice("nan", nan, _api.NAN_POLICIES)
+    _checks.check_choice("mode", mode, _checks.MODES)
+    order = _checks.check_order(sorted_)
+    _checks.check_choice("nan", nan, _checks.NAN_POLICIES)
     kind, pairs, back, scope = _convert(pairs)
     vdt, idt, batch = _check_arrays(pairs)
     total = sum(int(v.shape[-1]) for v, _ in pairs)

@@ -34,10 +34,11 @@ import contextlib
 
 import numpy as np
 
-from .. import _api, _dtypes
 from .._core.entry import check_algorithm_name
 from .._core.result import TopK
 from .._core.select import select as _top_k
+from .._request import checks as _checks
+from .._request import dtypes as _dtypes
 from .merge import renamed
 
 # A segment at least this long is one top_k call on its own slice (read in place). At 65536
@@ -54,7 +55,7 @@ ROW_COPY_WIDTH = 64
 
 
 def _check_k(k) -> int:
-    k = _api.as_index(k, "k")
+    k = _checks.as_index(k, "k")
     if k < 0:
         raise ValueError(f"k: expected k >= 0, got k={k}")
     return k
@@ -65,7 +66,7 @@ def _offsets_on_host(offsets) -> np.ndarray:
     if isinstance(offsets, (list, tuple)):
         return np.asarray(offsets) if len(offsets) else np.zeros(0, dtype=np.int64)
     try:
-        kind = _api.array_kind(offsets)
+        kind = _checks.array_kind(offsets)
     except TypeError:
         raise TypeError(
             "offsets: expected a 1-D integer array (NumPy, CuPy, torch) or a list of integers, "
@@ -113,7 +114,7 @@ def check_offsets(offsets, n: int) -> np.ndarray:
 
 
 def _check_index_dtype(index_dtype, longest: int) -> np.dtype:
-    dt = _api.check_index_dtype(index_dtype, longest)
+    dt = _checks.check_index_dtype(index_dtype, longest)
     if dt.kind != "i":
         raise ValueError(
             f"index_dtype: expected a signed type (int64 or int32), since segments shorter than k "
@@ -127,11 +128,11 @@ def segmented_top_k(data, offsets, k, mode, sorted_, nan, index_dtype, backend, 
     from .. import _interop
 
     try:
-        kind = _api.array_kind(data)
+        kind = _checks.array_kind(data)
     except TypeError as exc:
         raise renamed(exc, "data") from None
     # The checks of top_k, in its order: a backend/array mismatch first.
-    resolved = _api.resolve_backend(backend, kind)
+    resolved = _checks.resolve_backend(backend, kind)
     try:
         if kind == "numpy":
             arr, back = _interop.as_host(data)
@@ -140,9 +141,9 @@ def segmented_top_k(data, offsets, k, mode, sorted_, nan, index_dtype, backend, 
             arr, back, scope = _interop.as_cupy(data)
     except TypeError as exc:  # a masked array, say
         raise renamed(exc, "data") from None
-    _api.check_choice("mode", mode, _api.MODES)
-    order = _api.check_order(sorted_)
-    _api.check_choice("nan", nan, _api.NAN_POLICIES)
+    _checks.check_choice("mode", mode, _checks.MODES)
+    order = _checks.check_order(sorted_)
+    _checks.check_choice("nan", nan, _checks.NAN_POLICIES)
     check_algorithm_name(algorithm, resolved)
     try:
         _dtypes.check_dtype(arr.dtype)
@@ -172,24 +173,26 @@ def segmented_top_k(data, offsets, k, mode, sorted_, nan, index_dtype, backend, 
 def kernel_call(data, segments: int, longest: int, k: int, order: str, options, idt, backend: str):
     """The prepared call that selects from every segment in one launch sequence (the kernels read
     each segment as a row with its own start and length: kernels/row_extent.cuh)."""
-    from .. import _call, _gpu, _kernel_constants
+    from .._core import call as _call
+    from ..cuda import kernel_constants as _kernel_constants
+    from ..cuda import launcher as _launcher
 
     # Rows of `width`: the longest segment, or k when k is larger (the rest of a row is padding).
     width = max(longest, k, 1)
-    device = _gpu._device_id(backend)
+    device = _launcher._device_id(backend)
     dtype = data.dtype.newbyteorder("=") if not data.dtype.isnative else data.dtype
     key = ("segments", backend, device, dtype, segments, width, k, order, options["mode"], options["nan"],
            idt, options["algorithm"])  # fmt: skip
     call = _call.CACHE.get(key)
     if call is None:
-        req = _api.Request(
+        req = _checks.Request(
             k=k, axis=1, n=width, largest=options["mode"] == "largest", order=order,
             nan_largest=options["nan"] == "largest", index_dtype=idt, backend=backend,
             algorithm=options["algorithm"],
         )  # fmt: skip
         # The data as one C-contiguous native 1-D array (row stride 0: rows start at their offsets).
         shape, strides = (segments, width), (0, dtype.itemsize)
-        call = _gpu.GpuCall(shape, strides, dtype, req, device, _kernel_constants.ROWS_SEGMENTS)
+        call = _launcher.GpuCall(shape, strides, dtype, req, device, _kernel_constants.ROWS_SEGMENTS)
         _call.CACHE.put(key, call)
     return call
 

@@ -111,20 +111,20 @@ def test_index_dtype_too_narrow(index_dtype):
 
 
 def test_int32_holds_exactly_its_range():
-    from cutopk import _api
+    from cutopk._request import checks as _checks
 
-    assert _api.check_index_dtype(np.int32, 2**31) == np.int32
+    assert _checks.check_index_dtype(np.int32, 2**31) == np.int32
     with pytest.raises(ValueError):
-        _api.check_index_dtype(np.int32, 2**31 + 1)
+        _checks.check_index_dtype(np.int32, 2**31 + 1)
 
 
 def test_error_checks_come_before_any_work(monkeypatch):
-    from cutopk import _numpy
+    from cutopk.numpy import backend as _numpy_backend
 
     def boom(*args, **kwargs):
         raise AssertionError("backend reached")
 
-    monkeypatch.setattr(_numpy, "top_k", boom)
+    monkeypatch.setattr(_numpy_backend, "top_k", boom)
     with pytest.raises(ValueError):
         cutopk.top_k(X, 9)
 
@@ -148,7 +148,7 @@ def test_algorithms_backend_checked():
 
 def test_torch_dtype_without_a_numpy_equivalent_is_named():
     torch = pytest.importorskip("torch")
-    from cutopk import _dtypes
+    from cutopk._request import dtypes as _dtypes
 
     with pytest.raises(TypeError, match=r"^torch.qint8 has no NumPy equivalent$"):
         _dtypes.as_numpy_dtype(torch.qint8)
@@ -159,7 +159,7 @@ def test_torch_dtype_without_a_numpy_equivalent_is_named():
 def test_without_ml_dtypes_bfloat16_is_unsupported_and_says_what_to_install(monkeypatch):
     import sys
 
-    from cutopk import _dtypes
+    from cutopk._request import dtypes as _dtypes
 
     monkeypatch.setitem(sys.modules, "ml_dtypes", None)  # import ml_dtypes raises ImportError
     assert _dtypes._bfloat16_dtype() is None

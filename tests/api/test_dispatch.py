@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cutopk import _dispatch as d
+from cutopk.cuda import dispatch as d
 
 DEV = d.Device()
 
@@ -206,14 +206,14 @@ def test_multiblock_orders_the_winners_in_shared_memory_when_they_fit():
 
 
 def test_array_library_step_repeated_is_shown_with_its_count():
-    from cutopk import _plan
+    from cutopk._request import plan as _plan
 
     assert str(_plan.Launch("argsort", count=3)) == "3 x argsort"
     assert str(_plan.Launch("argsort")) == "argsort"
 
 
 def test_row_strides_of_misaligned_and_collapsible_batches():
-    from cutopk import _layout
+    from cutopk._request import layout as _layout
 
     assert _layout.row_strides((4,), (3,), 4, 0) is None  # a stride that is not whole elements
     assert _layout.row_strides((2, 3, 4), (48, 16, 4), 4, 2) == (4, 1)  # two batch axes, one stride
@@ -238,7 +238,7 @@ def test_radix_on_a_device_without_shared_memory_for_k_says_so():
 
 
 def test_radix_rows_of_2_to_32_elements_get_no_candidate_buffer():
-    from cutopk._gpu_families import radix
+    from cutopk.cuda.families import radix
 
     assert radix.buffer(1, 2**32 - 16, 4, 64) == radix.SCRATCH_LIMIT // 8  # capped, not refused
     assert radix.buffer(1, 2**32, 4, 64) == 0  # its indices are 32-bit

@@ -15,8 +15,8 @@ from support.inputs import make_values
 from support.reference import assert_same, reference_top_k
 
 import cutopk
-from cutopk import _call
 from cutopk._bench.recording import recording_launches
+from cutopk._core import call as _call
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BACKENDS = ["numpy", "sim"]

@@ -11,7 +11,7 @@ import pytest
 from support.backends import sim_unavailable_reason
 
 import cutopk
-from cutopk import _numpy_exact
+from cutopk.numpy import exact as _numpy_exact
 
 
 def slow(needs: str):

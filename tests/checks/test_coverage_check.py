@@ -12,11 +12,11 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "tools"))
 import coverage_check
 
 CUDA_PATH_FILES = [
-    "cutopk/_gpu.py",
-    "cutopk/_gpu_rows.py",
-    "cutopk/_device.py",
+    "cutopk/cuda/launcher.py",
+    "cutopk/cuda/rows.py",
+    "cutopk/cuda/device.py",
     "cutopk/_interop.py",
-    "cutopk/_out.py",
+    "cutopk/_core/out.py",
     "cutopk/irregular/segmented.py",
     "cutopk/irregular/merge.py",
     "cutopk/dask.py",
@@ -35,7 +35,7 @@ def summary(percent: float) -> dict:
 
 def data(total: float = 99.0, **percent: float) -> dict:
     """Coverage data with every CUDA-path module at 99% unless ``percent`` says otherwise."""
-    files = {name: summary(99.0) for name in [*CUDA_PATH_FILES, "cutopk/_numpy.py"]}
+    files = {name: summary(99.0) for name in [*CUDA_PATH_FILES, "cutopk/numpy/backend.py"]}
     for key, value in percent.items():
         files[f"cutopk/{key}.py"] = summary(value)
     return {
@@ -49,7 +49,7 @@ def test_data_over_both_bars_passes_and_prints_every_module():
     lines, failures = coverage_check.check(data())
     assert failures == []
     assert len(lines) == 1 + len(CUDA_PATH_FILES) + 1 + 1  # header, modules, TOTAL
-    assert any(line.startswith("cutopk/_numpy.py") and line.endswith("99.00%") for line in lines)
+    assert any(line.startswith("cutopk/numpy/backend.py") and line.endswith("99.00%") for line in lines)
     assert lines[-1].startswith("TOTAL") and "99.00%" in lines[-1]
 
 
@@ -59,15 +59,15 @@ def test_total_under_98_percent_fails():
 
 
 def test_cuda_path_module_under_95_percent_fails_but_another_module_does_not():
-    _, failures = coverage_check.check(data(_gpu_rows=94.9, _numpy=50.0))
-    assert failures == ["cutopk/_gpu_rows.py: 94.90% < 95% (a CUDA-path module)"]
+    _, failures = coverage_check.check(data(**{"cuda/rows": 94.9, "numpy/backend": 50.0}))
+    assert failures == ["cutopk/cuda/rows.py: 94.90% < 95% (a CUDA-path module)"]
 
 
 def test_a_cuda_path_module_missing_from_the_data_fails():
     d = data()
-    del d["files"]["cutopk/_out.py"]
+    del d["files"]["cutopk/_core/out.py"]
     _, failures = coverage_check.check(d)
-    assert failures == ["cutopk/_out.py: no measured file matches this CUDA-path module"]
+    assert failures == ["cutopk/_core/out.py: no measured file matches this CUDA-path module"]
 
 
 def test_statement_only_data_is_refused():

@@ -21,8 +21,8 @@ from support.inputs import DISTRIBUTIONS, DTYPES, LAYOUTS, dtype_of, make_layout
 from support.reference import assert_same, assert_same_padded, reference_top_k, reference_with_lengths
 
 import cutopk
-from cutopk import _call
-from cutopk._gpu_families import multiblock as _multiblock
+from cutopk._core import call as _call
+from cutopk.cuda.families import multiblock as _multiblock
 
 # The simulator runs every CUDA thread as a fiber: keep its inputs small.
 # Rows up to these lengths. The CuPy stand-in runs the "cuda" kernels on the simulator: sim sizes there.

@@ -1,6 +1,6 @@
 """What the launcher compiles: one module per (element type, kernel family), built on the first
 use of one of its kernels, of ``extern "C"`` entry points (no name expressions, so CuPy's on-disk
-cache serves a new process; cutopk/_kernel_source.py)."""
+cache serves a new process; cutopk/cuda/kernel_source.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,11 @@ import numpy as np
 import pytest
 
 import cutopk
-from cutopk import _dtypes, _gpu, _kernel_source, sim
+from cutopk import sim
 from cutopk._bench.recording import recording_launches
+from cutopk._request import dtypes as _dtypes
+from cutopk.cuda import kernel_source as _kernel_source
+from cutopk.cuda import launcher as _launcher
 
 # Calls that, between them, plan every family and every template value the launcher picks.
 CALLS = [
@@ -42,13 +45,13 @@ def _asked_for(dtype: np.dtype) -> list[str]:
 
 
 def test_every_kernel_the_launchers_ask_for_is_an_entry_point_of_its_family():
-    programs = {(p.dtype, p.family): p for p in _gpu.programs()}
+    programs = {(p.dtype, p.family): p for p in _launcher.programs()}
     assert set(programs) == {(i.name, f) for i in _dtypes.SUPPORTED.values() for f in _kernel_source.FAMILIES}
     for info in _dtypes.SUPPORTED.values():
         asked = set(_asked_for(_dtype(info.name)))
         families = set()
         for name in asked:
-            family, entry = _gpu._entry_points(info.cxx)[name.replace(" ", "")]
+            family, entry = _launcher._entry_points(info.cxx)[name.replace(" ", "")]
             program = programs[(info.name, family)]
             assert entry in program.kernels, (name, family)
             assert not program.name_expressions
@@ -77,7 +80,7 @@ def test_a_module_holds_only_its_family_file_and_the_headers_it_includes():
 
 
 def test_each_kernel_file_is_named_as_its_family_and_its_code_is_in_namespace_cutopk():
-    folder = _gpu.kernel_dir()
+    folder = _launcher.kernel_dir()
     assert sorted(p.stem for p in folder.glob("*.cu")) == sorted(_kernel_source.FAMILIES)
     # Comments and preprocessor lines out: macros (CUTOPK_*) are global by nature.
     noise = re.compile(r"//[^\n]*|/\*.*?\*/|^[ \t]*#(?:[^\n\\]|\\.)*$", re.S | re.M)
@@ -93,7 +96,7 @@ def test_each_kernel_file_is_named_as_its_family_and_its_code_is_in_namespace_cu
 
 
 def test_an_unknown_kernel_name_is_a_clear_error():
-    mod = _gpu._FamilyModules("sim", "float")
+    mod = _launcher._FamilyModules("sim", "float")
     with pytest.raises(KeyError, match=r"no kernel 'radix_topk<double>' for element type 'float'"):
         mod.get_function("radix_topk<double>")
     assert mod.modules == {}  # nothing compiled
@@ -103,17 +106,17 @@ def test_an_unknown_kernel_name_is_a_clear_error():
 def built(monkeypatch):
     """The (target, cxx, family) of every module compiled, with an empty module cache."""
     log = []
-    build = _gpu._build_family
+    build = _launcher._build_family
 
     def counted(target, cxx, family):
         log.append((target, cxx, family))
         return build(target, cxx, family)
 
-    monkeypatch.setattr(_gpu, "_build_family", counted)
-    monkeypatch.setattr(_gpu, "_MODULES", {})
-    cutopk._call.CACHE.clear()
+    monkeypatch.setattr(_launcher, "_build_family", counted)
+    monkeypatch.setattr(_launcher, "_MODULES", {})
+    cutopk._core.call.CACHE.clear()
     yield log
-    cutopk._call.CACHE.clear()
+    cutopk._core.call.CACHE.clear()
 
 
 @pytest.mark.skipif(not sim.is_available(), reason="the CPU simulator cannot run here")
@@ -132,7 +135,7 @@ def test_a_call_compiles_only_its_familys_module(built):
 
 @pytest.mark.skipif(not sim.is_available(), reason="the CPU simulator cannot run here")
 def test_threads_asking_for_one_family_compile_it_once(built):
-    mod = _gpu._FamilyModules("sim", "float")
+    mod = _launcher._FamilyModules("sim", "float")
     barrier = threading.Barrier(4)
 
     def one(name):

@@ -10,7 +10,7 @@ from support.backends import cuda_is_standin, cuda_unavailable_reason
 from support.reference import assert_same
 
 import cutopk
-from cutopk import _call
+from cutopk._core import call as _call
 
 pytestmark = pytest.mark.gpu
 

@@ -1,5 +1,5 @@
 """Kernel arguments by name: every launch's parameter names, order and types on the Python side
-(``_gpu.ARGUMENTS``/``SCALAR_TYPES`` for the single-launch families, a ``Params`` descriptor per
+(``_launcher.ARGUMENTS``/``SCALAR_TYPES`` for the single-launch families, a ``Params`` descriptor per
 launch elsewhere) match the kernel's C declaration in kernels/<family>.cu, and the launcher's
 and the simulator's readings of those declarations agree."""
 
@@ -8,7 +8,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cutopk import _dtypes, _gpu, _gpu_multiblock, _gpu_rows, _kernel_source
+from cutopk._request import dtypes as _dtypes
+from cutopk.cuda import kernel_source as _kernel_source
+from cutopk.cuda import launcher as _launcher
+from cutopk.cuda import multiblock as _multiblock_run
+from cutopk.cuda import rows as _rows
 from cutopk.sim import _rewrite
 
 # The C scalar types the kernels take, and the NumPy type a launch must pass for each.
@@ -18,7 +22,7 @@ ALL_KERNELS = [(f, k) for f, fam in _kernel_source.FAMILIES.items() for k in (*f
 
 def _descriptors() -> dict[str, _kernel_source.Params]:
     found = {}
-    for module in (_gpu, _gpu_multiblock, _gpu_rows):
+    for module in (_launcher, _multiblock_run, _rows):
         for value in vars(module).values():
             if isinstance(value, _kernel_source.Params):
                 assert value.kernel not in found, f"two descriptors of {value.kernel}"
@@ -28,10 +32,10 @@ def _descriptors() -> dict[str, _kernel_source.Params]:
 
 def _python_side(kernel: str) -> tuple[tuple[str, ...], dict[str, type]]:
     """The names a launch of ``kernel`` passes, in order, and the NumPy type of each scalar."""
-    singles = {_kernel_source.FAMILIES[f].kernels[0]: f for f in _gpu.ARGUMENTS}
+    singles = {_kernel_source.FAMILIES[f].kernels[0]: f for f in _launcher.ARGUMENTS}
     if kernel in singles:
-        names = _gpu.ARGUMENTS[singles[kernel]]
-        return names, {n: _gpu.SCALAR_TYPES[n] for n in names if n not in _gpu.PER_CALL}
+        names = _launcher.ARGUMENTS[singles[kernel]]
+        return names, {n: _launcher.SCALAR_TYPES[n] for n in names if n not in _launcher.PER_CALL}
     params = _descriptors()[kernel]
     return params.names, params.scalars
 
@@ -62,13 +66,13 @@ def test_each_launch_passes_the_kernels_parameters_by_name_in_order_and_type(fam
 
 def test_every_descriptor_launches_a_kernel_of_the_families():
     assert set(_descriptors()) <= set(_kernel_source.FAMILY_OF)
-    covered = set(_descriptors()) | {_kernel_source.FAMILIES[f].kernels[0] for f in _gpu.ARGUMENTS}
+    covered = set(_descriptors()) | {_kernel_source.FAMILIES[f].kernels[0] for f in _launcher.ARGUMENTS}
     assert covered == {k for _, k in ALL_KERNELS}
 
 
 def test_a_swapped_or_retyped_argument_is_caught():
     c_params = _kernel_source.signature("multiblock", "mb_select")
-    params = _gpu_multiblock.MB_SELECT
+    params = _multiblock_run.MB_SELECT
     assert _mismatches(c_params, params.names, params.scalars) == []
     swapped = (params.names[1], params.names[0], *params.names[2:])
     assert _mismatches(c_params, swapped, params.scalars)

@@ -21,9 +21,10 @@ from support.multiblock_state import MB_STATE, record_states
 from support.reference import assert_same, reference_top_k
 
 import cutopk
-from cutopk import _call, _dispatch
-from cutopk._gpu_families import multiblock as _multiblock
-from cutopk._gpu_families import radix as _radix
+from cutopk._core import call as _call
+from cutopk.cuda import dispatch as _dispatch
+from cutopk.cuda.families import multiblock as _multiblock
+from cutopk.cuda.families import radix as _radix
 
 FULL = bool(os.environ.get("CUTOPK_FULL_MATRIX"))
 GPU_BACKENDS = [p for p in BACKEND_PARAMS if p.values[0] != "numpy"]
@@ -377,7 +378,7 @@ def test_algorithms_and_plan():
 
 
 def test_out_of_memory_is_a_clear_memory_error(monkeypatch):
-    from cutopk import _gpu
+    from cutopk.cuda import launcher as _launcher
 
     class OutOfMemoryError(Exception):  # stands in for cupy.cuda.memory.OutOfMemoryError
         pass
@@ -385,8 +386,8 @@ def test_out_of_memory_is_a_clear_memory_error(monkeypatch):
     def no_memory(*args, **kwargs):
         raise OutOfMemoryError("out of memory allocating 1,024 bytes")
 
-    monkeypatch.setattr(_gpu, "_launch", no_memory)  # the multi-launch families
-    monkeypatch.setattr(_gpu._SingleLaunch, "__call__", no_memory)  # the others
+    monkeypatch.setattr(_launcher, "_launch", no_memory)  # the multi-launch families
+    monkeypatch.setattr(_launcher._SingleLaunch, "__call__", no_memory)  # the others
     with pytest.raises(MemoryError, match=r"top_k: out of GPU memory running 'radix' on 2 rows of 5000"):
         cutopk.top_k(np.zeros((2, 5000), np.float32), 100, backend="sim")
     with pytest.raises(MemoryError, match=r"running 'radix' on 2 rows of 5000"):
@@ -402,9 +403,9 @@ def test_many_threads_at_once(backend):
     require(backend)
     from concurrent.futures import ThreadPoolExecutor
 
-    from cutopk import _gpu
+    from cutopk.cuda import launcher as _launcher
 
-    _gpu._MODULES.clear()
+    _launcher._MODULES.clear()
     rng = np.random.default_rng(12)
     jobs = [
         make_values(rng, dtype_of(d), (4, 500), "few_distinct")
@@ -488,18 +489,20 @@ def test_streaming_loader_heads_tails_tiles_and_strides(backend, dtype):
 
 
 def test_kernel_constants_come_only_from_their_header():
-    # Written once, in kernels/constants.cuh, which cutopk/_kernel_constants.py reads; the module
+    # Written once, in kernels/constants.cuh, which cutopk/cuda/kernel_constants.py reads; the module
     # has no constant of its own, no other kernel file defines one (a fallback would let the two
     # sides drift apart), every one is used by some kernel, and every module's source holds them.
-    from cutopk import _gpu, _kernel_constants, _kernel_source
+    from cutopk.cuda import kernel_constants as _kernel_constants
+    from cutopk.cuda import kernel_source as _kernel_source
+    from cutopk.cuda import launcher as _launcher
 
-    assert _kernel_constants.HEADER == _gpu.kernel_dir() / "constants.cuh"
+    assert _kernel_constants.HEADER == _launcher.kernel_dir() / "constants.cuh"
     values = _kernel_constants.read_header()
     assert len(values) > 10 and tuple(values) == _kernel_constants._EXPORTED
     assert {n for n in vars(_kernel_constants) if n.isupper() and n[0] != "_"} == {"HEADER", *values}
-    assert all("// ---- constants.cuh\n" in p.source for p in _gpu.programs())
+    assert all("// ---- constants.cuh\n" in p.source for p in _launcher.programs())
     others = [name for name in _kernel_source.all_files() if name != "constants.cuh"]
-    files = "\n".join((_gpu.kernel_dir() / name).read_text() for name in others)
+    files = "\n".join((_launcher.kernel_dir() / name).read_text() for name in others)
     for name, value in values.items():
         macro = f"CUTOPK_{name}"
         assert getattr(_kernel_constants, name) == value
@@ -510,7 +513,7 @@ def test_kernel_constants_come_only_from_their_header():
 
 
 def test_kernel_constants_header_rejects_what_python_cannot_read(tmp_path):
-    from cutopk import _kernel_constants
+    from cutopk.cuda import kernel_constants as _kernel_constants
 
     good = tmp_path / "good.cuh"
     good.write_text("#pragma once\n#define CUTOPK_A 3  // three\n  #define CUTOPK_B -1\n")

@@ -13,7 +13,11 @@ from support.inputs import dtype_of, make_values
 from test_kernels import run_case
 
 import cutopk
-from cutopk import _call, _device, _dispatch, _gpu, _gpu_rows
+from cutopk._core import call as _call
+from cutopk.cuda import device as _device
+from cutopk.cuda import dispatch as _dispatch
+from cutopk.cuda import launcher as _launcher
+from cutopk.cuda import rows as _rows
 
 GPU_BACKENDS = [p for p in BACKEND_PARAMS if p.values[0] != "numpy"]
 H100_SHARED = _dispatch.shared_limit(48 * 1024, 227 * 1024)  # 227 KB opt-in, less the reserve
@@ -24,7 +28,7 @@ def use_device(monkeypatch, backend, shared_bytes):
     On the simulator every launch must then have opted in to what it asks beyond 48 KB, as CUDA
     requires (the simulator itself does not check the kernel attribute)."""
     if backend == "cuda":
-        real = _gpu._device_facts("cuda", _gpu._device_id("cuda"))
+        real = _launcher._device_facts("cuda", _launcher._device_id("cuda"))
         if real.shared_bytes < shared_bytes:
             pytest.skip(f"this GPU allows {real.shared_bytes} bytes of shared memory, not {shared_bytes}")
     device = _dispatch.Device(shared_bytes=shared_bytes)
@@ -160,8 +164,8 @@ def test_outer_axis_rows_through_the_tiled_transpose(backend, algorithm, monkeyp
     assert plan.copy and plan.launches[0].kernel.startswith("transpose_rows<")
     assert any("tiled transpose" in c for c in plan.copies)
     calls = []
-    transpose = _gpu_rows.transpose_rows
-    monkeypatch.setattr(_gpu_rows, "transpose_rows", lambda *a: calls.append(a[2].shape) or transpose(*a))
+    transpose = _rows.transpose_rows
+    monkeypatch.setattr(_rows, "transpose_rows", lambda *a: calls.append(a[2].shape) or transpose(*a))
     run_case(backend, x, k, axis=0, algorithm=algorithm, sorted=True)
     run_case(backend, x[::-1], k, axis=0, algorithm=algorithm, sorted="index", mode="smallest", nan="largest")
     assert calls == [(97, 301), (97, 301)]  # the rows went through the transpose kernel

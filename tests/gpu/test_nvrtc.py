@@ -14,7 +14,8 @@ import sys
 
 import pytest
 
-from cutopk import _gpu, _kernel_constants
+from cutopk.cuda import kernel_constants as _kernel_constants
+from cutopk.cuda import launcher as _launcher
 from cutopk.sim import _toolchain
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -65,8 +66,8 @@ def test_a_name_that_does_not_lower_or_build_fails():
 def test_programs_are_the_launchers_modules():
     # One program per (element type, kernel family), each a module the launcher builds, with the
     # extern "C" kernels it must hold; the check merges those with the same text into one compile.
-    programs = _gpu.programs()
-    assert len(programs) == len(_gpu._dtypes.SUPPORTED) * len(_gpu.FAMILIES)
+    programs = _launcher.programs()
+    assert len(programs) == len(_launcher._dtypes.SUPPORTED) * len(_launcher.FAMILIES)
     for program in programs:
         assert program.name_expressions == () and program.kernels
         assert all(f"void {k}(" in program.source or f" {k}(" in program.source for k in program.kernels)
@@ -76,7 +77,7 @@ def test_programs_are_the_launchers_modules():
 
 def test_every_kernel_file_is_checked_alone():
     names = [name for name, _ in check_nvrtc.alone_programs()]
-    assert sorted(names) == sorted(p.name for p in _gpu.kernel_dir().glob("*.cu*"))
+    assert sorted(names) == sorted(p.name for p in _launcher.kernel_dir().glob("*.cu*"))
     assert "constants.cuh" in names and "entry.cuh" in names
 
 
@@ -103,7 +104,7 @@ def test_mb_state_layout_check_catches_a_moved_field():
     # The layout check the test side's MB_STATE relies on, without offsetof: swapping two fields
     # of one size (no size or padding changes) or widening one must fail to compile.
     header = _kernel_constants.HEADER.read_text()
-    block = _mb_state_block((_gpu.kernel_dir() / "multiblock.cu").read_text())
+    block = _mb_state_block((_launcher.kernel_dir() / "multiblock.cu").read_text())
     assert _syntax_check(header + block).returncode == 0, _syntax_check(header + block).stderr
     shift = re.search(r"\n  int shift; [^\n]*", block)[0]
     done = re.search(r"\n  int done; [^\n]*", block)[0]

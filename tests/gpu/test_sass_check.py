@@ -118,12 +118,12 @@ def test_four_vector_loads_in_flight_pass(planted):
 
 
 def test_the_rules_name_the_entry_points_of_the_streaming_kernels():
-    # The rules find kernels by the names the launcher compiles (cutopk/_kernel_source.py): every
+    # The rules find kernels by the names the launcher compiles (cutopk/cuda/kernel_source.py): every
     # entry point of a streaming kernel, and no other.
-    from cutopk import _gpu
+    from cutopk.cuda import launcher as _launcher
 
     streaming = {"radix_topk", "warp_radix_topk", "mb_histogram", "mb_move", "mb_collect"}
-    names = [n for p in _gpu.programs() for n in p.kernels]
+    names = [n for p in _launcher.programs() for n in p.kernels]
     assert "radix_topk_float32" in names and "warp_radix_topk_uint8" in names
     for name in names:
         base = re.sub(r"_(u?int\d+|b?float\d+)(_\w+)?$", "", name)

@@ -19,7 +19,7 @@ from support.backends import cuda_unavailable_reason, hardware_only
 from support.reference import assert_same
 
 import cutopk
-from cutopk import _api
+from cutopk._request import checks as _checks
 
 ORDERS = (True, "index", False)
 
@@ -60,7 +60,7 @@ class FakeCudaArray:
 
 def test_cpu_dlpack_object_is_a_host_array_and_gives_numpy_results():
     obj = FakeDlpack(np.array([1.0, 5.0, 2.0, 5.0]), device_type=1)  # kDLCPU
-    assert _api.array_kind(obj) == "numpy"
+    assert _checks.array_kind(obj) == "numpy"
     r = cutopk.top_k(obj, 2)
     assert isinstance(r.values, np.ndarray) and r.indices.tolist() == [1, 3]
     with pytest.raises(
@@ -72,7 +72,7 @@ def test_cpu_dlpack_object_is_a_host_array_and_gives_numpy_results():
 
 def test_cuda_dlpack_object_is_a_gpu_array():
     obj = FakeDlpack(np.zeros(3), device_type=2)  # kDLCUDA
-    assert _api.array_kind(obj) == "cupy"
+    assert _checks.array_kind(obj) == "cupy"
     for backend in ("numpy", "sim"):
         with pytest.raises(TypeError, match=f"backend='{backend}' expects a NumPy array, got a GPU array"):
             cutopk.top_k(obj, 1, backend=backend)
@@ -82,7 +82,7 @@ def test_cuda_dlpack_object_is_a_gpu_array():
 def test_other_dlpack_devices_are_refused(device_type):
     obj = FakeDlpack(np.zeros(3), device_type=device_type)
     with pytest.raises(TypeError, match="expected a NumPy array, a CuPy array or a CUDA array"):
-        _api.array_kind(obj)
+        _checks.array_kind(obj)
     with pytest.raises(TypeError, match="FakeDlpack"):
         cutopk.top_k(obj, 1)
 
@@ -97,7 +97,7 @@ def test_a_failing_dlpack_device_query_is_a_type_error():
 
 
 def test_cuda_array_interface_object_is_a_gpu_array():
-    assert _api.array_kind(FakeCudaArray()) == "cupy"
+    assert _checks.array_kind(FakeCudaArray()) == "cupy"
     for backend in ("numpy", "sim"):
         with pytest.raises(TypeError, match=f"backend='{backend}' expects a NumPy array, got a GPU array"):
             cutopk.top_k(FakeCudaArray(), 1, backend=backend)
@@ -483,7 +483,7 @@ def test_one_array_module_helper_answers_for_names_and_arrays():
 
 
 def test_a_forced_algorithm_name_is_checked_alike_on_every_route():
-    # One check (cutopk._api.check_algorithm): top_k, segmented_top_k and algorithms() agree.
+    # One check (cutopk._request.checks.check_algorithm): top_k, segmented_top_k and algorithms() agree.
     message = "algorithm: expected 'auto' or one of ('select',) for backend 'numpy', got 'nope'"
     for call in (
         lambda: cutopk.top_k(np.zeros(4), 1, algorithm="nope"),

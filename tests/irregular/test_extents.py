@@ -202,7 +202,7 @@ def test_unchecked_lengths_are_clamped_in_the_kernels(family):
     check (here: handed to the prepared call directly) are clamped to [0, n], so a kernel never
     reads outside its row (the ASan run in CI would catch a read past the input's end)."""
     require("sim")
-    from cutopk import _call
+    from cutopk._core import call as _call
     from cutopk._core import lengths as _lengths
 
     n, k = SHAPES[family]

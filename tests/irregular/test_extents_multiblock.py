@@ -19,8 +19,10 @@ from support.multiblock_state import MB_STATE, record_states
 from support.reference import assert_same_padded, reference_with_lengths
 
 import cutopk
-from cutopk import _call, _device, _dispatch
-from cutopk._gpu_families import multiblock as _multiblock
+from cutopk._core import call as _call
+from cutopk.cuda import device as _device
+from cutopk.cuda import dispatch as _dispatch
+from cutopk.cuda.families import multiblock as _multiblock
 
 BACKENDS = [pytest.param("sim", id="sim"), pytest.param("cuda", id="cuda", marks=pytest.mark.gpu)]
 ORDERS = (True, "index", False)

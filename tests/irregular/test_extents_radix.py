@@ -10,7 +10,7 @@ cases of its own paths that the family matrix of tests/irregular/test_extents.py
   buffer.
 
 Each case first checks that the call takes the kernel route (lengths read by the kernels, not a
-masked copy), and the buffer cases check, from the keys themselves (cutopk/_keys.py), that the
+masked copy), and the buffer cases check, from the keys themselves (cutopk/_request/keys.py), that the
 bucket the radix kernel meets is larger than its shared-memory candidates and fits its buffer.
 """
 
@@ -25,7 +25,8 @@ from support.inputs import DTYPES, dtype_of, make_values
 from support.reference import assert_same_padded, reference_with_lengths
 
 import cutopk
-from cutopk import _dtypes, _keys
+from cutopk._request import dtypes as _dtypes
+from cutopk._request import keys as _keys
 from cutopk.irregular import segmented as _segmented
 
 ORDERS = (True, "index", False)

@@ -19,7 +19,9 @@ from support.inputs import DTYPES, dtype_of, make_values
 from support.reference import assert_same_padded, reference_with_lengths
 
 import cutopk
-from cutopk import _api, _gpu, _kernel_constants
+from cutopk._request import checks as _checks
+from cutopk.cuda import kernel_constants as _kernel_constants
+from cutopk.cuda import launcher as _launcher
 
 pytestmark = pytest.mark.skipif(sim_unavailable_reason() is not None, reason=str(sim_unavailable_reason()))
 
@@ -144,10 +146,10 @@ def run_segments(data, offsets, k, family, order=True, index_dtype=np.int64, **k
     step = data.strides[0]
     # A view of the segments' signature only (shape and strides); the kernel reads `data`.
     shape_of = np.lib.stride_tricks.as_strided(np.zeros(1, data.dtype), (rows, n), (0, 0), writeable=False)
-    req = _api.normalize(
+    req = _checks.normalize(
         shape_of, k, -1, kw.get("mode", "largest"), order, kw.get("nan", "last"), index_dtype, "sim", family
     )
-    call = _gpu.GpuCall((rows, n), (0, step), data.dtype, req, -1, _kernel_constants.ROWS_SEGMENTS)
+    call = _launcher.GpuCall((rows, n), (0, step), data.dtype, req, -1, _kernel_constants.ROWS_SEGMENTS)
     assert call.plan.algorithm == family and call.direct and not call.plan.copy
     return call.run(data, extents=offsets)
 

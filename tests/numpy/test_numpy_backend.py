@@ -8,7 +8,7 @@ from support.inputs import DISTRIBUTIONS, DTYPES, LAYOUTS, dtype_of, make_layout
 from support.reference import check_top_k, reference_top_k
 
 import cutopk
-from cutopk import _numpy
+from cutopk.numpy import backend as _numpy_backend
 
 NS = (1, 31, 32, 33, 1023, 1024, 1025, 5000)
 KS = (0, 1, 31, 32, 33, 256, 1024, "n")
@@ -143,8 +143,8 @@ def test_prefilter_settles_ties_at_the_pivot(monkeypatch):
     x = np.zeros((4, 8192), dtype=np.float32)
     x[:, 5] = 1
     x[2, 7000] = -0.0  # ties with +0.0
-    monkeypatch.setattr(_numpy, "_select_exact", None)
-    cols = _numpy._select_prefiltered(x, 64, True, False, "index")
+    monkeypatch.setattr(_numpy_backend, "_select_exact", None)
+    cols = _numpy_backend._select_prefiltered(x, 64, True, False, "index")
     assert cols.tolist() == [[*range(64)]] * 4
     monkeypatch.undo()
     check_top_k(x, 64)
@@ -195,8 +195,8 @@ def test_preference_keys_follow_the_key_traits_definition(dtype):
     """``_keys.preference_keys`` (vectorised, branch-free) against the per-element definition of
     ``kernels/key_traits.cuh``: floats flip to sign-magnitude order, -0.0 takes +0.0's key, NaN
     takes 0 or all-ones; integers flip the sign bit; smallest inverts."""
-    from cutopk import _dtypes
-    from cutopk._keys import preference_keys
+    from cutopk._request import dtypes as _dtypes
+    from cutopk._request.keys import preference_keys
 
     dt = dtype_of(dtype)
     info = _dtypes.info(dt)
@@ -234,8 +234,8 @@ def test_outer_axis_is_filtered_in_place(dtype, monkeypatch):
     """Axis 0 of C arrays (whole, column slices, reversed) with K small against the axis: the
     in-place outer filter, with ties, NaNs, all-equal and short columns beside usual ones."""
     calls = []
-    original = _numpy._select_outer
-    monkeypatch.setattr(_numpy, "_select_outer", lambda *a: calls.append(1) or original(*a))
+    original = _numpy_backend._select_outer
+    monkeypatch.setattr(_numpy_backend, "_select_outer", lambda *a: calls.append(1) or original(*a))
     rng = np.random.default_rng(12)
     base = make_values(rng, dtype_of(dtype), (3000, 70), "uniform")
     base[:, 3] = base[0, 3]  # an all-equal column
@@ -252,11 +252,11 @@ def test_outer_axis_is_filtered_in_place(dtype, monkeypatch):
 
 
 def test_describe_tells_the_route_and_the_copies():
-    from cutopk import _api
+    from cutopk._request import checks as _checks
 
     def describe(a, k, axis=-1):
-        req = _api.normalize(a, k, axis, "largest", True, "last", np.int64, "numpy", "auto")
-        return _numpy.describe(a, req)
+        req = _checks.normalize(a, k, axis, "largest", True, "last", np.int64, "numpy", "auto")
+        return _numpy_backend.describe(a, req)
 
     a = np.zeros((512, 4096), np.float32)
     assert describe(a, 16, 0) | {"threads": 0} == {

@@ -14,7 +14,7 @@ import pytest
 from support.reference import reference_top_k
 
 import cutopk
-from cutopk import _numpy_threads
+from cutopk.numpy import threads as _threads
 
 SLOW = pytest.mark.skipif(
     not os.environ.get("CUTOPK_SLOW"), reason="about a minute and 1 GB: set CUTOPK_SLOW=1"
@@ -64,7 +64,7 @@ CASES = [
 def _check_case(kind, k, nan, n, threads):
     x = row(kind, n)
     k = n // 10 if k == "tenth" else k
-    with _numpy_threads.num_threads(threads):
+    with _threads.num_threads(threads):
         extra, r = peak_beyond_outputs(x, k, nan=nan, sorted="index")
     assert extra <= x.nbytes, (
         f"{kind} k={k}: {extra / 1e6:.1f} MB beyond the outputs, input {x.nbytes / 1e6:.1f} MB"
@@ -94,7 +94,7 @@ def test_zero_stride_view_is_not_expanded():
 @pytest.mark.slow
 @pytest.mark.parametrize(("kind", "k", "nan"), CASES)
 def test_fifty_million_element_row(kind, k, nan):
-    _check_case(kind, k, nan, 50_000_000, _numpy_threads.get_num_threads())
+    _check_case(kind, k, nan, 50_000_000, _threads.get_num_threads())
 
 
 @SLOW

@@ -10,7 +10,10 @@ from hypothesis import strategies as st
 from support.reference import check_top_k
 
 import cutopk
-from cutopk import _numpy, _numpy_exact, _numpy_long, _numpy_threads
+from cutopk.numpy import backend as _numpy_backend
+from cutopk.numpy import exact as _numpy_exact
+from cutopk.numpy import long_rows as _long_rows
+from cutopk.numpy import threads as _threads
 
 THREADS = (1, 2, 3, 7)
 
@@ -19,23 +22,23 @@ THREADS = (1, 2, 3, 7)
 def tiny_ranges(monkeypatch):
     """Long-row path for rows of 64+ columns, ranges of 37 columns, few candidates per range:
     every step (pivot, candidates, radix, ties across ranges) runs on small inputs."""
-    monkeypatch.setattr(_numpy_long, "LONG_ROW_MIN_N", 64)
-    monkeypatch.setattr(_numpy_long, "RANGE_ELEMENTS", 37)
-    monkeypatch.setattr(_numpy_long, "CANDIDATE_SHARE", 1 / 8)
-    monkeypatch.setattr(_numpy, "BLOCK_BYTES", 64)  # many row blocks too
-    monkeypatch.setattr(_numpy, "FILTER_BLOCK_BYTES", 64)
-    monkeypatch.setattr(_numpy, "PARALLEL_MIN_ELEMENTS", 1)  # threads even on tiny inputs
+    monkeypatch.setattr(_long_rows, "LONG_ROW_MIN_N", 64)
+    monkeypatch.setattr(_long_rows, "RANGE_ELEMENTS", 37)
+    monkeypatch.setattr(_long_rows, "CANDIDATE_SHARE", 1 / 8)
+    monkeypatch.setattr(_numpy_backend, "BLOCK_BYTES", 64)  # many row blocks too
+    monkeypatch.setattr(_numpy_backend, "FILTER_BLOCK_BYTES", 64)
+    monkeypatch.setattr(_numpy_backend, "PARALLEL_MIN_ELEMENTS", 1)  # threads even on tiny inputs
 
 
 @pytest.mark.parametrize("threads", THREADS)
 def test_row_blocks_on_threads(threads, monkeypatch):
-    monkeypatch.setattr(_numpy, "BLOCK_BYTES", 2048)
-    monkeypatch.setattr(_numpy, "FILTER_BLOCK_BYTES", 2048)
-    monkeypatch.setattr(_numpy, "PARALLEL_MIN_ELEMENTS", 1)
+    monkeypatch.setattr(_numpy_backend, "BLOCK_BYTES", 2048)
+    monkeypatch.setattr(_numpy_backend, "FILTER_BLOCK_BYTES", 2048)
+    monkeypatch.setattr(_numpy_backend, "PARALLEL_MIN_ELEMENTS", 1)
     rng = np.random.default_rng(threads)
     x = rng.integers(0, 5, (301, 700)).astype(np.float32)
     x[::7, ::3] = np.nan
-    with _numpy_threads.num_threads(threads):
+    with _threads.num_threads(threads):
         for k in (1, 3, 50, 700):
             check_top_k(x, k, nan="largest")
             check_top_k(x, k, mode="smallest", sorted="index")
@@ -52,7 +55,7 @@ def test_long_rows_on_threads(threads, dtype, tiny_ranges):
         "sparse": np.where(rng.random(n) < 0.02, rng.integers(1, 100, n), 0),
         "two values": rng.integers(0, 2, n),
     }
-    with _numpy_threads.num_threads(threads):
+    with _threads.num_threads(threads):
         for row in rows.values():
             x = row.astype(dtype)
             for k in (1, 5, 36, 37, 38, 74, 500, 999, 1000):
@@ -68,7 +71,7 @@ def test_long_rows_with_nans(threads, tiny_ranges):
     x[rng.random(2000) < 0.5] = np.nan
     x[::5] = -0.0
     x[1::5] = 0.0
-    with _numpy_threads.num_threads(threads):
+    with _threads.num_threads(threads):
         for k in (1, 10, 400, 1000, 1999):
             for mode in ("largest", "smallest"):
                 for nan in ("last", "largest"):
@@ -82,7 +85,7 @@ def test_ties_across_range_boundaries(tiny_ranges):
     x[70:80] = 5  # ranges 1 and 2
     x[200] = 9
     for threads in THREADS:
-        with _numpy_threads.num_threads(threads):
+        with _threads.num_threads(threads):
             r = cutopk.top_k(x, 12)
             assert r.indices.tolist() == [200, *range(30, 41)]
             r = cutopk.top_k(x, 20, sorted="index")
@@ -92,18 +95,18 @@ def test_ties_across_range_boundaries(tiny_ranges):
 def test_radix_select_runs_and_is_exact(tiny_ranges, monkeypatch):
     # A pivot that is never right forces the radix select on every call.
     calls = []
-    original = _numpy_long._radix_kth_key
+    original = _long_rows._radix_kth_key
 
     def spy(*args):
         calls.append(1)
         return original(*args)
 
-    monkeypatch.setattr(_numpy_long, "_radix_kth_key", spy)
+    monkeypatch.setattr(_long_rows, "_radix_kth_key", spy)
 
     def top_key(r, k):  # no key is above it: the pivot falls short
         return np.iinfo(r.key_t).max
 
-    monkeypatch.setattr(_numpy_long, "_pivot_key", top_key)
+    monkeypatch.setattr(_long_rows, "_pivot_key", top_key)
     rng = np.random.default_rng(4)
     for dtype in (np.float32, np.int64, np.uint8, np.float16):
         x = rng.integers(0, 50, 3000).astype(dtype)
@@ -120,18 +123,18 @@ def test_zero_stride_row_is_read_in_ranges(tiny_ranges):
 
 
 def test_thread_count_settings(monkeypatch):
-    monkeypatch.delenv(_numpy_threads.ENV_VAR, raising=False)
-    assert _numpy_threads.get_num_threads() >= 1
-    monkeypatch.setenv(_numpy_threads.ENV_VAR, "3")
-    assert _numpy_threads.get_num_threads() == 3
-    with _numpy_threads.num_threads(5):
-        assert _numpy_threads.get_num_threads() == 5
-    assert _numpy_threads.get_num_threads() == 3
-    monkeypatch.setenv(_numpy_threads.ENV_VAR, "zero")
+    monkeypatch.delenv(_threads.ENV_VAR, raising=False)
+    assert _threads.get_num_threads() >= 1
+    monkeypatch.setenv(_threads.ENV_VAR, "3")
+    assert _threads.get_num_threads() == 3
+    with _threads.num_threads(5):
+        assert _threads.get_num_threads() == 5
+    assert _threads.get_num_threads() == 3
+    monkeypatch.setenv(_threads.ENV_VAR, "zero")
     with pytest.raises(ValueError, match="CUTOPK_NUM_THREADS: expected a positive integer"):
-        _numpy_threads.get_num_threads()
+        _threads.get_num_threads()
     with pytest.raises(ValueError, match="n: expected a positive integer"):
-        _numpy_threads.set_num_threads(0)
+        _threads.set_num_threads(0)
 
 
 def test_an_exception_in_a_worker_reaches_the_caller():
@@ -141,8 +144,8 @@ def test_an_exception_in_a_worker_reaches_the_caller():
         return i
 
     with pytest.raises(KeyError):
-        _numpy_threads.run(fn, range(9), 3)
-    assert _numpy_threads.run(lambda i: i * i, range(9), 4) == [i * i for i in range(9)]
+        _threads.run(fn, range(9), 3)
+    assert _threads.run(lambda i: i * i, range(9), 4) == [i * i for i in range(9)]
 
 
 @settings(max_examples=60, deadline=None)
@@ -166,13 +169,13 @@ def test_identical_for_every_thread_count(seed, n, rows, k_share, levels, dtype,
         x[rng.random(x.shape) < 0.1] = np.nan
     k = round(k_share * n)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(_numpy_long, "LONG_ROW_MIN_N", 50)
-        mp.setattr(_numpy_long, "RANGE_ELEMENTS", 23)
-        mp.setattr(_numpy, "BLOCK_BYTES", 256)
-        mp.setattr(_numpy, "FILTER_BLOCK_BYTES", 512)
-        mp.setattr(_numpy, "PARALLEL_MIN_ELEMENTS", 1)
+        mp.setattr(_long_rows, "LONG_ROW_MIN_N", 50)
+        mp.setattr(_long_rows, "RANGE_ELEMENTS", 23)
+        mp.setattr(_numpy_backend, "BLOCK_BYTES", 256)
+        mp.setattr(_numpy_backend, "FILTER_BLOCK_BYTES", 512)
+        mp.setattr(_numpy_backend, "PARALLEL_MIN_ELEMENTS", 1)
         for threads in THREADS:
-            with _numpy_threads.num_threads(threads):
+            with _threads.num_threads(threads):
                 check_top_k(x, k, mode=mode, nan=nan, sorted=order)
 
 
@@ -181,7 +184,7 @@ def test_identical_for_every_thread_count(seed, n, rows, k_share, levels, dtype,
 def test_value_of_a_key_round_trips(dtype, mode):
     """The long-row path compares elements with the value whose key is the pivot: that value's
     key must be the pivot itself, for every dtype and mode (NaN keys have no value)."""
-    from cutopk._keys import preference_keys
+    from cutopk._request.keys import preference_keys
 
     rng = np.random.default_rng(1)
     info = np.iinfo(dtype) if "int" in dtype else None
@@ -191,7 +194,7 @@ def test_value_of_a_key_round_trips(dtype, mode):
     else:
         x = rng.standard_normal(500).astype(dtype) * 1e30
         x[:6] = [-0.0, 0.0, np.inf, -np.inf, np.finfo(dtype).tiny / 4, np.nan]
-    r = _numpy_long._Row(x, mode == "largest", False)
+    r = _long_rows._Row(x, mode == "largest", False)
     keys = preference_keys(x, mode == "largest", False)
     for key, v in zip(keys, x, strict=True):
         got = r.value_of(key)
@@ -217,10 +220,10 @@ def test_outer_axis_identical_for_every_thread_count(seed, n, cols, k, levels, n
     x = rng.integers(0, levels, (n, cols)).astype(np.float32)
     x[rng.random(x.shape) < 0.03] = np.nan
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(_numpy, "OUTER_BLOCK_BYTES", 4096 * 7)  # a few columns per block
-        mp.setattr(_numpy, "PARALLEL_MIN_ELEMENTS", 1)
+        mp.setattr(_numpy_backend, "OUTER_BLOCK_BYTES", 4096 * 7)  # a few columns per block
+        mp.setattr(_numpy_backend, "PARALLEL_MIN_ELEMENTS", 1)
         for threads in THREADS:
-            with _numpy_threads.num_threads(threads):
+            with _threads.num_threads(threads):
                 check_top_k(x, k, axis=0, nan=nan, mode=mode)
 
 
@@ -229,17 +232,17 @@ def test_blocks_really_run_on_several_threads(monkeypatch):
     import threading
 
     seen = set()
-    original = _numpy.select_rows
+    original = _numpy_backend.select_rows
 
     def spy(*args):
         seen.add(threading.get_ident())
         return original(*args)
 
-    monkeypatch.setattr(_numpy, "select_rows", spy)
-    monkeypatch.setattr(_numpy, "PARALLEL_MIN_ELEMENTS", 1)
-    monkeypatch.setattr(_numpy, "BLOCK_BYTES", 512)
+    monkeypatch.setattr(_numpy_backend, "select_rows", spy)
+    monkeypatch.setattr(_numpy_backend, "PARALLEL_MIN_ELEMENTS", 1)
+    monkeypatch.setattr(_numpy_backend, "BLOCK_BYTES", 512)
     x = np.random.default_rng(0).random((400, 100))
-    with _numpy_threads.num_threads(4):
+    with _threads.num_threads(4):
         for _ in range(20):  # scheduling may hand every block to one thread once
             check_top_k(x, 5)
             if len(seen) > 1:
@@ -254,7 +257,7 @@ def test_long_rows_in_other_byte_orders_and_strides(dtype, tiny_ranges):
     for x in (base, base[::-1], base[::3], np.broadcast_to(base[:1], (2000,))):
         for k in (1, 9, 300):
             for threads in (1, 3):
-                with _numpy_threads.num_threads(threads):
+                with _threads.num_threads(threads):
                     r = check_top_k(x, k)
                     check_top_k(x, k, mode="smallest", sorted="index")
             assert r.values.dtype == x.dtype
@@ -282,12 +285,12 @@ def test_pivot_filter_with_ties_and_few_levels(seed, n, rows, k, levels, flat_ma
     if dtype.startswith("float") and levels > 1:
         x[rng.random(x.shape) < 0.05] = np.nan
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(_numpy, "FLAT_MAX_CANDIDATES", flat_max)
+        mp.setattr(_numpy_backend, "FLAT_MAX_CANDIDATES", flat_max)
         mp.setattr(_numpy_exact, "FIRST_TRUE_MAX_COLUMNS", 1024)  # several chunks of the tie count
-        mp.setattr(_numpy, "PARALLEL_MIN_ELEMENTS", 1)
-        mp.setattr(_numpy, "FILTER_BLOCK_BYTES", 4096)
+        mp.setattr(_numpy_backend, "PARALLEL_MIN_ELEMENTS", 1)
+        mp.setattr(_numpy_backend, "FILTER_BLOCK_BYTES", 4096)
         for threads in (1, 3):
-            with _numpy_threads.num_threads(threads):
+            with _threads.num_threads(threads):
                 check_top_k(x, k, mode=mode, nan=nan, sorted=order)
 
 
@@ -298,12 +301,12 @@ def test_a_forked_child_gets_a_pool_of_its_own():
 
     x = np.random.default_rng(0).random((64, 5000))
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(_numpy, "PARALLEL_MIN_ELEMENTS", 1)
-        with _numpy_threads.num_threads(3):
+        mp.setattr(_numpy_backend, "PARALLEL_MIN_ELEMENTS", 1)
+        with _threads.num_threads(3):
             want = cutopk.top_k(x, 4).indices  # the parent's pool now exists
             pid = os.fork()
             if pid == 0:  # the child: its answer through a pool of its own, then leave at once
-                ok = np.array_equal(cutopk.top_k(x, 4).indices, want) and _numpy_threads._state["size"] > 0
+                ok = np.array_equal(cutopk.top_k(x, 4).indices, want) and _threads._state["size"] > 0
                 os._exit(0 if ok else 1)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
@@ -320,17 +323,17 @@ def test_growing_the_pool_never_fails_a_call_that_is_submitting_work(monkeypatch
     class Pool(ThreadPoolExecutor):
         def submit(self, fn, /, *args, **kwargs):
             if not grown:  # the first submission: another thread grows the pool meanwhile
-                grown.append(threading.Thread(target=_numpy_threads.run, args=(abs, [-1] * 8, 8)))
+                grown.append(threading.Thread(target=_threads.run, args=(abs, [-1] * 8, 8)))
                 grown[0].start()
                 grown[0].join(0.5)  # returns at once where growing waits for this submission
             return super().submit(fn, *args, **kwargs)
 
-    monkeypatch.setattr(_numpy_threads, "ThreadPoolExecutor", Pool)
-    monkeypatch.setitem(_numpy_threads._state, "pool", None)
-    monkeypatch.setitem(_numpy_threads._state, "size", 0)
-    assert _numpy_threads.run(abs, [-1, -2, -3], 3) == [1, 2, 3]
+    monkeypatch.setattr(_threads, "ThreadPoolExecutor", Pool)
+    monkeypatch.setitem(_threads._state, "pool", None)
+    monkeypatch.setitem(_threads._state, "size", 0)
+    assert _threads.run(abs, [-1, -2, -3], 3) == [1, 2, 3]
     grown[0].join()
-    assert _numpy_threads._state["size"] == 7
+    assert _threads._state["size"] == 7
 
 
 def test_num_threads_block_sets_the_count_of_its_own_thread_only():
@@ -370,7 +373,7 @@ def test_num_threads_block_takes_precedence_over_the_process_wide_setting():
 
 def test_num_threads_is_public_next_to_set_and_get():
     assert {"num_threads", "set_num_threads", "get_num_threads"} <= set(cutopk.__all__)
-    assert cutopk.num_threads is _numpy_threads.num_threads
+    assert cutopk.num_threads is _threads.num_threads
 
 
 @pytest.mark.parametrize("n", [np.int64(2), np.int32(3), np.uint8(4), np.array(5)])

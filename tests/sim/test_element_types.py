@@ -257,9 +257,9 @@ def test_parameter_names_from_source():
 def test_project_kernel_with_a_planted_index_slip():
     # The project's own kernels, built as the sim backend builds them: gather_values reads
     # int64 indices; an int32 index array (a plausible launcher slip) is refused by name.
-    from cutopk import _gpu
+    from cutopk.cuda import launcher as _launcher
 
-    mod = _gpu._build_family("sim", "float", "sort")
+    mod = _launcher._build_family("sim", "float", "sort")
     x = np.arange(12, dtype=np.float32).reshape(2, 6)
     idx = np.array([[5, 0], [1, 2]])
     out = np.zeros((2, 2), np.float32)

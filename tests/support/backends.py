@@ -12,7 +12,8 @@ import pytest
 def sim_unavailable_reason() -> str | None:
     """None when the CPU simulator and the CUDA launcher can run here, else why not."""
     try:
-        from cutopk import _gpu, sim  # noqa: F401
+        from cutopk import sim
+        from cutopk.cuda import launcher  # noqa: F401
     except ImportError as exc:
         return f"the CUDA launcher or simulator is not importable: {exc}"
     if not sim.is_available():

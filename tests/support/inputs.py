@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from cutopk import _dtypes
+from cutopk._request import dtypes as _dtypes
 
 DTYPES = [info.name for info in _dtypes.SUPPORTED.values()]
 FLOAT_DTYPES = [info.name for info in _dtypes.SUPPORTED.values() if info.is_float]

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from cutopk import _dispatch, _gpu_multiblock
+from cutopk.cuda import dispatch as _dispatch
+from cutopk.cuda import multiblock as _multiblock_run
 
 MB_STATE = np.dtype(
     {
@@ -35,12 +36,12 @@ class _Recorder:
 def record_states(monkeypatch) -> list:
     """The rows' state arrays of the next multi-block launch sequences, one per chunk of rows."""
     made, states = [], []
-    original = _gpu_multiblock.run
+    original = _multiblock_run.run
 
     def run(xp, *args, **kwargs):
         made.clear()
         original(_Recorder(xp, made), *args, **kwargs)
         states.append(made[0])
 
-    monkeypatch.setattr(_gpu_multiblock, "run", run)
+    monkeypatch.setattr(_multiblock_run, "run", run)
     return states

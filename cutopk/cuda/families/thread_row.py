@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .._kernel_constants import THREAD_ROW_THREADS
+from ..kernel_constants import THREAD_ROW_THREADS
 from .common import OUTPUTS, ROWS, SELECT, Geometry, pow2_at_least
 
 MAX_K = 8  # winners kept in registers by one thread (16 spills on sm_90)

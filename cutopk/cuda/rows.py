@@ -1,6 +1,6 @@
 """Launch helpers of the row kernels (bitonic, thread_row, the ordering and transposing kernels):
 shared memory beyond 48 KB, the ordering of K winners too many for shared memory, and the tiled
-transpose of rows along an outer axis. Shared by the CUDA and simulator targets, like ``_gpu``.
+transpose of rows along an outer axis. Shared by the CUDA and simulator targets, like ``launcher``.
 """
 
 from __future__ import annotations
@@ -9,8 +9,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import _device, _dispatch, _kernel_source
-from ._kernel_constants import ORDER_MERGE_THREADS, ORDER_TILE_THREADS, TRANSPOSE_THREADS
+from . import device as _device
+from . import dispatch as _dispatch
+from . import kernel_source as _kernel_source
+from .kernel_constants import ORDER_MERGE_THREADS, ORDER_TILE_THREADS, TRANSPOSE_THREADS
 
 MAX_BLOCKS = 1 << 16  # the ordering kernels stride over what a grid this size does not cover
 

@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _dispatch, _gpu_rows, _kernel_source
-from ._gpu_families import common as _common
-from ._gpu_families import multiblock as _family
+from . import dispatch as _dispatch
+from . import kernel_source as _kernel_source
+from . import rows as _rows
+from .families import common as _common
+from .families import multiblock as _family
 
 # The launches of the sequence by the kernels' C parameter names (kernels/multiblock.cu; checked
 # against it by tests/gpu/test_kernel_arguments.py). MB_PARAMS and MB_STAGE_PARAMS there are _SLICE
@@ -125,15 +127,15 @@ def run(
         fn = mod.get_function(f"{step.kernel}<{cxx}>" if step.templated else step.kernel)
         args = KERNELS[step.kernel].pack(v)
         if step.shared_bytes:
-            _gpu_rows.launch(fn, step.grid, (step.block,), args, step.shared_bytes, target)
+            _rows.launch(fn, step.grid, (step.block,), args, step.shared_bytes, target)
         else:
             fn(step.grid, (step.block,), args)
     if plan.params["order_shared"]:
         return
     # Too many winners for shared memory: tiles sorted in shared memory, merged in global memory.
     tile = plan.params["order_tile"]
-    indices[...] = _gpu_rows.order_pairs(mod, cxx, v["win_key"], v["win_idx"], v["by_index"], tile, target)[1]
-    gather = _gpu_rows.GATHER_VALUES
+    indices[...] = _rows.order_pairs(mod, cxx, v["win_key"], v["win_idx"], v["by_index"], tile, target)[1]
+    gather = _rows.GATHER_VALUES
     v["idx"], v["out"] = indices, values
     total = rows * k
     threads = _dispatch.KEYS_THREADS

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _dtypes
+from . import dtypes as _dtypes
 
 
 def _nan_from_bits(bits: np.ndarray, dtype) -> np.ndarray:

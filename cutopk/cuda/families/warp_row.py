@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from .._kernel_constants import WARP_ROW_THREADS
+from ..kernel_constants import WARP_ROW_THREADS
 from .common import OUTPUTS, ROWS, SELECT, Geometry, pow2_at_least
 
 MAX_N = 1024  # ITEMS = 32 keys per lane in registers (95 for float64 on sm_90, no spills)

@@ -1,10 +1,10 @@
 """sort: the reference path. The keys of whole rows (compute_keys), each row ordered by the
 tile-and-merge kernels (order.cu, no library sort), its first K kept, values gathered
-(kernels/sort.cu, order.cu; the launches are cutopk/_gpu.py's ``_sort_path``)."""
+(kernels/sort.cu, order.cu; the launches are cutopk/cuda/launcher.py's ``_sort_path``)."""
 
 from __future__ import annotations
 
-from .._kernel_constants import KEYS_THREADS
+from ..kernel_constants import KEYS_THREADS
 from .common import ROWS, Geometry, Scratch, order_tile
 
 COMPUTE_KEYS = (*ROWS, "largest", "nan_first", "out")

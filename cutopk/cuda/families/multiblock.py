@@ -1,15 +1,11 @@
 """multiblock: several blocks per row, a fixed sequence of radix passes with candidate buffers in
-global memory (kernels/multiblock.cu; the launches are cutopk/_gpu_multiblock.py's)."""
+global memory (kernels/multiblock.cu; the launches are cutopk/cuda/multiblock.py's)."""
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
-from .._kernel_constants import (
-    MULTIBLOCK_SAMPLES,
-    MULTIBLOCK_STATE_BYTES,
-    MULTIBLOCK_THREADS,
-)
+from ..kernel_constants import MULTIBLOCK_SAMPLES, MULTIBLOCK_STATE_BYTES, MULTIBLOCK_THREADS
 from .common import Geometry, Scratch, order_tile, pow2_at_least
 
 MAX_ROWS = 65535  # rows are gridDim.y: more rows are launched in chunks of rows
@@ -125,7 +121,7 @@ def geometry(rows: int, n: int, k: int, key_bytes: int, device) -> Geometry:
 
 
 def scratch(rows: int, n: int, k: int, params: dict) -> tuple:
-    """The arrays :func:`cutopk._gpu_multiblock.run` allocates for a chunk of ``rows`` rows, by
+    """The arrays :func:`cutopk.cuda.multiblock.run` allocates for a chunk of ``rows`` rows, by
     their kernel parameter names (the ordering's two buffers of K pairs when they do not fit
     shared memory). Without a sampled threshold the staging arrays are one-element placeholders."""
     per_row, cap, stage_total = params["blocks_per_row"], params["cap"], params["stage_total"]
@@ -170,7 +166,7 @@ class Step(NamedTuple):
 def steps(rows: int, key_bytes: int, params: dict, block: int) -> list:
     """The launches of the sequence over ``rows`` rows, in order, as the launcher runs them and
     plan() lists them; without ``order_shared`` the ordering by tiles and merges follows
-    (cutopk/_gpu_rows.py)."""
+    (cutopk/cuda/rows.py)."""
     per_row = params["blocks_per_row"]
     staged = params["sample_rank"] is not None
     grid2 = (per_row, rows)

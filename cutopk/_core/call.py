@@ -18,8 +18,9 @@ import threading
 
 import numpy as np
 
-from . import _api, _layout
-from ._plan import Launch, Plan
+from .._request import checks as _checks
+from .._request import layout as _layout
+from .._request.plan import Launch, Plan
 
 CACHE_SIZE = 1024
 
@@ -66,23 +67,23 @@ def algorithm_names(backend: str) -> tuple[str, ...]:
     """The algorithms of a backend (a checked name: "numpy", "cuda" or "sim"), as its own module
     lists them."""
     if backend == "numpy":
-        from . import _numpy
+        from ..numpy import backend as _numpy_backend
 
-        return _numpy.ALGORITHMS
-    from . import _gpu
+        return _numpy_backend.ALGORITHMS
+    from ..cuda import launcher as _launcher
 
-    return _gpu.ALGORITHMS
+    return _launcher.ALGORITHMS
 
 
 class NumpyCall:
     """A checked request on the NumPy backend (its work is all per call)."""
 
-    def __init__(self, shape, strides, dtype, req: _api.Request):
-        from . import _numpy
+    def __init__(self, shape, strides, dtype, req: _checks.Request):
+        from ..numpy import backend as _numpy_backend
 
-        _api.check_algorithm(req.algorithm, "numpy", _numpy.ALGORITHMS)
+        _checks.check_algorithm(req.algorithm, "numpy", _numpy_backend.ALGORITHMS)
         self.req = req
-        self.run_numpy = _numpy.top_k
+        self.run_numpy = _numpy_backend.top_k
         self.shape, self.strides, self.dtype = tuple(shape), tuple(strides), np.dtype(dtype)
         self.result_shape = tuple(req.k if i == req.axis else s for i, s in enumerate(self.shape))
 
@@ -99,18 +100,18 @@ class NumpyCall:
         never touched, and an input that needs a copy is described by a C-contiguous stand-in)."""
         import dataclasses
 
-        from . import _numpy
+        from ..numpy import backend as _numpy_backend
 
         req, itemsize = self.req, self.dtype.itemsize
         rows = math.prod(s for i, s in enumerate(self.shape) if i != req.axis)
         in_place = _layout.row_strides(self.shape, self.strides, itemsize, req.axis) is not None
         if in_place:
-            info = _numpy.describe(arr, req)
-        else:  # the copy _numpy makes is C-contiguous rows: describe one over a single element
+            info = _numpy_backend.describe(arr, req)
+        else:  # the copy _numpy_backend makes is C-contiguous rows: describe one over a single element
             stand_in = np.lib.stride_tricks.as_strided(
                 np.zeros(1, self.dtype), (rows, req.n), (req.n * itemsize, itemsize), writeable=False
             )
-            info = _numpy.describe(stand_in, dataclasses.replace(req, axis=1))
+            info = _numpy_backend.describe(stand_in, dataclasses.replace(req, axis=1))
         copies = {}
         if rows and req.k:
             if not in_place:
@@ -163,9 +164,9 @@ def _wrap(a, backend):
     without a copy), the function returning results as the caller's array type, the device/stream
     scope to launch in, and the device id (-1 on the CPU). A plain NumPy array never comes here:
     :func:`prepare` takes it as it is."""
-    kind = _api.array_kind(a)
-    _api.resolve_backend(backend, kind, a)  # a backend/array mismatch is reported before anything else
-    from . import _interop
+    kind = _checks.array_kind(a)
+    _checks.resolve_backend(backend, kind, a)  # a backend/array mismatch is reported before anything else
+    from .. import _interop
 
     if kind == "numpy":
         arr, back = _interop.as_host(a)
@@ -188,22 +189,22 @@ def prepare(a, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm):
         key = call = None
     if call is not None:
         return arr, back, scope, call, True
-    req = _api.normalize(arr, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm)
+    req = _checks.normalize(arr, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm)
     if req.backend == "numpy":
         call = NumpyCall(arr.shape, arr.strides, arr.dtype, req)
     else:
-        from . import _gpu
+        from ..cuda import launcher as _launcher
 
         with scope if scope is not None else contextlib.nullcontext():
-            call = _gpu.GpuCall(arr.shape, arr.strides, arr.dtype, req, device)
+            call = _launcher.GpuCall(arr.shape, arr.strides, arr.dtype, req, device)
     if key is not None:
         CACHE.put(key, call)
     return arr, back, scope, call, False
 
 
 def describe_gpu_call(call, cached: bool) -> Plan:
-    """The public plan of a :class:`cutopk._gpu.GpuCall`."""
-    from . import _gpu
+    """The public plan of a :class:`cutopk.cuda.launcher.GpuCall`."""
+    from ..cuda import launcher as _launcher
 
     req, p = call.req, call.plan
     copies = {}
@@ -226,7 +227,7 @@ def describe_gpu_call(call, cached: bool) -> Plan:
     # The dispatcher's scratch already counts its copy of the input.
     scratch = p.scratch_bytes + sum(copies.values()) - (call.rows * req.n * item if copied else 0)
     return Plan(
-        req.backend, p.algorithm, call.rows, req.n, req.k, tuple(_gpu.launches(call)) if call.launches else (),
+        req.backend, p.algorithm, call.rows, req.n, req.k, tuple(_launcher.launches(call)) if call.launches else (),
         _copy_lines(copies), scratch if call.launches else 0, cached, dict(p.params),
     )  # fmt: skip
 

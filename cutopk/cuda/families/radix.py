@@ -3,7 +3,7 @@ a candidate buffer in global memory (kernels/radix.cu)."""
 
 from __future__ import annotations
 
-from .._kernel_constants import RADIX_THREADS
+from ..kernel_constants import RADIX_THREADS
 from .common import OUTPUTS, ROWS, SELECT, Geometry, Scratch, pow2_at_least
 
 MAX_K = 1024

@@ -63,8 +63,8 @@ def _check(n, source: str) -> int:
 def get_num_threads() -> int:
     """The number of threads the NumPy backend uses (see the module doc for the precedence).
 
-    >>> from cutopk import _numpy_threads
-    >>> _numpy_threads.get_num_threads() >= 1
+    >>> from cutopk.numpy import threads
+    >>> threads.get_num_threads() >= 1
     True
     """
     scoped = _scoped.get()
@@ -101,8 +101,8 @@ def num_threads(n: int | None) -> Iterator[None]:
     calls and the process-wide :func:`set_num_threads` setting are left as they are.
 
     >>> import numpy as np, cutopk
-    >>> from cutopk import _numpy_threads
-    >>> with _numpy_threads.num_threads(1):
+    >>> from cutopk.numpy import threads
+    >>> with threads.num_threads(1):
     ...     cutopk.top_k(np.arange(5.0), 2).indices.tolist()
     [4, 3]
     """

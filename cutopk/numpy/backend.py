@@ -1,9 +1,9 @@
 """The NumPy (CPU) backend: exact top-K in O(n) per row, on every core, in bounded memory.
 
 The rows (the input viewed as a 2-D array ``(rows, n)``) are cut into blocks of whole rows that
-fit in the CPU cache; the blocks run on a thread pool (``_numpy_threads``: NumPy releases the GIL
+fit in the CPU cache; the blocks run on a thread pool (``_threads``: NumPy releases the GIL
 in the loops below; ``CUTOPK_NUM_THREADS`` sets the count). A row too long for one block goes to
-``_numpy_long``, which cuts it into column ranges instead and merges their candidates exactly.
+``_long_rows``, which cuts it into column ranges instead and merges their candidates exactly.
 Every block writes its own rows of the result, so the answer is the same for every thread
 count. Within a block, by row length:
 
@@ -40,11 +40,13 @@ import math
 
 import numpy as np
 
-from . import _dtypes, _numpy_long, _numpy_threads
-from ._api import Request, check_algorithm
-from ._keys import preference_keys
-from ._numpy_exact import first_true as _first_true
-from ._numpy_exact import select_exact as _select_exact
+from .._request import dtypes as _dtypes
+from .._request.checks import Request, check_algorithm
+from .._request.keys import preference_keys
+from . import long_rows as _long_rows
+from . import threads as _threads
+from .exact import first_true as _first_true
+from .exact import select_exact as _select_exact
 
 ALGORITHMS = ("select",)
 
@@ -93,7 +95,7 @@ def top_k(a, req: Request) -> tuple[np.ndarray, np.ndarray]:
     if req.k == 0 or rows == 0:
         idx = np.zeros((rows, req.k), dtype=np.int64)
     else:
-        idx = select(x, req.k, req.largest, req.nan_first, req.order, _numpy_threads.get_num_threads())
+        idx = select(x, req.k, req.largest, req.nan_first, req.order, _threads.get_num_threads())
     if x.flags.c_contiguous and idx.size:  # a flat take: take_along_axis builds 2-D index grids
         flat = idx if rows == 1 else np.arange(0, rows * req.n, req.n)[:, None] + idx
         values = x.ravel().take(flat)
@@ -127,7 +129,7 @@ def _route(x: np.ndarray, k: int, threads: int) -> tuple[str, int, int]:
     rows, n = x.shape
     # A thread is worth its hand-over only with enough elements to work on.
     threads = max(1, min(threads, rows * n // PARALLEL_MIN_ELEMENTS))
-    if _numpy_long.takes(rows, n, threads):
+    if _long_rows.takes(rows, n, threads):
         return "long-rows", threads, 0
     filtered = n >= PREFILTER_MIN_N and k <= n * PREFILTER_MAX_K_SHARE
     # An outer axis (the batch contiguous, the selected axis strided): filter the input as it
@@ -161,7 +163,7 @@ def describe(a, req: Request) -> dict:
     x, _, copied = _rows(a, req)
     if req.k == 0 or x.size == 0:
         return {"route": "none", "threads": 1, "copy": False, "block_copies": False}
-    name, threads, _ = _route(x, req.k, _numpy_threads.get_num_threads())
+    name, threads, _ = _route(x, req.k, _threads.get_num_threads())
     native = x.dtype == x.dtype.newbyteorder("=")
     blocks = name not in ("filter-outer", "long-rows") and not (x.flags.c_contiguous and native)
     return {"route": name, "threads": threads, "copy": copied, "block_copies": blocks}
@@ -173,11 +175,11 @@ def select(x: np.ndarray, k: int, largest: bool, nan_first: bool, order: str, th
     rows = x.shape[0]
     name, threads, step = _route(x, k, threads)
     if name == "long-rows" and rows == 1:  # the row's own result: no copy of a K-sized array
-        return _numpy_long.select_row(x[0], k, largest, nan_first, order, threads)[None, :]
+        return _long_rows.select_row(x[0], k, largest, nan_first, order, threads)[None, :]
     idx = np.empty((rows, k), dtype=np.int64)
     if name == "long-rows":
         for r in range(rows):
-            idx[r] = _numpy_long.select_row(x[r], k, largest, nan_first, order, threads)
+            idx[r] = _long_rows.select_row(x[r], k, largest, nan_first, order, threads)
         return idx
     outer = name == "filter-outer"
     native = x.dtype.newbyteorder("=")
@@ -192,7 +194,7 @@ def select(x: np.ndarray, k: int, largest: bool, nan_first: bool, order: str, th
             block = np.ascontiguousarray(block, dtype=native)  # one block's copy, in cache
         idx[start : start + step] = select_rows(block, k, largest, nan_first, order)
 
-    _numpy_threads.run(one, starts, threads)
+    _threads.run(one, starts, threads)
     return idx
 
 

@@ -49,12 +49,12 @@ def _torch_view(t, name: str, device: str):
     if t.requires_grad:
         raise _fail(ValueError, name, "requires grad; outputs written in place cannot carry a gradient")
     if device == "cpu":
-        from ._interop import host_view
+        from .._interop import host_view
 
         return host_view(t, f"out: {name}")
     import cupy
 
-    from ._interop import from_dlpack
+    from .._interop import from_dlpack
 
     with cupy.cuda.Device(t.device.index):
         return from_dlpack(cupy, t, f"out: {name}")

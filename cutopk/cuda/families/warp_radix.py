@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from .._kernel_constants import WARP_RADIX_MAX_K, WARP_RADIX_WARPS
+from ..kernel_constants import WARP_RADIX_MAX_K, WARP_RADIX_WARPS
 from .common import OUTPUTS, ROWS, SELECT, Geometry
 
 MAX_K = WARP_RADIX_MAX_K

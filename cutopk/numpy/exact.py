@@ -1,5 +1,5 @@
-"""The exact selection by keys of the NumPy backend, shared by its row routes (:mod:`cutopk._numpy`)
-and its long-row route (:mod:`cutopk._numpy_long`)."""
+"""The exact selection by keys of the NumPy backend, shared by its row routes (:mod:`cutopk.numpy.backend`)
+and its long-row route (:mod:`cutopk.numpy.long_rows`)."""
 
 from __future__ import annotations
 

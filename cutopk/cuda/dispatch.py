@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 
-from ._gpu_families import bitonic as _bitonic
-from ._gpu_families import multiblock as _multiblock
-from ._gpu_families import radix as _radix
-from ._gpu_families import thread_row as _thread_row
-from ._gpu_families import warp_row as _warp_row
-from ._gpu_families.common import order_tile, pow2_at_least, scratch_bytes
-from ._gpu_families.registry import FAMILIES
-from ._kernel_constants import (
+from .families import bitonic as _bitonic
+from .families import multiblock as _multiblock
+from .families import radix as _radix
+from .families import thread_row as _thread_row
+from .families import warp_row as _warp_row
+from .families.common import order_tile, pow2_at_least, scratch_bytes
+from .families.registry import FAMILIES
+from .kernel_constants import (
     BITONIC_THREADS,
     KEYS_THREADS,
     MULTIBLOCK_SAMPLES,
@@ -31,7 +31,7 @@ from ._kernel_constants import (
 
 ALGORITHMS = ("warp_row", "warp_radix", "thread_row", "bitonic", "radix", "multiblock", "sort")
 
-# Each family's limits, geometry and scratch live in its module (cutopk/_gpu_families); the
+# Each family's limits, geometry and scratch live in its module (cutopk/cuda/families); the
 # names here are the dispatcher's (and its tests') view of them.
 WARP_ROW_MAX_N = _warp_row.MAX_N
 WARP_ROW_MAX_K = _warp_row.MAX_K

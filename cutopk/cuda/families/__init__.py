@@ -3,5 +3,5 @@ geometry (grid, block, shared memory, parameters), its named scratch table (from
 launcher's allocations and ``plan().scratch_bytes`` are computed) and its kernel parameters.
 ``registry.FAMILIES`` maps each family's name to its module.
 
-These modules are pure (NumPy and ``_kernel_constants`` only): the dispatcher plans with them,
+These modules are pure (NumPy and ``kernel_constants`` only): the dispatcher plans with them,
 the launcher allocates and launches with them, so the two cannot disagree."""

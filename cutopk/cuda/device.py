@@ -1,13 +1,13 @@
 """The device a launch runs on, for both launcher targets: ``"cuda"`` (CuPy's current device)
-and ``"sim"`` (the CPU simulator, NumPy arrays). The launcher modules (``_gpu``, ``_gpu_rows``,
-``_gpu_multiblock``) all read device facts here, so none of them imports another for it.
+and ``"sim"`` (the CPU simulator, NumPy arrays). The launcher modules (``launcher``, ``rows``,
+``multiblock``) all read device facts here, so none of them imports another for it.
 """
 
 from __future__ import annotations
 
 import functools
 
-from . import _dispatch
+from . import dispatch as _dispatch
 
 
 def device_id(target: str) -> int:

@@ -13,14 +13,20 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import _device, _dispatch, _dtypes, _gpu_rows, _kernel_constants, _kernel_source, _layout
-from ._api import Request, check_algorithm
-from ._gpu_families import common as _common
-from ._gpu_families import multiblock as _multiblock_family
-from ._gpu_families import sort as _sort
-from ._gpu_families.registry import FAMILIES as FAMILY_MODULES
-from ._gpu_families.registry import SINGLE_LAUNCH
-from ._interop import array_module
+from .._interop import array_module
+from .._request import dtypes as _dtypes
+from .._request import layout as _layout
+from .._request.checks import Request, check_algorithm
+from . import device as _device
+from . import dispatch as _dispatch
+from . import kernel_constants as _kernel_constants
+from . import kernel_source as _kernel_source
+from . import rows as _rows
+from .families import common as _common
+from .families import multiblock as _multiblock_family
+from .families import sort as _sort
+from .families.registry import FAMILIES as FAMILY_MODULES
+from .families.registry import SINGLE_LAUNCH
 
 ALGORITHMS = _dispatch.ALGORITHMS
 WARP_ROW_ITEMS = _kernel_source.WARP_ROW_ITEMS
@@ -131,13 +137,13 @@ class _FamilyModules:
 
 def _build_family(target: str, cxx: str, family: str):
     """The module of one family for one element type. No name expressions: CuPy then finds the
-    module in its on-disk cache in a new process (cutopk/_kernel_source.py)."""
+    module in its on-disk cache in a new process (cutopk/cuda/kernel_source.py)."""
     code = _kernel_source.source(family, _dtype_name(cxx))
     if target == "cuda":
         import cupy
 
         return cupy.RawModule(code=code, options=("-std=c++17",))
-    from . import sim
+    from .. import sim
 
     return sim.RawModule(code=code)
 
@@ -202,7 +208,7 @@ SCALAR_TYPES = {
     "by_index": np.int32, "size": np.int32, "cap": np.int32, "index_bytes": np.int32,
     "rows_kind": np.int32,
 }  # fmt: skip
-# The sort path's first launch (kernels/sort.cu; its gather_values is _gpu_rows.GATHER_VALUES).
+# The sort path's first launch (kernels/sort.cu; its gather_values is _rows.GATHER_VALUES).
 COMPUTE_KEYS = _kernel_source.params("compute_keys", _sort.COMPUTE_KEYS, SCALAR_TYPES)
 # The kernels take k as a C int (np.int32 above); rows, n, strides and indices are 64-bit.
 KERNEL_MAX_K = 2**31 - 1
@@ -233,7 +239,7 @@ class _SingleLaunch:
         self.template = [None if name in PER_CALL else SCALAR_TYPES[name](scalars[name]) for name in names]
         slots = {name: i for i, name in enumerate(names) if name in PER_CALL}
         self.fn = call.module.get_function(kernel_name(p, call.info.cxx))
-        _gpu_rows.opt_in(self.fn, p.shared_bytes, call.target)
+        _rows.opt_in(self.fn, p.shared_bytes, call.target)
         self.grid, self.block, self.shared = (p.grid,), (p.block,), p.shared_bytes
         self.at = (slots["in"], slots["out_vals"], slots["out_idx"])
         self.at_extents = slots["extents"]
@@ -416,7 +422,7 @@ class GpuCall:
         xp, p, req = self.xp, self.plan, self.req
         moved = a if self.last_axis else xp.moveaxis(a, req.axis, -1)
         if p.transpose:  # rows along an outer axis: a tiled transpose to row-major
-            base = _gpu_rows.transpose_rows(self.module, self.info.cxx, moved, self.strides)
+            base = _rows.transpose_rows(self.module, self.info.cxx, moved, self.strides)
             row_stride, col_stride = req.n, 1
         elif p.copy:
             base, row_stride, col_stride = xp.ascontiguousarray(moved), req.n, 1
@@ -507,11 +513,11 @@ def _multiblock_in_chunks(
     ``extents[start:stop]`` with its view; CSR segments start at their offsets from the data's
     first element, not at ``row * row_stride``, so a chunk of them keeps ``base`` and takes
     ``extents[start:stop + 1]``."""
-    from . import _gpu_multiblock
+    from . import multiblock as _multiblock_run
 
     chunk = p.params["rows_per_chunk"]
     if chunk >= rows:
-        _gpu_multiblock.run(
+        _multiblock_run.run(
             xp, mod, info, p, base, rows, req, row_stride, col_stride, values, indices, rows_of
         )
         return
@@ -529,7 +535,7 @@ def _multiblock_in_chunks(
         stop = min(rows, start + chunk)
         part = base if segments else as_rows[start:stop]
         part_extents = extents if regular else extents[start : stop + 1 if segments else stop]
-        _gpu_multiblock.run(
+        _multiblock_run.run(
             xp,
             mod,
             info,
@@ -556,13 +562,13 @@ def _sort_path(target, info, p, mod, v, rows, req, values, indices):
     v["out"] = keys = xp.empty((rows, req.n), dtype=info.key_dtype)
     mod.get_function(f"{COMPUTE_KEYS.kernel}<{info.cxx}>")((p.grid,), (p.block,), COMPUTE_KEYS.pack(v))
     tile = p.params["order_tile"]
-    keys, order = _gpu_rows.order_pairs(mod, info.cxx, keys, None, False, tile, target)
+    keys, order = _rows.order_pairs(mod, info.cxx, keys, None, False, tile, target)
     if req.k < req.n:
         keys, order = xp.ascontiguousarray(keys[:, : req.k]), xp.ascontiguousarray(order[:, : req.k])
     if req.order == "index":
-        keys, order = _gpu_rows.order_pairs(mod, info.cxx, keys, order, True, tile, target)
+        keys, order = _rows.order_pairs(mod, info.cxx, keys, order, True, tile, target)
     indices[...] = order
-    gather = _gpu_rows.GATHER_VALUES
+    gather = _rows.GATHER_VALUES
     v["idx"], v["out"] = indices, values
     grid = max(1, min(-(-(rows * req.k) // p.block), p.grid))
     mod.get_function(f"{gather.kernel}<{info.cxx}>")((grid,), (p.block,), gather.pack(v))
@@ -571,7 +577,7 @@ def _sort_path(target, info, p, mod, v, rows, req, values, indices):
 def launches(call: GpuCall) -> list:
     """The launches of a prepared call, in order, as :func:`cutopk.plan` reports them (a test
     compares them with the launches the simulator records, so this list cannot drift)."""
-    from ._plan import Launch
+    from .._request.plan import Launch
 
     p, cxx, req = call.plan, call.info.cxx, call.req
     if p.algorithm == "multiblock":
@@ -595,7 +601,7 @@ def launches(call: GpuCall) -> list:
         seq.append(Launch(f"library: int64 indices to {req.index_dtype}", ()))
     if p.transpose:
         tiles = -(-call.rows // 32) * -(-req.n // 32)
-        grid = (max(1, min(tiles, _gpu_rows.MAX_BLOCKS)),)
+        grid = (max(1, min(tiles, _rows.MAX_BLOCKS)),)
         seq.insert(0, Launch(f"transpose_rows<{cxx}>", grid, _kernel_constants.TRANSPOSE_THREADS))
     elif p.copy:
         seq.insert(0, Launch("library: copy of the input to row-major", ()))
@@ -607,18 +613,18 @@ def launches(call: GpuCall) -> list:
 
 
 def _order_launches(rows: int, length: int, tile: int, key_bytes: int, cxx: str) -> list:
-    """:func:`cutopk._gpu_rows.order_pairs`'s launches, as plan() lists them."""
-    from ._plan import Launch
+    """:func:`cutopk.cuda.rows.order_pairs`'s launches, as plan() lists them."""
+    from .._request.plan import Launch
 
-    tiles, merges = _gpu_rows.order_launches(rows, length, tile, key_bytes)
+    tiles, merges = _rows.order_launches(rows, length, tile, key_bytes)
     seq = [Launch(f"order_tiles<{cxx}>", tiles.grid, tiles.block[0], tiles.shared_bytes)]
     seq += [Launch(f"order_merge<{cxx}>", merges.grid, merges.block[0]) for _ in merges.widths]
     return seq
 
 
 def _multiblock_launches(call: GpuCall) -> list:
-    """The family's steps (those :func:`cutopk._gpu_multiblock.run` launches), per chunk of rows."""
-    from ._plan import Launch
+    """The family's steps (those :func:`cutopk.cuda.multiblock.run` launches), per chunk of rows."""
+    from .._request.plan import Launch
 
     p, cxx, req = call.plan, call.info.cxx, call.req
     chunk = p.params["rows_per_chunk"]

@@ -14,7 +14,7 @@ import operator
 import numpy as np
 from numpy.exceptions import AxisError
 
-from . import _dtypes
+from . import dtypes as _dtypes
 
 MODES = ("largest", "smallest")
 ORDERS = {True: "value", "value": "value", "index": "index", False: "none"}

@@ -9,9 +9,9 @@ from __future__ import annotations
 import pathlib
 import re
 
-_HERE = pathlib.Path(__file__).resolve().parent
+_HERE = pathlib.Path(__file__).resolve().parents[1]  # the cutopk package
 # Inside the installed package (cutopk/kernels), else the source checkout's kernels/ folder (as
-# cutopk._gpu.kernel_dir() looks).
+# cutopk.cuda.launcher.kernel_dir() looks).
 HEADER = next(
     (
         p

@@ -38,9 +38,10 @@ import threading
 
 import numpy as np
 
-from . import _dtypes, _numpy_threads
-from ._keys import preference_keys
-from ._numpy_exact import select_exact
+from .._request import dtypes as _dtypes
+from .._request.keys import preference_keys
+from . import threads as _threads
+from .exact import select_exact
 
 # Rows at least this long always go through here (one row is then larger than a row block).
 LONG_ROW_MIN_N = 1 << 20
@@ -131,7 +132,7 @@ def select_row(
         def fill(span):
             keys[span[0] : span[1]] = r.keys(span)
 
-        _numpy_threads.run(fill, ranges, threads)
+        _threads.run(fill, ranges, threads)
         np.invert(keys, out=keys)
         return np.argsort(keys, kind="stable")
     p = _pivot_key(r, k)
@@ -152,7 +153,7 @@ def select_row(
         cand = np.ascontiguousarray(row[span[0] : span[1]][pos], dtype=r.native)
         return gt, ge, (pos + span[0], preference_keys(cand, largest, nan_first))
 
-    found = _numpy_threads.run(count_at_pivot, ranges, threads)
+    found = _threads.run(count_at_pivot, ranges, threads)
     gt = sum(f[0] for f in found)
     ge = sum(f[1] for f in found)
     kept = [f[2] for f in found]
@@ -218,7 +219,7 @@ def _radix_kth_key(keys_of, ranges, k: int, key_t: np.dtype, threads: int):
             counts = np.bincount(digits.astype(np.intp), minlength=1 << digit)
             totals.setdefault(threading.get_ident(), np.zeros(1 << digit, dtype=np.int64)).__iadd__(counts)
 
-        _numpy_threads.run(histogram, ranges, threads)
+        _threads.run(histogram, ranges, threads)
         hist = np.sum(list(totals.values()), axis=0)
         # Buckets from the top: the K-th key lies in the first bucket where the running count
         # from above reaches the remaining rank.
@@ -241,7 +242,7 @@ def _winners(r: _Row, ranges, k: int, t, threads: int, counts: np.ndarray | None
         return int(np.count_nonzero(beyond)), int(np.count_nonzero(equal))
 
     if counts is None:
-        counts = np.array(_numpy_threads.run(count, ranges, threads), dtype=np.int64).reshape(-1, 2)
+        counts = np.array(_threads.run(count, ranges, threads), dtype=np.int64).reshape(-1, 2)
     above, equal = counts[:, 0], counts[:, 1]
     need = k - int(above.sum())
     ties_before = np.concatenate([[0], np.cumsum(equal)[:-1]])
@@ -263,5 +264,5 @@ def _winners(r: _Row, ranges, k: int, t, threads: int, counts: np.ndarray | None
         part = np.ascontiguousarray(r.row[span[0] : span[1]][pos], dtype=r.native)
         keys_out[start : ends[i]] = preference_keys(part, r.largest, r.nan_first)
 
-    _numpy_threads.run(write, np.flatnonzero(above + take), threads)  # ranges with winners only
+    _threads.run(write, np.flatnonzero(above + take), threads)  # ranges with winners only
     return cols, keys_out

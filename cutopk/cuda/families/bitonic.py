@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .._kernel_constants import BITONIC_THREADS
+from ..kernel_constants import BITONIC_THREADS
 from .common import OUTPUTS, ROWS, SELECT, Geometry, pow2_at_least
 
 ARGUMENTS = (*ROWS, *SELECT, "size", *OUTPUTS)

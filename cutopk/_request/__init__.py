@@ -1,0 +1,1 @@
+"""The front door: argument checks, dtypes and key transform, layout, the Plan types."""

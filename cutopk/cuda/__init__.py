@@ -1,0 +1,1 @@
+"""The CUDA backend: dispatcher, launcher, kernel sources, one module per kernel family."""

@@ -1,0 +1,1 @@
+"""The CPU backend: NumPy row selection, long rows, threads."""
