@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from ..kernel_constants import MULTIBLOCK_SAMPLES, MULTIBLOCK_STATE_BYTES, MULTIBLOCK_THREADS
-from .common import Geometry, Scratch, order_tile, pow2_at_least
+from .common import SECTOR, Geometry, Scratch, gathered, order_tile, pow2_at_least, sectors
 
 MAX_ROWS = 65535  # rows are gridDim.y: more rows are launched in chunks of rows
 # Scratch one chunk of rows may take (candidate buffers, winners): more rows than fit are
@@ -185,3 +185,62 @@ def steps(rows: int, key_bytes: int, params: dict, block: int) -> list:
     if params["order_shared"]:
         seq.append(Step("mb_order", True, (rows,), block, params["order_shared"]))
     return seq
+
+
+def global_bytes(
+    steps_: list, rows: int, n: int, k: int, key_bytes: int, index_bytes: int, params: dict
+) -> list:
+    """Global bytes of each launch of :func:`steps` (plan()'s ``Launch.global_bytes``), for
+    today's kernels: each 32-byte sector a launch touches counted once; the candidate buffer at
+    its expected size for keys spread over their range (n / 256 keys per row after the top digit,
+    a 256th of that after each further digit). One function, so that a new sequence of kernels
+    replaces it whole."""
+    per_row, cap = params["blocks_per_row"], params["cap"]
+    pair = key_bytes + 8  # a (key, int64 index) pair
+    state = sectors(rows * MULTIBLOCK_STATE_BYTES)
+    hist = sectors(rows * 256 * 8)
+    slice_hist = sectors(rows * per_row * 256 * 4)
+    slice_offset = sectors(rows * per_row * 8)
+    source = sectors(rows * n * key_bytes)  # the input (or the staged keys, a bound)
+    winners = sectors(rows * k * pair)
+    # The digits a row needs: its bucket holds about n / 256**d keys after d digits, and the row
+    # is done once that is under 2 (later passes read only its state).
+    digits = 1
+    while n / 256**digits >= 2 and digits < key_bytes:
+        digits += 1
+
+    # Candidates per row before digit d (d >= 2): the top digit's bucket, then a 256th per digit.
+    def before(d: int) -> int:
+        return max(1, min(cap, -(-n // 256)) // 256 ** (d - 2))
+
+    out = []
+    histograms = selects = 0
+    for s in steps_:
+        if s.kernel == "mb_init":
+            b = state + hist
+        elif s.kernel == "mb_sample":
+            b = state + hist + gathered(rows * MULTIBLOCK_SAMPLES, rows * n * key_bytes)
+        elif s.kernel == "mb_histogram":
+            histograms += 1
+            if histograms > digits:
+                b = state
+            else:
+                read = source if histograms == 1 else sectors(rows * before(histograms) * key_bytes)
+                b = state + hist + slice_hist + read
+        elif s.kernel == "mb_select":
+            selects += 1
+            # The row's histogram, and each slice's count in the chosen bin (a sector each).
+            b = state if selects > digits else state + hist + slice_offset + rows * per_row * SECTOR
+        elif s.kernel == "mb_move":
+            b = source + state + slice_offset + sectors(rows * before(2) * pair) + winners
+        elif s.kernel == "mb_collect":
+            # The final bucket's candidates, a few sectors per slice; the winners among them.
+            b = state + slice_offset + rows * per_row * 4 * SECTOR
+        elif s.kernel == "mb_order":
+            # The winners' pairs, their values read where they lie, the outputs.
+            b = winners + gathered(rows * k, rows * n * key_bytes)
+            b += sectors(rows * k * key_bytes) + sectors(rows * k * index_bytes)
+        else:
+            raise ValueError(f"steps_: no traffic formula for the kernel {s.kernel!r}")
+        out.append(b)
+    return out
