@@ -73,3 +73,20 @@ def test_plan_global_bytes_match_the_simulators_count(shape, k, kw):
 def test_plan_prints_each_launchs_global_bytes():
     text = str(cutopk.plan(np.zeros((64, 100), np.float32), 8, backend="sim"))
     assert "[31744 B global]" in text and "global memory: 31744 bytes moved" in text
+
+
+def test_the_sampled_threshold_path_moves_what_plan_says_in_total(monkeypatch):
+    # The staging path (rows over SAMPLE_MIN_ELEMENTS, lowered here): its per-part segments make
+    # single launches rougher (a sector per part, filled or not), the whole call within 10%.
+    from cutopk.cuda.families import multiblock
+
+    monkeypatch.setattr(multiblock, "SAMPLE_MIN_ELEMENTS", 0)
+    x = _spread((2, 200_000))
+    plan = cutopk.plan(x, 100, backend="sim", algorithm="multiblock")
+    assert plan.params["sample_rank"] is not None
+    cutopk.top_k(x, 100, backend="sim", algorithm="multiblock")
+    with sim.counting_traffic() as records:
+        cutopk.top_k(x, 100, backend="sim", algorithm="multiblock")
+    total = sum(b for _, _, b in _kernel_launches(plan))
+    counted = 32 * sum(r.sectors for r in records)
+    assert abs(total - counted) <= TOLERANCE * counted, (total, counted)

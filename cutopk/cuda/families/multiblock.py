@@ -201,38 +201,62 @@ def global_bytes(
     hist = sectors(rows * 256 * 8)
     slice_hist = sectors(rows * per_row * 256 * 4)
     slice_offset = sectors(rows * per_row * 8)
-    source = sectors(rows * n * key_bytes)  # the input (or the staged keys, a bound)
+    source = sectors(rows * n * key_bytes)  # the input
     winners = sectors(rows * k * pair)
-    # The digits a row needs: its bucket holds about n / 256**d keys after d digits, and the row
-    # is done once that is under 2 (later passes read only its state).
-    digits = 1
-    while n / 256**digits >= 2 and digits < key_bytes:
-        digits += 1
+    rank = params["sample_rank"]
+    parts = per_row * (MULTIBLOCK_THREADS // 32)  # warp parts of a row, each its staging segment
+    if rank is None:
+        # Moved to the candidate buffer: the top digit's bucket (n / 256 keys), whose remaining
+        # digits follow; keys above it become winners on the way.
+        moved, first_digit, staging = min(cap, -(-n // 256)), 2, 0
+    else:
+        # Restarted on the staged keys (about (rank + 1) * n / SAMPLES reach the threshold): all
+        # the digits over them, the input read once. The segment starts and counts per warp part,
+        # and the keys and offsets staged in each part's segment (a sector each, at least).
+        moved, first_digit = min(cap, (rank + 1) * -(-n // MULTIBLOCK_SAMPLES)), 1
+        staging = (
+            sectors(rows * (parts + 1) * 8)
+            + sectors(rows * parts * 8)
+            + 2 * SECTOR * rows * min(parts, moved)
+        )
 
-    # Candidates per row before digit d (d >= 2): the top digit's bucket, then a 256th per digit.
-    def before(d: int) -> int:
-        return max(1, min(cap, -(-n // 256)) // 256 ** (d - 2))
+    def live(d: int) -> bool:
+        """Whether digit d still has work: its bucket's keys (moved / 256 per digit) reach one."""
+        return d == first_digit or moved / 256 ** (d - first_digit) >= 1
 
     out = []
     histograms = selects = 0
+    after_move = False
     for s in steps_:
         if s.kernel == "mb_init":
             b = state + hist
         elif s.kernel == "mb_sample":
-            b = state + hist + gathered(rows * MULTIBLOCK_SAMPLES, rows * n * key_bytes)
+            b = (
+                state
+                + hist
+                + gathered(rows * MULTIBLOCK_SAMPLES, rows * n * key_bytes)
+                + sectors(rows * (parts + 1) * 8)
+            )
         elif s.kernel == "mb_histogram":
             histograms += 1
-            if histograms > digits:
-                b = state
-            else:
-                read = source if histograms == 1 else sectors(rows * before(histograms) * key_bytes)
-                b = state + hist + slice_hist + read
+            if not after_move:  # the top digit over the input (staging the keys that reach the threshold)
+                b = state + hist + slice_hist + source + staging
+            else:  # every slice's 256 counts are written whole, and the candidates read
+                d = histograms - 2 + first_digit
+                b = state + hist + slice_hist + sectors(rows * moved * key_bytes) if live(d) else state
         elif s.kernel == "mb_select":
             selects += 1
+            d = selects - 2 + first_digit
             # The row's histogram, and each slice's count in the chosen bin (a sector each).
-            b = state if selects > digits else state + hist + slice_offset + rows * per_row * SECTOR
+            b = state + hist + slice_offset + rows * per_row * SECTOR if selects == 1 or live(d) else state
+            if selects == 1 and rank is not None:
+                b += sectors(rows * parts * 8)  # the staged counts
         elif s.kernel == "mb_move":
-            b = source + state + slice_offset + sectors(rows * before(2) * pair) + winners
+            after_move = True
+            if rank is None:
+                b = source + state + slice_offset + sectors(rows * moved * pair) + winners
+            else:  # the staged keys and offsets squeezed into the candidate buffer
+                b = staging + state + slice_offset + sectors(rows * moved * pair)
         elif s.kernel == "mb_collect":
             # The final bucket's candidates, a few sectors per slice; the winners among them.
             b = state + slice_offset + rows * per_row * 4 * SECTOR
