@@ -13,9 +13,12 @@ import pytest
 
 import cutopk
 from cutopk import sim
+from cutopk.cuda.families import common, multiblock
 
 if not sim.is_available():
     pytest.skip(f"CPU simulator unavailable: {sim.unavailable_reason()}", allow_module_level=True)
+if sim._module._env_flag("CUTOPK_SIM_ASAN"):
+    pytest.skip("traffic counting and AddressSanitizer builds exclude each other", allow_module_level=True)
 
 TOLERANCE = 0.10
 # A launch this small (bytes) may be off by a few sectors more: a row's scattered reads fall on
@@ -73,13 +76,29 @@ def test_plan_global_bytes_match_the_simulators_count(shape, k, kw):
 def test_plan_prints_each_launchs_global_bytes():
     text = str(cutopk.plan(np.zeros((64, 100), np.float32), 8, backend="sim"))
     assert "[31744 B global]" in text and "global memory: 31744 bytes moved" in text
+    swapped = cutopk.plan(np.zeros((300, 40), ">f4"), 4, axis=0, backend="sim")
+    text = str(swapped)
+    assert "library: byte swap of the input [96000 B global]" in text  # read and written
+    assert "2 x library: outputs moved to axis 0 [3840 B global]" in text
+    assert swapped.global_bytes == sum(x.global_bytes for x in swapped.launches)
+
+
+def test_scattered_reads_count_the_sectors_they_expect_to_hit():
+    assert common.gathered(0, 1000) == 0 and common.gathered(5, 0) == 0
+    assert common.gathered(1, 1000) == 32  # one element, one sector
+    assert common.gathered(10**6, 1000) == common.sectors(1000)  # every sector, once
+
+
+def test_the_multiblock_formula_refuses_a_step_it_does_not_know():
+    plan = cutopk.plan(np.zeros((2, 5000), np.float32), 4, backend="sim", algorithm="multiblock")
+    step = multiblock.Step("mb_unknown", False, (1,), 256)
+    with pytest.raises(ValueError, match="no traffic formula for the kernel 'mb_unknown'"):
+        multiblock.global_bytes([step], 2, 5000, 4, 4, 8, plan.params)
 
 
 def test_the_sampled_threshold_path_moves_what_plan_says_in_total(monkeypatch):
     # The staging path (rows over SAMPLE_MIN_ELEMENTS, lowered here): its per-part segments make
     # single launches rougher (a sector per part, filled or not), the whole call within 10%.
-    from cutopk.cuda.families import multiblock
-
     monkeypatch.setattr(multiblock, "SAMPLE_MIN_ELEMENTS", 0)
     x = _spread((2, 200_000))
     plan = cutopk.plan(x, 100, backend="sim", algorithm="multiblock")

@@ -9,6 +9,10 @@ import numpy as np
 import pytest
 
 from cutopk import sim
+from cutopk.sim import _toolchain
+
+if sim._module._env_flag("CUTOPK_SIM_ASAN"):
+    pytest.skip("traffic counting and AddressSanitizer builds exclude each other", allow_module_level=True)
 
 KERNELS = r"""
 extern "C" __global__ void copy(const float* in, float* out, long long n) {
@@ -59,7 +63,7 @@ def test_a_copy_reads_and_writes_each_byte_once(counting, n):
     x, y = _aligned(n, fill=np.arange(n)), _aligned(n)
     counting.get_function("copy")((-(-n // 128),), (128,), (x, y, np.int64(n)))
     record = counting.traffic[-1]
-    assert (record.bytes_read, record.bytes_written) == (4 * n, 4 * n)
+    assert (record.bytes_read, record.bytes_written, record.bytes) == (4 * n, 4 * n, 8 * n)
     assert record.sectors == 2 * math.ceil(4 * n / 32)
     assert record.kernel == "copy" and record.grid == (-(-n // 128), 1, 1) and record.block == (128, 1, 1)
     assert np.array_equal(x, y)
@@ -134,6 +138,22 @@ def test_the_environment_turns_counting_on(monkeypatch):
 def test_counting_and_asan_together_are_refused():
     with pytest.raises(ValueError, match=r"count_traffic.*asan"):
         sim.RawModule(code=KERNELS, count_traffic=True, asan=True)
+
+
+def test_counting_an_asan_module_is_refused():
+    mod = sim.RawModule(code=KERNELS)
+    mod.asan = True  # as built under CUTOPK_SIM_ASAN=1 (which needs the ASan runtime preloaded)
+    with (
+        pytest.raises(ValueError, match=r"count_traffic: a module built with asan=True"),
+        sim.counting_traffic(),
+    ):
+        mod.get_function("count")((1,), (1,), (_aligned(1, np.uint32),))
+
+
+def test_counting_needs_gcc(monkeypatch):
+    monkeypatch.setattr(_toolchain, "is_gcc", lambda: False)
+    with pytest.raises(sim.SimUnavailableError, match="counting global-memory traffic needs GCC"):
+        sim.RawModule(code=KERNELS + "// another module", count_traffic=True)
 
 
 def _start_order(grid, **kw) -> list[int]:
