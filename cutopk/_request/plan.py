@@ -8,21 +8,29 @@ import dataclasses
 @dataclasses.dataclass(frozen=True)
 class Launch:
     """One kernel launch of a call (``count`` times when a pass repeats), or an array-library
-    operation (no grid)."""
+    operation (no grid).
+
+    ``global_bytes``: the global memory the launch moves, all ``count`` of them together, in
+    32-byte sectors (each sector it reads or writes counted once per launch, as the simulator's
+    ``LaunchTraffic.sectors`` counts them: a re-read within a launch is taken as a cache hit),
+    from the family's formula; data-dependent parts (candidate buffers) at their expected size
+    for keys spread over their range."""
 
     kernel: str
     grid: tuple[int, ...] = ()  # () for an array-library operation (a copy, a sort)
     block: int = 0
     shared_bytes: int = 0
     count: int = 1
+    global_bytes: int = 0
 
     def __str__(self) -> str:
+        moved = f" [{self.global_bytes} B global]" if self.global_bytes else ""
         if not self.grid:
-            return f"{self.count} x {self.kernel}" if self.count != 1 else self.kernel
+            return (f"{self.count} x {self.kernel}" if self.count != 1 else self.kernel) + moved
         grid = "x".join(str(g) for g in self.grid)
         times = f"{self.count} x " if self.count != 1 else ""
         shared = f", {self.shared_bytes} B shared" if self.shared_bytes else ""
-        return f"{times}{self.kernel} <<<{grid}, {self.block}{shared}>>>"
+        return f"{times}{self.kernel} <<<{grid}, {self.block}{shared}>>>{moved}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,6 +80,12 @@ class Plan:
     def launch_count(self) -> int:
         return sum(launch.count for launch in self.launches)
 
+    @property
+    def global_bytes(self) -> int:
+        """Global-memory bytes the call moves: its launches' and library operations'
+        :attr:`Launch.global_bytes` summed."""
+        return sum(launch.global_bytes for launch in self.launches)
+
     def __str__(self) -> str:
         lines = [
             f"cutopk plan: {self.algorithm!r} on backend {self.backend!r}, {self.rows} rows of "
@@ -81,5 +95,7 @@ class Plan:
         ]
         lines += [f"    {launch}" for launch in self.launches]
         lines.append(f"  scratch: {self.scratch_bytes} bytes besides the outputs")
+        if self.launches:
+            lines.append(f"  global memory: {self.global_bytes} bytes moved (32-byte sectors, per launch)")
         lines.append("  copies: " + ("none" if not self.copies else "; ".join(self.copies)))
         return "\n".join(lines)

@@ -576,49 +576,79 @@ def _sort_path(target, info, p, mod, v, rows, req, values, indices):
 
 def launches(call: GpuCall) -> list:
     """The launches of a prepared call, in order, as :func:`cutopk.plan` reports them (a test
-    compares them with the launches the simulator records, so this list cannot drift)."""
+    compares them with the launches the simulator records, so this list cannot drift), each with
+    the global bytes its family's formula gives (tests/gpu/test_family_traffic.py compares them
+    with the simulator's counts)."""
     from .._request.plan import Launch
 
     p, cxx, req = call.plan, call.info.cxx, call.req
+    rows, n, k, b, ib = call.rows, req.n, req.k, call.info.itemsize, req.index_dtype.itemsize
+    sectors = _common.sectors
+    data = sectors(rows * n * b)  # the input (or its row-major copy)
+    values, idx64 = sectors(rows * k * b), sectors(rows * k * 8)
     if p.algorithm == "multiblock":
         seq = _multiblock_launches(call)
     elif p.algorithm == "sort":
-        key_bytes = call.info.itemsize
-        seq = [Launch(f"compute_keys<{cxx}>", (p.grid,), p.block)]
-        seq += _order_launches(call.rows, req.n, p.params["order_tile"], key_bytes, cxx)
-        if req.k < req.n:
-            seq.append(Launch("library: copies of the first K pairs", (), count=2))
+        seq = [Launch(f"compute_keys<{cxx}>", (p.grid,), p.block, global_bytes=2 * data)]
+        seq += _order_launches(rows, n, p.params["order_tile"], b, cxx, with_indices=False)
+        if k < n:
+            seq.append(
+                Launch("library: copies of the first K pairs", (), count=2, global_bytes=2 * (values + idx64))
+            )
         if req.order == "index":
-            seq += _order_launches(call.rows, req.k, p.params["order_tile"], key_bytes, cxx)
-        grid = max(1, min(-(-(call.rows * req.k) // p.block), p.grid))
+            seq += _order_launches(rows, k, p.params["order_tile"], b, cxx)
+        grid = max(1, min(-(-(rows * k) // p.block), p.grid))
         seq += [
-            Launch("library: the K indices copied out", ()),
-            Launch(f"gather_values<{cxx}>", (grid,), p.block),
+            Launch("library: the K indices copied out", (), global_bytes=2 * idx64),
+            Launch(
+                f"gather_values<{cxx}>", (grid,), p.block, global_bytes=_common.gather_bytes(rows, k, n, b)
+            ),
         ]
     else:
-        seq = [Launch(kernel_name(p, cxx), (p.grid,), p.block, p.shared_bytes)]
-    if p.algorithm in ("multiblock", "sort") and req.index_dtype.itemsize != 8:
-        seq.append(Launch(f"library: int64 indices to {req.index_dtype}", ()))
+        moved = FAMILY_MODULES[p.algorithm].global_bytes(rows, n, k, b, ib, p.params)
+        seq = [Launch(kernel_name(p, cxx), (p.grid,), p.block, p.shared_bytes, global_bytes=moved)]
+    if p.algorithm in ("multiblock", "sort") and ib != 8:
+        seq.append(
+            Launch(
+                f"library: int64 indices to {req.index_dtype}",
+                (),
+                global_bytes=idx64 + sectors(rows * k * ib),
+            )
+        )
     if p.transpose:
-        tiles = -(-call.rows // 32) * -(-req.n // 32)
+        tiles = -(-rows // 32) * -(-n // 32)
         grid = (max(1, min(tiles, _rows.MAX_BLOCKS)),)
-        seq.insert(0, Launch(f"transpose_rows<{cxx}>", grid, _kernel_constants.TRANSPOSE_THREADS))
+        seq.insert(
+            0,
+            Launch(
+                f"transpose_rows<{cxx}>", grid, _kernel_constants.TRANSPOSE_THREADS, global_bytes=2 * data
+            ),
+        )
     elif p.copy:
-        seq.insert(0, Launch("library: copy of the input to row-major", ()))
+        seq.insert(0, Launch("library: copy of the input to row-major", (), global_bytes=2 * data))
     if call.native is not call.dtype:
-        seq.insert(0, Launch("library: byte swap of the input", ()))
+        seq.insert(0, Launch("library: byte swap of the input", (), global_bytes=2 * data))
     if not call.last_axis:
-        seq.append(Launch(f"library: outputs moved to axis {req.axis}", (), count=2))
+        outputs = 2 * (values + sectors(rows * k * ib))
+        seq.append(Launch(f"library: outputs moved to axis {req.axis}", (), count=2, global_bytes=outputs))
     return seq
 
 
-def _order_launches(rows: int, length: int, tile: int, key_bytes: int, cxx: str) -> list:
+def _order_launches(
+    rows: int, length: int, tile: int, key_bytes: int, cxx: str, with_indices: bool = True
+) -> list:
     """:func:`cutopk.cuda.rows.order_pairs`'s launches, as plan() lists them."""
     from .._request.plan import Launch
 
     tiles, merges = _rows.order_launches(rows, length, tile, key_bytes)
-    seq = [Launch(f"order_tiles<{cxx}>", tiles.grid, tiles.block[0], tiles.shared_bytes)]
-    seq += [Launch(f"order_merge<{cxx}>", merges.grid, merges.block[0]) for _ in merges.widths]
+    moved = _common.order_bytes(rows, length, key_bytes, len(merges.widths), with_indices)
+    seq = [
+        Launch(f"order_tiles<{cxx}>", tiles.grid, tiles.block[0], tiles.shared_bytes, global_bytes=moved[0])
+    ]
+    seq += [
+        Launch(f"order_merge<{cxx}>", merges.grid, merges.block[0], global_bytes=m)
+        for _, m in zip(merges.widths, moved[1:], strict=True)
+    ]
     return seq
 
 
@@ -627,16 +657,40 @@ def _multiblock_launches(call: GpuCall) -> list:
     from .._request.plan import Launch
 
     p, cxx, req = call.plan, call.info.cxx, call.req
+    b = call.info.itemsize
     chunk = p.params["rows_per_chunk"]
     chunks = -(-call.rows // chunk)
+    steps = _multiblock_family.steps(chunk, b, p.params, p.block)
+    moved = _multiblock_family.global_bytes(steps, chunk, req.n, req.k, b, req.index_dtype.itemsize, p.params)
     seq = [
-        Launch(f"{s.kernel}<{cxx}>" if s.templated else s.kernel, s.grid, s.block, s.shared_bytes)
-        for s in _multiblock_family.steps(chunk, call.info.itemsize, p.params, p.block)
+        Launch(
+            f"{s.kernel}<{cxx}>" if s.templated else s.kernel, s.grid, s.block, s.shared_bytes, global_bytes=m
+        )
+        for s, m in zip(steps, moved, strict=True)
     ]
     if not p.params["order_shared"]:
-        seq += _order_launches(chunk, req.k, p.params["order_tile"], call.info.itemsize, cxx)
-        seq.append(Launch("library: the K indices copied out", ()))
-        seq.append(Launch(f"gather_values<{cxx}>", (max(1, min(-(-(chunk * req.k) // 256), 4096)),), 256))
-    if chunks > 1:
-        seq = [Launch(x.kernel, x.grid, x.block, x.shared_bytes, x.count * chunks) for x in seq]
+        seq += _order_launches(chunk, req.k, p.params["order_tile"], b, cxx)
+        seq.append(
+            Launch(
+                "library: the K indices copied out", (), global_bytes=2 * _common.sectors(chunk * req.k * 8)
+            )
+        )
+        grid = (max(1, min(-(-(chunk * req.k) // 256), 4096)),)
+        seq.append(
+            Launch(
+                f"gather_values<{cxx}>", grid, 256, global_bytes=_common.gather_bytes(chunk, req.k, req.n, b)
+            )
+        )
+    if chunks > 1:  # the last chunk may be shorter: bytes in proportion to the rows
+        seq = [
+            Launch(
+                x.kernel,
+                x.grid,
+                x.block,
+                x.shared_bytes,
+                x.count * chunks,
+                x.global_bytes * call.rows // chunk,
+            )
+            for x in seq
+        ]
     return seq

@@ -19,7 +19,7 @@ from ._errors import (
     SimUnavailableError,
     WarpMaskError,
 )
-from ._module import Function, Parameter, RawModule
+from ._module import Function, LaunchTraffic, Parameter, RawModule, counting_traffic
 from ._toolchain import unavailable_reason
 
 __all__ = [
@@ -31,12 +31,14 @@ __all__ = [
     "KernelCrashError",
     "KernelHangError",
     "LaunchArgumentError",
+    "LaunchTraffic",
     "Parameter",
     "RawModule",
     "SharedMemoryOverrunError",
     "SimError",
     "SimUnavailableError",
     "WarpMaskError",
+    "counting_traffic",
     "is_available",
     "unavailable_reason",
 ]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import mmap
 import os
 import pathlib
 import re
@@ -39,6 +41,54 @@ _KIND_NAMES = {
 }
 # Codes whose fault happened at an unknown place in the code: worth a look-up of the source line.
 _LOCATE = {4, 5, 8}  # overrun, crash, hang
+
+
+class LaunchTraffic(NamedTuple):
+    """The global-memory traffic of one launch (``RawModule(count_traffic=True)``, or any launch
+    inside :func:`counting_traffic`): bytes the kernel read and wrote in its array arguments'
+    memory, and the distinct 32-byte sectors it touched there (read or written). Shared memory,
+    the threads' own stacks and registers are not global memory and are not counted."""
+
+    kernel: str
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    bytes_read: int
+    bytes_written: int
+    sectors: int
+
+    @property
+    def bytes(self) -> int:
+        """Bytes read and written."""
+        return self.bytes_read + self.bytes_written
+
+
+# The record lists of the counting_traffic() blocks now open: every launch is counted into each.
+_COUNTING: list[list[LaunchTraffic]] = []
+
+
+@contextlib.contextmanager
+def counting_traffic():
+    """Count the global-memory traffic of every simulator launch in the block, whichever module
+    makes it (the launcher's own modules included): yields the list of :class:`LaunchTraffic`
+    records, one per launch, in order. Each module builds its counting variant on its first
+    counted launch (a compile, cached on disk like any other).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from cutopk import sim
+    >>> mod = sim.RawModule(code='extern "C" __global__ void twice(float* x) { x[threadIdx.x] *= 2; }')
+    >>> with sim.counting_traffic() as records:
+    ...     mod.get_function("twice")((1,), (8,), (np.ones(8, np.float32),))
+    >>> records[0].bytes_read, records[0].bytes_written, records[0].sectors
+    (32, 32, 1)
+    """
+    records: list[LaunchTraffic] = []
+    _COUNTING.append(records)
+    try:
+        yield records
+    finally:
+        _COUNTING.remove(records)
 
 
 def _python_scalar(arg):
@@ -203,6 +253,11 @@ class RawModule:
     seed : int, optional
         Non-zero: run the threads of a block in an order shuffled by this seed (missing
         barriers show up). Default: ``$CUTOPK_SIM_SEED`` or 0 (thread order).
+    block_seed : int, optional
+        Non-zero: start the blocks of a grid in an order shuffled by this seed, so blocks that
+        coordinate through global memory (the last block to finish a row, tickets) meet other
+        finish orders. Default: ``$CUTOPK_SIM_BLOCK_SEED`` or 0 (x-fastest order, as
+        ``blockIdx`` counts).
     resident_blocks : int
         Blocks kept running at once (interleaved), for kernels whose blocks wait on each other;
         0 keeps every block of the grid resident.
@@ -225,6 +280,11 @@ class RawModule:
         ``$CUTOPK_SIM_WATCHDOG`` or 60.
     timeout_s : float, optional
         With ``isolate``: wall-clock limit of a launch; the child is killed past it.
+    count_traffic : bool, optional
+        Count every launch's global-memory traffic into :attr:`traffic` (a list of
+        :class:`LaunchTraffic`): runs a build instrumented at every memory access (GCC's
+        kernel-address sanitizer in callback mode), slower; not with ``asan``. Default:
+        ``$CUTOPK_SIM_TRAFFIC``. :func:`counting_traffic` counts launches of any module.
 
     Examples
     --------
@@ -251,11 +311,20 @@ class RawModule:
         spin_budget: int = DEFAULT_SPIN_BUDGET,
         watchdog_s: float | None = None,
         timeout_s: float | None = None,
+        block_seed: int | None = None,
+        count_traffic: bool | None = None,
     ):
         reason = _toolchain.unavailable_reason()
         if reason:
             raise _errors.SimUnavailableError(reason)
         self.seed = int(os.environ.get("CUTOPK_SIM_SEED", "0")) if seed is None else int(seed)
+        if block_seed is None:
+            block_seed = int(os.environ.get("CUTOPK_SIM_BLOCK_SEED", "0"))
+        if not isinstance(block_seed, (int, np.integer)) or not 0 <= int(block_seed) < 2**64:
+            raise ValueError(
+                f"block_seed: expected an int in [0, 2**64) (0: x-fastest order), got {block_seed!r}"
+            )
+        self.block_seed = int(block_seed)
         self.resident_blocks = int(resident_blocks)
         if self.resident_blocks < 0:
             raise ValueError(f"resident_blocks: expected 0 (all) or a positive int, got {resident_blocks!r}")
@@ -267,6 +336,13 @@ class RawModule:
             watchdog_s = float(os.environ.get("CUTOPK_SIM_WATCHDOG", DEFAULT_WATCHDOG_S))
         self.watchdog_s = float(watchdog_s)
         self.timeout_s = None if timeout_s is None else float(timeout_s)
+        self.count_traffic = _env_flag("CUTOPK_SIM_TRAFFIC") if count_traffic is None else bool(count_traffic)
+        if self.count_traffic and self.asan:
+            raise ValueError(
+                "count_traffic: counting global-memory traffic cannot be combined with asan=True (both "
+                "instrument every access); count in a run without CUTOPK_SIM_ASAN"
+            )
+        self.traffic: list[LaunchTraffic] = []
         if self.asan and not _asan_loaded():
             raise _errors.SimUnavailableError(
                 "asan=True needs the AddressSanitizer runtime loaded first: run Python with "
@@ -278,10 +354,30 @@ class RawModule:
             *(n for n in _rewrite.plain_kernels(code) if n not in self.name_expressions),
         ]
         flags = tuple(o for o in options if o.startswith(("-D", "-U", "-I")))
-        self._lib, self.shared_object = _load(_rewrite.translation_unit(code, self._names), flags, self.asan)
+        self._unit, self._flags = _rewrite.translation_unit(code, self._names), flags
+        self._lib, self.shared_object = _load(self._unit, flags, self.asan)
+        self._counting_lib: tuple[ctypes.CDLL, pathlib.Path] | None = None
+        if self.count_traffic:
+            self._counting()
         self._functions: dict[str, Function] = {}
         self._code = code
         self._parameter_names: dict[str, list[tuple[str, ...]]] | None = None
+
+    def _counting(self) -> tuple[ctypes.CDLL, pathlib.Path]:
+        """The counting build of this module (compiled on first use) and its shared object."""
+        if self._counting_lib is None:
+            if self.asan:
+                raise ValueError(
+                    "count_traffic: a module built with asan=True cannot count global-memory traffic "
+                    "(both instrument every access)"
+                )
+            if not _toolchain.is_gcc():
+                raise _errors.SimUnavailableError(
+                    f"counting global-memory traffic needs GCC (its kernel-address sanitizer's callbacks); "
+                    f"the compiler is {_toolchain.compiler()}"
+                )
+            self._counting_lib = _load(self._unit, self._flags, False, traffic=True)
+        return self._counting_lib
 
     def _names_of(self, name: str, count: int) -> tuple[str, ...]:
         """The parameter names of kernel ``name`` (a name expression) with ``count`` parameters,
@@ -318,12 +414,14 @@ def _keep_warm(lib: ctypes.CDLL) -> None:
         _WARM.pop(next(iter(_WARM))).cutopk_sim_trim()
 
 
-def _load(source: str, flags: tuple[str, ...], asan: bool) -> tuple[ctypes.CDLL, pathlib.Path]:
-    key = (source, flags, asan)
+def _load(
+    source: str, flags: tuple[str, ...], asan: bool, traffic: bool = False
+) -> tuple[ctypes.CDLL, pathlib.Path]:
+    key = (source, flags, asan, traffic)
     with _MODULE_CACHE_LOCK:
         entry = _MODULE_CACHE.get(key)
         if entry is None:
-            path = _toolchain.build(source, flags, asan)
+            path = _toolchain.build(source, flags, asan, traffic)
             lib = ctypes.CDLL(str(path), mode=os.RTLD_LOCAL | os.RTLD_NOW)
             lib.cutopk_sim_launch.restype = ctypes.c_int
             lib.cutopk_sim_launch.argtypes = [
@@ -332,6 +430,7 @@ def _load(source: str, flags: tuple[str, ...], asan: bool) -> tuple[ctypes.CDLL,
                 ctypes.c_ulonglong,
                 ctypes.POINTER(ctypes.c_void_p),
                 ctypes.c_int,
+                ctypes.c_ulonglong,
                 ctypes.c_ulonglong,
                 ctypes.c_int,
                 ctypes.c_ulonglong,
@@ -342,6 +441,11 @@ def _load(source: str, flags: tuple[str, ...], asan: bool) -> tuple[ctypes.CDLL,
             lib.cutopk_sim_error.restype = ctypes.c_char_p
             lib.cutopk_sim_fault_frames.restype = ctypes.c_int
             lib.cutopk_sim_trim.restype = None
+            if traffic:
+                lib.cutopk_sim_traffic_begin.restype = ctypes.c_int
+                lib.cutopk_sim_traffic_begin.argtypes = [ctypes.POINTER(ctypes.c_ulonglong), ctypes.c_int]
+                lib.cutopk_sim_traffic_end.restype = None
+                lib.cutopk_sim_traffic_end.argtypes = [ctypes.POINTER(ctypes.c_ulonglong)]
             entry = _MODULE_CACHE[key] = (lib, path)
     return entry
 
@@ -436,15 +540,21 @@ class Function:
         values, regions = self._marshal(args)
         mod = self.module
         launch = (self._index, *grid3, *block3, int(shared_mem))
+        counting = mod.count_traffic or bool(_COUNTING)
+        lib, so = mod._counting() if counting else (mod._lib, mod.shared_object)
         with _LAUNCH_LOCK:
-            _keep_warm(mod._lib)
+            _keep_warm(lib)
+            # The counts come back through a shared page: an isolated launch counts in its child.
+            page = mmap.mmap(-1, 24) if counting else None
+            counts = (ctypes.c_ulonglong * 3).from_buffer(page) if page is not None else None
             if mod.isolate:
                 shared = _staging.Staging(regions, "shared")
                 outcome = None
                 try:
                     moved = [shared.translate(v) if isinstance(v, int) and v else v for v in values]
                     outcome = _isolate.run(
-                        lambda: self._run(launch, moved, shared.translated_regions()), mod.timeout_s
+                        lambda: self._run(launch, moved, shared.translated_regions(), lib, counts),
+                        mod.timeout_s,
                     )
                 finally:
                     shared.finish(write_back=outcome is not None and outcome.rc == 0 and outcome.died is None)
@@ -455,15 +565,23 @@ class Function:
                     )
                 rc, message, frames = outcome.rc, outcome.message, outcome.frames
             else:
-                rc, message, frames = self._run(launch, values, regions)
+                rc, message, frames = self._run(launch, values, regions, lib, counts)
+            if counts is not None and rc == 0:
+                record = LaunchTraffic(self.name, grid3, block3, *(int(c) for c in counts))
+                mod.traffic.append(record)
+                for records in _COUNTING:
+                    records.append(record)
         if rc != 0:
-            where = _lines.kernel_location(mod.shared_object, frames) if rc in _LOCATE else None
+            where = _lines.kernel_location(so, frames) if rc in _LOCATE else None
             if where:
                 message += f"; at {where}"
             raise _errors.BY_CODE.get(rc, _errors.SimError)(f"kernel {self.name!r}: {message}")
 
-    def _run(self, launch: tuple, values: list, regions: list[_staging.Region]) -> tuple[int, str, list[int]]:
-        """One launch in this process: (result code, fault message, fault frames)."""
+    def _run(
+        self, launch: tuple, values: list, regions: list[_staging.Region], lib: ctypes.CDLL, counts=None
+    ) -> tuple[int, str, list[int]]:
+        """One launch in this process: (result code, fault message, fault frames). With ``counts``
+        (three uint64: the counting build's launch), the traffic is counted into it."""
         mod = self.module
         staging = _staging.Staging(regions, "malloc") if mod.asan else None
         try:
@@ -473,11 +591,28 @@ class Function:
             argv = (ctypes.c_void_p * max(1, len(cells)))(
                 *(ctypes.cast(ctypes.pointer(c), ctypes.c_void_p) for c in cells)
             )
-            rc = mod._lib.cutopk_sim_launch(
-                *launch, argv, mod.resident_blocks, mod.seed, int(mod.poison), mod.spin_budget, mod.watchdog_s
-            )
-            message = mod._lib.cutopk_sim_error().decode(errors="replace")
-            frames = _isolate.frames_buffer(mod._lib) if rc else []
+            if counts is not None:
+                # Views of one buffer, or arrays that touch, are one region: a sector is counted once.
+                spans = _traffic_spans(regions)
+                bounds = (ctypes.c_ulonglong * max(1, 2 * len(spans)))(*(b for span in spans for b in span))
+                if lib.cutopk_sim_traffic_begin(bounds, len(spans)) != 0:
+                    return (9, f"cannot count the traffic of {len(spans)} array regions", [])
+            try:
+                rc = lib.cutopk_sim_launch(
+                    *launch,
+                    argv,
+                    mod.resident_blocks,
+                    mod.seed,
+                    mod.block_seed,
+                    int(mod.poison),
+                    mod.spin_budget,
+                    mod.watchdog_s,
+                )
+            finally:
+                if counts is not None:
+                    lib.cutopk_sim_traffic_end(counts)
+            message = lib.cutopk_sim_error().decode(errors="replace")
+            frames = _isolate.frames_buffer(lib) if rc else []
         finally:
             if staging:
                 staging.finish(write_back=rc == 0)
@@ -540,6 +675,17 @@ class Function:
                 f"address {pointer:#x} is not a multiple of {rule.align}, the element's alignment "
                 "(a misaligned access faults on a GPU)"
             )
+
+
+def _traffic_spans(regions: list[_staging.Region]) -> list[tuple[int, int]]:
+    """The regions' bytes as disjoint sorted spans, overlapping or touching ones joined."""
+    spans: list[list[int]] = []
+    for r in sorted((r for r in regions if r.hi > r.lo), key=lambda r: r.lo):
+        if spans and r.lo <= spans[-1][1]:
+            spans[-1][1] = max(spans[-1][1], r.hi)
+        else:
+            spans.append([r.lo, r.hi])
+    return [(lo, hi) for lo, hi in spans]
 
 
 def _dtype_label(dtype: np.dtype) -> str:

@@ -279,8 +279,9 @@ def translation_unit(source: str, entries: list[str]) -> str:
         "int i, ::cutopk_sim::ParamInfo* p, int c) { return cutopk_sim_table[i].describe(p, c); }\n"
         'extern "C" __attribute__((visibility("default"))) int cutopk_sim_launch(int i, unsigned gx, unsigned gy, '
         "unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned long long dyn, void** args, int resident, "
-        "unsigned long long seed, int poison, unsigned long long spin_budget, double watchdog_s) {\n"
+        "unsigned long long seed, unsigned long long block_seed, int poison, unsigned long long spin_budget, "
+        "double watchdog_s) {\n"
         "  return ::cutopk_sim::run(cutopk_sim_table[i].launch, args, dim3(gx, gy, gz), dim3(bx, by, bz), dyn, "
-        "resident, seed, poison, spin_budget, watchdog_s);\n}\n"
+        "resident, seed, block_seed, poison, spin_budget, watchdog_s);\n}\n"
     )
     return "".join(parts)

@@ -22,6 +22,15 @@ BASE_FLAGS = ("-std=gnu++17", "-O1", "-g", "-fPIC", "-shared", "-fvisibility=hid
 # timer_create (the watchdog) and dladdr (crash lines) live in libc since glibc 2.34, before in these.
 LIBS = ("-lrt", "-ldl")
 ASAN_FLAGS = ("-fsanitize=address", "-fno-omit-frame-pointer", "-DCUTOPK_SIM_ASAN")
+# The counting build (RawModule(count_traffic=True)): GCC's thread-sanitizer instrumentation calls
+# __tsan_{read,write}N for every memory access, which the runtime (sim_launch.h) defines and
+# counts. Compiled with these flags, linked without them: no sanitizer runtime is loaded.
+TRAFFIC_FLAGS = (
+    "-fsanitize=thread",
+    "--param=tsan-instrument-func-entry-exit=0",
+    "--param=tsan-distinguish-volatile=1",
+    "-DCUTOPK_SIM_TRAFFIC",
+)
 
 
 def compiler() -> str | None:
@@ -30,6 +39,20 @@ def compiler() -> str | None:
         if name and shutil.which(name):
             return shutil.which(name)
     return None
+
+
+@functools.cache
+def is_gcc() -> bool:
+    """Whether the host compiler is GCC (the counting build uses its sanitizer parameters)."""
+    cxx = compiler()
+    if cxx is None:
+        return False
+    proc = subprocess.run([cxx, "--version"], capture_output=True, text=True, check=False)
+    return (
+        proc.returncode == 0
+        and "clang" not in proc.stdout.lower()
+        and "Free Software Foundation" in proc.stdout
+    )
 
 
 def _candidate_include_dirs():
@@ -104,11 +127,12 @@ def runtime_text() -> str:
     return "".join((RUNTIME_DIR / name).read_text() for name in RUNTIME_FILES)
 
 
-def build(source: str, options: tuple[str, ...], asan: bool) -> pathlib.Path:
+def build(source: str, options: tuple[str, ...], asan: bool, traffic: bool = False) -> pathlib.Path:
     """Compile ``source`` (already complete: runtime, kernels, table) to a shared object, reusing
-    a cached one built from the same source, options, runtime and compiler."""
+    a cached one built from the same source, options, runtime and compiler. ``traffic``: the
+    counting build (incompatible with ``asan``)."""
     cxx = compiler()
-    flags = (*BASE_FLAGS, *(ASAN_FLAGS if asan else ()), *options)
+    flags = (*BASE_FLAGS, *(ASAN_FLAGS if asan else ()), *(TRAFFIC_FLAGS if traffic else ()), *options)
     # The runtime headers are #included, not pasted: their text must be part of the key.
     includes = [f"-I{d}" for d in cuda_include_dirs() or ()]
     parts = (source, runtime_text(), *flags, *LIBS, cxx or "", *includes)
@@ -122,17 +146,14 @@ def build(source: str, options: tuple[str, ...], asan: bool) -> pathlib.Path:
         src = pathlib.Path(tmp) / "module.cpp"
         src.write_text(source)
         tmp_out = pathlib.Path(tmp) / "module.so"
-        cmd = [
-            cxx,
-            *flags,
-            f"-I{RUNTIME_DIR}",
-            *includes,
-            str(src),
-            "-o",
-            str(tmp_out),
-            *LIBS,
-        ]
+        cmd = [cxx, *flags, f"-I{RUNTIME_DIR}", *includes, str(src), "-o", str(tmp_out), *LIBS]
+        if traffic:  # compiled instrumented, linked without the sanitizer's runtime library
+            obj = pathlib.Path(tmp) / "module.o"
+            link = [cxx, *BASE_FLAGS, str(obj), "-o", str(tmp_out), *LIBS]
+            cmd = [cxx, *flags, "-c", f"-I{RUNTIME_DIR}", *includes, str(src), "-o", str(obj)]
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if proc.returncode == 0 and traffic:
+            proc = subprocess.run(link, capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             from ._errors import SimError
 

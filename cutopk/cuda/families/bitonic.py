@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..kernel_constants import BITONIC_THREADS
-from .common import OUTPUTS, ROWS, SELECT, Geometry, pow2_at_least
+from .common import OUTPUTS, ROWS, SELECT, Geometry, one_read_bytes, pow2_at_least
 
 ARGUMENTS = (*ROWS, *SELECT, "size", *OUTPUTS)
 
@@ -37,3 +37,8 @@ def scratch(rows: int, n: int, k: int, params: dict) -> tuple:
 
 def kernel_name(params: dict, cxx: str) -> str:
     return f"bitonic_topk<{cxx}>"
+
+
+def global_bytes(rows: int, n: int, k: int, key_bytes: int, index_bytes: int, params: dict) -> int:
+    """Global bytes of the launch (plan()'s Launch.global_bytes): the input once, the outputs."""
+    return one_read_bytes(rows, n, k, key_bytes, index_bytes)

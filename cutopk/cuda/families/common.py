@@ -3,6 +3,7 @@ parameter lists."""
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -61,3 +62,43 @@ def order_tile(length: int, key_bytes: int, device) -> int:
     two whose (key, 64-bit index) pairs fit shared memory, at most ``length`` rounded up to one."""
     tile = 1 << ((device.shared_bytes // (8 + key_bytes)).bit_length() - 1)
     return max(2, min(tile, pow2_at_least(length)))
+
+
+SECTOR = 32  # bytes: the unit in which global memory moves
+
+
+def sectors(nbytes: int) -> int:
+    """``nbytes`` of one array, rounded up to whole 32-byte sectors (arrays start sector-aligned)."""
+    return -(-nbytes // SECTOR) * SECTOR
+
+
+def one_read_bytes(rows: int, n: int, k: int, key_bytes: int, index_bytes: int) -> int:
+    """Global bytes of a launch that reads the input (rows x n) and writes the K values and
+    indices of each row: each sector once (a second pass over a row, and the winners' values
+    read back, hit sectors already counted)."""
+    return sectors(rows * n * key_bytes) + sectors(rows * k * key_bytes) + sectors(rows * k * index_bytes)
+
+
+def gathered(count: int, source_bytes: int) -> int:
+    """Bytes moved reading ``count`` elements at random places of an array of ``source_bytes``:
+    the expected number of distinct sectors among ``count`` drawn from the array's."""
+    total = sectors(source_bytes) // SECTOR
+    if not total:
+        return 0
+    return round(total * -math.expm1(-count / total)) * SECTOR
+
+
+def order_bytes(rows: int, length: int, key_bytes: int, merges: int, with_indices: bool = True) -> list:
+    """Global bytes of order_pairs' launches over ``rows`` rows of ``length`` pairs
+    (kernels/order.cu): order_tiles reads the keys (and their int64 indices) and writes the
+    pairs; each of the ``merges`` order_merge launches reads and writes the pairs."""
+    keys, indices = sectors(rows * length * key_bytes), sectors(rows * length * 8)
+    tiles = keys + (indices if with_indices else 0) + keys + indices
+    return [tiles] + [2 * (keys + indices)] * merges
+
+
+def gather_bytes(rows: int, k: int, n: int, value_bytes: int) -> int:
+    """Global bytes of gather_values: the K int64 indices of each row, the values at them
+    (scattered over the input), the values written."""
+    count = rows * k
+    return sectors(count * 8) + gathered(count, rows * n * value_bytes) + sectors(count * value_bytes)

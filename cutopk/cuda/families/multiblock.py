@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from ..kernel_constants import MULTIBLOCK_SAMPLES, MULTIBLOCK_STATE_BYTES, MULTIBLOCK_THREADS
-from .common import Geometry, Scratch, order_tile, pow2_at_least
+from .common import SECTOR, Geometry, Scratch, gathered, order_tile, pow2_at_least, sectors
 
 MAX_ROWS = 65535  # rows are gridDim.y: more rows are launched in chunks of rows
 # Scratch one chunk of rows may take (candidate buffers, winners): more rows than fit are
@@ -185,3 +185,86 @@ def steps(rows: int, key_bytes: int, params: dict, block: int) -> list:
     if params["order_shared"]:
         seq.append(Step("mb_order", True, (rows,), block, params["order_shared"]))
     return seq
+
+
+def global_bytes(
+    steps_: list, rows: int, n: int, k: int, key_bytes: int, index_bytes: int, params: dict
+) -> list:
+    """Global bytes of each launch of :func:`steps` (plan()'s ``Launch.global_bytes``), for
+    today's kernels: each 32-byte sector a launch touches counted once; the candidate buffer at
+    its expected size for keys spread over their range (n / 256 keys per row after the top digit,
+    a 256th of that after each further digit). One function, so that a new sequence of kernels
+    replaces it whole."""
+    per_row, cap = params["blocks_per_row"], params["cap"]
+    pair = key_bytes + 8  # a (key, int64 index) pair
+    state = sectors(rows * MULTIBLOCK_STATE_BYTES)
+    hist = sectors(rows * 256 * 8)
+    slice_hist = sectors(rows * per_row * 256 * 4)
+    slice_offset = sectors(rows * per_row * 8)
+    source = sectors(rows * n * key_bytes)  # the input
+    winners = sectors(rows * k * pair)
+    rank = params["sample_rank"]
+    parts = per_row * (MULTIBLOCK_THREADS // 32)  # warp parts of a row, each its staging segment
+    if rank is None:
+        # Moved to the candidate buffer: the top digit's bucket (n / 256 keys), whose remaining
+        # digits follow; keys above it become winners on the way.
+        moved, first_digit, staging = min(cap, -(-n // 256)), 2, 0
+    else:
+        # Restarted on the staged keys (about (rank + 1) * n / SAMPLES reach the threshold): all
+        # the digits over them, the input read once. The segment starts and counts per warp part,
+        # and the keys and offsets staged in each part's segment (a sector each, at least).
+        moved, first_digit = min(cap, (rank + 1) * -(-n // MULTIBLOCK_SAMPLES)), 1
+        staging = (
+            sectors(rows * (parts + 1) * 8)
+            + sectors(rows * parts * 8)
+            + 2 * SECTOR * rows * min(parts, moved)
+        )
+
+    def live(d: int) -> bool:
+        """Whether digit d still has work: its bucket's keys (moved / 256 per digit) reach one."""
+        return d == first_digit or moved / 256 ** (d - first_digit) >= 1
+
+    out = []
+    histograms = selects = 0
+    after_move = False
+    for s in steps_:
+        if s.kernel == "mb_init":
+            b = state + hist
+        elif s.kernel == "mb_sample":
+            b = (
+                state
+                + hist
+                + gathered(rows * MULTIBLOCK_SAMPLES, rows * n * key_bytes)
+                + sectors(rows * (parts + 1) * 8)
+            )
+        elif s.kernel == "mb_histogram":
+            histograms += 1
+            if not after_move:  # the top digit over the input (staging the keys that reach the threshold)
+                b = state + hist + slice_hist + source + staging
+            else:  # every slice's 256 counts are written whole, and the candidates read
+                d = histograms - 2 + first_digit
+                b = state + hist + slice_hist + sectors(rows * moved * key_bytes) if live(d) else state
+        elif s.kernel == "mb_select":
+            selects += 1
+            d = selects - 2 + first_digit
+            # The row's histogram, and each slice's count in the chosen bin (a sector each).
+            b = state + hist + slice_offset + rows * per_row * SECTOR if selects == 1 or live(d) else state
+            if selects == 1 and rank is not None:
+                b += sectors(rows * parts * 8)  # the staged counts
+        elif s.kernel == "mb_move":
+            after_move = True
+            if rank is None:
+                b = source + state + slice_offset + sectors(rows * moved * pair) + winners
+            else:  # the staged keys and offsets squeezed into the candidate buffer
+                b = staging + state + slice_offset + sectors(rows * moved * pair)
+        elif s.kernel == "mb_collect":
+            # The final bucket's candidates, a few sectors per slice; the winners among them.
+            b = state + slice_offset + rows * per_row * 4 * SECTOR
+        elif s.kernel == "mb_order":
+            # The winners' pairs, their values read where they lie, the outputs.
+            b = winners + gathered(rows * k, rows * n * key_bytes)
+            b += sectors(rows * k * key_bytes) + sectors(rows * k * index_bytes)
+        else:
+            raise ValueError(f"steps_: no traffic formula for the kernel {s.kernel!r}")
+        out.append(b)
+    return out

@@ -4,7 +4,7 @@ a candidate buffer in global memory (kernels/radix.cu)."""
 from __future__ import annotations
 
 from ..kernel_constants import RADIX_THREADS
-from .common import OUTPUTS, ROWS, SELECT, Geometry, Scratch, pow2_at_least
+from .common import OUTPUTS, ROWS, SELECT, Geometry, Scratch, one_read_bytes, pow2_at_least, sectors
 
 MAX_K = 1024
 MAX_N = 1 << 32  # a block counts a row in 32-bit shared counters
@@ -72,3 +72,15 @@ def scratch(rows: int, n: int, k: int, params: dict) -> tuple:
 
 def kernel_name(params: dict, cxx: str) -> str:
     return f"radix_topk<{cxx}>"
+
+
+def global_bytes(rows: int, n: int, k: int, key_bytes: int, index_bytes: int, params: dict) -> int:
+    """Global bytes of the launch: the input once, the outputs, and with a candidate buffer the
+    top digit's bucket written to it and read back (about n / 256 keys per row for keys spread
+    over their range; each sector once)."""
+    entries = rows * min(params.get("buffer", 0), -(-n // 256))
+    return (
+        one_read_bytes(rows, n, k, key_bytes, index_bytes)
+        + sectors(entries * key_bytes)
+        + sectors(entries * 4)
+    )

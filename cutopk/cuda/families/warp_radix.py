@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from ..kernel_constants import WARP_RADIX_MAX_K, WARP_RADIX_WARPS
-from .common import OUTPUTS, ROWS, SELECT, Geometry
+from .common import OUTPUTS, ROWS, SELECT, Geometry, one_read_bytes
 
 MAX_K = WARP_RADIX_MAX_K
 ARGUMENTS = (*ROWS, *SELECT, *OUTPUTS)
@@ -28,3 +28,8 @@ def scratch(rows: int, n: int, k: int, params: dict) -> tuple:
 
 def kernel_name(params: dict, cxx: str) -> str:
     return f"warp_radix_topk<{cxx}>"
+
+
+def global_bytes(rows: int, n: int, k: int, key_bytes: int, index_bytes: int, params: dict) -> int:
+    """Global bytes of the launch (plan()'s Launch.global_bytes): the input once, the outputs."""
+    return one_read_bytes(rows, n, k, key_bytes, index_bytes)

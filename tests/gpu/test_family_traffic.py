@@ -1,0 +1,111 @@
+"""``plan().global_bytes`` is what the kernels move: for every family (and the transpose and
+ordering steps), each launch's formula (cutopk/_gpu_families) within 10% of the global-memory
+sectors the simulator counts when the call runs, launch by launch and in total.
+
+The keys are spread over their whole range (uniform int32 bits), the case the formulas assume
+for their data-dependent parts (the candidate buffers). The simulator counts kernel launches
+only: array-library operations (copies, casts) are left out of both sides of the total."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import cutopk
+from cutopk import sim
+from cutopk.cuda.families import common, multiblock
+
+if not sim.is_available():
+    pytest.skip(f"CPU simulator unavailable: {sim.unavailable_reason()}", allow_module_level=True)
+if sim._module._env_flag("CUTOPK_SIM_ASAN"):
+    pytest.skip("traffic counting and AddressSanitizer builds exclude each other", allow_module_level=True)
+
+TOLERANCE = 0.10
+# A launch this small (bytes) may be off by a few sectors more: a row's scattered reads fall on
+# sectors shared or not as the data has it.
+SMALL = 4096
+
+# (shape, k, keyword arguments): every family, one chunk of rows.
+CASES = [
+    ((64, 100), 8, {"algorithm": "warp_row"}),
+    ((64, 300), 5, {"algorithm": "thread_row"}),
+    ((8, 3000), 20, {"algorithm": "warp_radix"}),
+    ((8, 2048), 100, {"algorithm": "bitonic"}),
+    ((4, 4000), 100, {"algorithm": "radix"}),  # no candidate buffer
+    ((4, 100_000), 100, {"algorithm": "radix"}),  # a candidate buffer in global memory
+    ((600, 50), 10, {"algorithm": "radix", "axis": 0}),  # the tiled transpose first
+    ((2, 20_000), 40, {"algorithm": "multiblock"}),  # winners ordered in shared memory
+    ((1, 40_000), 3000, {"algorithm": "multiblock"}),  # winners ordered in shared memory, k large
+    ((1, 60_000), 5000, {"algorithm": "multiblock"}),  # winners ordered by tiles and merges
+    ((3, 200), 7, {"algorithm": "sort"}),
+    ((2, 10_000), 7, {"algorithm": "sort"}),  # rows ordered by tiles and merges
+    ((3, 2000), 7, {"algorithm": "sort", "sorted": "index", "index_dtype": np.int32}),
+]
+
+
+def _spread(shape) -> np.ndarray:
+    return np.random.default_rng(7).integers(-(2**31), 2**31, size=shape, dtype=np.int64).astype(np.int32)
+
+
+def _kernel_launches(plan) -> list:
+    return [
+        (x.kernel, x.grid, x.global_bytes // x.count) for x in plan.launches if x.grid for _ in range(x.count)
+    ]
+
+
+@pytest.mark.parametrize(("shape", "k", "kw"), CASES, ids=lambda c: repr(c))
+def test_plan_global_bytes_match_the_simulators_count(shape, k, kw):
+    x = _spread(shape)
+    plan = cutopk.plan(x, k, backend="sim", **kw)
+    cutopk.top_k(x, k, backend="sim", **kw)  # compiled, placeholders made: the counted call is the plain one
+    with sim.counting_traffic() as records:
+        cutopk.top_k(x, k, backend="sim", **kw)
+    planned = _kernel_launches(plan)
+    assert [tuple(g for g in r.grid if g > 1) or (1,) for r in records] == [
+        tuple(g for g in grid if g > 1) or (1,) for _, grid, _ in planned
+    ]
+    counted = [32 * r.sectors for r in records]
+    for (kernel, _, expected), got in zip(planned, counted, strict=True):
+        slack = max(TOLERANCE * got, SMALL if got < 4 * SMALL else 0)
+        assert abs(expected - got) <= slack, (kernel, expected, got, planned, counted)
+    total = sum(b for _, _, b in planned)
+    assert abs(total - sum(counted)) <= TOLERANCE * sum(counted), (total, sum(counted), planned, counted)
+    assert plan.global_bytes >= total  # the library operations come on top
+
+
+def test_plan_prints_each_launchs_global_bytes():
+    text = str(cutopk.plan(np.zeros((64, 100), np.float32), 8, backend="sim"))
+    assert "[31744 B global]" in text and "global memory: 31744 bytes moved" in text
+    swapped = cutopk.plan(np.zeros((300, 40), ">f4"), 4, axis=0, backend="sim")
+    text = str(swapped)
+    assert "library: byte swap of the input [96000 B global]" in text  # read and written
+    assert "2 x library: outputs moved to axis 0 [3840 B global]" in text
+    assert swapped.global_bytes == sum(x.global_bytes for x in swapped.launches)
+
+
+def test_scattered_reads_count_the_sectors_they_expect_to_hit():
+    assert common.gathered(0, 1000) == 0 and common.gathered(5, 0) == 0
+    assert common.gathered(1, 1000) == 32  # one element, one sector
+    assert common.gathered(10**6, 1000) == common.sectors(1000)  # every sector, once
+
+
+def test_the_multiblock_formula_refuses_a_step_it_does_not_know():
+    plan = cutopk.plan(np.zeros((2, 5000), np.float32), 4, backend="sim", algorithm="multiblock")
+    step = multiblock.Step("mb_unknown", False, (1,), 256)
+    with pytest.raises(ValueError, match="no traffic formula for the kernel 'mb_unknown'"):
+        multiblock.global_bytes([step], 2, 5000, 4, 4, 8, plan.params)
+
+
+def test_the_sampled_threshold_path_moves_what_plan_says_in_total(monkeypatch):
+    # The staging path (rows over SAMPLE_MIN_ELEMENTS, lowered here): its per-part segments make
+    # single launches rougher (a sector per part, filled or not), the whole call within 10%.
+    monkeypatch.setattr(multiblock, "SAMPLE_MIN_ELEMENTS", 0)
+    x = _spread((2, 200_000))
+    plan = cutopk.plan(x, 100, backend="sim", algorithm="multiblock")
+    assert plan.params["sample_rank"] is not None
+    cutopk.top_k(x, 100, backend="sim", algorithm="multiblock")
+    with sim.counting_traffic() as records:
+        cutopk.top_k(x, 100, backend="sim", algorithm="multiblock")
+    total = sum(b for _, _, b in _kernel_launches(plan))
+    counted = 32 * sum(r.sectors for r in records)
+    assert abs(total - counted) <= TOLERANCE * counted, (total, counted)
