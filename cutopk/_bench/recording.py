@@ -15,6 +15,7 @@ import numpy as np
 from .._core import call as _call
 from ..cuda import launcher as _launcher
 from ..cuda import rows as _rows
+from ..cuda import workspace as _workspace
 
 
 class Recorder:
@@ -78,7 +79,8 @@ class _CountingNumpy:
 def recording_launches(count_allocations: bool = True):
     """The simulator target with recording kernels and (unless ``count_allocations`` is False,
     for timing without the counting's own cost) counted allocations; yields the
-    :class:`Recorder`. The plan cache and the module cache start empty and are left empty."""
+    :class:`Recorder`. The plan cache, the module cache and the workspaces start empty and are
+    left empty."""
     recorder = Recorder()
     xp = _CountingNumpy(recorder) if count_allocations else np
     with (
@@ -90,7 +92,9 @@ def recording_launches(count_allocations: bool = True):
         mock.patch.dict(_launcher._PLACEHOLDERS, clear=True),
     ):
         _call.CACHE.clear()
+        _workspace.release_workspace()
         try:
             yield recorder
         finally:
             _call.CACHE.clear()
+            _workspace.release_workspace()

@@ -108,7 +108,7 @@ def run(
     }  # fmt: skip
     # The scratch arrays, by name, from the family's table (the one plan() sums).
     table = _family.scratch(rows, n, k, plan.params)
-    v.update(_common.allocate(xp, [e for e in table if not e.name.startswith("order_")], info.key_dtype))
+    v.update(_common.allocate(xp, table, info.key_dtype))
     v["win_key"], v["win_idx"] = v["win_key"].reshape(rows, k), v["win_idx"].reshape(rows, k)
     # A sampled threshold (long inputs): pass 1 stages the keys that reach it, each warp part of
     # a slice into its own segment (mb_sample sizes them within stage_total entries per row).
@@ -122,23 +122,6 @@ def run(
         v["rank"], v["room"], v["per_hit"] = rank, seg // warps, -(-n // _dispatch.MULTIBLOCK_SAMPLES)
     v["out_vals"], v["out_idx"] = values, indices
     # The launches by the family's steps (the list plan() reports), each with the arguments its
-    # kernel declares.
-    for step in _family.steps(rows, info.itemsize, plan.params, threads):
-        fn = mod.get_function(f"{step.kernel}<{cxx}>" if step.templated else step.kernel)
-        args = KERNELS[step.kernel].pack(v)
-        if step.shared_bytes:
-            _rows.launch(fn, step.grid, (step.block,), args, step.shared_bytes, target)
-        else:
-            fn(step.grid, (step.block,), args)
-    if plan.params["order_shared"]:
-        return
-    # Too many winners for shared memory: tiles sorted in shared memory, merged in global memory.
-    tile = plan.params["order_tile"]
-    indices[...] = _rows.order_pairs(mod, cxx, v["win_key"], v["win_idx"], v["by_index"], tile, target)[1]
-    gather = _rows.GATHER_VALUES
-    v["idx"], v["out"] = indices, values
-    total = rows * k
-    threads = _dispatch.KEYS_THREADS
-    mod.get_function(f"{gather.kernel}<{cxx}>")(
-        (max(1, min(-(-total // threads), 4096)),), (threads,), gather.pack(v)
-    )
+    # kernel declares; without order_shared, the ordering of the winners and the gather follow.
+    seq = _rows.multiblock_steps(rows, k, info.itemsize, plan.params, threads, v["by_index"])
+    _rows.run_steps(xp, mod, cxx, seq, v, KERNELS, target)
