@@ -282,6 +282,9 @@ class GpuCall:
         # The scratch one call takes from the stream's workspace (what plan() reports).
         self.workspace_bytes = self.runner.program.nbytes if self.runner is not None else 0
         self.rows_k = (self.rows, req.k)
+        # The input as it lies, into outputs that need no moving: run()'s short path.
+        self.direct = self.launches and self.last_axis and self.native is self.dtype
+        self.reshape_out = self.out_shape != self.rows_k
         # The kernels read whole elements: a misaligned input (a view some bytes into a buffer)
         # faults on a GPU. The strides are checked here, the data pointer at every run().
         # (A non-native input is read through run()'s byte-swapped copy, aligned: no check.)
@@ -305,6 +308,16 @@ class GpuCall:
         xp, req = self.xp, self.req
         if self.check_alignment and not _aligned(a, self.aligned_strides):
             return self._run_aligned(a, out, extents)
+        if self.direct and out is None:  # the common case, in as few steps as it takes
+            values, indices = xp.empty(self.rows_k, self.native), xp.empty(self.rows_k, req.index_dtype)
+            try:
+                self.runner.direct(xp, a, values, indices, extents)
+            except Exception as exc:
+                self._raise_memory_error(exc)
+                raise
+            if self.reshape_out:
+                return values.reshape(self.out_shape), indices.reshape(self.out_shape)
+            return values, indices
         native = self.native is self.dtype
         if not native:
             a = a.astype(self.native, order="C")  # the layout __init__ planned on

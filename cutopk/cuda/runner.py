@@ -82,8 +82,9 @@ def _kernel_of(step) -> tuple[str, str]:
 class Program:
     """A call's steps and scratch, as data: ``table`` (the scratch, one workspace buffer),
     ``before`` and ``after`` (the steps around the family's), ``family`` (the family's steps;
-    multiblock's come from its module per chunk), the scalars every step may take by name, and
-    which value each of ``in``/``out_vals``/``out_idx`` is (a per-call array or a scratch view)."""
+    multiblock's per chunk of rows, see :attr:`chunks`), the scalars every step may take by name,
+    and which value each of ``in``/``out_vals``/``out_idx`` is (a per-call array or a scratch
+    view). ``nbytes``: the workspace bytes of one call."""
 
     def __init__(self, call):
         p, req, info = call.plan, call.req, call.info
@@ -122,7 +123,8 @@ class Program:
             "buf_cap": p.params.get("buffer", 0), "index_bytes": req.index_dtype.itemsize,
             "rows_kind": call.rows_kind,
         }  # fmt: skip
-        self.multiblock = p.algorithm == "multiblock"
+        self.chunks: list = []  # multiblock: (start, stop, chunk Program) per chunk of rows
+        self.family: list = []
         if p.algorithm in ARGUMENTS:
             self.family = [single_step(call)]
             self.table += FAMILY_MODULES[p.algorithm].scratch(rows, n, k, p.params)
@@ -130,11 +132,8 @@ class Program:
             by_index = req.order == "index"
             self.table += _sort.scratch(rows, n, k, p.params, by_index)
             self.family = _sort.steps(rows, n, k, info.itemsize, p.params, p.grid, by_index)
-        elif self.multiblock:
-            # Its sequence (cutopk/cuda/multiblock.py) takes the int64 indices and its scratch
-            # from the tail of this call's buffer, per chunk of rows.
-            chunk = p.params["rows_per_chunk"]
-            self.family = []
+        elif p.algorithm == "multiblock":
+            # The sequence takes int64 indices: narrower ones are converted at the end.
             if req.index_dtype.itemsize != 8:
                 self.table.append(_common.Scratch("idx64", "int64", rows * k))
                 self.shapes["idx64"] = (rows, k)
@@ -144,73 +143,64 @@ class Program:
                         copy=(self.alias["out_idx"], "idx64", rows, k, k),
                     )
                 )  # fmt: skip
-            table = FAMILY_MODULES["multiblock"].scratch(chunk, n, k, p.params)
-            self.tail = _common.scratch_bytes(table, info.itemsize)
         else:  # pragma: no cover - the registry and this runner disagree
             raise RuntimeError(f"no launch steps for algorithm {p.algorithm!r}")
         self.head = _common.scratch_bytes(self.table, info.itemsize)
-        self.nbytes = self.head + (self.tail if self.multiblock else 0)
+        self.nbytes = self.head
+        if p.algorithm == "multiblock":
+            chunk = p.params["rows_per_chunk"]
+            sizes = {}
+            for start in range(0, rows, chunk):
+                stop = min(rows, start + chunk)
+                if stop - start not in sizes:
+                    sizes[stop - start] = _ChunkProgram(call, stop - start, self.scalars, self.head)
+                self.chunks.append((start, stop, sizes[stop - start]))
+            self.nbytes = self.head + max(c.nbytes for c in sizes.values())
 
     def steps(self) -> list:
         return [*self.before, *self.family, *self.after]
 
 
-class _Carver:
-    """The array module for multiblock's sequence, whose ``empty`` carves from a region of the
-    call's workspace buffer (its scratch table, one chunk of rows at a time); the rest is ``xp``."""
+class _ChunkProgram:
+    """Multiblock's sequence over one chunk of ``rows`` rows: its steps
+    (:func:`cutopk.cuda.rows.multiblock_steps`), its scratch table (carved after the call's own,
+    from ``offset``), its scalars (:func:`cutopk.cuda.multiblock.values`)."""
 
-    def __init__(self, xp, region):
-        self._xp, self._region, self._at = xp, region, 0
+    def __init__(self, call, rows: int, scalars: dict, offset: int):
+        from . import multiblock as _multiblock_run
 
-    def empty(self, shape, dtype=float, order="C"):
-        dtype = np.dtype(dtype)
-        shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
-        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-        start, self._at = self._at, self._at + -(-nbytes // _common.ALIGN) * _common.ALIGN
-        if self._at > self._region.nbytes:
-            raise RuntimeError(
-                f"multiblock asked for {self._at} bytes of scratch, its table planned {self._region.nbytes}"
-            )
-        return self._region[start : start + nbytes].view(dtype).reshape(shape)
+        p, req, info = call.plan, call.req, call.info
+        self.table = list(FAMILY_MODULES["multiblock"].scratch(rows, req.n, req.k, p.params))
+        self.family = _rows.multiblock_steps(
+            rows, req.k, info.itemsize, p.params, p.block, req.order != "value"
+        )
+        self.before, self.after, self.chunks = [], [], []
+        self.shapes: dict = {}
+        self.alias = {"in": "input", "out_vals": "out_vals", "out_idx": "out_idx"}
+        self.scalars = {**scalars, **_multiblock_run.values(p, info, req, rows)}
+        self.descriptors = _multiblock_run.KERNELS
+        self.offset = offset
+        self.nbytes = _common.scratch_bytes(self.table, info.itemsize)
 
-    def __getattr__(self, name):
-        return getattr(self._xp, name)
 
+class _Sequence:
+    """Steps resolved once: each launch's function (opted in to its shared memory), geometry and
+    argument list (scalars typed, constants in place, slots for the per-call arrays and for the
+    scratch views), each copy's arrays; :meth:`run` launches them for one call."""
 
-class Prepared:
-    """A call signature's launches, resolved once; ``run(xp, input, values, indices, extents)``
-    launches them for one call."""
-
-    def __init__(self, call, placeholder):
-        self.call = call
-        self.program = prog = Program(call)
-        self.target, self.device = call.target, call.device
-        info = call.info
-        self.key_dtype, self.value_dtype = info.key_dtype, call.native
-        self.scratch_names = {e.name for e in prog.table}
-        self.launches = []  # (fn, grid, block, shared, template, per-call slots, scratch slots)
-        self.copies = []  # (position in the sequence, dst, src, rows, src_len, dst_len)
-        self.ops = []  # ("launch", index) or ("copy", index) or ("multiblock", None), in order
-        constants = {
-            "placeholder_int64": placeholder(call.target, np.int64),
-        }
-        regular = call.rows_kind == ROWS_REGULAR
-        if regular:  # a regular batch never reads `extents`
-            constants["extents"] = placeholder(call.target, np.int64)
-        no_buffer = not any(e.name == "buf_key" for e in prog.table)
-        if no_buffer:  # radix without a candidate buffer: placeholders it never dereferences
-            constants["buf_key"] = placeholder(call.target, info.key_dtype)
-            constants["buf_idx"] = placeholder(call.target, np.uint32)
+    def __init__(self, call, program, constants: dict, steps: list):
+        self.program = program
+        self.key_dtype, self.value_dtype = call.info.key_dtype, call.native
+        self.offset = getattr(program, "offset", 0)
+        self.scratch_names = {e.name for e in program.table}
         self.constants = constants
-        steps = [*prog.before, *prog.family]
+        self.descriptors = getattr(program, "descriptors", {})
+        self.launches = []  # (fn, grid, block, shared, template, per-call slots, scratch slots)
+        self.copies = []  # (dst, src, shape)
+        self.ops = []  # (is a launch, index)
         for step in steps:
             self._add(step, call)
-        if prog.multiblock:
-            self.ops.append(("multiblock", None))
-        for step in prog.after:
-            self._add(step, call)
-        self._carved = (None, None)  # (buffer, (scratch views, filled launch templates))
-        self.single = len(self.ops) == 1 and self.ops[0][0] == "launch"
+        self._carved = (_UNSET, None)  # (buffer, (scratch views, launches with their views))
 
     def _resolve(self, name: str):
         """Where a value comes from: ("call", index), ("scratch", name) or ("const", value)."""
@@ -226,22 +216,23 @@ class Prepared:
     def _add(self, step, call) -> None:
         if not step.kernel:  # an array-library copy
             dst, src, *shape = step.copy
-            self.ops.append(("copy", len(self.copies)))
+            self.ops.append((False, len(self.copies)))
             self.copies.append((self._resolve(dst), self._resolve(src), tuple(shape)))
             return
         key, name = _kernel_of(step)
         if "<" not in name and step.templated:
             name = f"{name}<{call.info.cxx}>"
-        desc = DESCRIPTORS[key]
-        given = dict(step.args)
+        desc = self.descriptors.get(key) or DESCRIPTORS[key]
+        given = dict(getattr(step, "args", ()))
+        scalars = self.program.scalars
         template, at_call, at_scratch = [], [], []
         for i, param in enumerate(desc.names):
             source = given.get(param, param)
             if not isinstance(source, str):
                 template.append(desc.scalars[param](source))
                 continue
-            if source in self.program.scalars and source not in self.program.alias:
-                template.append(desc.scalars[param](self.program.scalars[source]))
+            if source in scalars and source not in self.program.alias:
+                template.append(desc.scalars[param](scalars[source]))
                 continue
             try:
                 kind, where = self._resolve(source)
@@ -254,140 +245,190 @@ class Prepared:
                 at_scratch.append((i, where))
         fn = call.module.get_function(name)
         _rows.opt_in(fn, step.shared_bytes, call.target)
-        grid = step.grid
-        self.ops.append(("launch", len(self.launches)))
+        self.ops.append((True, len(self.launches)))
         self.launches.append(
-            (fn, grid, (step.block,), step.shared_bytes, template, tuple(at_call), tuple(at_scratch))
+            (fn, step.grid, (step.block,), step.shared_bytes, template, tuple(at_call), tuple(at_scratch))
         )
 
-    def _views(self, xp):
-        """The scratch views and the launch templates filled with them, for the workspace buffer
-        of the current stream (carved again only when that buffer changed)."""
-        buffer = _workspace.take(xp, self.target, self.device, self.program.nbytes)
+    def carved(self, buffer):
+        """The scratch views and the launches filled with them, for ``buffer`` (carved again only
+        when the workspace's buffer changed)."""
         cached_buffer, carved = self._carved
         if cached_buffer is buffer:
             return carved
-        views = _common.carve(buffer, self.program.table, self.key_dtype, self.value_dtype)
-        for name, shape in self.program.shapes.items():
-            views[name] = views[name].reshape(shape)
+        views = {}
+        if buffer is not None:
+            region = buffer[self.offset :] if self.offset else buffer
+            views = _common.carve(region, self.program.table, self.key_dtype, self.value_dtype)
+            for name, shape in self.program.shapes.items():
+                views[name] = views[name].reshape(shape)
         filled = []
         for fn, grid, block, shared, template, at_call, at_scratch in self.launches:
             args = list(template)
             for i, name in at_scratch:
                 args[i] = views[name]
             filled.append((fn, grid, block, shared, args, at_call))
-        tail = buffer[self.program.head : self.program.nbytes] if self.program.multiblock else None
-        carved = (views, filled, tail)
+        carved = (views, filled)
         self._carved = (buffer, carved)  # one assignment: a thread reads either pair, never half
         return carved
 
-    def run(self, xp, a, values, indices, extents=None) -> None:
-        """The steps for one call: ``a`` the input with its rows' axis last, ``values`` and
-        ``indices`` the (rows, k) outputs (or None where they are staged in the scratch). Returns
-        the scratch views (the staged outputs among them)."""
-        per_call = (a, extents, values, indices)
-        if self.program.nbytes:
-            views, filled, tail = self._views(xp)
-        else:
-            views, filled, tail = _NO_VIEWS, self._filled_without_scratch(), None
-        for kind, index in self.ops:
-            if kind == "launch":
+    def run(self, xp, per_call, buffer, between=None) -> dict:
+        """The steps for one call (``per_call``: the arrays of :data:`PER_CALL`); ``between``:
+        called where multiblock's chunks go (after the steps before the family's)."""
+        views, filled = self.carved(buffer)
+        for is_launch, index in self.ops:
+            if is_launch:
                 fn, grid, block, shared, args, at_call = filled[index]
                 if at_call:
                     args = args.copy()
                     for i, j in at_call:
                         args[i] = per_call[j]
                 fn(grid, block, tuple(args), shared_mem=shared)
-            elif kind == "copy":
-                self._copy(xp, self.copies[index], per_call, views)
+            elif index is None:
+                between(views)
             else:
-                self._multiblock(xp, per_call, views, tail)
+                self._copy(xp, self.copies[index], per_call, views)
         return views
 
-    def _filled_without_scratch(self):
-        filled = getattr(self, "_filled", None)
-        if filled is None:
-            filled = self._filled = [
-                (fn, grid, block, shared, list(template), at_call)
-                for fn, grid, block, shared, template, at_call, _ in self.launches
-            ]
-        return filled
-
-    @staticmethod
-    def _value(source, per_call, views):
-        kind, where = source
+    def value(self, name, per_call, views):
+        kind, where = self._resolve(name)
         if kind == "call":
             return per_call[where]
         if kind == "scratch":
             return views[where]
         return where
 
-    def _copy(self, xp, copy, per_call, views) -> None:
+    @staticmethod
+    def _copy(xp, copy, per_call, views) -> None:
         dst, src, shape = copy
-        dst, src = self._value(dst, per_call, views), self._value(src, per_call, views)
+        dst, src = (per_call[w] if k == "call" else views[w] if k == "scratch" else w for k, w in (dst, src))
         if not shape:  # the input, in its own layout, into a row-major copy
             xp.copyto(dst.reshape(src.shape), src, casting="unsafe")
             return
         rows, src_len, dst_len = shape
         xp.copyto(dst.reshape(rows, dst_len), src.reshape(rows, src_len)[:, :dst_len], casting="unsafe")
 
-    def _multiblock(self, xp, per_call, views, tail) -> None:
-        """Multiblock's sequence (cutopk/cuda/multiblock.py) over chunks of rows, its scratch
-        carved from ``tail``; int64 indices into the outputs (or the ``idx64`` scratch)."""
-        from . import multiblock as _multiblock_run
 
-        call, req = self.call, self.call.req
-        p, rows = call.plan, call.rows
-        base = self._value(self._resolve("in"), per_call, views)
-        values = self._value(self._resolve("out_vals"), per_call, views)
-        indices = self._value(self._resolve("out_idx"), per_call, views)
-        if req.index_dtype.itemsize == 8:
-            indices = indices.view(np.int64)
-        else:
-            indices = views["idx64"]
-        extents = self._value(self._resolve("extents"), per_call, views)
-        rows_kind = np.int32(call.rows_kind)
-        row_stride, col_stride = self.program.scalars["row_stride"], self.program.scalars["col_stride"]
-        chunk = p.params["rows_per_chunk"]
-        info, mod = call.info, call.module
-        if chunk >= rows:
-            _multiblock_run.run(
-                _Carver(xp, tail), mod, info, p, base, rows, req, row_stride, col_stride, values,
-                indices, (extents, rows_kind),
-            )  # fmt: skip
+class Prepared:
+    """A call signature's launches, resolved once; :meth:`run` launches them for one call."""
+
+    def __init__(self, call, placeholder):
+        self.call = call
+        self.program = prog = Program(call)
+        self.target, self.device = call.target, call.device
+        info = call.info
+        constants = {}
+        if call.rows_kind == ROWS_REGULAR:  # a regular batch never reads `extents`
+            constants["extents"] = placeholder(call.target, np.int64)
+        if not any(e.name == "buf_key" for e in prog.table):  # radix without a candidate buffer
+            constants["buf_key"] = placeholder(call.target, info.key_dtype)
+            constants["buf_idx"] = placeholder(call.target, np.uint32)
+        self.sequence = _Sequence(call, prog, constants, [*prog.before, *prog.family])
+        if prog.chunks:
+            self.sequence.ops.append((False, None))  # where the chunks run
+        for step in prog.after:
+            self.sequence._add(step, call)
+        self.chunks = []
+        sequences = {}
+        for start, stop, chunk in prog.chunks:
+            if id(chunk) not in sequences:
+                sequences[id(chunk)] = _Sequence(call, chunk, constants, chunk.family)
+            self.chunks.append((start, stop, sequences[id(chunk)]))
+        # One launch without scratch (most single-launch families): :meth:`direct` slots the
+        # arrays straight into its argument list.
+        self.single = None
+        self.direct = self.run
+        if len(self.sequence.ops) == 1 and self.sequence.ops[0][0] and not prog.nbytes:
+            fn, grid, block, shared, template, at_call, _ = self.sequence.launches[0]
+            slots = {j: i for i, j in at_call}
+            self.single = (
+                fn,
+                grid,
+                block,
+                shared,
+                template,
+                slots.get(0),
+                slots.get(1),
+                slots.get(2),
+                slots.get(3),
+            )
+            self.direct = self._direct_single
+
+    def _direct_single(self, xp, a, values, indices, extents=None) -> dict:
+        fn, grid, block, shared, template, at_input, at_extents, at_values, at_indices = self.single
+        args = template.copy()
+        args[at_input], args[at_values], args[at_indices] = a, values, indices
+        if at_extents is not None:
+            args[at_extents] = extents
+        fn(grid, block, tuple(args), shared_mem=shared)
+        return _NO_VIEWS
+
+    def run(self, xp, a, values, indices, extents=None) -> dict:
+        """The steps for one call: ``a`` the input with its rows' axis last, ``values`` and
+        ``indices`` the (rows, k) outputs (None where they are staged in the scratch). Returns
+        the scratch views (the staged outputs among them)."""
+        nbytes = self.program.nbytes
+        buffer = _workspace.take(xp, self.target, self.device, nbytes) if nbytes else None
+        per_call = (a, extents, values, indices)
+        if not self.chunks:
+            return self.sequence.run(xp, per_call, buffer)
+        return self.sequence.run(
+            xp, per_call, buffer, lambda views: self._multiblock(xp, per_call, views, buffer)
+        )
+
+    def _multiblock(self, xp, per_call, views, buffer) -> None:
+        """Multiblock's prepared sequence per chunk of rows, on views of the input, its extents
+        and the outputs (int64 indices: the output's own, or the ``idx64`` scratch)."""
+        seq, call = self.sequence, self.call
+        rows, n = call.rows, call.req.n
+        base = seq.value("in", per_call, views)
+        values = seq.value("out_vals", per_call, views)
+        indices = views["idx64"] if "idx64" in views else seq.value("out_idx", per_call, views).view(np.int64)
+        extents = seq.value("extents", per_call, views)
+        if len(self.chunks) == 1:
+            self.chunks[0][2].run(xp, (base, extents, values, indices), buffer)
             return
         segments = call.rows_kind == ROWS_SEGMENTS
+        regular = call.rows_kind == ROWS_REGULAR
         if not segments:
             # The rows collapse to one stride (or the input was copied): a 2-D view of the same
             # memory, whose row slices start at the chunk's first row.
+            row_stride, col_stride = self.program.scalars["row_stride"], self.program.scalars["col_stride"]
             itemsize = base.dtype.itemsize
             as_rows = xp.lib.stride_tricks.as_strided(
-                base, shape=(rows, req.n), strides=(row_stride * itemsize, col_stride * itemsize)
+                base, shape=(rows, n), strides=(row_stride * itemsize, col_stride * itemsize)
             )
-        regular = call.rows_kind == ROWS_REGULAR
-        for start in range(0, rows, chunk):
-            stop = min(rows, start + chunk)
+        for start, stop, chunk in self.chunks:
             # CSR segments start at their offsets from the data's first element: a chunk of
             # them keeps the base and takes extents[start:stop + 1].
             part = base if segments else as_rows[start:stop]
             part_extents = extents if regular else extents[start : stop + 1 if segments else stop]
-            _multiblock_run.run(
-                _Carver(xp, tail), mod, info, p, part, stop - start, req, row_stride, col_stride,
-                values[start:stop], indices[start:stop], (part_extents, rows_kind),
-            )  # fmt: skip
+            chunk.run(xp, (part, part_extents, values[start:stop], indices[start:stop]), buffer)
 
     def listing(self) -> list:
         """The launches as plan() lists them: every step, multiblock's per chunk of rows."""
-        call = self.call
-        cxx = call.info.cxx
+        from .._request.plan import Launch
+
+        cxx = self.call.info.cxx
         out = [_launch_of(step, cxx) for step in [*self.program.before, *self.program.family]]
-        if self.program.multiblock:
-            out += _multiblock_launches(call)
+        counts: dict = {}
+        for _, _, chunk in self.program.chunks:
+            counts[id(chunk)] = counts.get(id(chunk), 0) + 1
+        seen = set()
+        for _, _, chunk in self.program.chunks:
+            if id(chunk) in seen:
+                continue
+            seen.add(id(chunk))
+            out += [
+                Launch(x.kernel, x.grid, x.block, x.shared_bytes, x.count * counts[id(chunk)])
+                for x in (_launch_of(step, cxx) for step in chunk.family)
+            ]
         out += [_launch_of(step, cxx) for step in self.program.after]
         return out
 
 
 _NO_VIEWS: dict = {}
+_UNSET = object()
 
 
 def _launch_of(step, cxx: str):
@@ -399,21 +440,6 @@ def _launch_of(step, cxx: str):
     if "<" not in name and step.templated:
         name = f"{name}<{cxx}>"
     return Launch(name, step.grid, step.block, step.shared_bytes)
-
-
-def _multiblock_launches(call) -> list:
-    """The sequence's steps (those :func:`cutopk.cuda.multiblock.run` launches), per chunk of rows."""
-    from .._request.plan import Launch
-
-    p, req = call.plan, call.req
-    chunk = p.params["rows_per_chunk"]
-    chunks = -(-call.rows // chunk)
-    by_index = req.order != "value"
-    steps = _rows.multiblock_steps(chunk, req.k, call.info.itemsize, p.params, p.block, by_index)
-    seq = [_launch_of(s, call.info.cxx) for s in steps]
-    if chunks > 1:
-        seq = [Launch(x.kernel, x.grid, x.block, x.shared_bytes, x.count * chunks) for x in seq]
-    return seq
 
 
 __all__ = ["ARGUMENTS", "DESCRIPTORS", "PER_CALL", "SCALAR_TYPES", "Prepared", "Program"]
