@@ -285,6 +285,13 @@ class GpuCall:
         # The input as it lies, into outputs that need no moving: run()'s short path.
         self.direct = self.launches and self.last_axis and self.native is self.dtype
         self.reshape_out = self.out_shape != self.rows_k
+        # An outer axis: the input's axes with the rows' last, and the outputs' axes put back.
+        ndim = len(shape)
+        self.rows_last = (*(i for i in range(ndim) if i != req.axis), req.axis)
+        back = list(range(ndim - 1))
+        back.insert(req.axis, ndim - 1)
+        self.axis_back = tuple(back)
+        self._moved = (None, None, None)
         # The kernels read whole elements: a misaligned input (a view some bytes into a buffer)
         # faults on a GPU. The strides are checked here, the data pointer at every run().
         # (A non-native input is read through run()'s byte-swapped copy, aligned: no check.)
@@ -323,17 +330,22 @@ class GpuCall:
             a = a.astype(self.native, order="C")  # the layout __init__ planned on
         if not self.last_axis and self.launches:  # the kernels write into the scratch
             try:
-                views = self.runner.run(xp, xp.moveaxis(a, req.axis, -1), None, None, extents)
+                views = self.runner.run(xp, a.transpose(self.rows_last), None, None, extents)
             except Exception as exc:
                 self._raise_memory_error(exc)
                 raise
-            results = []
-            for i, (name, dtype) in enumerate((("stage_vals", self.dtype), ("stage_idx", req.index_dtype))):
-                moved = xp.moveaxis(views[name].reshape(self.out_shape), -1, req.axis)
-                dst = out[i] if out is not None else xp.empty(self.result_shape, dtype)
-                xp.copyto(dst, moved)
-                results.append(dst)
-            return out if out is not None else tuple(results)
+            moved = self._moved
+            if moved[0] is not views:  # the staged outputs as views in the result's axis order
+                moved = self._moved = (
+                    views,
+                    views["stage_vals"].reshape(self.out_shape).transpose(self.axis_back),
+                    views["stage_idx"].reshape(self.out_shape).transpose(self.axis_back),
+                )
+            if out is None:
+                out = (xp.empty(self.result_shape, self.dtype), xp.empty(self.result_shape, req.index_dtype))
+            xp.copyto(out[0], moved[1])
+            xp.copyto(out[1], moved[2])
+            return out
         if out is not None and native and self.last_axis:  # the kernels write into `out`
             values, indices = out[0].reshape(self.rows_k), out[1].reshape(self.rows_k)
         else:

@@ -1,13 +1,11 @@
 """Launch helpers shared by the launches: shared memory beyond 48 KB (:func:`opt_in`), the
-descriptors of the ordering, transposing and sort kernels, and the ordering and transpose as
-stand-alone helpers (:func:`order_pairs`, :func:`transpose_rows`: for multiblock's long K and the
-tests; a call's own steps are the family modules', run by cutopk/cuda/runner.py). Shared by the
-CUDA and simulator targets, like ``launcher``.
+descriptors of the ordering, transposing and sort kernels, multiblock's steps with the ordering
+of long K (:func:`multiblock_steps`) and a plain loop over steps (:func:`run_steps`, for
+cutopk/cuda/multiblock.py's ``run``; a call's steps are prepared and run by cutopk/cuda/runner.py).
+Shared by the CUDA and simulator targets, like ``launcher``.
 """
 
 from __future__ import annotations
-
-from typing import NamedTuple
 
 import numpy as np
 
@@ -19,7 +17,7 @@ from .families import order as _order
 from .families import sort as _sort
 from .families import transpose as _transpose
 from .families.common import Step
-from .kernel_constants import KEYS_THREADS, ORDER_MERGE_THREADS, TRANSPOSE_THREADS
+from .kernel_constants import KEYS_THREADS
 
 MAX_BLOCKS = _order.MAX_BLOCKS
 
@@ -58,83 +56,6 @@ def opt_in(fn, shared_bytes: int, target: str) -> None:
                 f"a launch asks for {shared_bytes} bytes of shared memory, the device allows {limit}"
             )
         fn.max_dynamic_shared_size_bytes = limit
-
-
-def order_pairs(mod, cxx: str, keys, idx, by_index: bool, tile: int, target: str):
-    """``(keys, idx)`` of ``rows`` rows sorted within each row by the selection order (larger key,
-    then lower index) or, with ``by_index``, by index: tiles sorted in shared memory
-    (``order_tiles``), then merged pairwise in global memory (``order_merge``), no library sort.
-
-    ``keys``: a C-contiguous (rows, length) array of keys; ``idx``: a C-contiguous (rows, length)
-    int64 array of distinct indices, or None for index = position. Returns new arrays.
-    """
-    xp = np if isinstance(keys, np.ndarray) else _cupy()
-    rows, length = keys.shape
-    tiles, merges = order_launches(rows, length, tile, keys.itemsize)
-    tile = tiles.tile
-    v = {
-        "src_key": keys,
-        "src_idx": idx if idx is not None else xp.empty(1, np.int64),
-        "with_idx": idx is not None,
-        "rows": rows,
-        "len": length,
-        "tile": tile,
-        "by_index": by_index,
-    }
-    bufs = [(xp.empty_like(keys), xp.empty((rows, length), np.int64)) for _ in range(2)]
-    v["dst_key"], v["dst_idx"] = bufs[0]
-    fn = mod.get_function(f"{ORDER_TILES.kernel}<{cxx}>")
-    launch(fn, tiles.grid, tiles.block, ORDER_TILES.pack(v), tiles.shared_bytes, target)
-    merge = mod.get_function(f"{ORDER_MERGE.kernel}<{cxx}>")
-    for width in merges.widths:
-        (v["src_key"], v["src_idx"]), (v["dst_key"], v["dst_idx"]) = bufs
-        v["width"] = width
-        merge(merges.grid, merges.block, ORDER_MERGE.pack(v))
-        bufs.reverse()
-    return bufs[0]
-
-
-class _Tiles(NamedTuple):
-    tile: int
-    grid: tuple[int]
-    block: tuple[int]
-    shared_bytes: int
-
-
-class _Merges(NamedTuple):
-    grid: tuple[int]
-    block: tuple[int]
-    widths: tuple[int, ...]
-
-
-def order_launches(rows: int, length: int, tile: int, key_bytes: int) -> tuple[_Tiles, _Merges]:
-    """The launches of :func:`order_pairs` for ``rows`` rows of ``length`` pairs: one of
-    ``order_tiles``, then one ``order_merge`` per width (``families.order.geometry``)."""
-    tile, grid, threads, shared, merge_grid, widths = _order.geometry(rows, length, tile, key_bytes)
-    return _Tiles(tile, grid, (threads,), shared), _Merges(merge_grid, (ORDER_MERGE_THREADS,), widths)
-
-
-def transpose_rows(mod, cxx: str, moved, strides: tuple[int, int]):
-    """Rows along an outer axis of ``moved`` (the row axis last; element strides ``strides``,
-    row stride 1) copied to a new row-major (rows, n) array by ``transpose_rows``: 32 x 32 tiles
-    through shared memory, so that both the reads (adjacent rows) and the writes (adjacent
-    columns) are coalesced, unlike an elementwise copy."""
-    xp = np if isinstance(moved, np.ndarray) else _cupy()
-    n = moved.shape[-1]
-    rows = moved.size // n
-    out = xp.empty((rows, n), dtype=moved.dtype)
-    tiles = -(-rows // 32) * -(-n // 32)
-    v = {"in": moved, "rows": rows, "n": n, "row_stride": strides[0], "col_stride": strides[1], "out": out}
-    threads = TRANSPOSE_THREADS
-    fn = mod.get_function(f"{TRANSPOSE_ROWS.kernel}<{cxx}>")
-    fn((max(1, min(tiles, MAX_BLOCKS)),), (threads,), TRANSPOSE_ROWS.pack(v))
-    return out
-
-
-def _cupy():
-    import cupy
-
-    return cupy
 
 
 # The descriptors of the kernels these steps launch besides a family's own (by kernel name).

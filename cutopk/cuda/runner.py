@@ -94,6 +94,7 @@ class Program:
         self.after: list = []
         self.shapes: dict[str, tuple] = {}
         self.alias = {"in": "input", "out_vals": "out_vals", "out_idx": "out_idx"}
+        self.input_shape = (*call.out_shape[:-1], n)  # the input with its rows' axis last
         row_stride, col_stride = call.strides if call.strides is not None else (n, 1)
         if p.transpose:  # rows along an outer axis: a tiled transpose to row-major
             self.table += _transpose.scratch(rows, n)
@@ -129,18 +130,20 @@ class Program:
             self.family = [single_step(call)]
             self.table += FAMILY_MODULES[p.algorithm].scratch(rows, n, k, p.params)
         elif p.algorithm == "sort":
-            by_index = req.order == "index"
-            self.table += _sort.scratch(rows, n, k, p.params, by_index)
-            self.family = _sort.steps(rows, n, k, info.itemsize, p.params, p.grid, by_index)
+            by_index, int64 = req.order == "index", req.index_dtype == np.int64
+            self.table += _sort.scratch(rows, n, k, p.params, by_index, int64)
+            self.family = _sort.steps(rows, n, k, info.itemsize, p.params, p.grid, by_index, int64)
         elif p.algorithm == "multiblock":
-            # The sequence takes int64 indices: narrower ones are converted at the end.
-            if req.index_dtype.itemsize != 8:
+            # The sequence takes int64 indices: others are converted at the end.
+            if req.index_dtype != np.int64:
                 self.table.append(_common.Scratch("idx64", "int64", rows * k))
                 self.shapes["idx64"] = (rows, k)
+                final = "stage_idx" if self.alias["out_idx"] == "stage_idx" else "call:out_idx"
+                self.alias["out_idx"] = "idx64"
                 self.after.append(
                     _common.Step(
                         "", False, (), 0, library=f"int64 indices to {req.index_dtype}",
-                        copy=(self.alias["out_idx"], "idx64", rows, k, k),
+                        copy=(final, "idx64", rows, k, k),
                     )
                 )  # fmt: skip
         else:  # pragma: no cover - the registry and this runner disagree
@@ -156,6 +159,11 @@ class Program:
                     sizes[stop - start] = _ChunkProgram(call, stop - start, self.scalars, self.head)
                 self.chunks.append((start, stop, sizes[stop - start]))
             self.nbytes = self.head + max(c.nbytes for c in sizes.values())
+            if len(self.chunks) == 1:  # one chunk: its steps and scratch are the call's own
+                only = self.chunks.pop()[2]
+                self.family, self.scalars, self.descriptors = only.family, only.scalars, only.descriptors
+                self.table += only.table
+                self.head = self.nbytes = _common.scratch_bytes(self.table, info.itemsize)
 
     def steps(self) -> list:
         return [*self.before, *self.family, *self.after]
@@ -204,6 +212,8 @@ class _Sequence:
 
     def _resolve(self, name: str):
         """Where a value comes from: ("call", index), ("scratch", name) or ("const", value)."""
+        if name.startswith("call:"):  # a per-call array itself, whatever the aliases say
+            return "call", PER_CALL.index(name[5:])
         name = self.program.alias.get(name, name)
         if name in PER_CALL and name not in self.constants:
             return "call", PER_CALL.index(name)
@@ -268,26 +278,52 @@ class _Sequence:
             for i, name in at_scratch:
                 args[i] = views[name]
             filled.append((fn, grid, block, shared, args, at_call))
-        carved = (views, filled)
+        copies = [self._copy_views(copy, views) for copy in self.copies]
+        # The sequence as the call runs it: a launch with no per-call array has its whole argument
+        # tuple ready; one with a single per-call array, the tuples before and after it.
+        steps = []
+        for is_launch, index in self.ops:
+            if not is_launch:
+                steps.append((_BETWEEN, None) if index is None else (_COPY, copies[index]))
+                continue
+            fn, grid, block, shared, args, at_call = filled[index]
+            if not at_call:
+                steps.append((_FIXED, (fn, grid, block, shared, tuple(args))))
+            elif len(at_call) == 1:
+                i, j = at_call[0]
+                steps.append((_ONE, (fn, grid, block, shared, tuple(args[:i]), j, tuple(args[i + 1 :]))))
+            else:
+                steps.append((_MANY, (fn, grid, block, shared, args, at_call)))
+        carved = (views, filled, steps)
         self._carved = (buffer, carved)  # one assignment: a thread reads either pair, never half
         return carved
 
     def run(self, xp, per_call, buffer, between=None) -> dict:
         """The steps for one call (``per_call``: the arrays of :data:`PER_CALL`); ``between``:
         called where multiblock's chunks go (after the steps before the family's)."""
-        views, filled = self.carved(buffer)
-        for is_launch, index in self.ops:
-            if is_launch:
-                fn, grid, block, shared, args, at_call = filled[index]
-                if at_call:
-                    args = args.copy()
-                    for i, j in at_call:
-                        args[i] = per_call[j]
+        views, _, steps = self.carved(buffer)
+        for kind, step in steps:
+            if kind is _FIXED:
+                fn, grid, block, shared, args = step
+                fn(grid, block, args, shared_mem=shared)
+            elif kind is _ONE:
+                fn, grid, block, shared, before, j, after = step
+                fn(grid, block, (*before, per_call[j], *after), shared_mem=shared)
+            elif kind is _MANY:
+                fn, grid, block, shared, args, at_call = step
+                args = args.copy()
+                for i, j in at_call:
+                    args[i] = per_call[j]
                 fn(grid, block, tuple(args), shared_mem=shared)
-            elif index is None:
-                between(views)
+            elif kind is _COPY:
+                dst, at_dst, src, at_src = step
+                xp.copyto(
+                    per_call[at_dst] if dst is None else dst,
+                    per_call[at_src] if src is None else src,
+                    casting="unsafe",
+                )
             else:
-                self._copy(xp, self.copies[index], per_call, views)
+                between(views)
         return views
 
     def value(self, name, per_call, views):
@@ -298,15 +334,24 @@ class _Sequence:
             return views[where]
         return where
 
-    @staticmethod
-    def _copy(xp, copy, per_call, views) -> None:
-        dst, src, shape = copy
-        dst, src = (per_call[w] if k == "call" else views[w] if k == "scratch" else w for k, w in (dst, src))
-        if not shape:  # the input, in its own layout, into a row-major copy
-            xp.copyto(dst.reshape(src.shape), src, casting="unsafe")
-            return
-        rows, src_len, dst_len = shape
-        xp.copyto(dst.reshape(rows, dst_len), src.reshape(rows, src_len)[:, :dst_len], casting="unsafe")
+    def _copy_views(self, copy, views) -> tuple:
+        """``(dst, at_dst, src, at_src)`` of a copy: the scratch side as the view it copies (the first
+        ``dst_len`` of each row of ``src``), a per-call side as its index in :data:`PER_CALL` (the
+        outputs are (rows, k) already; the input copy's destination takes the input's shape)."""
+        (dst_kind, dst), (src_kind, src), shape = copy
+        out = []
+        for kind, where, is_dst in ((dst_kind, dst, True), (src_kind, src, False)):
+            if kind == "call":
+                out += [None, where]
+                continue
+            view = views[where] if kind == "scratch" else where
+            if not shape:  # the input, in its own layout, copied to row-major
+                view = view.reshape(self.program.input_shape)
+            else:
+                rows, src_len, dst_len = shape
+                view = view.reshape(rows, dst_len) if is_dst else view.reshape(rows, src_len)[:, :dst_len]
+            out += [view, None]
+        return tuple(out)
 
 
 class Prepared:
@@ -329,6 +374,8 @@ class Prepared:
         for step in prog.after:
             self.sequence._add(step, call)
         self.chunks = []
+        seq = self.sequence
+        self._chunk_sources = tuple(seq._resolve(name) for name in ("in", "out_vals", "out_idx", "extents"))
         sequences = {}
         for start, stop, chunk in prog.chunks:
             if id(chunk) not in sequences:
@@ -379,12 +426,12 @@ class Prepared:
     def _multiblock(self, xp, per_call, views, buffer) -> None:
         """Multiblock's prepared sequence per chunk of rows, on views of the input, its extents
         and the outputs (int64 indices: the output's own, or the ``idx64`` scratch)."""
-        seq, call = self.sequence, self.call
+        call = self.call
         rows, n = call.rows, call.req.n
-        base = seq.value("in", per_call, views)
-        values = seq.value("out_vals", per_call, views)
-        indices = views["idx64"] if "idx64" in views else seq.value("out_idx", per_call, views).view(np.int64)
-        extents = seq.value("extents", per_call, views)
+        base, values, indices, extents = (
+            per_call[where] if kind == "call" else views[where] if kind == "scratch" else where
+            for kind, where in self._chunk_sources
+        )
         if len(self.chunks) == 1:
             self.chunks[0][2].run(xp, (base, extents, values, indices), buffer)
             return
@@ -429,6 +476,8 @@ class Prepared:
 
 _NO_VIEWS: dict = {}
 _UNSET = object()
+# The kinds of a prepared step (compared by identity).
+_FIXED, _ONE, _MANY, _COPY, _BETWEEN = "fixed", "one", "many", "copy", "between"
 
 
 def _launch_of(step, cxx: str):

@@ -22,41 +22,65 @@ def geometry(rows: int, n: int, k: int, key_bytes: int, device) -> Geometry:
     return Geometry("compute_keys", grid, KEYS_THREADS, 0, {"order_tile": order_tile(n, key_bytes, device)})
 
 
-def scratch(rows: int, n: int, k: int, params: dict, by_index: bool = False) -> tuple:
+def _first_k(k: int, n: int, by_index: bool, int64: bool) -> tuple[bool, bool]:
+    """Whether the first K keys, and the first K indices, are copied out of the ordered rows: the
+    keys only to be ordered again by index, the indices for that or to gather through int64
+    (indices of another type are written from them at the end; int64 ones go straight out)."""
+    return k < n and by_index, k < n and (by_index or not int64)
+
+
+def scratch(rows: int, n: int, k: int, params: dict, by_index: bool = False, int64: bool = False) -> tuple:
     """Every array the path uses (one buffer of the workspace): the keys, the ordering of whole
-    rows, the first K pairs copied out, their ordering by index."""
+    rows, the first K pairs copied out (see :func:`_first_k`), their ordering by index."""
     # The first ordering has no indices yet (index = position): a one-element placeholder.
     table = [
         Scratch("keys", "key", rows * n),
         *order.scratch("order", rows, n),
         Scratch("no_idx", "int64", 1),
     ]
-    if k < n:
-        table += [Scratch("first_key", "key", rows * k), Scratch("first_idx", "int64", rows * k)]
+    keys, indices = _first_k(k, n, by_index, int64)
+    if keys:
+        table.append(Scratch("first_key", "key", rows * k))
+    if indices:
+        table.append(Scratch("first_idx", "int64", rows * k))
     if by_index:
         table += order.scratch("by_index", rows, k)
     return tuple(table)
 
 
-def steps(rows: int, n: int, k: int, key_bytes: int, params: dict, grid: int, by_index: bool) -> list:
+def steps(
+    rows: int, n: int, k: int, key_bytes: int, params: dict, grid: int, by_index: bool, int64: bool = False
+) -> list:
     """The launches: keys, whole rows ordered, the first K kept (and ordered by index), values
-    gathered through the int64 indices, the indices copied out in the index dtype."""
+    gathered through int64 indices. ``int64``: the output indices are int64, so the first K
+    indices go straight to them and the gather reads them there; otherwise they are written
+    from the int64 ones at the end."""
     tile = params["order_tile"]
     seq = [Step("compute_keys", True, (grid,), KEYS_THREADS, 0, (("out", "keys"),))]
     ordered, (key, idx) = order.steps("order", rows, n, tile, key_bytes, ("keys", "no_idx"), False, False)
     seq += ordered
-    if k < n:
-        seq += [
-            Step("", False, (), 0, library="copy of the first K keys", copy=("first_key", key, rows, n, k)),
-            Step(
-                "", False, (), 0, library="copy of the first K indices", copy=("first_idx", idx, rows, n, k)
-            ),
-        ]
-        key, idx = "first_key", "first_idx"
+    length = n
+    copy_keys, copy_indices = _first_k(k, n, by_index, int64)
+    if copy_keys:
+        seq.append(
+            Step("", False, (), 0, library="copy of the first K keys", copy=("first_key", key, rows, n, k))
+        )
+        key = "first_key"
+    if copy_indices:
+        seq.append(
+            Step("", False, (), 0, library="copy of the first K indices", copy=("first_idx", idx, rows, n, k))
+        )
+        idx, length = "first_idx", k
     if by_index:
         ordered, (key, idx) = order.steps("by_index", rows, k, tile, key_bytes, (key, idx), True, True)
         seq += ordered
+        length = k
+    out = Step("", False, (), 0, library="the K indices copied out", copy=("out_idx", idx, rows, length, k))
     gather = max(1, min(-(-(rows * k) // KEYS_THREADS), grid))
+    if int64:  # the indices first, then the gather reads them where they are
+        seq.append(out)
+        idx = "out_idx"
     seq.append(Step("gather_values", True, (gather,), KEYS_THREADS, 0, (("idx", idx), ("out", "out_vals"))))
-    seq.append(Step("", False, (), 0, library="the K indices copied out", copy=("out_idx", idx, rows, k, k)))
+    if not int64:
+        seq.append(out)
     return seq
