@@ -206,6 +206,7 @@ class _Sequence:
         self.launches = []  # (fn, grid, block, shared, template, per-call slots, scratch slots)
         self.copies = []  # (dst, src, shape)
         self.ops = []  # (is a launch, index)
+        self._memo: dict = {}  # launches by their step: a repeated step is resolved once
         for step in steps:
             self._add(step, call)
         self._carved = (_UNSET, None)  # (buffer, (scratch views, launches with their views))
@@ -228,6 +229,19 @@ class _Sequence:
             dst, src, *shape = step.copy
             self.ops.append((False, len(self.copies)))
             self.copies.append((self._resolve(dst), self._resolve(src), tuple(shape)))
+            return
+        memo = (
+            step.kernel,
+            step.templated,
+            step.grid,
+            step.block,
+            step.shared_bytes,
+            getattr(step, "args", ()),
+        )
+        known = self._memo.get(memo)
+        if known is not None:  # the same launch again (a digit pass): resolved once
+            self.ops.append((True, len(self.launches)))
+            self.launches.append(known)
             return
         key, name = _kernel_of(step)
         if "<" not in name and step.templated:
@@ -256,9 +270,17 @@ class _Sequence:
         fn = call.module.get_function(name)
         _rows.opt_in(fn, step.shared_bytes, call.target)
         self.ops.append((True, len(self.launches)))
-        self.launches.append(
-            (fn, step.grid, (step.block,), step.shared_bytes, template, tuple(at_call), tuple(at_scratch))
+        launch = (
+            fn,
+            step.grid,
+            (step.block,),
+            step.shared_bytes,
+            template,
+            tuple(at_call),
+            tuple(at_scratch),
         )
+        self.launches.append(launch)
+        self._memo[memo] = launch
 
     def carved(self, buffer):
         """The scratch views and the launches filled with them, for ``buffer`` (carved again only
@@ -301,7 +323,8 @@ class _Sequence:
     def run(self, xp, per_call, buffer, between=None) -> dict:
         """The steps for one call (``per_call``: the arrays of :data:`PER_CALL`); ``between``:
         called where multiblock's chunks go (after the steps before the family's)."""
-        views, _, steps = self.carved(buffer)
+        cached_buffer, carved = self._carved
+        views, _, steps = carved if cached_buffer is buffer else self.carved(buffer)
         for kind, step in steps:
             if kind is _FIXED:
                 fn, grid, block, shared, args = step
@@ -416,9 +439,9 @@ class Prepared:
         the scratch views (the staged outputs among them)."""
         nbytes = self.program.nbytes
         buffer = _workspace.take(xp, self.target, self.device, nbytes) if nbytes else None
-        per_call = (a, extents, values, indices)
         if not self.chunks:
-            return self.sequence.run(xp, per_call, buffer)
+            return self.sequence.run(xp, (a, extents, values, indices), buffer)
+        per_call = (a, extents, values, indices)
         return self.sequence.run(
             xp, per_call, buffer, lambda views: self._multiblock(xp, per_call, views, buffer)
         )
