@@ -28,6 +28,10 @@ CASES = [
     ((3, 200), 7, {"algorithm": "sort"}),
     ((3, 200), 7, {"algorithm": "sort", "sorted": "index", "index_dtype": np.int32}),
     ((3, 200), 200, {"algorithm": "sort"}),
+    ((2, 40_000), 10, {"algorithm": "sort"}),  # rows longer than a tile: order_merge passes
+    ((2, 40_000), 10, {"algorithm": "sort", "sorted": "index", "index_dtype": np.uint64}),
+    ((40, 30), 5, {"algorithm": "sort", "axis": 0}),  # transposed in, outputs moved back
+    ((5000, 2), 40, {"algorithm": "multiblock", "index_dtype": np.uint64, "axis": 0}),
 ]
 
 
