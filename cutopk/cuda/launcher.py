@@ -389,13 +389,14 @@ class GpuCall:
 
     def _raise_memory_error(self, exc: Exception) -> None:
         """CuPy's OutOfMemoryError becomes the MemoryError that says what ran out; any other error
-        is left to propagate. The scratch arrays are local to the launch, already back in the pool."""
+        is left to propagate."""
         if type(exc).__name__ != "OutOfMemoryError":  # cupy.cuda.memory.OutOfMemoryError
             return
         p = self.plan
         raise MemoryError(
             f"top_k: out of GPU memory running {p.algorithm!r} on {self.rows} rows of {self.req.n} "
-            f"(scratch {p.scratch_bytes} bytes besides the outputs): {exc}"
+            f"(a workspace of {self.workspace_bytes} bytes besides the outputs; cutopk.release_workspace() "
+            f"gives back the cached ones): {exc}"
         ) from None
 
 
