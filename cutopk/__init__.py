@@ -14,6 +14,7 @@ from ._core.entry import algorithms, plan, top_k
 from ._core.result import TopK
 from ._request.plan import Launch, Plan
 from ._version import __version__
+from .cuda.workspace import release_workspace, workspace_info
 from .irregular.entry import merge_top_k, segmented_top_k
 from .numpy.threads import get_num_threads, num_threads, set_num_threads
 
@@ -27,9 +28,11 @@ __all__ = [
     "merge_top_k",
     "num_threads",
     "plan",
+    "release_workspace",
     "segmented_top_k",
     "set_num_threads",
     "top_k",
+    "workspace_info",
 ]
 
 _SUBMODULES = ("onnx", "openvino", "directml", "dask")

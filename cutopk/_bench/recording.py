@@ -15,18 +15,20 @@ import numpy as np
 from .._core import call as _call
 from ..cuda import launcher as _launcher
 from ..cuda import rows as _rows
+from ..cuda import workspace as _workspace
 
 
 class Recorder:
     """What a call did: ``launches`` (the kernel names, in order), ``shapes`` (each launch's
-    ``(kernel, grid, block, shared bytes)``), ``allocations`` (arrays the launcher allocated) and
-    ``allocated`` (their sizes in bytes, in order)."""
+    ``(kernel, grid, block, shared bytes)``), ``allocations`` (arrays the launcher allocated),
+    ``allocated`` (their sizes in bytes, in order) and ``copies`` (the array library's copies)."""
 
     def __init__(self):
         self.launches: list[str] = []
         self.shapes: list[tuple] = []
         self.allocations = 0
         self.allocated: list[int] = []
+        self.copies = 0
 
 
 class _RecordingModule:
@@ -36,24 +38,32 @@ class _RecordingModule:
         self.recorder = recorder
 
     def get_function(self, name: str):
+        # As cheap as a record can be: its cost is timed as the launch's (benchmarks/host_overhead.py).
+        launches, shapes = self.recorder.launches.append, self.recorder.shapes.append
+
         def launch(grid, block, args, shared_mem=0, **kwargs):
-            self.recorder.launches.append(name)
-            self.recorder.shapes.append((name, tuple(grid), tuple(block), shared_mem))
+            launches(name)
+            shapes((name, tuple(grid), tuple(block), shared_mem))
 
         return launch
 
 
-class _CountingNumpy:
-    """NumPy as the launcher's array module, counting the arrays it allocates."""
+class _RecordingNumpy:
+    """NumPy as the launcher's array module: the arrays it allocates counted (unless
+    ``count_allocations`` is False), and its copies (an array-library launch on a GPU) counted in
+    ``Recorder.copies`` instead of run, like the kernels."""
 
     ALLOCATORS = ("empty", "zeros", "empty_like", "zeros_like")
 
-    def __init__(self, recorder: Recorder):
+    def __init__(self, recorder: Recorder, count_allocations: bool = True):
         self.recorder = recorder
+        self.count_allocations = count_allocations
+        if not count_allocations:  # timed: found without __getattr__, at NumPy's own cost
+            self.empty, self.moveaxis, self.lib = np.empty, np.moveaxis, np.lib
 
     def __getattr__(self, name):
         attr = getattr(np, name)
-        if name not in self.ALLOCATORS:
+        if name not in self.ALLOCATORS or not self.count_allocations:
             return attr
 
         def counted(*args, **kwargs):
@@ -64,13 +74,17 @@ class _CountingNumpy:
 
         return counted
 
+    def copyto(self, dst, src, casting="same_kind", where=True):
+        self.recorder.copies += 1
+
     def ascontiguousarray(self, a):
         """A copy where one is needed (counted), left unwritten: nothing reads it, and copying
         the largest layouts on the CPU would time NumPy, not the host path."""
         if a.flags.c_contiguous:
             return np.ascontiguousarray(a)
-        self.recorder.allocations += 1
-        self.recorder.allocated.append(a.nbytes)
+        if self.count_allocations:
+            self.recorder.allocations += 1
+            self.recorder.allocated.append(a.nbytes)
         return np.empty(a.shape, a.dtype)
 
 
@@ -78,9 +92,10 @@ class _CountingNumpy:
 def recording_launches(count_allocations: bool = True):
     """The simulator target with recording kernels and (unless ``count_allocations`` is False,
     for timing without the counting's own cost) counted allocations; yields the
-    :class:`Recorder`. The plan cache and the module cache start empty and are left empty."""
+    :class:`Recorder`. The plan cache, the module cache and the workspaces start empty and are
+    left empty."""
     recorder = Recorder()
-    xp = _CountingNumpy(recorder) if count_allocations else np
+    xp = _RecordingNumpy(recorder, count_allocations)
     with (
         mock.patch.object(_launcher, "_build_module", lambda target, cxx: _RecordingModule(recorder)),
         mock.patch.object(_launcher, "array_module", lambda target: xp if target == "sim" else np),
@@ -90,7 +105,9 @@ def recording_launches(count_allocations: bool = True):
         mock.patch.dict(_launcher._PLACEHOLDERS, clear=True),
     ):
         _call.CACHE.clear()
+        _workspace.release_workspace()
         try:
             yield recorder
         finally:
             _call.CACHE.clear()
+            _workspace.release_workspace()

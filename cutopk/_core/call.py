@@ -209,7 +209,6 @@ def describe_gpu_call(call, cached: bool) -> Plan:
     req, p = call.req, call.plan
     copies = {}
     item = call.dtype.itemsize
-    copied = call.launches and p.copy  # a tiled transpose is a copy too
     if call.launches:
         if call.native is not call.dtype:
             copies["input: byte-swapped to native order"] = call.rows * req.n * item
@@ -224,8 +223,10 @@ def describe_gpu_call(call, cached: bool) -> Plan:
             copies[f"outputs: moved to axis {req.axis}"] = (
                 call.rows * req.k * (item + req.index_dtype.itemsize)
             )
-    # The dispatcher's scratch already counts its copy of the input.
-    scratch = p.scratch_bytes + sum(copies.values()) - (call.rows * req.n * item if copied else 0)
+    # The call's one workspace buffer (the family's table, the copy of the input, staged outputs),
+    # and the simulator's byte-swapped copy of a non-native input.
+    swapped = call.rows * req.n * item if call.native is not call.dtype else 0
+    scratch = call.workspace_bytes + swapped
     return Plan(
         req.backend, p.algorithm, call.rows, req.n, req.k, tuple(_launcher.launches(call)) if call.launches else (),
         _copy_lines(copies), scratch if call.launches else 0, cached, dict(p.params),

@@ -21,12 +21,9 @@ from . import device as _device
 from . import dispatch as _dispatch
 from . import kernel_constants as _kernel_constants
 from . import kernel_source as _kernel_source
-from . import rows as _rows
+from . import runner as _runner
 from .families import common as _common
-from .families import multiblock as _multiblock_family
-from .families import sort as _sort
 from .families.registry import FAMILIES as FAMILY_MODULES
-from .families.registry import SINGLE_LAUNCH
 
 ALGORITHMS = _dispatch.ALGORITHMS
 WARP_ROW_ITEMS = _kernel_source.WARP_ROW_ITEMS
@@ -196,73 +193,20 @@ def _check_forced(req: Request, key_bytes: int, device: _dispatch.Device, rows: 
         raise ValueError(f"algorithm: {reason}")
 
 
-# The parameters of each single-launch kernel family, in order: the one place these argument lists
-# are written, by the C parameter names of the kernels (tests/gpu/test_kernel_arguments.py checks
-# names, order and types against kernels/<family>.cu). Scalars are typed by SCALAR_TYPES (CUDA's
-# long long / int); the arrays are the input, the row extents (kernels/row_extent.cuh), the
-# outputs and the radix candidate buffer.
-ARGUMENTS = {name: FAMILY_MODULES[name].ARGUMENTS for name in SINGLE_LAUNCH}
-SCALAR_TYPES = {
-    "rows": np.int64, "n": np.int64, "row_stride": np.int64, "col_stride": np.int64,
-    "buf_cap": np.int64, "k": np.int32, "largest": np.int32, "nan_first": np.int32,
-    "by_index": np.int32, "size": np.int32, "cap": np.int32, "index_bytes": np.int32,
-    "rows_kind": np.int32,
-}  # fmt: skip
-# The sort path's first launch (kernels/sort.cu; its gather_values is _rows.GATHER_VALUES).
-COMPUTE_KEYS = _kernel_source.params("compute_keys", _sort.COMPUTE_KEYS, SCALAR_TYPES)
+# The parameters of each single-launch kernel family, in order (its module's ARGUMENTS), and the
+# C types of the scalars: tests/gpu/test_kernel_arguments.py checks names, order and types against
+# kernels/<family>.cu. The runner (cutopk/cuda/runner.py) launches every family by these names.
+ARGUMENTS = _runner.ARGUMENTS
+SCALAR_TYPES = _runner.SCALAR_TYPES
 # The kernels take k as a C int (np.int32 above); rows, n, strides and indices are 64-bit.
 KERNEL_MAX_K = 2**31 - 1
+# The array parameters of the single-launch kernels (the rest are SCALAR_TYPES' scalars).
 PER_CALL = ("in", "extents", "out_vals", "out_idx", "buf_key", "buf_idx")
 
 
 def kernel_name(plan: _dispatch.KernelPlan, cxx: str) -> str:
     """The instantiation a single-launch plan runs."""
     return FAMILY_MODULES[plan.algorithm].kernel_name(plan.params, cxx)
-
-
-class _SingleLaunch:
-    """A single-launch family's launch, resolved once per call signature: the function object
-    (opted in to its shared memory), the launch shape and every scalar argument; a call fills in
-    only its arrays."""
-
-    def __init__(self, call: GpuCall):
-        p, req = call.plan, call.req
-        row_stride, col_stride = (req.n, 1) if p.copy else call.strides
-        scalars = {
-            "rows": call.rows, "n": req.n, "row_stride": row_stride, "col_stride": col_stride,
-            "k": req.k, "largest": req.largest, "nan_first": req.nan_first,
-            "by_index": req.order == "index", "size": p.params.get("size", 0),
-            "cap": p.params.get("cap", 0), "buf_cap": p.params.get("buffer", 0),
-            "index_bytes": req.index_dtype.itemsize, "rows_kind": call.rows_kind,
-        }  # fmt: skip
-        names = ARGUMENTS[p.algorithm]
-        self.template = [None if name in PER_CALL else SCALAR_TYPES[name](scalars[name]) for name in names]
-        slots = {name: i for i, name in enumerate(names) if name in PER_CALL}
-        self.fn = call.module.get_function(kernel_name(p, call.info.cxx))
-        _rows.opt_in(self.fn, p.shared_bytes, call.target)
-        self.grid, self.block, self.shared = (p.grid,), (p.block,), p.shared_bytes
-        self.at = (slots["in"], slots["out_vals"], slots["out_idx"])
-        self.at_extents = slots["extents"]
-        # A regular batch never reads `extents`; a batch with extents gets its array per call.
-        self.template[self.at_extents] = placeholder(call.target, np.int64)
-        # The family's scratch table, allocated per call (what plan() sums).
-        self.scratch = FAMILY_MODULES[p.algorithm].scratch(call.rows, req.n, req.k, p.params)
-        self.key_dtype = call.info.key_dtype
-        self.at_scratch = {e.name: slots[e.name] for e in self.scratch}
-        if "buf_key" in slots and not self.scratch:  # never dereferenced without a buffer
-            self.template[slots["buf_key"]] = placeholder(call.target, call.info.key_dtype)
-            self.template[slots["buf_idx"]] = placeholder(call.target, np.uint32)
-
-    def __call__(self, xp, base, values, indices, extents=None):
-        args = self.template.copy()
-        at_input, at_values, at_indices = self.at
-        args[at_input], args[at_values], args[at_indices] = base, values, indices
-        if extents is not None:
-            args[self.at_extents] = extents
-        if self.scratch:
-            for name, arr in _common.allocate(xp, self.scratch, self.key_dtype).items():
-                args[self.at_scratch[name]] = arr
-        self.fn(self.grid, self.block, tuple(args), shared_mem=self.shared)
 
 
 def _aligned(a, aligned_strides: bool) -> bool:
@@ -332,13 +276,23 @@ class GpuCall:
             req.index_dtype.itemsize,
         )
         self.launches = req.k > 0 and self.rows > 0
+        self.device = device
         self.module = _module(self.target, self.info.cxx, device) if self.launches else None
-        self.single = _SingleLaunch(self) if self.launches and self.plan.algorithm in ARGUMENTS else None
-        # One launch on the input as it lies, into outputs that need no moving: run()'s short path.
-        self.direct = (
-            self.single is not None and self.last_axis and self.native is self.dtype and not self.plan.copy
-        )
+        # The launches, resolved once (cutopk/cuda/runner.py): a call only slots in its arrays.
+        self.runner = _runner.Prepared(self, placeholder) if self.launches else None
+        # The scratch one call takes from the stream's workspace (what plan() reports).
+        self.workspace_bytes = self.runner.program.nbytes if self.runner is not None else 0
         self.rows_k = (self.rows, req.k)
+        # The input as it lies, into outputs that need no moving: run()'s short path.
+        self.direct = self.launches and self.last_axis and self.native is self.dtype
+        self.reshape_out = self.out_shape != self.rows_k
+        # An outer axis: the input's axes with the rows' last, and the outputs' axes put back.
+        ndim = len(shape)
+        self.rows_last = (*(i for i in range(ndim) if i != req.axis), req.axis)
+        back = list(range(ndim - 1))
+        back.insert(req.axis, ndim - 1)
+        self.axis_back = tuple(back)
+        self._moved = (None, None, None)
         # The kernels read whole elements: a misaligned input (a view some bytes into a buffer)
         # faults on a GPU. The strides are checked here, the data pointer at every run().
         # (A non-native input is read through run()'s byte-swapped copy, aligned: no check.)
@@ -362,39 +316,55 @@ class GpuCall:
         xp, req = self.xp, self.req
         if self.check_alignment and not _aligned(a, self.aligned_strides):
             return self._run_aligned(a, out, extents)
-        if self.direct:  # the common case, in as few steps as it takes
-            if out is None:
-                values, indices = xp.empty(self.rows_k, self.native), xp.empty(self.rows_k, req.index_dtype)
-            else:  # C-contiguous outputs of the result's shape: the kernel writes into them
-                values, indices = out[0].reshape(self.rows_k), out[1].reshape(self.rows_k)
+        if self.direct and out is None:  # the common case, in as few steps as it takes
+            values, indices = xp.empty(self.rows_k, self.native), xp.empty(self.rows_k, req.index_dtype)
             try:
-                self.single(xp, a, values, indices, extents)
+                self.runner.direct(xp, a, values, indices, extents)
             except Exception as exc:
                 self._raise_memory_error(exc)
                 raise
-            if out is not None:
-                return out
-            return values.reshape(self.out_shape), indices.reshape(self.out_shape)
-        if self.native is not self.dtype:
+            if self.reshape_out:
+                return values.reshape(self.out_shape), indices.reshape(self.out_shape)
+            return values, indices
+        native = self.native is self.dtype
+        if not native:
             a = a.astype(self.native, order="C")  # the layout __init__ planned on
-        into_out = out is not None and self.last_axis and self.native is self.dtype
-        if into_out:  # C-contiguous outputs of the result's shape: the kernels write into them
-            values = out[0].reshape(self.rows, req.k)
-            indices = out[1].reshape(self.rows, req.k)
+        if not self.last_axis and self.launches:  # the kernels write into the scratch
+            try:
+                views = self.runner.run(xp, a.transpose(self.rows_last), None, None, extents)
+            except Exception as exc:
+                self._raise_memory_error(exc)
+                raise
+            moved = self._moved
+            if moved[0] is not views:  # the staged outputs as views in the result's axis order
+                moved = self._moved = (
+                    views,
+                    views["stage_vals"].reshape(self.out_shape).transpose(self.axis_back),
+                    views["stage_idx"].reshape(self.out_shape).transpose(self.axis_back),
+                )
+            if out is None:
+                out = (xp.empty(self.result_shape, self.dtype), xp.empty(self.result_shape, req.index_dtype))
+            xp.copyto(out[0], moved[1])
+            xp.copyto(out[1], moved[2])
+            return out
+        if out is not None and native and self.last_axis:  # the kernels write into `out`
+            values, indices = out[0].reshape(self.rows_k), out[1].reshape(self.rows_k)
         else:
-            values = xp.empty((self.rows, req.k), dtype=self.native)
-            # Written in index_dtype by the kernels (no cast afterwards).
-            indices = xp.empty((self.rows, req.k), dtype=req.index_dtype)
+            values, indices = xp.empty(self.rows_k, self.native), xp.empty(self.rows_k, req.index_dtype)
         if self.launches:
-            self._launch(a, values, indices, extents)
-        if into_out:
+            try:
+                self.runner.run(xp, a, values, indices, extents)
+            except Exception as exc:
+                self._raise_memory_error(exc)
+                raise
+        if out is not None and native and self.last_axis:
             return out
         values, indices = self._finish(values), self._finish(indices)
         if out is not None:
             xp.copyto(out[0], values)
             xp.copyto(out[1], indices)
             return out
-        if self.native is not self.dtype:
+        if not native:
             values = values.astype(self.dtype)  # SPEC: values.dtype == a.dtype
         return values, indices
 
@@ -418,279 +388,37 @@ class GpuCall:
             return arr.reshape(self.out_shape)
         return self.xp.ascontiguousarray(self.xp.moveaxis(arr.reshape(self.out_shape), -1, self.req.axis))
 
-    def _launch(self, a, values, indices, extents):
-        xp, p, req = self.xp, self.plan, self.req
-        moved = a if self.last_axis else xp.moveaxis(a, req.axis, -1)
-        if p.transpose:  # rows along an outer axis: a tiled transpose to row-major
-            base = _rows.transpose_rows(self.module, self.info.cxx, moved, self.strides)
-            row_stride, col_stride = req.n, 1
-        elif p.copy:
-            base, row_stride, col_stride = xp.ascontiguousarray(moved), req.n, 1
-        else:
-            base, (row_stride, col_stride) = moved, self.strides
-        try:
-            if self.single is not None:
-                self.single(xp, base, values, indices, extents)
-                return
-            _launch(
-                self.module,
-                self.target,
-                self.info,
-                p,
-                base,
-                self.rows,
-                req,
-                row_stride,
-                col_stride,
-                values,
-                indices,
-                (extents, self.rows_kind),
-            )
-        except Exception as exc:
-            self._raise_memory_error(exc)
-            raise
-
     def _raise_memory_error(self, exc: Exception) -> None:
         """CuPy's OutOfMemoryError becomes the MemoryError that says what ran out; any other error
-        is left to propagate. The scratch arrays are local to the launch, already back in the pool."""
+        is left to propagate."""
         if type(exc).__name__ != "OutOfMemoryError":  # cupy.cuda.memory.OutOfMemoryError
             return
         p = self.plan
         raise MemoryError(
             f"top_k: out of GPU memory running {p.algorithm!r} on {self.rows} rows of {self.req.n} "
-            f"(scratch {p.scratch_bytes} bytes besides the outputs): {exc}"
+            f"(a workspace of {self.workspace_bytes} bytes besides the outputs; cutopk.release_workspace() "
+            f"gives back the cached ones): {exc}"
         ) from None
 
 
-def _launch(
-    mod,
-    target,
-    info,
-    p: _dispatch.KernelPlan,
-    base,
-    rows,
-    req: Request,
-    row_stride,
-    col_stride,
-    values,
-    indices,
-    rows_of,
-):
-    """The multi-launch families (multiblock, sort); the single-launch ones go through
-    :class:`_SingleLaunch` and :data:`ARGUMENTS`. ``rows_of``: ``(extents, rows_kind)`` (extents
-    None for a regular batch)."""
-    extents, rows_kind = rows_of
-    if extents is None:  # a regular batch: the kernels never read it
-        extents = placeholder(target, np.int64)
-    rows_of = (extents, np.int32(rows_kind))
-    # These paths gather the values through 64-bit indices (gather_values); uint64 indices
-    # (all below 2**63) share int64's bits, 4-byte ones are converted once at the end.
-    xp = array_module(target)
-    wide = indices.itemsize == 8
-    idx64 = indices.view(np.int64) if wide else xp.empty((rows, req.k), np.int64)
-    if p.algorithm == "multiblock":
-        _multiblock_in_chunks(
-            xp, mod, info, p, base, rows, req, row_stride, col_stride, values, idx64, rows_of
-        )
-    else:
-        v = {
-            "in": base, "rows": rows, "n": req.n, "row_stride": row_stride, "col_stride": col_stride,
-            "extents": extents, "rows_kind": rows_kind, "largest": req.largest,
-            "nan_first": req.nan_first, "k": req.k,
-        }  # fmt: skip
-        _sort_path(target, info, p, mod, v, rows, req, values, idx64)
-    if not wide:
-        indices[...] = idx64
-
-
-def _multiblock_in_chunks(
-    xp, mod, info, p, base, rows, req, row_stride, col_stride, values, indices, rows_of
-):
-    """The multi-block select over successive chunks of at most ``rows_per_chunk`` rows (the grid's
-    y extent and the scratch budget bound a chunk), each chunk a (rows, n) view of the input.
-
-    ``rows_of``: ``(extents, rows_kind)``. A chunk [start, stop) of rows with lengths takes
-    ``extents[start:stop]`` with its view; CSR segments start at their offsets from the data's
-    first element, not at ``row * row_stride``, so a chunk of them keeps ``base`` and takes
-    ``extents[start:stop + 1]``."""
-    from . import multiblock as _multiblock_run
-
-    chunk = p.params["rows_per_chunk"]
-    if chunk >= rows:
-        _multiblock_run.run(
-            xp, mod, info, p, base, rows, req, row_stride, col_stride, values, indices, rows_of
-        )
-        return
-    extents, rows_kind = rows_of
-    segments = rows_kind == _kernel_constants.ROWS_SEGMENTS
-    if not segments:
-        itemsize = base.dtype.itemsize
-        # The rows collapse to one stride (or the input was copied): a 2-D view of the same
-        # memory, whose row slices start at the chunk's first row.
-        as_rows = xp.lib.stride_tricks.as_strided(
-            base, shape=(rows, req.n), strides=(row_stride * itemsize, col_stride * itemsize)
-        )
-    regular = rows_kind == _kernel_constants.ROWS_REGULAR
-    for start in range(0, rows, chunk):
-        stop = min(rows, start + chunk)
-        part = base if segments else as_rows[start:stop]
-        part_extents = extents if regular else extents[start : stop + 1 if segments else stop]
-        _multiblock_run.run(
-            xp,
-            mod,
-            info,
-            p,
-            part,
-            stop - start,
-            req,
-            row_stride,
-            col_stride,
-            values[start:stop],
-            indices[start:stop],
-            (part_extents, rows_kind),
-        )
-
-
-def _sort_path(target, info, p, mod, v, rows, req, values, indices):
-    """The reference path: the keys of whole rows by compute_keys, each row ordered by our
-    tile-and-merge kernels (order.cu, no library sort), its first K kept (and ordered by
-    index for order "index"), values gathered from the input. ``v``: the kernels' arguments by
-    name (the input, its rows and their extents, the selection); compute_keys gives the positions
-    past a row's length the lowest key, so they sort last, and gather_values writes any that is
-    among the first K as padding."""
-    xp = array_module(target)
-    v["out"] = keys = xp.empty((rows, req.n), dtype=info.key_dtype)
-    mod.get_function(f"{COMPUTE_KEYS.kernel}<{info.cxx}>")((p.grid,), (p.block,), COMPUTE_KEYS.pack(v))
-    tile = p.params["order_tile"]
-    keys, order = _rows.order_pairs(mod, info.cxx, keys, None, False, tile, target)
-    if req.k < req.n:
-        keys, order = xp.ascontiguousarray(keys[:, : req.k]), xp.ascontiguousarray(order[:, : req.k])
-    if req.order == "index":
-        keys, order = _rows.order_pairs(mod, info.cxx, keys, order, True, tile, target)
-    indices[...] = order
-    gather = _rows.GATHER_VALUES
-    v["idx"], v["out"] = indices, values
-    grid = max(1, min(-(-(rows * req.k) // p.block), p.grid))
-    mod.get_function(f"{gather.kernel}<{info.cxx}>")((grid,), (p.block,), gather.pack(v))
-
-
 def launches(call: GpuCall) -> list:
-    """The launches of a prepared call, in order, as :func:`cutopk.plan` reports them (a test
-    compares them with the launches the simulator records, so this list cannot drift), each with
-    the global bytes its family's formula gives (tests/gpu/test_family_traffic.py compares them
-    with the simulator's counts)."""
+    """The launches of a prepared call, in order, as :func:`cutopk.plan` reports them: the steps
+    the runner runs (a test compares them with the launches the simulator records), each with
+    the global bytes its step's formula gives (tests/gpu/test_family_traffic.py compares them with
+    the simulator's counts)."""
     from .._request.plan import Launch
 
-    p, cxx, req = call.plan, call.info.cxx, call.req
-    rows, n, k, b, ib = call.rows, req.n, req.k, call.info.itemsize, req.index_dtype.itemsize
+    seq = call.runner.listing()
+    rows, k = call.rows, call.req.k
     sectors = _common.sectors
-    data = sectors(rows * n * b)  # the input (or its row-major copy)
-    values, idx64 = sectors(rows * k * b), sectors(rows * k * 8)
-    if p.algorithm == "multiblock":
-        seq = _multiblock_launches(call)
-    elif p.algorithm == "sort":
-        seq = [Launch(f"compute_keys<{cxx}>", (p.grid,), p.block, global_bytes=2 * data)]
-        seq += _order_launches(rows, n, p.params["order_tile"], b, cxx, with_indices=False)
-        if k < n:
-            seq.append(
-                Launch("library: copies of the first K pairs", (), count=2, global_bytes=2 * (values + idx64))
-            )
-        if req.order == "index":
-            seq += _order_launches(rows, k, p.params["order_tile"], b, cxx)
-        grid = max(1, min(-(-(rows * k) // p.block), p.grid))
-        seq += [
-            Launch("library: the K indices copied out", (), global_bytes=2 * idx64),
-            Launch(
-                f"gather_values<{cxx}>", (grid,), p.block, global_bytes=_common.gather_bytes(rows, k, n, b)
-            ),
-        ]
-    else:
-        moved = FAMILY_MODULES[p.algorithm].global_bytes(rows, n, k, b, ib, p.params)
-        seq = [Launch(kernel_name(p, cxx), (p.grid,), p.block, p.shared_bytes, global_bytes=moved)]
-    if p.algorithm in ("multiblock", "sort") and ib != 8:
-        seq.append(
-            Launch(
-                f"library: int64 indices to {req.index_dtype}",
-                (),
-                global_bytes=idx64 + sectors(rows * k * ib),
-            )
-        )
-    if p.transpose:
-        tiles = -(-rows // 32) * -(-n // 32)
-        grid = (max(1, min(tiles, _rows.MAX_BLOCKS)),)
-        seq.insert(
-            0,
-            Launch(
-                f"transpose_rows<{cxx}>", grid, _kernel_constants.TRANSPOSE_THREADS, global_bytes=2 * data
-            ),
-        )
-    elif p.copy:
-        seq.insert(0, Launch("library: copy of the input to row-major", (), global_bytes=2 * data))
+    data = sectors(rows * call.req.n * call.info.itemsize)  # the input
     if call.native is not call.dtype:
         seq.insert(0, Launch("library: byte swap of the input", (), global_bytes=2 * data))
     if not call.last_axis:
-        outputs = 2 * (values + sectors(rows * k * ib))
-        seq.append(Launch(f"library: outputs moved to axis {req.axis}", (), count=2, global_bytes=outputs))
-    return seq
-
-
-def _order_launches(
-    rows: int, length: int, tile: int, key_bytes: int, cxx: str, with_indices: bool = True
-) -> list:
-    """:func:`cutopk.cuda.rows.order_pairs`'s launches, as plan() lists them."""
-    from .._request.plan import Launch
-
-    tiles, merges = _rows.order_launches(rows, length, tile, key_bytes)
-    moved = _common.order_bytes(rows, length, key_bytes, len(merges.widths), with_indices)
-    seq = [
-        Launch(f"order_tiles<{cxx}>", tiles.grid, tiles.block[0], tiles.shared_bytes, global_bytes=moved[0])
-    ]
-    seq += [
-        Launch(f"order_merge<{cxx}>", merges.grid, merges.block[0], global_bytes=m)
-        for _, m in zip(merges.widths, moved[1:], strict=True)
-    ]
-    return seq
-
-
-def _multiblock_launches(call: GpuCall) -> list:
-    """The family's steps (those :func:`cutopk.cuda.multiblock.run` launches), per chunk of rows."""
-    from .._request.plan import Launch
-
-    p, cxx, req = call.plan, call.info.cxx, call.req
-    b = call.info.itemsize
-    chunk = p.params["rows_per_chunk"]
-    chunks = -(-call.rows // chunk)
-    steps = _multiblock_family.steps(chunk, b, p.params, p.block)
-    moved = _multiblock_family.global_bytes(steps, chunk, req.n, req.k, b, req.index_dtype.itemsize, p.params)
-    seq = [
-        Launch(
-            f"{s.kernel}<{cxx}>" if s.templated else s.kernel, s.grid, s.block, s.shared_bytes, global_bytes=m
+        outputs = 2 * (
+            sectors(rows * k * call.info.itemsize) + sectors(rows * k * call.req.index_dtype.itemsize)
         )
-        for s, m in zip(steps, moved, strict=True)
-    ]
-    if not p.params["order_shared"]:
-        seq += _order_launches(chunk, req.k, p.params["order_tile"], b, cxx)
         seq.append(
-            Launch(
-                "library: the K indices copied out", (), global_bytes=2 * _common.sectors(chunk * req.k * 8)
-            )
+            Launch(f"library: outputs moved to axis {call.req.axis}", (), count=2, global_bytes=outputs)
         )
-        grid = (max(1, min(-(-(chunk * req.k) // 256), 4096)),)
-        seq.append(
-            Launch(
-                f"gather_values<{cxx}>", grid, 256, global_bytes=_common.gather_bytes(chunk, req.k, req.n, b)
-            )
-        )
-    if chunks > 1:  # the last chunk may be shorter: bytes in proportion to the rows
-        seq = [
-            Launch(
-                x.kernel,
-                x.grid,
-                x.block,
-                x.shared_bytes,
-                x.count * chunks,
-                x.global_bytes * call.rows // chunk,
-            )
-            for x in seq
-        ]
     return seq

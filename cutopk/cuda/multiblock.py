@@ -75,6 +75,27 @@ MB_ORDER = _kernel_source.params(
 KERNELS = {d.kernel: d for d in (MB_INIT, MB_SAMPLE, MB_HISTOGRAM, MB_SELECT, MB_MOVE, MB_COLLECT, MB_ORDER)}
 
 
+def values(plan: _dispatch.KernelPlan, info, req, rows: int) -> dict:
+    """Every scalar of the sequence over ``rows`` rows, by its parameter name (each launch takes
+    the ones it declares); the arrays are the caller's: the runner (cutopk/cuda/runner.py)
+    prepares the launches with these once per call signature."""
+    per_row, slice_, cap = plan.params["blocks_per_row"], plan.params["slice"], plan.params["cap"]
+    warps = plan.block // 32
+    v = {
+        "rows": rows, "n": req.n, "largest": req.largest, "nan_first": req.nan_first, "k": req.k,
+        "key_bits": 8 * info.itemsize, "slice": slice_, "cap": cap, "cand_slice": -(-cap // per_row),
+        "blocks_per_row": per_row, "warps": warps, "by_index": req.order != "value",
+    }  # fmt: skip
+    # A sampled threshold (long inputs): pass 1 stages the keys that reach it, each warp part of
+    # a slice into its own segment (mb_sample sizes them within stage_total entries per row).
+    rank, seg, stage_total = plan.params["sample_rank"], plan.params["seg"], plan.params["stage_total"]
+    v["stage_total"] = stage_total
+    if rank is not None:
+        # Room per warp part: an even share of seg, plus a sample interval per nearby hit.
+        v["rank"], v["room"], v["per_hit"] = rank, seg // warps, -(-req.n // _dispatch.MULTIBLOCK_SAMPLES)
+    return v
+
+
 def run(
     xp,
     mod,
@@ -85,60 +106,27 @@ def run(
     req,
     row_stride,
     col_stride,
-    values,
+    values_,
     indices,
     rows_of,
 ) -> None:
     """The sequence over ``rows`` rows of ``base``: values and int64 indices written into
-    ``values`` and ``indices`` ((rows, k), C-contiguous). ``rows_of``: ``(extents, rows_kind)``,
-    the int64 lengths (``rows`` of them) or CSR offsets (``rows + 1``) of this batch's rows, or
-    a placeholder for a regular batch (never read)."""
+    ``values_`` and ``indices`` ((rows, k), C-contiguous), launched one by one (the runner runs
+    a prepared copy of the same steps). ``rows_of``: ``(extents, rows_kind)``, the int64 lengths
+    (``rows`` of them) or CSR offsets (``rows + 1``) of this batch's rows, or a placeholder for
+    a regular batch (never read)."""
     extents, rows_kind = rows_of
-    per_row, slice_, cap = plan.params["blocks_per_row"], plan.params["slice"], plan.params["cap"]
-    threads = plan.block
-    k, n = req.k, req.n
-    key_bits = 8 * info.itemsize
-    warps = threads // 32
-    # Every value of the sequence by its parameter name; each launch takes the ones it declares.
-    v = {
-        "in": base, "rows": rows, "n": n, "row_stride": row_stride, "col_stride": col_stride,
-        "extents": extents, "rows_kind": rows_kind, "largest": req.largest, "nan_first": req.nan_first,
-        "k": k, "key_bits": key_bits, "slice": slice_, "cap": cap, "cand_slice": -(-cap // per_row),
-        "blocks_per_row": per_row, "warps": warps, "by_index": req.order != "value",
-    }  # fmt: skip
+    k = req.k
+    v = values(plan, info, req, rows)
+    v.update({"in": base, "row_stride": row_stride, "col_stride": col_stride, "extents": extents})
+    v["rows_kind"] = rows_kind
     # The scratch arrays, by name, from the family's table (the one plan() sums).
-    table = _family.scratch(rows, n, k, plan.params)
-    v.update(_common.allocate(xp, [e for e in table if not e.name.startswith("order_")], info.key_dtype))
+    table = _family.scratch(rows, req.n, k, plan.params)
+    v.update(_common.allocate(xp, table, info.key_dtype))
     v["win_key"], v["win_idx"] = v["win_key"].reshape(rows, k), v["win_idx"].reshape(rows, k)
-    # A sampled threshold (long inputs): pass 1 stages the keys that reach it, each warp part of
-    # a slice into its own segment (mb_sample sizes them within stage_total entries per row).
-    rank, seg, stage_total = plan.params["sample_rank"], plan.params["seg"], plan.params["stage_total"]
-    staged = rank is not None
-    v["stage_total"] = stage_total
-    cxx = info.cxx
-    target = "sim" if isinstance(base, np.ndarray) else "cuda"
-    if staged:
-        # Room per warp part: an even share of seg, plus a sample interval per nearby hit.
-        v["rank"], v["room"], v["per_hit"] = rank, seg // warps, -(-n // _dispatch.MULTIBLOCK_SAMPLES)
-    v["out_vals"], v["out_idx"] = values, indices
+    v["out_vals"], v["out_idx"] = values_, indices
     # The launches by the family's steps (the list plan() reports), each with the arguments its
-    # kernel declares.
-    for step in _family.steps(rows, info.itemsize, plan.params, threads):
-        fn = mod.get_function(f"{step.kernel}<{cxx}>" if step.templated else step.kernel)
-        args = KERNELS[step.kernel].pack(v)
-        if step.shared_bytes:
-            _rows.launch(fn, step.grid, (step.block,), args, step.shared_bytes, target)
-        else:
-            fn(step.grid, (step.block,), args)
-    if plan.params["order_shared"]:
-        return
-    # Too many winners for shared memory: tiles sorted in shared memory, merged in global memory.
-    tile = plan.params["order_tile"]
-    indices[...] = _rows.order_pairs(mod, cxx, v["win_key"], v["win_idx"], v["by_index"], tile, target)[1]
-    gather = _rows.GATHER_VALUES
-    v["idx"], v["out"] = indices, values
-    total = rows * k
-    threads = _dispatch.KEYS_THREADS
-    mod.get_function(f"{gather.kernel}<{cxx}>")(
-        (max(1, min(-(-total // threads), 4096)),), (threads,), gather.pack(v)
-    )
+    # kernel declares; without order_shared, the ordering of the winners and the gather follow.
+    target = "sim" if isinstance(base, np.ndarray) else "cuda"
+    seq = _rows.multiblock_steps(rows, k, info.itemsize, plan.params, plan.block, v["by_index"])
+    _rows.run_steps(xp, mod, info.cxx, seq, v, KERNELS, target)

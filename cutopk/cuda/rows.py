@@ -1,43 +1,39 @@
-"""Launch helpers of the row kernels (bitonic, thread_row, the ordering and transposing kernels):
-shared memory beyond 48 KB, the ordering of K winners too many for shared memory, and the tiled
-transpose of rows along an outer axis. Shared by the CUDA and simulator targets, like ``launcher``.
+"""Launch helpers shared by the launches: shared memory beyond 48 KB (:func:`opt_in`), the
+descriptors of the ordering, transposing and sort kernels, multiblock's steps with the ordering
+of long K (:func:`multiblock_steps`) and a plain loop over steps (:func:`run_steps`, for
+cutopk/cuda/multiblock.py's ``run``; a call's steps are prepared and run by cutopk/cuda/runner.py).
+Shared by the CUDA and simulator targets, like ``launcher``.
 """
 
 from __future__ import annotations
-
-from typing import NamedTuple
 
 import numpy as np
 
 from . import device as _device
 from . import dispatch as _dispatch
 from . import kernel_source as _kernel_source
-from .kernel_constants import ORDER_MERGE_THREADS, ORDER_TILE_THREADS, TRANSPOSE_THREADS
+from .families import multiblock as _multiblock_family
+from .families import order as _order
+from .families import sort as _sort
+from .families import transpose as _transpose
+from .families.common import Step
+from .kernel_constants import KEYS_THREADS
 
-MAX_BLOCKS = 1 << 16  # the ordering kernels stride over what a grid this size does not cover
+MAX_BLOCKS = _order.MAX_BLOCKS
 
-# The launches of this module's kernels, and gather_values (the sort and multiblock paths), by the
-# kernels' C parameter names (kernels/order.cu, transpose.cu, sort.cu; checked against them by
-# tests/gpu/test_kernel_arguments.py).
+# The launches of the ordering, transposing and sort kernels by the kernels' C parameter names
+# (kernels/order.cu, transpose.cu, sort.cu; the names are the family modules' ARGUMENTS, checked
+# against the kernels by tests/gpu/test_kernel_arguments.py).
 SCALAR_TYPES = {
     "rows": np.int64, "len": np.int64, "width": np.int64, "n": np.int64, "row_stride": np.int64,
     "col_stride": np.int64, "with_idx": np.int32, "tile": np.int32, "by_index": np.int32,
-    "k": np.int32, "rows_kind": np.int32,
+    "k": np.int32, "rows_kind": np.int32, "largest": np.int32, "nan_first": np.int32,
 }  # fmt: skip
-_PAIRS = ("src_key", "src_idx")
-ORDER_TILES = _kernel_source.params(
-    "order_tiles",
-    (*_PAIRS, "with_idx", "rows", "len", "tile", "by_index", "dst_key", "dst_idx"),
-    SCALAR_TYPES,
-)
-ORDER_MERGE = _kernel_source.params(
-    "order_merge", (*_PAIRS, "rows", "len", "width", "by_index", "dst_key", "dst_idx"), SCALAR_TYPES
-)
-TRANSPOSE_ROWS = _kernel_source.params(
-    "transpose_rows", ("in", "rows", "n", "row_stride", "col_stride", "out"), SCALAR_TYPES
-)
-_ROWS = ("in", "rows", "n", "row_stride", "col_stride", "extents", "rows_kind")
-GATHER_VALUES = _kernel_source.params("gather_values", (*_ROWS, "k", "idx", "out"), SCALAR_TYPES)
+ORDER_TILES = _kernel_source.params("order_tiles", _order.ARGUMENTS["order_tiles"], SCALAR_TYPES)
+ORDER_MERGE = _kernel_source.params("order_merge", _order.ARGUMENTS["order_merge"], SCALAR_TYPES)
+TRANSPOSE_ROWS = _kernel_source.params("transpose_rows", _transpose.ARGUMENTS["transpose_rows"], SCALAR_TYPES)
+GATHER_VALUES = _kernel_source.params("gather_values", _sort.ARGUMENTS["gather_values"], SCALAR_TYPES)
+COMPUTE_KEYS = _kernel_source.params("compute_keys", _sort.ARGUMENTS["compute_keys"], SCALAR_TYPES)
 
 
 def launch(fn, grid, block, args, shared_bytes: int, target: str) -> None:
@@ -62,86 +58,54 @@ def opt_in(fn, shared_bytes: int, target: str) -> None:
         fn.max_dynamic_shared_size_bytes = limit
 
 
-def order_pairs(mod, cxx: str, keys, idx, by_index: bool, tile: int, target: str):
-    """``(keys, idx)`` of ``rows`` rows sorted within each row by the selection order (larger key,
-    then lower index) or, with ``by_index``, by index: tiles sorted in shared memory
-    (``order_tiles``), then merged pairwise in global memory (``order_merge``), no library sort.
-
-    ``keys``: a C-contiguous (rows, length) array of keys; ``idx``: a C-contiguous (rows, length)
-    int64 array of distinct indices, or None for index = position. Returns new arrays.
-    """
-    xp = np if isinstance(keys, np.ndarray) else _cupy()
-    rows, length = keys.shape
-    tiles, merges = order_launches(rows, length, tile, keys.itemsize)
-    tile = tiles.tile
-    v = {
-        "src_key": keys,
-        "src_idx": idx if idx is not None else xp.empty(1, np.int64),
-        "with_idx": idx is not None,
-        "rows": rows,
-        "len": length,
-        "tile": tile,
-        "by_index": by_index,
-    }
-    bufs = [(xp.empty_like(keys), xp.empty((rows, length), np.int64)) for _ in range(2)]
-    v["dst_key"], v["dst_idx"] = bufs[0]
-    fn = mod.get_function(f"{ORDER_TILES.kernel}<{cxx}>")
-    launch(fn, tiles.grid, tiles.block, ORDER_TILES.pack(v), tiles.shared_bytes, target)
-    merge = mod.get_function(f"{ORDER_MERGE.kernel}<{cxx}>")
-    for width in merges.widths:
-        (v["src_key"], v["src_idx"]), (v["dst_key"], v["dst_idx"]) = bufs
-        v["width"] = width
-        merge(merges.grid, merges.block, ORDER_MERGE.pack(v))
-        bufs.reverse()
-    return bufs[0]
+# The descriptors of the kernels these steps launch besides a family's own (by kernel name).
+DESCRIPTORS = {d.kernel: d for d in (ORDER_TILES, ORDER_MERGE, TRANSPOSE_ROWS, GATHER_VALUES, COMPUTE_KEYS)}
 
 
-class _Tiles(NamedTuple):
-    tile: int
-    grid: tuple[int]
-    block: tuple[int]
-    shared_bytes: int
+def multiblock_steps(rows: int, k: int, key_bytes: int, params: dict, block: int, by_index: bool) -> list:
+    """Multiblock's launches over ``rows`` rows: the family's sequence (``families.multiblock.steps``)
+    and, when its K winners do not fit shared memory, their ordering (``families.order``, through
+    the family's ``order_*`` scratch), the indices copied out and the values gathered. The list
+    the sequence runs (cutopk/cuda/multiblock.py) and plan() reports (cutopk/cuda/runner.py)."""
+    seq = list(_multiblock_family.steps(rows, key_bytes, params, block))
+    if params["order_shared"]:
+        return seq
+    tile = params["order_tile"]
+    ordered, (_, idx) = _order.steps(
+        "order", rows, k, tile, key_bytes, ("win_key", "win_idx"), True, by_index
+    )
+    seq += ordered
+    seq.append(Step("", False, (), 0, library="the K indices copied out", copy=("out_idx", idx, rows, k, k)))
+    gather = max(1, min(-(-(rows * k) // KEYS_THREADS), 4096))
+    seq.append(
+        Step("gather_values", True, (gather,), KEYS_THREADS, 0, (("idx", "out_idx"), ("out", "out_vals")))
+    )
+    return seq
 
 
-class _Merges(NamedTuple):
-    grid: tuple[int]
-    block: tuple[int]
-    widths: tuple[int, ...]
-
-
-def order_launches(rows: int, length: int, tile: int, key_bytes: int) -> tuple[_Tiles, _Merges]:
-    """The launches of :func:`order_pairs` for ``rows`` rows of ``length`` pairs: one of
-    ``order_tiles``, then one ``order_merge`` per width (runs of ``width`` pairs merged pairwise)."""
-    tile = min(tile, _dispatch.pow2_at_least(length))
-    threads = min(ORDER_TILE_THREADS, max(32, tile // 2))
-    blocks = max(1, min(rows * -(-length // tile), MAX_BLOCKS))
-    tiles = _Tiles(tile, (blocks,), (threads,), tile * (8 + key_bytes))
-    widths, width = [], tile
-    while width < length:
-        widths.append(width)
-        width *= 2
-    blocks = max(1, min(-(-rows * length // ORDER_MERGE_THREADS), MAX_BLOCKS))
-    return tiles, _Merges((blocks,), (ORDER_MERGE_THREADS,), tuple(widths))
-
-
-def transpose_rows(mod, cxx: str, moved, strides: tuple[int, int]):
-    """Rows along an outer axis of ``moved`` (the row axis last; element strides ``strides``,
-    row stride 1) copied to a new row-major (rows, n) array by ``transpose_rows``: 32 x 32 tiles
-    through shared memory, so that both the reads (adjacent rows) and the writes (adjacent
-    columns) are coalesced, unlike an elementwise copy."""
-    xp = np if isinstance(moved, np.ndarray) else _cupy()
-    n = moved.shape[-1]
-    rows = moved.size // n
-    out = xp.empty((rows, n), dtype=moved.dtype)
-    tiles = -(-rows // 32) * -(-n // 32)
-    v = {"in": moved, "rows": rows, "n": n, "row_stride": strides[0], "col_stride": strides[1], "out": out}
-    threads = TRANSPOSE_THREADS
-    fn = mod.get_function(f"{TRANSPOSE_ROWS.kernel}<{cxx}>")
-    fn((max(1, min(tiles, MAX_BLOCKS)),), (threads,), TRANSPOSE_ROWS.pack(v))
-    return out
-
-
-def _cupy():
-    import cupy
-
-    return cupy
+def run_steps(xp, mod, cxx: str, steps, values: dict, descriptors: dict, target: str) -> None:
+    """Launch ``steps`` in order, each kernel's arguments by name from ``values`` (a step's ``args``
+    rename or fix some), array-library copies by ``xp``: the runner's loop for a sequence whose
+    arguments change with every call (multiblock's chunks)."""
+    for step in steps:
+        if not step.kernel:
+            dst, src, rows, src_len, dst_len = step.copy
+            xp.copyto(
+                values[dst].reshape(rows, dst_len),
+                values[src].reshape(rows, src_len)[:, :dst_len],
+                casting="unsafe",
+            )
+            continue
+        v = values
+        given = getattr(step, "args", ())  # the family's own step type may have none
+        if given:
+            v = dict(values)
+            for name, source in given:
+                v[name] = values[source] if isinstance(source, str) else source
+        desc = descriptors.get(step.kernel) or DESCRIPTORS[step.kernel]
+        fn = mod.get_function(f"{step.kernel}<{cxx}>" if step.templated else step.kernel)
+        args = desc.pack(v)
+        if step.shared_bytes:
+            launch(fn, step.grid, (step.block,), args, step.shared_bytes, target)
+        else:
+            fn(step.grid, (step.block,), args)

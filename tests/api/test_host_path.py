@@ -376,6 +376,40 @@ def test_small_problems_are_one_launch_and_allocate_only_outputs(shape, k, algor
         assert len(rec.launches) - launches == 1 and rec.allocations == allocations  # nothing
 
 
+EVERY_FAMILY = [
+    ((64, 128), 8, {"algorithm": "warp_row"}),
+    ((64, 3000), 16, {"algorithm": "warp_radix"}),
+    ((64, 300), 5, {"algorithm": "thread_row"}),
+    ((8, 2048), 100, {"algorithm": "bitonic"}),
+    ((4, 100_000), 100, {"algorithm": "radix"}),  # with its candidate buffer
+    ((3, 200), 7, {"algorithm": "sort"}),
+    ((3, 200), 7, {"algorithm": "sort", "sorted": "index", "index_dtype": np.int32}),
+    ((2, 5000), 40, {"algorithm": "multiblock"}),
+    ((1, 100_000), 5000, {"algorithm": "multiblock", "index_dtype": np.uint32}),
+    ((600, 50), 10, {"algorithm": "radix", "axis": 0}),  # transposed in, outputs moved back
+]
+
+
+@pytest.mark.parametrize(("shape", "k", "kw"), EVERY_FAMILY, ids=repr)
+def test_a_warm_call_of_every_family_allocates_its_outputs_and_plans_nothing(shape, k, kw, monkeypatch):
+    from cutopk.cuda import dispatch as _dispatch
+    from cutopk.cuda import runner as _runner
+
+    x = np.zeros(shape, np.float32)
+    with recording_launches() as rec:
+        cutopk.top_k(x, k, backend="sim", **kw)
+        planned = []
+        monkeypatch.setattr(_dispatch, "plan", lambda *a, **k_: planned.append(a))
+        monkeypatch.setattr(_runner, "Program", lambda *a: planned.append(a))
+        allocations, allocated = rec.allocations, len(rec.allocated)
+        cutopk.top_k(x, k, backend="sim", **kw)
+        assert rec.allocations - allocations == 2  # values and indices: the scratch is the workspace's
+        rows = x.size // shape[kw.get("axis", -1)]
+        index_bytes = np.dtype(kw.get("index_dtype", np.int64)).itemsize
+        assert sorted(rec.allocated[allocated:]) == sorted([rows * k * 4, rows * k * index_bytes])
+        assert planned == []  # a cache hit: neither the dispatcher nor the runner ran again
+
+
 @pytest.mark.parametrize(
     ("shape", "k", "kw"),
     [

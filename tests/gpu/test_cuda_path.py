@@ -194,16 +194,19 @@ def test_torch_cuda_tensor_that_requires_grad_under_no_grad(torch_cuda):
     assert_same((r.values.cpu().numpy(), r.indices.cpu().numpy()), cutopk.top_k(x, 4))
 
 
-def test_torch_cuda_graph_capture_takes_memory_from_torch(torch_cuda):
+def test_torch_cuda_graph_capture_takes_outputs_from_torch_and_scratch_from_the_warm_workspace(torch_cuda):
     torch, tc = torch_cuda
     rng = np.random.default_rng(7)
     host = _values(rng, (32, 4096))
     t = tc.to_cuda(host)
-    cutopk.top_k(t, 16)  # build the kernels first
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):  # the warm-up, on the stream that captures: its workspace grows
+        cutopk.top_k(t, 16)
+        cutopk.top_k(t, 2000, algorithm="multiblock")
     g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        r = cutopk.top_k(t, 16)  # outputs and scratch: torch's allocator, not cudaMalloc
-        cutopk.top_k(t, 2000, algorithm="multiblock")  # a plan with scratch, planned in the capture
+    with torch.cuda.graph(g, stream=s):
+        r = cutopk.top_k(t, 16)  # outputs: torch's allocator, not cudaMalloc; no scratch allocated
+        cutopk.top_k(t, 2000, algorithm="multiblock")  # scratch from the warm workspace
     for _ in range(2):  # the replay reads the input in place
         g.replay()
         assert_same((r.values.cpu().numpy(), r.indices.cpu().numpy()), cutopk.top_k(host, 16))

@@ -1,7 +1,7 @@
 """``cutopk.plan`` is what runs, for every kernel family: the launches (kernel, grid, block,
 shared memory, count) and the scratch bytes it reports are those the launcher makes on the
 simulator (launches recorded, not run). Both sides compute them from the family's module
-(cutopk/_gpu_families), so they cannot disagree."""
+(cutopk/cuda/families) and run by one runner (cutopk/cuda/runner.py), so they cannot disagree."""
 
 from __future__ import annotations
 
@@ -28,6 +28,10 @@ CASES = [
     ((3, 200), 7, {"algorithm": "sort"}),
     ((3, 200), 7, {"algorithm": "sort", "sorted": "index", "index_dtype": np.int32}),
     ((3, 200), 200, {"algorithm": "sort"}),
+    ((2, 40_000), 10, {"algorithm": "sort"}),  # rows longer than a tile: order_merge passes
+    ((2, 40_000), 10, {"algorithm": "sort", "sorted": "index", "index_dtype": np.uint64}),
+    ((40, 30), 5, {"algorithm": "sort", "axis": 0}),  # transposed in, outputs moved back
+    ((5000, 2), 40, {"algorithm": "multiblock", "index_dtype": np.uint64, "axis": 0}),
 ]
 
 
@@ -44,15 +48,32 @@ def _planned(plan) -> list:
 def test_plan_reports_the_launches_and_scratch_that_run(shape, k, kw):
     x = np.zeros(shape, np.float32)
     axis = kw.get("axis", -1)
+    rows = x.size // shape[axis]
+    outputs = [rows * k * x.itemsize, rows * k * np.dtype(kw.get("index_dtype", np.int64)).itemsize]
     with recording_launches() as rec:
         plan = cutopk.plan(x, k, backend="sim", **kw)
         cutopk.top_k(x, k, backend="sim", **kw)  # the first call also makes the placeholders
+        cutopk.release_workspace()
         launched, allocated = len(rec.shapes), len(rec.allocated)
+        cutopk.top_k(x, k, backend="sim", **kw)  # a cold workspace: one scratch buffer
+        shapes, cold = rec.shapes[launched:], rec.allocated[allocated:]
+        allocated = len(rec.allocated)
         cutopk.top_k(x, k, backend="sim", **kw)
-        shapes, sizes = rec.shapes[launched:], rec.allocated[allocated:]
+        warm = rec.allocated[allocated:]
     if "algorithm" in kw:
         assert plan.algorithm == kw["algorithm"]
     assert _planned(plan) == shapes
-    rows = x.size // shape[axis]
-    outputs = rows * k * (x.itemsize + np.dtype(kw.get("index_dtype", np.int64)).itemsize)
-    assert sum(sizes) - outputs == plan.scratch_bytes, sizes
+    # The outputs, and the call's whole scratch in one allocation of the bytes plan() reports.
+    assert sorted(cold) == sorted(outputs + ([plan.scratch_bytes] if plan.scratch_bytes else []))
+    assert warm == outputs  # a warm call allocates its outputs only
+
+
+def test_the_sort_path_lists_its_ordering_copies_and_gather():
+    x = np.zeros((3, 200), np.float32)
+    plan = cutopk.plan(x, 7, backend="sim", algorithm="sort", sorted="index", index_dtype=np.int32)
+    names = [launch.kernel.split("<")[0] for launch in plan.launches]
+    assert names == [
+        "compute_keys", "order_tiles", "library: copy of the first K keys",
+        "library: copy of the first K indices", "order_tiles", "gather_values",
+        "library: the K indices copied out",
+    ]  # fmt: skip

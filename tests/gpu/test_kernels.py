@@ -378,7 +378,7 @@ def test_algorithms_and_plan():
 
 
 def test_out_of_memory_is_a_clear_memory_error(monkeypatch):
-    from cutopk.cuda import launcher as _launcher
+    from cutopk.cuda import runner as _runner
 
     class OutOfMemoryError(Exception):  # stands in for cupy.cuda.memory.OutOfMemoryError
         pass
@@ -386,8 +386,9 @@ def test_out_of_memory_is_a_clear_memory_error(monkeypatch):
     def no_memory(*args, **kwargs):
         raise OutOfMemoryError("out of memory allocating 1,024 bytes")
 
-    monkeypatch.setattr(_launcher, "_launch", no_memory)  # the multi-launch families
-    monkeypatch.setattr(_launcher._SingleLaunch, "__call__", no_memory)  # the others
+    monkeypatch.setattr(_runner.Prepared, "run", no_memory)  # every family's launches
+    monkeypatch.setattr(_runner.Prepared, "_direct_single", no_memory)  # one launch without scratch
+    _call.CACHE.clear()  # calls prepared before the patch keep their own
     with pytest.raises(MemoryError, match=r"top_k: out of GPU memory running 'radix' on 2 rows of 5000"):
         cutopk.top_k(np.zeros((2, 5000), np.float32), 100, backend="sim")
     with pytest.raises(MemoryError, match=r"running 'radix' on 2 rows of 5000"):

@@ -5,8 +5,9 @@ A CUDA tensor here is a CPU tensor of a subclass (one per device) whose ``device
 RuntimeError for a tensor that requires grad, as on a GPU). :func:`install` patches what cutopk
 touches: ``torch.cuda.current_stream``, ``torch.empty(..., device="cuda")`` (the caching
 allocator: legal during capture), ``torch.from_dlpack`` of a stand-in CuPy array,
-``torch.cuda.graph``/``CUDAGraph`` (a capture on a side stream that records the stand-in's
-launches; ``replay`` runs them). ``__dlpack__`` refuses, during a capture, a consumer stream
+``torch.cuda.graph``/``CUDAGraph`` (a capture on ``stream=`` or torch's default capture stream
+that records the stand-in's launches; ``replay`` runs them), ``torch.cuda.Stream`` and
+``torch.cuda.stream``. ``__dlpack__`` refuses, during a capture, a consumer stream
 other than torch's current one: torch would insert a cross-stream wait, which breaks capture.
 """
 
@@ -126,12 +127,43 @@ class CUDAGraph:
         self._graph.launch()
 
 
+class Stream(_Stream):
+    """``torch.cuda.Stream``: a new stream on the current device (``cuda_stream``: its pointer)."""
+
+    def __init__(self, device=None, priority=0):
+        index = _cuda_index(device) if device is not None else _state.THREAD.device
+        super().__init__(_cuda.Stream(non_blocking=True).ptr, index)
+
+
 @contextlib.contextmanager
-def graph(cuda_graph: CUDAGraph, pool=None, stream=None):
-    """``torch.cuda.graph``: capture on a side stream of the current device."""
-    device = _state.THREAD.device
-    side = _cuda.Stream(non_blocking=True)
-    _STREAMS[device].append(side.ptr)
+def stream(s):
+    """``torch.cuda.stream``: ``s`` current on its device for the block (None: no change)."""
+    if s is None:
+        yield
+        return
+    _STREAMS[s.device_index].append(s.cuda_stream)
+    try:
+        yield
+    finally:
+        _STREAMS[s.device_index].pop()
+
+
+_CAPTURE_STREAMS: dict[int, int] = {}  # torch's default capture stream, one per device
+
+
+@contextlib.contextmanager
+def graph(cuda_graph: CUDAGraph, pool=None, stream=None, capture_error_mode="global"):
+    """``torch.cuda.graph``: capture on ``stream`` if given, else on torch's default capture
+    stream (a side stream of the current device, made once and shared by every graph)."""
+    device = _state.THREAD.device if stream is None else stream.device_index
+    if stream is None:
+        if device not in _CAPTURE_STREAMS:
+            _CAPTURE_STREAMS[device] = _cuda.Stream(non_blocking=True).ptr
+        ptr = _CAPTURE_STREAMS[device]
+    else:
+        ptr = stream.cuda_stream
+    side = _cuda.ExternalStream(ptr, device)
+    _STREAMS[device].append(ptr)
     side.begin_capture()
     try:
         yield
@@ -167,6 +199,8 @@ def install(monkeypatch) -> None:
     monkeypatch.setattr(torch, "from_dlpack", patched_from_dlpack)
     monkeypatch.setattr(torch.cuda, "current_stream", current_stream)
     monkeypatch.setattr(torch.cuda, "graph", graph)
+    monkeypatch.setattr(torch.cuda, "Stream", Stream)
+    monkeypatch.setattr(torch.cuda, "stream", stream)
     monkeypatch.setattr(torch.cuda, "CUDAGraph", CUDAGraph)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: len(_state.DEVICES))

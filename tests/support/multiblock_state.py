@@ -1,13 +1,13 @@
 """The multi-block select's per-row state as tests read it after a call (the one description of
 ``cutopk::multiblock::State`` in kernels/multiblock.cu on the test side; a static_assert there
-pins these offsets), and a recorder of the arrays each multi-block launch sequence makes."""
+pins these offsets), and a recorder of the state arrays of each multi-block launch sequence."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from cutopk.cuda import dispatch as _dispatch
-from cutopk.cuda import multiblock as _multiblock_run
+from cutopk.cuda import runner as _runner
 
 MB_STATE = np.dtype(
     {
@@ -19,29 +19,17 @@ MB_STATE = np.dtype(
 )
 
 
-class _Recorder:
-    """An array module that keeps every array its ``empty`` makes (the first is the state)."""
-
-    def __init__(self, xp, made):
-        self._xp, self._made = xp, made
-
-    def __getattr__(self, name):
-        return getattr(self._xp, name)
-
-    def empty(self, *args, **kwargs):
-        self._made.append(self._xp.empty(*args, **kwargs))
-        return self._made[-1]
-
-
 def record_states(monkeypatch) -> list:
-    """The rows' state arrays of the next multi-block launch sequences, one per chunk of rows."""
-    made, states = [], []
-    original = _multiblock_run.run
+    """The rows' state arrays of the next multi-block launch sequences, one per chunk of rows (a
+    copy: the workspace they live in is reused by the next chunk and the next call)."""
+    states = []
+    original = _runner._Sequence.run
 
-    def run(xp, *args, **kwargs):
-        made.clear()
-        original(_Recorder(xp, made), *args, **kwargs)
-        states.append(made[0])
+    def run(self, *args, **kwargs):
+        views = original(self, *args, **kwargs)
+        if "state" in views:
+            states.append(views["state"].copy())
+        return views
 
-    monkeypatch.setattr(_multiblock_run, "run", run)
+    monkeypatch.setattr(_runner._Sequence, "run", run)
     return states

@@ -11,18 +11,20 @@ import numpy as np
 
 class Scratch(NamedTuple):
     """One scratch array of a launch: its name (the kernel parameter it is passed as), its element
-    type (a NumPy dtype name, or ``"key"`` for the unsigned key of the input's width) and its
-    number of elements."""
+    type (a NumPy dtype name, ``"key"`` for the unsigned key of the input's width, or ``"value"``
+    for the input's own type, of the same width) and its number of elements."""
 
     name: str
     dtype: str
     count: int
 
-    def resolve(self, key_dtype) -> np.dtype:
-        return np.dtype(key_dtype) if self.dtype == "key" else np.dtype(self.dtype)
+    def resolve(self, key_dtype, value_dtype=None) -> np.dtype:
+        if self.dtype == "value" and value_dtype is not None:
+            return np.dtype(value_dtype)
+        return np.dtype(key_dtype) if self.dtype in ("key", "value") else np.dtype(self.dtype)
 
     def nbytes(self, key_bytes: int) -> int:
-        return self.count * (key_bytes if self.dtype == "key" else np.dtype(self.dtype).itemsize)
+        return self.count * (key_bytes if self.dtype in ("key", "value") else np.dtype(self.dtype).itemsize)
 
 
 class Geometry(NamedTuple):
@@ -36,14 +38,66 @@ class Geometry(NamedTuple):
     params: dict
 
 
+# Each scratch array starts at a multiple of this many bytes of its call's one buffer (CUDA's
+# own allocations are 256-byte aligned: every vector load and every element type is aligned).
+ALIGN = 256
+
+
+def offsets(table, key_bytes: int) -> tuple[tuple[int, ...], int]:
+    """``(offsets, total)``: where each entry of a scratch table starts in the call's one buffer
+    (each at a multiple of ALIGN), and the bytes of that buffer."""
+    starts, end = [], 0
+    for entry in table:
+        starts.append(end)
+        end += -(-entry.nbytes(key_bytes) // ALIGN) * ALIGN
+    return tuple(starts), end
+
+
 def scratch_bytes(table, key_bytes: int) -> int:
-    """The bytes of a scratch table: what the launcher allocates from it, and what plan() reports."""
-    return sum(entry.nbytes(key_bytes) for entry in table)
+    """The bytes of a scratch table as one buffer (each entry aligned): what the launcher takes
+    from the workspace for it, and what plan() reports."""
+    return offsets(table, key_bytes)[1]
+
+
+def carve(buffer, table, key_dtype, value_dtype=None) -> dict:
+    """Each array of a scratch table, by name (1-D, C-contiguous), as views of ``buffer`` (a 1-D
+    uint8 array of at least :func:`scratch_bytes` bytes, itself aligned)."""
+    key_dtype = np.dtype(key_dtype)
+    starts, _ = offsets(table, key_dtype.itemsize)
+    out = {}
+    for entry, start in zip(table, starts, strict=True):
+        dtype = entry.resolve(key_dtype, value_dtype)
+        out[entry.name] = buffer[start : start + entry.count * dtype.itemsize].view(dtype)
+    return out
 
 
 def allocate(xp, table, key_dtype) -> dict:
-    """Each array of a scratch table, by name (1-D, C-contiguous)."""
-    return {entry.name: xp.empty(entry.count, dtype=entry.resolve(key_dtype)) for entry in table}
+    """Each array of a scratch table, by name (1-D, C-contiguous), carved from one allocation of
+    ``xp.empty`` (the launcher's ``xp`` takes it from the call's cached workspace)."""
+    total = scratch_bytes(table, np.dtype(key_dtype).itemsize)
+    return carve(xp.empty(max(1, total), dtype=np.uint8), table, key_dtype)
+
+
+class Step(NamedTuple):
+    """One launch of a family's sequence, as data: the runner (cutopk/cuda/runner.py) launches it
+    and plan() lists it, from the same list.
+
+    ``kernel``: the kernel's name (its C parameters are its descriptor's, by name), or "" for a
+    step of the array library. ``templated``: instantiated for the element type. ``args``:
+    ``(parameter, value)`` pairs where a parameter takes another value than the one named as
+    itself: a str names a value of the call (a scratch array, ``"in"``, ...), anything else is
+    a constant. A library step says what it does in ``library`` and copies ``copy`` =
+    ``(dst, src, rows, src_len, dst_len)``: the first ``dst_len`` of each of ``rows`` rows of
+    ``src`` into ``dst`` (converting the element type)."""
+
+    kernel: str
+    templated: bool
+    grid: tuple
+    block: int
+    shared_bytes: int = 0
+    args: tuple = ()
+    library: str = ""
+    copy: tuple = ()
 
 
 def pow2_at_least(n: int) -> int:

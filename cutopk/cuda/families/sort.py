@@ -1,13 +1,16 @@
 """sort: the reference path. The keys of whole rows (compute_keys), each row ordered by the
 tile-and-merge kernels (order.cu, no library sort), its first K kept, values gathered
-(kernels/sort.cu, order.cu; the launches are cutopk/cuda/launcher.py's ``_sort_path``)."""
+(kernels/sort.cu, order.cu). Its launches are :func:`steps`, run by cutopk/cuda/runner.py and
+listed by plan() from the same list."""
 
 from __future__ import annotations
 
 from ..kernel_constants import KEYS_THREADS
-from .common import ROWS, Geometry, Scratch, order_tile
+from . import order
+from .common import ROWS, Geometry, Scratch, Step, order_tile
 
 COMPUTE_KEYS = (*ROWS, "largest", "nan_first", "out")
+ARGUMENTS = {"compute_keys": COMPUTE_KEYS, "gather_values": (*ROWS, "k", "idx", "out")}
 
 
 def why_not(n: int, k: int, key_bytes: int, device) -> str | None:
@@ -19,23 +22,65 @@ def geometry(rows: int, n: int, k: int, key_bytes: int, device) -> Geometry:
     return Geometry("compute_keys", grid, KEYS_THREADS, 0, {"order_tile": order_tile(n, key_bytes, device)})
 
 
-def _pairs(name: str, rows: int, length: int) -> list:
-    """order_pairs' two buffers of (key, int64 index) pairs."""
-    return [
-        Scratch(f"{name}_key", "key", rows * length),
-        Scratch(f"{name}_idx", "int64", rows * length),
-        Scratch(f"{name}_key2", "key", rows * length),
-        Scratch(f"{name}_idx2", "int64", rows * length),
-    ]
+def _first_k(k: int, n: int, by_index: bool, int64: bool) -> tuple[bool, bool]:
+    """Whether the first K keys, and the first K indices, are copied out of the ordered rows: the
+    keys only to be ordered again by index, the indices for that or to gather through int64
+    (indices of another type are written from them at the end; int64 ones go straight out)."""
+    return k < n and by_index, k < n and (by_index or not int64)
 
 
-def scratch(rows: int, n: int, k: int, params: dict, by_index: bool = False) -> tuple:
-    """Every array the path allocates (their sum bounds what is held at any one time): the keys,
-    the ordering of whole rows, the first K pairs copied out, their ordering by index."""
+def scratch(rows: int, n: int, k: int, params: dict, by_index: bool = False, int64: bool = False) -> tuple:
+    """Every array the path uses (one buffer of the workspace): the keys, the ordering of whole
+    rows, the first K pairs copied out (see :func:`_first_k`), their ordering by index."""
     # The first ordering has no indices yet (index = position): a one-element placeholder.
-    table = [Scratch("keys", "key", rows * n), *_pairs("order", rows, n), Scratch("no_idx", "int64", 1)]
-    if k < n:
-        table += [Scratch("first_key", "key", rows * k), Scratch("first_idx", "int64", rows * k)]
+    table = [
+        Scratch("keys", "key", rows * n),
+        *order.scratch("order", rows, n),
+        Scratch("no_idx", "int64", 1),
+    ]
+    keys, indices = _first_k(k, n, by_index, int64)
+    if keys:
+        table.append(Scratch("first_key", "key", rows * k))
+    if indices:
+        table.append(Scratch("first_idx", "int64", rows * k))
     if by_index:
-        table += _pairs("by_index", rows, k)
+        table += order.scratch("by_index", rows, k)
     return tuple(table)
+
+
+def steps(
+    rows: int, n: int, k: int, key_bytes: int, params: dict, grid: int, by_index: bool, int64: bool = False
+) -> list:
+    """The launches: keys, whole rows ordered, the first K kept (and ordered by index), values
+    gathered through int64 indices. ``int64``: the output indices are int64, so the first K
+    indices go straight to them and the gather reads them there; otherwise they are written
+    from the int64 ones at the end."""
+    tile = params["order_tile"]
+    seq = [Step("compute_keys", True, (grid,), KEYS_THREADS, 0, (("out", "keys"),))]
+    ordered, (key, idx) = order.steps("order", rows, n, tile, key_bytes, ("keys", "no_idx"), False, False)
+    seq += ordered
+    length = n
+    copy_keys, copy_indices = _first_k(k, n, by_index, int64)
+    if copy_keys:
+        seq.append(
+            Step("", False, (), 0, library="copy of the first K keys", copy=("first_key", key, rows, n, k))
+        )
+        key = "first_key"
+    if copy_indices:
+        seq.append(
+            Step("", False, (), 0, library="copy of the first K indices", copy=("first_idx", idx, rows, n, k))
+        )
+        idx, length = "first_idx", k
+    if by_index:
+        ordered, (key, idx) = order.steps("by_index", rows, k, tile, key_bytes, (key, idx), True, True)
+        seq += ordered
+        length = k
+    out = Step("", False, (), 0, library="the K indices copied out", copy=("out_idx", idx, rows, length, k))
+    gather = max(1, min(-(-(rows * k) // KEYS_THREADS), grid))
+    if int64:  # the indices first, then the gather reads them where they are
+        seq.append(out)
+        idx = "out_idx"
+    seq.append(Step("gather_values", True, (gather,), KEYS_THREADS, 0, (("idx", idx), ("out", "out_vals"))))
+    if not int64:
+        seq.append(out)
+    return seq

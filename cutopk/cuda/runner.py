@@ -1,0 +1,567 @@
+"""The one runner of kernel launches: every family's launches as data (a list of
+:class:`~cutopk.cuda.families.common.Step`), prepared once per call signature and run per call.
+
+:class:`Prepared` turns a planned call (``launcher.GpuCall``) into its steps: the tiled transpose
+or copy of the input first when the plan says so, then the family's launches (a single-launch
+family's one kernel, the sort path's :func:`families.sort.steps`, multiblock's sequence), then
+the array-library copies that finish it. ``plan()`` lists the same steps (:meth:`Prepared.listing`),
+so it cannot disagree with what runs. Each launch is resolved once: the kernel function (opted in
+to its shared memory), the grid, block and shared bytes, and an argument list whose scalars are
+converted to their C types already; only the per-call arrays (the input, the extents, the outputs)
+and the scratch views are slotted in per call.
+
+A call's scratch is one table (the family's named entries, the copy of the input, staged outputs,
+the int64 indices) carved from the stream's cached workspace (:mod:`cutopk.cuda.workspace`): a
+warm call allocates no scratch, and the carved views are reused as long as the workspace's
+buffer stays the same.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from . import kernel_source as _kernel_source
+from . import rows as _rows
+from . import workspace as _workspace
+from .families import common as _common
+from .families import sort as _sort
+from .families import transpose as _transpose
+from .families.registry import FAMILIES as FAMILY_MODULES
+from .families.registry import SINGLE_LAUNCH
+from .kernel_constants import ROWS_REGULAR, ROWS_SEGMENTS
+
+# The C types of every scalar parameter a launch passes, by name (the kernels take long long or
+# int; tests/gpu/test_kernel_arguments.py checks them against the C signatures).
+SCALAR_TYPES = {
+    "rows": np.int64, "n": np.int64, "row_stride": np.int64, "col_stride": np.int64,
+    "buf_cap": np.int64, "len": np.int64, "width": np.int64, "k": np.int32, "largest": np.int32,
+    "nan_first": np.int32, "by_index": np.int32, "size": np.int32, "cap": np.int32,
+    "index_bytes": np.int32, "rows_kind": np.int32, "with_idx": np.int32, "tile": np.int32,
+}  # fmt: skip
+# The parameters of each single-launch family's kernel, in order (its module's ARGUMENTS).
+ARGUMENTS = {name: FAMILY_MODULES[name].ARGUMENTS for name in SINGLE_LAUNCH}
+# The per-call arrays, in the order the runner receives them.
+PER_CALL = ("input", "extents", "out_vals", "out_idx")
+
+
+def _descriptors() -> dict[str, _kernel_source.Params]:
+    """Every kernel's descriptor, by kernel name, from the family modules' parameter lists."""
+    found = {d.kernel: d for d in (_rows.ORDER_TILES, _rows.ORDER_MERGE, _rows.TRANSPOSE_ROWS)}
+    found.update({d.kernel: d for d in (_rows.GATHER_VALUES, _rows.COMPUTE_KEYS)})
+    for name in SINGLE_LAUNCH:
+        fam = FAMILY_MODULES[name]
+        kernel = fam.geometry(1, 1, 1, 4, _ANY_DEVICE).kernel
+        found[kernel] = _kernel_source.params(kernel, fam.ARGUMENTS, SCALAR_TYPES)
+    return found
+
+
+class _AnyDevice:  # enough of a device for a family's geometry to name its kernel
+    shared_bytes = 48 * 1024
+    sm_count = 1
+
+
+_ANY_DEVICE = _AnyDevice()
+DESCRIPTORS = _descriptors()
+
+
+def single_step(call) -> _common.Step:
+    """A single-launch family's one launch, from its plan (the generic path: the family's module
+    gives the kernel's name and parameters, the plan its geometry)."""
+    p = call.plan
+    name = FAMILY_MODULES[p.algorithm].kernel_name(p.params, call.info.cxx)
+    return _common.Step(name, True, (p.grid,), p.block, p.shared_bytes)
+
+
+def _kernel_of(step) -> tuple[str, str]:
+    """``(descriptor key, instantiated name)`` of a step's kernel."""
+    if "<" in step.kernel:
+        return step.kernel.split("<")[0], step.kernel
+    return step.kernel, step.kernel
+
+
+class Program:
+    """A call's steps and scratch, as data: ``table`` (the scratch, one workspace buffer),
+    ``before`` and ``after`` (the steps around the family's), ``family`` (the family's steps;
+    multiblock's per chunk of rows, see :attr:`chunks`), the scalars every step may take by name,
+    and which value each of ``in``/``out_vals``/``out_idx`` is (a per-call array or a scratch
+    view). ``nbytes``: the workspace bytes of one call."""
+
+    def __init__(self, call):
+        p, req, info = call.plan, call.req, call.info
+        rows, n, k = call.rows, req.n, req.k
+        self.table: list = []
+        self.before: list = []
+        self.after: list = []
+        self.shapes: dict[str, tuple] = {}
+        self.alias = {"in": "input", "out_vals": "out_vals", "out_idx": "out_idx"}
+        self.input_shape = (*call.out_shape[:-1], n)  # the input with its rows' axis last
+        row_stride, col_stride = call.strides if call.strides is not None else (n, 1)
+        if p.transpose:  # rows along an outer axis: a tiled transpose to row-major
+            self.table += _transpose.scratch(rows, n)
+            self.before += [
+                step._replace(args=(("in", "input"), ("row_stride", row_stride), ("col_stride", col_stride), *step.args))
+                for step in _transpose.steps(rows, n)
+            ]  # fmt: skip
+        elif p.copy:
+            self.table += _transpose.scratch(rows, n)
+            self.before.append(
+                _common.Step(
+                    "", False, (), 0, library="copy of the input to row-major", copy=("row_major", "input")
+                )
+            )
+        if p.copy:
+            self.alias["in"] = "row_major"
+            row_stride, col_stride = n, 1
+        if not call.last_axis:  # the kernels write (rows, k); the outputs are moved afterwards
+            self.table += [_common.Scratch("stage_vals", "value", rows * k)]
+            self.table += [_common.Scratch("stage_idx", np.dtype(req.index_dtype).name, rows * k)]
+            self.shapes.update(stage_vals=(rows, k), stage_idx=(rows, k))
+            self.alias.update(out_vals="stage_vals", out_idx="stage_idx")
+        self.scalars = {
+            "rows": rows, "n": n, "row_stride": row_stride, "col_stride": col_stride, "k": k,
+            "largest": req.largest, "nan_first": req.nan_first, "by_index": req.order == "index",
+            "size": p.params.get("size", 0), "cap": p.params.get("cap", 0),
+            "buf_cap": p.params.get("buffer", 0), "index_bytes": req.index_dtype.itemsize,
+            "rows_kind": call.rows_kind,
+        }  # fmt: skip
+        self.chunks: list = []  # multiblock: (start, stop, chunk Program) per chunk of rows
+        self.family: list = []
+        if p.algorithm in ARGUMENTS:
+            self.family = [single_step(call)]
+            self.table += FAMILY_MODULES[p.algorithm].scratch(rows, n, k, p.params)
+        elif p.algorithm == "sort":
+            by_index, int64 = req.order == "index", req.index_dtype == np.int64
+            self.table += _sort.scratch(rows, n, k, p.params, by_index, int64)
+            self.family = _sort.steps(rows, n, k, info.itemsize, p.params, p.grid, by_index, int64)
+        elif p.algorithm == "multiblock":
+            # The sequence takes int64 indices: others are converted at the end.
+            if req.index_dtype != np.int64:
+                self.table.append(_common.Scratch("idx64", "int64", rows * k))
+                self.shapes["idx64"] = (rows, k)
+                final = "stage_idx" if self.alias["out_idx"] == "stage_idx" else "call:out_idx"
+                self.alias["out_idx"] = "idx64"
+                self.after.append(
+                    _common.Step(
+                        "", False, (), 0, library=f"int64 indices to {req.index_dtype}",
+                        copy=(final, "idx64", rows, k, k),
+                    )
+                )  # fmt: skip
+        else:  # pragma: no cover - the registry and this runner disagree
+            raise RuntimeError(f"no launch steps for algorithm {p.algorithm!r}")
+        self.head = _common.scratch_bytes(self.table, info.itemsize)
+        self.nbytes = self.head
+        if p.algorithm == "multiblock":
+            chunk = p.params["rows_per_chunk"]
+            sizes = {}
+            for start in range(0, rows, chunk):
+                stop = min(rows, start + chunk)
+                if stop - start not in sizes:
+                    sizes[stop - start] = _ChunkProgram(call, stop - start, self.scalars, self.head)
+                self.chunks.append((start, stop, sizes[stop - start]))
+            self.nbytes = self.head + max(c.nbytes for c in sizes.values())
+            if len(self.chunks) == 1:  # one chunk: its steps and scratch are the call's own
+                only = self.chunks.pop()[2]
+                self.family, self.scalars, self.descriptors = only.family, only.scalars, only.descriptors
+                self.table += only.table
+                self.head = self.nbytes = _common.scratch_bytes(self.table, info.itemsize)
+
+    def steps(self) -> list:
+        return [*self.before, *self.family, *self.after]
+
+
+class _ChunkProgram:
+    """Multiblock's sequence over one chunk of ``rows`` rows: its steps
+    (:func:`cutopk.cuda.rows.multiblock_steps`), its scratch table (carved after the call's own,
+    from ``offset``), its scalars (:func:`cutopk.cuda.multiblock.values`)."""
+
+    def __init__(self, call, rows: int, scalars: dict, offset: int):
+        from . import multiblock as _multiblock_run
+
+        p, req, info = call.plan, call.req, call.info
+        self.table = list(FAMILY_MODULES["multiblock"].scratch(rows, req.n, req.k, p.params))
+        self.family = _rows.multiblock_steps(
+            rows, req.k, info.itemsize, p.params, p.block, req.order != "value"
+        )
+        self.before, self.after, self.chunks = [], [], []
+        self.shapes: dict = {}
+        self.alias = {"in": "input", "out_vals": "out_vals", "out_idx": "out_idx"}
+        self.scalars = {**scalars, **_multiblock_run.values(p, info, req, rows)}
+        self.descriptors = _multiblock_run.KERNELS
+        self.offset = offset
+        self.nbytes = _common.scratch_bytes(self.table, info.itemsize)
+
+
+class _Sequence:
+    """Steps resolved once: each launch's function (opted in to its shared memory), geometry and
+    argument list (scalars typed, constants in place, slots for the per-call arrays and for the
+    scratch views), each copy's arrays; :meth:`run` launches them for one call."""
+
+    def __init__(self, call, program, constants: dict, steps: list):
+        self.program = program
+        self.key_dtype, self.value_dtype = call.info.key_dtype, call.native
+        self.offset = getattr(program, "offset", 0)
+        self.scratch_names = {e.name for e in program.table}
+        self.constants = constants
+        self.descriptors = getattr(program, "descriptors", {})
+        self.launches = []  # (fn, grid, block, shared, template, per-call slots, scratch slots)
+        self.copies = []  # (dst, src, shape)
+        self.ops = []  # (is a launch, index)
+        self._memo: dict = {}  # launches by their step: a repeated step is resolved once
+        for step in steps:
+            self._add(step, call)
+        self._carved = (_UNSET, None)  # (buffer, (scratch views, launches with their views))
+
+    def _resolve(self, name: str):
+        """Where a value comes from: ("call", index), ("scratch", name) or ("const", value)."""
+        if name.startswith("call:"):  # a per-call array itself, whatever the aliases say
+            return "call", PER_CALL.index(name[5:])
+        name = self.program.alias.get(name, name)
+        if name in PER_CALL and name not in self.constants:
+            return "call", PER_CALL.index(name)
+        if name in self.scratch_names:
+            return "scratch", name
+        if name in self.constants:
+            return "const", self.constants[name]
+        raise KeyError(name)
+
+    def _add(self, step, call) -> None:
+        if not step.kernel:  # an array-library copy
+            dst, src, *shape = step.copy
+            self.ops.append((False, len(self.copies)))
+            self.copies.append((self._resolve(dst), self._resolve(src), tuple(shape)))
+            return
+        memo = (
+            step.kernel,
+            step.templated,
+            step.grid,
+            step.block,
+            step.shared_bytes,
+            getattr(step, "args", ()),
+        )
+        known = self._memo.get(memo)
+        if known is not None:  # the same launch again (a digit pass): resolved once
+            self.ops.append((True, len(self.launches)))
+            self.launches.append(known)
+            return
+        key, name = _kernel_of(step)
+        if "<" not in name and step.templated:
+            name = f"{name}<{call.info.cxx}>"
+        desc = self.descriptors.get(key) or DESCRIPTORS[key]
+        given = dict(getattr(step, "args", ()))
+        scalars = self.program.scalars
+        template, at_call, at_scratch = [], [], []
+        for i, param in enumerate(desc.names):
+            source = given.get(param, param)
+            if not isinstance(source, str):
+                template.append(desc.scalars[param](source))
+                continue
+            if source in scalars and source not in self.program.alias:
+                template.append(desc.scalars[param](scalars[source]))
+                continue
+            try:
+                kind, where = self._resolve(source)
+            except KeyError:
+                raise RuntimeError(f"{key}: no value for its parameter {param!r} ({source!r})") from None
+            template.append(where if kind == "const" else None)
+            if kind == "call":
+                at_call.append((i, where))
+            elif kind == "scratch":
+                at_scratch.append((i, where))
+        fn = call.module.get_function(name)
+        _rows.opt_in(fn, step.shared_bytes, call.target)
+        self.ops.append((True, len(self.launches)))
+        launch = (
+            fn,
+            step.grid,
+            (step.block,),
+            step.shared_bytes,
+            template,
+            tuple(at_call),
+            tuple(at_scratch),
+        )
+        self.launches.append(launch)
+        self._memo[memo] = launch
+
+    def carved(self, buffer):
+        """The scratch views and the launches filled with them, for ``buffer`` (carved again only
+        when the workspace's buffer changed)."""
+        cached_buffer, carved = self._carved
+        if cached_buffer is buffer:
+            return carved
+        views = {}
+        if buffer is not None:
+            region = buffer[self.offset :] if self.offset else buffer
+            views = _common.carve(region, self.program.table, self.key_dtype, self.value_dtype)
+            for name, shape in self.program.shapes.items():
+                views[name] = views[name].reshape(shape)
+        filled = []
+        for fn, grid, block, shared, template, at_call, at_scratch in self.launches:
+            args = list(template)
+            for i, name in at_scratch:
+                args[i] = views[name]
+            filled.append((fn, grid, block, shared, args, at_call))
+        copies = [self._copy_views(copy, views) for copy in self.copies]
+        # The sequence as the call runs it: a launch with no per-call array has its whole argument
+        # tuple ready; one with a single per-call array, the tuples before and after it.
+        steps = []
+        for is_launch, index in self.ops:
+            if not is_launch:
+                steps.append((_BETWEEN, None) if index is None else (_COPY, copies[index]))
+                continue
+            fn, grid, block, shared, args, at_call = filled[index]
+            if not at_call:
+                steps.append((_FIXED, (fn, grid, block, shared, tuple(args))))
+            elif len(at_call) == 1:
+                i, j = at_call[0]
+                steps.append((_ONE, (fn, grid, block, shared, tuple(args[:i]), j, tuple(args[i + 1 :]))))
+            else:
+                steps.append((_MANY, (fn, grid, block, shared, args, at_call)))
+        carved = (views, filled, steps)
+        self._carved = (buffer, carved)  # one assignment: a thread reads either pair, never half
+        return carved
+
+    def run(self, xp, per_call, buffer, between=None) -> dict:
+        """The steps for one call (``per_call``: the arrays of :data:`PER_CALL`); ``between``:
+        called where multiblock's chunks go (after the steps before the family's)."""
+        cached_buffer, carved = self._carved
+        views, _, steps = carved if cached_buffer is buffer else self.carved(buffer)
+        for kind, step in steps:
+            if kind is _FIXED:
+                fn, grid, block, shared, args = step
+                fn(grid, block, args, shared_mem=shared)
+            elif kind is _ONE:
+                fn, grid, block, shared, before, j, after = step
+                fn(grid, block, (*before, per_call[j], *after), shared_mem=shared)
+            elif kind is _MANY:
+                fn, grid, block, shared, args, at_call = step
+                args = args.copy()
+                for i, j in at_call:
+                    args[i] = per_call[j]
+                fn(grid, block, tuple(args), shared_mem=shared)
+            elif kind is _COPY:
+                dst, at_dst, src, at_src = step
+                xp.copyto(
+                    per_call[at_dst] if dst is None else dst,
+                    per_call[at_src] if src is None else src,
+                    casting="unsafe",
+                )
+            else:
+                between(views)
+        return views
+
+    def value(self, name, per_call, views):
+        kind, where = self._resolve(name)
+        if kind == "call":
+            return per_call[where]
+        if kind == "scratch":
+            return views[where]
+        return where
+
+    def _copy_views(self, copy, views) -> tuple:
+        """``(dst, at_dst, src, at_src)`` of a copy: the scratch side as the view it copies (the first
+        ``dst_len`` of each row of ``src``), a per-call side as its index in :data:`PER_CALL` (the
+        outputs are (rows, k) already; the input copy's destination takes the input's shape)."""
+        (dst_kind, dst), (src_kind, src), shape = copy
+        out = []
+        for kind, where, is_dst in ((dst_kind, dst, True), (src_kind, src, False)):
+            if kind == "call":
+                out += [None, where]
+                continue
+            view = views[where] if kind == "scratch" else where
+            if not shape:  # the input, in its own layout, copied to row-major
+                view = view.reshape(self.program.input_shape)
+            else:
+                rows, src_len, dst_len = shape
+                view = view.reshape(rows, dst_len) if is_dst else view.reshape(rows, src_len)[:, :dst_len]
+            out += [view, None]
+        return tuple(out)
+
+
+class Prepared:
+    """A call signature's launches, resolved once; :meth:`run` launches them for one call."""
+
+    def __init__(self, call, placeholder):
+        self.call = call
+        self.program = prog = Program(call)
+        self.target, self.device = call.target, call.device
+        info = call.info
+        constants = {}
+        if call.rows_kind == ROWS_REGULAR:  # a regular batch never reads `extents`
+            constants["extents"] = placeholder(call.target, np.int64)
+        if not any(e.name == "buf_key" for e in prog.table):  # radix without a candidate buffer
+            constants["buf_key"] = placeholder(call.target, info.key_dtype)
+            constants["buf_idx"] = placeholder(call.target, np.uint32)
+        self.sequence = _Sequence(call, prog, constants, [*prog.before, *prog.family])
+        if prog.chunks:
+            self.sequence.ops.append((False, None))  # where the chunks run
+        for step in prog.after:
+            self.sequence._add(step, call)
+        self.chunks = []
+        seq = self.sequence
+        self._chunk_sources = tuple(seq._resolve(name) for name in ("in", "out_vals", "out_idx", "extents"))
+        sequences = {}
+        for start, stop, chunk in prog.chunks:
+            if id(chunk) not in sequences:
+                sequences[id(chunk)] = _Sequence(call, chunk, constants, chunk.family)
+            self.chunks.append((start, stop, sequences[id(chunk)]))
+        # One launch without scratch (most single-launch families): :meth:`direct` slots the
+        # arrays straight into its argument list.
+        self.single = None
+        self.direct = self.run
+        if len(self.sequence.ops) == 1 and self.sequence.ops[0][0] and not prog.nbytes:
+            fn, grid, block, shared, template, at_call, _ = self.sequence.launches[0]
+            slots = {j: i for i, j in at_call}
+            self.single = (
+                fn,
+                grid,
+                block,
+                shared,
+                template,
+                slots.get(0),
+                slots.get(1),
+                slots.get(2),
+                slots.get(3),
+            )
+            self.direct = self._direct_single
+
+    def _direct_single(self, xp, a, values, indices, extents=None) -> dict:
+        fn, grid, block, shared, template, at_input, at_extents, at_values, at_indices = self.single
+        args = template.copy()
+        args[at_input], args[at_values], args[at_indices] = a, values, indices
+        if at_extents is not None:
+            args[at_extents] = extents
+        fn(grid, block, tuple(args), shared_mem=shared)
+        return _NO_VIEWS
+
+    def run(self, xp, a, values, indices, extents=None) -> dict:
+        """The steps for one call: ``a`` the input with its rows' axis last, ``values`` and
+        ``indices`` the (rows, k) outputs (None where they are staged in the scratch). Returns
+        the scratch views (the staged outputs among them)."""
+        nbytes = self.program.nbytes
+        buffer = _workspace.take(xp, self.target, self.device, nbytes) if nbytes else None
+        if not self.chunks:
+            return self.sequence.run(xp, (a, extents, values, indices), buffer)
+        per_call = (a, extents, values, indices)
+        return self.sequence.run(
+            xp, per_call, buffer, lambda views: self._multiblock(xp, per_call, views, buffer)
+        )
+
+    def _multiblock(self, xp, per_call, views, buffer) -> None:
+        """Multiblock's prepared sequence per chunk of rows, on views of the input, its extents
+        and the outputs (int64 indices: the output's own, or the ``idx64`` scratch)."""
+        call = self.call
+        rows, n = call.rows, call.req.n
+        base, values, indices, extents = (
+            per_call[where] if kind == "call" else views[where] if kind == "scratch" else where
+            for kind, where in self._chunk_sources
+        )
+        if len(self.chunks) == 1:
+            self.chunks[0][2].run(xp, (base, extents, values, indices), buffer)
+            return
+        segments = call.rows_kind == ROWS_SEGMENTS
+        regular = call.rows_kind == ROWS_REGULAR
+        if not segments:
+            # The rows collapse to one stride (or the input was copied): a 2-D view of the same
+            # memory, whose row slices start at the chunk's first row.
+            row_stride, col_stride = self.program.scalars["row_stride"], self.program.scalars["col_stride"]
+            itemsize = base.dtype.itemsize
+            as_rows = xp.lib.stride_tricks.as_strided(
+                base, shape=(rows, n), strides=(row_stride * itemsize, col_stride * itemsize)
+            )
+        for start, stop, chunk in self.chunks:
+            # CSR segments start at their offsets from the data's first element: a chunk of
+            # them keeps the base and takes extents[start:stop + 1].
+            part = base if segments else as_rows[start:stop]
+            part_extents = extents if regular else extents[start : stop + 1 if segments else stop]
+            chunk.run(xp, (part, part_extents, values[start:stop], indices[start:stop]), buffer)
+
+    def listing(self) -> list:
+        """The launches as plan() lists them: every step, multiblock's per chunk of rows, each with
+        its global bytes (:func:`_global_bytes`)."""
+        call, program = self.call, self.program
+        cxx = call.info.cxx
+
+        def listed(steps: list, rows: int, table: list, count: int = 1) -> list:
+            moved = _global_bytes(call, steps, rows, table)
+            return [
+                dataclasses.replace(_launch_of(step, cxx), count=count, global_bytes=b * count)
+                for step, b in zip(steps, moved, strict=True)
+            ]
+
+        out = listed([*program.before, *program.family], call.rows, program.table)
+        counts: dict = {}
+        for _, _, chunk in program.chunks:
+            counts[id(chunk)] = counts.get(id(chunk), 0) + 1
+        seen = set()
+        for start, stop, chunk in program.chunks:
+            if id(chunk) in seen:
+                continue
+            seen.add(id(chunk))
+            out += listed(chunk.family, stop - start, chunk.table, counts[id(chunk)])
+        return out + listed(program.after, call.rows, program.table)
+
+
+def _global_bytes(call, steps: list, rows: int, table: list) -> list:
+    """Global bytes of each step over ``rows`` rows (plan()'s ``Launch.global_bytes``; each
+    32-byte sector a launch touches counted once), from the formula of the step's family module
+    (tests/gpu/test_family_traffic.py compares them with the simulator's counts)."""
+    req, b = call.req, call.info.itemsize
+    n, k, ib = req.n, req.k, req.index_dtype.itemsize
+    sectors = _common.sectors
+    sizes = {e.name: (b if e.dtype in ("key", "value") else np.dtype(e.dtype).itemsize) for e in table}
+    sizes.update(input=b, out_vals=b, out_idx=ib)
+
+    def size_of(name: str) -> int:
+        return sizes.get(name.removeprefix("call:"), 8)
+
+    multiblock = [s for s in steps if s.kernel.startswith("mb_")]
+    mb_bytes = iter(
+        FAMILY_MODULES["multiblock"].global_bytes(multiblock, rows, n, k, b, ib, call.plan.params)
+        if multiblock
+        else ()
+    )
+    out = []
+    for s in steps:
+        args = dict(getattr(s, "args", ()))  # multiblock's own steps name no arguments
+        if not s.kernel:  # a library copy: (dst, src[, rows, src_len, dst_len])
+            if len(s.copy) == 5:
+                dst, src, copy_rows, _, dst_len = s.copy
+                count = copy_rows * dst_len
+                out.append(sectors(count * size_of(src)) + sectors(count * size_of(dst)))
+            else:  # the whole input
+                out.append(2 * sectors(rows * n * b))
+        elif s.kernel.startswith("mb_"):
+            out.append(next(mb_bytes))
+        elif s.kernel in ("compute_keys", "transpose_rows"):
+            out.append(2 * sectors(rows * n * b))
+        elif s.kernel == "order_tiles":
+            out.append(_common.order_bytes(args["rows"], args["len"], b, 0, bool(args["with_idx"]))[0])
+        elif s.kernel == "order_merge":
+            out.append(_common.order_bytes(args["rows"], args["len"], b, 1)[1])
+        elif s.kernel == "gather_values":
+            out.append(_common.gather_bytes(rows, k, n, b))
+        else:  # a single-launch family's kernel
+            out.append(FAMILY_MODULES[call.plan.algorithm].global_bytes(rows, n, k, b, ib, call.plan.params))
+    return out
+
+
+_NO_VIEWS: dict = {}
+_UNSET = object()
+# The kinds of a prepared step (compared by identity).
+_FIXED, _ONE, _MANY, _COPY, _BETWEEN = "fixed", "one", "many", "copy", "between"
+
+
+def _launch_of(step, cxx: str):
+    from .._request.plan import Launch
+
+    if not step.kernel:
+        return Launch(f"library: {step.library}", ())
+    _, name = _kernel_of(step)
+    if "<" not in name and step.templated:
+        name = f"{name}<{cxx}>"
+    return Launch(name, step.grid, step.block, step.shared_bytes)
+
+
+__all__ = ["ARGUMENTS", "DESCRIPTORS", "PER_CALL", "SCALAR_TYPES", "Prepared", "Program"]
