@@ -71,15 +71,33 @@ COMPOSITE_MAX_N = 511
 # row (``select_sorted``), in blocks of this many elements (their composites fit in L2).
 SORTED_MAX_N = 64
 SORTED_BLOCK_ELEMENTS = 1 << 15
+# A cached call on at most this many elements, rows of at most TINY_MAX_N, C-contiguous along
+# the last axis, runs a function prepared for its shape (``prepared``): 1x128 k=8 in some
+# 10 us where the general way takes 20 us.
+TINY_MAX_ELEMENTS = 1 << 13
+TINY_MAX_N = 256
 # Up to this row length a full stable sort of each row is the cheapest exact route
 # (65536x16 float32, k=8: 6.7 ms sorting against 9.0 ms for partition + tie resolution).
 SORT_MAX_N = 16
 # Blocks of an outer axis are filtered in place: wide blocks keep NumPy's inner loops long
 # (4096x256 float32 columns: 1.4 ms per comparison pass; whole 4096x512 rows: 0.8 ms per 1M).
 OUTER_BLOCK_BYTES = 16 << 20
-# Elements per thread at least: below, a call runs on fewer threads (a block handed to the
-# pool costs some 50-100 us of scheduling and GIL hand-over).
-PARALLEL_MIN_ELEMENTS = 1 << 17
+# Below this many elements a call never splits, whatever the cost model says.
+PARALLEL_MIN_ELEMENTS = 1 << 16
+# The work of each route for the thread cost model (``_threads.threads_for``), in
+# vectorised passes over the input: its one-thread time per element over the probe's time
+# per element (a comparison and a count), rounded down (2-core EPYC, NumPy 2.4; the ratio of
+# two NumPy loops' speeds moves far less between machines than either speed does).
+ROUTE_PASSES = {
+    "sorted": 9,  # 65536x8 k=2: 11; 131072x16 k=4: 10
+    "sort": 20,
+    "composite": 5,  # 16384x128 k=8: 5.6
+    "all": 5,
+    "exact": 10,  # 1024x1000 k=500: 56
+    "filter": 1,  # 8x128256 k=50: 1.0; 16x65536 k=512: 2.1; 1024x4096 int8 k=64: 5.1
+    "filter-outer": 6,  # 4096x512 k=16 along axis 0: 14.7
+    "long-rows": 1,  # 1x2**21 k=64: 1.5
+}
 # Above this many candidates in a block, or a quarter of it (equal rows, a pivot among ties),
 # rows tied at the pivot are settled on their masks before the rest are listed: listing every
 # element as an int64 position (and its row, column, value) takes some 40 bytes per element.
@@ -115,6 +133,56 @@ def top_k(a, req: Request) -> tuple[np.ndarray, np.ndarray]:
     return finish(values), finish(indices)
 
 
+def prepared(shape: tuple, strides: tuple, dtype: np.dtype, req: Request):
+    """The function that runs ``req`` on arrays of this shape, strides and dtype (a cached call's
+    work: see ``cutopk._call``): :func:`top_k`, or for a small C-contiguous input along its last
+    axis a function with everything but the data worked out once (no checks, no thread count:
+    a small problem never splits), one sort of composite keys per row (:func:`select_sorted`)."""
+    n, k = req.n, req.k
+    rows = math.prod(shape) // n if n else 0
+    c_strides = tuple(
+        dtype.itemsize * math.prod(shape[i + 1 :]) for i in range(len(shape))
+    )  # C order, as NumPy gives it for every axis of length > 1
+    small = (
+        req.axis == len(shape) - 1
+        and 0 < k < n <= TINY_MAX_N
+        and rows * n <= TINY_MAX_ELEMENTS
+        and dtype.itemsize <= 4
+        and dtype == dtype.newbyteorder("=")
+        and all(s == c for s, c, d in zip(strides, c_strides, shape, strict=True) if d > 1)
+    )
+    if not small:
+        return lambda a: top_k(a, req)
+    col_bits = max(1, (n - 1).bit_length())
+    shift, mask = _I64[col_bits], np.int64((1 << col_bits) - 1)
+    largest, order, index_dtype = req.largest, req.order, req.index_dtype
+    columns = _columns(n)
+    bounds = _number_bounds(dtype)
+    lo, hi = (bounds[0] << col_bits, (bounds[1] << col_bits) | int(mask)) if bounds else (None, None)
+    offsets = np.arange(0, rows * n, n)[:, None] if rows > 1 else None
+    out_shape = (*shape[:-1], k)
+
+    def run(a):
+        x = a.reshape(rows, n)
+        comp = _order_numbers(x, largest)
+        comp <<= shift
+        comp |= columns
+        comp.sort(axis=1)
+        if lo is not None and (
+            (comp[0, 0] < lo or comp[0, -1] > hi)
+            if rows == 1
+            else (comp[:, 0].min() < lo or comp[:, -1].max() > hi)
+        ):
+            return top_k(a, req)  # a NaN: the general way
+        cols = np.bitwise_and(comp[:, :k], mask)
+        if order != "value":
+            cols.sort(axis=1)
+        values = x.ravel().take(cols if offsets is None else cols + offsets)
+        return values.reshape(out_shape), cols.astype(index_dtype, copy=False).reshape(out_shape)
+
+    return run
+
+
 def _rows(a: np.ndarray, req: Request):
     """The input as a 2-D ``(rows, n)`` array, a view where one exists (the middle axis of a
     3-D array has none: then a copy), the batch shape, and whether it was copied."""
@@ -127,12 +195,24 @@ def _rows(a: np.ndarray, req: Request):
         return moved.reshape(shape), batch_shape, True
 
 
-def _route(x: np.ndarray, k: int, threads: int) -> tuple[str, int, int]:
-    """How :func:`select` handles ``x`` (2-D): the route's name, the threads it uses, and the
-    rows per block (0 for the long-row path)."""
+def _route(x: np.ndarray, k: int, threads: int) -> tuple[str, int, int, str]:
+    """How :func:`select` handles ``x`` (2-D): the route's name, the threads it uses, the rows
+    per block (0 for the long-row path), and why that many threads."""
     rows, n = x.shape
-    # A thread is worth its hand-over only with enough elements to work on.
-    threads = max(1, min(threads, rows * n // PARALLEL_MIN_ELEMENTS))
+    if threads > 1 and rows * n < PARALLEL_MIN_ELEMENTS:
+        return (*_route_on(x, k, 1), f"1 of {threads}: a small problem ({rows * n} elements)")
+    name, _, _ = _route_on(x, k, threads)
+    useful, why = _threads.threads_for(threads, rows * n * ROUTE_PASSES[name])
+    if useful != threads:  # the route may differ on fewer threads (a row split for every core)
+        name, _, _ = _route_on(x, k, useful)
+        if useful > 1:
+            useful, why = _threads.threads_for(useful, rows * n * ROUTE_PASSES[name])
+    return (*_route_on(x, k, useful), why)
+
+
+def _route_on(x: np.ndarray, k: int, threads: int) -> tuple[str, int, int]:
+    """:func:`_route` on exactly ``threads`` threads."""
+    rows, n = x.shape
     if _long_rows.takes(rows, n, threads):
         return "long-rows", threads, 0
     filtered = n >= PREFILTER_MIN_N and k <= n * PREFILTER_MAX_K_SHARE
@@ -146,7 +226,7 @@ def _route(x: np.ndarray, k: int, threads: int) -> tuple[str, int, int]:
     step = min(step, -(-rows // threads))  # at least one block per thread
     if outer:
         name = "filter-outer"
-    elif _sorts(n, k, x.itemsize):
+    elif _sorts(n, k, x.itemsize, x.size):
         name = "sorted"
         step = max(1, min(step, SORTED_BLOCK_ELEMENTS // n))
     elif n <= SORT_MAX_N:
@@ -169,18 +249,18 @@ def describe(a, req: Request) -> dict:
     a = np.asarray(a)
     x, _, copied = _rows(a, req)
     if req.k == 0 or x.size == 0:
-        return {"route": "none", "threads": 1, "copy": False, "block_copies": False}
-    name, threads, _ = _route(x, req.k, _threads.get_num_threads())
+        return {"route": "none", "threads": 1, "threads_why": "no work", "copy": False, "block_copies": False}
+    name, threads, _, why = _route(x, req.k, _threads.get_num_threads())
     native = x.dtype == x.dtype.newbyteorder("=")
     blocks = name not in ("filter-outer", "long-rows") and not (x.flags.c_contiguous and native)
-    return {"route": name, "threads": threads, "copy": copied, "block_copies": blocks}
+    return {"route": name, "threads": threads, "threads_why": why, "copy": copied, "block_copies": blocks}
 
 
 def select(x: np.ndarray, k: int, largest: bool, nan_first: bool, order: str, threads: int) -> np.ndarray:
     """The ``(rows, k)`` int64 column indices of the top K of each row of the 2-D ``x`` (any
     strides and byte order), ordered as ``order`` asks; blocks of rows run on ``threads``."""
     rows = x.shape[0]
-    name, threads, step = _route(x, k, threads)
+    name, threads, step, _ = _route(x, k, threads)
     if name == "long-rows" and rows == 1:  # the row's own result: no copy of a K-sized array
         return _long_rows.select_row(x[0], k, largest, nan_first, order, threads)[None, :]
     idx = np.empty((rows, k), dtype=np.int64)
@@ -215,7 +295,7 @@ def select_rows(
     for the rows :func:`select_sorted` hands back (NaN rows), which go another way.
     """
     rows, n = x.shape
-    if sort_ok and _sorts(n, k, x.itemsize):
+    if sort_ok and _sorts(n, k, x.itemsize, x.size):
         return select_sorted(x, k, largest, nan_first, order)
     if n <= SORT_MAX_N:
         # Tiny rows (MoE routing): one stable sort per row beats partition + tie resolution.
@@ -241,62 +321,62 @@ def select_rows(
     return _order_winners(cols, np.take_along_axis(keys, cols, axis=1) if order == "value" else None, order)
 
 
-def _signed_order(x: np.ndarray) -> np.ndarray:
-    """int64 numbers in the order of the elements of ``x`` (native byte order, at most 32 bits):
-    -0.0 and +0.0 get the same number; a NaN's lies outside :func:`_number_bounds` (below
-    -inf's when its sign bit is set, above +inf's otherwise). Four passes for floats."""
+_I64 = {b: np.int64(b) for b in range(64)}  # typed shift counts: a Python int costs a ufunc 0.2 us
+_MAGNITUDE = {size: np.int64((1 << (8 * size - 1)) - 1) for size in (1, 2, 4)}
+
+
+def _order_numbers(x: np.ndarray, largest: bool) -> np.ndarray:
+    """int64 numbers, ascending in preference order, of the elements of ``x`` (native byte
+    order, at most 32 bits): ascending values for ``smallest``, descending for ``largest``.
+    -0.0 and +0.0 get the same number (0); a NaN's lies outside :func:`_number_bounds`. Five
+    passes for floats (a sign-magnitude number made two's complement), one or two for ints."""
     if not _dtypes.info(x.dtype).is_float:
-        return x.astype(np.int64)
-    # Sign and magnitude bits as a two's complement int: a negative's magnitude bits flipped
-    # (an arithmetic shift gives the mask, no branch); -0.0 comes out as -1, moved onto +0.0.
-    s = x.view(f"i{x.itemsize}").astype(np.int64)
-    flip = s >> 63
-    flip &= (1 << (8 * x.itemsize - 1)) - 1
-    s ^= flip
-    s += s == -1
-    return s
+        s = x.astype(np.int64)
+        if largest:
+            np.negative(s, out=s)
+        return s
+    bits = x.view(f"i{x.itemsize}").astype(np.int64)  # sign-extended
+    sign = bits >> _I64[63]  # 0, or -1 for a negative number
+    np.bitwise_and(bits, _MAGNITUDE[x.itemsize], out=bits)  # the magnitude
+    # (m ^ sign) - sign is m or -m by the sign; sign - (m ^ sign) its negation (for largest).
+    bits ^= sign
+    if largest:
+        np.subtract(sign, bits, out=bits)
+    else:
+        bits -= sign
+    return bits
 
 
 def _number_bounds(dtype: np.dtype) -> tuple[int, int] | None:
-    """The :func:`_signed_order` numbers of -inf and +inf (None for integers: no NaN)."""
+    """The least and greatest :func:`_order_numbers` of a number, in either mode (a NaN's lies
+    outside them); None for integers."""
     if not _dtypes.info(dtype).is_float:
         return None
     inf = int(np.array(np.inf, dtype=dtype).view(f"i{dtype.itemsize}")[()])
-    return -inf - 1, inf
+    return -inf, inf
 
 
 def select_sorted(x: np.ndarray, k: int, largest: bool, nan_first: bool, order: str) -> np.ndarray:
     """Top K of short rows (``x``: C-contiguous, native, at most 32 bits per element) through
-    one sort of composite keys per row: the element's order number in the high bits and its
-    column (inverted for ``largest``) in the low bits. Composites are distinct, so the first K
-    of the ascending sort (the last K, reversed, for ``largest``) are the answer in the SPEC.md
-    order, ties by lower index included: some ten NumPy calls per block, whatever the rows.
-    Rows holding a NaN (their composites fall outside the numbers' range) go the general way."""
-    rows, n = x.shape
+    one sort of composite keys per row: the element's number in preference order
+    (:func:`_order_numbers`) in the high bits and its column in the low bits. Composites are
+    distinct, so the first K of the ascending sort are the answer in the SPEC.md order, ties by
+    lower index included: some ten NumPy calls per block, whatever the rows. Rows holding a NaN
+    (their composites fall outside the numbers' range) go the general way."""
+    n = x.shape[1]
     col_bits = max(1, (n - 1).bit_length())
-    comp = _signed_order(x)
-    comp <<= col_bits
-    comp |= _columns(n, largest)
+    comp = _order_numbers(x, largest)
+    comp <<= _I64[col_bits]
+    comp |= _columns(n)
     comp.sort(axis=1)
     mask = (1 << col_bits) - 1
-    if largest:
-        top = comp[:, n - 1 : (n - k - 1 if n > k else None) : -1]
-        cols = np.bitwise_and(top, mask)
-        np.subtract(n - 1, cols, out=cols)
-    else:
-        cols = np.bitwise_and(comp[:, :k], mask)
+    cols = np.bitwise_and(comp[:, :k], np.int64(mask))
     bounds = _number_bounds(x.dtype)
     if bounds is not None:
         lo, hi = bounds[0] << col_bits, (bounds[1] << col_bits) | mask
-        if rows == 1:
-            nan = bool(comp[0, 0] < lo or comp[0, -1] > hi)
-            bad = np.array([True]) if nan else None
-        else:
-            bad = comp[:, 0] < lo
-            bad |= comp[:, -1] > hi
-            if not bad.any():
-                bad = None
-        if bad is not None:
+        bad = comp[:, 0] < lo
+        bad |= comp[:, -1] > hi
+        if bad.any():
             cols[bad] = select_rows(x[bad], k, largest, nan_first, "value", sort_ok=False)
     if order != "value":
         cols.sort(axis=1)
@@ -306,21 +386,22 @@ def select_sorted(x: np.ndarray, k: int, largest: bool, nan_first: bool, order: 
 _COLUMNS: dict = {}
 
 
-def _columns(n: int, inverted: bool) -> np.ndarray:
-    """``0 .. n-1`` as int64 (``n-1 .. 0`` when ``inverted``), cached: read-only constants."""
-    key = (n, inverted)
-    cols = _COLUMNS.get(key)
+def _columns(n: int) -> np.ndarray:
+    """``0 .. n-1`` as int64, cached (read-only constants)."""
+    cols = _COLUMNS.get(n)
     if cols is None:
-        cols = np.arange(n - 1, -1, -1) if inverted else np.arange(n)
+        cols = np.arange(n)
         cols.flags.writeable = False
         if len(_COLUMNS) < 4096:
-            _COLUMNS[key] = cols
+            _COLUMNS[n] = cols
     return cols
 
 
-def _sorts(n: int, k: int, itemsize: int) -> bool:
-    """Whether rows of ``n`` go through :func:`select_sorted`."""
-    return k < n <= SORTED_MAX_N and itemsize <= 4
+def _sorts(n: int, k: int, itemsize: int, elements: int) -> bool:
+    """Whether rows of ``n`` (``elements`` in all) go through :func:`select_sorted`."""
+    return (
+        k < n and itemsize <= 4 and (n <= SORTED_MAX_N or (n <= TINY_MAX_N and elements <= TINY_MAX_ELEMENTS))
+    )
 
 
 def _select_composite(keys: np.ndarray, k: int, order: str) -> np.ndarray:

@@ -1,0 +1,142 @@
+"""The NumPy backend's short-row routes (one sort of composite keys per row, and the prepared
+function of a small cached call) and its thread cost model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from support.reference import check_top_k
+
+import cutopk
+from cutopk.numpy import backend as _numpy
+from cutopk.numpy import threads as _numpy_threads
+
+DTYPES = ("float32", "float16", "bfloat16", "int8", "uint8", "int16", "uint16", "int32", "uint32")
+
+
+def _dtype(name):
+    if name == "bfloat16":
+        ml_dtypes = pytest.importorskip("ml_dtypes")
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(name)
+
+
+def _values(rng, dtype: np.dtype, shape) -> np.ndarray:
+    """Few distinct values (ties everywhere), both signs; for floats -0.0 beside +0.0, +-inf,
+    NaNs of both signs in some rows, and a row of NaN only."""
+    x = rng.integers(-4, 5, shape).astype(np.float32)
+    if dtype.kind == "u":
+        x = np.abs(x)
+    if dtype.kind == "f" or dtype.name == "bfloat16":
+        x[rng.random(shape) < 0.15] = -0.0
+        x[rng.random(shape) < 0.05] = np.inf
+        x[rng.random(shape) < 0.05] = -np.inf
+        x[1, 0] = np.nan
+        x[2] = np.nan
+        x[3, -1] = -np.nan
+    return x.astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(700, 8), (300, 16), (200, 64), (4, 128), (30, 200)])
+def test_short_rows_match_the_reference(dtype, shape):
+    """700x8 .. 200x64 through select_sorted in row blocks; 2x128 and 30x200 through the prepared
+    function of a small call: every mode, NaN rule and order, ties by lower index."""
+    x = _values(np.random.default_rng(shape[1]), _dtype(dtype), shape)
+    assert cutopk.plan(x, 2).params["route"] == "sorted"
+    n = shape[1]
+    for k in sorted({1, 2, n // 2, n - 1}):
+        for mode in ("largest", "smallest"):
+            for nan in ("last", "largest"):
+                for order in (True, "index", False):
+                    check_top_k(x, k, mode=mode, nan=nan, sorted=order)
+
+
+def test_negative_zero_ties_with_zero_and_lower_index_wins():
+    x = np.array([[0.0, -0.0, 1.0, -0.0, 0.0, -1.0, 0.0, -0.0]] * 3000, np.float32)
+    r = cutopk.top_k(x, 4)
+    assert r.indices[0].tolist() == [2, 0, 1, 3]
+    assert np.signbit(r.values[0]).tolist() == [False, False, True, True]  # the elements' own bits
+    r = cutopk.top_k(x[:1], 4, mode="smallest")
+    assert r.indices[0].tolist() == [5, 0, 1, 3]
+
+
+def test_prepared_call_handles_nan_and_other_layouts():
+    x = np.array([[3.0, np.nan, 2.0, 7.0, -np.nan, 1.0]], np.float32)
+    assert cutopk.top_k(x, 2).indices.tolist() == [[3, 0]]
+    assert cutopk.top_k(x, 2, nan="largest").indices.tolist() == [[1, 4]]
+    assert cutopk.top_k(x, 2, mode="smallest").indices.tolist() == [[5, 2]]
+    wide = np.tile(np.arange(12, dtype=np.float32), (20, 1))
+    for view in (wide[:, ::2], wide.T, wide[::3], wide.astype(">f4")):  # strided, axis 0, swapped
+        for axis in (0, 1, -1):
+            check_top_k(view, 3, axis=axis)
+    check_top_k(np.arange(24, dtype=np.int16).reshape(2, 3, 4), 2)
+
+
+@pytest.mark.parametrize("threads", (1, 2, 3))
+def test_short_rows_identical_on_every_thread_count(threads, monkeypatch):
+    monkeypatch.setattr(_numpy, "PARALLEL_MIN_ELEMENTS", 1)
+    monkeypatch.setattr(_numpy, "SORTED_BLOCK_ELEMENTS", 512)  # many blocks
+    monkeypatch.setitem(_numpy_threads._state, "costs", (0.0, 1.0))  # splitting always pays
+    x = _values(np.random.default_rng(3), np.dtype("float32"), (5000, 16))
+    with _numpy_threads.num_threads(threads):
+        assert cutopk.plan(x, 4).params["threads"] == threads
+        for nan in ("last", "largest"):
+            check_top_k(x, 4, nan=nan)
+
+
+# --- the thread cost model ---------------------------------------------------------------------
+
+
+def test_threads_decision_follows_the_measured_costs(monkeypatch):
+    # 1 us per task handed over, 1 ns per element-pass.
+    monkeypatch.setitem(_numpy_threads._state, "costs", (1e-6, 1e-9))
+    assert _numpy_threads.threads_for(1, 1e9)[0] == 1
+    assert _numpy_threads.threads_for(4, 1_000)[0] == 1  # 1 us of work: never split
+    t, why = _numpy_threads.threads_for(4, 1e7)  # 10 ms of work
+    assert t == 4 and "of work" in why
+    # A costly hand-over (a busy machine): the same work stays on fewer threads.
+    monkeypatch.setitem(_numpy_threads._state, "costs", (1e-3, 1e-9))
+    assert _numpy_threads.threads_for(4, 1e7)[0] == 3  # 3.3 + 2 ms against 2.5 + 3 on 4
+    monkeypatch.setitem(_numpy_threads._state, "costs", (5e-3, 1e-9))
+    assert _numpy_threads.threads_for(4, 1e7)[0] == 1
+
+
+def test_plan_shows_the_thread_decision(monkeypatch):
+    x = np.zeros((4096, 4096), np.float32)
+    with _numpy_threads.num_threads(2):
+        monkeypatch.setitem(_numpy_threads._state, "costs", (1.0, 1e-9))  # a second per task
+        p = cutopk.plan(x, 16).params
+        assert p["threads"] == 1 and "would not pay" in p["threads_why"]
+        monkeypatch.setitem(_numpy_threads._state, "costs", (0.0, 1e-9))
+        assert cutopk.plan(x, 16).params["threads"] == 2
+        small = cutopk.plan(np.zeros((4, 100), np.float32), 2).params
+        assert small["threads"] == 1 and "small problem" in small["threads_why"]
+
+
+def test_costs_are_measured_once(monkeypatch):
+    calls = []
+    monkeypatch.setitem(_numpy_threads._state, "costs", None)
+    original = _numpy_threads._measure
+    monkeypatch.setattr(_numpy_threads, "_measure", lambda: calls.append(1) or original())
+    first = _numpy_threads.costs()
+    assert _numpy_threads.costs() is first and calls == [1]
+    task_s, element_s = first
+    assert task_s >= 0 and 0 < element_s < 1e-6
+
+
+def test_thread_count_follows_the_environment_without_rereading_cpus(monkeypatch):
+    monkeypatch.setattr(
+        _numpy_threads.os, "sched_getaffinity", lambda pid: pytest.fail("asked again"), raising=False
+    )
+    monkeypatch.setitem(_numpy_threads._state, "cpus", 6)
+    monkeypatch.delenv(_numpy_threads.ENV_VAR, raising=False)
+    assert _numpy_threads.get_num_threads() == 6
+    monkeypatch.setenv(_numpy_threads.ENV_VAR, "3")
+    assert _numpy_threads.get_num_threads() == 3
+    monkeypatch.setenv(_numpy_threads.ENV_VAR, " 5 ")
+    assert _numpy_threads.get_num_threads() == 5
+    monkeypatch.setenv(_numpy_threads.ENV_VAR, "zero")
+    for _ in range(2):  # a bad value is refused on every call, never cached
+        with pytest.raises(ValueError, match="CUTOPK_NUM_THREADS"):
+            _numpy_threads.get_num_threads()
