@@ -1,10 +1,10 @@
 """CPU benchmark of the NumPy backend against the routes a CPU user would otherwise take.
 
-    python benchmarks/cpu_numpy.py [--repeat 7] [--case moe,indexer] [--markdown FILE]
+    python benchmarks/cpu_numpy.py [--quick] [--repeat 7] [--case moe,indexer] [--markdown FILE]
     python benchmarks/cpu_numpy.py --memory [--n 50000000]
 
-On every case of the CPU quick grid (``python -m cutopk --list`` without a GPU), these routes
-run on the same input, taking turns within each repetition so that the machine's drift (other
+On every case of the CPU quick grid (``python -m cutopk --list`` without a GPU) and, without
+``--quick``, the larger shapes of ``EXTRA_CASES``, these routes run on the same input, taking turns within each repetition so that the machine's drift (other
 processes, clock changes) hits them alike; the median of ``--repeat`` turns is reported (and
 the minimum). One-thread routes are timed by their thread's CPU time, the others
 by the wall clock (see ``ONE_THREAD``):
@@ -14,6 +14,10 @@ by the wall clock (see ``ONE_THREAD``):
   it breaks ties arbitrarily);
 - ``argsort``: a full stable ``np.argsort`` and a slice (exact, O(n log n));
 - ``torch-1t`` and ``torch``: ``torch.topk`` with one thread and with torch's default count.
+
+``cutopk-1t`` is also timed by the wall clock, for the ``cutopk-1t-wall / cutopk`` ratio (do the
+default threads ever lose to one thread?). ``argsort`` is left out above ``ARGSORT_MAX_ELEMENTS``
+(seconds a turn). The header gives the machine, its core count and the library versions.
 
 Every route's answer is checked first (values bit for bit against cutopk's under the route's
 NaN rule; indices may differ only between equal values), and cutopk's answers on one thread and
@@ -40,7 +44,7 @@ import time
 import numpy as np
 
 import cutopk
-from cutopk._bench import baselines, check, grid, inputs
+from cutopk._bench import baselines, check, env, grid, inputs
 from cutopk.numpy import threads as _threads
 
 ROUTES = ("cutopk", "cutopk-1t", "naive", "argsort", "torch-1t", "torch")
@@ -49,7 +53,23 @@ ROUTES = ("cutopk", "cutopk-1t", "naive", "argsort", "torch-1t", "torch")
 # several threads by the wall clock. Every ratio compares routes on the same clock.
 ONE_THREAD = ("cutopk-1t", "naive", "argsort", "torch-1t")
 # Each peer's ratio is taken against cutopk at the same thread count.
-AGAINST = {"naive": "cutopk-1t", "argsort": "cutopk-1t", "torch-1t": "cutopk-1t", "torch": "cutopk"}
+AGAINST = {
+    "naive": "cutopk-1t",
+    "argsort": "cutopk-1t",
+    "torch-1t": "cutopk-1t",
+    "torch": "cutopk",
+    "cutopk-1t-wall": "cutopk",
+}
+ARGSORT_MAX_ELEMENTS = 4_000_000
+# Issue 29's shapes beyond the quick grid (too large for it): a full run, not --quick.
+EXTRA_CASES = (
+    grid.Case("llm", 8, 2_000_000, 100),
+    grid.Case("indexer", 2048, 8192, 32),
+    grid.Case("llm", 8, 128256, 50, dtype="float16"),
+    grid.Case("llm", 8, 128256, 50, dtype="bfloat16"),
+    grid.Case("indexer", 1024, 4096, 64, dtype="int8"),
+    grid.Case("layout", 2048, 1024, 16, layout="axis0"),
+)
 
 
 def routes(x, axis: int, case: grid.Case) -> dict[str, baselines.Route]:
@@ -61,6 +81,10 @@ def routes(x, axis: int, case: grid.Case) -> dict[str, baselines.Route]:
         "naive": baselines.numpy_naive_route(x, axis, k, mode),
         "argsort": baselines.numpy_sort_route(x, axis, k, mode),
     }
+    if x.size > ARGSORT_MAX_ELEMENTS:
+        out["argsort"] = baselines.Route(
+            "numpy-sort", None, f"left out above {ARGSORT_MAX_ELEMENTS:,} elements"
+        )
     torch_one = baselines.torch_route(x, axis, k, mode, case.dtype)
     if torch_one.call is not None:
         import torch
@@ -103,17 +127,40 @@ def measure(case: grid.Case, repeat: int) -> dict:
         else:
             live[name] = route.call
     times = {name: [] for name in live}
+    if "cutopk-1t" in live:
+        times["cutopk-1t-wall"] = []
     for _ in range(repeat):
         for name, fn in live.items():
-            clock = time.thread_time if name in ONE_THREAD else time.perf_counter
-            t0 = clock()
+            w0, c0 = time.perf_counter(), time.thread_time()
             fn()
-            times[name].append(clock() - t0)
+            c1, w1 = time.thread_time(), time.perf_counter()
+            times[name].append(c1 - c0 if name in ONE_THREAD else w1 - w0)
+            if name == "cutopk-1t":
+                times["cutopk-1t-wall"].append(w1 - w0)
     return {
         "median": {n: statistics.median(t) for n, t in times.items()},
         "min": {n: min(t) for n, t in times.items()},
         "notes": notes,
     }
+
+
+def machine_line() -> str:
+    """The CPU, its cores, the thread counts and the library versions, in one line."""
+    import platform
+
+    try:
+        import torch
+
+        torch_text = f"torch {torch.__version__} ({torch.get_num_threads()} threads by default)"
+    except ImportError:
+        torch_text = "torch not installed"
+    task_s, element_s, efficiency = _threads.costs()
+    return (
+        f"{env.cpu_model()}: {_threads._cpus()} cores for this process; cutopk threads "
+        f"{_threads.get_num_threads()} (measured: {task_s * 1e6:.0f} us per task handed over, "
+        f"{element_s * 1e9:.2f} ns per element-pass, a second thread {1 + efficiency:.2f}x as fast); NumPy {np.__version__}, {torch_text}, "
+        f"Python {platform.python_version()}"
+    )
 
 
 def ratios(results: list[tuple[grid.Case, dict]], stat: str = "median") -> dict[str, list[float]]:
@@ -130,14 +177,18 @@ def geomean(values: list[float]) -> float:
     return math.exp(sum(map(math.log, values)) / len(values)) if values else float("nan")
 
 
+def _seconds(s: float) -> str:
+    return f"{s * 1e6:.1f} us" if s < 1e-4 else f"{s * 1e3:.2f} ms"
+
+
 def table(results: list[tuple[grid.Case, dict]], stat: str = "median") -> list[str]:
     head = (
-        "| case | " + " | ".join(ROUTES) + " | " + " | ".join(f"{p} / {AGAINST[p]}" for p in AGAINST) + " |"
+        "| case | " + " | ".join(ROUTES) + " | " + " | ".join(f"{p} / {o}" for p, o in AGAINST.items()) + " |"
     )
     lines = [head, "|" + "---|" * (1 + len(ROUTES) + len(AGAINST))]
     for case, r in results:
         med = r[stat]
-        cells = [f"{med[n] * 1e3:.2f} ms" if n in med else "-" for n in ROUTES]
+        cells = [_seconds(med[n]) if n in med else "-" for n in ROUTES]
         cells += [f"{med[p] / med[o]:.2f}x" if p in med and o in med else "-" for p, o in AGAINST.items()]
         lines.append(f"| {case.label()} | " + " | ".join(cells) + " |")
     geo = ratios(results, stat)
@@ -225,6 +276,7 @@ def main(argv=None) -> int:
         "--case", default="", help="only cases whose label contains one of these (comma-separated)"
     )
     p.add_argument("--markdown", help="also write the table to this file")
+    p.add_argument("--quick", action="store_true", help="the quick grid only, 5 turns (a few minutes)")
     p.add_argument("--memory", action="store_true", help="measure memory on one long row instead")
     p.add_argument("--n", type=int, default=50_000_000, help="--memory: the row's length")
     args = p.parse_args(argv)
@@ -237,16 +289,19 @@ def main(argv=None) -> int:
     if args.repeat < 1:
         p.error(f"--repeat: expected a positive integer, got {args.repeat}")
     np.seterr(all="ignore")
+    if args.quick and "--repeat" not in " ".join(argv if argv is not None else sys.argv):
+        args.repeat = 5
     wanted = [w for w in args.case.split(",") if w]
-    cases = [c for c in grid.quick_grid(gpu=False) if not wanted or any(w in c.label() for w in wanted)]
-    print(f"cutopk threads: {_threads.get_num_threads()}; median of {args.repeat} turns per route")
+    every = grid.quick_grid(gpu=False) + ([] if args.quick else list(EXTRA_CASES))
+    cases = [c for c in every if not wanted or any(w in c.label() for w in wanted)]
+    print(machine_line(), f"median of {args.repeat} turns per route", sep="\n")
     results = []
     for case in cases:
         r = measure(case, args.repeat)
         results.append((case, r))
         print(table([(case, r)])[2], *(f"  {n}: {why}" for n, why in r["notes"].items()), sep="\n")
         sys.stdout.flush()
-    lines = [f"Medians of {args.repeat} turns:", "", *table(results)]
+    lines = [machine_line(), "", f"Medians of {args.repeat} turns:", "", *table(results)]
     lines += ["", f"Minima of {args.repeat} turns:", "", *table(results, "min")]
     print("\n".join(lines))
     for stat in ("median", "min"):

@@ -142,69 +142,96 @@ def _forget_pool() -> None:
 # A split must promise at least this much: the predicted time on t threads at most this share
 # of the one-thread time (a margin for the model's error: threads must never hurt).
 SPLIT_GAIN = 0.7
-# Elements of the probe's vectorised pass (a comparison and a count), and its runs.
+# The probes: a vectorised pass (a comparison and a count) over this many float32 elements for
+# the hand-over cost, and blocks like the backend's (a widening, a shift, an or, a sort of short
+# rows) for the speed-up two threads really get (the GIL, page faults, a core that is busy).
 _PROBE_ELEMENTS = 1 << 16
 _PROBE_RUNS = 5
+_BLOCK_ROWS, _BLOCK_COLS, _BLOCKS, _BLOCK_RUNS = 8192, 16, 2, 3
 
 
 def _probe_pass(a) -> int:
     return int((a > 0.5).sum())
 
 
-def _measure() -> tuple[float, float]:
-    """``(task_s, element_s)``: the extra seconds a task handed to the pool costs (hand-over,
-    wake-up, the GIL, a core that is not free) and the seconds of one vectorised pass per
-    element, medians of a few runs of a small probe (well under 50 ms in all)."""
+def _probe_block(a) -> None:
     import numpy as np
 
-    a = np.linspace(0.0, 1.0, _PROBE_ELEMENTS, dtype=np.float32)
-    items = [a, a]
+    b = a.view(np.int32).astype(np.int64)
+    b <<= np.int64(4)
+    b |= np.arange(_BLOCK_COLS)
+    b.sort(axis=1)
+
+
+def _inline_and_pooled(fn, items: list, runs: int) -> tuple[float, float]:
+    """Median seconds of ``fn`` over ``items`` in this thread, and on two threads."""
     inline, pooled = [], []
-    run(_probe_pass, items, 2)  # the pool's threads start here, outside the measurement
-    for _ in range(_PROBE_RUNS):
+    for _ in range(runs):
         t0 = time.perf_counter()
         for item in items:
-            _probe_pass(item)
+            fn(item)
         t1 = time.perf_counter()
-        run(_probe_pass, items, 2)
+        run(fn, items, 2)
         t2 = time.perf_counter()
         inline.append(t1 - t0)
         pooled.append(t2 - t1)
-    one = statistics.median(inline)
+    return statistics.median(inline), statistics.median(pooled)
+
+
+def _measure() -> tuple[float, float, float]:
+    """``(task_s, element_s, efficiency)``: the extra seconds a task handed to the pool costs
+    (hand-over, wake-up), the seconds of one vectorised pass per element, and what a second
+    thread adds to the speed of blocks like the backend's (1: twice as fast; 0: nothing, a
+    busy or a single core). Medians of a few runs of small probes: some 5-15 ms in all."""
+    import numpy as np
+
+    a = np.linspace(0.0, 1.0, _PROBE_ELEMENTS, dtype=np.float32)
+    run(_probe_pass, [a, a], 2)  # the pool's threads start here, outside the measurement
+    one, two = _inline_and_pooled(_probe_pass, [a, a], _PROBE_RUNS)
     # Perfectly split, the two items take half the inline time: the rest is the task's cost.
-    task_s = max(0.0, statistics.median(pooled) - one / 2)
-    return task_s, one / (2 * _PROBE_ELEMENTS)
+    task_s = max(0.0, two - one / 2)
+    blocks = [
+        np.linspace(-1.0, 1.0, _BLOCK_ROWS * _BLOCK_COLS, dtype=np.float32).reshape(_BLOCK_ROWS, _BLOCK_COLS)
+        for _ in range(_BLOCKS)
+    ]
+    one_b, two_b = _inline_and_pooled(_probe_block, blocks, _BLOCK_RUNS)
+    efficiency = min(1.0, max(0.0, one_b / max(two_b, 1e-9) - 1.0))
+    return task_s, one / (2 * _PROBE_ELEMENTS), efficiency
 
 
-def costs() -> tuple[float, float]:
-    """The cost model's ``(task_s, element_s)``, measured at the first call (see _measure)."""
+def costs() -> tuple[float, float, float]:
+    """The cost model's ``(task_s, element_s, efficiency)``, measured at the first call (see
+    :func:`_measure`)."""
     measured = _state["costs"]
     if measured is None:
         measured = _state["costs"] = _measure()
     return measured
 
 
-def set_costs(task_s: float | None, element_s: float | None = None) -> None:
-    """Set the cost model's constants (tests, or a machine the probe misjudges); ``None``: measure
-    again at the next call that could split."""
-    _state["costs"] = None if task_s is None else (float(task_s), float(element_s))
+def set_costs(task_s: float | None, element_s: float = 0.0, efficiency: float = 1.0) -> None:
+    """Set the cost model's constants (tests, or a machine the probes misjudge); ``None``:
+    measure again at the next call that could split."""
+    _state["costs"] = None if task_s is None else (float(task_s), float(element_s), float(efficiency))
 
 
 def threads_for(threads: int, element_passes: float) -> tuple[int, str]:
     """How many of ``threads`` a call with ``element_passes`` of work (elements times the
     vectorised passes over them) uses, and why: the count ``t`` whose predicted time
-    ``work / t + task_s * (t - 1)`` is least, provided that it is at most ``SPLIT_GAIN`` of the
-    one-thread time; else one thread."""
+    ``work / (1 + (t - 1) * efficiency) + task_s * (t - 1)`` is least, provided that it is at
+    most ``SPLIT_GAIN`` of the one-thread time; else one thread."""
     if threads <= 1:
         return 1, "one thread asked for"
-    task_s, element_s = costs()
+    task_s, element_s, efficiency = costs()
     work = element_passes * element_s
     best, best_t = work, 1
     for t in range(2, threads + 1):
-        predicted = work / t + task_s * (t - 1)
+        predicted = work / (1 + (t - 1) * efficiency) + task_s * (t - 1)
         if predicted < best:
             best, best_t = predicted, t
-    facts = f"{work * 1e6:.0f} us of work, {task_s * 1e6:.0f} us per task handed over"
+    facts = (
+        f"{work * 1e6:.0f} us of work, {task_s * 1e6:.0f} us per task handed over, "
+        f"a second thread {1 + efficiency:.2f}x as fast"
+    )
     if best_t == 1 or best > SPLIT_GAIN * work:
         return 1, f"1 of {threads}: splitting would not pay ({facts})"
     return best_t, f"{best_t} of {threads}: predicted {best * 1e6:.0f} us ({facts})"

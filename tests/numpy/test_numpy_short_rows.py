@@ -77,7 +77,7 @@ def test_prepared_call_handles_nan_and_other_layouts():
 def test_short_rows_identical_on_every_thread_count(threads, monkeypatch):
     monkeypatch.setattr(_numpy, "PARALLEL_MIN_ELEMENTS", 1)
     monkeypatch.setattr(_numpy, "SORTED_BLOCK_ELEMENTS", 512)  # many blocks
-    monkeypatch.setitem(_numpy_threads._state, "costs", (0.0, 1.0))  # splitting always pays
+    monkeypatch.setitem(_numpy_threads._state, "costs", (0.0, 1.0, 1.0))  # splitting always pays
     x = _values(np.random.default_rng(3), np.dtype("float32"), (5000, 16))
     with _numpy_threads.num_threads(threads):
         assert cutopk.plan(x, 4).params["threads"] == threads
@@ -90,25 +90,36 @@ def test_short_rows_identical_on_every_thread_count(threads, monkeypatch):
 
 def test_threads_decision_follows_the_measured_costs(monkeypatch):
     # 1 us per task handed over, 1 ns per element-pass.
-    monkeypatch.setitem(_numpy_threads._state, "costs", (1e-6, 1e-9))
+    monkeypatch.setitem(_numpy_threads._state, "costs", (1e-6, 1e-9, 1.0))
     assert _numpy_threads.threads_for(1, 1e9)[0] == 1
     assert _numpy_threads.threads_for(4, 1_000)[0] == 1  # 1 us of work: never split
     t, why = _numpy_threads.threads_for(4, 1e7)  # 10 ms of work
     assert t == 4 and "of work" in why
     # A costly hand-over (a busy machine): the same work stays on fewer threads.
-    monkeypatch.setitem(_numpy_threads._state, "costs", (1e-3, 1e-9))
+    monkeypatch.setitem(_numpy_threads._state, "costs", (1e-3, 1e-9, 1.0))
     assert _numpy_threads.threads_for(4, 1e7)[0] == 3  # 3.3 + 2 ms against 2.5 + 3 on 4
-    monkeypatch.setitem(_numpy_threads._state, "costs", (5e-3, 1e-9))
+    monkeypatch.setitem(_numpy_threads._state, "costs", (5e-3, 1e-9, 1.0))
     assert _numpy_threads.threads_for(4, 1e7)[0] == 1
+
+
+def test_threads_stay_single_where_a_second_thread_adds_little(monkeypatch):
+    # A busy machine: two threads only 1.2x as fast as one, whatever the work.
+    monkeypatch.setitem(_numpy_threads._state, "costs", (0.0, 1e-9, 0.2))
+    assert _numpy_threads.threads_for(2, 1e9)[0] == 1
+    assert _numpy_threads.threads_for(8, 1e9)[0] == 8  # 1 + 7 * 0.2 = 2.4x: that pays
+    monkeypatch.setitem(_numpy_threads._state, "costs", (0.0, 1e-9, 0.0))
+    assert _numpy_threads.threads_for(8, 1e9)[0] == 1
+    monkeypatch.setitem(_numpy_threads._state, "costs", (0.0, 1e-9, 0.5))  # 1.5x: pays
+    assert _numpy_threads.threads_for(2, 1e9)[0] == 2
 
 
 def test_plan_shows_the_thread_decision(monkeypatch):
     x = np.zeros((4096, 4096), np.float32)
     with _numpy_threads.num_threads(2):
-        monkeypatch.setitem(_numpy_threads._state, "costs", (1.0, 1e-9))  # a second per task
+        monkeypatch.setitem(_numpy_threads._state, "costs", (1.0, 1e-9, 1.0))  # a second per task
         p = cutopk.plan(x, 16).params
         assert p["threads"] == 1 and "would not pay" in p["threads_why"]
-        monkeypatch.setitem(_numpy_threads._state, "costs", (0.0, 1e-9))
+        monkeypatch.setitem(_numpy_threads._state, "costs", (0.0, 1e-9, 1.0))
         assert cutopk.plan(x, 16).params["threads"] == 2
         small = cutopk.plan(np.zeros((4, 100), np.float32), 2).params
         assert small["threads"] == 1 and "small problem" in small["threads_why"]
@@ -121,8 +132,8 @@ def test_costs_are_measured_once(monkeypatch):
     monkeypatch.setattr(_numpy_threads, "_measure", lambda: calls.append(1) or original())
     first = _numpy_threads.costs()
     assert _numpy_threads.costs() is first and calls == [1]
-    task_s, element_s = first
-    assert task_s >= 0 and 0 < element_s < 1e-6
+    task_s, element_s, efficiency = first
+    assert task_s >= 0 and 0 < element_s < 1e-6 and 0 <= efficiency <= 1
 
 
 def test_thread_count_follows_the_environment_without_rereading_cpus(monkeypatch):
