@@ -6,7 +6,9 @@
 On every case of the CPU quick grid (``python -m cutopk --list`` without a GPU) and, without
 ``--quick``, the larger shapes of ``EXTRA_CASES``, these routes run on the same input, taking turns within each repetition so that the machine's drift (other
 processes, clock changes) hits them alike; the median of ``--repeat`` turns is reported (and
-the minimum). One-thread routes are timed by their thread's CPU time, the others
+the minimum). A turn is one untimed call (routes under 10 ms), then as many timed calls as
+cutopk makes in some 2 ms (its time is the mean); the routes take their turns in a new random
+order every time. One-thread routes are timed by their thread's CPU time, the others
 by the wall clock (see ``ONE_THREAD``):
 
 - ``cutopk`` (all cores, the default) and ``cutopk-1t`` (one thread);
@@ -35,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import random
 import statistics
 import subprocess
 import sys
@@ -61,6 +64,10 @@ AGAINST = {
     "cutopk-1t-wall": "cutopk",
 }
 ARGSORT_MAX_ELEMENTS = 4_000_000
+SETTLE_S = 0.02
+TURN_S = 0.002
+MAX_TURN_S = 0.05
+WARM_MAX_S = 0.01
 # Issue 29's shapes beyond the quick grid (too large for it): a full run, not --quick.
 EXTRA_CASES = (
     grid.Case("llm", 8, 2_000_000, 100),
@@ -129,14 +136,32 @@ def measure(case: grid.Case, repeat: int) -> dict:
     times = {name: [] for name in live}
     if "cutopk-1t" in live:
         times["cutopk-1t-wall"] = []
+    once = {name: _once(fn) for name, fn in live.items()}
+    base = once.get("cutopk", min(once.values()))
+    # Every route gets as many calls a turn as cutopk (at most MAX_TURN_S of them), after one
+    # untimed call where that is cheap: the timed calls find the caches as the route leaves them.
+    calls = {name: max(1, min(int(TURN_S / base), int(MAX_TURN_S / t), 1000)) for name, t in once.items()}
+    warm = {name: t < WARM_MAX_S for name, t in once.items()}
+    shuffle = random.Random(0)
     for _ in range(repeat):
-        for name, fn in live.items():
+        # A new order every turn: the route after another finds the caches, the allocator and
+        # the cores as that one left them (after a full argsort of 1M elements, 8x128256 k=50
+        # took 0.75 ms against 0.42 ms), so no route may always follow the same one.
+        for name in shuffle.sample(list(live), len(live)):
+            fn, m = live[name], calls[name]
+            if warm[name]:
+                fn()
             w0, c0 = time.perf_counter(), time.thread_time()
-            fn()
+            for _ in range(m):
+                fn()
             c1, w1 = time.thread_time(), time.perf_counter()
-            times[name].append(c1 - c0 if name in ONE_THREAD else w1 - w0)
+            times[name].append((c1 - c0 if name in ONE_THREAD else w1 - w0) / m)
             if name == "cutopk-1t":
-                times["cutopk-1t-wall"].append(w1 - w0)
+                times["cutopk-1t-wall"].append((w1 - w0) / m)
+            if name == "torch":
+                # torch's OpenMP workers spin for a while after a parallel call: the route
+                # timed next would share its cores with them (8x128256: 0.58 ms against 0.34).
+                time.sleep(SETTLE_S)
     return {
         "median": {n: statistics.median(t) for n, t in times.items()},
         "min": {n: min(t) for n, t in times.items()},
@@ -161,6 +186,14 @@ def machine_line() -> str:
         f"{element_s * 1e9:.2f} ns per element-pass, a second thread {1 + efficiency:.2f}x as fast); NumPy {np.__version__}, {torch_text}, "
         f"Python {platform.python_version()}"
     )
+
+
+def _once(fn) -> float:
+    """Seconds of one call of ``fn`` (its second: the first may load and plan)."""
+    fn()
+    t0 = time.perf_counter()
+    fn()
+    return max(time.perf_counter() - t0, 1e-7)
 
 
 def ratios(results: list[tuple[grid.Case, dict]], stat: str = "median") -> dict[str, list[float]]:

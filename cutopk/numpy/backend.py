@@ -137,7 +137,9 @@ def prepared(shape: tuple, strides: tuple, dtype: np.dtype, req: Request):
     """The function that runs ``req`` on arrays of this shape, strides and dtype (a cached call's
     work: see ``cutopk._call``): :func:`top_k`, or for a small C-contiguous input along its last
     axis a function with everything but the data worked out once (no checks, no thread count:
-    a small problem never splits), one sort of composite keys per row (:func:`select_sorted`)."""
+    a small problem never splits): one stable argsort of the values, or one sort of composite
+    keys per row (:func:`select_sorted`) where NaN is preferred or NumPy does not compare the
+    dtype itself (bfloat16)."""
     n, k = req.n, req.k
     rows = math.prod(shape) // n if n else 0
     c_strides = tuple(
@@ -161,6 +163,26 @@ def prepared(shape: tuple, strides: tuple, dtype: np.dtype, req: Request):
     lo, hi = (bounds[0] << col_bits, (bounds[1] << col_bits) | int(mask)) if bounds else (None, None)
     offsets = np.arange(0, rows * n, n)[:, None] if rows > 1 else None
     out_shape = (*shape[:-1], k)
+
+    if dtype.kind in "fiu" and not req.nan_first:
+        # NumPy's own float16/32 and integers: a stable argsort of the values (negated, or
+        # bit-inverted for integers, for largest) is the SPEC.md order outright. Floats
+        # compare -0.0 equal to +0.0 (stability keeps their index order) and NumPy sorts NaN
+        # last, where both NaN rules put it here; values come from the input, bit for bit.
+        # Three NumPy calls where the composite keys take eight (1x128 k=8: 5.5 us against 7).
+        flip = (np.negative if dtype.kind == "f" else np.invert) if largest else None
+
+        def run_argsort(a):
+            x = a.reshape(rows, n)
+            cols = np.argsort(flip(x) if flip is not None else x, axis=1, kind="stable")[:, :k]
+            if rows > 1:
+                cols = cols.copy()  # C-contiguous
+            if order != "value":
+                cols.sort(axis=1)
+            values = x.ravel().take(cols if offsets is None else cols + offsets)
+            return values.reshape(out_shape), cols.astype(index_dtype, copy=False).reshape(out_shape)
+
+        return run_argsort
 
     def run(a):
         x = a.reshape(rows, n)
