@@ -224,12 +224,17 @@ def _route(x: np.ndarray, k: int, threads: int) -> tuple[str, int, int, str]:
     if threads > 1 and rows * n < PARALLEL_MIN_ELEMENTS:
         return (*_route_on(x, k, 1), f"1 of {threads}: a small problem ({rows * n} elements)")
     name, _, _ = _route_on(x, k, threads)
-    useful, why = _threads.threads_for(threads, rows * n * ROUTE_PASSES[name])
+    useful, why = _threads.threads_for(threads, rows * n * ROUTE_PASSES[name], _family(name))
     if useful != threads:  # the route may differ on fewer threads (a row split for every core)
         name, _, _ = _route_on(x, k, useful)
         if useful > 1:
-            useful, why = _threads.threads_for(useful, rows * n * ROUTE_PASSES[name])
+            useful, why = _threads.threads_for(useful, rows * n * ROUTE_PASSES[name], _family(name))
     return (*_route_on(x, k, useful), why)
+
+
+def _family(route: str) -> str:
+    """The thread model's probe family of a route (see ``threads.PROBES``)."""
+    return "sort" if route in ("sorted", "sort") else "scan"
 
 
 def _route_on(x: np.ndarray, k: int, threads: int) -> tuple[str, int, int]:

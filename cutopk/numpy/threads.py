@@ -154,13 +154,28 @@ def _probe_pass(a) -> int:
     return int((a > 0.5).sum())
 
 
-def _probe_block(a) -> None:
+def _probe_sort(a) -> None:
+    """A block of the short-row route: widened composites, sorted along short rows."""
     import numpy as np
 
     b = a.view(np.int32).astype(np.int64)
     b <<= np.int64(4)
     b |= np.arange(_BLOCK_COLS)
     b.sort(axis=1)
+
+
+def _probe_scan(a) -> None:
+    """A block of the other routes: keys, a partition of rows, comparisons and counts."""
+    import numpy as np
+
+    keys = a.view(np.uint32) ^ np.uint32(1)
+    rows = keys.reshape(-1, 256)
+    kth = np.partition(rows, 200, axis=1)[:, 200:201]
+    np.count_nonzero(rows >= kth, axis=1)
+
+
+# The probe of each family of routes (the short-row sorts scale differently from the rest).
+PROBES = {"sort": _probe_sort, "scan": _probe_scan}
 
 
 def _inline_and_pooled(fn, items: list, runs: int) -> tuple[float, float]:
@@ -178,11 +193,12 @@ def _inline_and_pooled(fn, items: list, runs: int) -> tuple[float, float]:
     return statistics.median(inline), statistics.median(pooled)
 
 
-def _measure() -> tuple[float, float, float]:
+def _measure() -> tuple[float, float, dict]:
     """``(task_s, element_s, efficiency)``: the extra seconds a task handed to the pool costs
-    (hand-over, wake-up), the seconds of one vectorised pass per element, and what a second
-    thread adds to the speed of blocks like the backend's (1: twice as fast; 0: nothing, a
-    busy or a single core). Medians of a few runs of small probes: some 5-15 ms in all."""
+    (hand-over, wake-up), the seconds of one vectorised pass per element, and, per family of
+    routes (``PROBES``), what a second thread adds to the speed of blocks like the backend's
+    (1: twice as fast; 0: nothing: a busy or a single core, the GIL's hand-overs, page faults).
+    Medians of a few runs of small probes: some 10-30 ms in all."""
     import numpy as np
 
     a = np.linspace(0.0, 1.0, _PROBE_ELEMENTS, dtype=np.float32)
@@ -194,12 +210,14 @@ def _measure() -> tuple[float, float, float]:
         np.linspace(-1.0, 1.0, _BLOCK_ROWS * _BLOCK_COLS, dtype=np.float32).reshape(_BLOCK_ROWS, _BLOCK_COLS)
         for _ in range(_BLOCKS)
     ]
-    one_b, two_b = _inline_and_pooled(_probe_block, blocks, _BLOCK_RUNS)
-    efficiency = min(1.0, max(0.0, one_b / max(two_b, 1e-9) - 1.0))
+    efficiency = {}
+    for family, probe in PROBES.items():
+        one_b, two_b = _inline_and_pooled(probe, blocks, _BLOCK_RUNS)
+        efficiency[family] = min(1.0, max(0.0, one_b / max(two_b, 1e-9) - 1.0))
     return task_s, one / (2 * _PROBE_ELEMENTS), efficiency
 
 
-def costs() -> tuple[float, float, float]:
+def costs() -> tuple[float, float, dict]:
     """The cost model's ``(task_s, element_s, efficiency)``, measured at the first call (see
     :func:`_measure`)."""
     measured = _state["costs"]
@@ -209,19 +227,26 @@ def costs() -> tuple[float, float, float]:
 
 
 def set_costs(task_s: float | None, element_s: float = 0.0, efficiency: float = 1.0) -> None:
-    """Set the cost model's constants (tests, or a machine the probes misjudge); ``None``:
-    measure again at the next call that could split."""
-    _state["costs"] = None if task_s is None else (float(task_s), float(element_s), float(efficiency))
+    """Set the cost model's constants (tests, or a machine the probes misjudge), one efficiency
+    for every family; ``None``: measure again at the next call that could split."""
+    _state["costs"] = (
+        None
+        if task_s is None
+        else (float(task_s), float(element_s), dict.fromkeys(PROBES, float(efficiency)))
+    )
 
 
-def threads_for(threads: int, element_passes: float) -> tuple[int, str]:
+def threads_for(threads: int, element_passes: float, family: str = "scan") -> tuple[int, str]:
     """How many of ``threads`` a call with ``element_passes`` of work (elements times the
-    vectorised passes over them) uses, and why: the count ``t`` whose predicted time
+    vectorised passes over them) uses, and why, for a route of ``family`` (a key of
+    ``PROBES``): the count ``t`` whose predicted time
     ``work / (1 + (t - 1) * efficiency) + task_s * (t - 1)`` is least, provided that it is at
     most ``SPLIT_GAIN`` of the one-thread time; else one thread."""
     if threads <= 1:
         return 1, "one thread asked for"
-    task_s, element_s, efficiency = costs()
+    task_s, element_s, efficiencies = costs()
+    # A float for every family (tests inject that), else the family's own.
+    efficiency = efficiencies if isinstance(efficiencies, float) else efficiencies[family]
     work = element_passes * element_s
     best, best_t = work, 1
     for t in range(2, threads + 1):

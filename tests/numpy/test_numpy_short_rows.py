@@ -113,6 +113,16 @@ def test_threads_stay_single_where_a_second_thread_adds_little(monkeypatch):
     assert _numpy_threads.threads_for(2, 1e9)[0] == 2
 
 
+def test_each_route_family_splits_by_its_own_measured_speedup(monkeypatch):
+    # Two threads run the short-row sorts no faster, the other routes' blocks twice as fast.
+    monkeypatch.setitem(_numpy_threads._state, "costs", (0.0, 1e-9, {"sort": 0.0, "scan": 1.0}))
+    with _numpy_threads.num_threads(2):
+        short = cutopk.plan(np.zeros((131072, 16), np.float32), 4).params
+        long = cutopk.plan(np.zeros((2048, 8192), np.float32), 32).params
+    assert (short["route"], short["threads"]) == ("sorted", 1) and "1.00x as fast" in short["threads_why"]
+    assert (long["route"], long["threads"]) == ("filter", 2) and "2.00x as fast" in long["threads_why"]
+
+
 def test_plan_shows_the_thread_decision(monkeypatch):
     x = np.zeros((4096, 4096), np.float32)
     with _numpy_threads.num_threads(2):
@@ -133,7 +143,8 @@ def test_costs_are_measured_once(monkeypatch):
     first = _numpy_threads.costs()
     assert _numpy_threads.costs() is first and calls == [1]
     task_s, element_s, efficiency = first
-    assert task_s >= 0 and 0 < element_s < 1e-6 and 0 <= efficiency <= 1
+    assert task_s >= 0 and 0 < element_s < 1e-6
+    assert set(efficiency) == set(_numpy_threads.PROBES) and all(0 <= e <= 1 for e in efficiency.values())
 
 
 def test_thread_count_follows_the_environment_without_rereading_cpus(monkeypatch):
