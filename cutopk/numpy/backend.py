@@ -2,12 +2,19 @@
 
 The rows (the input viewed as a 2-D array ``(rows, n)``) are cut into blocks of whole rows that
 fit in the CPU cache; the blocks run on a thread pool (``_threads``: NumPy releases the GIL
-in the loops below; ``CUTOPK_NUM_THREADS`` sets the count). A row too long for one block goes to
-``_long_rows``, which cuts it into column ranges instead and merges their candidates exactly.
-Every block writes its own rows of the result, so the answer is the same for every thread
-count. Within a block, by row length:
+in the loops below; ``CUTOPK_NUM_THREADS`` sets the most threads). A call uses more than one
+thread only where the pool's cost model, measured on the running machine, predicts a gain
+(``_route``, ``threads.threads_for``; ``plan().params["threads_why"]`` says why). A row too long
+for one block goes to ``_long_rows``, which cuts it into column ranges instead and merges their
+candidates exactly. Every block writes its own rows of the result, so the answer is the same
+for every thread count. A cached call on a small C-contiguous input runs a function prepared
+for its shape (``prepared``): no checks, no thread count, one stable argsort of the values (or
+of composite keys). Within a block, by row length:
 
-- **Up to 16**: one stable argsort of the keys per row.
+- **Up to 64, elements of up to 32 bits** (and up to 256 in a small call): one sort of int64
+  composites per row (``select_sorted``: the element's number in preference order, then its
+  column), the same ten NumPy calls for a block of any number of rows; rows with a NaN go on.
+- **Up to 16 otherwise** (64-bit elements): one stable argsort of the keys per row.
 - **Up to 511, keys of up to 32 bits**: one partition of composite keys (preference key in the
   high bits, inverted column in the low bits): composites are distinct and a larger one is the
   preferred element, so the partition's top K, sorted, is the answer, ties included.

@@ -162,3 +162,18 @@ def test_thread_count_follows_the_environment_without_rereading_cpus(monkeypatch
     for _ in range(2):  # a bad value is refused on every call, never cached
         with pytest.raises(ValueError, match="CUTOPK_NUM_THREADS"):
             _numpy_threads.get_num_threads()
+
+
+def test_small_call_asks_no_thread_count_and_checks_nothing_again(monkeypatch):
+    x = np.random.default_rng(5).random((1, 128), dtype=np.float32)
+    expected = cutopk.top_k(x, 8)
+    big = np.zeros((512, 1024), np.float32)
+    cutopk.top_k(big, 8)
+    monkeypatch.setattr(_numpy_threads, "get_num_threads", lambda: pytest.fail("thread count asked"))
+    from cutopk._request import checks
+
+    monkeypatch.setattr(checks, "normalize", lambda *a: pytest.fail("checked again"))
+    again = cutopk.top_k(x, 8)
+    assert np.array_equal(again.indices, expected.indices) and np.array_equal(again.values, expected.values)
+    with pytest.raises(pytest.fail.Exception, match="thread count asked"):
+        cutopk.top_k(big, 8)  # not small: the general way asks (a cached value)
