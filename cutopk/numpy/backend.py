@@ -74,6 +74,9 @@ FILTER_BLOCK_BYTES = 4 << 20
 # (key, inverted column) instead of a partition and a tie pass (2048x128 float32, k=8: 1.45 ms
 # against 1.8-2.0 ms, one thread).
 COMPOSITE_MAX_N = 511
+# Its blocks: this many bytes of input (16384x128 k=8: 4.5-4.8 ms in 256 KB blocks, 6.3 ms in
+# 1 MB ones, whose 2 MB of composites came as fresh pages on every block: 1000 page faults).
+COMPOSITE_BLOCK_BYTES = 1 << 18
 # Up to this row length, elements of up to 32 bits go through one sort of int64 composites per
 # row (``select_sorted``), in blocks of this many elements (1 MB of composites: 131072x16 k=4
 # took 6.4 ms in these, 7.0 ms in blocks of 32768).
@@ -278,6 +281,7 @@ def _route_on(x: np.ndarray, k: int, threads: int) -> tuple[str, int, int]:
         name = "all"
     elif n <= COMPOSITE_MAX_N and x.itemsize <= 4:
         name = "composite"
+        step = max(1, min(step, COMPOSITE_BLOCK_BYTES // (n * x.itemsize)))
     else:
         name = "filter" if filtered else "exact"
     return name, threads, step
