@@ -249,7 +249,7 @@ def start(repeat: int | None, peers: tuple[str, ...]) -> Session:
         torch.set_num_threads(1)  # the NumPy backend is single-threaded: compare like with like
     from ..numpy import threads
 
-    task_s, _, efficiency = threads.costs()
+    task_s, _, efficiency, _ = threads.costs()
     speedups = ", ".join(f"{1 + e:.2f}x on {family} blocks" for family, e in efficiency.items())
     print(
         f"no GPU found ({reason}): benchmarking the NumPy backend on the CPU against NumPy's own "

@@ -109,6 +109,18 @@ ROUTE_PASSES = {
     "filter-outer": 6,  # 4096x512 k=16 along axis 0: 14.7
     "long-rows": 1,  # 1x2**21 k=64: 1.5
 }
+# Each route's probe family for the thread model (``threads.PROBES``) and the NumPy calls of one
+# of its blocks (or column ranges), some 1-3 us each whatever the block's size: a split adds them.
+ROUTE_SPLIT = {
+    "sorted": ("sort", 12),
+    "sort": ("sort", 8),
+    "composite": ("scan", 12),
+    "all": ("scan", 4),
+    "exact": ("scan", 12),
+    "filter": ("scan", 60),
+    "filter-outer": ("scan", 40),
+    "long-rows": ("scan", 10),
+}
 # Above this many candidates in a block, or a quarter of it (equal rows, a pivot among ties),
 # rows tied at the pivot are settled on their masks before the rest are listed: listing every
 # element as an int64 position (and its row, column, value) takes some 40 bytes per element.
@@ -243,17 +255,12 @@ def _route(x: np.ndarray, k: int, threads: int) -> tuple[str, int, int, str]:
     if threads > 1 and rows * n < PARALLEL_MIN_ELEMENTS:
         return (*_route_on(x, k, 1), f"1 of {threads}: a small problem ({rows * n} elements)")
     name, _, _ = _route_on(x, k, threads)
-    useful, why = _threads.threads_for(threads, rows * n * ROUTE_PASSES[name], _family(name))
+    useful, why = _threads.threads_for(threads, rows * n * ROUTE_PASSES[name], *ROUTE_SPLIT[name])
     if useful != threads:  # the route may differ on fewer threads (a row split for every core)
         name, _, _ = _route_on(x, k, useful)
         if useful > 1:
-            useful, why = _threads.threads_for(useful, rows * n * ROUTE_PASSES[name], _family(name))
+            useful, why = _threads.threads_for(useful, rows * n * ROUTE_PASSES[name], *ROUTE_SPLIT[name])
     return (*_route_on(x, k, useful), why)
-
-
-def _family(route: str) -> str:
-    """The thread model's probe family of a route (see ``threads.PROBES``)."""
-    return "sort" if route in ("sorted", "sort") else "scan"
 
 
 def _route_on(x: np.ndarray, k: int, threads: int) -> tuple[str, int, int]:

@@ -193,12 +193,13 @@ def _inline_and_pooled(fn, items: list, runs: int) -> tuple[float, float]:
     return statistics.median(inline), statistics.median(pooled)
 
 
-def _measure() -> tuple[float, float, dict]:
-    """``(task_s, element_s, efficiency)``: the extra seconds a task handed to the pool costs
-    (hand-over, wake-up), the seconds of one vectorised pass per element, and, per family of
+def _measure() -> tuple[float, float, dict, float]:
+    """``(task_s, element_s, efficiency, call_s)``: the extra seconds a task handed to the pool
+    costs (hand-over, wake-up), the seconds of one vectorised pass per element, per family of
     routes (``PROBES``), what a second thread adds to the speed of blocks like the backend's
-    (1: twice as fast; 0: nothing: a busy or a single core, the GIL's hand-overs, page faults).
-    Medians of a few runs of small probes: some 10-30 ms in all."""
+    (1: twice as fast; 0: nothing: a busy or a single core, the GIL's hand-overs, page faults),
+    and the fixed seconds of one NumPy call on a small array (a block of a route makes some
+    ten to sixty). Medians of a few runs of small probes: some 10-30 ms in all."""
     import numpy as np
 
     a = np.linspace(0.0, 1.0, _PROBE_ELEMENTS, dtype=np.float32)
@@ -214,11 +215,18 @@ def _measure() -> tuple[float, float, dict]:
     for family, probe in PROBES.items():
         one_b, two_b = _inline_and_pooled(probe, blocks, _BLOCK_RUNS)
         efficiency[family] = min(1.0, max(0.0, one_b / max(two_b, 1e-9) - 1.0))
-    return task_s, one / (2 * _PROBE_ELEMENTS), efficiency
+    tiny = a[:64]
+    calls = []
+    for _ in range(_PROBE_RUNS):
+        t0 = time.perf_counter()
+        for _ in range(20):
+            _probe_pass(tiny)
+        calls.append((time.perf_counter() - t0) / 20)
+    return task_s, one / (2 * _PROBE_ELEMENTS), efficiency, statistics.median(calls) / 2
 
 
-def costs() -> tuple[float, float, dict]:
-    """The cost model's ``(task_s, element_s, efficiency)``, measured at the first call (see
+def costs() -> tuple[float, float, dict, float]:
+    """The cost model's ``(task_s, element_s, efficiency, call_s)``, measured at the first call (see
     :func:`_measure`)."""
     measured = _state["costs"]
     if measured is None:
@@ -226,35 +234,42 @@ def costs() -> tuple[float, float, dict]:
     return measured
 
 
-def set_costs(task_s: float | None, element_s: float = 0.0, efficiency: float = 1.0) -> None:
+def set_costs(
+    task_s: float | None, element_s: float = 0.0, efficiency: float = 1.0, call_s: float = 0.0
+) -> None:
     """Set the cost model's constants (tests, or a machine the probes misjudge), one efficiency
     for every family; ``None``: measure again at the next call that could split."""
     _state["costs"] = (
         None
         if task_s is None
-        else (float(task_s), float(element_s), dict.fromkeys(PROBES, float(efficiency)))
+        else (float(task_s), float(element_s), dict.fromkeys(PROBES, float(efficiency)), float(call_s))
     )
 
 
-def threads_for(threads: int, element_passes: float, family: str = "scan") -> tuple[int, str]:
+def threads_for(
+    threads: int, element_passes: float, family: str = "scan", block_calls: int = 0
+) -> tuple[int, str]:
     """How many of ``threads`` a call with ``element_passes`` of work (elements times the
     vectorised passes over them) uses, and why, for a route of ``family`` (a key of
-    ``PROBES``): the count ``t`` whose predicted time
-    ``work / (1 + (t - 1) * efficiency) + task_s * (t - 1)`` is least, provided that it is at
+    ``PROBES``) whose every extra block makes ``block_calls`` NumPy calls: the count ``t``
+    whose predicted time ``work / (1 + (t - 1) * efficiency) + (task_s + block_calls *
+    call_s) * (t - 1)`` is least, provided that it is at
     most ``SPLIT_GAIN`` of the one-thread time; else one thread."""
     if threads <= 1:
         return 1, "one thread asked for"
-    task_s, element_s, efficiencies = costs()
+    task_s, element_s, efficiencies, call_s = costs()
+    extra = task_s + block_calls * call_s  # what each thread beyond the first adds
     # A float for every family (tests inject that), else the family's own.
     efficiency = efficiencies if isinstance(efficiencies, float) else efficiencies[family]
     work = element_passes * element_s
     best, best_t = work, 1
     for t in range(2, threads + 1):
-        predicted = work / (1 + (t - 1) * efficiency) + task_s * (t - 1)
+        predicted = work / (1 + (t - 1) * efficiency) + extra * (t - 1)
         if predicted < best:
             best, best_t = predicted, t
     facts = (
-        f"{work * 1e6:.0f} us of work, {task_s * 1e6:.0f} us per task handed over, "
+        f"{work * 1e6:.0f} us of work, {extra * 1e6:.0f} us per extra block (hand-over and "
+        f"{block_calls} NumPy calls), "
         f"a second thread {1 + efficiency:.2f}x as fast"
     )
     if best_t == 1 or best > SPLIT_GAIN * work:

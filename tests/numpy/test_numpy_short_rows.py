@@ -77,7 +77,7 @@ def test_prepared_call_handles_nan_and_other_layouts():
 def test_short_rows_identical_on_every_thread_count(threads, monkeypatch):
     monkeypatch.setattr(_numpy, "PARALLEL_MIN_ELEMENTS", 1)
     monkeypatch.setattr(_numpy, "SORTED_BLOCK_ELEMENTS", 512)  # many blocks
-    monkeypatch.setitem(_numpy_threads._state, "costs", (0.0, 1.0, 1.0))  # splitting always pays
+    monkeypatch.setitem(_numpy_threads._state, "costs", (0.0, 1.0, 1.0, 0.0))  # splitting always pays
     x = _values(np.random.default_rng(3), np.dtype("float32"), (5000, 16))
     with _numpy_threads.num_threads(threads):
         assert cutopk.plan(x, 4).params["threads"] == threads
@@ -90,32 +90,32 @@ def test_short_rows_identical_on_every_thread_count(threads, monkeypatch):
 
 def test_threads_decision_follows_the_measured_costs(monkeypatch):
     # 1 us per task handed over, 1 ns per element-pass.
-    monkeypatch.setitem(_numpy_threads._state, "costs", (1e-6, 1e-9, 1.0))
+    monkeypatch.setitem(_numpy_threads._state, "costs", (1e-6, 1e-9, 1.0, 0.0))
     assert _numpy_threads.threads_for(1, 1e9)[0] == 1
     assert _numpy_threads.threads_for(4, 1_000)[0] == 1  # 1 us of work: never split
     t, why = _numpy_threads.threads_for(4, 1e7)  # 10 ms of work
     assert t == 4 and "of work" in why
     # A costly hand-over (a busy machine): the same work stays on fewer threads.
-    monkeypatch.setitem(_numpy_threads._state, "costs", (1e-3, 1e-9, 1.0))
+    monkeypatch.setitem(_numpy_threads._state, "costs", (1e-3, 1e-9, 1.0, 0.0))
     assert _numpy_threads.threads_for(4, 1e7)[0] == 3  # 3.3 + 2 ms against 2.5 + 3 on 4
-    monkeypatch.setitem(_numpy_threads._state, "costs", (5e-3, 1e-9, 1.0))
+    monkeypatch.setitem(_numpy_threads._state, "costs", (5e-3, 1e-9, 1.0, 0.0))
     assert _numpy_threads.threads_for(4, 1e7)[0] == 1
 
 
 def test_threads_stay_single_where_a_second_thread_adds_little(monkeypatch):
     # A busy machine: two threads only 1.2x as fast as one, whatever the work.
-    monkeypatch.setitem(_numpy_threads._state, "costs", (0.0, 1e-9, 0.2))
+    monkeypatch.setitem(_numpy_threads._state, "costs", (0.0, 1e-9, 0.2, 0.0))
     assert _numpy_threads.threads_for(2, 1e9)[0] == 1
     assert _numpy_threads.threads_for(8, 1e9)[0] == 8  # 1 + 7 * 0.2 = 2.4x: that pays
-    monkeypatch.setitem(_numpy_threads._state, "costs", (0.0, 1e-9, 0.0))
+    monkeypatch.setitem(_numpy_threads._state, "costs", (0.0, 1e-9, 0.0, 0.0))
     assert _numpy_threads.threads_for(8, 1e9)[0] == 1
-    monkeypatch.setitem(_numpy_threads._state, "costs", (0.0, 1e-9, 0.5))  # 1.5x: pays
+    monkeypatch.setitem(_numpy_threads._state, "costs", (0.0, 1e-9, 0.5, 0.0))  # 1.5x: pays
     assert _numpy_threads.threads_for(2, 1e9)[0] == 2
 
 
 def test_each_route_family_splits_by_its_own_measured_speedup(monkeypatch):
     # Two threads run the short-row sorts no faster, the other routes' blocks twice as fast.
-    monkeypatch.setitem(_numpy_threads._state, "costs", (0.0, 1e-9, {"sort": 0.0, "scan": 1.0}))
+    monkeypatch.setitem(_numpy_threads._state, "costs", (0.0, 1e-9, {"sort": 0.0, "scan": 1.0}, 0.0))
     with _numpy_threads.num_threads(2):
         short = cutopk.plan(np.zeros((131072, 16), np.float32), 4).params
         long = cutopk.plan(np.zeros((2048, 8192), np.float32), 32).params
@@ -123,13 +123,23 @@ def test_each_route_family_splits_by_its_own_measured_speedup(monkeypatch):
     assert (long["route"], long["threads"]) == ("filter", 2) and "2.00x as fast" in long["threads_why"]
 
 
+def test_a_split_pays_for_the_numpy_calls_of_its_extra_blocks(monkeypatch):
+    # 100 us of work, twice as fast on two threads, no hand-over cost: 50 us on two, unless each
+    # extra block makes 60 NumPy calls of 1 us (110 us: no split).
+    monkeypatch.setitem(_numpy_threads._state, "costs", (0.0, 1e-9, 1.0, 1e-6))
+    assert _numpy_threads.threads_for(2, 1e5, "scan", 0)[0] == 2
+    t, why = _numpy_threads.threads_for(2, 1e5, "scan", 60)
+    assert t == 1 and "60 NumPy calls" in why
+    assert _numpy_threads.threads_for(2, 1e6, "scan", 60)[0] == 2  # 1 ms of work: it pays
+
+
 def test_plan_shows_the_thread_decision(monkeypatch):
     x = np.zeros((4096, 4096), np.float32)
     with _numpy_threads.num_threads(2):
-        monkeypatch.setitem(_numpy_threads._state, "costs", (1.0, 1e-9, 1.0))  # a second per task
+        monkeypatch.setitem(_numpy_threads._state, "costs", (1.0, 1e-9, 1.0, 0.0))  # a second per task
         p = cutopk.plan(x, 16).params
         assert p["threads"] == 1 and "would not pay" in p["threads_why"]
-        monkeypatch.setitem(_numpy_threads._state, "costs", (0.0, 1e-9, 1.0))
+        monkeypatch.setitem(_numpy_threads._state, "costs", (0.0, 1e-9, 1.0, 0.0))
         assert cutopk.plan(x, 16).params["threads"] == 2
         small = cutopk.plan(np.zeros((4, 100), np.float32), 2).params
         assert small["threads"] == 1 and "small problem" in small["threads_why"]
@@ -142,8 +152,8 @@ def test_costs_are_measured_once(monkeypatch):
     monkeypatch.setattr(_numpy_threads, "_measure", lambda: calls.append(1) or original())
     first = _numpy_threads.costs()
     assert _numpy_threads.costs() is first and calls == [1]
-    task_s, element_s, efficiency = first
-    assert task_s >= 0 and 0 < element_s < 1e-6
+    task_s, element_s, efficiency, call_s = first
+    assert task_s >= 0 and 0 < element_s < 1e-6 and 0 < call_s < 1e-3
     assert set(efficiency) == set(_numpy_threads.PROBES) and all(0 <= e <= 1 for e in efficiency.values())
 
 
