@@ -52,6 +52,7 @@ from .._request.checks import Request, check_algorithm
 from .._request.keys import preference_keys
 from . import long_rows as _long_rows
 from . import threads as _threads
+from .exact import count_rows as _count_rows
 from .exact import first_true as _first_true
 from .exact import select_exact as _select_exact
 
@@ -557,7 +558,7 @@ def _select_prefiltered(x: np.ndarray, k: int, largest: bool, nan_first: bool, o
             # NaNs tie, so a row with K NaNs takes its first K, found in its first columns.
             sel = np.flatnonzero(nan_pivot)
             nans = np.isnan(x if sel.size == rows else x[sel])
-            enough = np.count_nonzero(nans, axis=1) >= k
+            enough = _count_rows(nans) >= k
             if enough.any():
                 sel = sel[enough]
                 cols[sel] = (np.flatnonzero(_first_true(nans[enough], np.full(sel.size, k))) % n).reshape(
@@ -602,7 +603,7 @@ def _filter(x, pivot, k: int, largest: bool, nan_first: bool, order: str, cols, 
         # Candidates everywhere (equal rows, a pivot among ties): settle the rows tied at the
         # pivot on their masks, then list the candidates of the rows left (4x65536, a third
         # tied at K: 1.2 ms against 3.2 ms listing them all; 64x8192 equal: 4.2 against 20 ms).
-        counts = np.count_nonzero(keep, axis=1)
+        counts = _count_rows(keep)
         heavy = counts > n * PREFILTER_MAX_KEEP_SHARE
         _settle_at_pivot_masks(x, keep, counts, heavy, pivot, k, largest, nan_first, cols, done)
         keep[done | heavy] = False
@@ -656,7 +657,7 @@ def _settle_at_pivot_masks(x, keep, counts, heavy, pivot, k, largest, nan_first,
     every = heavy.all()  # then no row copies
     sel = np.flatnonzero(heavy)
     strict = _beyond(x if every else x[sel], pivot if every else pivot[sel], largest, True, nan_first)
-    above = np.count_nonzero(strict, axis=1)
+    above = _count_rows(strict)
     at_pivot = (above < k) & (counts[sel] >= k)
     if not at_pivot.any():
         return

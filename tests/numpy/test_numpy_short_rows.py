@@ -187,3 +187,14 @@ def test_small_call_asks_no_thread_count_and_checks_nothing_again(monkeypatch):
     assert np.array_equal(again.indices, expected.indices) and np.array_equal(again.values, expected.values)
     with pytest.raises(pytest.fail.Exception, match="thread count asked"):
         cutopk.top_k(big, 8)  # not small: the general way asks (a cached value)
+
+
+@pytest.mark.parametrize("rows", (1, 5, 32, 33, 300))
+def test_count_rows_counts_each_rows_true_entries(rows):
+    from cutopk.numpy import exact
+
+    mask = np.random.default_rng(rows).random((rows, 1000)) < 0.3
+    mask[0] = True
+    counts = exact.count_rows(mask)
+    assert counts.dtype == np.int64 and counts.tolist() == np.count_nonzero(mask, axis=1).tolist()
+    assert exact.count_rows(mask[:, ::3]).tolist() == np.count_nonzero(mask[:, ::3], axis=1).tolist()
