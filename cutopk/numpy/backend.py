@@ -367,9 +367,15 @@ def select_rows(
     if n >= PREFILTER_MIN_N and k <= n * PREFILTER_MAX_K_SHARE:
         if x.itemsize < 4 and _dtypes.info(x.dtype).is_float:
             # NumPy compares half floats (and ml_dtypes' bfloat16) one element at a time through
-            # float32, its integers in SIMD: the filter runs on the keys, whose order is the
-            # preference order (largest first, NaN already placed).
-            x, largest, nan_first = preference_keys(x, largest, nan_first), True, False
+            # float32, its integers and float32 in SIMD. bfloat16 goes to float32 in one fast
+            # pass (ml_dtypes' cast: a shift; exact, NaN and -0.0 kept: 8x128256, 60 us against
+            # 300 us for the keys); float16's cast is slow in NumPy (1.2 ms), so the filter runs
+            # on its keys, whose order is the preference order (largest first, NaN placed).
+            if x.dtype.kind != "f":
+                with np.errstate(invalid="ignore"):  # a signalling NaN stays a NaN, quietly
+                    x = x.astype(np.float32)
+            else:
+                x, largest, nan_first = preference_keys(x, largest, nan_first), True, False
         return _select_prefiltered(x, k, largest, nan_first, order)
     keys = preference_keys(x, largest, nan_first)
     cols = _select_exact(keys, k)
