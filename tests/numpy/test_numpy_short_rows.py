@@ -198,3 +198,14 @@ def test_count_rows_counts_each_rows_true_entries(rows):
     counts = exact.count_rows(mask)
     assert counts.dtype == np.int64 and counts.tolist() == np.count_nonzero(mask, axis=1).tolist()
     assert exact.count_rows(mask[:, ::3]).tolist() == np.count_nonzero(mask[:, ::3], axis=1).tolist()
+
+
+@pytest.mark.parametrize("shape", [(128,), (1, 128), (3, 40), (2, 3, 20)])
+@pytest.mark.parametrize("index_dtype", [np.int64, np.int32, np.uint32, np.uint64])
+def test_small_call_shapes_and_index_dtypes(shape, index_dtype):
+    x = np.random.default_rng(len(shape)).integers(-5, 5, shape).astype(np.float32)
+    x.flat[::3] = -0.0
+    for dtype in (np.float32, np.float16, np.int16, np.uint8):
+        for order in (True, "index", False):
+            for mode in ("largest", "smallest"):
+                check_top_k(x.astype(dtype), 7, mode=mode, sorted=order, index_dtype=index_dtype)
