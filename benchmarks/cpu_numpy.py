@@ -1,12 +1,14 @@
 """CPU benchmark of the NumPy backend against the routes a CPU user would otherwise take.
 
-    python benchmarks/cpu_numpy.py [--repeat 7] [--case moe,indexer] [--markdown FILE]
+    python benchmarks/cpu_numpy.py [--quick] [--repeat 7] [--case moe,indexer] [--markdown FILE]
     python benchmarks/cpu_numpy.py --memory [--n 50000000]
 
-On every case of the CPU quick grid (``python -m cutopk --list`` without a GPU), these routes
-run on the same input, taking turns within each repetition so that the machine's drift (other
+On every case of the CPU quick grid (``python -m cutopk --list`` without a GPU) and, without
+``--quick``, the larger shapes of ``EXTRA_CASES``, these routes run on the same input, taking turns within each repetition so that the machine's drift (other
 processes, clock changes) hits them alike; the median of ``--repeat`` turns is reported (and
-the minimum). One-thread routes are timed by their thread's CPU time, the others
+the minimum). A turn is one untimed call (routes under 10 ms), then as many timed calls as
+cutopk makes in some 2 ms (its time is the mean); the routes take their turns in a new random
+order every time. One-thread routes are timed by their thread's CPU time, the others
 by the wall clock (see ``ONE_THREAD``):
 
 - ``cutopk`` (all cores, the default) and ``cutopk-1t`` (one thread);
@@ -14,6 +16,10 @@ by the wall clock (see ``ONE_THREAD``):
   it breaks ties arbitrarily);
 - ``argsort``: a full stable ``np.argsort`` and a slice (exact, O(n log n));
 - ``torch-1t`` and ``torch``: ``torch.topk`` with one thread and with torch's default count.
+
+``cutopk-1t`` is also timed by the wall clock, for the ``cutopk-1t-wall / cutopk`` ratio (do the
+default threads ever lose to one thread?). ``argsort`` is left out above ``ARGSORT_MAX_ELEMENTS``
+(seconds a turn). The header gives the machine, its core count and the library versions.
 
 Every route's answer is checked first (values bit for bit against cutopk's under the route's
 NaN rule; indices may differ only between equal values), and cutopk's answers on one thread and
@@ -31,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import random
 import statistics
 import subprocess
 import sys
@@ -40,7 +47,7 @@ import time
 import numpy as np
 
 import cutopk
-from cutopk._bench import baselines, check, grid, inputs
+from cutopk._bench import baselines, check, env, grid, inputs
 from cutopk.numpy import threads as _threads
 
 ROUTES = ("cutopk", "cutopk-1t", "naive", "argsort", "torch-1t", "torch")
@@ -49,7 +56,27 @@ ROUTES = ("cutopk", "cutopk-1t", "naive", "argsort", "torch-1t", "torch")
 # several threads by the wall clock. Every ratio compares routes on the same clock.
 ONE_THREAD = ("cutopk-1t", "naive", "argsort", "torch-1t")
 # Each peer's ratio is taken against cutopk at the same thread count.
-AGAINST = {"naive": "cutopk-1t", "argsort": "cutopk-1t", "torch-1t": "cutopk-1t", "torch": "cutopk"}
+AGAINST = {
+    "naive": "cutopk-1t",
+    "argsort": "cutopk-1t",
+    "torch-1t": "cutopk-1t",
+    "torch": "cutopk",
+    "cutopk-1t-wall": "cutopk",
+}
+ARGSORT_MAX_ELEMENTS = 4_000_000
+SETTLE_S = 0.02
+TURN_S = 0.002
+MAX_TURN_S = 0.05
+WARM_MAX_S = 0.01
+# Issue 29's shapes beyond the quick grid (too large for it): a full run, not --quick.
+EXTRA_CASES = (
+    grid.Case("llm", 8, 2_000_000, 100),
+    grid.Case("indexer", 2048, 8192, 32),
+    grid.Case("llm", 8, 128256, 50, dtype="float16"),
+    grid.Case("llm", 8, 128256, 50, dtype="bfloat16"),
+    grid.Case("indexer", 1024, 4096, 64, dtype="int8"),
+    grid.Case("layout", 2048, 1024, 16, layout="axis0"),
+)
 
 
 def routes(x, axis: int, case: grid.Case) -> dict[str, baselines.Route]:
@@ -61,6 +88,10 @@ def routes(x, axis: int, case: grid.Case) -> dict[str, baselines.Route]:
         "naive": baselines.numpy_naive_route(x, axis, k, mode),
         "argsort": baselines.numpy_sort_route(x, axis, k, mode),
     }
+    if x.size > ARGSORT_MAX_ELEMENTS:
+        out["argsort"] = baselines.Route(
+            "numpy-sort", None, f"left out above {ARGSORT_MAX_ELEMENTS:,} elements"
+        )
     torch_one = baselines.torch_route(x, axis, k, mode, case.dtype)
     if torch_one.call is not None:
         import torch
@@ -103,17 +134,68 @@ def measure(case: grid.Case, repeat: int) -> dict:
         else:
             live[name] = route.call
     times = {name: [] for name in live}
+    if "cutopk-1t" in live:
+        times["cutopk-1t-wall"] = []
+    once = {name: _once(fn) for name, fn in live.items()}
+    base = once.get("cutopk", min(once.values()))
+    # Every route gets as many calls a turn as cutopk (at most MAX_TURN_S of them), after one
+    # untimed call where that is cheap: the timed calls find the caches as the route leaves them.
+    calls = {name: max(1, min(int(TURN_S / base), int(MAX_TURN_S / t), 1000)) for name, t in once.items()}
+    warm = {name: t < WARM_MAX_S for name, t in once.items()}
+    shuffle = random.Random(0)
     for _ in range(repeat):
-        for name, fn in live.items():
-            clock = time.thread_time if name in ONE_THREAD else time.perf_counter
-            t0 = clock()
-            fn()
-            times[name].append(clock() - t0)
+        # A new order every turn: the route after another finds the caches, the allocator and
+        # the cores as that one left them (after a full argsort of 1M elements, 8x128256 k=50
+        # took 0.75 ms against 0.42 ms), so no route may always follow the same one.
+        for name in shuffle.sample(list(live), len(live)):
+            fn, m = live[name], calls[name]
+            if warm[name]:
+                fn()
+            w0, c0 = time.perf_counter(), time.thread_time()
+            for _ in range(m):
+                fn()
+            c1, w1 = time.thread_time(), time.perf_counter()
+            times[name].append((c1 - c0 if name in ONE_THREAD else w1 - w0) / m)
+            if name == "cutopk-1t":
+                times["cutopk-1t-wall"].append((w1 - w0) / m)
+            if name == "torch":
+                # torch's OpenMP workers spin for a while after a parallel call: the route
+                # timed next would share its cores with them (8x128256: 0.58 ms against 0.34).
+                time.sleep(SETTLE_S)
     return {
         "median": {n: statistics.median(t) for n, t in times.items()},
         "min": {n: min(t) for n, t in times.items()},
         "notes": notes,
     }
+
+
+def machine_line() -> str:
+    """The CPU, its cores, the thread counts and the library versions, in one line."""
+    import platform
+
+    try:
+        import torch
+
+        torch_text = f"torch {torch.__version__} ({torch.get_num_threads()} threads by default)"
+    except ImportError:
+        torch_text = "torch not installed"
+    task_s, element_s, efficiency, call_s = _threads.costs()
+    return (
+        f"{env.cpu_model()}: {_threads._cpus()} cores for this process; cutopk threads "
+        f"{_threads.get_num_threads()} (measured: {task_s * 1e6:.0f} us per task handed over, "
+        f"{element_s * 1e9:.2f} ns per element-pass, {call_s * 1e6:.1f} us per NumPy call, a second thread "
+        + ", ".join(f"{1 + e:.2f}x as fast on {f} blocks" for f, e in efficiency.items())
+        + f"); NumPy {np.__version__}, {torch_text}, "
+        f"Python {platform.python_version()}"
+    )
+
+
+def _once(fn) -> float:
+    """Seconds of one call of ``fn`` (its second: the first may load and plan)."""
+    fn()
+    t0 = time.perf_counter()
+    fn()
+    return max(time.perf_counter() - t0, 1e-7)
 
 
 def ratios(results: list[tuple[grid.Case, dict]], stat: str = "median") -> dict[str, list[float]]:
@@ -130,14 +212,18 @@ def geomean(values: list[float]) -> float:
     return math.exp(sum(map(math.log, values)) / len(values)) if values else float("nan")
 
 
+def _seconds(s: float) -> str:
+    return f"{s * 1e6:.1f} us" if s < 1e-4 else f"{s * 1e3:.2f} ms"
+
+
 def table(results: list[tuple[grid.Case, dict]], stat: str = "median") -> list[str]:
     head = (
-        "| case | " + " | ".join(ROUTES) + " | " + " | ".join(f"{p} / {AGAINST[p]}" for p in AGAINST) + " |"
+        "| case | " + " | ".join(ROUTES) + " | " + " | ".join(f"{p} / {o}" for p, o in AGAINST.items()) + " |"
     )
     lines = [head, "|" + "---|" * (1 + len(ROUTES) + len(AGAINST))]
     for case, r in results:
         med = r[stat]
-        cells = [f"{med[n] * 1e3:.2f} ms" if n in med else "-" for n in ROUTES]
+        cells = [_seconds(med[n]) if n in med else "-" for n in ROUTES]
         cells += [f"{med[p] / med[o]:.2f}x" if p in med and o in med else "-" for p, o in AGAINST.items()]
         lines.append(f"| {case.label()} | " + " | ".join(cells) + " |")
     geo = ratios(results, stat)
@@ -225,6 +311,7 @@ def main(argv=None) -> int:
         "--case", default="", help="only cases whose label contains one of these (comma-separated)"
     )
     p.add_argument("--markdown", help="also write the table to this file")
+    p.add_argument("--quick", action="store_true", help="the quick grid only, 5 turns (a few minutes)")
     p.add_argument("--memory", action="store_true", help="measure memory on one long row instead")
     p.add_argument("--n", type=int, default=50_000_000, help="--memory: the row's length")
     args = p.parse_args(argv)
@@ -237,16 +324,19 @@ def main(argv=None) -> int:
     if args.repeat < 1:
         p.error(f"--repeat: expected a positive integer, got {args.repeat}")
     np.seterr(all="ignore")
+    if args.quick and "--repeat" not in " ".join(argv if argv is not None else sys.argv):
+        args.repeat = 5
     wanted = [w for w in args.case.split(",") if w]
-    cases = [c for c in grid.quick_grid(gpu=False) if not wanted or any(w in c.label() for w in wanted)]
-    print(f"cutopk threads: {_threads.get_num_threads()}; median of {args.repeat} turns per route")
+    every = grid.quick_grid(gpu=False) + ([] if args.quick else list(EXTRA_CASES))
+    cases = [c for c in every if not wanted or any(w in c.label() for w in wanted)]
+    print(machine_line(), f"median of {args.repeat} turns per route", sep="\n")
     results = []
     for case in cases:
         r = measure(case, args.repeat)
         results.append((case, r))
         print(table([(case, r)])[2], *(f"  {n}: {why}" for n, why in r["notes"].items()), sep="\n")
         sys.stdout.flush()
-    lines = [f"Medians of {args.repeat} turns:", "", *table(results)]
+    lines = [machine_line(), "", f"Medians of {args.repeat} turns:", "", *table(results)]
     lines += ["", f"Minima of {args.repeat} turns:", "", *table(results, "min")]
     print("\n".join(lines))
     for stat in ("median", "min"):

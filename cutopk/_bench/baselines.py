@@ -151,7 +151,9 @@ def numpy_sort_route(x, axis: int, k: int, mode: str) -> Route:
     """
 
     def call():
-        idx = _slice(np.argsort(-x if mode == "largest" else x, axis=axis, kind="stable"), axis, 0, k)
+        # ~x reverses an integer's order exactly (-x overflows at the dtype's minimum).
+        flip = (~x if x.dtype.kind in "iu" else -x) if mode == "largest" else x
+        idx = _slice(np.argsort(flip, axis=axis, kind="stable"), axis, 0, k)
         return np.take_along_axis(x, idx, axis=axis), idx
 
     return Route("numpy-sort", call, nan="last")

@@ -132,6 +132,12 @@ def quick_grid(gpu: bool) -> list[Case]:
         Case("indexer", 4, 65536, 512, dist="ties_at_k"),
         Case("llm", 4, 32000, 50, dist="nan"),
         Case("layout", 512, 4096, 16, layout="axis0"),
+        # Issue 29: the tiny call, many short rows, int8 with many ties, another outer axis.
+        Case("moe", 1, 128, 8),
+        Case("moe", 65536, 8, 2),
+        Case("moe", 131072, 16, 4),
+        Case("indexer", 256, 4096, 64, dtype="int8"),
+        Case("layout", 1024, 1024, 16, layout="axis0"),
     ]
 
 

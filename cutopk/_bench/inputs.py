@@ -64,6 +64,9 @@ def values(case: Case, seed: int = 0) -> np.ndarray:
         pos = case.n - case.k if case.mode == "largest" else case.k - 1
         kth = np.partition(x, pos, axis=1)[:, pos : pos + 1]
         x = np.where(rng.random(shape, dtype=np.float32) < TIE_FRACTION, kth, x)
+    if dtype.kind in "iu":  # integers: the dtype's whole range (int8: 256 values, many ties)
+        info = np.iinfo(dtype)
+        x = np.floor(x.astype(np.float64) * (float(info.max) - info.min + 1) + info.min)
     return x.astype(dtype, copy=False)
 
 

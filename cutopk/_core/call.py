@@ -83,12 +83,12 @@ class NumpyCall:
 
         _checks.check_algorithm(req.algorithm, "numpy", _numpy_backend.ALGORITHMS)
         self.req = req
-        self.run_numpy = _numpy_backend.top_k
         self.shape, self.strides, self.dtype = tuple(shape), tuple(strides), np.dtype(dtype)
+        self.run_numpy = _numpy_backend.prepared(self.shape, self.strides, self.dtype, req)
         self.result_shape = tuple(req.k if i == req.axis else s for i, s in enumerate(self.shape))
 
     def run(self, a, out=None):
-        values, indices = self.run_numpy(a, self.req)
+        values, indices = self.run_numpy(a)
         if out is None:
             return values, indices
         np.copyto(out[0], values)
@@ -122,7 +122,7 @@ class NumpyCall:
                 copies[f"outputs: moved to axis {req.axis}"] = (
                     rows * req.k * (itemsize + req.index_dtype.itemsize)
                 )
-        params = {"route": info["route"], "threads": info["threads"]}
+        params = {"route": info["route"], "threads": info["threads"], "threads_why": info["threads_why"]}
         return Plan(
             "numpy",
             "select",

@@ -20,9 +20,23 @@ def select_exact(keys: np.ndarray, k: int) -> np.ndarray:
         take = keys >= kth
     else:
         above = keys > kth
-        take = above | first_true(keys == kth, k - np.count_nonzero(above, axis=1))
+        take = above | first_true(keys == kth, k - count_rows(above))
     # Every row has exactly k winners; a flat search is cheaper than a 2-D nonzero.
     return (np.flatnonzero(take) % m).reshape(rows, k)
+
+
+# Up to this many rows, a row's True count is one whole-row count each (NumPy's SIMD count);
+# beyond, one sum of the bytes along the rows (count_nonzero with an axis is several times
+# slower than either: 4x65536: 80 us, against 8 us a row at a time and 50 us summed).
+COUNT_ROWS_ONE_BY_ONE = 32
+
+
+def count_rows(mask: np.ndarray) -> np.ndarray:
+    """The True count of each row of the 2-D bool ``mask``, as int64."""
+    rows = mask.shape[0]
+    if rows <= COUNT_ROWS_ONE_BY_ONE:
+        return np.fromiter((np.count_nonzero(row) for row in mask), dtype=np.int64, count=rows)
+    return mask.view(np.uint8).sum(axis=1, dtype=np.int32).astype(np.int64)
 
 
 def first_true(mask: np.ndarray, counts: np.ndarray) -> np.ndarray:

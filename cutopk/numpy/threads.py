@@ -10,8 +10,15 @@ The thread count, in order of precedence:
 1. the :func:`num_threads` context manager, for the code in its block only (a
    :mod:`contextvars` value: other threads, and other asyncio tasks, do not see it);
 2. :func:`set_num_threads`, for the whole process;
-3. the environment variable ``CUTOPK_NUM_THREADS`` (read at every call: a positive integer);
-4. the CPUs this process may run on (``os.sched_getaffinity``, else ``os.cpu_count()``).
+3. the environment variable ``CUTOPK_NUM_THREADS`` (a positive integer; parsed again only when
+   its text changes);
+4. the CPUs this process may run on (``os.sched_getaffinity``, else ``os.cpu_count()``; asked
+   once, and again in a forked child).
+
+That count is a ceiling: a call uses only as many threads as pay for themselves
+(:func:`threads_for`), by a cost model whose two constants are measured once per process, at
+the first call that could split (:func:`costs`, some 5-20 ms): what handing a task to the pool
+and waiting for it costs on this machine now, and what one vectorised pass costs per element.
 
 ``threadpoolctl.threadpool_limits`` does not govern this pool: threadpoolctl finds the pools it
 controls by the shared libraries loaded in the process, and this pool is plain Python with no
@@ -26,7 +33,9 @@ import contextvars
 import itertools
 import operator
 import os
+import statistics
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
@@ -34,17 +43,23 @@ ENV_VAR = "CUTOPK_NUM_THREADS"
 
 _lock = threading.Lock()
 # "set": set_num_threads's process-wide count; "pool"/"size": the shared pool and its workers.
-_state: dict = {"set": None, "pool": None, "size": 0}
+# "cpus": the CPU count, asked once; "env": the last CUTOPK_NUM_THREADS text and its value;
+# "costs": the measured (task seconds, seconds per element-pass), see costs().
+_state: dict = {"set": None, "pool": None, "size": 0, "cpus": None, "env": ("", None), "costs": None}
 _UNSET = object()
 # num_threads's count, scoped to its block: None there means "the environment / CPU count".
 _scoped: contextvars.ContextVar = contextvars.ContextVar("cutopk_num_threads", default=_UNSET)
 
 
 def _cpus() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
+    cpus = _state["cpus"]
+    if cpus is None:
+        try:
+            cpus = max(1, len(os.sched_getaffinity(0)))
+        except (AttributeError, OSError):
+            cpus = max(1, os.cpu_count() or 1)
+        _state["cpus"] = cpus
+    return cpus
 
 
 def _check(n, source: str) -> int:
@@ -72,14 +87,19 @@ def get_num_threads() -> int:
         scoped = _state["set"]
     if scoped is not None:
         return scoped
-    env = os.environ.get(ENV_VAR, "").strip()
-    if env:
+    env = os.environ.get(ENV_VAR, "")
+    seen, value = _state["env"]
+    if env != seen or value is None:
+        text = env.strip()
+        if not text:
+            return _cpus()
         try:
-            value = int(env)
+            number = int(text)
         except ValueError:
-            value = env
-        return _check(value, ENV_VAR)
-    return _cpus()
+            number = text
+        value = _check(number, ENV_VAR)  # a bad value raises on every call: never cached
+        _state["env"] = (env, value)
+    return value
 
 
 def set_num_threads(n: int | None) -> int | None:
@@ -114,8 +134,147 @@ def num_threads(n: int | None) -> Iterator[None]:
 
 
 def _forget_pool() -> None:
-    """In a forked child the parent's worker threads do not exist: start a new pool there."""
-    _state["pool"], _state["size"] = None, 0
+    """In a forked child the parent's worker threads do not exist: start a new pool there (and
+    ask the CPU count and the costs again: the child may run elsewhere)."""
+    _state["pool"], _state["size"], _state["cpus"], _state["costs"] = None, 0, None, None
+
+
+# A split must promise at least this much: the predicted time on t threads at most this share
+# of the one-thread time (a margin for the model's error: threads must never hurt).
+SPLIT_GAIN = 0.7
+# The probes: a vectorised pass (a comparison and a count) over this many float32 elements for
+# the hand-over cost, and blocks like the backend's (a widening, a shift, an or, a sort of short
+# rows) for the speed-up two threads really get (the GIL, page faults, a core that is busy).
+_PROBE_ELEMENTS = 1 << 16
+_PROBE_RUNS = 5
+_BLOCK_ROWS, _BLOCK_COLS, _BLOCKS, _BLOCK_RUNS = 8192, 16, 2, 3
+
+
+def _probe_pass(a) -> int:
+    return int((a > 0.5).sum())
+
+
+def _probe_sort(a) -> None:
+    """A block of the short-row route: widened composites, sorted along short rows."""
+    import numpy as np
+
+    b = a.view(np.int32).astype(np.int64)
+    b <<= np.int64(4)
+    b |= np.arange(_BLOCK_COLS)
+    b.sort(axis=1)
+
+
+def _probe_scan(a) -> None:
+    """A block of the other routes: keys, a partition of rows, comparisons and counts."""
+    import numpy as np
+
+    keys = a.view(np.uint32) ^ np.uint32(1)
+    rows = keys.reshape(-1, 256)
+    kth = np.partition(rows, 200, axis=1)[:, 200:201]
+    np.count_nonzero(rows >= kth, axis=1)
+
+
+# The probe of each family of routes (the short-row sorts scale differently from the rest).
+PROBES = {"sort": _probe_sort, "scan": _probe_scan}
+
+
+def _inline_and_pooled(fn, items: list, runs: int) -> tuple[float, float]:
+    """Median seconds of ``fn`` over ``items`` in this thread, and on two threads."""
+    inline, pooled = [], []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        for item in items:
+            fn(item)
+        t1 = time.perf_counter()
+        run(fn, items, 2)
+        t2 = time.perf_counter()
+        inline.append(t1 - t0)
+        pooled.append(t2 - t1)
+    return statistics.median(inline), statistics.median(pooled)
+
+
+def _measure() -> tuple[float, float, dict, float]:
+    """``(task_s, element_s, efficiency, call_s)``: the extra seconds a task handed to the pool
+    costs (hand-over, wake-up), the seconds of one vectorised pass per element, per family of
+    routes (``PROBES``), what a second thread adds to the speed of blocks like the backend's
+    (1: twice as fast; 0: nothing: a busy or a single core, the GIL's hand-overs, page faults),
+    and the fixed seconds of one NumPy call on a small array (a block of a route makes some
+    ten to sixty). Medians of a few runs of small probes: some 10-30 ms in all."""
+    import numpy as np
+
+    a = np.linspace(0.0, 1.0, _PROBE_ELEMENTS, dtype=np.float32)
+    run(_probe_pass, [a, a], 2)  # the pool's threads start here, outside the measurement
+    one, two = _inline_and_pooled(_probe_pass, [a, a], _PROBE_RUNS)
+    # Perfectly split, the two items take half the inline time: the rest is the task's cost.
+    task_s = max(0.0, two - one / 2)
+    blocks = [
+        np.linspace(-1.0, 1.0, _BLOCK_ROWS * _BLOCK_COLS, dtype=np.float32).reshape(_BLOCK_ROWS, _BLOCK_COLS)
+        for _ in range(_BLOCKS)
+    ]
+    efficiency = {}
+    for family, probe in PROBES.items():
+        one_b, two_b = _inline_and_pooled(probe, blocks, _BLOCK_RUNS)
+        efficiency[family] = min(1.0, max(0.0, one_b / max(two_b, 1e-9) - 1.0))
+    tiny = a[:64]
+    calls = []
+    for _ in range(_PROBE_RUNS):
+        t0 = time.perf_counter()
+        for _ in range(20):
+            _probe_pass(tiny)
+        calls.append((time.perf_counter() - t0) / 20)
+    return task_s, one / (2 * _PROBE_ELEMENTS), efficiency, statistics.median(calls) / 2
+
+
+def costs() -> tuple[float, float, dict, float]:
+    """The cost model's ``(task_s, element_s, efficiency, call_s)``, measured at the first call (see
+    :func:`_measure`)."""
+    measured = _state["costs"]
+    if measured is None:
+        measured = _state["costs"] = _measure()
+    return measured
+
+
+def set_costs(
+    task_s: float | None, element_s: float = 0.0, efficiency: float = 1.0, call_s: float = 0.0
+) -> None:
+    """Set the cost model's constants (tests, or a machine the probes misjudge), one efficiency
+    for every family; ``None``: measure again at the next call that could split."""
+    _state["costs"] = (
+        None
+        if task_s is None
+        else (float(task_s), float(element_s), dict.fromkeys(PROBES, float(efficiency)), float(call_s))
+    )
+
+
+def threads_for(
+    threads: int, element_passes: float, family: str = "scan", block_calls: int = 0
+) -> tuple[int, str]:
+    """How many of ``threads`` a call with ``element_passes`` of work (elements times the
+    vectorised passes over them) uses, and why, for a route of ``family`` (a key of
+    ``PROBES``) whose every extra block makes ``block_calls`` NumPy calls: the count ``t``
+    whose predicted time ``work / (1 + (t - 1) * efficiency) + (task_s + block_calls *
+    call_s) * (t - 1)`` is least, provided that it is at
+    most ``SPLIT_GAIN`` of the one-thread time; else one thread."""
+    if threads <= 1:
+        return 1, "one thread asked for"
+    task_s, element_s, efficiencies, call_s = costs()
+    extra = task_s + block_calls * call_s  # what each thread beyond the first adds
+    # A float for every family (tests inject that), else the family's own.
+    efficiency = efficiencies if isinstance(efficiencies, float) else efficiencies[family]
+    work = element_passes * element_s
+    best, best_t = work, 1
+    for t in range(2, threads + 1):
+        predicted = work / (1 + (t - 1) * efficiency) + extra * (t - 1)
+        if predicted < best:
+            best, best_t = predicted, t
+    facts = (
+        f"{work * 1e6:.0f} us of work, {extra * 1e6:.0f} us per extra block (hand-over and "
+        f"{block_calls} NumPy calls), "
+        f"a second thread {1 + efficiency:.2f}x as fast"
+    )
+    if best_t == 1 or best > SPLIT_GAIN * work:
+        return 1, f"1 of {threads}: splitting would not pay ({facts})"
+    return best_t, f"{best_t} of {threads}: predicted {best * 1e6:.0f} us ({facts})"
 
 
 if hasattr(os, "register_at_fork"):

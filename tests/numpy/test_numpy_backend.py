@@ -259,16 +259,19 @@ def test_describe_tells_the_route_and_the_copies():
         return _numpy_backend.describe(a, req)
 
     a = np.zeros((512, 4096), np.float32)
-    assert describe(a, 16, 0) | {"threads": 0} == {
+    assert describe(a, 16, 0) | {"threads": 0, "threads_why": ""} == {
         "route": "filter-outer",
         "threads": 0,
+        "threads_why": "",
         "copy": False,
         "block_copies": False,
     }
     assert describe(a, 16)["route"] == "filter" and not describe(a, 16)["block_copies"]
     assert describe(a, 600)["route"] == "exact"
     assert describe(np.zeros((16384, 128), np.float32), 8)["route"] == "composite"
-    assert describe(np.zeros((5, 9)), 2)["route"] == "sort"
+    assert describe(np.zeros((5, 9)), 2)["route"] == "sort"  # 64-bit
+    assert describe(np.zeros((65536, 8), np.float32), 2)["route"] == "sorted"
+    assert describe(np.zeros((8, 200), np.int8), 2)["route"] == "sorted"  # small: one sort
     assert describe(np.zeros(1 << 21), 5)["route"] == "long-rows"
     assert describe(np.zeros((3, 600, 4)), 2, 1)["copy"] is True  # the middle axis: no 2-D view
     assert describe(a.astype(">f4"), 16)["block_copies"] is True

@@ -28,6 +28,7 @@ def tiny_ranges(monkeypatch):
     monkeypatch.setattr(_numpy_backend, "BLOCK_BYTES", 64)  # many row blocks too
     monkeypatch.setattr(_numpy_backend, "FILTER_BLOCK_BYTES", 64)
     monkeypatch.setattr(_numpy_backend, "PARALLEL_MIN_ELEMENTS", 1)  # threads even on tiny inputs
+    monkeypatch.setitem(_threads._state, "costs", (0.0, 1.0, 1.0, 0.0))  # splitting always pays
 
 
 @pytest.mark.parametrize("threads", THREADS)
@@ -35,6 +36,7 @@ def test_row_blocks_on_threads(threads, monkeypatch):
     monkeypatch.setattr(_numpy_backend, "BLOCK_BYTES", 2048)
     monkeypatch.setattr(_numpy_backend, "FILTER_BLOCK_BYTES", 2048)
     monkeypatch.setattr(_numpy_backend, "PARALLEL_MIN_ELEMENTS", 1)
+    monkeypatch.setitem(_threads._state, "costs", (0.0, 1.0, 1.0, 0.0))  # splitting always pays
     rng = np.random.default_rng(threads)
     x = rng.integers(0, 5, (301, 700)).astype(np.float32)
     x[::7, ::3] = np.nan
@@ -174,6 +176,7 @@ def test_identical_for_every_thread_count(seed, n, rows, k_share, levels, dtype,
         mp.setattr(_numpy_backend, "BLOCK_BYTES", 256)
         mp.setattr(_numpy_backend, "FILTER_BLOCK_BYTES", 512)
         mp.setattr(_numpy_backend, "PARALLEL_MIN_ELEMENTS", 1)
+        mp.setitem(_threads._state, "costs", (0.0, 1.0, 1.0, 0.0))  # splitting always pays
         for threads in THREADS:
             with _threads.num_threads(threads):
                 check_top_k(x, k, mode=mode, nan=nan, sorted=order)
@@ -222,6 +225,7 @@ def test_outer_axis_identical_for_every_thread_count(seed, n, cols, k, levels, n
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(_numpy_backend, "OUTER_BLOCK_BYTES", 4096 * 7)  # a few columns per block
         mp.setattr(_numpy_backend, "PARALLEL_MIN_ELEMENTS", 1)
+        mp.setitem(_threads._state, "costs", (0.0, 1.0, 1.0, 0.0))  # splitting always pays
         for threads in THREADS:
             with _threads.num_threads(threads):
                 check_top_k(x, k, axis=0, nan=nan, mode=mode)
@@ -240,6 +244,7 @@ def test_blocks_really_run_on_several_threads(monkeypatch):
 
     monkeypatch.setattr(_numpy_backend, "select_rows", spy)
     monkeypatch.setattr(_numpy_backend, "PARALLEL_MIN_ELEMENTS", 1)
+    monkeypatch.setitem(_threads._state, "costs", (0.0, 1.0, 1.0, 0.0))  # splitting always pays
     monkeypatch.setattr(_numpy_backend, "BLOCK_BYTES", 512)
     x = np.random.default_rng(0).random((400, 100))
     with _threads.num_threads(4):
@@ -288,6 +293,7 @@ def test_pivot_filter_with_ties_and_few_levels(seed, n, rows, k, levels, flat_ma
         mp.setattr(_numpy_backend, "FLAT_MAX_CANDIDATES", flat_max)
         mp.setattr(_numpy_exact, "FIRST_TRUE_MAX_COLUMNS", 1024)  # several chunks of the tie count
         mp.setattr(_numpy_backend, "PARALLEL_MIN_ELEMENTS", 1)
+        mp.setitem(_threads._state, "costs", (0.0, 1.0, 1.0, 0.0))  # splitting always pays
         mp.setattr(_numpy_backend, "FILTER_BLOCK_BYTES", 4096)
         for threads in (1, 3):
             with _threads.num_threads(threads):
@@ -302,6 +308,7 @@ def test_a_forked_child_gets_a_pool_of_its_own():
     x = np.random.default_rng(0).random((64, 5000))
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(_numpy_backend, "PARALLEL_MIN_ELEMENTS", 1)
+        mp.setitem(_threads._state, "costs", (0.0, 1.0, 1.0, 0.0))  # splitting always pays
         with _threads.num_threads(3):
             want = cutopk.top_k(x, 4).indices  # the parent's pool now exists
             pid = os.fork()
