@@ -93,7 +93,8 @@ def caps(n: int, k: int, key_bytes: int) -> tuple[int, int, int | None]:
     state and the histogram (the K winners are the ``16 * K`` part). The candidates get three times
     the keys expected to reach the threshold (more than twice the mean is rare for rank >= 8,
     and an overflow only sends the row to the input); without that much room, or for rows shorter
-    than SAMPLE_MIN_N, there is no threshold. The bucket buffer gets what is left, at most the row.
+    than SAMPLE_MIN_N, there is no threshold. The bucket buffer gets what is left, up to the
+    candidate buffer's size or n / 64 (a larger bucket is gathered from the candidates).
     """
     entry = key_bytes + 8
     room = max(0, (n * key_bytes // 4 - MULTIBLOCK_STATE_BYTES - 4 * bins(key_bytes)) // entry)
@@ -103,7 +104,7 @@ def caps(n: int, k: int, key_bytes: int) -> tuple[int, int, int | None]:
         want = min(n, 3 * expected + 256)
         if want <= room and expected < n:
             cap, rank = want, r
-    bucket_cap = min(n, room - cap) if len(digit_widths(8 * key_bytes)) > 1 else 0
+    bucket_cap = min(room - cap, max(cap, n // 64, 4096)) if len(digit_widths(8 * key_bytes)) > 1 else 0
     return cap, bucket_cap, rank
 
 
