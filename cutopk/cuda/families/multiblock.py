@@ -62,10 +62,12 @@ def shared_bytes(k: int, key_bytes: int) -> int:
 def why_not(n: int, k: int, key_bytes: int, device) -> str | None:
     if n >= MAX_N:
         return f"rows of 2^32 elements or more (n={n}): its counts are 32-bit"
-    if shared_bytes(k, key_bytes) + STATIC_SHARED > device.shared_bytes:
+    need = shared_bytes(k, key_bytes) + STATIC_SHARED
+    if need > device.shared_bytes:
         return (
-            f"k={k} winners of {key_bytes}-byte keys do not fit the {device.shared_bytes} bytes of shared "
-            "memory its finishing block sorts them in"
+            f"'multiblock' needs {need} bytes of shared memory for a digit's counts and the k={k} "
+            f"winners of {key_bytes}-byte keys its finishing block sorts; this device gives a block "
+            f"{device.shared_bytes} bytes"
         )
     return None
 
