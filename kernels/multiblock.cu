@@ -292,8 +292,10 @@ __device__ __forceinline__ State initial_state(int k_row, long long len, int key
 // One block per row: its initial state and zeroed histogram (`bins` counts), and with rank >= 0
 // its threshold: the key of rank `rank` (0: the best) among CUTOPK_MULTIBLOCK_SAMPLES keys read at
 // evenly spaced positions of the row, found by a radix select in shared memory.
+// Bounds (threads, 2): with the block size alone, NVRTC 13.5 capped it at 64 registers on sm_75
+// and spilled for 16-bit floats.
 template <class T>
-CUTOPK_KERNEL(CUTOPK_MULTIBLOCK_THREADS)
+CUTOPK_KERNEL(CUTOPK_MULTIBLOCK_THREADS, 2)
 mb_sample(MB_INPUT, int rank, int k, State* __restrict__ state, unsigned int* __restrict__ hist, int bins) {
   typedef typename KeyTraits<T>::Key Key;
   const int KEY_BITS = 8 * sizeof(Key);
