@@ -7,7 +7,8 @@
 // synchronisation (capturable in a CUDA graph), each reading the per-row State the previous one
 // left in global memory:
 //   mb_sample   one block per row: the row's initial state and zeroed histogram, and (long rows)
-//               a threshold from an evenly spaced sample of CUTOPK_MULTIBLOCK_SAMPLES keys: the
+//               a threshold from an evenly spaced sample of CUTOPK_MULTIBLOCK_SAMPLES keys (runs
+//               of one 32-byte sector each): the
 //               sample's key of rank `rank`, which about (rank + 1) * n / SAMPLES keys of the row
 //               reach, and almost surely at least K
 //   mb_pass x D one launch per digit, D = ceil(key bits / CUTOPK_MULTIBLOCK_DIGIT_BITS) (digit
@@ -290,8 +291,8 @@ __device__ __forceinline__ State initial_state(int k_row, long long len, int key
 }
 
 // One block per row: its initial state and zeroed histogram (`bins` counts), and with rank >= 0
-// its threshold: the key of rank `rank` (0: the best) among CUTOPK_MULTIBLOCK_SAMPLES keys read at
-// evenly spaced positions of the row, found by a radix select in shared memory.
+// its threshold: the key of rank `rank` (0: the best) among CUTOPK_MULTIBLOCK_SAMPLES keys read in
+// evenly spaced runs of the row, found by a radix select in shared memory.
 // Bounds (threads, 2): with the block size alone, NVRTC 13.5 capped it at 64 registers on sm_75
 // and spilled for 16-bit floats.
 template <class T>
@@ -312,13 +313,19 @@ mb_sample(MB_INPUT, int rank, int k, State* __restrict__ state, unsigned int* __
     return;
   }
   const Key* bits = row_bits(in + extent.start);
-  // SAMPLE_LOADS loads in flight per thread, transformed after.
+  // The sample is SAMPLES / GROUP runs of GROUP consecutive keys (a 32-byte sector each on a
+  // contiguous row), evenly spaced: one sector per sampled key would read 32 / sizeof(Key) times
+  // the sample's bytes (half a 64K-element float16 row). SAMPLE_LOADS loads in flight per thread,
+  // transformed after.
+  const int GROUP = 32 / (int)sizeof(Key);
+  const long long groups = CUTOPK_MULTIBLOCK_SAMPLES / GROUP;
   for (int j0 = threadIdx.x; j0 < CUTOPK_MULTIBLOCK_SAMPLES; j0 += SAMPLE_LOADS * blockDim.x) {
     Key raw[SAMPLE_LOADS];
 #pragma unroll
     for (int u = 0; u < SAMPLE_LOADS; ++u) {
       const long long j = j0 + u * (long long)blockDim.x;
-      raw[u] = j < CUTOPK_MULTIBLOCK_SAMPLES ? bits[j * len / CUTOPK_MULTIBLOCK_SAMPLES * col_stride] : Key(0);
+      const long long at = min(len - 1, (j / GROUP) * len / groups / GROUP * GROUP + j % GROUP);
+      raw[u] = j < CUTOPK_MULTIBLOCK_SAMPLES ? bits[at * col_stride] : Key(0);
     }
 #pragma unroll
     for (int u = 0; u < SAMPLE_LOADS; ++u) {

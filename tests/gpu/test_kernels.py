@@ -236,8 +236,7 @@ def test_multiblock_every_way_a_row_finishes(backend, small_slices, monkeypatch)
     x[1] = 0.25
     # 2: the sample sees only keys planted at its positions, fewer than K: the row stays on the
     # input, the last bucket is small.
-    positions = np.arange(_dispatch.MULTIBLOCK_SAMPLES) * n // _dispatch.MULTIBLOCK_SAMPLES
-    x[2, positions[:60]] = 2.0
+    x[2, _multiblock.sample_positions(n, 4)[:60]] = 2.0
     # 3: K keys of one value far above the rest: pass 1's bucket is taken whole; pass 2 collects
     # it and the last pass returns at once.
     x[3, rng.choice(n, k, replace=False)] = 1e30

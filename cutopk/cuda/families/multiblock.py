@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
+import numpy as np
+
 from ..kernel_constants import (
     MULTIBLOCK_DIGIT_BITS,
     MULTIBLOCK_SAMPLES,
@@ -85,6 +87,15 @@ def sample_rank(n: int, k: int) -> tuple[int, int]:
     m = -(-k * s // max(1, n))
     rank = min(s - 1, m + 4 * math.isqrt(m) + 8)
     return rank, (rank + 1) * -(-n // s)
+
+
+def sample_positions(length: int, key_bytes: int):
+    """The positions mb_sample reads in a row of ``length`` elements (kernels/multiblock.cu): runs
+    of one 32-byte sector's keys, evenly spaced (tests plant keys there)."""
+    group = 32 // key_bytes
+    j = np.arange(MULTIBLOCK_SAMPLES)
+    groups = MULTIBLOCK_SAMPLES // group
+    return np.minimum(length - 1, (j // group) * length // groups // group * group + j % group)
 
 
 def caps(n: int, k: int, key_bytes: int) -> tuple[int, int, int | None]:
@@ -192,3 +203,63 @@ def steps(rows: int, key_bytes: int, params: dict, block: int) -> list:
     grid = (params["blocks_per_row"], rows)
     first = Step("mb_sample", True, (rows,), block)
     return [first] + [Step("mb_pass", True, grid, block, params["order_shared"])] * params["passes"]
+
+
+_SECTOR = 32  # bytes: the unit of global-memory traffic
+
+
+def _sectors(nbytes: int) -> int:
+    return -(-nbytes // _SECTOR) * _SECTOR
+
+
+def expected_candidates(n: int, params: dict) -> int:
+    """Keys per row a row of spread values stages in pass 1: about ``(rank + 1) * n / SAMPLES``
+    reach the sample's key of rank ``rank`` (0 without a threshold)."""
+    rank = params["sample_rank"]
+    return 0 if rank is None else min(params["cap"], (rank + 1) * -(-n // MULTIBLOCK_SAMPLES))
+
+
+def global_bytes(
+    steps_: list, rows: int, n: int, k: int, key_bytes: int, index_bytes: int, params: dict
+) -> list:
+    """Global bytes of each launch of :func:`steps` (plan()'s ``Launch.global_bytes``): each
+    32-byte sector a launch touches, once, for keys spread over their range.
+
+    mb_sample: the states, the zeroed histograms, the sampled runs (up to two sectors each).
+    Pass 1: the input, the states and histograms, the staged candidates (keys and indices). Each
+    later pass: the candidates' keys (the input again for rows without a threshold) and the
+    histograms; the last one also the winners' pairs (written, then read by the finishing block),
+    their indices in the candidates, the values re-read at the winning indices and the outputs.
+    The last bucket's keys (a 2^-(bits of the middle digits) share of the candidates) and the
+    data-dependent early stops are left out: a few sectors per row.
+    """
+    widths = digit_widths(8 * key_bytes)
+    pair = key_bytes + 8
+    state = _sectors(rows * MULTIBLOCK_STATE_BYTES)
+    hist = _sectors(rows * params["bins"] * 4)
+    source = _sectors(rows * n * key_bytes)
+    staged = expected_candidates(n, params)
+    cand_keys = _sectors(rows * staged * key_bytes)
+    later = cand_keys if staged else source  # what the passes after the first read
+    winners = _sectors(rows * k * pair)
+    outputs = _sectors(rows * k * key_bytes) + _sectors(rows * k * index_bytes)
+    values = min(rows * k * _SECTOR, source)  # the winners' values, one sector each at most
+    out = []
+    passes = 0
+    for s in steps_:
+        if s.kernel == "mb_sample":
+            # Runs of a sector's keys: a sector each, or two where a run straddles a boundary.
+            sampled = (
+                0 if params["sample_rank"] is None else min(2 * rows * MULTIBLOCK_SAMPLES * key_bytes, source)
+            )
+            out.append(state + hist + sampled)
+            continue
+        if s.kernel != "mb_pass":
+            raise ValueError(f"steps_: no traffic formula for the kernel {s.kernel!r}")
+        passes += 1
+        b = state + hist + (source + _sectors(rows * staged * pair) if passes == 1 else later)
+        if passes == len(widths):  # the last digit: winners, their candidates' indices, outputs
+            indices = min(rows * k * _SECTOR, _sectors(rows * staged * 8)) if staged else 0
+            b += winners + indices + values + outputs
+        out.append(b)
+    return out
