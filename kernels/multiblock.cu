@@ -319,12 +319,18 @@ mb_sample(MB_INPUT, int rank, int k, State* __restrict__ state, unsigned int* __
   // transformed after.
   const int GROUP = 32 / (int)sizeof(Key);
   const long long groups = CUTOPK_MULTIBLOCK_SAMPLES / GROUP;
+  // Keys before the row's first 32-byte boundary: the runs start on boundaries, whatever the
+  // row's alignment (a run across one would touch two sectors).
+  const long long skew =
+      col_stride == 1 ? (long long)((reinterpret_cast<unsigned long long>(bits) & 31) / sizeof(Key)) : 0;
   for (int j0 = threadIdx.x; j0 < CUTOPK_MULTIBLOCK_SAMPLES; j0 += SAMPLE_LOADS * blockDim.x) {
     Key raw[SAMPLE_LOADS];
 #pragma unroll
     for (int u = 0; u < SAMPLE_LOADS; ++u) {
       const long long j = j0 + u * (long long)blockDim.x;
-      const long long at = min(len - 1, (j / GROUP) * len / groups / GROUP * GROUP + j % GROUP);
+      long long first = ((j / GROUP) * len / groups + skew) / GROUP * GROUP - skew;
+      if (first < 0) first += GROUP;
+      const long long at = min(len - 1, first + j % GROUP);
       raw[u] = j < CUTOPK_MULTIBLOCK_SAMPLES ? bits[at * col_stride] : Key(0);
     }
 #pragma unroll

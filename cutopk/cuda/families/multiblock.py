@@ -89,13 +89,16 @@ def sample_rank(n: int, k: int) -> tuple[int, int]:
     return rank, (rank + 1) * -(-n // s)
 
 
-def sample_positions(length: int, key_bytes: int):
-    """The positions mb_sample reads in a row of ``length`` elements (kernels/multiblock.cu): runs
-    of one 32-byte sector's keys, evenly spaced (tests plant keys there)."""
+def sample_positions(length: int, key_bytes: int, skew: int = 0):
+    """The positions mb_sample reads in a contiguous row of ``length`` elements that starts
+    ``skew`` elements past a 32-byte boundary (kernels/multiblock.cu): evenly spaced runs of one
+    sector's keys, each starting on a boundary (tests plant keys there)."""
     group = 32 // key_bytes
     j = np.arange(MULTIBLOCK_SAMPLES)
     groups = MULTIBLOCK_SAMPLES // group
-    return np.minimum(length - 1, (j // group) * length // groups // group * group + j % group)
+    first = ((j // group) * length // groups + skew) // group * group - skew
+    first = np.where(first < 0, first + group, first)
+    return np.minimum(length - 1, first + j % group)
 
 
 def caps(n: int, k: int, key_bytes: int) -> tuple[int, int, int | None]:
@@ -225,41 +228,66 @@ def global_bytes(
     """Global bytes of each launch of :func:`steps` (plan()'s ``Launch.global_bytes``): each
     32-byte sector a launch touches, once, for keys spread over their range.
 
-    mb_sample: the states, the zeroed histograms, the sampled runs (up to two sectors each).
-    Pass 1: the input, the states and histograms, the staged candidates (keys and indices). Each
-    later pass: the candidates' keys (the input again for rows without a threshold) and the
-    histograms; the last one also the winners' pairs (written, then read by the finishing block),
-    their indices in the candidates, the values re-read at the winning indices and the outputs.
-    The last bucket's keys (a 2^-(bits of the middle digits) share of the candidates) and the
-    data-dependent early stops are left out: a few sectors per row.
+    mb_sample: the states, the zeroed histograms, the sampled runs (a sector each). Pass 1: the
+    input, the states, the digit's counts, the staged candidates (keys and indices). Each later
+    pass: the candidates' keys (the input again for rows without a threshold) and the digit's
+    counts, until the bucket of the K-th key is expected to hold one key (taken whole: spread
+    keys stop early); the pass after it collects the winners (their pairs, their indices in the
+    candidates and the values re-read at the winning indices unless it reads the input, the
+    outputs) and the later passes only read the states. Without an early stop the last pass also
+    counts its digit and stages its bucket.
     """
     widths = digit_widths(8 * key_bytes)
     pair = key_bytes + 8
     state = _sectors(rows * MULTIBLOCK_STATE_BYTES)
-    hist = _sectors(rows * params["bins"] * 4)
     source = _sectors(rows * n * key_bytes)
     staged = expected_candidates(n, params)
-    cand_keys = _sectors(rows * staged * key_bytes)
-    later = cand_keys if staged else source  # what the passes after the first read
+    count = staged or n  # the keys the passes after the first read, per row
+    later = _sectors(rows * staged * key_bytes) if staged else source
     winners = _sectors(rows * k * pair)
     outputs = _sectors(rows * k * key_bytes) + _sectors(rows * k * index_bytes)
     values = min(rows * k * _SECTOR, source)  # the winners' values, one sector each at most
+    indices = min(rows * k * _SECTOR, _sectors(rows * staged * 8))
+    # The finishing block's winners and outputs; a pass over the candidates also reads the
+    # winners' indices there and their values in the input (sectors a pass over the input has
+    # already touched).
+    finish = winners + outputs + (indices + values if staged else 0)
+
+    def counts(p: int) -> int:  # the digit of pass p (1-based): its counts, added and re-zeroed
+        return _sectors(rows * (1 << widths[p - 1]) * 4)
+
+    # The pass after which the bucket holds one key, expected: the candidates lie above the
+    # threshold, in about one top digit, so pass 1 does not split them; the input's digits do.
+    stop = len(widths)
+    for p in range(1, len(widths)):
+        resolved = sum(widths[1:p]) if staged else sum(widths[:p])
+        if (staged and p == 1) or count >> resolved > 1:
+            continue
+        stop = p
+        break
     out = []
     passes = 0
     for s in steps_:
         if s.kernel == "mb_sample":
-            # Runs of a sector's keys: a sector each, or two where a run straddles a boundary.
             sampled = (
-                0 if params["sample_rank"] is None else min(2 * rows * MULTIBLOCK_SAMPLES * key_bytes, source)
+                0 if params["sample_rank"] is None else min(rows * MULTIBLOCK_SAMPLES * key_bytes, source)
             )
-            out.append(state + hist + sampled)
+            out.append(state + _sectors(rows * params["bins"] * 4) + sampled)
             continue
         if s.kernel != "mb_pass":
             raise ValueError(f"steps_: no traffic formula for the kernel {s.kernel!r}")
         passes += 1
-        b = state + hist + (source + _sectors(rows * staged * pair) if passes == 1 else later)
-        if passes == len(widths):  # the last digit: winners, their candidates' indices, outputs
-            indices = min(rows * k * _SECTOR, _sectors(rows * staged * 8)) if staged else 0
-            b += winners + indices + values + outputs
+        if passes == 1:
+            b = state + counts(1) + source + _sectors(rows * staged * pair)
+            b += winners + outputs if len(widths) == 1 else 0
+        elif passes <= stop:
+            b = state + counts(passes) + later
+            if passes == len(widths):  # the last digit: its bucket staged, the winners gathered
+                resolved = sum(widths[1:-1]) if staged else sum(widths[:-1])
+                b += _sectors(rows * min(params["bucket_cap"], count >> resolved) * pair) + finish
+        elif passes == stop + 1:
+            b = state + later + finish  # the bucket taken whole, collected
+        else:
+            b = state  # finished rows return at once
         out.append(b)
     return out
