@@ -81,8 +81,8 @@ struct State {
   long long bucket;                 // keys in the bucket, as the last pass counted them (in the source)
   unsigned long long threshold;     // mb_sample's key: pass 1 stages the keys that reach it
   unsigned long long arrived;       // blocks of the current launch done with the row (the ticket)
-  unsigned long long cand_count;    // keys that reached the threshold in pass 1 (may pass `cap`)
-  unsigned long long bucket_count;  // keys staged in the bucket buffer by the last digit (may pass its cap)
+  unsigned long long cand_count;    // keys staged in pass 1 (past `cap`: overflowed, no longer counted)
+  unsigned long long bucket_count;  // keys staged in the bucket buffer by the last digit (ditto)
   unsigned long long winners;       // winners written so far (the cursor in the row's K slots)
   int cut;                          // bits below the prefix, still unresolved
   int width;                        // bits of the digit the next SELECT pass counts
@@ -209,18 +209,22 @@ __device__ __forceinline__ void count_digit_at(unsigned int* hist, Key key, bool
 // Appends the elements of this lane's run picked in `picks` (bit e: element e) to a buffer of
 // (key, index) pairs, at positions one atomic per warp hands out on `counter` (any order: every
 // reader goes by the stored indices). Positions from `cap` on are not written; the counter counts
-// them all, so a count past `cap` tells the finishing block that the buffer overflowed. Every lane
-// of the warp calls it.
+// them all, so a count past `cap` tells the finishing block that the buffer overflowed; `*full`
+// (the warp's, the same in every lane) is set then, and the warp appends no more: an overflowed
+// buffer is never read, and a row whose every key reaches the threshold would otherwise make
+// every warp wait on one counter for the whole pass. Every lane of the warp calls it.
 template <class T, class Run>
 __device__ __forceinline__ void append(unsigned picks, const typename KeyTraits<T>::Key* keys, const Run& run,
                                        const Row<T>& r, unsigned long long* counter, long long cap,
-                                       typename KeyTraits<T>::Key* dst_key, long long* dst_idx) {
+                                       typename KeyTraits<T>::Key* dst_key, long long* dst_idx, bool* full) {
+  if (*full) return;  // the same in the whole warp
   int total;
   const int before = warp_scan(__popc(picks), &total);
   if (total == 0) return;  // the same in the whole warp
   unsigned long long base = 0;
   if ((threadIdx.x & 31) == 0) base = atomicAdd(counter, (unsigned long long)total);
   base = __shfl_sync(0xffffffffu, base, 0);
+  *full = base + total > (unsigned long long)cap;
   long long at = (long long)base + before;
 #pragma unroll
   for (int e = 0; e < CUTOPK_RUN_SIZE(run); ++e)
@@ -555,6 +559,7 @@ mb_pass(MB_PASS_PARAMS) {
   __syncthreads();
   const unsigned mask = (1u << s.width) - 1u;
   const Key threshold = static_cast<Key>(s.threshold);
+  bool cand_full = false, bucket_full = false, winners_full = false;  // this warp's buffers overflowed
   stream_row(r.bits, r.stride, begin, min(r.length, begin + per), threadIdx.x, blockDim.x, [&](const auto& run) {
     Key keys[CUTOPK_RUN_SIZE(run)];
     unsigned reach = 0, bucket = 0, win = 0;  // bit e: element e of the run reaches the threshold, ...
@@ -569,11 +574,13 @@ mb_pass(MB_PASS_PARAMS) {
       bucket |= (unsigned)in_race << e;
       win |= (unsigned)(valid && (select ? hi > s.prefix : hi >= s.prefix)) << e;
     }
-    if (stage_cand) append<T>(reach, keys, run, r, &st->cand_count, cap, cand_key + row * cap, cand_idx + row * cap);
+    if (stage_cand)
+      append<T>(reach, keys, run, r, &st->cand_count, cap, cand_key + row * cap, cand_idx + row * cap, &cand_full);
     if (stage_bucket)
       append<T>(bucket, keys, run, r, &st->bucket_count, bucket_cap, bucket_key + row * bucket_cap,
-                bucket_idx + row * bucket_cap);
-    if (write_winners) append<T>(win, keys, run, r, &st->winners, k, win_key + row * k, win_idx + row * k);
+                bucket_idx + row * bucket_cap, &bucket_full);
+    if (write_winners)
+      append<T>(win, keys, run, r, &st->winners, k, win_key + row * k, win_idx + row * k, &winners_full);
   });
   __syncthreads();
   for (int d = threadIdx.x; d < digit_bins; d += blockDim.x)

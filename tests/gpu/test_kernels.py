@@ -260,7 +260,7 @@ def test_multiblock_every_way_a_row_finishes(backend, small_slices, monkeypatch)
     assert list(state["gathered"][[1, 3, 4, 5]]) == [FROM_INPUT, WHOLE, FROM_CANDIDATES, FROM_BUCKET]
     assert list(state["passes"][[1, 3, 4, 5]]) == [3, 2, 3, 3]  # row 3: done after pass 2 of 3
     assert (state["winners"] == k).all() and (state["k_row"] == k).all()
-    assert state["cand_count"][1] == n > cap and state["cand_count"][2] < k
+    assert cap < state["cand_count"][1] <= n and state["cand_count"][2] < k  # warps stop once it overflows
     assert bucket_cap < (x[4] == 1.0).sum() <= state["cand_count"][4] <= cap
     for kk in (1, k, 2048):
         for nan, mode, order in (("largest", "largest", "index"), ("last", "smallest", True)):
