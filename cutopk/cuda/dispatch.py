@@ -68,7 +68,6 @@ MULTIBLOCK_BLOCKS_PER_SM = _multiblock.BLOCKS_PER_SM
 MULTIBLOCK_MAX_WAVES = _multiblock.MAX_WAVES
 MULTIBLOCK_MIN_N = 1 << 16
 MULTIBLOCK_MIN_SLICE = _multiblock.MIN_SLICE
-MULTIBLOCK_SAMPLE_MIN_ELEMENTS = _multiblock.SAMPLE_MIN_ELEMENTS
 # Re-exported for the launcher and the tests: the kernels' block sizes and the ordering's tile.
 __all__ = [
     "BITONIC_THREADS", "FAMILIES", "KEYS_THREADS", "MULTIBLOCK_SAMPLES", "MULTIBLOCK_STATE_BYTES",
@@ -116,7 +115,7 @@ class KernelPlan:
         Dynamic shared memory per block.
     params : dict
         Kernel-specific parameters (ITEMS, KMAX, size, cap, buffer; multiblock: blocks_per_row,
-        slice, cap, rows_per_chunk, sample_rank, seg, stage_total, order_shared).
+        slice, cap, cand_slice, bucket_cap, bins, passes, rows_per_chunk, sample_rank, order_shared).
     copy : bool
         Whether the input is copied into a contiguous buffer first.
     transpose : bool
@@ -142,7 +141,6 @@ class KernelPlan:
 bitonic_size = _bitonic.size
 radix_cap = _radix.cap
 radix_buffer = _radix.buffer
-sample_threshold = _multiblock.sample_threshold
 multiblock_slices = _multiblock.slices
 
 
@@ -172,13 +170,16 @@ def choose(
         return "warp_row"
     if rows >= WARP_RADIX_MIN_ROWS and k <= WARP_RADIX_MAX_K and WARP_ROW_SHORT_N < n <= WARP_RADIX_MAX_N:
         return "warp_radix"
-    if rows < MULTIBLOCK_FEW_ROWS_PER_SM * device.sm_count and n >= MULTIBLOCK_MIN_N:
+    multiblock = _multiblock.why_not(n, k, key_bytes, device) is None
+    if rows < MULTIBLOCK_FEW_ROWS_PER_SM * device.sm_count and n >= MULTIBLOCK_MIN_N and multiblock:
         return "multiblock"  # few long rows: spread each row over many blocks
     if bitonic_size(n, key_bytes, device) is not None and (n <= 2048 or k > RADIX_MAX_K):
         return "bitonic"
     if radix_cap(k, key_bytes, device) is not None and n < RADIX_MAX_N:
         return "radix"
-    return "multiblock"  # K too large for shared memory: one read plus sorting the K winners
+    # K too large for one block's shared memory: one read plus sorting the K winners, while they
+    # fit the finishing block's shared memory; else the whole rows sorted.
+    return "multiblock" if multiblock else "sort"
 
 
 def plan(

@@ -45,9 +45,7 @@ FAMILIES = {
     "warp_radix": Family(("warp_radix_topk",)),
     "bitonic": Family(("bitonic_topk",)),
     "radix": Family(("radix_topk",)),
-    "multiblock": Family(
-        ("mb_histogram", "mb_collect", "mb_move", "mb_sample", "mb_order"), ("mb_init", "mb_select")
-    ),
+    "multiblock": Family(("mb_sample", "mb_pass")),
     "sort": Family(("compute_keys", "gather_values")),
     "order": Family(("order_tiles", "order_merge")),
     "transpose": Family(("transpose_rows",)),

@@ -16,8 +16,6 @@ from .families import multiblock as _multiblock_family
 from .families import order as _order
 from .families import sort as _sort
 from .families import transpose as _transpose
-from .families.common import Step
-from .kernel_constants import KEYS_THREADS
 
 MAX_BLOCKS = _order.MAX_BLOCKS
 
@@ -63,24 +61,10 @@ DESCRIPTORS = {d.kernel: d for d in (ORDER_TILES, ORDER_MERGE, TRANSPOSE_ROWS, G
 
 
 def multiblock_steps(rows: int, k: int, key_bytes: int, params: dict, block: int, by_index: bool) -> list:
-    """Multiblock's launches over ``rows`` rows: the family's sequence (``families.multiblock.steps``)
-    and, when its K winners do not fit shared memory, their ordering (``families.order``, through
-    the family's ``order_*`` scratch), the indices copied out and the values gathered. The list
-    the sequence runs (cutopk/cuda/multiblock.py) and plan() reports (cutopk/cuda/runner.py)."""
-    seq = list(_multiblock_family.steps(rows, key_bytes, params, block))
-    if params["order_shared"]:
-        return seq
-    tile = params["order_tile"]
-    ordered, (_, idx) = _order.steps(
-        "order", rows, k, tile, key_bytes, ("win_key", "win_idx"), True, by_index
-    )
-    seq += ordered
-    seq.append(Step("", False, (), 0, library="the K indices copied out", copy=("out_idx", idx, rows, k, k)))
-    gather = max(1, min(-(-(rows * k) // KEYS_THREADS), 4096))
-    seq.append(
-        Step("gather_values", True, (gather,), KEYS_THREADS, 0, (("idx", "out_idx"), ("out", "out_vals")))
-    )
-    return seq
+    """Multiblock's launches over ``rows`` rows (``families.multiblock.steps``: its finishing
+    blocks order the K winners in shared memory, so no ordering step follows). The list the
+    runner runs and plan() reports (cutopk/cuda/runner.py)."""
+    return list(_multiblock_family.steps(rows, key_bytes, params, block))
 
 
 def run_steps(xp, mod, cxx: str, steps, values: dict, descriptors: dict, target: str) -> None:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from cutopk.cuda import dispatch as d
+from cutopk.cuda.families import multiblock as _multiblock
 
 DEV = d.Device()
 
@@ -36,6 +39,9 @@ DEV = d.Device()
         (264, 131072, 1024, 8, "radix"),  # enough rows to fill the GPU one block per row
         (1000, 100_000, 2048, 4, "multiblock"),  # K too large for the shared-memory kernels
         (70_000, 5000, 2048, 4, "multiblock"),  # ... on any number of rows (in chunks of rows)
+        (1000, 100_000, 4096, 4, "sort"),  # ... beyond what multiblock's finishing block sorts
+        (1, 1 << 20, 2048, 8, "multiblock"),
+        (1, 1 << 20, 4096, 8, "sort"),
         (4, 4096, 3000, 4, "bitonic"),  # ... unless the whole row fits in shared memory
     ],
 )
@@ -110,16 +116,18 @@ def test_plans():
     assert (p.algorithm, p.grid, p.block, p.shared_bytes) == ("warp_radix", 625, 256, 0)  # static shared
     p = d.plan(300, 10_000, 64, 8, DEV, copy=False)
     assert p.algorithm == "radix" and p.shared_bytes <= DEV.shared_bytes and p.grid == 300
-    p = d.plan(2, 10_000_000, 5000, 4, DEV, copy=False)
+    p = d.plan(2, 10_000_000, 2000, 4, DEV, copy=False)
     assert p.algorithm == "multiblock" and p.scratch_bytes > 0
     per_row, slice_ = p.params["blocks_per_row"], p.params["slice"]
     assert per_row * slice_ >= 10_000_000 > (per_row - 1) * slice_ and slice_ % 256 == 0
     assert p.grid == 2 * per_row and p.grid >= 4 * DEV.sm_count  # a few waves over every SM
     p = d.plan(1, 100_000, 10, 4, DEV, copy=False)
     assert p.params["slice"] >= d.MULTIBLOCK_MIN_SLICE  # short rows: fewer, fuller blocks
-    p = d.plan(64, 2**40, 10, 1, DEV, copy=False)
-    assert p.params["slice"] <= 2**31  # per-block counts stay within 32 bits
-    assert d.choose(300, 2**32, 10, 1, DEV) == "multiblock"  # radix counts a row in 32 bits
+    # Rows of 2^32 elements or more: radix and multiblock count a row in 32 bits.
+    assert d.choose(300, 2**32, 10, 1, DEV) == "sort"
+    assert d.choose(1, 2**32 - 1, 10, 1, DEV) == "multiblock"
+    assert d.choose(1, 2**32, 10, 1, DEV) == "sort"
+    assert "2^32" in d.why_not("multiblock", 2**32, 10, 1, DEV)
     assert "2**32" in d.why_not("radix", 2**32, 10, 1, DEV)
     p = d.plan(70_000, 5000, 2048, 4, DEV, copy=False, algorithm="sort")
     assert p.algorithm == "sort" and p.scratch_bytes > 0 and p.grid <= DEV.sm_count * 8
@@ -146,17 +154,8 @@ def test_multiblock_buffers_of_many_rows_stay_below_the_input():
     # candidate buffers of a whole row each (3x the input, with the old floor of 2^16 keys).
     p = d.plan(256, 1 << 16, 8, 4, DEV, copy=False)
     assert p.algorithm == "multiblock" and p.scratch_bytes < 256 * (1 << 16) * 4
-    assert d.plan(1, 1 << 16, 8, 4, DEV, copy=False).params["cap"] == 1 << 16  # few rows: as before
-
-
-def test_sampled_threshold_pays_by_bytes_read():
-    # The sample saves one read of the input: worth it from 64 MB, whatever the element size.
-    def sampled(n, key_bytes):
-        return d.plan(1, n, 16, key_bytes, DEV, copy=False).params["sample_rank"] is not None
-
-    assert sampled(1 << 24, 4) and not sampled((1 << 24) - 256, 4)
-    assert sampled(1 << 23, 8) and not sampled(1 << 22, 8)
-    assert sampled(1 << 26, 1) and not sampled(1 << 24, 1)  # 16 MB of int8: not worth it
+    # One row: the candidates take three times the keys expected to reach the threshold.
+    assert d.plan(1, 1 << 16, 8, 4, DEV, copy=False).params["cap"] == 3 * 14 * 16 + 256
 
 
 def test_few_rows_rule_follows_the_device():
@@ -171,38 +170,54 @@ def test_multiblock_chunks_of_rows():
     # The grid's y extent holds at most 65535 rows; the scratch budget may hold fewer.
     p = d.plan(200_000, 100, 50, 1, DEV, copy=False, algorithm="multiblock")
     assert p.params["rows_per_chunk"] == d.MULTIBLOCK_MAX_ROWS
-    p = d.plan(10_000, 1_000_000, 4096, 4, DEV, copy=False)
+    p = d.plan(10_000, 1_000_000, 2048, 4, DEV, copy=False)
     chunk = p.params["rows_per_chunk"]
     assert p.algorithm == "multiblock" and 1 <= chunk < 10_000
     assert p.scratch_bytes <= d.MULTIBLOCK_SCRATCH_LIMIT < p.scratch_bytes // chunk * (chunk + 1)
     assert p.grid == p.params["blocks_per_row"] * chunk
     # One row per chunk at least, however much scratch it takes.
-    p = d.plan(3, 2**36, 4000, 4, DEV, copy=False)
+    p = d.plan(3, 2**32 - 1, 2000, 4, DEV, copy=False)
     assert p.params["rows_per_chunk"] == 1 and p.scratch_bytes > d.MULTIBLOCK_SCRATCH_LIMIT
     assert d.plan(64, 2**20, 64, 4, DEV, copy=False).params["rows_per_chunk"] == 64
 
 
 def test_multiblock_sampled_threshold_plan():
-    p = d.plan(1, 2**28, 64, 4, DEV, copy=False)
-    assert p.params["sample_rank"] == 10  # 8 + 2 * ceil(64 * 4096 / 2**28)
-    expected = 11 * 2**28 // d.MULTIBLOCK_SAMPLES  # keys that reach the threshold, about
-    seg, blocks = p.params["seg"], p.params["blocks_per_row"]
-    assert seg % 256 == 0 and seg * blocks >= 2 * expected  # split evenly over 8 warps
-    # Staging per row: the even shares, plus three times the expected keys for crowded parts.
-    assert p.params["stage_total"] == blocks * seg + 3 * expected
-    assert p.scratch_bytes >= p.params["stage_total"] * (4 + 4)
-    assert d.plan(1, 2**23, 64, 4, DEV, copy=False).params["sample_rank"] is None  # too short to pay
-    assert d.plan(4, 2**22, 64, 4, DEV, copy=False).params["sample_rank"] is not None  # 2**24 in all
-    # 521 * 4096 keys would reach the threshold: more than n / 16, no threshold.
-    assert d.plan(1, 2**24, 2**20, 4, DEV, copy=False).params["sample_rank"] is None
+    # The threshold's rank: m + 4 sqrt(m) + 8 for m = ceil(K * SAMPLES / n) samples expected
+    # among the top K; three times the keys expected to reach it, plus 256, in the candidates.
+    p = d.plan(1, 2**24, 1024, 4, DEV, copy=False)
+    assert p.params["sample_rank"] == 13  # m = 1: 1 + 4 + 8
+    expected = 14 * 2**24 // d.MULTIBLOCK_SAMPLES
+    assert p.params["cap"] == 3 * expected + 256
+    assert p.params["cand_slice"] * p.params["blocks_per_row"] >= p.params["cap"]
+    m = -(-2048 * d.MULTIBLOCK_SAMPLES // 2**18)
+    assert d.plan(16, 2**18, 2048, 4, DEV, copy=False).params["sample_rank"] == m + 4 * math.isqrt(m) + 8
+    # Rows shorter than SAMPLE_MIN_N read the input once per digit.
+    short = d.plan(1, _multiblock.SAMPLE_MIN_N - 1, 16, 4, DEV, copy=False, algorithm="multiblock")
+    assert short.params["sample_rank"] is None and short.params["cap"] == 0
+    # So do rows where the candidates would not fit the scratch budget (K a large part of the row).
+    assert d.plan(1, 2**16, 2048, 4, DEV, copy=False).params["sample_rank"] is None
 
 
-def test_multiblock_orders_the_winners_in_shared_memory_when_they_fit():
-    # pow2(K) (key, 64-bit index) pairs in 48 KB: K <= 4096 for 32-bit keys, <= 2048 for 64-bit.
-    assert d.plan(1, 2**20, 4096, 4, DEV, copy=False).params["order_shared"] == 4096 * 12
-    assert d.plan(1, 2**20, 4097, 4, DEV, copy=False).params["order_shared"] == 0
+def test_multiblock_digits_and_launches():
+    # ceil(bits / 11) digits, the widths as even as possible; mb_sample and one pass per digit.
+    assert _multiblock.digit_widths(8) == [8]
+    assert _multiblock.digit_widths(16) == [8, 8]
+    assert _multiblock.digit_widths(32) == [11, 11, 10]
+    assert _multiblock.digit_widths(64) == [11, 11, 11, 11, 10, 10]
+    for key_bytes, launches in ((1, 2), (2, 3), (4, 4), (8, 7)):
+        p = d.plan(3, 2**20, 100, key_bytes, DEV, copy=False, algorithm="multiblock")
+        names = [s.kernel for s in _multiblock.steps(3, key_bytes, p.params, p.block)]
+        assert names == ["mb_sample"] + ["mb_pass"] * (launches - 1)
+
+
+def test_multiblock_sorts_the_winners_in_shared_memory():
+    # pow2(K) (key, 64-bit index) pairs and the static part in a block's shared memory: in 48 KB,
+    # K <= 2048 for 32-bit keys and for 64-bit keys; larger K goes to the sort family.
+    assert d.plan(1, 2**20, 2048, 4, DEV, copy=False).params["order_shared"] == 2048 * 12
     assert d.plan(1, 2**20, 2048, 8, DEV, copy=False).params["order_shared"] == 2048 * 16
-    assert d.plan(1, 2**20, 2049, 8, DEV, copy=False).params["order_shared"] == 0
+    assert d.plan(1, 2**20, 10, 4, DEV, copy=False).params["order_shared"] == 2048 * 4  # the counts
+    assert d.plan(1, 2**20, 2049, 4, DEV, copy=False).algorithm == "sort"
+    assert "shared memory" in d.why_not("multiblock", 2**20, 2049, 4, DEV)
 
 
 def test_array_library_step_repeated_is_shown_with_its_count():

@@ -9,6 +9,7 @@ import pytest
 from support.backends import sim_unavailable_reason, usable
 
 import cutopk
+from cutopk.cuda.families import multiblock as _multiblock
 
 BACKENDS = ["numpy", "sim"]
 
@@ -49,6 +50,57 @@ def test_multiblock_plan_lists_every_kernel():
         pytest.skip(sim_unavailable_reason())
     p = cutopk.plan(np.zeros((2, 5000), np.float32), 40, backend="sim", algorithm="multiblock")
     names = [launch.kernel for launch in p.launches]
-    assert names[0] == "mb_init" and "mb_collect<float>" in names and names[-1] == "mb_order<float>"
-    assert p.launch_count == 12  # init, 4 x (histogram, select), move, collect, order
-    assert "mb_select" in str(p)
+    assert names == ["mb_sample<float>"] + ["mb_pass<float>"] * 3  # 11 + 11 + 10 bits
+    assert "mb_pass" in str(p)
+
+
+# Issue 28's cases: (shape, k, dtypes); every dtype of each width is planned the same.
+ISSUE_CASES = [
+    ((128, 151936), 256, ("float32",)),
+    ((1, 1 << 24), 1024, ("float32",)),
+    ((4, 1 << 20), 64, ("float32",)),
+    ((1, 1 << 22), 1, ("float32",)),
+    ((16, 1 << 18), 2048, ("float32",)),
+    ((32, 128256), 50, ("float16",)),
+    ((8, 1 << 20), 100, ("float64", "int64")),
+    ((2, 1 << 22), 16, ("int8",)),
+]
+WIDTHS = {1: ("int8", "uint8"), 2: ("float16", "int16", "uint16"), 4: ("float32", "int32", "uint32"),
+          8: ("float64", "int64", "uint64")}  # fmt: skip
+
+
+def _issue_cases():
+    for shape, k, dtypes in ISSUE_CASES:
+        for dtype in dtypes:
+            yield shape, k, dtype, True
+            # The same shape in every width (K within what the finishing block sorts).
+            for width, names in WIDTHS.items():
+                if width != np.dtype(dtype).itemsize:
+                    yield shape, k, names[0], False
+
+
+@pytest.mark.parametrize(("shape", "k", "dtype", "issue_dtype"), list(_issue_cases()))
+@pytest.mark.parametrize("lengths", [False, True])
+def test_multiblock_launches_and_scratch_of_the_issue_cases(shape, k, dtype, issue_dtype, lengths):
+    # Launches <= ceil(key bits / 11) + 1 and scratch <= input bytes / 4 + 16 * rows * K, from
+    # plan() on a stride-0 view (nothing is read), with and without lengths, every order.
+    if sim_unavailable_reason():
+        pytest.skip(sim_unavailable_reason())
+    x = np.lib.stride_tricks.as_strided(np.zeros(1, dtype), shape=shape, strides=(0, 0))
+    rows, n = shape
+    kw = {"lengths": np.full(rows, n - 1)} if lengths else {}
+    for order in (True, "index", False):
+        p = cutopk.plan(x, k, backend="sim", sorted=order, **kw)
+        assert p.algorithm == "multiblock", p
+        bits = 8 * np.dtype(dtype).itemsize
+        assert p.launch_count == -(-bits // 11) + 1, p
+        assert p.scratch_bytes <= x.size * x.itemsize // 4 + 16 * rows * k, p
+    if not issue_dtype:
+        return
+    # Global traffic, by the family's formula for spread keys: about one read of the input (the
+    # issue's cases; with K a larger share of the row the threshold may not fit the budget, and
+    # rows without it are read once per digit).
+    key_bytes = np.dtype(dtype).itemsize
+    steps = _multiblock.steps(rows, key_bytes, p.params, 256)
+    moved = sum(_multiblock.global_bytes(steps, rows, n, k, key_bytes, 8, p.params))
+    assert moved <= 1.3 * (x.size * key_bytes + rows * k * (key_bytes + 8)), p

@@ -82,7 +82,7 @@ def _check_all_algorithms(backend, case):
         try:
             with pytest.MonkeyPatch.context() as patch:
                 if sampled:
-                    patch.setattr(_multiblock, "SAMPLE_MIN_ELEMENTS", 0)
+                    patch.setattr(_multiblock, "SAMPLE_MIN_N", 0)
                     _call.CACHE.clear()  # a plan made before the patch must not serve this call
                 try:
                     result = cutopk.top_k(

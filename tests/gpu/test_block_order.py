@@ -52,7 +52,7 @@ def test_multiblock_ties_across_slices_in_any_block_order(block_seed):
     x = np.zeros((2, 20000), dtype=np.float32)
     x[0, 15000:] = 1.0
     x[1, ::3] = -1.0
-    for k in (1, 4999, 12000):
+    for k in (1, 1999, 2048):  # 2048: the family's largest K on this device
         _check(x, k, sorted="index")
         _check(x, k, mode="smallest")
 
@@ -62,7 +62,7 @@ def test_multiblock_candidate_buffer_and_input_rows_in_any_block_order(block_see
     x = rng.integers(-(2**31), 2**31 - 1, (3, 60_000), dtype=np.int32)
     x[2] = 5
     x[:2, ::997] = x[0, 11]
-    for k in (1, 100, 3000):
+    for k in (1, 100, 2000):
         _check(x, k)
         _check(x, k, mode="smallest", sorted="index")
 

@@ -25,9 +25,8 @@ CALLS = [
     ((3, 2000), 40, {"algorithm": "bitonic"}),
     ((3, 2000), 40, {"algorithm": "radix"}),
     ((300, 40), 5, {"algorithm": "radix", "axis": 0}),  # rows along an outer axis: transposed
-    ((2, 5000), 40, {"algorithm": "multiblock"}),  # winners ordered in shared memory (mb_order)
-    ((2, 200_000), 3000, {"algorithm": "multiblock"}),  # ... or by order_tiles/order_merge
-    ((2, 200_000), 40, {"algorithm": "multiblock"}),  # a sampled threshold (mb_sample)
+    ((2, 5000), 40, {"algorithm": "multiblock"}),
+    ((2, 200_000), 2000, {"algorithm": "multiblock"}),
     ((3, 200), 7, {"algorithm": "sort", "sorted": "index"}),
 ]
 
@@ -71,7 +70,7 @@ def test_every_kernel_the_launchers_ask_for_is_an_entry_point_of_its_family():
 def test_a_module_holds_only_its_family_file_and_the_headers_it_includes():
     source = _kernel_source.source("warp_row", "float32")
     assert "// ---- warp_row.cu" in source and "// ---- radix.cu" not in source
-    assert "// ---- multiblock.cu" not in source and "mb_histogram" not in source
+    assert "// ---- multiblock.cu" not in source and "mb_pass" not in source
     assert "// ---- key_traits.cuh" in source and "// ---- row_loads.cuh" not in source
     # Headers before the files that include them, each once.
     files = _kernel_source.files_of("multiblock.cu")

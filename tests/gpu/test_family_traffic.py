@@ -35,16 +35,29 @@ CASES = [
     ((4, 100_000), 100, {"algorithm": "radix"}),  # a candidate buffer in global memory
     ((600, 50), 10, {"algorithm": "radix", "axis": 0}),  # the tiled transpose first
     ((2, 20_000), 40, {"algorithm": "multiblock"}),  # winners ordered in shared memory
-    ((1, 40_000), 3000, {"algorithm": "multiblock"}),  # winners ordered in shared memory, k large
-    ((1, 60_000), 5000, {"algorithm": "multiblock"}),  # winners ordered by tiles and merges
+    ((1, 40_000), 2000, {"algorithm": "multiblock"}),  # the family's largest K (48 KB)
+    ((3, 70_000), 100, {"algorithm": "multiblock"}),  # a sampled threshold: pass 1 stages keys
+    ((2, 70_000), 50, {"algorithm": "multiblock", "dtype": np.float16}),  # two digits
+    ((2, 70_000), 50, {"algorithm": "multiblock", "dtype": np.int64}),  # six digits
+    ((2, 70_000), 50, {"algorithm": "multiblock", "dtype": np.int8}),  # one digit
     ((3, 200), 7, {"algorithm": "sort"}),
     ((2, 10_000), 7, {"algorithm": "sort"}),  # rows ordered by tiles and merges
     ((3, 2000), 7, {"algorithm": "sort", "sorted": "index", "index_dtype": np.int32}),
 ]
 
 
-def _spread(shape) -> np.ndarray:
-    return np.random.default_rng(7).integers(-(2**31), 2**31, size=shape, dtype=np.int64).astype(np.int32)
+def _spread(shape, dtype=np.int32) -> np.ndarray:
+    """Keys spread over their whole range: random 32-bit words, their top bits for narrower
+    types (float16 NaNs included), or as the top half of 64-bit ones."""
+    words = np.random.default_rng(7).integers(-(2**31), 2**31, size=shape, dtype=np.int64).astype(np.int32)
+    bits = words.view(np.uint32)
+    if dtype == np.int64:
+        return (bits.astype(np.uint64) << np.uint64(32)).view(np.int64)
+    if dtype == np.float16:
+        return (bits >> 16).astype(np.uint16).view(np.float16)
+    if dtype == np.int8:
+        return (words >> 24).astype(np.int8)
+    return words
 
 
 def _kernel_launches(plan) -> list:
@@ -55,7 +68,8 @@ def _kernel_launches(plan) -> list:
 
 @pytest.mark.parametrize(("shape", "k", "kw"), CASES, ids=lambda c: repr(c))
 def test_plan_global_bytes_match_the_simulators_count(shape, k, kw):
-    x = _spread(shape)
+    kw = dict(kw)
+    x = _spread(shape, kw.pop("dtype", np.int32))
     plan = cutopk.plan(x, k, backend="sim", **kw)
     cutopk.top_k(x, k, backend="sim", **kw)  # compiled, placeholders made: the counted call is the plain one
     with sim.counting_traffic() as records:
@@ -96,10 +110,9 @@ def test_the_multiblock_formula_refuses_a_step_it_does_not_know():
         multiblock.global_bytes([step], 2, 5000, 4, 4, 8, plan.params)
 
 
-def test_the_sampled_threshold_path_moves_what_plan_says_in_total(monkeypatch):
-    # The staging path (rows over SAMPLE_MIN_ELEMENTS, lowered here): its per-part segments make
-    # single launches rougher (a sector per part, filled or not), the whole call within 10%.
-    monkeypatch.setattr(multiblock, "SAMPLE_MIN_ELEMENTS", 0)
+def test_the_sampled_threshold_path_moves_what_plan_says_in_total():
+    # The staging path (a sampled threshold; pass 1 stages the keys that reach it): the whole
+    # call within 10%.
     x = _spread((2, 200_000))
     plan = cutopk.plan(x, 100, backend="sim", algorithm="multiblock")
     assert plan.params["sample_rank"] is not None

@@ -17,7 +17,17 @@ import numpy as np
 import pytest
 from support.backends import BACKEND_PARAMS, require, to_backend, to_host
 from support.inputs import DISTRIBUTIONS, DTYPES, LAYOUTS, dtype_of, make_layout, make_values
-from support.multiblock_state import MB_STATE, record_states
+from support.multiblock_state import (
+    FINISHED,
+    FROM_BUCKET,
+    FROM_CANDIDATES,
+    FROM_INPUT,
+    MB_STATE,
+    ON_CANDIDATES,
+    ON_INPUT,
+    WHOLE,
+    record_states,
+)
 from support.reference import assert_same, reference_top_k
 
 import cutopk
@@ -162,42 +172,153 @@ def test_outer_axis_reads_in_place(backend):
     run_case(backend, z, 20, axis=0)
 
 
+@pytest.fixture
+def small_slices(monkeypatch):
+    """Many blocks per row on short rows (slices of 256 elements), and the sampled threshold on
+    rows however short: every path of the multi-block select in a few seconds of simulation."""
+    monkeypatch.setattr(_multiblock, "MIN_SLICE", 256)
+    monkeypatch.setattr(_multiblock, "SAMPLE_MIN_N", 0)
+    _call.CACHE.clear()  # plans made before the patch must not serve calls after it
+    yield
+    _call.CACHE.clear()  # nor plans made under it the calls after it
+
+
+def set_caps(monkeypatch, cap=None, bucket_cap=None):
+    """The family's buffers per row forced to ``cap`` candidates and ``bucket_cap`` bucket keys
+    (None: as planned), the threshold as planned."""
+    original = _multiblock.caps
+
+    def caps(n, k, key_bytes):
+        c, b, rank = original(n, k, key_bytes)
+        if cap is not None:
+            c, rank = cap, _multiblock.sample_rank(n, k)[0]
+        return c, b if bucket_cap is None else bucket_cap, rank
+
+    monkeypatch.setattr(_multiblock, "caps", caps)
+    _call.CACHE.clear()
+
+
+def multiblock_states(monkeypatch, backend, x, k, **kw):
+    """Runs the case and returns the rows' final states."""
+    states = record_states(monkeypatch)
+    run_case(backend, x, k, algorithm="multiblock", **kw)
+    return np.concatenate([to_host(a).view(MB_STATE) for a in states])
+
+
 @pytest.mark.parametrize("backend", GPU_BACKENDS)
-def test_multiblock_ties_across_slices(backend):
+def test_multiblock_ties_across_slices(backend, small_slices):
     require(backend)
-    # 20000 equal keys split over ten 2048-element slices: the winners at the boundary must be the
-    # lowest indices of the whole row, whichever block holds them.
+    # 20000 equal keys split over many slices: the winners at the boundary must be the lowest
+    # indices of the whole row, whichever block holds them.
     x = np.zeros((2, 20000), dtype=np.float32)
     x[0, 15000:] = 1.0
     x[1, ::3] = -1.0
-    for k in (1, 4999, 5001, 12000, 20000):
+    for k in (1, 1999, 2048):
         for order in (True, "index"):
             run_case(backend, x, k, algorithm="multiblock", sorted=order)
             run_case(backend, x, k, algorithm="multiblock", sorted=order, mode="smallest")
     # 64-bit keys with early differences and late ones (every digit pass).
     y = (np.int64(2**62) + np.arange(30000, dtype=np.int64) % 7).reshape(1, -1)
-    run_case(backend, y, 9000, algorithm="multiblock")
+    run_case(backend, y, 2000, algorithm="multiblock")
 
 
 @pytest.mark.parametrize("backend", GPU_BACKENDS)
-def test_multiblock_candidate_buffer_and_input_rows_together(backend, monkeypatch):
+def test_multiblock_every_way_a_row_finishes(backend, small_slices, monkeypatch):
+    # One call, one row of each outcome (largest, NaN last):
+    n, k = 20000, 100
+    rng = np.random.default_rng(8)
+    x = rng.random((8, n)).astype(np.float32)
+    plan = cutopk.plan(x, k, backend="sim", algorithm="multiblock")
+    cap, bucket_cap = plan.params["cap"], plan.params["bucket_cap"]
+    assert plan.params["sample_rank"] is not None and plan.params["blocks_per_row"] >= 40
+    # 1: all equal: every key reaches the threshold (the candidates overflow) and the last
+    # bucket is the row: gathered from the input, in index order, stopping after K.
+    x[1] = 0.25
+    # 2: the sample sees only keys planted at its positions, fewer than K: the row stays on the
+    # input, the last bucket is small.
+    # (The sample's first 6 runs, wherever the row starts relative to a 32-byte boundary.)
+    planted = np.unique([_multiblock.sample_positions(n, 4, skew)[:48] for skew in range(8)])
+    assert len(planted) < k
+    x[2, planted] = 2.0
+    # 3: K keys of one value far above the rest: pass 1's bucket is taken whole; pass 2 collects
+    # it and the last pass returns at once.
+    x[3, rng.choice(n, k, replace=False)] = 1e30
+    # 4: 1/32 of the row at each of 33 values: the K-th key has ~300 ties, too many for the
+    # bucket buffer: gathered from the candidates, the ties by a radix select on their indices.
+    x[4] = np.round(x[4] * 32) / 32
+    # 5: 90 keys of 7.0 and 20 of 6.0: 10 of the 20 ties win, from the bucket buffer.
+    x[5, rng.choice(n, 110, replace=False)] = np.repeat(np.float32([7.0, 6.0]), [90, 20])
+    # 6: a sorted row (its winners crowd the last slices); 7: NaNs.
+    x[6] = np.sort(x[6])
+    x[7, ::7] = np.nan
+    state = multiblock_states(monkeypatch, backend, x, k)
+    assert (state["mode"] == FINISHED).all()
+    assert list(state["source"]) == [ON_CANDIDATES, ON_INPUT, ON_INPUT, ON_CANDIDATES, ON_CANDIDATES,
+                                     ON_CANDIDATES, ON_CANDIDATES, ON_CANDIDATES]  # fmt: skip
+    # Spread rows end in the bucket buffer, or earlier when a bucket happens to be taken whole.
+    assert set(state["gathered"][[0, 2, 6, 7]]) <= {FROM_BUCKET, WHOLE}
+    assert list(state["gathered"][[1, 3, 4, 5]]) == [FROM_INPUT, WHOLE, FROM_CANDIDATES, FROM_BUCKET]
+    assert list(state["passes"][[1, 3, 4, 5]]) == [3, 2, 3, 3]  # row 3: done after pass 2 of 3
+    assert (state["winners"] == k).all() and (state["k_row"] == k).all()
+    assert cap < state["cand_count"][1] <= n and state["cand_count"][2] < k  # warps stop once it overflows
+    assert bucket_cap < (x[4] == 1.0).sum() <= state["cand_count"][4] <= cap
+    for kk in (1, k, 2048):
+        for nan, mode, order in (("largest", "largest", "index"), ("last", "smallest", True)):
+            run_case(backend, x, kk, algorithm="multiblock", nan=nan, mode=mode, sorted=order)
+    run_case(backend, x[:, ::-1], k, algorithm="multiblock", sorted=False)
+
+
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
+def test_multiblock_without_buffers_reads_the_input(backend, small_slices, monkeypatch):
+    # No candidates and a bucket buffer of one key: every row is read once per digit and its last
+    # bucket (ties at the K-th key: never taken whole) gathered from the input in index order.
+    set_caps(monkeypatch, cap=0, bucket_cap=1)
+    rng = np.random.default_rng(9)
+    x = make_values(rng, np.float32, (3, 9000), "few_distinct")
+    x[0] = rng.integers(-20, 20, 9000)
+    state = multiblock_states(monkeypatch, backend, x, 300)
+    assert list(state["source"]) == [ON_INPUT] * 3 and list(state["gathered"]) == [FROM_INPUT] * 3
+    for order in (True, "index", False):
+        run_case(backend, x, 300, algorithm="multiblock", sorted=order, mode="smallest", nan="largest")
+
+
+def family_max_k(dtype) -> int:
+    """The largest K the family takes for ``dtype`` on the simulator's device (48 KB)."""
+    key_bytes = np.dtype(dtype).itemsize
+    k = 1
+    while _dispatch.why_not("multiblock", 1 << 20, 2 * k, key_bytes, _dispatch.Device()) is None:
+        k *= 2
+    return k
+
+
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_multiblock_every_dtype(backend, dtype, small_slices, monkeypatch):
     require(backend)
-    # Rows of spread keys move to the candidate buffer after the top digit (a bucket of about
-    # n / 256); a row of one repeated key cannot, and finishes on the input. Both in one call,
-    # with ties planted across slices in the spread rows.
-    rng = np.random.default_rng(21)
-    x = rng.integers(-(2**31), 2**31 - 1, (3, 120_000), dtype=np.int32)
-    x[2] = 5
-    x[:2, ::997] = x[0, 11]
-    states = record_states(monkeypatch)
-    run_case(backend, x, 100, algorithm="multiblock")
-    state = to_host(states[0]).view(MB_STATE)
-    assert list(state["source"]) == [1, 1, 0]  # the spread rows read the input twice
-    assert (state["cand_count"][:2] < x.shape[1] // 64).all()
-    for k in (1, 100, 3000):
-        for mode in ("largest", "smallest"):
-            run_case(backend, x, k, algorithm="multiblock", mode=mode)
-            run_case(backend, x, k, algorithm="multiblock", mode=mode, sorted="index")
+    # Candidates sized to hold the threshold's keys even on short rows (the budget would turn the
+    # threshold off for 1-byte keys here), K = 1, a middle K and the family's largest.
+    set_caps(monkeypatch, cap=6000)
+    rng = np.random.default_rng(zlib.crc32(dtype.encode()))
+    x = make_values(rng, dtype_of(dtype), (3, 12_000), "uniform")
+    x[2] = make_values(rng, dtype_of(dtype), (12_000,), "nan" if "float" in dtype else "extremes")
+    state = multiblock_states(monkeypatch, backend, x, 50)
+    assert state["source"][0] == ON_CANDIDATES
+    top = family_max_k(dtype_of(dtype))
+    for k in (1, 50, top):
+        for mode, order, nan in (("largest", True, "last"), ("smallest", "index", "largest")):
+            run_case(backend, x, k, algorithm="multiblock", mode=mode, sorted=order, nan=nan)
+    run_case(backend, x[::-1, ::-2], 50, algorithm="multiblock", sorted=False)
+
+
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
+@pytest.mark.parametrize("dist", DISTRIBUTIONS)
+def test_multiblock_hard_distributions(backend, dist, small_slices):
+    require(backend)
+    rng = np.random.default_rng(len(dist))
+    for dtype in ("float32", "int16", "uint8"):
+        x = make_values(rng, dtype_of(dtype), (3, 9000), dist)
+        run_case(backend, x, 64, algorithm="multiblock")
+        run_case(backend, x, 1000, algorithm="multiblock", mode="smallest", nan="largest")
 
 
 @pytest.mark.parametrize("backend", GPU_BACKENDS)
@@ -214,7 +335,8 @@ def test_multiblock_in_chunks_of_rows(backend, monkeypatch):
     assert plan.params["rows_per_chunk"] == 2
     for view in (x, x[::-1], x[::2, ::-3]):
         run_case(backend, view, 40, algorithm="multiblock", nan="largest")
-        run_case(backend, view, view.shape[1] - 500, algorithm="multiblock", mode="smallest", sorted="index")
+        k = min(2048, view.shape[1] - 500)
+        run_case(backend, view, k, algorithm="multiblock", mode="smallest", sorted="index")
     run_case(backend, np.ascontiguousarray(x.T), 7, axis=0, algorithm="multiblock")
     y = make_values(rng, np.int16, (3, 2, 5, 2048), "extremes")
     run_case(backend, y, 1000, algorithm="multiblock")
@@ -229,93 +351,6 @@ def test_multiblock_in_chunks_of_rows(backend, monkeypatch):
         == 1
     )
     run_case(backend, y, 9, algorithm="multiblock", mode="smallest")
-
-
-@pytest.fixture
-def sampled_threshold(monkeypatch):
-    """The multi-block select with its sampled threshold on every row, however short."""
-    monkeypatch.setattr(_multiblock, "SAMPLE_MIN_ELEMENTS", 0)
-    _call.CACHE.clear()  # plans made before the patch must not serve calls after it
-
-
-def staged_plan(x, k, backend, **kw):
-    plan = cutopk.plan(to_backend(x, backend), k, backend=backend, algorithm="multiblock", **kw)
-    assert plan.params["sample_rank"] is not None, "the sampled threshold is off for this case"
-    return plan
-
-
-@pytest.mark.parametrize("backend", GPU_BACKENDS)
-@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float64", "int8", "uint16", "int64"])
-def test_multiblock_sampled_threshold(backend, dtype, sampled_threshold):
-    require(backend)
-    rng = np.random.default_rng(abs(hash(dtype)) % 2**32)
-    x = make_values(rng, dtype_of(dtype), (4, 30_000), "uniform")
-    staged_plan(x, 50, backend)
-    for k in (1, 50, 300):
-        for mode in ("largest", "smallest"):
-            run_case(backend, x, k, algorithm="multiblock", mode=mode)
-            run_case(backend, x[::-1, ::-1], k, algorithm="multiblock", mode=mode, sorted="index")
-
-
-@pytest.mark.parametrize("backend", GPU_BACKENDS)
-def test_multiblock_sampled_threshold_rows_that_go_the_long_way(backend, sampled_threshold):
-    require(backend)
-    # One call, one row of each outcome: staged keys hold the winners (spread row); every key
-    # reaches the threshold, overflowing the slices' segments (all equal); the sample sees only
-    # the largest keys, so fewer than K reach its threshold (planted at the sample positions);
-    # the winners crowd the last slices (sorted: segments sized by the sample); heavy ties at the
-    # K-th value across slices; NaNs.
-    n, k = 40_000, 200
-    rng = np.random.default_rng(8)
-    x = rng.random((6, n)).astype(np.float32)
-    x[1] = 0.25
-    sample_positions = np.arange(_dispatch.MULTIBLOCK_SAMPLES) * n // _dispatch.MULTIBLOCK_SAMPLES
-    x[2, sample_positions[:60]] = 2.0  # the threshold (rank 50 of the sample) is 2.0: 60 < K keys
-    x[3] = np.sort(x[3])
-    x[4] = np.round(x[4] * 8) / 8  # 1/16 of the row ties at each value
-    x[5, ::7] = np.nan
-    plan = staged_plan(x, k, backend)
-    assert plan.params["sample_rank"] == 50
-    for kk in (k, 4096, 4097):  # 4096 and more: too many keys would reach a threshold
-        for nan in ("largest", "last"):
-            run_case(backend, x, kk, algorithm="multiblock", nan=nan)
-            run_case(backend, x, kk, algorithm="multiblock", nan=nan, mode="smallest", sorted="index")
-
-
-@pytest.mark.parametrize("backend", GPU_BACKENDS)
-def test_multiblock_sampled_threshold_reads_crowded_rows_once(backend, sampled_threshold, monkeypatch):
-    require(backend)
-    # A sorted row's winners crowd its last slices, a reversed row's its first: mb_sample gives
-    # the warp parts where its sample saw them room for them, so these rows restart on their
-    # staged keys (about (rank + 1) * n / 4096 candidates) like a spread row; a row of equal keys
-    # overflows every segment and stays on the input (its top bucket is the row, beyond `cap`).
-    states = record_states(monkeypatch)
-    n, k = 200_000, 100
-    rng = np.random.default_rng(12)
-    x = rng.random((4, n)).astype(np.float32)
-    x[0] = np.sort(x[0])
-    x[1] = np.sort(x[1])[::-1]
-    x[3] = 0.5
-    plan = staged_plan(x, k, backend)
-    expected = (plan.params["sample_rank"] + 1) * -(-n // _dispatch.MULTIBLOCK_SAMPLES)
-    run_case(backend, x, k, algorithm="multiblock")
-    state = to_host(states[0]).view(MB_STATE)
-    assert (state["done"] == 1).all() and (state["staging"] == 0).all()
-    for row in range(3):
-        assert state["source"][row] == 1 and k <= state["cand_count"][row] <= 3 * expected, row
-    assert state["source"][3] == 0 and plan.params["cap"] < n
-
-
-@pytest.mark.parametrize("backend", GPU_BACKENDS)
-@pytest.mark.parametrize("dist", DISTRIBUTIONS)
-def test_multiblock_sampled_threshold_distributions(backend, dist, sampled_threshold):
-    require(backend)
-    rng = np.random.default_rng(len(dist))
-    for dtype in ("float32", "int16"):
-        x = make_values(rng, dtype_of(dtype), (3, 20_000), dist)
-        staged_plan(x, 64, backend)
-        run_case(backend, x, 64, algorithm="multiblock")
-        run_case(backend, x, 1000, algorithm="multiblock", mode="smallest", nan="largest")
 
 
 @pytest.mark.parametrize("backend", GPU_BACKENDS)

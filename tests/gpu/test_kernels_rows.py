@@ -63,10 +63,10 @@ def test_large_shared_memory_plans():
     assert _dispatch.bitonic_size(32768, 2, big) == 32768
     p = _dispatch.plan(100, 16384, 2000, 4, big, copy=False)
     assert (p.algorithm, p.shared_bytes) == ("bitonic", 16384 * 8)
-    # radix holds more candidates, mb_order orders more winners in shared memory.
+    # radix holds more candidates, multiblock's finishing block sorts more winners.
     assert _dispatch.radix_cap(1024, 8, big) > _dispatch.radix_cap(1024, 8, _dispatch.Device())
     assert _dispatch.plan(1, 2**20, 16384, 4, big, copy=False).params["order_shared"] == 16384 * 12
-    assert _dispatch.plan(1, 2**20, 16384, 4, _dispatch.Device(), copy=False).params["order_shared"] == 0
+    assert _dispatch.plan(1, 2**20, 16384, 4, _dispatch.Device(), copy=False).algorithm == "sort"
 
 
 @pytest.mark.parametrize("backend", GPU_BACKENDS)
@@ -104,25 +104,25 @@ def test_order_tile():
     assert _dispatch.order_tile(1000, 4, dev) == 64  # 64 * 12 bytes <= 1024 < 128 * 12
     assert _dispatch.order_tile(10, 4, dev) == 16  # never more than the row rounded up
     assert _dispatch.order_tile(10**6, 8, _dispatch.Device(shared_bytes=H100_SHARED)) == 8192
-    p = _dispatch.plan(1, 2**20, 5000, 4, dev, copy=False)
-    assert p.params["order_shared"] == 0 and p.params["order_tile"] == 64
+    p = _dispatch.plan(1, 2**20, 5000, 4, dev, copy=False)  # beyond multiblock's shared memory
+    assert p.algorithm == "sort" and p.params["order_tile"] == 64
     assert _dispatch.plan(3, 500, 7, 2, dev, copy=False, algorithm="sort").params["order_tile"] == 64
 
 
 @pytest.mark.parametrize("backend", GPU_BACKENDS)
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int8", "uint16", "bfloat16"])
-def test_multiblock_orders_winners_beyond_shared_memory(backend, dtype, monkeypatch):
-    # 1 KB of shared memory: tiles of 64 pairs (32-bit keys), so K of a few thousand runs several
-    # merge passes, with a partial last tile and runs without a partner.
+def test_k_beyond_multiblocks_shared_memory_goes_to_another_family(backend, dtype, monkeypatch):
+    # 4 KB of shared memory: too little for multiblock's digit counts (2048 x 4 bytes), so it
+    # refuses, saying why; auto sends long rows to another family, still exact.
     require(backend)
-    use_device(monkeypatch, backend, 1024)
+    use_device(monkeypatch, backend, 4096)
     rng = np.random.default_rng(13)
-    x = make_values(rng, dtype_of(dtype), (2, 5000), "nan" if "float" in dtype else "few_distinct")
-    for k in (200, 1000, 4999, 5000):
-        plan = cutopk.plan(to_backend(x, backend), k, algorithm="multiblock", backend=backend)
-        assert plan.params["order_shared"] == 0
-        for order, mode, nan in ((True, "largest", "last"), ("index", "smallest", "largest")):
-            run_case(backend, x, k, algorithm="multiblock", sorted=order, mode=mode, nan=nan)
+    x = make_values(rng, dtype_of(dtype), (2, 70_000), "nan" if "float" in dtype else "few_distinct")
+    with pytest.raises(ValueError, match="its finishing block sorts; this device gives a block 4096"):
+        cutopk.top_k(to_backend(x, backend), 200, algorithm="multiblock", backend=backend)
+    assert cutopk.plan(to_backend(x, backend), 200, backend=backend).algorithm != "multiblock"
+    for k in (16, 200):
+        run_case(backend, x, k, sorted="index", mode="smallest", nan="largest")
 
 
 @pytest.mark.parametrize("backend", GPU_BACKENDS)

@@ -83,7 +83,7 @@ def test_every_kernel_file_is_checked_alone():
 
 def _mb_state_block(source: str) -> str:
     # multiblock::State, its enums and its layout checks: plain C++ from multiblock.cu.
-    start = source.index("// Where a row's elements are read from.")
+    start = source.index("// What a launch does for a row.")
     return source[start : source.index("// mb_sample:", start)]
 
 
@@ -106,9 +106,9 @@ def test_mb_state_layout_check_catches_a_moved_field():
     header = _kernel_constants.HEADER.read_text()
     block = _mb_state_block((_launcher.kernel_dir() / "multiblock.cu").read_text())
     assert _syntax_check(header + block).returncode == 0, _syntax_check(header + block).stderr
-    shift = re.search(r"\n  int shift; [^\n]*", block)[0]
-    done = re.search(r"\n  int done; [^\n]*", block)[0]
-    swapped = block.replace(shift, "@@").replace(done, shift).replace("@@", done)
+    cut = re.search(r"\n  int cut; [^\n]*", block)[0]
+    width = re.search(r"\n  int width; [^\n]*", block)[0]
+    swapped = block.replace(cut, "@@").replace(width, cut).replace("@@", width)
     assert swapped != block
     proc = _syntax_check(header + swapped)
     assert proc.returncode != 0 and "fields in order" in proc.stderr

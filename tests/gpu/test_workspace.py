@@ -23,7 +23,7 @@ SCRATCH_CASES = [
     ((4, 100_000), 100, {"algorithm": "radix"}),
     ((3, 200), 7, {"algorithm": "sort", "sorted": "index", "index_dtype": np.int32}),
     ((2, 5000), 40, {"algorithm": "multiblock", "index_dtype": np.int32}),
-    ((1, 100_000), 5000, {"algorithm": "multiblock"}),
+    ((1, 100_000), 2000, {"algorithm": "multiblock"}),  # a sampled threshold, K large
     ((600, 50), 10, {"algorithm": "radix", "axis": 0}),
 ]
 
@@ -223,7 +223,7 @@ EXACT_CASES = [
     ((40, 30), 5, {"algorithm": "sort", "axis": 0, "index_dtype": np.int32}),
     ((5000, 2), 40, {"algorithm": "multiblock", "index_dtype": np.uint64, "axis": 0}),
     ((2, 5000), 40, {"algorithm": "multiblock", "index_dtype": np.uint32, "sorted": "index"}),
-    ((1, 100_000), 5000, {"algorithm": "multiblock", "index_dtype": np.int32}),  # K ordered in steps
+    ((1, 100_000), 2000, {"algorithm": "multiblock", "index_dtype": np.int32}),  # indices converted
     ((300, 7, 40), 4, {"algorithm": "radix", "axis": 0}),  # transposed in, outputs moved back
 ]
 

@@ -1,10 +1,10 @@
 """Row extents in the multiblock and sort families (kernels/multiblock.cu, kernels/sort.cu):
 focused edge cases beside tests/irregular/test_extents.py's matrix. Rows of length 0, 1, < k, = k and = n;
 rows shorter than one slice and rows whose length leaves whole blocks without elements; rows on
-the input and on the candidate buffer; the sampled threshold; K beyond the shared-memory
-ordering (order_tiles, order_merge, gather_values); several chunks of rows; CSR segments at
-unaligned starts. Every case first checks that the kernels read the extents (not the
-masked-copy or generic route), then compares with the independent reference bit for bit.
+the input and on the candidate buffer; the sampled threshold; several chunks of rows; CSR
+segments at unaligned starts; the family's largest K. Every case first checks that the kernels
+read the extents (not the masked-copy or generic route), then compares with the independent
+reference bit for bit.
 """
 
 from __future__ import annotations
@@ -15,7 +15,15 @@ import numpy as np
 import pytest
 from support.backends import require, to_backend, to_host
 from support.inputs import dtype_of, make_values
-from support.multiblock_state import MB_STATE, record_states
+from support.multiblock_state import (
+    FINISHED,
+    FROM_INPUT,
+    MB_STATE,
+    ON_CANDIDATES,
+    ON_INPUT,
+    WHOLE,
+    record_states,
+)
 from support.reference import assert_same_padded, reference_with_lengths
 
 import cutopk
@@ -98,9 +106,10 @@ def test_multiblock_lengths_across_slices(backend, dtype):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_multiblock_lengths_rows_on_the_input_and_on_candidates(backend, monkeypatch):
-    """A row of one repeated key longer than the candidate buffer stays on the input for every
-    digit pass (read with its own length), spread rows and a shorter repeated row move to the
-    candidate buffer, an empty row is done at once; all in one call."""
+    """A row of one repeated key overflows the candidates and stays on the input for every digit
+    pass (read with its own length, gathered from it in index order), spread rows move to the
+    candidates, an empty row and a row shorter than K are collected whole at once; all in one
+    call."""
     require(backend)
     n = 70_000
     rng = np.random.default_rng(3)
@@ -108,35 +117,46 @@ def test_multiblock_lengths_rows_on_the_input_and_on_candidates(backend, monkeyp
     x[0] = 7
     x[0, 68_000:] = 9  # past row 0's length: would win if read
     x[2] = -4
+    x[2, ::50] = rng.integers(-(2**31), 2**31 - 1, 1400)
     x[1, ::997] = x[1, 11]
     lengths = np.array([68_000, 66_000, 60_000, 0, 5, n])
     plan = cutopk.plan(x, 100, lengths=lengths, backend="sim", algorithm="multiblock")
-    assert lengths[2] <= plan.params["cap"] < lengths[0]
+    assert plan.params["sample_rank"] is not None and plan.params["cap"] < lengths[0]
+    assert cutopk.plan(x, 2048, lengths=lengths, backend="sim", algorithm="multiblock").params["cap"] == 0
     states = record_states(monkeypatch)
-    for k in (1, 100, 3000):
+    for k in (1, 100, 2048):
         states.clear()
-        check(x, k, lengths, backend, mode="smallest" if k == 3000 else "largest")
+        check(x, k, lengths, backend, mode="smallest" if k == 2048 else "largest")
         state = final_states(states)
-        assert list(state["source"][[0, 1, 2, 5]]) == [0, 1, 1, 1], state
+        assert (state["mode"] == FINISHED).all()
         assert list(state["k_row"]) == [min(k, int(length)) for length in lengths]
-        assert state["done"].all()
+        if k <= 100:  # with K = 2048 the candidates would not fit the budget: no threshold
+            assert list(state["source"][[0, 1, 5]]) == [ON_INPUT, ON_CANDIDATES, ON_CANDIDATES], state
+        assert state["gathered"][0] == FROM_INPUT
+        # Rows of no element or fewer than K: collected whole in pass 1, the later passes return.
+        whole = [3, 4] if k >= 5 else [3]
+        assert (state["gathered"][whole] == WHOLE).all() and (state["passes"][whole] == 1).all()
     check(x, 100, lengths, backend, order="index")
     check(x, 100, lengths, backend, order=False, index_dtype=np.int32)
 
 
 @pytest.fixture
 def sampled_threshold(monkeypatch):
-    """The multi-block select with its sampled threshold on every row, however short."""
-    monkeypatch.setattr(_multiblock, "SAMPLE_MIN_ELEMENTS", 0)
+    """The multi-block select with its sampled threshold on every row, however short, and many
+    blocks per row."""
+    monkeypatch.setattr(_multiblock, "SAMPLE_MIN_N", 0)
+    monkeypatch.setattr(_multiblock, "MIN_SLICE", 256)
     _call.CACHE.clear()  # plans made before the patch must not serve calls after it
+    yield
+    _call.CACHE.clear()
 
 
 @pytest.mark.parametrize("dtype", ["float32", "int16", "float64"])
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_multiblock_sampled_threshold_with_lengths(backend, dtype, sampled_threshold, monkeypatch):
-    """mb_sample samples each row's own length: long spread rows restart on their staged keys
-    (read once); rows shorter than the sample (repeated sample positions), shorter than k, of
-    one element and empty are exact too."""
+    """mb_sample samples each row's own length: long spread rows read their candidates after
+    pass 1 (the input once); rows shorter than the sample (repeated sample positions), shorter
+    than k, of one element and empty are exact too."""
     require(backend)
     n, k = 30_000, 50
     rng = np.random.default_rng(abs(hash((dtype, "sampled"))) % 2**32)
@@ -147,10 +167,8 @@ def test_multiblock_sampled_threshold_with_lengths(backend, dtype, sampled_thres
     states = record_states(monkeypatch)
     check(x, k, lengths, backend)
     state = final_states(states)
-    # A restart starts the row's state over (threshold 0) on the candidate buffer; a long spread
-    # row whose staged keys are the winners always restarts.
     for row in (0, 5):
-        assert state["source"][row] == 1 and state["threshold"][row] == 0, state[row]
+        assert state["source"][row] == ON_CANDIDATES and k <= state["cand_count"][row] <= plan.params["cap"]
     assert list(state["k_row"]) == [min(k, int(length)) for length in lengths]
     for order, (mode, nan) in itertools.product(ORDERS, POLICIES):
         check(x[:, ::-1].copy(), k, lengths, backend, order=order, mode=mode, nan=nan)
@@ -158,23 +176,24 @@ def test_multiblock_sampled_threshold_with_lengths(backend, dtype, sampled_thres
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_multiblock_k_beyond_the_shared_memory_ordering(backend, monkeypatch):
-    """K whose pairs do not fit shared memory: the winners (padding pairs included) are ordered by
-    order_tiles and order_merge and the values read by gather_values, which writes padding."""
+def test_multiblock_largest_k_with_lengths(backend, monkeypatch):
+    """The family's largest K on the simulator's device (48 KB: 2048 pairs of 32-bit keys), with
+    rows shorter than K (padding pairs sorted after the winners), and K beyond it refused with
+    the reason and sent to the sort family by auto."""
     require(backend)
-    # A device of 48 KB per block (the simulator's), where K=4097's pairs do not fit: a GPU with an
-    # opt-in limit of 227 KB orders them in shared memory instead.
     monkeypatch.setattr(_device, "device_facts", lambda target, device: _dispatch.Device())
-    n, k = 9000, 4097
+    n, k = 9000, 2048
     rng = np.random.default_rng(5)
     x = make_values(rng, np.float32, (7, n), "ties")
     lengths = np.array([0, 1, k - 1, k, k + 1, n, 6000])
-    plan = check(x, k, lengths, backend)
-    assert plan.params["order_shared"] == 0
+    check(x, k, lengths, backend)
     for order in ORDERS:
         check(x, k, lengths, backend, order=order, mode="smallest", index_dtype=np.int32)
     y = make_values(rng, np.uint16, (3, n), "few_distinct")
-    check(y, k, np.array([2000, n, 0]), backend, order="index")
+    check(y, 4096, np.array([2000, n, 0]), backend, order="index")
+    with pytest.raises(ValueError, match="shared memory"):
+        cutopk.top_k(x, k + 1, lengths=lengths, backend="sim", algorithm="multiblock")
+    assert cutopk.plan(x, k + 1, lengths=lengths, backend="sim").algorithm == "sort"
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -195,12 +214,12 @@ def test_multiblock_chunks_of_rows_with_lengths_and_segments(backend, monkeypatc
     )
     check(x, k, lengths, backend, nan="largest")
     check(x[::-1, ::2], k, np.minimum(lengths, n // 2), backend, order="index", mode="smallest")
-    check(x, 4097, lengths, backend)  # the ordering of many winners, per chunk
+    check(x, 2048, lengths, backend)  # the family's largest K, per chunk
     offsets = np.array([3, 4103, 4103, 4104, 4150, 9001, 9001, 9200, 13_000])
     data = make_values(rng, np.float32, (13_005,), "few_distinct")
     for order in ORDERS:
         check_segments(data, offsets, k, backend, "multiblock", sorted=order)
-    check_segments(data, offsets, 4097, backend, "multiblock", index_dtype=np.int32)
+    check_segments(data, offsets, 2048, backend, "multiblock", index_dtype=np.int32)
     monkeypatch.setattr(_multiblock, "SCRATCH_LIMIT", 1)
     _call.CACHE.clear()
     assert (

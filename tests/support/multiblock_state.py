@@ -11,12 +11,19 @@ from cutopk.cuda import runner as _runner
 
 MB_STATE = np.dtype(
     {
-        "names": ["done", "source", "cand_count", "threshold", "staging", "k_row"],
-        "formats": [np.int32, np.int32, np.int64, np.uint64, np.int32, np.int32],
-        "offsets": [28, 40, 48, 56, 64, 68],
+        "names": [
+            "cand_count", "bucket_count", "winners", "mode", "source", "k_row", "passes", "staging",
+            "gathered",
+        ],
+        "formats": [np.uint64, np.uint64, np.uint64, *[np.int32] * 6],
+        "offsets": [40, 48, 56, 72, 76, 80, 84, 88, 92],
         "itemsize": _dispatch.MULTIBLOCK_STATE_BYTES,
     }
-)
+)  # fmt: skip
+# State::mode, State::source and State::gathered.
+FINISHED = 2
+ON_INPUT, ON_CANDIDATES = 0, 1
+FROM_BUCKET, FROM_CANDIDATES, FROM_INPUT, WHOLE = 1, 2, 3, 4
 
 
 def record_states(monkeypatch) -> list:
