@@ -140,8 +140,11 @@ def _forget_pool() -> None:
 
 
 # A split must promise at least this much: the predicted time on t threads at most this share
-# of the one-thread time (a margin for the model's error: threads must never hurt).
-SPLIT_GAIN = 0.7
+# of the one-thread time (a margin for the model's error: threads must never hurt). 0.7 never
+# split on a quiet 2-core machine (a second thread measured 1.27-1.40x), leaving torch's two
+# threads up to 1.9x ahead on the large shapes; at 0.85 those split and ran 1.5-1.8x faster than
+# one thread (benchmarks/results/2026-11-25-cpu-numpy.md), and the small ones still did not.
+SPLIT_GAIN = 0.85
 # The probes: a vectorised pass (a comparison and a count) over this many float32 elements for
 # the hand-over cost, and blocks like the backend's (a widening, a shift, an or, a sort of short
 # rows) for the speed-up two threads really get (the GIL, page faults, a core that is busy).
