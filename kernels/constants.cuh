@@ -24,7 +24,7 @@
 #define CUTOPK_WARP_RADIX_MAX_K 128
 
 // multiblock: bytes of a row's state (sizeof(multiblock::State), checked by a static_assert), the keys
-// of mb_sample's evenly spaced sample of a row (a multiple of MULTIBLOCK_THREADS) and the widest
+// of sample_threshold's evenly spaced sample of a row (a multiple of MULTIBLOCK_THREADS) and the widest
 // digit of a pass (2^11 bins: ceil(key bits / 11) passes, AIR top-k's choice).
 #define CUTOPK_MULTIBLOCK_STATE_BYTES 96
 #define CUTOPK_MULTIBLOCK_SAMPLES 4096

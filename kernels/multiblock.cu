@@ -6,12 +6,12 @@
 // A row is cut into `gridDim.x` slices, one block each. A fixed sequence of launches, with no host
 // synchronisation (capturable in a CUDA graph), each reading the per-row State the previous one
 // left in global memory:
-//   mb_sample   one block per row: the row's initial state and zeroed histogram, and (long rows)
+//   sample_threshold   one block per row: the row's initial state and zeroed histogram, and (long rows)
 //               a threshold from an evenly spaced sample of CUTOPK_MULTIBLOCK_SAMPLES keys (runs
 //               of one 32-byte sector each): the
 //               sample's key of rank `rank`, which about (rank + 1) * n / SAMPLES keys of the row
 //               reach, and almost surely at least K
-//   mb_pass x D one launch per digit, D = ceil(key bits / CUTOPK_MULTIBLOCK_DIGIT_BITS) (digit
+//   digit_pass x D one launch per digit, D = ceil(key bits / CUTOPK_MULTIBLOCK_DIGIT_BITS) (digit
 //               widths as even as possible: 32-bit keys 11 + 11 + 10, 16-bit 8 + 8, 8-bit 8,
 //               64-bit 11 x 4 + 10 x 2). Every block reads its slice of the row's source (the
 //               input, or the candidate buffer once the row has moved there), counts the digit of
@@ -79,7 +79,7 @@ struct State {
   unsigned long long prefix;        // the bucket's bits above `cut`
   long long needed;                 // winners still to take from the bucket
   long long bucket;                 // keys in the bucket, as the last pass counted them (in the source)
-  unsigned long long threshold;     // mb_sample's key: pass 1 stages the keys that reach it
+  unsigned long long threshold;     // sample_threshold's key: pass 1 stages the keys that reach it
   unsigned long long arrived;       // blocks of the current launch done with the row (the ticket)
   unsigned long long cand_count;    // keys staged in pass 1 (past `cap`: overflowed, no longer counted)
   unsigned long long bucket_count;  // keys staged in the bucket buffer by the last digit (ditto)
@@ -119,11 +119,11 @@ static_assert(state_offset(5) == 40 && state_offset(6) == 48 && state_offset(8) 
                   state_offset(11) == 76 && state_offset(12) == 80 && state_offset(13) == 84 && state_offset(15) == 92,
               "MB_STATE in tests/support/multiblock_state.py");
 
-// mb_sample: every thread issues all its sample loads at once (one memory round trip per row,
+// sample_threshold: every thread issues all its sample loads at once (one memory round trip per row,
 // not one per load), whole rounds of the block.
 constexpr int SAMPLE_LOADS = CUTOPK_MULTIBLOCK_SAMPLES / CUTOPK_MULTIBLOCK_THREADS;
 static_assert(CUTOPK_MULTIBLOCK_SAMPLES % CUTOPK_MULTIBLOCK_THREADS == 0 && SAMPLE_LOADS >= CUTOPK_STREAM_LOADS,
-              "mb_sample reads whole rounds of its sample, several loads in flight");
+              "sample_threshold reads whole rounds of its sample, several loads in flight");
 constexpr int MAX_BINS = 1 << CUTOPK_MULTIBLOCK_DIGIT_BITS;
 static_assert(MAX_BINS % CUTOPK_MULTIBLOCK_THREADS == 0, "the finishing block scans whole runs of bins per thread");
 
@@ -301,7 +301,7 @@ __device__ __forceinline__ State initial_state(int k_row, long long len, int key
 // and spilled for 16-bit floats.
 template <class T>
 CUTOPK_KERNEL(CUTOPK_MULTIBLOCK_THREADS, 2)
-mb_sample(MB_INPUT, int rank, int k, State* __restrict__ state, unsigned int* __restrict__ hist, int bins) {
+sample_threshold(MB_INPUT, int rank, int k, State* __restrict__ state, unsigned int* __restrict__ hist, int bins) {
   typedef typename KeyTraits<T>::Key Key;
   const int KEY_BITS = 8 * sizeof(Key);
   __shared__ Key keys[CUTOPK_MULTIBLOCK_SAMPLES];
@@ -375,7 +375,7 @@ mb_sample(MB_INPUT, int rank, int k, State* __restrict__ state, unsigned int* __
   }
 }
 
-// The parameters of mb_pass, in this order.
+// The parameters of digit_pass, in this order.
 #define MB_PASS_PARAMS                                                                                               \
   MB_INPUT, long long slice, long long cand_slice, long long cap, typename KeyTraits<T>::Key *__restrict__ cand_key, \
       long long *__restrict__ cand_idx, long long bucket_cap, typename KeyTraits<T>::Key *__restrict__ bucket_key,   \
@@ -532,7 +532,7 @@ __device__ __forceinline__ void gather_from_input(const Row<T>& r, int bucket_cu
 // see the file's header.
 template <class T>
 CUTOPK_KERNEL(CUTOPK_MULTIBLOCK_THREADS, 2)
-mb_pass(MB_PASS_PARAMS) {
+digit_pass(MB_PASS_PARAMS) {
   typedef typename KeyTraits<T>::Key Key;
   const int KEY_BITS = 8 * sizeof(Key);
   extern __shared__ __align__(16) unsigned char smem[];

@@ -70,7 +70,7 @@ ORDER_MERGE_THREADS = _value("ORDER_MERGE_THREADS")
 WARP_RADIX_WARPS = _value("WARP_RADIX_WARPS")
 WARP_RADIX_CAP = _value("WARP_RADIX_CAP")
 WARP_RADIX_MAX_K = _value("WARP_RADIX_MAX_K")
-# multiblock: bytes of a row's state, keys of mb_sample's sample of a row, the widest digit.
+# multiblock: bytes of a row's state, keys of sample_threshold's sample of a row, the widest digit.
 MULTIBLOCK_STATE_BYTES = _value("MULTIBLOCK_STATE_BYTES")
 MULTIBLOCK_SAMPLES = _value("MULTIBLOCK_SAMPLES")
 MULTIBLOCK_DIGIT_BITS = _value("MULTIBLOCK_DIGIT_BITS")

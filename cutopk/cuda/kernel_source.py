@@ -45,7 +45,7 @@ FAMILIES = {
     "warp_radix": Family(("warp_radix_topk",)),
     "bitonic": Family(("bitonic_topk",)),
     "radix": Family(("radix_topk",)),
-    "multiblock": Family(("mb_sample", "mb_pass")),
+    "multiblock": Family(("sample_threshold", "digit_pass")),
     "sort": Family(("compute_keys", "gather_values")),
     "order": Family(("order_tiles", "order_merge")),
     "transpose": Family(("transpose_rows",)),
@@ -62,7 +62,7 @@ FAMILY_OF = {name: fam for fam, f in FAMILIES.items() for name in (*f.kernels, *
 
 
 class Params(NamedTuple):
-    """One launch's arguments by name: the kernel it launches (``mb_histogram``; the template's
+    """One launch's arguments by name: the kernel it launches (``digit_pass``; the template's
     name, or a plain ``extern "C"`` kernel's) and its C parameter names in the order of the
     kernel's declaration, with the numpy type of each scalar (the others are arrays, passed as
     they are). Written once next to the launch; tests/gpu/test_kernel_arguments.py checks names,
@@ -95,7 +95,7 @@ _OBJECT_MACRO = re.compile(
 )
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 _DECLARATION = re.compile(r"template\s*<(?P<params>[^<>]*)>\s*CUTOPK_KERNEL\s*\(")
-# A plain kernel (mb_init, mb_select): its bounds, which may span lines and nest parentheses.
+# A plain extern "C" kernel: its bounds, which may span lines and nest parentheses.
 _PLAIN = re.compile(r'extern\s*"C"\s*__global__\s+void\s+__launch_bounds__\s*\(')
 
 

@@ -1,7 +1,7 @@
 """Launch sequence of the multi-block radix select (kernels/multiblock.cu).
 
-A fixed sequence of launches on the current stream, with no host synchronisation: mb_sample,
-then one mb_pass per digit (ceil(key bits / 11)) whatever the data; a pass serves the rows on the
+A fixed sequence of launches on the current stream, with no host synchronisation: sample_threshold,
+then one digit_pass per digit (ceil(key bits / 11)) whatever the data; a pass serves the rows on the
 input and those on the candidate buffer in one launch, and passes after a row is finished return
 at once, so the whole call can be captured in a CUDA graph.
 
@@ -26,9 +26,11 @@ SCALAR_TYPES = {
     "by_index": np.int32,
 }  # fmt: skip
 _INPUT = ("in", "n", "row_stride", "col_stride", "extents", "rows_kind", "largest", "nan_first")
-MB_SAMPLE = _kernel_source.params("mb_sample", (*_INPUT, "rank", "k", "state", "hist", "bins"), SCALAR_TYPES)
+MB_SAMPLE = _kernel_source.params(
+    "sample_threshold", (*_INPUT, "rank", "k", "state", "hist", "bins"), SCALAR_TYPES
+)
 MB_PASS = _kernel_source.params(
-    "mb_pass",
+    "digit_pass",
     (
         *_INPUT,
         *("slice", "cand_slice", "cap", "cand_key", "cand_idx", "bucket_cap", "bucket_key", "bucket_idx"),

@@ -516,8 +516,8 @@ def _global_bytes(call, steps: list, rows: int, table: list) -> list:
     def size_of(name: str) -> int:
         return sizes.get(name.removeprefix("call:"), 8)
 
-    multiblock = [s for s in steps if s.kernel.startswith("mb_")]
-    mb_bytes = iter(
+    multiblock = [s for s in steps if _kernel_source.FAMILY_OF.get(s.kernel) == "multiblock"]
+    multiblock_bytes = iter(
         FAMILY_MODULES["multiblock"].global_bytes(multiblock, rows, n, k, b, ib, call.plan.params)
         if multiblock
         else ()
@@ -532,8 +532,8 @@ def _global_bytes(call, steps: list, rows: int, table: list) -> list:
                 out.append(sectors(count * size_of(src)) + sectors(count * size_of(dst)))
             else:  # the whole input
                 out.append(2 * sectors(rows * n * b))
-        elif s.kernel.startswith("mb_"):
-            out.append(next(mb_bytes))
+        elif _kernel_source.FAMILY_OF.get(s.kernel) == "multiblock":
+            out.append(next(multiblock_bytes))
         elif s.kernel in ("compute_keys", "transpose_rows"):
             out.append(2 * sectors(rows * n * b))
         elif s.kernel == "order_tiles":

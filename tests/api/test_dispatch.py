@@ -199,7 +199,7 @@ def test_multiblock_sampled_threshold_plan():
 
 
 def test_multiblock_digits_and_launches():
-    # ceil(bits / 11) digits, the widths as even as possible; mb_sample and one pass per digit.
+    # ceil(bits / 11) digits, the widths as even as possible; sample_threshold and one pass per digit.
     assert _multiblock.digit_widths(8) == [8]
     assert _multiblock.digit_widths(16) == [8, 8]
     assert _multiblock.digit_widths(32) == [11, 11, 10]
@@ -207,7 +207,7 @@ def test_multiblock_digits_and_launches():
     for key_bytes, launches in ((1, 2), (2, 3), (4, 4), (8, 7)):
         p = d.plan(3, 2**20, 100, key_bytes, DEV, copy=False, algorithm="multiblock")
         names = [s.kernel for s in _multiblock.steps(3, key_bytes, p.params, p.block)]
-        assert names == ["mb_sample"] + ["mb_pass"] * (launches - 1)
+        assert names == ["sample_threshold"] + ["digit_pass"] * (launches - 1)
 
 
 def test_multiblock_sorts_the_winners_in_shared_memory():

@@ -50,8 +50,8 @@ def test_multiblock_plan_lists_every_kernel():
         pytest.skip(sim_unavailable_reason())
     p = cutopk.plan(np.zeros((2, 5000), np.float32), 40, backend="sim", algorithm="multiblock")
     names = [launch.kernel for launch in p.launches]
-    assert names == ["mb_sample<float>"] + ["mb_pass<float>"] * 3  # 11 + 11 + 10 bits
-    assert "mb_pass" in str(p)
+    assert names == ["sample_threshold<float>"] + ["digit_pass<float>"] * 3  # 11 + 11 + 10 bits
+    assert "digit_pass" in str(p)
 
 
 # Issue 28's cases: (shape, k, dtypes); every dtype of each width is planned the same.

@@ -105,8 +105,8 @@ def test_scattered_reads_count_the_sectors_they_expect_to_hit():
 
 def test_the_multiblock_formula_refuses_a_step_it_does_not_know():
     plan = cutopk.plan(np.zeros((2, 5000), np.float32), 4, backend="sim", algorithm="multiblock")
-    step = multiblock.Step("mb_unknown", False, (1,), 256)
-    with pytest.raises(ValueError, match="no traffic formula for the kernel 'mb_unknown'"):
+    step = multiblock.Step("unknown_kernel", False, (1,), 256)
+    with pytest.raises(ValueError, match="no traffic formula for the kernel 'unknown_kernel'"):
         multiblock.global_bytes([step], 2, 5000, 4, 4, 8, plan.params)
 
 

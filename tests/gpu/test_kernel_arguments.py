@@ -71,7 +71,7 @@ def test_every_descriptor_launches_a_kernel_of_the_families():
 
 
 def test_a_swapped_or_retyped_argument_is_caught():
-    c_params = _kernel_source.signature("multiblock", "mb_pass")
+    c_params = _kernel_source.signature("multiblock", "digit_pass")
     params = _multiblock_run.MB_PASS
     assert _mismatches(c_params, params.names, params.scalars) == []
     swapped = (params.names[1], params.names[0], *params.names[2:])

@@ -84,7 +84,7 @@ def test_bitonic_beyond_48k(backend, dtype, monkeypatch):
 
 
 @pytest.mark.parametrize("backend", GPU_BACKENDS)
-def test_radix_and_mb_order_beyond_48k(backend, monkeypatch):
+def test_radix_and_the_multiblock_finishing_sort_beyond_48k(backend, monkeypatch):
     require(backend)
     use_device(monkeypatch, backend, H100_SHARED)
     rng = np.random.default_rng(12)

@@ -84,7 +84,7 @@ def test_every_kernel_file_is_checked_alone():
 def _mb_state_block(source: str) -> str:
     # multiblock::State, its enums and its layout checks: plain C++ from multiblock.cu.
     start = source.index("// What a launch does for a row.")
-    return source[start : source.index("// mb_sample:", start)]
+    return source[start : source.index("// sample_threshold:", start)]
 
 
 def _syntax_check(text: str) -> subprocess.CompletedProcess:

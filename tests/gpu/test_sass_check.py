@@ -122,10 +122,10 @@ def test_the_rules_name_the_entry_points_of_the_streaming_kernels():
     # entry point of a streaming kernel, and no other.
     from cutopk.cuda import launcher as _launcher
 
-    streaming = {"radix_topk", "warp_radix_topk", "mb_pass"}
+    streaming = {"radix_topk", "warp_radix_topk", "digit_pass"}
     names = [n for p in _launcher.programs() for n in p.kernels]
     assert "radix_topk_float32" in names and "warp_radix_topk_uint8" in names
     for name in names:
         base = re.sub(r"_(u?int\d+|b?float\d+)(_\w+)?$", "", name)
         assert bool(check_sass.STREAMING.search(name)) == (base in streaming), name
-        assert bool(check_sass.SAMPLED.search(name)) == (base == "mb_sample"), name
+        assert bool(check_sass.SAMPLED.search(name)) == (base == "sample_threshold"), name

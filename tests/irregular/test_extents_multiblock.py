@@ -154,7 +154,7 @@ def sampled_threshold(monkeypatch):
 @pytest.mark.parametrize("dtype", ["float32", "int16", "float64"])
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_multiblock_sampled_threshold_with_lengths(backend, dtype, sampled_threshold, monkeypatch):
-    """mb_sample samples each row's own length: long spread rows read their candidates after
+    """sample_threshold samples each row's own length: long spread rows read their candidates after
     pass 1 (the input once); rows shorter than the sample (repeated sample positions), shorter
     than k, of one element and empty are exact too."""
     require(backend)

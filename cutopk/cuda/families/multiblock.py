@@ -1,7 +1,7 @@
 """multiblock: several blocks per row, one launch per 11-bit digit, the last block of each row
 finishing each pass (kernels/multiblock.cu; the launches are cutopk/cuda/multiblock.py's).
 
-Launches: ``mb_sample`` then ``mb_pass`` once per digit, ``ceil(key bits / 11) + 1`` in all (2, 3,
+Launches: ``sample_threshold`` then ``digit_pass`` once per digit, ``ceil(key bits / 11) + 1`` in all (2, 3,
 4, 7 for 8-, 16-, 32-, 64-bit keys), whatever the data, lengths or order. Scratch: the table of
 :func:`scratch`, within ``input bytes / 4 + 16 * rows * K`` for rows of at least :data:`MIN_N`
 elements (:func:`caps` sizes the buffers to that budget).
@@ -26,7 +26,7 @@ MAX_ROWS = 65535  # rows are gridDim.y: more rows are launched in chunks of rows
 # Scratch one chunk of rows may take: more rows than fit are launched in successive chunks. At
 # least one row per chunk, whatever its scratch.
 SCRATCH_LIMIT = 1 << 30
-# Blocks of mb_pass resident per SM at least (its __launch_bounds__(MULTIBLOCK_THREADS, 2)): a
+# Blocks of digit_pass resident per SM at least (its __launch_bounds__(MULTIBLOCK_THREADS, 2)): a
 # wave is this many blocks per SM.
 BLOCKS_PER_SM = 2
 MAX_WAVES = 16  # the grid of a chunk of rows: at least 2 waves, at most this many
@@ -38,7 +38,7 @@ SAMPLE_MIN_N = 1 << 14
 # The rows the scratch bound is stated for (the dispatcher sends rows of 2^16 and more here).
 MIN_N = 1 << 16
 MAX_N = 1 << 32  # 32-bit counts: a block's shared counts, the rows' histograms
-# mb_pass's static shared memory (scalars and block scans' sums), next to its dynamic part.
+# digit_pass's static shared memory (scalars and block scans' sums), next to its dynamic part.
 STATIC_SHARED = 2048
 
 
@@ -56,7 +56,7 @@ def bins(key_bytes: int) -> int:
 
 
 def shared_bytes(k: int, key_bytes: int) -> int:
-    """mb_pass's dynamic shared memory: the digit's counts, or the finishing block's pow2(K) (key,
+    """digit_pass's dynamic shared memory: the digit's counts, or the finishing block's pow2(K) (key,
     int64 index) pairs, whichever is larger (the index select's 256 counts fit either)."""
     return max(4 * bins(key_bytes), pow2_at_least(k) * (8 + key_bytes), 1024)
 
@@ -75,7 +75,7 @@ def why_not(n: int, k: int, key_bytes: int, device) -> str | None:
 
 
 def sample_rank(n: int, k: int) -> tuple[int, int]:
-    """``(rank, expected)``: the rank of mb_sample's threshold in its sample of MULTIBLOCK_SAMPLES
+    """``(rank, expected)``: the rank of sample_threshold's threshold in its sample of MULTIBLOCK_SAMPLES
     keys, and the keys of a row of spread values expected to reach it.
 
     Fewer than K keys reach the threshold only when more than ``rank`` samples fall among the
@@ -90,7 +90,7 @@ def sample_rank(n: int, k: int) -> tuple[int, int]:
 
 
 def sample_positions(length: int, key_bytes: int, skew: int = 0):
-    """The positions mb_sample reads in a contiguous row of ``length`` elements that starts
+    """The positions sample_threshold reads in a contiguous row of ``length`` elements that starts
     ``skew`` elements past a 32-byte boundary (kernels/multiblock.cu): evenly spaced runs of one
     sector's keys, each starting on a boundary (tests plant keys there)."""
     group = 32 // key_bytes
@@ -161,14 +161,14 @@ def geometry(rows: int, n: int, k: int, key_bytes: int, device) -> Geometry:
         "passes": len(digit_widths(8 * key_bytes)),
         "rows_per_chunk": 0,
         "sample_rank": rank,
-        # mb_pass's dynamic shared memory (the finishing block sorts the K winners there: the
+        # digit_pass's dynamic shared memory (the finishing block sorts the K winners there: the
         # launcher's ordering in global memory is never needed).
         "order_shared": shared_bytes(k, key_bytes),
     }
     row_bytes = sum(e.nbytes(key_bytes) for e in scratch(1, n, k, params))
     chunk = max(1, min(rows, MAX_ROWS, SCRATCH_LIMIT // row_bytes))
     params["rows_per_chunk"] = chunk
-    return Geometry("mb_pass", per_row * chunk, MULTIBLOCK_THREADS, params["order_shared"], params)
+    return Geometry("digit_pass", per_row * chunk, MULTIBLOCK_THREADS, params["order_shared"], params)
 
 
 def scratch(rows: int, n: int, k: int, params: dict) -> tuple:
@@ -204,8 +204,8 @@ def steps(rows: int, key_bytes: int, params: dict, block: int) -> list:
     """The launches over ``rows`` rows, in order, as the launcher runs them and plan() lists them:
     the initial states (and thresholds), then one pass per digit."""
     grid = (params["blocks_per_row"], rows)
-    first = Step("mb_sample", True, (rows,), block)
-    return [first] + [Step("mb_pass", True, grid, block, params["order_shared"])] * params["passes"]
+    first = Step("sample_threshold", True, (rows,), block)
+    return [first] + [Step("digit_pass", True, grid, block, params["order_shared"])] * params["passes"]
 
 
 _SECTOR = 32  # bytes: the unit of global-memory traffic
@@ -228,7 +228,7 @@ def global_bytes(
     """Global bytes of each launch of :func:`steps` (plan()'s ``Launch.global_bytes``): each
     32-byte sector a launch touches, once, for keys spread over their range.
 
-    mb_sample: the states, the zeroed histograms, the sampled runs (a sector each). Pass 1: the
+    sample_threshold: the states, the zeroed histograms, the sampled runs (a sector each). Pass 1: the
     input, the states, the digit's counts, the staged candidates (keys and indices). Each later
     pass: the candidates' keys (the input again for rows without a threshold) and the digit's
     counts, until the bucket of the K-th key is expected to hold one key (taken whole: spread
@@ -268,13 +268,13 @@ def global_bytes(
     out = []
     passes = 0
     for s in steps_:
-        if s.kernel == "mb_sample":
+        if s.kernel == "sample_threshold":
             sampled = (
                 0 if params["sample_rank"] is None else min(rows * MULTIBLOCK_SAMPLES * key_bytes, source)
             )
             out.append(state + _sectors(rows * params["bins"] * 4) + sampled)
             continue
-        if s.kernel != "mb_pass":
+        if s.kernel != "digit_pass":
             raise ValueError(f"steps_: no traffic formula for the kernel {s.kernel!r}")
         passes += 1
         if passes == 1:
