@@ -1,7 +1,6 @@
 """Launch helpers shared by the launches: shared memory beyond 48 KB (:func:`opt_in`), the
-descriptors of the ordering, transposing and sort kernels, multiblock's steps with the ordering
-of long K (:func:`multiblock_steps`) and a plain loop over steps (:func:`run_steps`, for
-cutopk/cuda/multiblock.py's ``run``; a call's steps are prepared and run by cutopk/cuda/runner.py).
+descriptors of the ordering, transposing and sort kernels, and multiblock's steps
+(:func:`multiblock_steps`); a call's steps are prepared and run by cutopk/cuda/runner.py.
 Shared by the CUDA and simulator targets, like ``launcher``.
 """
 
@@ -17,8 +16,6 @@ from .families import order as _order
 from .families import sort as _sort
 from .families import transpose as _transpose
 
-MAX_BLOCKS = _order.MAX_BLOCKS
-
 # The launches of the ordering, transposing and sort kernels by the kernels' C parameter names
 # (kernels/order.cu, transpose.cu, sort.cu; the names are the family modules' ARGUMENTS, checked
 # against the kernels by tests/gpu/test_kernel_arguments.py).
@@ -32,13 +29,6 @@ ORDER_MERGE = _kernel_source.params("order_merge", _order.ARGUMENTS["order_merge
 TRANSPOSE_ROWS = _kernel_source.params("transpose_rows", _transpose.ARGUMENTS["transpose_rows"], SCALAR_TYPES)
 GATHER_VALUES = _kernel_source.params("gather_values", _sort.ARGUMENTS["gather_values"], SCALAR_TYPES)
 COMPUTE_KEYS = _kernel_source.params("compute_keys", _sort.ARGUMENTS["compute_keys"], SCALAR_TYPES)
-
-
-def launch(fn, grid, block, args, shared_bytes: int, target: str) -> None:
-    """Launch ``fn`` with ``shared_bytes`` of dynamic shared memory, opting the kernel in first
-    when that is more than a block gets by default (see :func:`opt_in`)."""
-    opt_in(fn, shared_bytes, target)
-    fn(grid, block, args, shared_mem=shared_bytes)
 
 
 def opt_in(fn, shared_bytes: int, target: str) -> None:
@@ -65,31 +55,3 @@ def multiblock_steps(rows: int, k: int, key_bytes: int, params: dict, block: int
     blocks order the K winners in shared memory, so no ordering step follows). The list the
     runner runs and plan() reports (cutopk/cuda/runner.py)."""
     return list(_multiblock_family.steps(rows, key_bytes, params, block))
-
-
-def run_steps(xp, mod, cxx: str, steps, values: dict, descriptors: dict, target: str) -> None:
-    """Launch ``steps`` in order, each kernel's arguments by name from ``values`` (a step's ``args``
-    rename or fix some), array-library copies by ``xp``: the runner's loop for a sequence whose
-    arguments change with every call (multiblock's chunks)."""
-    for step in steps:
-        if not step.kernel:
-            dst, src, rows, src_len, dst_len = step.copy
-            xp.copyto(
-                values[dst].reshape(rows, dst_len),
-                values[src].reshape(rows, src_len)[:, :dst_len],
-                casting="unsafe",
-            )
-            continue
-        v = values
-        given = getattr(step, "args", ())  # the family's own step type may have none
-        if given:
-            v = dict(values)
-            for name, source in given:
-                v[name] = values[source] if isinstance(source, str) else source
-        desc = descriptors.get(step.kernel) or DESCRIPTORS[step.kernel]
-        fn = mod.get_function(f"{step.kernel}<{cxx}>" if step.templated else step.kernel)
-        args = desc.pack(v)
-        if step.shared_bytes:
-            launch(fn, step.grid, (step.block,), args, step.shared_bytes, target)
-        else:
-            fn(step.grid, (step.block,), args)

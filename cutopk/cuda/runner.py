@@ -168,9 +168,6 @@ class Program:
                 self.table += only.table
                 self.head = self.nbytes = _common.scratch_bytes(self.table, info.itemsize)
 
-    def steps(self) -> list:
-        return [*self.before, *self.family, *self.after]
-
 
 class _ChunkProgram:
     """Multiblock's sequence over one chunk of ``rows`` rows: its steps
@@ -351,14 +348,6 @@ class _Sequence:
                 between(views)
         return views
 
-    def value(self, name, per_call, views):
-        kind, where = self._resolve(name)
-        if kind == "call":
-            return per_call[where]
-        if kind == "scratch":
-            return views[where]
-        return where
-
     def _copy_views(self, copy, views) -> tuple:
         """``(dst, at_dst, src, at_src)`` of a copy: the scratch side as the view it copies (the first
         ``dst_len`` of each row of ``src``), a per-call side as its index in :data:`PER_CALL` (the
@@ -457,9 +446,6 @@ class Prepared:
             per_call[where] if kind == "call" else views[where] if kind == "scratch" else where
             for kind, where in self._chunk_sources
         )
-        if len(self.chunks) == 1:
-            self.chunks[0][2].run(xp, (base, extents, values, indices), buffer)
-            return
         segments = call.rows_kind == ROWS_SEGMENTS
         regular = call.rows_kind == ROWS_REGULAR
         if not segments:
