@@ -1,5 +1,6 @@
 """multiblock: several blocks per row, one launch per 11-bit digit, the last block of each row
-finishing each pass (kernels/multiblock.cu; the launches are cutopk/cuda/multiblock.py's).
+finishing each pass (kernels/multiblock.cu; its launch descriptors and scalars are cutopk/cuda/multiblock.py's, run by
+cutopk/cuda/runner.py).
 
 Launches: ``sample_threshold`` then ``digit_pass`` once per digit, ``ceil(key bits / 11) + 1`` in all (2, 3,
 4, 7 for 8-, 16-, 32-, 64-bit keys), whatever the data, lengths or order. Scratch: the table of
@@ -172,7 +173,7 @@ def geometry(rows: int, n: int, k: int, key_bytes: int, device) -> Geometry:
 
 
 def scratch(rows: int, n: int, k: int, params: dict) -> tuple:
-    """The arrays :func:`cutopk.cuda.multiblock.run` takes for a chunk of ``rows`` rows, by their
+    """The arrays the runner carves for a chunk of ``rows`` rows (cutopk/cuda/runner.py), by their
     kernel parameter names: the state, the histogram, the candidate and bucket buffers, the K
     winners (one-element placeholders for a buffer a plan never uses)."""
     cap, bucket_cap = params["cap"], params["bucket_cap"]
