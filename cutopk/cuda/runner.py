@@ -19,7 +19,6 @@ buffer stays the same.
 from __future__ import annotations
 
 import dataclasses
-import operator
 
 import numpy as np
 
@@ -314,10 +313,8 @@ class _Sequence:
             elif len(at_call) == 1:
                 i, j = at_call[0]
                 steps.append((_ONE, (fn, grid, block, shared, tuple(args[:i]), j, tuple(args[i + 1 :]))))
-            else:  # the constants, then the per-call arrays: one itemgetter picks the arguments
-                slot = dict(at_call)
-                picks = [len(args) + slot[i] if i in slot else i for i in range(len(args))]
-                steps.append((_MANY, (fn, grid, block, shared, tuple(args), operator.itemgetter(*picks))))
+            else:
+                steps.append((_MANY, (fn, grid, block, shared, args, at_call)))
         carved = (views, filled, steps)
         self._carved = (buffer, carved)  # one assignment: a thread reads either pair, never half
         return carved
@@ -335,8 +332,11 @@ class _Sequence:
                 fn, grid, block, shared, before, j, after = step
                 fn(grid, block, (*before, per_call[j], *after), shared_mem=shared)
             elif kind is _MANY:
-                fn, grid, block, shared, constants, pick = step
-                fn(grid, block, pick(constants + per_call), shared_mem=shared)
+                fn, grid, block, shared, args, at_call = step
+                args = args.copy()
+                for i, j in at_call:
+                    args[i] = per_call[j]
+                fn(grid, block, tuple(args), shared_mem=shared)
             elif kind is _COPY:
                 dst, at_dst, src, at_src = step
                 xp.copyto(
