@@ -29,7 +29,7 @@ from .kernel_constants import (
     WARP_ROW_THREADS,
 )
 
-ALGORITHMS = ("warp_row", "warp_radix", "thread_row", "bitonic", "radix", "multiblock", "sort")
+ALGORITHMS = tuple(FAMILIES)  # the registry's order
 
 # Each family's limits, geometry and scratch live in its module (cutopk/cuda/families); the
 # names here are the dispatcher's (and its tests') view of them.

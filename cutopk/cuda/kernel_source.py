@@ -23,11 +23,14 @@ import re
 from typing import NamedTuple
 
 from .._request import dtypes as _dtypes
+from .families import registry as _registry
 
-WARP_ROW_ITEMS = (1, 2, 4, 8, 16, 32)
-THREAD_ROW_KMAX = (1, 2, 4, 8)
-# The values of a kernel's second template parameter, for the kernels that have one.
-TEMPLATE_VALUES = {"warp_row_topk": WARP_ROW_ITEMS, "thread_row_topk": THREAD_ROW_KMAX}
+# Each family module names its file's kernels (``KERNELS``) and the values of a kernel's second
+# template parameter, for the kernels that have one (``TEMPLATE_VALUES``).
+_MODULES = {**_registry.FAMILIES, **_registry.STEPS}
+TEMPLATE_VALUES = {k: v for m in _MODULES.values() for k, v in getattr(m, "TEMPLATE_VALUES", {}).items()}
+WARP_ROW_ITEMS = TEMPLATE_VALUES["warp_row_topk"]
+THREAD_ROW_KMAX = TEMPLATE_VALUES["thread_row_topk"]
 
 
 class Family(NamedTuple):
@@ -39,17 +42,9 @@ class Family(NamedTuple):
     plain: tuple[str, ...] = ()
 
 
-FAMILIES = {
-    "warp_row": Family(("warp_row_topk",)),
-    "thread_row": Family(("thread_row_topk",)),
-    "warp_radix": Family(("warp_radix_topk",)),
-    "bitonic": Family(("bitonic_topk",)),
-    "radix": Family(("radix_topk",)),
-    "multiblock": Family(("sample_threshold", "digit_pass")),
-    "sort": Family(("compute_keys", "gather_values")),
-    "order": Family(("order_tiles", "order_merge")),
-    "transpose": Family(("transpose_rows",)),
-}
+# From the family modules (cutopk/cuda/families/registry.py): a family's file and its kernels are
+# written once, in its module.
+FAMILIES = {name: Family(tuple(module.KERNELS)) for name, module in _MODULES.items()}
 
 
 def file_of(family: str) -> str:

@@ -132,3 +132,11 @@ def test_the_simulator_reads_the_same_parameter_names_as_the_launcher(family):
         assert names[entry.name] == [tuple(n for n, _ in _kernel_source.signature(family, kernel))]
     for kernel in fam.plain:
         assert names[kernel] == [tuple(n for n, _ in _kernel_source.signature(family, kernel))]
+
+
+@pytest.mark.parametrize("family", list(_kernel_source.FAMILIES))
+def test_each_family_module_lists_exactly_the_kernels_its_file_declares(family):
+    # kernel_source.FAMILIES is built from the family modules' KERNELS: a kernel added to the
+    # file but not to the module (or the other way round) would never be compiled or launched.
+    declared = set(_kernel_source._declarations(_kernel_source.file_of(family)))
+    assert set(_kernel_source.FAMILIES[family].kernels) == declared

@@ -6,6 +6,7 @@ from ..kernel_constants import BITONIC_THREADS
 from .common import OUTPUTS, ROWS, SELECT, Geometry, one_read_bytes, pow2_at_least
 
 ARGUMENTS = (*ROWS, *SELECT, "size", *OUTPUTS)
+KERNELS = ("bitonic_topk",)  # the kernels of kernels/bitonic.cu
 
 
 def size(n: int, key_bytes: int, device) -> int | None:

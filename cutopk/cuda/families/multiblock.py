@@ -23,6 +23,7 @@ from ..kernel_constants import (
 )
 from .common import Geometry, Scratch, pow2_at_least
 
+KERNELS = ("sample_threshold", "digit_pass")  # the kernels of kernels/multiblock.cu
 MAX_ROWS = 65535  # rows are gridDim.y: more rows are launched in chunks of rows
 # Scratch one chunk of rows may take: more rows than fit are launched in successive chunks. At
 # least one row per chunk, whatever its scratch.

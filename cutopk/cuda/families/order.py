@@ -13,6 +13,7 @@ ARGUMENTS = {
     "order_tiles": (*_PAIRS, "with_idx", "rows", "len", "tile", "by_index", "dst_key", "dst_idx"),
     "order_merge": (*_PAIRS, "rows", "len", "width", "by_index", "dst_key", "dst_idx"),
 }
+KERNELS = tuple(ARGUMENTS)  # the kernels of kernels/order.cu
 
 
 def scratch(name: str, rows: int, length: int) -> list:

@@ -3,7 +3,7 @@ line below."""
 
 from __future__ import annotations
 
-from . import bitonic, multiblock, radix, sort, thread_row, warp_radix, warp_row
+from . import bitonic, multiblock, order, radix, sort, thread_row, transpose, warp_radix, warp_row
 
 FAMILIES = {
     "warp_row": warp_row,
@@ -14,5 +14,7 @@ FAMILIES = {
     "multiblock": multiblock,
     "sort": sort,
 }
+# Steps other families take, with kernel files of their own (not algorithms to choose).
+STEPS = {"order": order, "transpose": transpose}
 # The families of one launch each (the launcher's generic path).
 SINGLE_LAUNCH = ("warp_row", "warp_radix", "thread_row", "bitonic", "radix")

@@ -11,6 +11,7 @@ from .common import ROWS, Geometry, Scratch, Step, order_tile
 
 COMPUTE_KEYS = (*ROWS, "largest", "nan_first", "out")
 ARGUMENTS = {"compute_keys": COMPUTE_KEYS, "gather_values": (*ROWS, "k", "idx", "out")}
+KERNELS = tuple(ARGUMENTS)  # the kernels of kernels/sort.cu
 
 
 def why_not(n: int, k: int, key_bytes: int, device) -> str | None:

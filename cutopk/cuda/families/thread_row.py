@@ -7,6 +7,10 @@ from .common import OUTPUTS, ROWS, SELECT, Geometry, one_read_bytes, pow2_at_lea
 
 MAX_K = 8  # winners kept in registers by one thread (16 spills on sm_90)
 ARGUMENTS = (*ROWS, *SELECT, *OUTPUTS)
+# The kernels of kernels/thread_row.cu, and the KMAX each is instantiated for (K rounded up to a
+# power of two).
+KERNELS = ("thread_row_topk",)
+TEMPLATE_VALUES = {"thread_row_topk": (1, 2, 4, 8)}
 
 
 def why_not(n: int, k: int, key_bytes: int, device) -> str | None:

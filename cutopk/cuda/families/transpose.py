@@ -9,6 +9,7 @@ from .common import Scratch, Step
 from .order import MAX_BLOCKS
 
 ARGUMENTS = {"transpose_rows": ("in", "rows", "n", "row_stride", "col_stride", "out")}
+KERNELS = tuple(ARGUMENTS)  # the kernels of kernels/transpose.cu
 
 
 def scratch(rows: int, n: int) -> list:

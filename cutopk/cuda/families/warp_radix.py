@@ -8,6 +8,7 @@ from .common import OUTPUTS, ROWS, SELECT, Geometry, one_read_bytes
 
 MAX_K = WARP_RADIX_MAX_K
 ARGUMENTS = (*ROWS, *SELECT, *OUTPUTS)
+KERNELS = ("warp_radix_topk",)  # the kernels of kernels/warp_radix.cu
 
 
 def why_not(n: int, k: int, key_bytes: int, device) -> str | None:
