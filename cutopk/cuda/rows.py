@@ -1,6 +1,6 @@
 """Launch helpers shared by the launches: shared memory beyond 48 KB (:func:`opt_in`), the
-descriptors of the ordering, transposing and sort kernels, and multiblock's steps
-(:func:`multiblock_steps`); a call's steps are prepared and run by cutopk/cuda/runner.py.
+descriptors of the ordering, transposing and sort kernels; a call's steps are prepared and run
+by cutopk/cuda/runner.py.
 Shared by the CUDA and simulator targets, like ``launcher``.
 """
 
@@ -11,7 +11,6 @@ import numpy as np
 from . import device as _device
 from . import dispatch as _dispatch
 from . import kernel_source as _kernel_source
-from .families import multiblock as _multiblock_family
 from .families import order as _order
 from .families import sort as _sort
 from .families import transpose as _transpose
@@ -48,10 +47,3 @@ def opt_in(fn, shared_bytes: int, target: str) -> None:
 
 # The descriptors of the kernels these steps launch besides a family's own (by kernel name).
 DESCRIPTORS = {d.kernel: d for d in (ORDER_TILES, ORDER_MERGE, TRANSPOSE_ROWS, GATHER_VALUES, COMPUTE_KEYS)}
-
-
-def multiblock_steps(rows: int, k: int, key_bytes: int, params: dict, block: int, by_index: bool) -> list:
-    """Multiblock's launches over ``rows`` rows (``families.multiblock.steps``: its finishing
-    blocks order the K winners in shared memory, so no ordering step follows). The list the
-    runner runs and plan() reports (cutopk/cuda/runner.py)."""
-    return list(_multiblock_family.steps(rows, key_bytes, params, block))

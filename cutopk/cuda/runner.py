@@ -170,7 +170,7 @@ class Program:
 
 class _ChunkProgram:
     """Multiblock's sequence over one chunk of ``rows`` rows: its steps
-    (:func:`cutopk.cuda.rows.multiblock_steps`), its scratch table (carved after the call's own,
+    (the family module's ``steps``), its scratch table (carved after the call's own,
     from ``offset``), its scalars (:func:`cutopk.cuda.multiblock.values`)."""
 
     def __init__(self, call, rows: int, scalars: dict, offset: int):
@@ -178,9 +178,7 @@ class _ChunkProgram:
 
         p, req, info = call.plan, call.req, call.info
         self.table = list(FAMILY_MODULES["multiblock"].scratch(rows, req.n, req.k, p.params))
-        self.family = _rows.multiblock_steps(
-            rows, req.k, info.itemsize, p.params, p.block, req.order != "value"
-        )
+        self.family = FAMILY_MODULES["multiblock"].steps(rows, info.itemsize, p.params, p.block)
         self.before, self.after, self.chunks = [], [], []
         self.shapes: dict = {}
         self.alias = {"in": "input", "out_vals": "out_vals", "out_idx": "out_idx"}
@@ -235,7 +233,7 @@ class _Sequence:
             step.grid,
             step.block,
             step.shared_bytes,
-            getattr(step, "args", ()),
+            step.args,
         )
         known = self._memo.get(memo)
         if known is not None:  # the same launch again (a digit pass): resolved once
@@ -246,7 +244,7 @@ class _Sequence:
         if "<" not in name and step.templated:
             name = f"{name}<{call.info.cxx}>"
         desc = self.descriptors.get(key) or DESCRIPTORS[key]
-        given = dict(getattr(step, "args", ()))
+        given = dict(step.args)
         scalars = self.program.scalars
         template, at_call, at_scratch = [], [], []
         for i, param in enumerate(desc.names):
@@ -510,7 +508,7 @@ def _global_bytes(call, steps: list, rows: int, table: list) -> list:
     )
     out = []
     for s in steps:
-        args = dict(getattr(s, "args", ()))  # multiblock's own steps name no arguments
+        args = dict(s.args)
         if not s.kernel:  # a library copy: (dst, src[, rows, src_len, dst_len])
             if len(s.copy) == 5:
                 dst, src, copy_rows, _, dst_len = s.copy

@@ -11,7 +11,6 @@ elements (:func:`caps` sizes the buffers to that budget).
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
 
 import numpy as np
 
@@ -21,7 +20,7 @@ from ..kernel_constants import (
     MULTIBLOCK_STATE_BYTES,
     MULTIBLOCK_THREADS,
 )
-from .common import Geometry, Scratch, pow2_at_least
+from .common import Geometry, Scratch, Step, pow2_at_least
 
 KERNELS = ("sample_threshold", "digit_pass")  # the kernels of kernels/multiblock.cu
 MAX_ROWS = 65535  # rows are gridDim.y: more rows are launched in chunks of rows
@@ -188,18 +187,6 @@ def scratch(rows: int, n: int, k: int, params: dict) -> tuple:
         Scratch("win_key", "key", rows * k),
         Scratch("win_idx", "int64", rows * k),
     )
-
-
-class Step(NamedTuple):
-    """One launch of the sequence: the kernel (``templated``: instantiated for the element type),
-    its grid, block and dynamic shared memory. Its arguments are the kernel's parameters by name
-    (the launcher's descriptor of that kernel)."""
-
-    kernel: str
-    templated: bool
-    grid: tuple
-    block: int
-    shared_bytes: int = 0
 
 
 def steps(rows: int, key_bytes: int, params: dict, block: int) -> list:
