@@ -6,23 +6,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from support.backends import cuda_is_standin, cuda_unavailable_reason
+from support.backends import cuda_is_standin
 from support.reference import assert_same
 
 import cutopk
 from cutopk._core import call as _call
 
 pytestmark = pytest.mark.gpu
-
-
-@pytest.fixture
-def cupy():
-    reason = cuda_unavailable_reason()
-    if reason:
-        pytest.skip(f"backend 'cuda' unavailable: {reason}")
-    import cupy
-
-    return cupy
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import threading
 
 import numpy as np
 import pytest
-from support.backends import cuda_is_standin, cuda_unavailable_reason
+from support.backends import cuda_is_standin
 from support.reference import assert_same
 
 import cutopk
@@ -113,16 +113,6 @@ def test_a_cache_hit_plans_and_prepares_nothing_again(monkeypatch):
 
 
 # ---- the CUDA path (the CuPy stand-in without a GPU): streams and graph capture
-
-
-@pytest.fixture
-def cupy():
-    reason = cuda_unavailable_reason()
-    if reason:
-        pytest.skip(f"backend 'cuda' unavailable: {reason}")
-    import cupy
-
-    return cupy
 
 
 def _values(seed, shape):
