@@ -45,6 +45,14 @@ class PlanCache:
             self.hits += 1
         return entry
 
+    def hit(self, key):
+        """The entry of ``key``, counted as a hit; None, uncounted, when there is none (the caller
+        then goes the way that counts the miss)."""
+        entry = self._entries.get(key)
+        if entry is not None:
+            self.hits += 1
+        return entry
+
     def put(self, key, entry) -> None:
         with self._lock:
             self._entries[key] = entry
@@ -157,6 +165,17 @@ def _signature(tp, arr, k, axis, mode, sorted_, nan, index_dtype, backend, algor
         tp, arr.shape, arr.strides, arr.dtype, type(k), _value_of(k), type(axis), axis, mode, type(sorted_),
         sorted_, nan, index_dtype, backend, algorithm, device,
     )  # fmt: skip
+
+
+def cached_ndarray(a, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm):
+    """The prepared call of a NumPy array's signature when it is cached, else None: the short
+    path of :func:`cutopk.top_k` (no wrapping, no scope, results returned as they are)."""
+    try:
+        return CACHE.hit(
+            _signature(np.ndarray, a, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm, -1)
+        )
+    except TypeError:  # an unhashable argument: prepare() checks it
+        return None
 
 
 def _wrap(a, backend):

@@ -8,7 +8,8 @@ the array-library copies that finish it. ``plan()`` lists the same steps (:meth:
 so it cannot disagree with what runs. Each launch is resolved once: the kernel function (opted in
 to its shared memory), the grid, block and shared bytes, and an argument list whose scalars are
 converted to their C types already; only the per-call arrays (the input, the extents, the outputs)
-and the scratch views are slotted in per call.
+and the scratch views are slotted in per call. The resolved sequence runs as one generated
+function (:func:`_compiled`) with every launch written out: no loop or branch per launch.
 
 A call's scratch is one table (the family's named entries, the copy of the input, staged outputs,
 the int64 indices) carved from the stream's cached workspace (:mod:`cutopk.cuda.workspace`): a
@@ -298,22 +299,7 @@ class _Sequence:
                 args[i] = views[name]
             filled.append((fn, grid, block, shared, args, at_call))
         copies = [self._copy_views(copy, views) for copy in self.copies]
-        # The sequence as the call runs it: a launch with no per-call array has its whole argument
-        # tuple ready; one with a single per-call array, the tuples before and after it.
-        steps = []
-        for is_launch, index in self.ops:
-            if not is_launch:
-                steps.append((_BETWEEN, None) if index is None else (_COPY, copies[index]))
-                continue
-            fn, grid, block, shared, args, at_call = filled[index]
-            if not at_call:
-                steps.append((_FIXED, (fn, grid, block, shared, tuple(args))))
-            elif len(at_call) == 1:
-                i, j = at_call[0]
-                steps.append((_ONE, (fn, grid, block, shared, tuple(args[:i]), j, tuple(args[i + 1 :]))))
-            else:
-                steps.append((_MANY, (fn, grid, block, shared, args, at_call)))
-        carved = (views, filled, steps)
+        carved = (views, filled, _compiled(self.ops, filled, copies, views))
         self._carved = (buffer, carved)  # one assignment: a thread reads either pair, never half
         return carved
 
@@ -321,30 +307,10 @@ class _Sequence:
         """The steps for one call (``per_call``: the arrays of :data:`PER_CALL`); ``between``:
         called where multiblock's chunks go (after the steps before the family's)."""
         cached_buffer, carved = self._carved
-        views, _, steps = carved if cached_buffer is buffer else self.carved(buffer)
-        for kind, step in steps:
-            if kind is _FIXED:
-                fn, grid, block, shared, args = step
-                fn(grid, block, args, shared_mem=shared)
-            elif kind is _ONE:
-                fn, grid, block, shared, before, j, after = step
-                fn(grid, block, (*before, per_call[j], *after), shared_mem=shared)
-            elif kind is _MANY:
-                fn, grid, block, shared, args, at_call = step
-                args = args.copy()
-                for i, j in at_call:
-                    args[i] = per_call[j]
-                fn(grid, block, tuple(args), shared_mem=shared)
-            elif kind is _COPY:
-                dst, at_dst, src, at_src = step
-                xp.copyto(
-                    per_call[at_dst] if dst is None else dst,
-                    per_call[at_src] if src is None else src,
-                    casting="unsafe",
-                )
-            else:
-                between(views)
-        return views
+        if cached_buffer is not buffer:
+            carved = self.carved(buffer)
+        carved[2](xp, per_call, between)
+        return carved[0]
 
     def _copy_views(self, copy, views) -> tuple:
         """``(dst, at_dst, src, at_src)`` of a copy: the scratch side as the view it copies (the first
@@ -533,8 +499,43 @@ def _global_bytes(call, steps: list, rows: int, table: list) -> list:
 
 _NO_VIEWS: dict = {}
 _UNSET = object()
-# The kinds of a prepared step (compared by identity).
-_FIXED, _ONE, _MANY, _COPY, _BETWEEN = "fixed", "one", "many", "copy", "between"
+
+
+def _compiled(ops: list, launches: list, copies: list, views: dict):
+    """The steps of a sequence as one Python function ``run(xp, per_call, between)``, generated
+    once per carved workspace: a launch is one call with its argument tuple written out (its
+    constant runs prebuilt, the per-call arrays slotted in by name), so a call pays no loop, no
+    dispatch on the step's kind and no list copy per launch (host time per call is issue 28's
+    budget). Only names made here go into the source; every value is bound in its namespace."""
+    namespace: dict = {"views": views}
+    lines = ["def run(xp, per_call, between):", "    p0, p1, p2, p3 = per_call"]
+    for n, (is_launch, index) in enumerate(ops):
+        if not is_launch:
+            if index is None:  # where multiblock's chunks of rows run
+                lines.append("    between(views)")
+                continue
+            dst, at_dst, src, at_src = copies[index]
+            namespace[f"d{n}"], namespace[f"s{n}"] = dst, src
+            dst_name = f"p{at_dst}" if dst is None else f"d{n}"
+            src_name = f"p{at_src}" if src is None else f"s{n}"
+            lines.append(f'    xp.copyto({dst_name}, {src_name}, casting="unsafe")')
+            continue
+        fn, grid, block, shared, args, at_call = launches[index]
+        namespace.update({f"f{n}": fn, f"g{n}": grid, f"b{n}": block, f"m{n}": shared})
+        parts, start = [], 0
+        for j, (i, where) in enumerate(sorted(at_call)):
+            if i > start:
+                namespace[f"t{n}_{j}"] = tuple(args[start:i])
+                parts.append(f"*t{n}_{j}")
+            parts.append(f"p{where}")
+            start = i + 1
+        if start < len(args):
+            namespace[f"t{n}_end"] = tuple(args[start:])
+            parts.append(f"*t{n}_end")
+        arguments = f"({', '.join(parts)},)" if parts else "()"
+        lines.append(f"    f{n}(g{n}, b{n}, {arguments}, shared_mem=m{n})")
+    exec(compile("\n".join(lines), "<cutopk launch sequence>", "exec"), namespace)
+    return namespace["run"]
 
 
 def _launch_of(step, cxx: str):
