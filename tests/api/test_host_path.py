@@ -129,6 +129,20 @@ def test_the_cache_is_bounded(monkeypatch):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_a_repeated_numpy_array_call_is_one_miss_then_hits(backend, monkeypatch):
+    # top_k's short path for a NumPy array looks the signature up itself: a miss there must not
+    # be counted twice (once there, once by the full preamble it falls back to).
+    backend = usable(backend)
+    cache = _call.PlanCache()
+    monkeypatch.setattr(_call, "CACHE", cache)
+    x = make_values(np.random.default_rng(5), np.float32, (3, 50), "few_distinct")
+    results = [cutopk.top_k(x, 4, backend=backend) for _ in range(4)]
+    assert cache.info() == {"hits": 3, "misses": 1, "size": 1, "maxsize": _call.CACHE_SIZE}
+    for result in results:
+        assert_same(result, reference_top_k(x, 4))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_the_cache_under_threads(backend, monkeypatch):
     backend = usable(backend)
     monkeypatch.setattr(_call, "CACHE", _call.PlanCache(maxsize=3))  # constant eviction too
