@@ -14,7 +14,6 @@ import numpy as np
 
 from .._core import call as _call
 from ..cuda import launcher as _launcher
-from ..cuda import rows as _rows
 from ..cuda import workspace as _workspace
 
 
@@ -99,8 +98,6 @@ def recording_launches(count_allocations: bool = True):
     with (
         mock.patch.object(_launcher, "_build_module", lambda target, cxx: _RecordingModule(recorder)),
         mock.patch.object(_launcher, "array_module", lambda target: xp if target == "sim" else np),
-        # The ordering and transposing helpers take NumPy for simulator arrays: counted too.
-        mock.patch.object(_rows, "np", xp),
         mock.patch.dict(_launcher._MODULES, clear=True),
         mock.patch.dict(_launcher._PLACEHOLDERS, clear=True),
     ):

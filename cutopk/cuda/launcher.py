@@ -193,15 +193,9 @@ def _check_forced(req: Request, key_bytes: int, device: _dispatch.Device, rows: 
         raise ValueError(f"algorithm: {reason}")
 
 
-# The parameters of each single-launch kernel family, in order (its module's ARGUMENTS), and the
-# C types of the scalars: tests/gpu/test_kernel_arguments.py checks names, order and types against
-# kernels/<family>.cu. The runner (cutopk/cuda/runner.py) launches every family by these names.
-ARGUMENTS = _runner.ARGUMENTS
-SCALAR_TYPES = _runner.SCALAR_TYPES
-# The kernels take k as a C int (np.int32 above); rows, n, strides and indices are 64-bit.
+# The kernels take k as a C int (families/common.py SCALAR_TYPES); rows, n, strides and indices are
+# 64-bit.
 KERNEL_MAX_K = 2**31 - 1
-# The array parameters of the single-launch kernels (the rest are SCALAR_TYPES' scalars).
-PER_CALL = ("in", "extents", "out_vals", "out_idx", "buf_key", "buf_idx")
 
 
 def kernel_name(plan: _dispatch.KernelPlan, cxx: str) -> str:

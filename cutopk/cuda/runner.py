@@ -2,9 +2,9 @@
 :class:`~cutopk.cuda.families.common.Step`), prepared once per call signature and run per call.
 
 :class:`Prepared` turns a planned call (``launcher.GpuCall``) into its steps: the tiled transpose
-or copy of the input first when the plan says so, then the family's launches (a single-launch
-family's one kernel, the sort path's :func:`families.sort.steps`, multiblock's sequence), then
-the array-library copies that finish it. ``plan()`` lists the same steps (:meth:`Prepared.listing`),
+or copy of the input first when the plan says so, then the family's launches (its
+:class:`~cutopk.cuda.families.common.Part`, from ``families.registry.part``: the same for every
+family, so this module names none), then the array-library copies that finish it. ``plan()`` lists the same steps (:meth:`Prepared.listing`),
 so it cannot disagree with what runs. Each launch is resolved once: the kernel function (opted in
 to its shared memory), the grid, block and shared bytes, and an argument list whose scalars are
 converted to their C types already; only the per-call arrays (the input, the extents, the outputs)
@@ -27,52 +27,27 @@ from . import kernel_source as _kernel_source
 from . import rows as _rows
 from . import workspace as _workspace
 from .families import common as _common
-from .families import sort as _sort
+from .families import registry as _registry
 from .families import transpose as _transpose
-from .families.registry import FAMILIES as FAMILY_MODULES
-from .families.registry import SINGLE_LAUNCH
 from .kernel_constants import ROWS_REGULAR, ROWS_SEGMENTS
 
-# The C types of every scalar parameter a launch passes, by name (the kernels take long long or
-# int; tests/gpu/test_kernel_arguments.py checks them against the C signatures).
-SCALAR_TYPES = {
-    "rows": np.int64, "n": np.int64, "row_stride": np.int64, "col_stride": np.int64,
-    "buf_cap": np.int64, "len": np.int64, "width": np.int64, "k": np.int32, "largest": np.int32,
-    "nan_first": np.int32, "by_index": np.int32, "size": np.int32, "cap": np.int32,
-    "index_bytes": np.int32, "rows_kind": np.int32, "with_idx": np.int32, "tile": np.int32,
-}  # fmt: skip
-# The parameters of each single-launch family's kernel, in order (its module's ARGUMENTS).
-ARGUMENTS = {name: FAMILY_MODULES[name].ARGUMENTS for name in SINGLE_LAUNCH}
 # The per-call arrays, in the order the runner receives them.
 PER_CALL = ("input", "extents", "out_vals", "out_idx")
 
 
 def _descriptors() -> dict[str, _kernel_source.Params]:
-    """Every kernel's descriptor, by kernel name, from the family modules' parameter lists."""
-    found = {d.kernel: d for d in (_rows.ORDER_TILES, _rows.ORDER_MERGE, _rows.TRANSPOSE_ROWS)}
-    found.update({d.kernel: d for d in (_rows.GATHER_VALUES, _rows.COMPUTE_KEYS)})
-    for name in SINGLE_LAUNCH:
-        fam = FAMILY_MODULES[name]
-        kernel = fam.geometry(1, 1, 1, 4, _ANY_DEVICE).kernel
-        found[kernel] = _kernel_source.params(kernel, fam.ARGUMENTS, SCALAR_TYPES)
+    """Every kernel's descriptor, by kernel name: its module's ``ARGUMENTS``, typed by the common
+    table of scalar types and the module's own ``SCALAR_TYPES`` (tests/gpu/test_kernel_arguments.py
+    checks each against the kernel's C declaration)."""
+    found = {}
+    for module in (*_registry.FAMILIES.values(), *_registry.STEPS.values()):
+        types = {**_common.SCALAR_TYPES, **getattr(module, "SCALAR_TYPES", {})}
+        for kernel, names in module.ARGUMENTS.items():
+            found[kernel] = _kernel_source.params(kernel, names, types)
     return found
 
 
-class _AnyDevice:  # enough of a device for a family's geometry to name its kernel
-    shared_bytes = 48 * 1024
-    sm_count = 1
-
-
-_ANY_DEVICE = _AnyDevice()
 DESCRIPTORS = _descriptors()
-
-
-def single_step(call) -> _common.Step:
-    """A single-launch family's one launch, from its plan (the generic path: the family's module
-    gives the kernel's name and parameters, the plan its geometry)."""
-    p = call.plan
-    name = FAMILY_MODULES[p.algorithm].kernel_name(p.params, call.info.cxx)
-    return _common.Step(name, True, (p.grid,), p.block, p.shared_bytes)
 
 
 def _kernel_of(step) -> tuple[str, str]:
@@ -82,12 +57,24 @@ def _kernel_of(step) -> tuple[str, str]:
     return step.kernel, step.kernel
 
 
+def facts(call, rows: int) -> _common.Facts:
+    """What the planned ``call``'s family needs to give its part over ``rows`` rows."""
+    p, req = call.plan, call.req
+    return _common.Facts(
+        rows, req.n, req.k, call.info.itemsize, req.index_dtype, req.order, p.params, p.grid, p.block,
+        p.shared_bytes, call.info.cxx,
+    )  # fmt: skip
+
+
 class Program:
     """A call's steps and scratch, as data: ``table`` (the scratch, one workspace buffer),
-    ``before`` and ``after`` (the steps around the family's), ``family`` (the family's steps;
-    multiblock's per chunk of rows, see :attr:`chunks`), the scalars every step may take by name,
-    and which value each of ``in``/``out_vals``/``out_idx`` is (a per-call array or a scratch
-    view). ``nbytes``: the workspace bytes of one call."""
+    ``before`` and ``after`` (the steps around the family's), ``family`` (the family's steps, or
+    per chunk of rows in :attr:`chunks` when its plan names ``rows_per_chunk``), the scalars every
+    step may take by name, and which value each of ``in``/``out_vals``/``out_idx`` is (a
+    per-call array or a scratch view). ``nbytes``: the workspace bytes of one call.
+
+    Every family is one :class:`~cutopk.cuda.families.common.Part` (registry.part): no family
+    has a branch here."""
 
     def __init__(self, call):
         p, req, info = call.plan, call.req, call.info
@@ -103,15 +90,11 @@ class Program:
             self.table += _transpose.scratch(rows, n)
             self.before += [
                 step._replace(args=(("in", "input"), ("row_stride", row_stride), ("col_stride", col_stride), *step.args))
-                for step in _transpose.steps(rows, n)
+                for step in _transpose.steps(rows, n, info.itemsize)
             ]  # fmt: skip
         elif p.copy:
             self.table += _transpose.scratch(rows, n)
-            self.before.append(
-                _common.Step(
-                    "", False, (), 0, library="copy of the input to row-major", copy=("row_major", "input")
-                )
-            )
+            self.before += _transpose.copy_steps(rows, n, info.itemsize)
         if p.copy:
             self.alias["in"] = "row_major"
             row_stride, col_stride = n, 1
@@ -127,66 +110,59 @@ class Program:
             "buf_cap": p.params.get("buffer", 0), "index_bytes": req.index_dtype.itemsize,
             "rows_kind": call.rows_kind,
         }  # fmt: skip
-        self.chunks: list = []  # multiblock: (start, stop, chunk Program) per chunk of rows
-        self.family: list = []
-        if p.algorithm in ARGUMENTS:
-            self.family = [single_step(call)]
-            self.table += FAMILY_MODULES[p.algorithm].scratch(rows, n, k, p.params)
-        elif p.algorithm == "sort":
-            by_index, int64 = req.order == "index", req.index_dtype == np.int64
-            self.table += _sort.scratch(rows, n, k, p.params, by_index, int64)
-            self.family = _sort.steps(rows, n, k, info.itemsize, p.params, p.grid, by_index, int64)
-        elif p.algorithm == "multiblock":
-            # The sequence takes int64 indices: others are converted at the end.
-            if req.index_dtype != np.int64:
-                self.table.append(_common.Scratch("idx64", "int64", rows * k))
-                self.shapes["idx64"] = (rows, k)
-                final = "stage_idx" if self.alias["out_idx"] == "stage_idx" else "call:out_idx"
-                self.alias["out_idx"] = "idx64"
-                self.after.append(
-                    _common.Step(
-                        "", False, (), 0, library=f"int64 indices to {req.index_dtype}",
-                        copy=(final, "idx64", rows, k, k),
-                    )
-                )  # fmt: skip
-        else:  # pragma: no cover - the registry and this runner disagree
-            raise RuntimeError(f"no launch steps for algorithm {p.algorithm!r}")
-        self.head = _common.scratch_bytes(self.table, info.itemsize)
-        self.nbytes = self.head
-        if p.algorithm == "multiblock":
-            chunk = p.params["rows_per_chunk"]
-            sizes = {}
-            for start in range(0, rows, chunk):
-                stop = min(rows, start + chunk)
-                if stop - start not in sizes:
-                    sizes[stop - start] = _ChunkProgram(call, stop - start, self.scalars, self.head)
-                self.chunks.append((start, stop, sizes[stop - start]))
-            self.nbytes = self.head + max(c.nbytes for c in sizes.values())
-            if len(self.chunks) == 1:  # one chunk: its steps and scratch are the call's own
-                only = self.chunks.pop()[2]
-                self.family, self.scalars, self.descriptors = only.family, only.scalars, only.descriptors
-                self.table += only.table
-                self.head = self.nbytes = _common.scratch_bytes(self.table, info.itemsize)
+        part = _registry.part(p.algorithm, facts(call, rows))
+        # The call's own share of the family's part: outputs redirected to its scratch, and the
+        # steps after it (their "final:" names: where the outputs went before the redirection).
+        final = {f"final:{name}": self._final(name) for name in part.outputs}
+        self.table += part.call_scratch
+        self.shapes.update(part.shapes)
+        self.alias.update(part.outputs)
+        self.after += [_finally(step, final) for step in part.after]
+        self.chunks: list = []  # (start, stop, _Chunk) per chunk of rows
+        chunk = p.params.get("rows_per_chunk") or rows
+        if chunk >= rows:  # one chunk: the family's steps and scratch are the call's own
+            self.family = part.steps
+            self.table += part.scratch
+            self.scalars.update(part.scalars)
+            self.nbytes = _common.scratch_bytes(self.table, info.itemsize)
+            return
+        self.family = []
+        head = _common.scratch_bytes(self.table, info.itemsize)
+        sizes: dict = {}
+        for start in range(0, rows, chunk):
+            stop = min(rows, start + chunk)
+            if stop - start not in sizes:
+                chunk_part = _registry.part(p.algorithm, facts(call, stop - start))
+                sizes[stop - start] = _Chunk(chunk_part, self.scalars, head, info.itemsize)
+            self.chunks.append((start, stop, sizes[stop - start]))
+        self.nbytes = head + max(c.nbytes for c in sizes.values())
+
+    def _final(self, output: str) -> str:
+        """The name that reaches ``output``'s destination before a family redirects it: its staged
+        copy, or the per-call array itself (``call:``, past every alias)."""
+        where = self.alias[output]
+        return f"call:{output}" if where == output else where
 
 
-class _ChunkProgram:
-    """Multiblock's sequence over one chunk of ``rows`` rows: its steps
-    (the family module's ``steps``), its scratch table (carved after the call's own,
-    from ``offset``), its scalars (:func:`cutopk.cuda.multiblock.values`)."""
+def _finally(step, final: dict):
+    """``step`` (a copy after the family's steps) with its ``final:`` names resolved."""
+    if not step.copy:
+        return step
+    return step._replace(copy=tuple(final.get(v, v) if isinstance(v, str) else v for v in step.copy))
 
-    def __init__(self, call, rows: int, scalars: dict, offset: int):
-        from . import multiblock as _multiblock_run
 
-        p, req, info = call.plan, call.req, call.info
-        self.table = list(FAMILY_MODULES["multiblock"].scratch(rows, req.n, req.k, p.params))
-        self.family = FAMILY_MODULES["multiblock"].steps(rows, info.itemsize, p.params, p.block)
-        self.before, self.after, self.chunks = [], [], []
+class _Chunk:
+    """A family's steps over one chunk of rows: its part's steps and scratch table (carved after
+    the call's own, from ``offset``) and its scalars over the call's."""
+
+    def __init__(self, part, scalars: dict, offset: int, key_bytes: int):
+        self.table = list(part.scratch)
+        self.family = part.steps
+        self.scalars = {**scalars, **part.scalars}
         self.shapes: dict = {}
         self.alias = {"in": "input", "out_vals": "out_vals", "out_idx": "out_idx"}
-        self.scalars = {**scalars, **_multiblock_run.values(p, info, req, rows)}
-        self.descriptors = _multiblock_run.KERNELS
         self.offset = offset
-        self.nbytes = _common.scratch_bytes(self.table, info.itemsize)
+        self.nbytes = _common.scratch_bytes(self.table, key_bytes)
 
 
 class _Sequence:
@@ -200,7 +176,6 @@ class _Sequence:
         self.offset = getattr(program, "offset", 0)
         self.scratch_names = {e.name for e in program.table}
         self.constants = constants
-        self.descriptors = getattr(program, "descriptors", {})
         self.launches = []  # (fn, grid, block, shared, template, per-call slots, scratch slots)
         self.copies = []  # (dst, src, shape)
         self.ops = []  # (is a launch, index)
@@ -244,7 +219,7 @@ class _Sequence:
         key, name = _kernel_of(step)
         if "<" not in name and step.templated:
             name = f"{name}<{call.info.cxx}>"
-        desc = self.descriptors.get(key) or DESCRIPTORS[key]
+        desc = DESCRIPTORS[key]
         given = dict(step.args)
         scalars = self.program.scalars
         template, at_call, at_scratch = [], [], []
@@ -305,7 +280,7 @@ class _Sequence:
 
     def run(self, xp, per_call, buffer, between=None) -> dict:
         """The steps for one call (``per_call``: the arrays of :data:`PER_CALL`); ``between``:
-        called where multiblock's chunks go (after the steps before the family's)."""
+        called where a chunked family's chunks go (after the steps before the family's)."""
         cached_buffer, carved = self._carved
         if cached_buffer is not buffer:
             carved = self.carved(buffer)
@@ -398,12 +373,13 @@ class Prepared:
             return self.sequence.run(xp, (a, extents, values, indices), buffer)
         per_call = (a, extents, values, indices)
         return self.sequence.run(
-            xp, per_call, buffer, lambda views: self._multiblock(xp, per_call, views, buffer)
+            xp, per_call, buffer, lambda views: self._run_chunks(xp, per_call, views, buffer)
         )
 
-    def _multiblock(self, xp, per_call, views, buffer) -> None:
-        """Multiblock's prepared sequence per chunk of rows, on views of the input, its extents
-        and the outputs (int64 indices: the output's own, or the ``idx64`` scratch)."""
+    def _run_chunks(self, xp, per_call, views, buffer) -> None:
+        """A chunked family's prepared sequence per chunk of rows, on views of the input, its
+        extents and the outputs (each where the program's aliases put it: a per-call array or a
+        scratch array such as multiblock's ``idx64``)."""
         call = self.call
         rows, n = call.rows, call.req.n
         base, values, indices, extents = (
@@ -428,73 +404,28 @@ class Prepared:
             chunk.run(xp, (part, part_extents, values[start:stop], indices[start:stop]), buffer)
 
     def listing(self) -> list:
-        """The launches as plan() lists them: every step, multiblock's per chunk of rows, each with
-        its global bytes (:func:`_global_bytes`)."""
-        call, program = self.call, self.program
-        cxx = call.info.cxx
+        """The launches as plan() lists them: every step, a chunked family's per chunk of rows,
+        each with its global bytes (the family's formula, in its steps)."""
+        cxx, program = self.call.info.cxx, self.program
 
-        def listed(steps: list, rows: int, table: list, count: int = 1) -> list:
-            moved = _global_bytes(call, steps, rows, table)
+        def listed(steps: list, count: int = 1) -> list:
             return [
-                dataclasses.replace(_launch_of(step, cxx), count=count, global_bytes=b * count)
-                for step, b in zip(steps, moved, strict=True)
+                dataclasses.replace(
+                    _launch_of(step, cxx), count=count, global_bytes=step.global_bytes * count
+                )
+                for step in steps
             ]
 
-        out = listed([*program.before, *program.family], call.rows, program.table)
+        out = listed([*program.before, *program.family])
         counts: dict = {}
         for _, _, chunk in program.chunks:
             counts[id(chunk)] = counts.get(id(chunk), 0) + 1
         seen = set()
-        for start, stop, chunk in program.chunks:
-            if id(chunk) in seen:
-                continue
-            seen.add(id(chunk))
-            out += listed(chunk.family, stop - start, chunk.table, counts[id(chunk)])
-        return out + listed(program.after, call.rows, program.table)
-
-
-def _global_bytes(call, steps: list, rows: int, table: list) -> list:
-    """Global bytes of each step over ``rows`` rows (plan()'s ``Launch.global_bytes``; each
-    32-byte sector a launch touches counted once), from the formula of the step's family module
-    (tests/gpu/test_family_traffic.py compares them with the simulator's counts)."""
-    req, b = call.req, call.info.itemsize
-    n, k, ib = req.n, req.k, req.index_dtype.itemsize
-    sectors = _common.sectors
-    sizes = {e.name: (b if e.dtype in ("key", "value") else np.dtype(e.dtype).itemsize) for e in table}
-    sizes.update(input=b, out_vals=b, out_idx=ib)
-
-    def size_of(name: str) -> int:
-        return sizes.get(name.removeprefix("call:"), 8)
-
-    multiblock = [s for s in steps if _kernel_source.FAMILY_OF.get(s.kernel) == "multiblock"]
-    multiblock_bytes = iter(
-        FAMILY_MODULES["multiblock"].global_bytes(multiblock, rows, n, k, b, ib, call.plan.params)
-        if multiblock
-        else ()
-    )
-    out = []
-    for s in steps:
-        args = dict(s.args)
-        if not s.kernel:  # a library copy: (dst, src[, rows, src_len, dst_len])
-            if len(s.copy) == 5:
-                dst, src, copy_rows, _, dst_len = s.copy
-                count = copy_rows * dst_len
-                out.append(sectors(count * size_of(src)) + sectors(count * size_of(dst)))
-            else:  # the whole input
-                out.append(2 * sectors(rows * n * b))
-        elif _kernel_source.FAMILY_OF.get(s.kernel) == "multiblock":
-            out.append(next(multiblock_bytes))
-        elif s.kernel in ("compute_keys", "transpose_rows"):
-            out.append(2 * sectors(rows * n * b))
-        elif s.kernel == "order_tiles":
-            out.append(_common.order_bytes(args["rows"], args["len"], b, 0, bool(args["with_idx"]))[0])
-        elif s.kernel == "order_merge":
-            out.append(_common.order_bytes(args["rows"], args["len"], b, 1)[1])
-        elif s.kernel == "gather_values":
-            out.append(_common.gather_bytes(rows, k, n, b))
-        else:  # a single-launch family's kernel
-            out.append(FAMILY_MODULES[call.plan.algorithm].global_bytes(rows, n, k, b, ib, call.plan.params))
-    return out
+        for _, _, chunk in program.chunks:
+            if id(chunk) not in seen:
+                seen.add(id(chunk))
+                out += listed(chunk.family, counts[id(chunk)])
+        return out + listed(program.after)
 
 
 _NO_VIEWS: dict = {}
@@ -511,7 +442,7 @@ def _compiled(ops: list, launches: list, copies: list, views: dict):
     lines = ["def run(xp, per_call, between):", "    p0, p1, p2, p3 = per_call"]
     for n, (is_launch, index) in enumerate(ops):
         if not is_launch:
-            if index is None:  # where multiblock's chunks of rows run
+            if index is None:  # where a chunked family's chunks of rows run
                 lines.append("    between(views)")
                 continue
             dst, at_dst, src, at_src = copies[index]
@@ -549,4 +480,4 @@ def _launch_of(step, cxx: str):
     return Launch(name, step.grid, step.block, step.shared_bytes)
 
 
-__all__ = ["ARGUMENTS", "DESCRIPTORS", "PER_CALL", "SCALAR_TYPES", "Prepared", "Program"]
+__all__ = ["DESCRIPTORS", "PER_CALL", "Prepared", "Program", "facts"]

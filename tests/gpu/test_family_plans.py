@@ -77,3 +77,30 @@ def test_the_sort_path_lists_its_ordering_copies_and_gather():
         "library: copy of the first K indices", "order_tiles", "gather_values",
         "library: the K indices copied out",
     ]  # fmt: skip
+
+
+def test_the_runner_names_no_family():
+    # Every family reaches the runner as one Part (families.registry.part): a family of several
+    # launches needs no branch of its own there. A family's name in the runner's code (outside
+    # its docstrings) would be such a branch.
+    import ast
+    import pathlib
+
+    from cutopk.cuda import runner
+    from cutopk.cuda.families import registry
+
+    tree = ast.parse(pathlib.Path(runner.__file__).read_text())
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    names = {
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+    }
+    assert names & set(registry.FAMILIES) == set()

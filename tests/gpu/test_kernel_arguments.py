@@ -1,7 +1,7 @@
 """Kernel arguments by name: every launch's parameter names, order and types on the Python side
-(``_launcher.ARGUMENTS``/``SCALAR_TYPES`` for the single-launch families, a ``Params`` descriptor per
-launch elsewhere) match the kernel's C declaration in kernels/<family>.cu, and the launcher's
-and the simulator's readings of those declarations agree."""
+(the runner's ``Params`` descriptor of each kernel, from its family module's ``ARGUMENTS`` and the
+scalar types) match the kernel's C declaration in kernels/<family>.cu, and the launcher's and
+the simulator's readings of those declarations agree."""
 
 from __future__ import annotations
 
@@ -10,9 +10,8 @@ import pytest
 
 from cutopk._request import dtypes as _dtypes
 from cutopk.cuda import kernel_source as _kernel_source
-from cutopk.cuda import launcher as _launcher
-from cutopk.cuda import multiblock as _multiblock_run
-from cutopk.cuda import rows as _rows
+from cutopk.cuda import runner as _runner
+from cutopk.cuda.families import registry as _registry
 from cutopk.sim import _rewrite
 
 # The C scalar types the kernels take, and the NumPy type a launch must pass for each.
@@ -20,23 +19,9 @@ C_SCALARS = {"long long": np.int64, "int": np.int32}
 ALL_KERNELS = [(f, k) for f, fam in _kernel_source.FAMILIES.items() for k in (*fam.kernels, *fam.plain)]
 
 
-def _descriptors() -> dict[str, _kernel_source.Params]:
-    found = {}
-    for module in (_launcher, _multiblock_run, _rows):
-        for value in vars(module).values():
-            if isinstance(value, _kernel_source.Params):
-                assert value.kernel not in found, f"two descriptors of {value.kernel}"
-                found[value.kernel] = value
-    return found
-
-
 def _python_side(kernel: str) -> tuple[tuple[str, ...], dict[str, type]]:
     """The names a launch of ``kernel`` passes, in order, and the NumPy type of each scalar."""
-    singles = {_kernel_source.FAMILIES[f].kernels[0]: f for f in _launcher.ARGUMENTS}
-    if kernel in singles:
-        names = _launcher.ARGUMENTS[singles[kernel]]
-        return names, {n: _launcher.SCALAR_TYPES[n] for n in names if n not in _launcher.PER_CALL}
-    params = _descriptors()[kernel]
+    params = _runner.DESCRIPTORS[kernel]
     return params.names, params.scalars
 
 
@@ -64,15 +49,16 @@ def test_each_launch_passes_the_kernels_parameters_by_name_in_order_and_type(fam
     assert _mismatches(_kernel_source.signature(family, kernel), names, scalars) == []
 
 
-def test_every_descriptor_launches_a_kernel_of_the_families():
-    assert set(_descriptors()) <= set(_kernel_source.FAMILY_OF)
-    covered = set(_descriptors()) | {_kernel_source.FAMILIES[f].kernels[0] for f in _launcher.ARGUMENTS}
-    assert covered == {k for _, k in ALL_KERNELS}
+def test_every_kernel_has_one_descriptor_from_one_module():
+    modules = [*_registry.FAMILIES.values(), *_registry.STEPS.values()]
+    named = [kernel for module in modules for kernel in module.ARGUMENTS]
+    assert len(named) == len(set(named))  # no kernel described twice
+    assert set(_runner.DESCRIPTORS) == set(named) == {k for _, k in ALL_KERNELS}
 
 
 def test_a_swapped_or_retyped_argument_is_caught():
     c_params = _kernel_source.signature("multiblock", "digit_pass")
-    params = _multiblock_run.MB_PASS
+    params = _runner.DESCRIPTORS["digit_pass"]
     assert _mismatches(c_params, params.names, params.scalars) == []
     swapped = (params.names[1], params.names[0], *params.names[2:])
     assert _mismatches(c_params, swapped, params.scalars)

@@ -5,8 +5,9 @@ from __future__ import annotations
 from ..kernel_constants import BITONIC_THREADS
 from .common import OUTPUTS, ROWS, SELECT, Geometry, one_read_bytes, pow2_at_least
 
-ARGUMENTS = (*ROWS, *SELECT, "size", *OUTPUTS)
-KERNELS = ("bitonic_topk",)  # the kernels of kernels/bitonic.cu
+# The kernel's C parameters, in order (kernels/bitonic.cu; the runner passes them by name).
+ARGUMENTS = {"bitonic_topk": (*ROWS, *SELECT, "size", *OUTPUTS)}
+KERNELS = tuple(ARGUMENTS)  # the kernels of kernels/bitonic.cu
 
 
 def size(n: int, key_bytes: int, device) -> int | None:

@@ -1,5 +1,7 @@
-"""What the family modules share: the scratch table's entries and the kernels' common
-parameter lists."""
+"""What the family modules share: the facts a family's launches depend on (:class:`Facts`), what
+a family gives the runner (:class:`Part`: its steps, scratch and scalars), the scratch table's
+entries, the kernels' common parameter lists and their C scalar types, and the traffic formulas
+the families' ``global_bytes`` are built from."""
 
 from __future__ import annotations
 
@@ -88,7 +90,10 @@ class Step(NamedTuple):
     itself: a str names a value of the call (a scratch array, ``"in"``, ...), anything else is
     a constant. A library step says what it does in ``library`` and copies ``copy`` =
     ``(dst, src, rows, src_len, dst_len)``: the first ``dst_len`` of each of ``rows`` rows of
-    ``src`` into ``dst`` (converting the element type)."""
+    ``src`` into ``dst`` (converting the element type). ``global_bytes``: what the step moves in
+    global memory, each 32-byte sector it touches once (plan()'s ``Launch.global_bytes``, from
+    the family's formula; tests/gpu/test_family_traffic.py compares it with the simulator's
+    count)."""
 
     kernel: str
     templated: bool
@@ -98,6 +103,64 @@ class Step(NamedTuple):
     args: tuple = ()
     library: str = ""
     copy: tuple = ()
+    global_bytes: int = 0
+
+
+class Facts(NamedTuple):
+    """What a family's launches over ``rows`` rows depend on, from the planned call: the
+    request's sizes and options, the dispatcher's geometry (``params``, ``grid``, ``block``,
+    ``shared_bytes``) and the C++ type the kernels are instantiated for."""
+
+    rows: int
+    n: int
+    k: int
+    key_bytes: int
+    index_dtype: np.dtype
+    order: str  # "value", "index" or "none"
+    params: dict
+    grid: int
+    block: int
+    shared_bytes: int
+    cxx: str
+
+
+class Part(NamedTuple):
+    """What a family gives the runner for a call (cutopk/cuda/runner.py; one generic runner, no
+    branch per family): ``steps``, its launches over ``Facts.rows`` rows; ``scratch``, their
+    table; ``scalars``, values its kernels take by parameter name beyond the call's own (rows,
+    n, strides, k, ...). The rest belongs to the whole call when a family launches its steps per
+    chunk of rows (``params["rows_per_chunk"]``): ``outputs`` redirects the call's outputs to
+    scratch arrays of ``call_scratch`` (shaped by ``shapes``), and ``after`` runs once the
+    family's steps are done; in a step of ``after``, ``"final:<output>"`` names where that output
+    went before the redirection (the call's own array, or its staged copy)."""
+
+    steps: list
+    scratch: tuple = ()
+    scalars: dict = {}  # noqa: RUF012 - a default never written to
+    outputs: dict = {}  # noqa: RUF012
+    call_scratch: tuple = ()
+    shapes: dict = {}  # noqa: RUF012
+    after: list = []  # noqa: RUF012
+
+
+def single_launch(family, facts: Facts) -> Part:
+    """The part of a family of one launch (its module gives ``kernel_name``, ``scratch`` and
+    ``global_bytes``; the dispatcher gave its geometry)."""
+    f = facts
+    moved = family.global_bytes(f.rows, f.n, f.k, f.key_bytes, f.index_dtype.itemsize, f.params)
+    name = family.kernel_name(f.params, f.cxx)
+    step = Step(name, True, (f.grid,), f.block, f.shared_bytes, global_bytes=moved)
+    return Part([step], tuple(family.scratch(f.rows, f.n, f.k, f.params)))
+
+
+def copy_step(what: str, dst: str, src: str, shape: tuple, dst_bytes: int, src_bytes: int) -> Step:
+    """A copy by the array library (on a GPU, one asynchronous launch): the first ``dst_len`` of
+    each of ``rows`` rows of ``src`` (``shape`` = ``(rows, src_len, dst_len)``) into ``dst``,
+    elements of ``src_bytes`` read and of ``dst_bytes`` written."""
+    rows, _, dst_len = shape
+    count = rows * dst_len
+    moved = sectors(count * src_bytes) + sectors(count * dst_bytes)
+    return Step("", False, (), 0, library=what, copy=(dst, src, *shape), global_bytes=moved)
 
 
 def pow2_at_least(n: int) -> int:
@@ -109,6 +172,15 @@ def pow2_at_least(n: int) -> int:
 ROWS = ("in", "rows", "n", "row_stride", "col_stride", "extents", "rows_kind")
 SELECT = ("k", "largest", "nan_first", "by_index")
 OUTPUTS = ("out_vals", "out_idx", "index_bytes")
+# The C types of the kernels' scalar parameters, by name (long long or int; a family module's
+# own SCALAR_TYPES overrides a name its kernels declare otherwise). Every other parameter is an
+# array. tests/gpu/test_kernel_arguments.py checks them against the C signatures.
+SCALAR_TYPES = {
+    "rows": np.int64, "n": np.int64, "row_stride": np.int64, "col_stride": np.int64,
+    "buf_cap": np.int64, "len": np.int64, "width": np.int64, "k": np.int32, "largest": np.int32,
+    "nan_first": np.int32, "by_index": np.int32, "size": np.int32, "cap": np.int32,
+    "index_bytes": np.int32, "rows_kind": np.int32, "with_idx": np.int32, "tile": np.int32,
+}  # fmt: skip
 
 
 def order_tile(length: int, key_bytes: int, device) -> int:

@@ -1,11 +1,18 @@
 """multiblock: several blocks per row, one launch per 11-bit digit, the last block of each row
-finishing each pass (kernels/multiblock.cu; its launch descriptors and scalars are cutopk/cuda/multiblock.py's, run by
-cutopk/cuda/runner.py).
+finishing each pass (kernels/multiblock.cu; :func:`part` gives its launches, scratch and scalars
+to cutopk/cuda/runner.py).
 
 Launches: ``sample_threshold`` then ``digit_pass`` once per digit, ``ceil(key bits / 11) + 1`` in all (2, 3,
-4, 7 for 8-, 16-, 32-, 64-bit keys), whatever the data, lengths or order. Scratch: the table of
-:func:`scratch`, within ``input bytes / 4 + 16 * rows * K`` for rows of at least :data:`MIN_N`
-elements (:func:`caps` sizes the buffers to that budget).
+4, 7 for 8-, 16-, 32-, 64-bit keys), whatever the data, lengths or order, with no host
+synchronisation: a pass serves the rows on the input and those on the candidate buffer in one
+launch, and passes after a row is finished return at once, so the whole call can be captured in
+a CUDA graph. Scratch: the table of :func:`scratch`, within ``input bytes / 4 + 16 * rows * K``
+for rows of at least :data:`MIN_N` elements (:func:`caps` sizes the buffers to that budget).
+
+Rows: regular, with lengths, or CSR segments (kernels/row_extent.cuh): every kernel that reads
+the input takes each row's start and length from ``extents``, so a batch of rows of their own
+lengths is the same launch sequence. More than :data:`MAX_ROWS` rows (or more scratch than
+:data:`SCRATCH_LIMIT`) run the sequence per chunk of ``params["rows_per_chunk"]`` rows.
 """
 
 from __future__ import annotations
@@ -20,9 +27,24 @@ from ..kernel_constants import (
     MULTIBLOCK_STATE_BYTES,
     MULTIBLOCK_THREADS,
 )
-from .common import Geometry, Scratch, Step, pow2_at_least
+from .common import Facts, Geometry, Part, Scratch, Step, copy_step, pow2_at_least
 
-KERNELS = ("sample_threshold", "digit_pass")  # the kernels of kernels/multiblock.cu
+# The kernels' C parameters, in order (kernels/multiblock.cu; passed by name by the runner), and
+# the C types of the scalars that differ from the other families' (common.SCALAR_TYPES).
+_INPUT = ("in", "n", "row_stride", "col_stride", "extents", "rows_kind", "largest", "nan_first")
+ARGUMENTS = {
+    "sample_threshold": (*_INPUT, "rank", "k", "state", "hist", "bins"),
+    "digit_pass": (
+        *_INPUT,
+        *("slice", "cand_slice", "cap", "cand_key", "cand_idx", "bucket_cap", "bucket_key", "bucket_idx"),
+        *("k", "by_index", "state", "hist", "bins", "win_key", "win_idx", "out_vals", "out_idx"),
+    ),
+}
+SCALAR_TYPES = {
+    "slice": np.int64, "cand_slice": np.int64, "cap": np.int64, "bucket_cap": np.int64,
+    "rank": np.int32, "bins": np.int32,
+}  # fmt: skip
+KERNELS = tuple(ARGUMENTS)  # the kernels of kernels/multiblock.cu
 MAX_ROWS = 65535  # rows are gridDim.y: more rows are launched in chunks of rows
 # Scratch one chunk of rows may take: more rows than fit are launched in successive chunks. At
 # least one row per chunk, whatever its scratch.
@@ -187,6 +209,37 @@ def scratch(rows: int, n: int, k: int, params: dict) -> tuple:
         Scratch("win_key", "key", rows * k),
         Scratch("win_idx", "int64", rows * k),
     )
+
+
+def part(facts: Facts) -> Part:
+    """The sequence over ``facts.rows`` rows (a chunk's, or the call's): its launches with their
+    global bytes, its scratch, its scalars. The finishing blocks write int64 indices: for another
+    index type they go to an ``idx64`` array of the call, converted once every chunk is done."""
+    f, p = facts, facts.params
+    seq = steps(f.rows, f.key_bytes, p, f.block)
+    moved = global_bytes(seq, f.rows, f.n, f.k, f.key_bytes, f.index_dtype.itemsize, p)
+    rank = p["sample_rank"]
+    scalars = {
+        "rows": f.rows, "slice": p["slice"], "cand_slice": p["cand_slice"], "cap": p["cap"],
+        "bucket_cap": p["bucket_cap"], "bins": p["bins"], "rank": -1 if rank is None else rank,
+        "by_index": f.order != "value",
+    }  # fmt: skip
+    launches = [s._replace(global_bytes=b) for s, b in zip(seq, moved, strict=True)]
+    table = scratch(f.rows, f.n, f.k, p)
+    if f.index_dtype == np.int64:
+        return Part(launches, table, scalars)
+    to_index = copy_step(
+        f"int64 indices to {f.index_dtype}",
+        "final:out_idx",
+        "idx64",
+        (f.rows, f.k, f.k),
+        f.index_dtype.itemsize,
+        8,
+    )
+    return Part(
+        launches, table, scalars, outputs={"out_idx": "idx64"},
+        call_scratch=(Scratch("idx64", "int64", f.rows * f.k),), shapes={"idx64": (f.rows, f.k)}, after=[to_index],
+    )  # fmt: skip
 
 
 def steps(rows: int, key_bytes: int, params: dict, block: int) -> list:

@@ -5,7 +5,7 @@ sort: tiles sorted in shared memory (``order_tiles``), then runs merged pairwise
 from __future__ import annotations
 
 from ..kernel_constants import ORDER_MERGE_THREADS, ORDER_TILE_THREADS
-from .common import Scratch, Step, pow2_at_least
+from .common import Scratch, Step, order_bytes, pow2_at_least
 
 MAX_BLOCKS = 1 << 16  # the ordering kernels stride over what a grid this size does not cover
 _PAIRS = ("src_key", "src_idx")
@@ -52,11 +52,13 @@ def steps(
     bufs = [(f"{name}_key", f"{name}_idx"), (f"{name}_key2", f"{name}_idx2")]
     key, idx = src
     common = (("rows", rows), ("len", length), ("by_index", int(by_index)))
+    tiles_bytes, *merge_bytes = order_bytes(rows, length, key_bytes, len(widths), with_idx)
     seq = [
         Step(
             "order_tiles", True, grid, threads, shared,
             (("src_key", key), ("src_idx", idx), ("with_idx", int(with_idx)),
              ("tile", tile), ("dst_key", bufs[0][0]), ("dst_idx", bufs[0][1]), *common),
+            global_bytes=tiles_bytes,
         )
     ]  # fmt: skip
     for width in widths:
@@ -65,6 +67,7 @@ def steps(
                 "order_merge", True, merge_grid, ORDER_MERGE_THREADS, 0,
                 (("src_key", bufs[0][0]), ("src_idx", bufs[0][1]), ("width", width),
                  ("dst_key", bufs[1][0]), ("dst_idx", bufs[1][1]), *common),
+                global_bytes=merge_bytes[0],
             )
         )  # fmt: skip
         bufs.reverse()

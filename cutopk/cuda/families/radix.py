@@ -17,8 +17,9 @@ MAX_CANDIDATES = 4096
 BUFFER_DIVISOR = 16
 SCRATCH_LIMIT = 256 << 20
 BUFFER_MAX_N = 1 << 32  # buffer indices are 32-bit
-ARGUMENTS = (*ROWS, *SELECT, "cap", "buf_cap", "buf_key", "buf_idx", *OUTPUTS)
-KERNELS = ("radix_topk",)  # the kernels of kernels/radix.cu
+# The kernel's C parameters, in order (kernels/radix.cu; the runner passes them by name).
+ARGUMENTS = {"radix_topk": (*ROWS, *SELECT, "cap", "buf_cap", "buf_key", "buf_idx", *OUTPUTS)}
+KERNELS = tuple(ARGUMENTS)  # the kernels of kernels/radix.cu
 
 
 def cap(k: int, key_bytes: int, device) -> int | None:

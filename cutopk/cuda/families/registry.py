@@ -3,7 +3,7 @@ line below."""
 
 from __future__ import annotations
 
-from . import bitonic, multiblock, order, radix, sort, thread_row, transpose, warp_radix, warp_row
+from . import bitonic, common, multiblock, order, radix, sort, thread_row, transpose, warp_radix, warp_row
 
 FAMILIES = {
     "warp_row": warp_row,
@@ -16,5 +16,11 @@ FAMILIES = {
 }
 # Steps other families take, with kernel files of their own (not algorithms to choose).
 STEPS = {"order": order, "transpose": transpose}
-# The families of one launch each (the launcher's generic path).
-SINGLE_LAUNCH = ("warp_row", "warp_radix", "thread_row", "bitonic", "radix")
+
+
+def part(algorithm: str, facts: common.Facts) -> common.Part:
+    """What family ``algorithm`` gives the runner for a call: its module's ``part``, or for a
+    family of one launch (a module without one) the generic :func:`common.single_launch`."""
+    family = FAMILIES[algorithm]
+    own = getattr(family, "part", None)
+    return own(facts) if own is not None else common.single_launch(family, facts)

@@ -1,13 +1,15 @@
 """sort: the reference path. The keys of whole rows (compute_keys), each row ordered by the
 tile-and-merge kernels (order.cu, no library sort), its first K kept, values gathered
-(kernels/sort.cu, order.cu). Its launches are :func:`steps`, run by cutopk/cuda/runner.py and
-listed by plan() from the same list."""
+(kernels/sort.cu, order.cu). Its launches are :func:`steps` (:func:`part` gives them to
+cutopk/cuda/runner.py, which runs them and lists them in plan() from the same list)."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..kernel_constants import KEYS_THREADS
 from . import order
-from .common import ROWS, Geometry, Scratch, Step, order_tile
+from .common import ROWS, Facts, Geometry, Part, Scratch, Step, copy_step, gather_bytes, order_tile, sectors
 
 COMPUTE_KEYS = (*ROWS, "largest", "nan_first", "out")
 ARGUMENTS = {"compute_keys": COMPUTE_KEYS, "gather_values": (*ROWS, "k", "idx", "out")}
@@ -49,39 +51,49 @@ def scratch(rows: int, n: int, k: int, params: dict, by_index: bool = False, int
     return tuple(table)
 
 
+def part(facts: Facts) -> Part:
+    """The sort path's steps and scratch for a call (cutopk/cuda/runner.py runs them)."""
+    f = facts
+    by_index, int64 = f.order == "index", f.index_dtype == np.int64
+    seq = steps(f.rows, f.n, f.k, f.key_bytes, f.params, f.grid, by_index, int64, f.index_dtype.itemsize)
+    return Part(seq, scratch(f.rows, f.n, f.k, f.params, by_index, int64))
+
+
 def steps(
-    rows: int, n: int, k: int, key_bytes: int, params: dict, grid: int, by_index: bool, int64: bool = False
-) -> list:
+    rows: int, n: int, k: int, key_bytes: int, params: dict, grid: int, by_index: bool,
+    int64: bool = False, index_bytes: int = 8,
+) -> list:  # fmt: skip
     """The launches: keys, whole rows ordered, the first K kept (and ordered by index), values
     gathered through int64 indices. ``int64``: the output indices are int64, so the first K
     indices go straight to them and the gather reads them there; otherwise they are written
-    from the int64 ones at the end."""
+    from the int64 ones at the end (``index_bytes`` each)."""
     tile = params["order_tile"]
-    seq = [Step("compute_keys", True, (grid,), KEYS_THREADS, 0, (("out", "keys"),))]
+    keys_bytes = 2 * sectors(rows * n * key_bytes)  # the input read, its keys written
+    seq = [Step("compute_keys", True, (grid,), KEYS_THREADS, 0, (("out", "keys"),), global_bytes=keys_bytes)]
     ordered, (key, idx) = order.steps("order", rows, n, tile, key_bytes, ("keys", "no_idx"), False, False)
     seq += ordered
     length = n
     copy_keys, copy_indices = _first_k(k, n, by_index, int64)
     if copy_keys:
         seq.append(
-            Step("", False, (), 0, library="copy of the first K keys", copy=("first_key", key, rows, n, k))
+            copy_step("copy of the first K keys", "first_key", key, (rows, n, k), key_bytes, key_bytes)
         )
         key = "first_key"
     if copy_indices:
-        seq.append(
-            Step("", False, (), 0, library="copy of the first K indices", copy=("first_idx", idx, rows, n, k))
-        )
+        seq.append(copy_step("copy of the first K indices", "first_idx", idx, (rows, n, k), 8, 8))
         idx, length = "first_idx", k
     if by_index:
         ordered, (key, idx) = order.steps("by_index", rows, k, tile, key_bytes, (key, idx), True, True)
         seq += ordered
         length = k
-    out = Step("", False, (), 0, library="the K indices copied out", copy=("out_idx", idx, rows, length, k))
+    out = copy_step("the K indices copied out", "out_idx", idx, (rows, length, k), index_bytes, 8)
     gather = max(1, min(-(-(rows * k) // KEYS_THREADS), grid))
     if int64:  # the indices first, then the gather reads them where they are
         seq.append(out)
         idx = "out_idx"
-    seq.append(Step("gather_values", True, (gather,), KEYS_THREADS, 0, (("idx", idx), ("out", "out_vals"))))
+    moved = gather_bytes(rows, k, n, key_bytes)
+    args = (("idx", idx), ("out", "out_vals"))
+    seq.append(Step("gather_values", True, (gather,), KEYS_THREADS, 0, args, global_bytes=moved))
     if not int64:
         seq.append(out)
     return seq

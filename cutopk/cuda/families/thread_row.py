@@ -6,10 +6,11 @@ from ..kernel_constants import THREAD_ROW_THREADS
 from .common import OUTPUTS, ROWS, SELECT, Geometry, one_read_bytes, pow2_at_least
 
 MAX_K = 8  # winners kept in registers by one thread (16 spills on sm_90)
-ARGUMENTS = (*ROWS, *SELECT, *OUTPUTS)
+# The kernel's C parameters, in order (kernels/thread_row.cu; the runner passes them by name).
+ARGUMENTS = {"thread_row_topk": (*ROWS, *SELECT, *OUTPUTS)}
 # The kernels of kernels/thread_row.cu, and the KMAX each is instantiated for (K rounded up to a
 # power of two).
-KERNELS = ("thread_row_topk",)
+KERNELS = tuple(ARGUMENTS)
 TEMPLATE_VALUES = {"thread_row_topk": (1, 2, 4, 8)}
 
 

@@ -7,8 +7,9 @@ from ..kernel_constants import WARP_RADIX_MAX_K, WARP_RADIX_WARPS
 from .common import OUTPUTS, ROWS, SELECT, Geometry, one_read_bytes
 
 MAX_K = WARP_RADIX_MAX_K
-ARGUMENTS = (*ROWS, *SELECT, *OUTPUTS)
-KERNELS = ("warp_radix_topk",)  # the kernels of kernels/warp_radix.cu
+# The kernel's C parameters, in order (kernels/warp_radix.cu; the runner passes them by name).
+ARGUMENTS = {"warp_radix_topk": (*ROWS, *SELECT, *OUTPUTS)}
+KERNELS = tuple(ARGUMENTS)  # the kernels of kernels/warp_radix.cu
 
 
 def why_not(n: int, k: int, key_bytes: int, device) -> str | None:

@@ -8,10 +8,11 @@ from .common import OUTPUTS, ROWS, SELECT, Geometry, one_read_bytes, pow2_at_lea
 
 MAX_N = 1024  # ITEMS = 32 keys per lane in registers (95 for float64 on sm_90, no spills)
 MAX_K = 32  # lane r keeps the r-th winner
-ARGUMENTS = (*ROWS, *SELECT, *OUTPUTS)
+# The kernel's C parameters, in order (kernels/warp_row.cu; the runner passes them by name).
+ARGUMENTS = {"warp_row_topk": (*ROWS, *SELECT, *OUTPUTS)}
 # The kernels of kernels/warp_row.cu, and the ITEMS each is instantiated for (keys per lane: n /
 # 32 rounded up to a power of two).
-KERNELS = ("warp_row_topk",)
+KERNELS = tuple(ARGUMENTS)
 TEMPLATE_VALUES = {"warp_row_topk": (1, 2, 4, 8, 16, 32)}
 
 
