@@ -20,6 +20,7 @@ buffer stays the same.
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
 
@@ -465,8 +466,15 @@ def _compiled(ops: list, launches: list, copies: list, views: dict):
             parts.append(f"*t{n}_end")
         arguments = f"({', '.join(parts)},)" if parts else "()"
         lines.append(f"    f{n}(g{n}, b{n}, {arguments}, shared_mem=m{n})")
-    exec(compile("\n".join(lines), "<cutopk launch sequence>", "exec"), namespace)
+    exec(_code("\n".join(lines)), namespace)
     return namespace["run"]
+
+
+@functools.lru_cache(maxsize=256)
+def _code(source: str):
+    """The compiled :func:`_compiled` source: the text depends only on the sequence's shape (its
+    names), so calls of many signatures share it and a first call seldom compiles."""
+    return compile(source, "<cutopk launch sequence>", "exec")
 
 
 def _launch_of(step, cxx: str):
