@@ -96,9 +96,9 @@ class NumpyCall:
         self.result_shape = tuple(req.k if i == req.axis else s for i, s in enumerate(self.shape))
 
     def run(self, a, out=None):
-        values, indices = self.run_numpy(a)
         if out is None:
-            return values, indices
+            return self.run_numpy(a)
+        values, indices = self.run_numpy(a)
         np.copyto(out[0], values)
         np.copyto(out[1], indices)
         return out
