@@ -23,7 +23,6 @@ from . import kernel_constants as _kernel_constants
 from . import kernel_source as _kernel_source
 from . import runner as _runner
 from .families import common as _common
-from .families.registry import FAMILIES as FAMILY_MODULES
 
 ALGORITHMS = _dispatch.ALGORITHMS
 WARP_ROW_ITEMS = _kernel_source.WARP_ROW_ITEMS
@@ -196,11 +195,6 @@ def _check_forced(req: Request, key_bytes: int, device: _dispatch.Device, rows: 
 # The kernels take k as a C int (families/common.py SCALAR_TYPES); rows, n, strides and indices are
 # 64-bit.
 KERNEL_MAX_K = 2**31 - 1
-
-
-def kernel_name(plan: _dispatch.KernelPlan, cxx: str) -> str:
-    """The instantiation a single-launch plan runs."""
-    return FAMILY_MODULES[plan.algorithm].kernel_name(plan.params, cxx)
 
 
 def _aligned(a, aligned_strides: bool) -> bool:
