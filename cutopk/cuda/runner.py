@@ -4,11 +4,12 @@
 :class:`Prepared` turns a planned call (``launcher.GpuCall``) into its steps: the tiled transpose
 or copy of the input first when the plan says so, then the family's launches (its
 :class:`~cutopk.cuda.families.common.Part`, from ``families.registry.part``: the same for every
-family, so this module names none), then the array-library copies that finish it. ``plan()`` lists the same steps (:meth:`Prepared.listing`),
-so it cannot disagree with what runs. Each launch is resolved once: the kernel function (opted in
-to its shared memory), the grid, block and shared bytes, and an argument list whose scalars are
-converted to their C types already; only the per-call arrays (the input, the extents, the outputs)
-and the scratch views are slotted in per call. The resolved sequence runs as one generated
+family, so this module names none), then the array-library copies that finish it. ``plan()``
+lists the same steps (:meth:`Prepared.listing`), so it cannot disagree with what runs. Each
+launch is resolved once: the kernel function (opted in to its shared memory), the grid, block
+and shared bytes, and an argument list whose scalars are converted to their C types already;
+only the per-call arrays (the input, the extents, the outputs) and the scratch views are
+slotted in per call. The resolved sequence runs as one generated
 function (:func:`_compiled`) with every launch written out: no loop or branch per launch.
 
 A call's scratch is one table (the family's named entries, the copy of the input, staged outputs,
