@@ -55,6 +55,8 @@ from . import threads as _threads
 from .exact import count_rows as _count_rows
 from .exact import first_true as _first_true
 from .exact import select_exact as _select_exact
+from .exact import true_positions as _true_positions
+from .exact import true_words as _true_words
 
 ALGORITHMS = ("select",)
 
@@ -624,7 +626,11 @@ def _filter(x, pivot, k: int, largest: bool, nan_first: bool, order: str, cols, 
     keep = _beyond(x, pivot, largest, False, nan_first)
     if done.any():
         keep[done] = False
-    if np.count_nonzero(keep) > min(FLAT_MAX_CANDIDATES, keep.size * PREFILTER_MAX_KEEP_SHARE):
+    limit = min(FLAT_MAX_CANDIDATES, keep.size * PREFILTER_MAX_KEEP_SHARE)
+    # The words holding a candidate bound their count (at most 8 each): the usual few
+    # candidates need no count of their own (8x128256: 25 us).
+    words = _true_words(keep)
+    if (words is None or words.size * 8 > limit) and np.count_nonzero(keep) > limit:
         # Candidates everywhere (equal rows, a pivot among ties): settle the rows tied at the
         # pivot on their masks, then list the candidates of the rows left (4x65536, a third
         # tied at K: 1.2 ms against 3.2 ms listing them all; 64x8192 equal: 4.2 against 20 ms).
@@ -632,7 +638,8 @@ def _filter(x, pivot, k: int, largest: bool, nan_first: bool, order: str, cols, 
         heavy = counts > n * PREFILTER_MAX_KEEP_SHARE
         _settle_at_pivot_masks(x, keep, counts, heavy, pivot, k, largest, nan_first, cols, done)
         keep[done | heavy] = False
-    flat = np.flatnonzero(keep)  # row-major: rows in order, columns ascending within a row
+        words = None
+    flat = _true_positions(keep, words)  # row-major: rows in order, columns ascending within a row
     del keep
     r, c = np.divmod(flat, n)
     counts = np.bincount(r, minlength=rows)
@@ -754,7 +761,7 @@ def _select_outer(y: np.ndarray, k: int, largest: bool, nan_first: bool, order: 
     if nan_first and y.dtype.kind == "f":
         pivot[np.isnan(pivot)] = np.inf  # see _select_prefiltered
     keep = _beyond(y, pivot, largest, False, nan_first)
-    i, j = np.divmod(np.flatnonzero(keep), cols_n)
+    i, j = np.divmod(_true_positions(keep), cols_n)
     del keep
     counts = np.bincount(j, minlength=cols_n)
     fine = (counts >= k) & (counts <= n * PREFILTER_MAX_KEEP_SHARE)
