@@ -545,6 +545,10 @@ def _pivot_of(sample: np.ndarray, k: int, n: int, largest: bool) -> np.ndarray:
     # policy (largest with nan="last"), NaNs only raise the pivot: fewer candidates, at worst a
     # short row sent to the exact path.
     at = s - rank if largest else rank - 1
+    if sample.itemsize == 1:
+        # NumPy's partition of 8-bit integers is some 15 times slower than of 16-bit ones
+        # (256x256 int8: 410 us against 23 us widened).
+        return np.partition(sample.astype(np.int16), at, axis=1)[:, at : at + 1].astype(sample.dtype)
     return np.partition(sample, at, axis=1)[:, at : at + 1]
 
 
