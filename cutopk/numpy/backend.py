@@ -254,6 +254,23 @@ def prepared(shape: tuple, strides: tuple, dtype: np.dtype, req: Request):
                 return values, cols
             return values.reshape(out_shape), cols.reshape(out_shape)
 
+        if rows == 1 and not (cast or nan_check or order != "value"):
+            # One row, the plain request: the first K of the argsort are the indices in the
+            # result's shape already (the last axis cut to K), and a flat take of the input
+            # gives their values in that shape: no reshape (2.23 us a call to 2.05, 1x128 k=8).
+            if flip is None:
+
+                def run_one_row(a):
+                    cols = a.argsort(kind="stable")[..., :k]
+                    return a.take(cols), cols
+
+            else:
+
+                def run_one_row(a):
+                    cols = flip(a).argsort(kind="stable")[..., :k]
+                    return a.take(cols), cols
+
+            return run_one_row
         return run_argsort
 
     def run(a):
@@ -295,13 +312,20 @@ def _route(x: np.ndarray, k: int, threads: int) -> tuple[str, int, int, str]:
     rows, n = x.shape
     if threads > 1 and rows * n < PARALLEL_MIN_ELEMENTS:
         return (*_route_on(x, k, 1), f"1 of {threads}: a small problem ({rows * n} elements)")
-    name, _, _ = _route_on(x, k, threads)
-    useful, why = _threads.threads_for(threads, rows * n * ROUTE_PASSES[name], *ROUTE_SPLIT[name])
+    name, _, step = _route_on(x, k, threads)
+    useful, why = _split(name, rows, n, step, threads)
     if useful != threads:  # the route may differ on fewer threads (a row split for every core)
-        name, _, _ = _route_on(x, k, useful)
+        name, _, step = _route_on(x, k, useful)
         if useful > 1:
-            useful, why = _threads.threads_for(useful, rows * n * ROUTE_PASSES[name], *ROUTE_SPLIT[name])
+            useful, why = _split(name, rows, n, step, useful)
     return (*_route_on(x, k, useful), why)
+
+
+def _split(name: str, rows: int, n: int, step: int, threads: int) -> tuple[int, str]:
+    """``threads.threads_for`` for route ``name`` on ``rows`` rows of ``n`` in blocks of ``step``
+    rows (0: the long-row path's column ranges)."""
+    blocks = -(-rows // step) if step else rows * -(-n // _long_rows.RANGE_ELEMENTS)
+    return _threads.threads_for(threads, rows * n * ROUTE_PASSES[name], *ROUTE_SPLIT[name], blocks)
 
 
 def _route_on(x: np.ndarray, k: int, threads: int) -> tuple[str, int, int]:

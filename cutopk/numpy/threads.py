@@ -16,9 +16,12 @@ The thread count, in order of precedence:
    once, and again in a forked child).
 
 That count is a ceiling: a call uses only as many threads as pay for themselves
-(:func:`threads_for`), by a cost model whose two constants are measured once per process, at
-the first call that could split (:func:`costs`, some 5-20 ms): what handing a task to the pool
-and waiting for it costs on this machine now, and what one vectorised pass costs per element.
+(:func:`threads_for`), by a cost model whose constants are measured once per process, at the
+first call that could split (:func:`costs`, some 10-20 ms): what handing a task to the pool and
+waiting for it costs on this machine now, what one vectorised pass costs per element, what a
+second thread adds, and what each NumPy call of a block costs while threads take turns at the
+GIL (on a virtual machine whose idle cores sleep, the turns are most of the cost of splitting a
+short call: see :func:`_measure`).
 
 ``threadpoolctl.threadpool_limits`` does not govern this pool: threadpoolctl finds the pools it
 controls by the shared libraries loaded in the process, and this pool is plain Python with no
@@ -145,36 +148,49 @@ def _forget_pool() -> None:
 # threads up to 1.9x ahead on the large shapes; at 0.85 those split and ran 1.5-1.8x faster than
 # one thread (benchmarks/results/2026-11-25-cpu-numpy.md), and the small ones still did not.
 SPLIT_GAIN = 0.85
-# The probes: a vectorised pass (a comparison and a count) over this many float32 elements for
-# the hand-over cost, and blocks like the backend's (a widening, a shift, an or, a sort of short
-# rows) for the speed-up two threads really get (the GIL, page faults, a core that is busy).
+# The probes. The hand-over: a comparison and a count over this many float32 elements, a block
+# on each of two threads. What a second thread adds (per family of routes) and what a NumPy call
+# costs while two threads take turns at the GIL: blocks that write into memory of their own
+# (fresh memory comes as new pages on some threads and not others: that would be measured
+# instead), few long calls for the first, many short ones over the same elements for the second.
 _PROBE_ELEMENTS = 1 << 16
 _PROBE_RUNS = 5
-_BLOCK_ROWS, _BLOCK_COLS, _BLOCKS, _BLOCK_RUNS = 8192, 16, 2, 3
+_LONG_ELEMENTS, _LONG_CALLS = 1 << 19, 4  # some 25 us a call
+_SHORT_ELEMENTS, _SHORT_CALLS = 1 << 15, 64  # some 1.5 us a call: the GIL's turns dominate
+_BLOCK_ROWS, _BLOCK_COLS, _BLOCK_RUNS = 8192, 16, 3
 
 
 def _probe_pass(a) -> int:
     return int((a > 0.5).sum())
 
 
-def _probe_sort(a) -> None:
+class _Block:
+    """A probe block: its input and memory of its own for the results."""
+
+    def __init__(self, np, elements: int, calls: int):
+        self.a = np.linspace(0.0, 1.0, elements, dtype=np.float32)
+        self.mask = np.empty(elements, dtype=bool)
+        self.calls = calls
+        self.rows = np.empty((_BLOCK_ROWS, _BLOCK_COLS), dtype=np.int64)
+
+
+def _probe_scan(block: _Block) -> None:
+    """Comparisons over the block, the other routes' staple."""
+    import numpy as np
+
+    for _ in range(block.calls):
+        np.greater(block.a, 0.5, out=block.mask)
+
+
+def _probe_sort(block: _Block) -> None:
     """A block of the short-row route: widened composites, sorted along short rows."""
     import numpy as np
 
-    b = a.view(np.int32).astype(np.int64)
-    b <<= np.int64(4)
-    b |= np.arange(_BLOCK_COLS)
-    b.sort(axis=1)
-
-
-def _probe_scan(a) -> None:
-    """A block of the other routes: keys, a partition of rows, comparisons and counts."""
-    import numpy as np
-
-    keys = a.view(np.uint32) ^ np.uint32(1)
-    rows = keys.reshape(-1, 256)
-    kth = np.partition(rows, 200, axis=1)[:, 200:201]
-    np.count_nonzero(rows >= kth, axis=1)
+    rows = block.rows
+    np.copyto(rows, block.a[: rows.size].view(np.int32).reshape(rows.shape))
+    rows <<= np.int64(4)
+    rows |= np.arange(_BLOCK_COLS)
+    rows.sort(axis=1)
 
 
 # The probe of each family of routes (the short-row sorts scale differently from the rest).
@@ -199,10 +215,13 @@ def _inline_and_pooled(fn, items: list, runs: int) -> tuple[float, float]:
 def _measure() -> tuple[float, float, dict, float]:
     """``(task_s, element_s, efficiency, call_s)``: the extra seconds a task handed to the pool
     costs (hand-over, wake-up), the seconds of one vectorised pass per element, per family of
-    routes (``PROBES``), what a second thread adds to the speed of blocks like the backend's
-    (1: twice as fast; 0: nothing: a busy or a single core, the GIL's hand-overs, page faults),
-    and the fixed seconds of one NumPy call on a small array (a block of a route makes some
-    ten to sixty). Medians of a few runs of small probes: some 10-30 ms in all."""
+    routes (``PROBES``) what a second thread adds to the speed of blocks like the backend's
+    (1: twice as fast; 0: nothing: a busy or a single core, memory bandwidth), and the extra
+    seconds of one NumPy call of a block while two threads run side by side: each call gives
+    up the GIL and takes it back, and the other thread may hold it then (on a virtual machine
+    whose idle cores sleep, a thread waiting for the GIL is woken across cores: some 3 us a
+    call, against 0.5 us for a short call's own cost). Medians of a few runs of small
+    probes: some 10-20 ms in all."""
     import numpy as np
 
     a = np.linspace(0.0, 1.0, _PROBE_ELEMENTS, dtype=np.float32)
@@ -210,22 +229,17 @@ def _measure() -> tuple[float, float, dict, float]:
     one, two = _inline_and_pooled(_probe_pass, [a, a], _PROBE_RUNS)
     # Perfectly split, the two items take half the inline time: the rest is the task's cost.
     task_s = max(0.0, two - one / 2)
-    blocks = [
-        np.linspace(-1.0, 1.0, _BLOCK_ROWS * _BLOCK_COLS, dtype=np.float32).reshape(_BLOCK_ROWS, _BLOCK_COLS)
-        for _ in range(_BLOCKS)
-    ]
     efficiency = {}
     for family, probe in PROBES.items():
+        blocks = [_Block(np, _LONG_ELEMENTS, _LONG_CALLS) for _ in range(2)]
         one_b, two_b = _inline_and_pooled(probe, blocks, _BLOCK_RUNS)
-        efficiency[family] = min(1.0, max(0.0, one_b / max(two_b, 1e-9) - 1.0))
-    tiny = a[:64]
-    calls = []
-    for _ in range(_PROBE_RUNS):
-        t0 = time.perf_counter()
-        for _ in range(20):
-            _probe_pass(tiny)
-        calls.append((time.perf_counter() - t0) / 20)
-    return task_s, one / (2 * _PROBE_ELEMENTS), efficiency, statistics.median(calls) / 2
+        efficiency[family] = min(1.0, max(0.0, one_b / max(two_b - task_s, 1e-9) - 1.0))
+    # The same elements in many short calls: what the calls add beyond the split work.
+    blocks = [_Block(np, _SHORT_ELEMENTS, _SHORT_CALLS) for _ in range(2)]
+    one_s, two_s = _inline_and_pooled(_probe_scan, blocks, _BLOCK_RUNS)
+    split = one_s / (1 + efficiency["scan"])
+    call_s = max(0.0, two_s - split - task_s) / _SHORT_CALLS
+    return task_s, one / (2 * _PROBE_ELEMENTS), efficiency, call_s
 
 
 def costs() -> tuple[float, float, dict, float]:
@@ -241,7 +255,8 @@ def set_costs(
     task_s: float | None, element_s: float = 0.0, efficiency: float = 1.0, call_s: float = 0.0
 ) -> None:
     """Set the cost model's constants (tests, or a machine the probes misjudge), one efficiency
-    for every family; ``None``: measure again at the next call that could split."""
+    for every family (see :func:`_measure` for their meaning); ``None``: measure again at the
+    next call that could split."""
     _state["costs"] = (
         None
         if task_s is None
@@ -250,29 +265,32 @@ def set_costs(
 
 
 def threads_for(
-    threads: int, element_passes: float, family: str = "scan", block_calls: int = 0
+    threads: int, element_passes: float, family: str = "scan", block_calls: int = 0, blocks: int = 0
 ) -> tuple[int, str]:
     """How many of ``threads`` a call with ``element_passes`` of work (elements times the
     vectorised passes over them) uses, and why, for a route of ``family`` (a key of
-    ``PROBES``) whose every extra block makes ``block_calls`` NumPy calls: the count ``t``
-    whose predicted time ``work / (1 + (t - 1) * efficiency) + (task_s + block_calls *
-    call_s) * (t - 1)`` is least, provided that it is at
-    most ``SPLIT_GAIN`` of the one-thread time; else one thread."""
+    ``PROBES``) in ``blocks`` blocks (0: one per thread) of ``block_calls`` NumPy calls each:
+    the count ``t`` whose predicted time ``work / (1 + (t - 1) * efficiency) + task_s * (t - 1)
+    + call_s * block_calls * ceil(blocks / t)`` (each thread's calls, every one of them a turn
+    at the GIL beside the other threads) is least, provided that it is at most ``SPLIT_GAIN``
+    of the one-thread time; else one thread."""
     if threads <= 1:
         return 1, "one thread asked for"
     task_s, element_s, efficiencies, call_s = costs()
-    extra = task_s + block_calls * call_s  # what each thread beyond the first adds
     # A float for every family (tests inject that), else the family's own.
     efficiency = efficiencies if isinstance(efficiencies, float) else efficiencies[family]
     work = element_passes * element_s
-    best, best_t = work, 1
+    best, best_t, best_calls = work, 1, 0
     for t in range(2, threads + 1):
-        predicted = work / (1 + (t - 1) * efficiency) + extra * (t - 1)
+        calls = block_calls * -(-max(blocks, t) // t)
+        predicted = work / (1 + (t - 1) * efficiency) + task_s * (t - 1) + call_s * calls
         if predicted < best:
-            best, best_t = predicted, t
+            best, best_t, best_calls = predicted, t, calls
+    t = best_t if best_t > 1 else 2
+    calls = best_calls if best_t > 1 else block_calls * -(-max(blocks, t) // t)
     facts = (
-        f"{work * 1e6:.0f} us of work, {extra * 1e6:.0f} us per extra block (hand-over and "
-        f"{block_calls} NumPy calls), "
+        f"{work * 1e6:.0f} us of work, {task_s * 1e6:.0f} us per task handed over, "
+        f"{calls} NumPy calls a thread at {call_s * 1e6:.1f} us each beside other threads, "
         f"a second thread {1 + efficiency:.2f}x as fast"
     )
     if best_t == 1 or best > SPLIT_GAIN * work:
