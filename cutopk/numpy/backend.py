@@ -666,17 +666,22 @@ def _select_half(x: np.ndarray, k: int, largest: bool, nan_first: bool, order: s
     (not zero, not NaN): every element left out then has bits at or beyond the K-th's, so it is
     a number of the same side, no better, or a NaN or zero that ranks below them too; and equal
     bits are equal numbers. The other rows (a NaN or a zero among the winners, a top across
-    zero), and calls where NaN is preferred, go the general way: bfloat16 through float32 (one
+    zero), and calls where NaN is preferred and the input holds a NaN with its sign bit set,
+    go the general way: bfloat16 through float32 (one
     fast pass in ml_dtypes: a shift, exact), float16 through its keys (NumPy's float16 cast is
     slow: 1.2 ms for 1M elements)."""
-    if not nan_first:
+    inf = int(np.array(np.inf, dtype=x.dtype).view(np.int16)[()])
+    # Where NaN is preferred, every NaN must be among the winners, and a NaN whose sign bit is
+    # set would be missed (its bits, as int16, lie below every number's; as uint16 above
+    # -inf's): one pass (a maximum) makes sure there is none. A NaN of the other sign sorts
+    # first in the integer order: a winner, found below.
+    if not nan_first or x.view(np.uint16).max() <= (0x8000 | inf):
         rows, n = x.shape
         where = _sample_positions(n)
         positive = x.view(np.int16)
         sample = positive if where is None else positive.take(where, axis=1)
         # The positive side: int16 bits, the preference direction as asked.
         pivot = _pivot_of(sample, k, n, largest)
-        inf = int(np.array(np.inf, dtype=x.dtype).view(np.int16)[()])
         view, view_largest, low, high = positive, largest, 1, inf
         if not (pivot > 0).all():
             # The negative side: uint16 bits, larger magnitudes larger, so the direction flips.
