@@ -183,7 +183,8 @@ def machine_line() -> str:
     return (
         f"{env.cpu_model()}: {_threads._cpus()} cores for this process; cutopk threads "
         f"{_threads.get_num_threads()} (measured: {task_s * 1e6:.0f} us per task handed over, "
-        f"{element_s * 1e9:.2f} ns per element-pass, {call_s * 1e6:.1f} us per NumPy call, a second thread "
+        f"{element_s * 1e9:.2f} ns per element-pass, {call_s * 1e6:.1f} us more per NumPy call beside "
+        "another thread, a second thread "
         + ", ".join(f"{1 + e:.2f}x as fast on {f} blocks" for f, e in efficiency.items())
         + f"); NumPy {np.__version__}, {torch_text}, "
         f"Python {platform.python_version()}"

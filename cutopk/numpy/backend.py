@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 
 import numpy as np
 
@@ -318,7 +319,13 @@ def _route(x: np.ndarray, k: int, threads: int) -> tuple[str, int, int, str]:
         name, _, step = _route_on(x, k, useful)
         if useful > 1:
             useful, why = _split(name, rows, n, step, useful)
+    useful, why = _threads.verdict(_shape_key(x, k), useful, threads, why)
     return (*_route_on(x, k, useful), why)
+
+
+def _shape_key(x: np.ndarray, k: int) -> tuple:
+    """What a split's trials are kept by (``threads.trial``): the call's shape, layout, dtype, K."""
+    return x.shape, x.strides, x.dtype.str, k
 
 
 def _split(name: str, rows: int, n: int, step: int, threads: int) -> tuple[int, str]:
@@ -378,8 +385,21 @@ def describe(a, req: Request) -> dict:
 def select(x: np.ndarray, k: int, largest: bool, nan_first: bool, order: str, threads: int) -> np.ndarray:
     """The ``(rows, k)`` int64 column indices of the top K of each row of the 2-D ``x`` (any
     strides and byte order), ordered as ``order`` asks; blocks of rows run on ``threads``."""
-    rows = x.shape[0]
     name, threads, step, _ = _route(x, k, threads)
+    trial = _threads.trial(_shape_key(x, k), threads) if threads > 1 else 0
+    if not trial:
+        return _select_on(x, k, largest, nan_first, order, name, threads, step)
+    if trial == 1:
+        name, threads, step = _route_on(x, k, 1)
+    start = time.perf_counter()
+    idx = _select_on(x, k, largest, nan_first, order, name, threads, step)
+    _threads.record(_shape_key(x, k), trial, time.perf_counter() - start)
+    return idx
+
+
+def _select_on(x, k: int, largest: bool, nan_first: bool, order: str, name: str, threads: int, step: int):
+    """:func:`select` on route ``name`` with ``threads`` threads and blocks of ``step`` rows."""
+    rows = x.shape[0]
     if name == "long-rows" and rows == 1:  # the row's own result: no copy of a K-sized array
         return _long_rows.select_row(x[0], k, largest, nan_first, order, threads)[None, :]
     idx = np.empty((rows, k), dtype=np.int64)

@@ -48,7 +48,15 @@ _lock = threading.Lock()
 # "set": set_num_threads's process-wide count; "pool"/"size": the shared pool and its workers.
 # "cpus": the CPU count, asked once; "env": the last CUTOPK_NUM_THREADS text and its value;
 # "costs": the measured (task seconds, seconds per element-pass), see costs().
-_state: dict = {"set": None, "pool": None, "size": 0, "cpus": None, "env": ("", None), "costs": None}
+_state: dict = {
+    "set": None,
+    "pool": None,
+    "size": 0,
+    "cpus": None,
+    "env": ("", None),
+    "costs": None,
+    "measured": None,
+}
 _UNSET = object()
 # num_threads's count, scoped to its block: None there means "the environment / CPU count".
 _scoped: contextvars.ContextVar = contextvars.ContextVar("cutopk_num_threads", default=_UNSET)
@@ -140,6 +148,7 @@ def _forget_pool() -> None:
     """In a forked child the parent's worker threads do not exist: start a new pool there (and
     ask the CPU count and the costs again: the child may run elsewhere)."""
     _state["pool"], _state["size"], _state["cpus"], _state["costs"] = None, 0, None, None
+    _trials.clear()
 
 
 # A split must promise at least this much: the predicted time on t threads at most this share
@@ -247,8 +256,70 @@ def costs() -> tuple[float, float, dict, float]:
     :func:`_measure`)."""
     measured = _state["costs"]
     if measured is None:
-        measured = _state["costs"] = _measure()
+        measured = _state["costs"] = _state["measured"] = _measure()
     return measured
+
+
+# A split the model predicts to pay is timed on the calls themselves before it is kept: the
+# model's probes cannot see everything a route's blocks meet (on a virtual machine whose idle
+# cores sleep, the scheduler may wake a worker on the caller's own core, where the two take
+# turns instead of running side by side: 20x100000 k=10 in two blocks ran 0.9x as fast on two
+# threads as on one, where the probes promised 1.9x). The first ``2 * TRIALS`` calls of a shape
+# run on one thread and on the model's count by turns; the split is kept where its fastest call
+# took at most ``TRIAL_GAIN`` of the fastest one-thread call. Only with measured costs (costs
+# set by hand, as tests do, are taken at their word).
+TRIALS = 3
+TRIAL_GAIN = 0.9
+TRIAL_MAX_SHAPES = 1024
+_trials: dict = {}  # shape key -> {thread count: [seconds, ...]}, then the verdict (an int)
+
+
+def _verifying() -> bool:
+    return _state["costs"] is not None and _state["costs"] is _state.get("measured")
+
+
+def verdict(key, threads: int, ceiling: int, why: str) -> tuple[int, str]:
+    """The model's ``(threads, why)`` (of ``ceiling`` threads) for a call of shape ``key``
+    (hashable), as the trials of that shape have settled it; while they run, the model's
+    count, marked as being measured."""
+    if threads <= 1 or not _verifying():
+        return threads, why
+    entry = _trials.get(key)
+    if isinstance(entry, tuple):
+        t, one, split = entry
+        facts = f"measured {split * 1e6:.0f} us on {threads} threads against {one * 1e6:.0f} us on one"
+        if t == threads:
+            return threads, f"{why}; {facts}"
+        return 1, f"1 of {ceiling}: splitting did not pay ({facts})"
+    return threads, f"{why}; being measured on the calls themselves"
+
+
+def trial(key, threads: int) -> int:
+    """The thread count the next call of shape ``key`` runs on while its trials last (see
+    ``TRIALS``): one thread and ``threads`` by turns; 0 when they are over (or not wanted)."""
+    if threads <= 1 or not _verifying():
+        return 0
+    entry = _trials.get(key)
+    if isinstance(entry, tuple):
+        return 0
+    if entry is None:
+        if len(_trials) >= TRIAL_MAX_SHAPES:
+            _trials.clear()
+        entry = _trials[key] = {1: [], threads: []}
+    return 1 if len(entry[1]) <= len(entry.get(threads, ())) else threads
+
+
+def record(key, threads: int, seconds: float) -> None:
+    """One trial call of shape ``key`` took ``seconds`` on ``threads`` threads; the last one
+    settles the shape's verdict: the split's count, or 1."""
+    entry = _trials.get(key)
+    if not isinstance(entry, dict) or threads not in entry:
+        return
+    entry[threads].append(seconds)
+    split = max(entry)
+    if all(len(times) >= TRIALS for times in entry.values()):
+        one, best = min(entry[1]), min(entry[split])
+        _trials[key] = (split if best <= TRIAL_GAIN * one else 1, one, best)
 
 
 def set_costs(
@@ -257,6 +328,7 @@ def set_costs(
     """Set the cost model's constants (tests, or a machine the probes misjudge), one efficiency
     for every family (see :func:`_measure` for their meaning); ``None``: measure again at the
     next call that could split."""
+    _trials.clear()
     _state["costs"] = (
         None
         if task_s is None

@@ -154,6 +154,60 @@ def test_plan_counts_the_blocks_of_the_route(monkeypatch):
     assert p["route"] == "sorted" and f"{calls} NumPy calls a thread" in p["threads_why"]
 
 
+def _measured(monkeypatch, costs):
+    """Costs as if measured on this machine (so that splits are tried on the calls)."""
+    monkeypatch.setitem(_numpy_threads._state, "costs", costs)
+    monkeypatch.setitem(_numpy_threads._state, "measured", costs)
+    monkeypatch.setattr(_numpy_threads, "_trials", {})
+
+
+@pytest.mark.parametrize(("one", "split", "kept"), ((1e-3, 0.5e-3, 2), (1e-3, 0.95e-3, 1), (1e-3, 2e-3, 1)))
+def test_a_split_is_kept_only_where_its_trials_paid(monkeypatch, one, split, kept):
+    _measured(monkeypatch, (0.0, 1e-9, 1.0, 0.0))
+    key, why = ("shape",), "2 of 2: predicted 1 us"
+    turns = []
+    for _ in range(2 * _numpy_threads.TRIALS):
+        t = _numpy_threads.trial(key, 2)
+        assert _numpy_threads.verdict(key, 2, 2, why)[1].endswith("being measured on the calls themselves")
+        turns.append(t)
+        _numpy_threads.record(key, t, one if t == 1 else split)
+    assert turns == [1, 2] * _numpy_threads.TRIALS
+    assert _numpy_threads.trial(key, 2) == 0  # settled
+    t, text = _numpy_threads.verdict(key, 2, 2, why)
+    assert t == kept and f"{split * 1e6:.0f} us on 2 threads against {one * 1e6:.0f} us on one" in text
+    assert ("did not pay" in text) == (kept == 1)
+
+
+def test_costs_set_by_hand_are_taken_at_their_word(monkeypatch):
+    monkeypatch.setitem(_numpy_threads._state, "costs", (0.0, 1e-9, 1.0, 0.0))
+    assert _numpy_threads.trial(("shape",), 2) == 0
+    assert _numpy_threads.verdict(("shape",), 2, 2, "why") == (2, "why")
+
+
+def test_trials_run_on_the_calls_and_settle_the_plan(monkeypatch):
+    """The first calls of a shape alternate one thread and the split (same answers); a split
+    that did not pay is dropped, and plan() says so."""
+    _measured(monkeypatch, (0.0, 1e-9, 1.0, 0.0))
+    original = _numpy_threads.record
+    seen = []
+
+    def record(key, threads, seconds):  # the split took twice as long
+        seen.append(threads)
+        original(key, threads, 1e-3 * threads)
+
+    monkeypatch.setattr(_numpy_threads, "record", record)
+    x = np.random.default_rng(0).random((4096, 64), dtype=np.float32)
+    with _numpy_threads.num_threads(2):
+        assert "being measured" in cutopk.plan(x, 4).params["threads_why"]
+        want = cutopk.top_k(x, 4)
+        for _ in range(2 * _numpy_threads.TRIALS):
+            got = cutopk.top_k(x, 4)
+            assert np.array_equal(got.indices, want.indices) and np.array_equal(got.values, want.values)
+        p = cutopk.plan(x, 4).params
+    assert seen == [1, 2] * _numpy_threads.TRIALS
+    assert p["threads"] == 1 and "splitting did not pay (measured 2000 us on 2 threads" in p["threads_why"]
+
+
 def test_plan_shows_the_thread_decision(monkeypatch):
     x = np.zeros((4096, 4096), np.float32)
     with _numpy_threads.num_threads(2):
