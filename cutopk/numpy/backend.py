@@ -4,7 +4,8 @@ The rows (the input viewed as a 2-D array ``(rows, n)``) are cut into blocks of 
 fit in the CPU cache; the blocks run on a thread pool (``_threads``: NumPy releases the GIL
 in the loops below; ``CUTOPK_NUM_THREADS`` sets the most threads). A call uses more than one
 thread only where the pool's cost model, measured on the running machine, predicts a gain
-(``_route``, ``threads.threads_for``; ``plan().params["threads_why"]`` says why). A row too long
+(``_route``, ``threads.threads_for``) and the first calls of its shape, timed on one thread and
+split by turns, confirm it (``threads.trial``; ``plan().params["threads_why"]`` says why). A row too long
 for one block goes to ``_long_rows``, which cuts it into column ranges instead and merges their
 candidates exactly. Every block writes its own rows of the result, so the answer is the same
 for every thread count. A cached call on a small C-contiguous input runs a function prepared
