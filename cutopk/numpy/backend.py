@@ -314,14 +314,16 @@ def _route(x: np.ndarray, k: int, threads: int) -> tuple[str, int, int, str]:
     rows, n = x.shape
     if threads > 1 and rows * n < PARALLEL_MIN_ELEMENTS:
         return (*_route_on(x, k, 1), f"1 of {threads}: a small problem ({rows * n} elements)")
-    name, _, step = _route_on(x, k, threads)
+    name, planned, step = _route_on(x, k, threads)
     useful, why = _split(name, rows, n, step, threads)
     if useful != threads:  # the route may differ on fewer threads (a row split for every core)
-        name, _, step = _route_on(x, k, useful)
+        name, planned, step = _route_on(x, k, useful)
         if useful > 1:
             useful, why = _split(name, rows, n, step, useful)
     useful, why = _threads.verdict(_shape_key(x, k), useful, threads, why)
-    return (*_route_on(x, k, useful), why)
+    if useful != planned:
+        name, planned, step = _route_on(x, k, useful)
+    return name, useful, step, why
 
 
 def _shape_key(x: np.ndarray, k: int) -> tuple:
