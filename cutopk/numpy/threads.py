@@ -348,7 +348,22 @@ def threads_for(
     of the one-thread time; else one thread."""
     if threads <= 1:
         return 1, "one thread asked for"
-    task_s, element_s, efficiencies, call_s = costs()
+    measured = costs()
+    key = (threads, element_passes, family, block_calls, blocks)
+    known = _decisions.get(key)
+    if known is not None and known[0] is measured:  # the same question under the same costs
+        return known[1]
+    if len(_decisions) >= TRIAL_MAX_SHAPES:
+        _decisions.clear()
+    answer = _decisions[key] = (measured, _threads_for(measured, *key))
+    return answer[1]
+
+
+_decisions: dict = {}  # threads_for's answers, with the costs they were worked out under
+
+
+def _threads_for(measured, threads, element_passes, family, block_calls, blocks) -> tuple[int, str]:
+    task_s, element_s, efficiencies, call_s = measured
     # A float for every family (tests inject that), else the family's own.
     efficiency = efficiencies if isinstance(efficiencies, float) else efficiencies[family]
     work = element_passes * element_s
