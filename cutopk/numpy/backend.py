@@ -131,6 +131,8 @@ ROUTE_SPLIT = {
 # rows tied at the pivot are settled on their masks before the rest are listed: listing every
 # element as an int64 position (and its row, column, value) takes some 40 bytes per element.
 FLAT_MAX_CANDIDATES = 1 << 19
+# The filter's first look at its candidates: this many columns of each row (see _filter).
+FILTER_HEAD_COLUMNS = 1024
 # Rows at least this long get a sample of 1024 columns for the pivot instead of 256.
 SAMPLE_LARGE_MIN_N = 16384
 
@@ -795,8 +797,11 @@ def _filter(x, pivot, k: int, largest: bool, nan_first: bool, order: str, cols, 
         keep[done] = False
     limit = min(FLAT_MAX_CANDIDATES, keep.size * PREFILTER_MAX_KEEP_SHARE)
     # The words holding a candidate bound their count (at most 8 each): the usual few
-    # candidates need no count of their own (8x128256: 25 us).
-    words = _true_words(keep)
+    # candidates need no count of their own (8x128256: 25 us). Where the rows' first columns
+    # hold many already (ties at the pivot), the words would only be counted in vain.
+    head = keep[:, :FILTER_HEAD_COLUMNS]
+    dense = np.count_nonzero(head) > head.size * PREFILTER_MAX_KEEP_SHARE / 2
+    words = None if dense else _true_words(keep)
     if (words is None or words.size * 8 > limit) and np.count_nonzero(keep) > limit:
         # Candidates everywhere (equal rows, a pivot among ties): settle the rows tied at the
         # pivot on their masks, then list the candidates of the rows left (4x65536, a third
