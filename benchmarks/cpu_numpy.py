@@ -133,10 +133,14 @@ def measure(case: grid.Case, repeat: int) -> dict:
             notes[name] = problem
         else:
             live[name] = route.call
+        _settle(name)
     times = {name: [] for name in live}
     if "cutopk-1t" in live:
         times["cutopk-1t-wall"] = []
-    once = {name: _once(fn) for name, fn in live.items()}
+    once = {}
+    for name, fn in live.items():
+        once[name] = _once(fn)
+        _settle(name)
     base = once.get("cutopk", min(once.values()))
     # Every route gets as many calls a turn as cutopk (at most MAX_TURN_S of them), after one
     # untimed call where that is cheap: the timed calls find the caches as the route leaves them.
@@ -158,15 +162,21 @@ def measure(case: grid.Case, repeat: int) -> dict:
             times[name].append((c1 - c0 if name in ONE_THREAD else w1 - w0) / m)
             if name == "cutopk-1t":
                 times["cutopk-1t-wall"].append((w1 - w0) / m)
-            if name == "torch":
-                # torch's OpenMP workers spin for a while after a parallel call: the route
-                # timed next would share its cores with them (8x128256: 0.58 ms against 0.34).
-                time.sleep(SETTLE_S)
+            _settle(name)
     return {
         "median": {n: statistics.median(t) for n, t in times.items()},
         "min": {n: min(t) for n, t in times.items()},
         "notes": notes,
     }
+
+
+def _settle(name: str) -> None:
+    """After torch's threaded call, a pause: its OpenMP workers spin for a while after a
+    parallel call, and the route called next would share its cores with them (8x128256: 0.58
+    ms against 0.34; cutopk's first calls of a shape, which time its split against one thread,
+    would find the split slower than it is)."""
+    if name == "torch":
+        time.sleep(SETTLE_S)
 
 
 def machine_line() -> str:

@@ -270,8 +270,15 @@ def costs() -> tuple[float, float, dict, float]:
 # set by hand, as tests do, are taken at their word).
 TRIALS = 3
 TRIAL_GAIN = 0.9
+# A verdict holds for this many calls of its shape, then the trials run again: a disturbance
+# during the trials (another process on the second core, a library's spinning threads) does not
+# settle a shape for good, and a machine whose load changes is followed. The trials' cost: at
+# most 3 calls in 259 on the slower count.
+RETRIAL_CALLS = 256
 TRIAL_MAX_SHAPES = 1024
-_trials: dict = {}  # shape key -> {thread count: [seconds, ...]}, then the verdict (an int)
+# Shape key -> {thread count: [seconds, ...]} while tried, then [verdict, one-thread seconds,
+# split seconds, calls left until the next trials].
+_trials: dict = {}
 
 
 def _verifying() -> bool:
@@ -285,8 +292,8 @@ def verdict(key, threads: int, ceiling: int, why: str) -> tuple[int, str]:
     if threads <= 1 or not _verifying():
         return threads, why
     entry = _trials.get(key)
-    if isinstance(entry, tuple):
-        t, one, split = entry
+    if isinstance(entry, list):
+        t, one, split, _ = entry
         facts = f"measured {split * 1e6:.0f} us on {threads} threads against {one * 1e6:.0f} us on one"
         if t == threads:
             return threads, f"{why}; {facts}"
@@ -300,8 +307,11 @@ def trial(key, threads: int) -> int:
     if threads <= 1 or not _verifying():
         return 0
     entry = _trials.get(key)
-    if isinstance(entry, tuple):
-        return 0
+    if isinstance(entry, list):  # settled: until its calls run out, then tried again
+        entry[3] -= 1
+        if entry[3] > 0:
+            return 0
+        entry = None
     if entry is None:
         if len(_trials) >= TRIAL_MAX_SHAPES:
             _trials.clear()
@@ -319,7 +329,7 @@ def record(key, threads: int, seconds: float) -> None:
     split = max(entry)
     if all(len(times) >= TRIALS for times in entry.values()):
         one, best = min(entry[1]), min(entry[split])
-        _trials[key] = (split if best <= TRIAL_GAIN * one else 1, one, best)
+        _trials[key] = [split if best <= TRIAL_GAIN * one else 1, one, best, RETRIAL_CALLS]
 
 
 def set_costs(

@@ -178,6 +178,17 @@ def test_a_split_is_kept_only_where_its_trials_paid(monkeypatch, one, split, kep
     assert ("did not pay" in text) == (kept == 1)
 
 
+def test_a_settled_shape_is_tried_again_after_its_calls(monkeypatch):
+    _measured(monkeypatch, (0.0, 1e-9, 1.0, 0.0))
+    monkeypatch.setattr(_numpy_threads, "RETRIAL_CALLS", 3)
+    key = ("shape",)
+    for _ in range(2 * _numpy_threads.TRIALS):  # the split does not pay: one thread is kept
+        t = _numpy_threads.trial(key, 2)
+        _numpy_threads.record(key, t, 1e-3 * t)
+    assert [_numpy_threads.trial(key, 2) for _ in range(3)] == [0, 0, 1]  # then tried again
+    assert "being measured" in _numpy_threads.verdict(key, 2, 2, "2 of 2: why")[1]
+
+
 def test_costs_set_by_hand_are_taken_at_their_word(monkeypatch):
     monkeypatch.setitem(_numpy_threads._state, "costs", (0.0, 1e-9, 1.0, 0.0))
     assert _numpy_threads.trial(("shape",), 2) == 0
