@@ -163,10 +163,12 @@ def measure(case: grid.Case, repeat: int) -> dict:
             if name == "cutopk-1t":
                 times["cutopk-1t-wall"].append((w1 - w0) / m)
             _settle(name)
+    threads = cutopk.plan(x, case.k, axis=axis, mode=case.mode, nan="largest").params.get("threads_why", "")
     return {
         "median": {n: statistics.median(t) for n, t in times.items()},
         "min": {n: min(t) for n, t in times.items()},
         "notes": notes,
+        "threads": threads,
     }
 
 
@@ -346,6 +348,8 @@ def main(argv=None) -> int:
         r = measure(case, args.repeat)
         results.append((case, r))
         print(table([(case, r)])[2], *(f"  {n}: {why}" for n, why in r["notes"].items()), sep="\n")
+        if r["threads"]:
+            print(f"  cutopk's threads after the turns: {r['threads']}")
         sys.stdout.flush()
     lines = [machine_line(), "", f"Medians of {args.repeat} turns:", "", *table(results)]
     lines += ["", f"Minima of {args.repeat} turns:", "", *table(results, "min")]
