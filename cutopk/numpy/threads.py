@@ -23,6 +23,11 @@ second thread adds, and what each NumPy call of a block costs while threads take
 GIL (on a virtual machine whose idle cores sleep, the turns are most of the cost of splitting a
 short call: see :func:`_measure`).
 
+A split the model promises is timed on the first calls of its shape, against one thread, before
+it is kept (:func:`trial`). The pool's workers are kept off the core of the thread that hands
+them work (:func:`_keep_off`: their own affinity, on Linux): on a virtual machine whose idle
+cores sleep, the scheduler would otherwise queue a woken worker on the caller's core.
+
 ``threadpoolctl.threadpool_limits`` does not govern this pool: threadpoolctl finds the pools it
 controls by the shared libraries loaded in the process, and this pool is plain Python with no
 library of its own to be found by (a controller registered for it would have to claim another
