@@ -753,13 +753,20 @@ def _select_prefiltered(
             # A NaN pivot (many NaNs in the sample, NaN preferred): nothing ranks above NaN and
             # NaNs tie, so a row with K NaNs takes its first K, found in its first columns.
             sel = np.flatnonzero(nan_pivot)
-            nans = np.isnan(x if sel.size == rows else x[sel])
+            part = x if sel.size == rows else x[sel]
+            # The first K NaNs of such a row usually lie in its first columns: look there first
+            # (4x32000 k=50, a tenth NaN: 77 us to 62 us), then in the whole rows.
+            head = min(n, max(FILTER_HEAD_COLUMNS, 16 * k))
+            nans = np.isnan(part[:, :head])
             enough = _count_rows(nans) >= k
+            if head < n and not enough.all():
+                nans = np.isnan(part)
+                enough = _count_rows(nans) >= k
             if enough.any():
-                sel = sel[enough]
-                cols[sel] = (np.flatnonzero(_first_true(nans[enough], np.full(sel.size, k))) % n).reshape(
-                    -1, k
-                )
+                if not enough.all():
+                    sel, nans = sel[enough], nans[enough]
+                first = _first_true(nans, np.full(sel.size, k))
+                cols[sel] = (_true_positions(first) % nans.shape[1]).reshape(-1, k)
                 done[sel] = True
             # For the others +inf keeps the NaNs and the infinities, the K best wherever there
             # are K of them (a NaN pivot would keep every element).

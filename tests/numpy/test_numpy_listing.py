@@ -35,3 +35,21 @@ def test_true_words_bound_the_true_count():
     mask[[0, 1, 2, 40]] = True
     assert exact.true_words(mask).tolist() == [0, 5]
     assert exact.true_words(np.zeros(64, dtype=bool)).size == 0
+
+
+@pytest.mark.parametrize("order", (True, "index"))
+def test_rows_of_many_nans_where_nan_is_preferred(order):
+    """A NaN pivot (NaN preferred): the first K NaNs of each row, found in the rows' first
+    columns where they are there, else in the whole rows; rows with fewer NaNs go the filter's
+    way. Against the reference."""
+    from support.reference import check_top_k
+
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((6, 8192)).astype(np.float32)
+    x[0:2][rng.random((2, 8192)) < 0.2] = np.nan  # NaNs everywhere: the first columns suffice
+    x[2, -2000:] = np.nan  # NaNs only at the end: the whole row is searched
+    x[3, ::64] = np.nan  # 128 NaNs, evenly spread: the sample sees them
+    x[4, 8000:8030] = np.nan  # fewer NaNs than K
+    for k in (40, 128, 300):
+        check_top_k(x, k, nan="largest", sorted=order)
+        check_top_k(x, k, nan="last", sorted=order)
