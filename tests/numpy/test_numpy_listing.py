@@ -53,3 +53,4 @@ def test_rows_of_many_nans_where_nan_is_preferred(order):
     for k in (40, 128, 300):
         check_top_k(x, k, nan="largest", sorted=order)
         check_top_k(x, k, nan="last", sorted=order)
+        check_top_k(x[[0, 1, 5]], k, nan="largest", sorted=order)  # every NaN row in its head
