@@ -133,10 +133,14 @@ def measure(case: grid.Case, repeat: int) -> dict:
             notes[name] = problem
         else:
             live[name] = route.call
+        _settle(name)
     times = {name: [] for name in live}
     if "cutopk-1t" in live:
         times["cutopk-1t-wall"] = []
-    once = {name: _once(fn) for name, fn in live.items()}
+    once = {}
+    for name, fn in live.items():
+        once[name] = _once(fn)
+        _settle(name)
     base = once.get("cutopk", min(once.values()))
     # Every route gets as many calls a turn as cutopk (at most MAX_TURN_S of them), after one
     # untimed call where that is cheap: the timed calls find the caches as the route leaves them.
@@ -158,15 +162,23 @@ def measure(case: grid.Case, repeat: int) -> dict:
             times[name].append((c1 - c0 if name in ONE_THREAD else w1 - w0) / m)
             if name == "cutopk-1t":
                 times["cutopk-1t-wall"].append((w1 - w0) / m)
-            if name == "torch":
-                # torch's OpenMP workers spin for a while after a parallel call: the route
-                # timed next would share its cores with them (8x128256: 0.58 ms against 0.34).
-                time.sleep(SETTLE_S)
+            _settle(name)
+    threads = cutopk.plan(x, case.k, axis=axis, mode=case.mode, nan="largest").params.get("threads_why", "")
     return {
         "median": {n: statistics.median(t) for n, t in times.items()},
         "min": {n: min(t) for n, t in times.items()},
         "notes": notes,
+        "threads": threads,
     }
+
+
+def _settle(name: str) -> None:
+    """After torch's threaded call, a pause: its OpenMP workers spin for a while after a
+    parallel call, and the route called next would share its cores with them (8x128256: 0.58
+    ms against 0.34; cutopk's first calls of a shape, which time its split against one thread,
+    would find the split slower than it is)."""
+    if name == "torch":
+        time.sleep(SETTLE_S)
 
 
 def machine_line() -> str:
@@ -183,7 +195,8 @@ def machine_line() -> str:
     return (
         f"{env.cpu_model()}: {_threads._cpus()} cores for this process; cutopk threads "
         f"{_threads.get_num_threads()} (measured: {task_s * 1e6:.0f} us per task handed over, "
-        f"{element_s * 1e9:.2f} ns per element-pass, {call_s * 1e6:.1f} us per NumPy call, a second thread "
+        f"{element_s * 1e9:.2f} ns per element-pass, {call_s * 1e6:.1f} us more per NumPy call beside "
+        "another thread, a second thread "
         + ", ".join(f"{1 + e:.2f}x as fast on {f} blocks" for f, e in efficiency.items())
         + f"); NumPy {np.__version__}, {torch_text}, "
         f"Python {platform.python_version()}"
@@ -335,6 +348,8 @@ def main(argv=None) -> int:
         r = measure(case, args.repeat)
         results.append((case, r))
         print(table([(case, r)])[2], *(f"  {n}: {why}" for n, why in r["notes"].items()), sep="\n")
+        if r["threads"]:
+            print(f"  cutopk's threads after the turns: {r['threads']}")
         sys.stdout.flush()
     lines = [machine_line(), "", f"Medians of {args.repeat} turns:", "", *table(results)]
     lines += ["", f"Minima of {args.repeat} turns:", "", *table(results, "min")]

@@ -12,8 +12,10 @@ FIRST_TRUE_MAX_COLUMNS = 1 << 16
 def select_exact(keys: np.ndarray, k: int) -> np.ndarray:
     """Positions (ascending, int64) of the K largest keys per row, ties to lower positions."""
     rows, m = keys.shape
-    part = np.partition(keys, m - k, axis=1)
-    kth = part[:, m - k : m - k + 1]
+    # NumPy's partition of 8-bit keys is 15-30 times slower than of 16-bit ones (1024x1000:
+    # 6.7 ms against 0.45 ms widened; 1x2**20: 5.5 ms against 0.18 ms).
+    part = np.partition(keys if keys.itemsize > 1 else keys.astype(np.uint16), m - k, axis=1)
+    kth = part[:, m - k : m - k + 1].astype(keys.dtype, copy=False)
     # The partition leaves every key below the boundary <= t: when none of them equals t (their
     # maximum is below it), the keys >= t are exactly K per row (the usual case), no tie to break.
     if m == k or (part[:, : m - k].max(axis=1, keepdims=True) < kth).all():
@@ -57,3 +59,39 @@ def first_true(mask: np.ndarray, counts: np.ndarray) -> np.ndarray:
         start += width
         width = min(2 * width, FIRST_TRUE_MAX_COLUMNS)
     return out
+
+
+# A mask whose words holding a True exceed this share of its words is listed by NumPy's own
+# nonzero. NumPy's nonzero is slowest on masks of a few per cent (a branch per byte it cannot
+# predict); a 1M mask: 0.5% True 134 us against 61 us through the words (4% of the words hit),
+# 5% 755 against 262 us (34%), 10% 1437 against 408 us (57%), 20% 357 against 636 us (83%).
+SPARSE_MAX_WORD_SHARE = 0.6
+
+
+def true_words(mask: np.ndarray) -> np.ndarray | None:
+    """The positions of the 8-byte words of the C-contiguous bool ``mask`` (read flat) that hold
+    a True, or None where the mask is no whole number of words (or its words are not aligned).
+    One comparison of a word a time: some 8 times faster than listing the bytes (a 1M mask:
+    30 us against 120 us), and at most 8 times the True count, so it bounds that count."""
+    flat = mask.reshape(-1)
+    if flat.size % 8 or not flat.flags.aligned or flat.ctypes.data % 8:
+        return None
+    return np.flatnonzero(flat.view(np.uint64) != 0)
+
+
+def true_positions(mask: np.ndarray, words: np.ndarray | None = None) -> np.ndarray:
+    """``np.flatnonzero(mask)`` for a C-contiguous bool ``mask``; ``words``: its
+    :func:`true_words`, where already known. A sparse mask (the pivot filter's: a few
+    thousand candidates among a million elements) is listed through its words that hold a True:
+    only their bytes are read one by one (8x128256: 50 us against NumPy's 120 us; see
+    ``SPARSE_MAX_WORD_SHARE``)."""
+    flat = mask.reshape(-1)
+    if words is None:
+        words = true_words(flat)
+    if words is None or words.size > flat.size // 8 * SPARSE_MAX_WORD_SHARE:
+        return np.flatnonzero(flat)
+    inner = np.flatnonzero(flat.view(np.uint64).take(words).view(np.bool_))  # ascending
+    pos = words.take(inner >> 3)
+    pos <<= 3
+    pos += inner & 7
+    return pos

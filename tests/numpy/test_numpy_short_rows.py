@@ -135,6 +135,90 @@ def test_a_split_pays_for_the_numpy_calls_of_its_extra_blocks(monkeypatch):
     assert _numpy_threads.threads_for(2, 1e6, "scan", 60)[0] == 2  # 1 ms of work: it pays
 
 
+def test_each_thread_pays_for_the_calls_of_all_its_blocks(monkeypatch):
+    # 10 ms of work, twice as fast on two threads; 10 NumPy calls a block at 100 us each beside
+    # the other thread: 2 blocks (one a thread) add 1 ms, 20 blocks (ten a thread) 10 ms.
+    monkeypatch.setitem(_numpy_threads._state, "costs", (0.0, 1e-9, 1.0, 1e-4))
+    t, why = _numpy_threads.threads_for(2, 1e7, "scan", 10, 2)
+    assert t == 2 and "10 NumPy calls a thread" in why
+    t, why = _numpy_threads.threads_for(2, 1e7, "scan", 10, 20)
+    assert t == 1 and "100 NumPy calls a thread" in why
+
+
+def test_plan_counts_the_blocks_of_the_route(monkeypatch):
+    # Short rows in blocks of SORTED_BLOCK_ELEMENTS: 131072x16 makes 16 of them, 8 a thread.
+    monkeypatch.setitem(_numpy_threads._state, "costs", (0.0, 1e-9, 1.0, 1e-6))
+    with _numpy_threads.num_threads(2):
+        p = cutopk.plan(np.zeros((131072, 16), np.float32), 4).params
+    calls = _numpy.ROUTE_SPLIT["sorted"][1] * 8
+    assert p["route"] == "sorted" and f"{calls} NumPy calls a thread" in p["threads_why"]
+
+
+def _measured(monkeypatch, costs):
+    """Costs as if measured on this machine (so that splits are tried on the calls)."""
+    monkeypatch.setitem(_numpy_threads._state, "costs", costs)
+    monkeypatch.setitem(_numpy_threads._state, "measured", costs)
+    monkeypatch.setattr(_numpy_threads, "_trials", {})
+
+
+@pytest.mark.parametrize(("one", "split", "kept"), ((1e-3, 0.5e-3, 2), (1e-3, 0.95e-3, 1), (1e-3, 2e-3, 1)))
+def test_a_split_is_kept_only_where_its_trials_paid(monkeypatch, one, split, kept):
+    _measured(monkeypatch, (0.0, 1e-9, 1.0, 0.0))
+    key, why = ("shape",), "2 of 2: predicted 1 us"
+    turns = []
+    for _ in range(2 * _numpy_threads.TRIALS):
+        t = _numpy_threads.trial(key, 2)
+        assert _numpy_threads.verdict(key, 2, 2, why)[1].endswith("being measured on the calls themselves")
+        turns.append(t)
+        _numpy_threads.record(key, t, one if t == 1 else split)
+    assert turns == [1, 2] * _numpy_threads.TRIALS
+    assert _numpy_threads.trial(key, 2) == 0  # settled
+    t, text = _numpy_threads.verdict(key, 2, 2, why)
+    assert t == kept and f"{split * 1e6:.0f} us on 2 threads against {one * 1e6:.0f} us on one" in text
+    assert ("did not pay" in text) == (kept == 1)
+
+
+def test_a_settled_shape_is_tried_again_after_its_calls(monkeypatch):
+    _measured(monkeypatch, (0.0, 1e-9, 1.0, 0.0))
+    monkeypatch.setattr(_numpy_threads, "RETRIAL_CALLS", 3)
+    key = ("shape",)
+    for _ in range(2 * _numpy_threads.TRIALS):  # the split does not pay: one thread is kept
+        t = _numpy_threads.trial(key, 2)
+        _numpy_threads.record(key, t, 1e-3 * t)
+    assert [_numpy_threads.trial(key, 2) for _ in range(3)] == [0, 0, 1]  # then tried again
+    assert "being measured" in _numpy_threads.verdict(key, 2, 2, "2 of 2: why")[1]
+
+
+def test_costs_set_by_hand_are_taken_at_their_word(monkeypatch):
+    monkeypatch.setitem(_numpy_threads._state, "costs", (0.0, 1e-9, 1.0, 0.0))
+    assert _numpy_threads.trial(("shape",), 2) == 0
+    assert _numpy_threads.verdict(("shape",), 2, 2, "why") == (2, "why")
+
+
+def test_trials_run_on_the_calls_and_settle_the_plan(monkeypatch):
+    """The first calls of a shape alternate one thread and the split (same answers); a split
+    that did not pay is dropped, and plan() says so."""
+    _measured(monkeypatch, (0.0, 1e-9, 1.0, 0.0))
+    original = _numpy_threads.record
+    seen = []
+
+    def record(key, threads, seconds):  # the split took twice as long
+        seen.append(threads)
+        original(key, threads, 1e-3 * threads)
+
+    monkeypatch.setattr(_numpy_threads, "record", record)
+    x = np.random.default_rng(0).random((4096, 64), dtype=np.float32)
+    with _numpy_threads.num_threads(2):
+        assert "being measured" in cutopk.plan(x, 4).params["threads_why"]
+        want = cutopk.top_k(x, 4)
+        for _ in range(2 * _numpy_threads.TRIALS):
+            got = cutopk.top_k(x, 4)
+            assert np.array_equal(got.indices, want.indices) and np.array_equal(got.values, want.values)
+        p = cutopk.plan(x, 4).params
+    assert seen == [1, 2] * _numpy_threads.TRIALS
+    assert p["threads"] == 1 and "splitting did not pay (measured 2000 us on 2 threads" in p["threads_why"]
+
+
 def test_plan_shows_the_thread_decision(monkeypatch):
     x = np.zeros((4096, 4096), np.float32)
     with _numpy_threads.num_threads(2):
@@ -155,7 +239,7 @@ def test_costs_are_measured_once(monkeypatch):
     first = _numpy_threads.costs()
     assert _numpy_threads.costs() is first and calls == [1]
     task_s, element_s, efficiency, call_s = first
-    assert task_s >= 0 and 0 < element_s < 1e-6 and 0 < call_s < 1e-3
+    assert task_s >= 0 and 0 < element_s < 1e-6 and 0 <= call_s < 1e-3
     assert set(efficiency) == set(_numpy_threads.PROBES) and all(0 <= e <= 1 for e in efficiency.values())
 
 
@@ -211,3 +295,18 @@ def test_small_call_shapes_and_index_dtypes(shape, index_dtype):
         for order in (True, "index", False):
             for mode in ("largest", "smallest"):
                 check_top_k(x.astype(dtype), 7, mode=mode, sorted=order, index_dtype=index_dtype)
+
+
+@pytest.mark.parametrize("shape", [(128,), (1, 128), (1, 1, 128), (1, 30)])
+@pytest.mark.parametrize("dtype", (np.float32, np.float16, np.int16, np.uint8))
+@pytest.mark.parametrize("mode", ("largest", "smallest"))
+def test_small_one_row_call_cached_gives_the_reference_answer(shape, dtype, mode):
+    """The prepared one-row function (an argsort whose first K are the result as they lie):
+    the same answer on every call, ties and -0.0 included, in the input's batch shape."""
+    x = np.random.default_rng(shape[-1]).integers(-3, 3, shape).astype(np.float32)
+    x.flat[::4] = -0.0
+    x = x.astype(dtype)
+    for _ in range(3):  # the first call plans; the later ones run the prepared function
+        r = check_top_k(x, 7, mode=mode)
+        assert r.indices.flags.c_contiguous and r.values.flags.c_contiguous
+        assert r.indices.shape == (*shape[:-1], 7)

@@ -402,3 +402,32 @@ def test_thread_count_refuses_bools_non_integers_and_non_positive(n):
     with pytest.raises(ValueError, match="n: expected a positive integer number of threads"):
         with cutopk.num_threads(n):
             pass
+
+
+@pytest.mark.skipif(
+    not hasattr(__import__("os"), "sched_setaffinity") or len(__import__("os").sched_getaffinity(0)) < 2,
+    reason="needs Linux and two CPUs",
+)
+def test_pool_workers_are_kept_off_the_callers_core_and_the_caller_is_left_alone():
+    import os
+    import threading
+
+    caller_mask = os.sched_getaffinity(0)
+    seen = {}
+
+    def where(i):
+        seen[threading.current_thread().name] = (os.sched_getaffinity(0), _threads._caller_cpu())
+        threading.Event().wait(0.002)  # long enough for the helper to take an item
+        return i
+
+    for _ in range(50):
+        seen.clear()
+        cpu = _threads._caller_cpu()
+        _threads.run(where, list(range(8)), 2)
+        helpers = {name: mask for name, (mask, _) in seen.items() if name != threading.current_thread().name}
+        if helpers and _threads._caller_cpu() == cpu:
+            break
+    assert helpers, "no helper took an item"
+    for mask in helpers.values():
+        assert cpu not in mask and mask == caller_mask - {cpu}
+    assert os.sched_getaffinity(0) == caller_mask  # the caller's own thread is not placed
