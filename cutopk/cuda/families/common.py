@@ -128,10 +128,10 @@ class Part(NamedTuple):
     """What a family gives the runner for a call (cutopk/cuda/runner.py; one generic runner, no
     branch per family): ``steps``, its launches over ``Facts.rows`` rows; ``scratch``, their
     table; ``scalars``, values its kernels take by parameter name beyond the call's own (rows,
-    n, strides, k, ...). The rest belongs to the whole call when a family launches its steps per
-    chunk of rows (``params["rows_per_chunk"]``): ``outputs`` redirects the call's outputs to
-    scratch arrays of ``call_scratch`` (shaped by ``shapes``), and ``after`` runs once the
-    family's steps are done; in a step of ``after``, ``"final:<output>"`` names where that output
+    n, strides, k, ...). The rest belongs to the whole call, also where the steps run per chunk of
+    rows (``params["rows_per_chunk"]``; the runner then asks for each chunk's steps, scratch and
+    scalars): ``outputs`` redirects the call's outputs to scratch arrays of ``call_scratch``
+    (shaped by ``shapes``), and ``after`` runs once the family's steps are done; in a step of ``after``, ``"final:<output>"`` names where that output
     went before the redirection (the call's own array, or its staged copy)."""
 
     steps: list
