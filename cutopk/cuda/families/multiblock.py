@@ -220,7 +220,7 @@ def part(facts: Facts) -> Part:
     moved = global_bytes(seq, f.rows, f.n, f.k, f.key_bytes, f.index_dtype.itemsize, p)
     rank = p["sample_rank"]
     scalars = {
-        "rows": f.rows, "slice": p["slice"], "cand_slice": p["cand_slice"], "cap": p["cap"],
+        "slice": p["slice"], "cand_slice": p["cand_slice"], "cap": p["cap"],
         "bucket_cap": p["bucket_cap"], "bins": p["bins"], "rank": -1 if rank is None else rank,
         "by_index": f.order != "value",
     }  # fmt: skip
