@@ -205,6 +205,16 @@ def one_read_bytes(rows: int, n: int, k: int, key_bytes: int, index_bytes: int) 
     return sectors(rows * n * key_bytes) + sectors(rows * k * key_bytes) + sectors(rows * k * index_bytes)
 
 
+def read_once_bytes(rows: int, n: int, k: int, key_bytes: int, index_bytes: int, params: dict) -> int:
+    """``global_bytes`` of a family of one launch that reads its input once: :func:`one_read_bytes`."""
+    return one_read_bytes(rows, n, k, key_bytes, index_bytes)
+
+
+def no_scratch(rows: int, n: int, k: int, params: dict) -> tuple:
+    """``scratch`` of a family that needs none: an empty table."""
+    return ()
+
+
 def gathered(count: int, source_bytes: int) -> int:
     """Bytes moved reading ``count`` elements at random places of an array of ``source_bytes``:
     the expected number of distinct sectors among ``count`` drawn from the array's."""

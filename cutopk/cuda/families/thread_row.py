@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..kernel_constants import THREAD_ROW_THREADS
-from .common import OUTPUTS, ROWS, SELECT, Geometry, one_read_bytes, pow2_at_least
+from .common import OUTPUTS, ROWS, SELECT, Geometry, no_scratch, pow2_at_least, read_once_bytes
 
 MAX_K = 8  # winners kept in registers by one thread (16 spills on sm_90)
 # The kernel's C parameters, in order (kernels/thread_row.cu; the runner passes them by name).
@@ -27,14 +27,9 @@ def geometry(rows: int, n: int, k: int, key_bytes: int, device) -> Geometry:
     return Geometry("thread_row_topk", grid, THREAD_ROW_THREADS, 0, {"KMAX": pow2_at_least(k)})
 
 
-def scratch(rows: int, n: int, k: int, params: dict) -> tuple:
-    return ()
-
-
 def kernel_name(params: dict, cxx: str) -> str:
     return f"thread_row_topk<{cxx}, {params['KMAX']}>"
 
 
-def global_bytes(rows: int, n: int, k: int, key_bytes: int, index_bytes: int, params: dict) -> int:
-    """Global bytes of the launch (plan()'s Launch.global_bytes): the input once, the outputs."""
-    return one_read_bytes(rows, n, k, key_bytes, index_bytes)
+# No scratch; the input read once and the outputs written (plan()'s Launch.global_bytes).
+scratch, global_bytes = no_scratch, read_once_bytes

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from ..kernel_constants import WARP_RADIX_MAX_K, WARP_RADIX_WARPS
-from .common import OUTPUTS, ROWS, SELECT, Geometry, one_read_bytes
+from .common import OUTPUTS, ROWS, SELECT, Geometry, no_scratch, read_once_bytes
 
 MAX_K = WARP_RADIX_MAX_K
 # The kernel's C parameters, in order (kernels/warp_radix.cu; the runner passes them by name).
@@ -24,14 +24,9 @@ def geometry(rows: int, n: int, k: int, key_bytes: int, device) -> Geometry:
     return Geometry("warp_radix_topk", -(-rows // WARP_RADIX_WARPS), WARP_RADIX_WARPS * 32, 0, {})
 
 
-def scratch(rows: int, n: int, k: int, params: dict) -> tuple:
-    return ()
-
-
 def kernel_name(params: dict, cxx: str) -> str:
     return f"warp_radix_topk<{cxx}>"
 
 
-def global_bytes(rows: int, n: int, k: int, key_bytes: int, index_bytes: int, params: dict) -> int:
-    """Global bytes of the launch (plan()'s Launch.global_bytes): the input once, the outputs."""
-    return one_read_bytes(rows, n, k, key_bytes, index_bytes)
+# No scratch; the input read once and the outputs written (plan()'s Launch.global_bytes).
+scratch, global_bytes = no_scratch, read_once_bytes

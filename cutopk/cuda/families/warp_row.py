@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from ..kernel_constants import WARP_ROW_THREADS
-from .common import OUTPUTS, ROWS, SELECT, Geometry, one_read_bytes, pow2_at_least
+from .common import OUTPUTS, ROWS, SELECT, Geometry, no_scratch, pow2_at_least, read_once_bytes
 
 MAX_N = 1024  # ITEMS = 32 keys per lane in registers (95 for float64 on sm_90, no spills)
 MAX_K = 32  # lane r keeps the r-th winner
@@ -30,14 +30,9 @@ def geometry(rows: int, n: int, k: int, key_bytes: int, device) -> Geometry:
     return Geometry("warp_row_topk", -(-rows // per_block), WARP_ROW_THREADS, 0, {"ITEMS": items})
 
 
-def scratch(rows: int, n: int, k: int, params: dict) -> tuple:
-    return ()
-
-
 def kernel_name(params: dict, cxx: str) -> str:
     return f"warp_row_topk<{cxx}, {params['ITEMS']}>"
 
 
-def global_bytes(rows: int, n: int, k: int, key_bytes: int, index_bytes: int, params: dict) -> int:
-    """Global bytes of the launch (plan()'s Launch.global_bytes): the input once, the outputs."""
-    return one_read_bytes(rows, n, k, key_bytes, index_bytes)
+# No scratch; the input read once and the outputs written (plan()'s Launch.global_bytes).
+scratch, global_bytes = no_scratch, read_once_bytes
