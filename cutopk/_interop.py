@@ -221,6 +221,25 @@ def identity(x):
     return x
 
 
+def misaligned(a) -> bool:
+    """Whether a CuPy array has an element at an address that is no multiple of its size (a
+    view some bytes into its buffer): CuPy's own kernels, a copy among them, fault reading it."""
+    size = a.dtype.itemsize
+    return a.size > 0 and (a.data.ptr % size != 0 or any(st % size for st in a.strides))
+
+
+def aligned_copy(a):
+    """A C-ordered copy of the CuPy array ``a`` in new memory, read byte by byte. CuPy's copy
+    reads whole elements, so copying a misaligned view (see :func:`misaligned`) faults on a GPU
+    (cudaErrorMisalignedAddress, first seen on an H200); a copy of its bytes viewed as uint8
+    cannot, and new memory is aligned for every dtype."""
+    cupy = sys.modules[type(a).__module__.split(".")[0]]
+    size = a.dtype.itemsize
+    as_bytes = cupy.ndarray((*a.shape, size), np.uint8, memptr=a.data, strides=(*a.strides, 1))
+    # copy(), not ascontiguousarray(): the bytes of a contiguous array are contiguous already.
+    return as_bytes.copy(order="C").view(a.dtype).reshape(a.shape)
+
+
 def array_module(of):
     """The array module (NumPy or CuPy) of an array, or of a name: ``"cupy"`` and the launcher's
     ``"cuda"`` target give CuPy; ``"numpy"`` and ``"sim"`` (the simulator works on NumPy arrays)

@@ -47,7 +47,13 @@ out=${OUT:-gpu-session}
 mkdir -p "$out"
 export PYTHONPATH=. PYTHONUNBUFFERED=1 CUTOPK_HYPOTHESIS_PROFILE=${CUTOPK_HYPOTHESIS_PROFILE:-ci}
 limit=${PHASE_TIMEOUT:-540}
-pytest=(python3 -m pytest -q -p no:cacheprovider)
+pytest=(python3 -m pytest -q -p no:cacheprovider -rfE --tb=short)
+# PYTEST_WORKERS=N spreads the test phases over N processes (pytest-xdist, in the lent machines'
+# image): NVRTC compiles, not the GPU, bound them, and the machines have 16 cores.
+workers=()
+if [ -n "${PYTEST_WORKERS:-}" ] && python3 -c "import xdist" 2>/dev/null; then
+  workers=(-n "$PYTEST_WORKERS")
+fi
 
 # Builds the CUB shim for this GPU unless it is up to date; a failure only leaves the `cub` peer
 # out (the benchmark says why), so it never fails the phase.
@@ -102,8 +108,10 @@ run_phase() {
       git log -1 --format='commit %H %cd' 2>/dev/null || true
       ;;
     tests)
-      timeout "$limit" "${pytest[@]}" -m gpu &&
-        CUTOPK_FULL_MATRIX=1 timeout "$limit" "${pytest[@]}" -m gpu tests/gpu/test_kernels.py
+      timeout "$limit" "${pytest[@]}" "${workers[@]}" -m gpu
+      local rc=$?
+      CUTOPK_FULL_MATRIX=1 timeout "$limit" "${pytest[@]}" "${workers[@]}" -m gpu tests/gpu/test_kernels.py || rc=1
+      return $rc
       ;;
     memcheck | racecheck | synccheck) sanitize "$1" ;;
     cub) build_cub && python3 -c "from cutopk._bench import cub; import sys; lib, why = cub.available('$(cub_arch)'); print(why or f'CUB {lib.version} loaded from {lib.path}'); sys.exit(lib is None)" ;;

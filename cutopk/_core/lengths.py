@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._interop import array_module
+from .._interop import aligned_copy, array_module, misaligned
 from .._request import checks as _checks
 from .._request import dtypes as _dtypes
 
@@ -67,6 +67,8 @@ def check(lengths, arr, req: _checks.Request):
             f"lengths: expected shape {batch} (the input's shape without axis {req.axis}), got {tuple(lengths.shape)}"
         )
     lengths = xp.asarray(lengths)
+    if xp is not np and misaligned(lengths):  # before any CuPy kernel (min, max, astype) reads it
+        lengths = aligned_copy(lengths)
     longest = 0
     if lengths.size:
         low, high = lengths.min(), lengths.max()
@@ -78,8 +80,8 @@ def check(lengths, arr, req: _checks.Request):
         longest = int(high)
     # asarray, not ascontiguousarray: that makes a 0-d array (a 1-D input's lengths) 1-d.
     lengths = xp.asarray(lengths, dtype=np.int64, order="C")
-    if (lengths.flags.aligned if xp is np else lengths.data.ptr % 8 == 0) is False:
-        lengths = lengths.copy()  # the kernels read whole int64s: a misaligned view faults on a GPU
+    if xp is np and not lengths.flags.aligned:
+        lengths = lengths.copy()  # the simulated kernels refuse a misaligned view, as a GPU faults
     return lengths, longest  # the kernels index it by row number
 
 

@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .. import _interop
 from .._interop import array_module
 from .._request import dtypes as _dtypes
 from .._request import layout as _layout
@@ -369,7 +370,9 @@ class GpuCall:
                 strides = _layout.c_strides(shape, self.dtype.itemsize)
                 call = GpuCall(shape, strides, dtype, self.req, device, self.rows_kind)
                 self._variants["aligned"] = call
-        return call.run(self.xp.array(a, order="C", copy=True), out, extents)
+        if self.xp is np:
+            return call.run(np.array(a, order="C", copy=True), out, extents)
+        return call.run(_interop.aligned_copy(a), out, extents)
 
     def _finish(self, arr):
         if self.last_axis:

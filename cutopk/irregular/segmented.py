@@ -77,7 +77,8 @@ def _offsets_on_host(offsets) -> np.ndarray:
 
         arr, _, scope = _interop.as_cupy(offsets)
         with scope:
-            return arr.get()
+            # A strided misaligned view would be made contiguous by a CuPy copy, which faults.
+            return (_interop.aligned_copy(arr) if _interop.misaligned(arr) else arr).get()
     from .. import _interop
 
     try:

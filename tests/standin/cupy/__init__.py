@@ -102,6 +102,26 @@ def _on_current_device(*arrays) -> None:
             )
 
 
+def _element_kernel(*arrays) -> None:
+    """CuPy's rules for its own element-wise kernels (copies, casts, fills, comparisons): every
+    array on the current device, and every element of every array at an address that is a
+    multiple of its size. A real GPU faults on a misaligned element (cudaErrorMisalignedAddress,
+    seen on an H200 copying a float32 view 2 bytes into its buffer); only a byte-wise view of such
+    an array can be read or written."""
+    _on_current_device(*arrays)
+    for a in arrays:
+        if not isinstance(a, ndarray) or a.size == 0:
+            continue
+        size = a.itemsize
+        if a.data.ptr % size or any(st % size for st in a.strides):
+            raise _state.CUDARuntimeError(
+                716,
+                "cudaErrorMisalignedAddress",
+                f"misaligned address (a {a.dtype} element read or written at "
+                f"{a.data.ptr % size} bytes past a multiple of {size}, strides {a.strides})",
+            )
+
+
 def _sync_copy(what: str) -> None:
     """A synchronous copy between host and device: refused while the current stream captures."""
     if _stream().is_capturing():
@@ -240,7 +260,7 @@ class ndarray:
         key = _key(key)
         if isinstance(value, np.ndarray):  # a host array: an H2D copy first
             value = asarray(value)
-        _on_current_device(self, value, *_key_arrays(key))
+        _element_kernel(self, value, *_key_arrays(key))
         host = self._host()
 
         def run():
@@ -251,8 +271,11 @@ class ndarray:
     # ---- copies and kernels
 
     def get(self, stream=None, order="C", out=None):
-        """The array copied to the host (a device-to-host copy: refused while capturing)."""
+        """The array copied to the host (a device-to-host copy: refused while capturing). A
+        contiguous array is one memcpy; any other is first made contiguous by a CuPy kernel."""
         _sync_copy("D2H")
+        if not self.flags.c_contiguous:
+            _element_kernel(self)
         return self._host_copy()
 
     def copy(self, order="C"):
@@ -266,7 +289,7 @@ class ndarray:
 
     def fill(self, value):
         host = self._host()
-        _on_current_device(self)
+        _element_kernel(self)
         _kernel(lambda: host.fill(value))
 
     def item(self):
@@ -398,7 +421,7 @@ def _computed(compute, *operands) -> ndarray:
     """The result of a kernel that writes a new array: ``compute()`` (NumPy, on the operands'
     memory) gives its shape and dtype now, and its values when the kernel runs (at once, or at
     a graph's launch while the current stream captures)."""
-    _on_current_device(*operands)
+    _element_kernel(*operands)
     meta = np.asarray(compute())
     out = empty(meta.shape, meta.dtype)
     host = out._host()
@@ -608,7 +631,7 @@ def take_along_axis(a, indices, axis) -> ndarray:
 def copyto(dst, src, casting="same_kind") -> None:
     if isinstance(src, np.ndarray):
         raise TypeError(f"Unsupported type {type(src)}")
-    _on_current_device(dst, src)
+    _element_kernel(dst, src)
     host = dst._host()
     _kernel(lambda: np.copyto(host, _h(src), casting=casting))
 
