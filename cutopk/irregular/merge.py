@@ -190,16 +190,21 @@ def _merge(xp, pairs, k, mode, order, nan, vdt, idt, batch):
         shape = (*batch, k)
         return xp.zeros(shape, dtype=vdt), xp.zeros(shape, dtype=idt), xp.zeros(shape, dtype=np.int64)
     largest, nan_largest = mode == "largest", nan == "largest"
+    # The values travel as their bits (unsigned integers of their width) and are seen as values
+    # only by the selection: on a GPU, CuPy's bfloat16 kernels turned a NaN's payload into the
+    # canonical NaN (0xffc0 came back as 0x7fff, seen on an H200), and the values must come back
+    # bit for bit.
+    bits = np.dtype(f"u{vdt.itemsize}")
     if len(pairs) == 1:
-        values, indices = pairs[0]
+        values, indices = pairs[0][0].view(bits), pairs[0][1]
     else:
-        values = xp.concatenate([v for v, _ in pairs], axis=-1)
+        values = xp.concatenate([v.view(bits) for v, _ in pairs], axis=-1)
         indices = xp.concatenate([i for _, i in pairs], axis=-1)
     signed = idt.kind == "i"
     if signed:
         padding = indices < 0
-        worst = xp.asarray(_dtypes.least_preferred(vdt, largest, nan_largest))
-        values = xp.where(padding, worst, values).astype(vdt, copy=False)
+        worst = xp.asarray(_dtypes.least_preferred(vdt, largest, nan_largest).view(bits))
+        values = xp.where(padding, worst, values)
         # As unsigned, -1 (and every negative index) sorts after every real index.
         by_index = indices.view(idt.str.replace("i", "u"))
     else:
@@ -210,15 +215,17 @@ def _merge(xp, pairs, k, mode, order, nan, vdt, idt, batch):
     perm = xp.argsort(by_index, axis=-1, **sort_kw)
     values = xp.take_along_axis(values, perm, axis=-1)
     indices = xp.take_along_axis(indices, perm, axis=-1)
-    chosen = _select(values, k, axis=-1, mode=mode, sorted="value" if order == "value" else "index", nan=nan)
-    out_values = chosen.values
+    chosen = _select(
+        values.view(vdt), k, axis=-1, mode=mode, sorted="value" if order == "value" else "index", nan=nan
+    )
+    out_values = chosen.values.view(bits)
     out_indices = xp.take_along_axis(indices, chosen.indices, axis=-1)
     where = xp.take_along_axis(perm, chosen.indices, axis=-1).astype(np.int64, copy=False)
     if signed:
         padding = out_indices < 0
-        out_values = xp.where(padding, xp.zeros((), dtype=vdt), out_values).astype(vdt, copy=False)
+        out_values = xp.where(padding, xp.zeros((), dtype=bits), out_values)
         out_indices = xp.where(padding, xp.asarray(-1, dtype=idt), out_indices).astype(idt, copy=False)
-    return xp.ascontiguousarray(out_values), xp.ascontiguousarray(out_indices), where
+    return xp.ascontiguousarray(out_values).view(vdt), xp.ascontiguousarray(out_indices), where
 
 
 def differentiable(parts, k, mode, sorted_, nan):

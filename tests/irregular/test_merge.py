@@ -410,3 +410,29 @@ def test_merged_values_pass_no_gradient_to_padding():
         return cutopk.merge_top_k(list(zip(vs, idx, strict=True)), 5, sorted="index").values
 
     assert torch.autograd.gradcheck(merged, tuple(parts))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("backend", ["numpy", "cuda"])
+@pytest.mark.parametrize("with_padding", [False, True])
+def test_nan_payloads_come_back_bit_for_bit(backend, with_padding):
+    """bfloat16 NaNs of any payload merge back as they went in: on an H200, CuPy's bfloat16
+    kernels returned 0x7fff for 0xffc0 (the merge now moves the values as their bits)."""
+    if backend == "cuda" and (why := cuda_unavailable_reason()):
+        pytest.skip(why)
+    bf16 = dtype_of("bfloat16")
+    raw = np.array([[0xFFC0, 0x3F80, 0x7FC1], [0x7FC1, 0xFFC0, 0x4000]], np.uint16)
+    values, indices = raw.view(bf16), np.array([[0, 1, 2], [3, 4, 5]], np.int64)
+    if with_padding:
+        values, indices = (
+            np.concatenate([values, values[:, :1]], 1),
+            np.concatenate([indices, [[-1], [-1]]], 1),
+        )
+    parts = [(values[:1], indices[:1]), (values[1:], indices[1:])]
+    if backend == "cuda":
+        import cupy
+
+        parts = [(cupy.asarray(v), cupy.asarray(i)) for v, i in parts]
+    got = cutopk.merge_top_k([(v.reshape(-1), i.reshape(-1)) for v, i in parts], 4, nan="largest")
+    got_bits = np.asarray(got.values.get() if backend == "cuda" else got.values).view(np.uint16)
+    assert got_bits.tolist() == [0xFFC0, 0x7FC1, 0x7FC1, 0xFFC0]

@@ -6,7 +6,9 @@ it raises TypeError, ``.get()`` copies to the host), lives on one of two devices
 take part in work on the other; device memory comes from the allocator in use (``using_allocator``
 or the pool, which refuses cudaMalloc while a stream captures); kernels run on the CPU simulator
 (:mod:`cutopk.sim`) with their arguments packed as CuPy packs them, on the current stream, and
-are recorded rather than run while that stream captures (``Graph.launch`` replays them). Only the
+are recorded rather than run while that stream captures (``Graph.launch`` replays them). CuPy's
+own element kernels fault on a misaligned array and write bfloat16 NaNs as the canonical NaN, as
+an H200 did (docs/hardware-only.md). Only the
 functions below exist: any other attribute is an AttributeError, as a misspelt CuPy name is.
 
 ``set_version(13)`` models CuPy 13 (no bfloat16); the default is 14.
@@ -422,14 +424,28 @@ def _computed(compute, *operands) -> ndarray:
     memory) gives its shape and dtype now, and its values when the kernel runs (at once, or at
     a graph's launch while the current stream captures)."""
     _element_kernel(*operands)
-    meta = np.asarray(compute())
+    meta = _as_gpu_writes(np.asarray(compute()))
     out = empty(meta.shape, meta.dtype)
     host = out._host()
     if _stream().is_capturing():
-        _kernel(lambda: np.copyto(host, compute()))
+        _kernel(lambda: np.copyto(host, _as_gpu_writes(np.asarray(compute()))))
     else:
         _kernel(lambda: np.copyto(host, meta))
     return out
+
+
+def _as_gpu_writes(result: np.ndarray) -> np.ndarray:
+    """A kernel's result as CuPy's kernels write it on a GPU: a bfloat16 NaN comes out as the
+    canonical NaN (0x7fff), whatever its payload (CuPy's bfloat16 kernels go through float32: an
+    H200 turned 0xffc0 into 0x7fff in a `where`), where NumPy and ml_dtypes keep the bits."""
+    if result.dtype.name != "bfloat16" or not result.size:
+        return result
+    nan = np.isnan(result.astype(np.float32))
+    if not nan.any():
+        return result
+    bits = result.view(np.uint16).copy()
+    bits[nan] = 0x7FFF
+    return bits.view(result.dtype)
 
 
 # ---- creation
