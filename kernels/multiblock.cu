@@ -17,13 +17,20 @@
 //               input, or the candidate buffer once the row has moved there), counts the digit of
 //               the keys still in the race in shared memory and adds its counts to the row's
 //               histogram. Pass 1 also stages the keys that reach the threshold, with their
-//               indices, in the candidate buffer (any order). Then __threadfence() and an atomic
-//               arrival ticket: the block that arrives last (whatever order the blocks ran in:
-//               no block ever waits for another) finds the bucket of the K-th key, re-zeroes the
-//               histogram for the next pass and updates the state:
+//               indices, in the candidate buffer (any order); with more than one digit, the keys
+//               above it, and each block counts the keys equal to it (tie_counts[row][block],
+//               32-bit: rows are shorter than 2^32). Then __threadfence() and an atomic arrival
+//               ticket: the block that arrives last (whatever order the blocks ran in: no block
+//               ever waits for another) finds the bucket of the K-th key, re-zeroes the histogram
+//               for the next pass and updates the state:
 //                 - after pass 1, the row reads the candidates from now on when at least k_row
 //                   keys reached the threshold and all of them fit the buffer (they then hold
-//                   every winner), else the input (rare: one read per pass, same launches);
+//                   every winner); when fewer did but the threshold's ties make up the rest, the
+//                   K-th key is the threshold (TIES: heavy ties, a row of one value, float16 keys
+//                   repeating): in pass 2 every block writes its share of the candidates and the
+//                   blocks whose slices hold the lowest-index ties (the counts of the slices
+//                   before theirs say which) write those, in index order; else the input (rare:
+//                   one read per pass, same launches);
 //                 - a bucket taken whole ends the selection early (COLLECT): in the next pass
 //                   every block writes its keys at or above the bucket as winners, its last block
 //                   orders them, and later passes return at once (FINISHED);
@@ -60,15 +67,17 @@ namespace cutopk::multiblock {
 
 // What a launch does for a row.
 enum Mode : int {
-  SELECT = 0,   // count the next digit of the keys in the bucket
-  COLLECT = 1,  // the bucket is taken whole: every key at or above it is a winner
-  FINISHED = 2  // the row's outputs are written
+  SELECT = 0,    // count the next digit of the keys in the bucket
+  COLLECT = 1,   // the bucket is taken whole: every key at or above it is a winner
+  FINISHED = 2,  // the row's outputs are written
+  TIES = 3       // the K-th key is pass 1's threshold: its winners are the candidates and its ties
 };
 // Where a row's elements are read from.
 enum Source : int { ON_INPUT = 0, ON_CANDIDATES = 1 };
 // Where the finishing block took the last bucket's winners from (tests read it).
 // WHOLE: every key at or above a bucket taken whole, written by every block (COLLECT).
-enum Gathered : int { NOT_YET = 0, FROM_BUCKET = 1, FROM_CANDIDATES = 2, FROM_INPUT = 3, WHOLE = 4 };
+// FROM_TIES: the candidates and the threshold's lowest-index ties, written by every block (TIES).
+enum Gathered : int { NOT_YET = 0, FROM_BUCKET = 1, FROM_CANDIDATES = 2, FROM_INPUT = 3, WHOLE = 4, FROM_TIES = 5 };
 
 // A row's selection state in global memory, carried from launch to launch. Invariant (SELECT and
 // COLLECT): the K-th key of the row lies among the keys whose bits above `cut` equal `prefix` (the
@@ -90,7 +99,7 @@ struct State {
   Source source;
   int k_row;    // the row's winners: min(K, its length); the rest is padding
   int passes;   // launches that did work on the row (a finished row's later launches return at once)
-  int staging;  // pass 1 stages the keys that reach `threshold`
+  int staging;  // pass 1 stages the keys that reach `threshold` (above it, with more than one digit)
   Gathered gathered;
 };
 static_assert(sizeof(State) == CUTOPK_MULTIBLOCK_STATE_BYTES, "MULTIBLOCK_STATE_BYTES in kernels/constants.cuh");
@@ -380,8 +389,9 @@ sample_threshold(MB_INPUT, int rank, int k, State* __restrict__ state, unsigned 
   MB_INPUT, long long slice, long long cand_slice, long long cap, typename KeyTraits<T>::Key *__restrict__ cand_key, \
       long long *__restrict__ cand_idx, long long bucket_cap, typename KeyTraits<T>::Key *__restrict__ bucket_key,   \
       long long *__restrict__ bucket_idx, int k, int by_index, State *__restrict__ state,                            \
-      unsigned int *__restrict__ hist, int bins, typename KeyTraits<T>::Key *__restrict__ win_key,                   \
-      long long *__restrict__ win_idx, T *__restrict__ out_vals, long long *__restrict__ out_idx
+      unsigned int *__restrict__ hist, int bins, unsigned int *__restrict__ tie_counts,                              \
+      typename KeyTraits<T>::Key *__restrict__ win_key, long long *__restrict__ win_idx, T *__restrict__ out_vals,   \
+      long long *__restrict__ out_idx
 
 // The finishing block's last step: the row's k_row winners (in win_key/win_idx, written by this
 // launch's blocks, read through L2) and K - k_row padding pairs (the lowest key and indices from n
@@ -527,6 +537,56 @@ __device__ __forceinline__ void gather_from_input(const Row<T>& r, int bucket_cu
   }
 }
 
+// Pass 2 of a row in TIES (its K-th key, pass 1's threshold, in `prefix`; `needed` of its ties
+// win): this block's share of the candidates (every key above the threshold wins), then, when
+// fewer than `needed` ties lie in the slices before its own and its slice holds some, its slice
+// read in index order (RUN consecutive elements a thread, ranked by block scans) until the last
+// winning tie. `tie_counts`: the row's counts per slice, from pass 1.
+template <class T>
+__device__ __forceinline__ void gather_threshold_ties(const Row<T>& input, const State& s, State* st, long long slice,
+                                                      long long cand_slice, const typename KeyTraits<T>::Key* cand_key,
+                                                      const long long* cand_idx, const unsigned int* tie_counts,
+                                                      typename KeyTraits<T>::Key* win_key, long long* win_idx) {
+  typedef typename KeyTraits<T>::Key Key;
+  const int RUN = 8;
+  __shared__ long long sums[33];
+  const long long c0 = (long long)blockIdx.x * cand_slice, c1 = min((long long)s.cand_count, c0 + cand_slice);
+  for (long long j = c0 + threadIdx.x; j < c1; j += blockDim.x) {
+    const unsigned long long at = atomicAdd(&st->winners, 1ull);  // any order: the finishing block sorts
+    win_key[at] = cand_key[j];
+    win_idx[at] = cand_idx[j];
+  }
+  long long earlier = 0;  // ties in the slices before this one (a few thousand counts at most)
+  for (long long j = threadIdx.x; j < blockIdx.x; j += blockDim.x) earlier += (long long)tie_counts[j];
+  long long ranked;
+  block_scan(earlier, sums, &ranked);
+  if (ranked >= s.needed || tie_counts[blockIdx.x] == 0) return;  // the same for the whole block
+  const Key kth = static_cast<Key>(s.prefix);
+  const long long begin = (long long)blockIdx.x * slice, end = min(input.length, begin + slice);
+  // `ranked` is the same in the whole block: every thread runs the same steps and scans.
+  for (long long first = begin; first < end && ranked < s.needed; first += (long long)blockDim.x * RUN) {
+    const long long mine = first + (long long)threadIdx.x * RUN;
+    unsigned tie = 0;  // bit e: element mine + e is a tie
+    int ties = 0;
+#pragma unroll
+    for (int e = 0; e < RUN; ++e) {
+      const bool t = mine + e < end && input.key(input.bits[(mine + e) * input.stride]) == kth;
+      tie |= (unsigned)t << e;
+      ties += t;
+    }
+    long long step;
+    long long rank = ranked + block_scan((long long)ties, sums, &step);
+    for (int e = 0; e < RUN; ++e) {
+      if (!((tie >> e) & 1u)) continue;
+      if (rank++ >= s.needed) break;
+      const unsigned long long at = atomicAdd(&st->winners, 1ull);
+      win_key[at] = kth;
+      win_idx[at] = mine + e;
+    }
+    ranked += step;
+  }
+}
+
 // One digit pass (or the collection of a row whose bucket was taken whole), for every row at
 // once: grid (blocks per row, rows). The block that finishes a row's pass last updates its state;
 // see the file's header.
@@ -537,6 +597,13 @@ digit_pass(MB_PASS_PARAMS) {
   const int KEY_BITS = 8 * sizeof(Key);
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ int s_last;
+  __shared__ unsigned int s_at_threshold;
+  __shared__ long long tie_sums[33];
+  // More than one digit: a later pass can gather the threshold's ties, so pass 1 stages only the
+  // keys above it and counts the ties (with one, the candidates must hold the ties too). Counting
+  // costs pass 1 a few percent on an H200 (a flag read per row, instead of this constant, cost
+  // twice that); rows of heavy ties gain up to 100x.
+  const bool strict = KEY_BITS > CUTOPK_MULTIBLOCK_DIGIT_BITS;
   const long long row = blockIdx.y;
   State* const st = state + row;
   const State s = *st;  // the counters are advanced during the pass: only atomics and the last block read them
@@ -556,33 +623,45 @@ digit_pass(MB_PASS_PARAMS) {
   unsigned int* counts = reinterpret_cast<unsigned int*>(smem);
   const int digit_bins = select ? 1 << s.width : 0;
   for (int d = threadIdx.x; d < digit_bins; d += blockDim.x) counts[d] = 0;
+  if (threadIdx.x == 0) s_at_threshold = 0;
   __syncthreads();
   const unsigned mask = (1u << s.width) - 1u;
   const Key threshold = static_cast<Key>(s.threshold);
   bool cand_full = false, bucket_full = false, winners_full = false;  // this warp's buffers overflowed
-  stream_row(r.bits, r.stride, begin, min(r.length, begin + per), threadIdx.x, blockDim.x, [&](const auto& run) {
-    Key keys[CUTOPK_RUN_SIZE(run)];
-    unsigned reach = 0, bucket = 0, win = 0;  // bit e: element e of the run reaches the threshold, ...
+  unsigned int at_threshold = 0;  // this thread's keys equal to the threshold (pass 1, strict)
+  if (s.mode == TIES) {
+    const Row<T> input = row_of<T>(in, n, row_stride, col_stride, extents, rows_kind, largest, nan_first, cand_key,
+                                   cand_idx, cap, false, 0, row);
+    gather_threshold_ties<T>(input, s, st, slice, cand_slice, cand_key + row * cap, cand_idx + row * cap,
+                             tie_counts + row * gridDim.x, win_key + row * k, win_idx + row * k);
+  } else {
+    stream_row(r.bits, r.stride, begin, min(r.length, begin + per), threadIdx.x, blockDim.x, [&](const auto& run) {
+      Key keys[CUTOPK_RUN_SIZE(run)];
+      unsigned reach = 0, bucket = 0, win = 0;  // bit e: element e of the run reaches the threshold, ...
 #pragma unroll
-    for (int e = 0; e < CUTOPK_RUN_SIZE(run); ++e) {
-      keys[e] = r.key(run.bits[e]);
-      const bool valid = e < run.count;
-      const unsigned long long hi = high(keys[e], s.cut);
-      const bool in_race = valid && hi == s.prefix;
-      if (select) count_digit_at<Key>(counts, keys[e], in_race, low, mask, top);
-      reach |= (unsigned)(valid && keys[e] >= threshold) << e;
-      bucket |= (unsigned)in_race << e;
-      win |= (unsigned)(valid && (select ? hi > s.prefix : hi >= s.prefix)) << e;
-    }
-    if (stage_cand)
-      append<T>(reach, keys, run, r, &st->cand_count, cap, cand_key + row * cap, cand_idx + row * cap, &cand_full);
-    if (stage_bucket)
-      append<T>(bucket, keys, run, r, &st->bucket_count, bucket_cap, bucket_key + row * bucket_cap,
-                bucket_idx + row * bucket_cap, &bucket_full);
-    if (write_winners)
-      append<T>(win, keys, run, r, &st->winners, k, win_key + row * k, win_idx + row * k, &winners_full);
-  });
+      for (int e = 0; e < CUTOPK_RUN_SIZE(run); ++e) {
+        keys[e] = r.key(run.bits[e]);
+        const bool valid = e < run.count;
+        const unsigned long long hi = high(keys[e], s.cut);
+        const bool in_race = valid && hi == s.prefix;
+        if (select) count_digit_at<Key>(counts, keys[e], in_race, low, mask, top);
+        reach |= (unsigned)(valid && (strict ? keys[e] > threshold : keys[e] >= threshold)) << e;
+        if (strict && stage_cand) at_threshold += valid && keys[e] == threshold;
+        bucket |= (unsigned)in_race << e;
+        win |= (unsigned)(valid && (select ? hi > s.prefix : hi >= s.prefix)) << e;
+      }
+      if (stage_cand)
+        append<T>(reach, keys, run, r, &st->cand_count, cap, cand_key + row * cap, cand_idx + row * cap, &cand_full);
+      if (stage_bucket)
+        append<T>(bucket, keys, run, r, &st->bucket_count, bucket_cap, bucket_key + row * bucket_cap,
+                  bucket_idx + row * bucket_cap, &bucket_full);
+      if (write_winners)
+        append<T>(win, keys, run, r, &st->winners, k, win_key + row * k, win_idx + row * k, &winners_full);
+    });
+  }
+  if (at_threshold) atomicAdd(&s_at_threshold, at_threshold);
   __syncthreads();
+  if (strict && stage_cand && threadIdx.x == 0) tie_counts[row * gridDim.x + blockIdx.x] = s_at_threshold;
   for (int d = threadIdx.x; d < digit_bins; d += blockDim.x)
     if (counts[d]) atomicAdd(&hist[row * bins + d], counts[d]);
   // Everything this block wrote is visible device-wide before its ticket is.
@@ -620,8 +699,24 @@ digit_pass(MB_PASS_PARAMS) {
           s.staging && f.cand_count >= (unsigned long long)s.k_row && f.cand_count <= (unsigned long long)cap;
       f.source = held ? ON_CANDIDATES : ON_INPUT;
       f.staging = 0;
+      if (strict && s.staging && !held && f.cand_count <= (unsigned long long)cap) {  // the same in the whole block
+        long long part = 0, ties;
+        for (long long j = threadIdx.x; j < gridDim.x; j += blockDim.x)
+          part += (long long)__ldcg(tie_counts + row * gridDim.x + j);
+        block_scan(part, tie_sums, &ties);
+        if ((long long)f.cand_count + ties >= s.k_row) {  // the K-th key is the threshold
+          f.mode = TIES;
+          f.source = ON_CANDIDATES;
+          f.gathered = FROM_TIES;
+          f.prefix = s.threshold;
+          f.needed = s.k_row - (long long)f.cand_count;
+          f.cut = 0;
+        }
+      }
     }
-    if (low == 0) {  // the last digit: the K-th key is `prefix`; gather the bucket's winners
+    if (f.mode == TIES) {
+      // pass 2 gathers the row
+    } else if (low == 0) {  // the last digit: the K-th key is `prefix`; gather the bucket's winners
       const Key kth = static_cast<Key>(f.prefix);
       finish = true;
       if (stage_bucket && f.bucket_count <= (unsigned long long)bucket_cap) {
@@ -645,7 +740,7 @@ digit_pass(MB_PASS_PARAMS) {
     }
   }
   if (finish) {
-    if (!select) f.gathered = WHOLE;
+    if (s.mode == COLLECT) f.gathered = WHOLE;
     order_winners<T>(in, n, row_stride, col_stride, extents, rows_kind, k, by_index, s.k_row, win_key, win_idx,
                      out_vals, out_idx, smem, row);
     f.mode = FINISHED;

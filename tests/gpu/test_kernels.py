@@ -22,6 +22,7 @@ from support.multiblock_state import (
     FROM_BUCKET,
     FROM_CANDIDATES,
     FROM_INPUT,
+    FROM_TIES,
     MB_STATE,
     ON_CANDIDATES,
     ON_INPUT,
@@ -183,16 +184,16 @@ def small_slices(monkeypatch):
     _call.CACHE.clear()  # nor plans made under it the calls after it
 
 
-def set_caps(monkeypatch, cap=None, bucket_cap=None):
+def set_caps(monkeypatch, cap=None, bucket_cap=None, threshold=True):
     """The family's buffers per row forced to ``cap`` candidates and ``bucket_cap`` bucket keys
-    (None: as planned), the threshold as planned."""
+    (None: as planned), the threshold as planned (none without ``threshold``)."""
     original = _multiblock.caps
 
-    def caps(n, k, key_bytes):
-        c, b, rank = original(n, k, key_bytes)
+    def caps(n, k, key_bytes, blocks_per_row):
+        c, b, rank = original(n, k, key_bytes, blocks_per_row)
         if cap is not None:
             c, rank = cap, _multiblock.sample_rank(n, k)[0]
-        return c, b if bucket_cap is None else bucket_cap, rank
+        return c, b if bucket_cap is None else bucket_cap, rank if threshold else None
 
     monkeypatch.setattr(_multiblock, "caps", caps)
     _call.CACHE.clear()
@@ -227,12 +228,12 @@ def test_multiblock_every_way_a_row_finishes(backend, small_slices, monkeypatch)
     # One call, one row of each outcome (largest, NaN last):
     n, k = 20000, 100
     rng = np.random.default_rng(8)
-    x = rng.random((8, n)).astype(np.float32)
+    x = rng.random((9, n)).astype(np.float32)
     plan = cutopk.plan(x, k, backend="sim", algorithm="multiblock")
     cap, bucket_cap = plan.params["cap"], plan.params["bucket_cap"]
     assert plan.params["sample_rank"] is not None and plan.params["blocks_per_row"] >= 40
-    # 1: all equal: every key reaches the threshold (the candidates overflow) and the last
-    # bucket is the row: gathered from the input, in index order, stopping after K.
+    # 1: all equal: the K-th key is the threshold, no key lies above it: pass 2 gathers the first
+    # K of its ties (all in the first slice) and the last pass returns at once.
     x[1] = 0.25
     # 2: the sample sees only keys planted at its positions, fewer than K: the row stays on the
     # input, the last bucket is small.
@@ -243,25 +244,43 @@ def test_multiblock_every_way_a_row_finishes(backend, small_slices, monkeypatch)
     # 3: K keys of one value far above the rest: pass 1's bucket is taken whole; pass 2 collects
     # it and the last pass returns at once.
     x[3, rng.choice(n, k, replace=False)] = 1e30
-    # 4: 1/32 of the row at each of 33 values: the K-th key has ~300 ties, too many for the
-    # bucket buffer: gathered from the candidates, the ties by a radix select on their indices.
-    x[4] = np.round(x[4] * 32) / 32
-    # 5: 90 keys of 7.0 and 20 of 6.0: 10 of the 20 ties win, from the bucket buffer.
-    x[5, rng.choice(n, 110, replace=False)] = np.repeat(np.float32([7.0, 6.0]), [90, 20])
+    # 4: 1/512 of the row at each of 513 values: the K-th key, above the threshold, has ~40 ties,
+    # too many for the bucket buffer: gathered from the candidates, the ties by a radix select on
+    # their indices.
+    x[4] = np.round(x[4] * 512) / 512
+    kth_4 = np.sort(x[4])[-k]
+    # 5: K - 2 keys of 7.0 and a full bucket buffer's of 6.0: 2 of those ties win, from the bucket
+    # buffer.
+    assert bucket_cap >= 3
+    x[5, rng.choice(n, k - 2 + bucket_cap, replace=False)] = np.repeat(
+        np.float32([7.0, 6.0]), [k - 2, bucket_cap]
+    )
     # 6: a sorted row (its winners crowd the last slices); 7: NaNs.
     x[6] = np.sort(x[6])
     x[7, ::7] = np.nan
+    # 8: 60 keys above a value that fills a third of the row (the threshold): the 60 and the 40
+    # lowest-index ties win, the ties written by the blocks of the first slices in pass 2.
+    x[8] = np.where(rng.random(n) < 1 / 3, 0.5, x[8] * 0.5)
+    x[8, rng.choice(np.flatnonzero(x[8] != 0.5), 60, replace=False)] = 5.0
     state = multiblock_states(monkeypatch, backend, x, k)
     assert (state["mode"] == FINISHED).all()
-    assert list(state["source"]) == [ON_CANDIDATES, ON_INPUT, ON_INPUT, ON_CANDIDATES, ON_CANDIDATES,
-                                     ON_CANDIDATES, ON_CANDIDATES, ON_CANDIDATES]  # fmt: skip
+    assert list(state["source"]) == [ON_CANDIDATES, ON_CANDIDATES, ON_INPUT, ON_CANDIDATES, ON_CANDIDATES,
+                                     ON_CANDIDATES, ON_CANDIDATES, ON_CANDIDATES, ON_CANDIDATES]  # fmt: skip
     # Spread rows end in the bucket buffer, or earlier when a bucket happens to be taken whole.
     assert set(state["gathered"][[0, 2, 6, 7]]) <= {FROM_BUCKET, WHOLE}
-    assert list(state["gathered"][[1, 3, 4, 5]]) == [FROM_INPUT, WHOLE, FROM_CANDIDATES, FROM_BUCKET]
-    assert list(state["passes"][[1, 3, 4, 5]]) == [3, 2, 3, 3]  # row 3: done after pass 2 of 3
+    assert list(state["gathered"][[1, 3, 4, 5, 8]]) == [
+        FROM_TIES,
+        WHOLE,
+        FROM_CANDIDATES,
+        FROM_BUCKET,
+        FROM_TIES,
+    ]
+    assert list(state["passes"][[1, 3, 4, 5, 8]]) == [2, 2, 3, 3, 2]  # rows 1, 3, 8: done after pass 2 of 3
     assert (state["winners"] == k).all() and (state["k_row"] == k).all()
-    assert cap < state["cand_count"][1] <= n and state["cand_count"][2] < k  # warps stop once it overflows
-    assert bucket_cap < (x[4] == 1.0).sum() <= state["cand_count"][4] <= cap
+    assert (
+        list(state["cand_count"][[1, 8]]) == [0, 60] and state["cand_count"][2] < k
+    )  # keys above the threshold
+    assert bucket_cap < (x[4] == kth_4).sum() and k <= state["cand_count"][4] <= cap
     for kk in (1, k, 2048):
         for nan, mode, order in (("largest", "largest", "index"), ("last", "smallest", True)):
             run_case(backend, x, kk, algorithm="multiblock", nan=nan, mode=mode, sorted=order)
@@ -270,9 +289,9 @@ def test_multiblock_every_way_a_row_finishes(backend, small_slices, monkeypatch)
 
 @pytest.mark.parametrize("backend", GPU_BACKENDS)
 def test_multiblock_without_buffers_reads_the_input(backend, small_slices, monkeypatch):
-    # No candidates and a bucket buffer of one key: every row is read once per digit and its last
+    # No threshold and a bucket buffer of one key: every row is read once per digit and its last
     # bucket (ties at the K-th key: never taken whole) gathered from the input in index order.
-    set_caps(monkeypatch, cap=0, bucket_cap=1)
+    set_caps(monkeypatch, cap=0, bucket_cap=1, threshold=False)
     rng = np.random.default_rng(9)
     x = make_values(rng, np.float32, (3, 9000), "few_distinct")
     x[0] = rng.integers(-20, 20, 9000)

@@ -18,9 +18,9 @@ from support.inputs import dtype_of, make_values
 from support.multiblock_state import (
     FINISHED,
     FROM_INPUT,
+    FROM_TIES,
     MB_STATE,
     ON_CANDIDATES,
-    ON_INPUT,
     WHOLE,
     record_states,
 )
@@ -106,10 +106,11 @@ def test_multiblock_lengths_across_slices(backend, dtype):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_multiblock_lengths_rows_on_the_input_and_on_candidates(backend, monkeypatch):
-    """A row of one repeated key overflows the candidates and stays on the input for every digit
-    pass (read with its own length, gathered from it in index order), spread rows move to the
-    candidates, an empty row and a row shorter than K are collected whole at once; all in one
-    call."""
+    """A row of one repeated key: with a threshold (K <= 100) the threshold is its K-th key, and
+    pass 2 gathers the first K ties (read with the row's own length); without one (K = 2048) it
+    stays on the input for every digit pass and is gathered from it in index order. Spread rows
+    move to the candidates, an empty row and a row shorter than K are collected whole at once;
+    all in one call."""
     require(backend)
     n = 70_000
     rng = np.random.default_rng(3)
@@ -131,8 +132,10 @@ def test_multiblock_lengths_rows_on_the_input_and_on_candidates(backend, monkeyp
         assert (state["mode"] == FINISHED).all()
         assert list(state["k_row"]) == [min(k, int(length)) for length in lengths]
         if k <= 100:  # with K = 2048 the candidates would not fit the budget: no threshold
-            assert list(state["source"][[0, 1, 5]]) == [ON_INPUT, ON_CANDIDATES, ON_CANDIDATES], state
-        assert state["gathered"][0] == FROM_INPUT
+            assert list(state["source"][[0, 1, 5]]) == [ON_CANDIDATES] * 3, state
+            assert state["gathered"][0] == FROM_TIES and state["cand_count"][0] == 0
+        else:
+            assert state["gathered"][0] == FROM_INPUT
         # Rows of no element or fewer than K: collected whole in pass 1, the later passes return.
         whole = [3, 4] if k >= 5 else [3]
         assert (state["gathered"][whole] == WHOLE).all() and (state["passes"][whole] == 1).all()

@@ -20,10 +20,10 @@ MB_STATE = np.dtype(
         "itemsize": _dispatch.MULTIBLOCK_STATE_BYTES,
     }
 )  # fmt: skip
-# State::mode, State::source and State::gathered.
+# State::mode, State::source and State::gathered (FROM_TIES: the threshold's ties, in pass 2).
 FINISHED = 2
 ON_INPUT, ON_CANDIDATES = 0, 1
-FROM_BUCKET, FROM_CANDIDATES, FROM_INPUT, WHOLE = 1, 2, 3, 4
+FROM_BUCKET, FROM_CANDIDATES, FROM_INPUT, WHOLE, FROM_TIES = 1, 2, 3, 4, 5
 
 
 def record_states(monkeypatch) -> list:

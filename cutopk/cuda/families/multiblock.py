@@ -37,7 +37,18 @@ ARGUMENTS = {
     "digit_pass": (
         *_INPUT,
         *("slice", "cand_slice", "cap", "cand_key", "cand_idx", "bucket_cap", "bucket_key", "bucket_idx"),
-        *("k", "by_index", "state", "hist", "bins", "win_key", "win_idx", "out_vals", "out_idx"),
+        *(
+            "k",
+            "by_index",
+            "state",
+            "hist",
+            "bins",
+            "tie_counts",
+            "win_key",
+            "win_idx",
+            "out_vals",
+            "out_idx",
+        ),
     ),
 }
 SCALAR_TYPES = {
@@ -124,19 +135,21 @@ def sample_positions(length: int, key_bytes: int, skew: int = 0):
     return np.minimum(length - 1, first + j % group)
 
 
-def caps(n: int, k: int, key_bytes: int) -> tuple[int, int, int | None]:
+def caps(n: int, k: int, key_bytes: int, blocks_per_row: int) -> tuple[int, int, int | None]:
     """``(cap, bucket_cap, rank)`` per row: the candidate buffer (the keys reaching the sampled
     threshold), the last digit's bucket buffer, and the threshold's rank (None: no threshold).
 
     The buffers share what the scratch budget leaves per row: ``n * key_bytes / 4`` less the
-    state and the histogram (the K winners are the ``16 * K`` part). The candidates get three times
+    state, the histogram and the slices' counts of the threshold's ties (the K winners are the
+    ``16 * K`` part). The candidates get three times
     the keys expected to reach the threshold (more than twice the mean is rare for rank >= 8,
     and an overflow only sends the row to the input); without that much room, or for rows shorter
     than SAMPLE_MIN_N, there is no threshold. The bucket buffer gets what is left, up to the
     candidate buffer's size or n / 64 (a larger bucket is gathered from the candidates).
     """
     entry = key_bytes + 8
-    room = max(0, (n * key_bytes // 4 - MULTIBLOCK_STATE_BYTES - 4 * bins(key_bytes)) // entry)
+    ties = 4 * blocks_per_row
+    room = max(0, (n * key_bytes // 4 - MULTIBLOCK_STATE_BYTES - 4 * bins(key_bytes) - ties) // entry)
     cap, rank = 0, None
     if n >= SAMPLE_MIN_N:
         r, expected = sample_rank(n, k)
@@ -173,7 +186,7 @@ def geometry(rows: int, n: int, k: int, key_bytes: int, device) -> Geometry:
     """The blocks of one chunk of rows; ``params["rows_per_chunk"]`` rows at a time, each chunk
     with the scratch of :func:`scratch`."""
     per_row, slice_ = slices(max(1, min(rows, MAX_ROWS)), n, device)  # rows=0: planned, never run
-    cap, bucket_cap, rank = caps(n, k, key_bytes)
+    cap, bucket_cap, rank = caps(n, k, key_bytes, per_row)
     params = {
         "blocks_per_row": per_row,
         "slice": slice_,
@@ -197,7 +210,8 @@ def geometry(rows: int, n: int, k: int, key_bytes: int, device) -> Geometry:
 def scratch(rows: int, n: int, k: int, params: dict) -> tuple:
     """The arrays the runner carves for a chunk of ``rows`` rows (cutopk/cuda/runner.py), by their
     kernel parameter names: the state, the histogram, the candidate and bucket buffers, the K
-    winners (one-element placeholders for a buffer a plan never uses)."""
+    winners, and pass 1's count of the threshold's ties per slice (one-element placeholders for a
+    buffer a plan never uses)."""
     cap, bucket_cap = params["cap"], params["bucket_cap"]
     return (
         Scratch("state", "uint8", rows * MULTIBLOCK_STATE_BYTES),
@@ -208,6 +222,11 @@ def scratch(rows: int, n: int, k: int, params: dict) -> tuple:
         Scratch("bucket_idx", "int64", max(1, rows * bucket_cap)),
         Scratch("win_key", "key", rows * k),
         Scratch("win_idx", "int64", rows * k),
+        Scratch(
+            "tie_counts",
+            "uint32",
+            rows * params["blocks_per_row"] if params["sample_rank"] is not None else 1,
+        ),
     )
 
 
@@ -271,7 +290,8 @@ def global_bytes(
     32-byte sector a launch touches, once, for keys spread over their range.
 
     sample_threshold: the states, the zeroed histograms, the sampled runs (a sector each). Pass 1: the
-    input, the states, the digit's counts, the staged candidates (keys and indices). Each later
+    input, the states, the digit's counts, the staged candidates (keys and indices), each slice's
+    count of the threshold's ties. Each later
     pass: the candidates' keys (the input again for rows without a threshold) and the digit's
     counts, until the bucket of the K-th key is expected to hold one key (taken whole: spread
     keys stop early); the pass after it collects the winners (their pairs, their indices in the
@@ -322,6 +342,8 @@ def global_bytes(
         if passes == 1:
             b = state + counts(1) + source + _sectors(rows * staged * pair)
             b += winners + outputs if len(widths) == 1 else 0
+            if params["sample_rank"] is not None and len(widths) > 1:  # each slice's count of ties
+                b += _sectors(rows * params["blocks_per_row"] * 4)
         elif passes <= stop:
             b = state + counts(passes) + later
             if passes == len(widths):  # the last digit: its bucket staged, the winners gathered
