@@ -37,18 +37,8 @@ ARGUMENTS = {
     "digit_pass": (
         *_INPUT,
         *("slice", "cand_slice", "cap", "cand_key", "cand_idx", "bucket_cap", "bucket_key", "bucket_idx"),
-        *(
-            "k",
-            "by_index",
-            "state",
-            "hist",
-            "bins",
-            "tie_counts",
-            "win_key",
-            "win_idx",
-            "out_vals",
-            "out_idx",
-        ),
+        *("k", "by_index", "state", "hist", "bins", "tie_counts"),
+        *("win_key", "win_idx", "out_vals", "out_idx"),
     ),
 }
 SCALAR_TYPES = {
@@ -207,6 +197,12 @@ def geometry(rows: int, n: int, k: int, key_bytes: int, device) -> Geometry:
     return Geometry("digit_pass", per_row * chunk, MULTIBLOCK_THREADS, params["order_shared"], params)
 
 
+def counts_ties(params: dict) -> bool:
+    """Whether pass 1 counts the sampled threshold's ties per slice (kernels/multiblock.cu): a
+    threshold, and keys of more than one digit (with one, the candidates hold the ties)."""
+    return params["sample_rank"] is not None and params["passes"] > 1
+
+
 def scratch(rows: int, n: int, k: int, params: dict) -> tuple:
     """The arrays the runner carves for a chunk of ``rows`` rows (cutopk/cuda/runner.py), by their
     kernel parameter names: the state, the histogram, the candidate and bucket buffers, the K
@@ -222,11 +218,7 @@ def scratch(rows: int, n: int, k: int, params: dict) -> tuple:
         Scratch("bucket_idx", "int64", max(1, rows * bucket_cap)),
         Scratch("win_key", "key", rows * k),
         Scratch("win_idx", "int64", rows * k),
-        Scratch(
-            "tie_counts",
-            "uint32",
-            rows * params["blocks_per_row"] if params["sample_rank"] is not None else 1,
-        ),
+        Scratch("tie_counts", "uint32", rows * params["blocks_per_row"] if counts_ties(params) else 1),
     )
 
 
@@ -342,7 +334,7 @@ def global_bytes(
         if passes == 1:
             b = state + counts(1) + source + _sectors(rows * staged * pair)
             b += winners + outputs if len(widths) == 1 else 0
-            if params["sample_rank"] is not None and len(widths) > 1:  # each slice's count of ties
+            if counts_ties(params):
                 b += _sectors(rows * params["blocks_per_row"] * 4)
         elif passes <= stop:
             b = state + counts(passes) + later
