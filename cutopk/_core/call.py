@@ -131,6 +131,8 @@ class NumpyCall:
                     rows * req.k * (itemsize + req.index_dtype.itemsize)
                 )
         params = {"route": info["route"], "threads": info["threads"], "threads_why": info["threads_why"]}
+        if info["compiled"] is not None:  # why the compiled route cannot run here
+            params["compiled_unavailable"] = info["compiled"]
         return Plan(
             "numpy",
             "select",

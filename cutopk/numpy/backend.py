@@ -12,6 +12,11 @@ for every thread count. A cached call on a small C-contiguous input runs a funct
 for its shape (``prepared``): no checks, no thread count, one stable argsort of the values (or
 of composite keys). Within a block, by row length:
 
+- **At least 8192, K at most a 64th of the row and at most 512: the compiled route** (``native``,
+  ``select_rows.c`` built with the machine's C compiler on first use): one C call per block
+  reads each row once against a running threshold (see ``native.py``); where it cannot run (no
+  compiler, ``CUTOPK_NATIVE=0``), the NumPy routes below, with the same answers.
+
 - **Up to 64, elements of up to 32 bits** (and up to 256 in a small call): one sort of int64
   composites per row (``select_sorted``: the element's number in preference order, then its
   column), the same ten NumPy calls for a block of any number of rows; rows with a NaN go on.
@@ -54,6 +59,7 @@ from .._request import dtypes as _dtypes
 from .._request.checks import Request, check_algorithm
 from .._request.keys import preference_keys
 from . import long_rows as _long_rows
+from . import native as _native
 from . import threads as _threads
 from .exact import count_rows as _count_rows
 from .exact import first_true as _first_true
@@ -114,6 +120,7 @@ ROUTE_PASSES = {
     "filter": 1,  # 8x128256 k=50: 1.0; 16x65536 k=512: 2.1; 1024x4096 int8 k=64: 5.1
     "filter-outer": 6,  # 4096x512 k=16 along axis 0: 14.7
     "long-rows": 1,  # 1x2**21 k=64: 1.5
+    "native": 0.5,  # 8x128256 k=50: 0.45; 1x2**21 k=64: 0.39; 4x32000 float16 k=50: 0.8; 16x65536 k=512: 1.6
 }
 # Each route's probe family for the thread model (``threads.PROBES``) and the NumPy calls of one
 # of its blocks (or column ranges), some 1-3 us each whatever the block's size: a split adds them.
@@ -126,7 +133,19 @@ ROUTE_SPLIT = {
     "filter": ("scan", 60),
     "filter-outer": ("scan", 40),
     "long-rows": ("scan", 10),
+    "native": ("scan", 1),
 }
+# The compiled route (``native``) takes rows at least this long with K at most this share of
+# them and at most NATIVE_MAX_K, where its sampled threshold scan beats the NumPy routes (one
+# thread, 2-core EPYC with AVX-512, benchmarks/results/2026-11-25-cpu-compiled-route.md:
+# 8x128256 k=50 1.4x, 20x100000 k=10 1.75x, 1x2**21 k=64 3.8x, 4x32000 float16 k=50 2.8x, with
+# a tenth NaN 6x, 4x65536 k=512 ties at K 2.7x; uniform 16x65536 k=512 0.9-1.0x, kept for the
+# ties). Shorter rows stay on the NumPy routes, whose per-block calls cost less than its
+# per-row selection there (1M elements in rows of 512-4096: float32 0.64-1.58x, int8
+# 0.75-1.94x, float16 0.73-1.00x; at 8192 with K <= n/64, 1.2-2.3x).
+NATIVE_MIN_N = 8192
+NATIVE_MAX_K_SHARE = 1 / 64
+NATIVE_MAX_K = 512
 # Above this many candidates in a block, or a quarter of it (equal rows, a pivot among ties),
 # rows tied at the pivot are settled on their masks before the rest are listed: listing every
 # element as an int64 position (and its row, column, value) takes some 40 bytes per element.
@@ -337,19 +356,24 @@ def _split(name: str, rows: int, n: int, step: int, threads: int) -> tuple[int, 
     """``threads.threads_for`` for route ``name`` on ``rows`` rows of ``n`` in blocks of ``step``
     rows (0: the long-row path's column ranges)."""
     blocks = -(-rows // step) if step else rows * -(-n // _long_rows.RANGE_ELEMENTS)
+    if blocks == 1 and threads > 1:  # nothing to share (a single row on the compiled route)
+        return 1, f"1 of {threads}: one block ({rows} x {n})"
     return _threads.threads_for(threads, rows * n * ROUTE_PASSES[name], *ROUTE_SPLIT[name], blocks)
 
 
 def _route_on(x: np.ndarray, k: int, threads: int) -> tuple[str, int, int]:
     """:func:`_route` on exactly ``threads`` threads."""
     rows, n = x.shape
+    native = x.dtype == x.dtype.newbyteorder("=")
+    if native and _compiled_takes(x, k):
+        step = max(1, FILTER_BLOCK_BYTES // (n * x.itemsize))
+        return "native", threads, min(step, -(-rows // threads))
     if _long_rows.takes(rows, n, threads):
         return "long-rows", threads, 0
     filtered = n >= PREFILTER_MIN_N and k <= n * PREFILTER_MAX_K_SHARE
     # An outer axis (the batch contiguous, the selected axis strided): filter the input as it
     # lies, a block of columns at a time, instead of copying it transposed. Half floats
     # compare slowly: they are copied and filtered on their keys.
-    native = x.dtype == x.dtype.newbyteorder("=")
     outer = filtered and native and x.strides[0] == x.itemsize and n > 1 and x.itemsize >= 4
     block_bytes = OUTER_BLOCK_BYTES if outer else FILTER_BLOCK_BYTES if filtered else BLOCK_BYTES
     step = max(1, block_bytes // max(1, n * x.itemsize))
@@ -371,20 +395,51 @@ def _route_on(x: np.ndarray, k: int, threads: int) -> tuple[str, int, int]:
     return name, threads, step
 
 
+def _compiled_takes(x: np.ndarray, k: int) -> bool:
+    """Whether the compiled route (``native.select``) takes ``x`` (2-D, native byte order):
+    long rows, a small K, not an outer axis (read across rows, its strided rows would miss
+    the cache), and the route built and not turned off."""
+    rows, n = x.shape
+    outer = rows > 1 and x.strides[0] == x.itemsize
+    return (
+        n >= NATIVE_MIN_N
+        and k <= min(NATIVE_MAX_K, n * NATIVE_MAX_K_SHARE)
+        and not outer
+        and _native.available()
+    )
+
+
 def describe(a, req: Request) -> dict:
     """What :func:`top_k` does with ``a`` (for ``cutopk.plan``), without touching the data:
     ``route`` (``sort``, ``composite``, ``filter``, ``filter-outer``, ``exact``, ``all``,
-    ``long-rows``), ``threads``, ``copy`` (the whole input is copied once: an axis no 2-D view
+    ``long-rows``, ``native``: the compiled route), ``compiled`` (None where the compiled
+    route can run, else why not), ``threads``, ``copy`` (the whole input is copied once: an axis no 2-D view
     describes) and ``block_copies`` (rows are copied a block at a time, at most one block per
     thread at once: rows not contiguous, or a non-native byte order)."""
     a = np.asarray(a)
     x, _, copied = _rows(a, req)
+    compiled = _native.unavailable_reason()
     if req.k == 0 or x.size == 0:
-        return {"route": "none", "threads": 1, "threads_why": "no work", "copy": False, "block_copies": False}
+        return {
+            "route": "none",
+            "threads": 1,
+            "threads_why": "no work",
+            "copy": False,
+            "block_copies": False,
+            "compiled": compiled,
+        }
     name, threads, _, why = _route(x, req.k, _threads.get_num_threads())
     native = x.dtype == x.dtype.newbyteorder("=")
-    blocks = name not in ("filter-outer", "long-rows") and not (x.flags.c_contiguous and native)
-    return {"route": name, "threads": threads, "threads_why": why, "copy": copied, "block_copies": blocks}
+    in_place = ("filter-outer", "long-rows", "native")
+    blocks = name not in in_place and not (x.flags.c_contiguous and native)
+    return {
+        "route": name,
+        "threads": threads,
+        "threads_why": why,
+        "copy": copied,
+        "block_copies": blocks,
+        "compiled": compiled,
+    }
 
 
 def select(x: np.ndarray, k: int, largest: bool, nan_first: bool, order: str, threads: int) -> np.ndarray:
@@ -418,6 +473,9 @@ def _select_on(x, k: int, largest: bool, nan_first: bool, order: str, name: str,
 
     def one(start: int) -> None:
         block = x[start : start + step]
+        if name == "native":  # the rows as they lie, any strides
+            _native.select(block, k, largest, nan_first, order, idx[start : start + step])
+            return
         if outer:
             idx[start : start + step] = _select_outer(block.T, k, largest, nan_first, order)
             return

@@ -1,0 +1,466 @@
+/* Exact top-K of the rows of a strided 2-D array, on one CPU thread: the NumPy backend's
+ * compiled route (cutopk/numpy/native.py builds this file with the machine's C compiler and
+ * calls it through ctypes; every block runs on the thread that calls, the GIL released).
+ *
+ * Algorithm, per row: each element's preference key (the twin of cutopk/_request/keys.py and
+ * kernels/common/keys.cuh: an unsigned integer of the element's width whose order is the
+ * preference order, -0.0 tied with +0.0, NaN at one end by the NaN rule) is compared with a
+ * running threshold `t`, the key of the K-th best element kept so far. Only keys strictly above
+ * `t` can still win: an element whose key equals `t` comes after every kept element of key `t`
+ * (the row is read in index order), and the lower index wins a tie. The few that pass go into a
+ * buffer of composites (key in the high half, the inverted column in the low half: composites
+ * are distinct, and a larger one is the preferred element, ties to the lower index included).
+ * When the buffer fills, a quickselect keeps its K best and raises `t`. The first `capacity`
+ * elements enter unconditionally. At the end the K best composites are sorted for the order
+ * asked for. The keys of a chunk of 64 elements are made and compared with `t` in plain loops
+ * that the compiler vectorises; only a chunk holding a key above `t` is looked at one by one.
+ *
+ * Work: O(N) per row whatever the data (a rising row refills the buffer every `capacity - K`
+ * elements, each refill O(capacity)), plus O(K log K) for the order. Memory: one buffer of
+ * `capacity` composites per call, freed before return. Elements of 1, 2, 4 or 8 bytes,
+ * unsigned, signed or IEEE binary floating point (float16, bfloat16, float32, float64), read
+ * with any strides (negative and zero too) and any alignment, in native byte order.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+/* The layout of struct cutopk_rows and the meaning of its fields; native.py checks both through
+ * cutopk_native_abi() before the first call. */
+#define CUTOPK_NATIVE_ABI 1
+
+enum element_kind { KIND_UNSIGNED = 0, KIND_SIGNED = 1, KIND_FLOAT = 2 };
+enum winner_order { ORDER_VALUE = 0, ORDER_INDEX = 1 };
+enum status { STATUS_OK = 0, STATUS_NO_MEMORY = 1, STATUS_BAD_REQUEST = 2 };
+
+/* One call's rows and request (native.py's ctypes mirror, field for field). */
+struct cutopk_rows {
+  const char* data;   /* the first element of the first row */
+  int64_t rows;       /* number of rows */
+  int64_t n;          /* elements per row */
+  int64_t row_stride; /* bytes from one row to the next (any sign) */
+  int64_t col_stride; /* bytes from one element to the next within a row (any sign) */
+  int64_t k;          /* 1 <= k <= n */
+  int64_t* out;       /* rows x k column indices, C order */
+  uint64_t inf_bits;  /* floats: the bits of +inf (a NaN is any pattern above them, sign cleared) */
+  int32_t width;      /* bytes per element: 1, 2, 4 or 8 */
+  int32_t kind;       /* enum element_kind */
+  int32_t largest;    /* 1: larger values preferred */
+  int32_t nan_first;  /* 1: NaN is the most preferred value (nan="largest" with largest) */
+  int32_t order;      /* enum winner_order */
+  int32_t reserved;   /* zero; keeps the size a multiple of 8 */
+};
+
+/* Elements per chunk: the keys of a chunk are made and tested in vectorised loops. */
+#define CHUNK 64
+/* Rows at least this long, with K at most this share of them, get a sample of SAMPLE keys first
+ * (see select_row). SAMPLE fits the buffer, whose room is at least MIN_SLACK + CHUNK. */
+#define SAMPLE_MIN_N 8192
+#define SAMPLE_MIN_SHARE 64
+#define SAMPLE 256
+/* Buffer room beyond K: a refill keeps K and makes room for at least this many more. */
+#define MIN_SLACK 256
+
+typedef unsigned __int128 u128;
+
+/* The key transform's loop invariants (per call). */
+struct key_rule {
+  int kind;
+  uint64_t flip;     /* all ones for smallest (the key inverted), else 0 */
+  uint64_t nan_key;  /* the key every NaN gets: all ones where NaN comes first, else 0 */
+  uint64_t inf_bits; /* +inf's bits */
+};
+
+/* For each key width W (bits) with unsigned type KT and signed type ST, and each composite
+ * type CT (u64 with 32-bit halves, u128 with 64-bit halves): make_keys, the selection and the
+ * sort. */
+#define DEFINE_KEYS(W, KT, ST)                                                                                 \
+  /* The keys of `count` elements from `src` (`stride` bytes apart) into keys[]; returns                       \
+   * whether any key is above `threshold`. One loop per element kind and stride, each                          \
+   * vectorised. */                                                                                            \
+  static inline KT key_##W(KT b, int kind, KT flip, KT inf, KT nan_key) {                                      \
+    const KT sign = (KT)((KT)1 << (W - 1));                                                                    \
+    if (kind == KIND_UNSIGNED) return (KT)(b ^ flip);                                                          \
+    if (kind == KIND_SIGNED) return (KT)(b ^ sign ^ flip);                                                     \
+    /* Negative numbers bit-inverted, positive ones with the sign bit set: unsigned order is                   \
+     * numeric order. -0.0 (key sign - 1) moves up to +0.0's key (sign). */                                    \
+    KT key = (KT)(b ^ ((KT)((ST)b >> (W - 1)) | sign));                                                        \
+    key = (KT)(key + (KT)(key == (KT)(sign - 1)));                                                             \
+    key = (KT)(key ^ flip);                                                                                    \
+    KT is_nan = (KT)(0 - (KT)((KT)(b & (KT)~sign) > inf));                                                     \
+    return (KT)((key & (KT)~is_nan) | (nan_key & is_nan));                                                     \
+  }                                                                                                            \
+  static inline __attribute__((always_inline)) int keys_of_##W(                                                \
+      KT* keys, const char* src, int64_t count, int64_t stride, const struct key_rule* rule, KT threshold) {   \
+    typedef KT __attribute__((may_alias, aligned(1))) loose_t;                                                 \
+    const KT flip = (KT)rule->flip, inf = (KT)rule->inf_bits, nan_key = (KT)rule->nan_key;                     \
+    KT any = 0;                                                                                                \
+    const loose_t* p = (const loose_t*)src;                                                                    \
+    /* The kind is a constant of each loop below: the compiler makes one loop per kind. */                     \
+    switch (rule->kind) {                                                                                      \
+      case KIND_UNSIGNED:                                                                                      \
+        if (stride == (int64_t)sizeof(KT))                                                                     \
+          for (int64_t i = 0; i < count; i++) {                                                                \
+            keys[i] = key_##W(p[i], KIND_UNSIGNED, flip, inf, nan_key);                                        \
+            any |= (KT)(keys[i] > threshold);                                                                  \
+          }                                                                                                    \
+        else                                                                                                   \
+          for (int64_t i = 0; i < count; i++) {                                                                \
+            keys[i] = key_##W(*(const loose_t*)(src + i * stride), KIND_UNSIGNED, flip, inf, nan_key);         \
+            any |= (KT)(keys[i] > threshold);                                                                  \
+          }                                                                                                    \
+        break;                                                                                                 \
+      case KIND_SIGNED:                                                                                        \
+        if (stride == (int64_t)sizeof(KT))                                                                     \
+          for (int64_t i = 0; i < count; i++) {                                                                \
+            keys[i] = key_##W(p[i], KIND_SIGNED, flip, inf, nan_key);                                          \
+            any |= (KT)(keys[i] > threshold);                                                                  \
+          }                                                                                                    \
+        else                                                                                                   \
+          for (int64_t i = 0; i < count; i++) {                                                                \
+            keys[i] = key_##W(*(const loose_t*)(src + i * stride), KIND_SIGNED, flip, inf, nan_key);           \
+            any |= (KT)(keys[i] > threshold);                                                                  \
+          }                                                                                                    \
+        break;                                                                                                 \
+      default:                                                                                                 \
+        if (stride == (int64_t)sizeof(KT))                                                                     \
+          for (int64_t i = 0; i < count; i++) {                                                                \
+            keys[i] = key_##W(p[i], KIND_FLOAT, flip, inf, nan_key);                                           \
+            any |= (KT)(keys[i] > threshold);                                                                  \
+          }                                                                                                    \
+        else                                                                                                   \
+          for (int64_t i = 0; i < count; i++) {                                                                \
+            keys[i] = key_##W(*(const loose_t*)(src + i * stride), KIND_FLOAT, flip, inf, nan_key);            \
+            any |= (KT)(keys[i] > threshold);                                                                  \
+          }                                                                                                    \
+    }                                                                                                          \
+    return any != 0;                                                                                           \
+  }                                                                                                            \
+  /* Two copies, each vectorised once: full chunks (a constant count, no remainder loop) and                   \
+   * the rest; inlined into every caller, they made the build 5x slower. */                                    \
+  static __attribute__((noinline)) int make_chunk_keys_##W(KT* keys, const char* src, int64_t stride,          \
+                                                           const struct key_rule* rule, KT threshold) {        \
+    return keys_of_##W(keys, src, CHUNK, stride, rule, threshold);                                             \
+  }                                                                                                            \
+  static __attribute__((noinline)) int make_keys_##W(KT* keys, const char* src, int64_t count, int64_t stride, \
+                                                     const struct key_rule* rule, KT threshold) {              \
+    return keys_of_##W(keys, src, count, stride, rule, threshold);                                             \
+  }
+
+DEFINE_KEYS(8, uint8_t, int8_t)
+DEFINE_KEYS(16, uint16_t, int16_t)
+DEFINE_KEYS(32, uint32_t, int32_t)
+DEFINE_KEYS(64, uint64_t, int64_t)
+
+/* Which keys of a full chunk are above the threshold, as a bit mask (bit i: keys[i]), where the
+ * machine compares unsigned vectors into mask registers (AVX-512BW): a chunk holding keys above
+ * the threshold then costs one step per such key. Elsewhere the portable path below steps
+ * through each 16-key part that holds one. */
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+#include <immintrin.h>
+#define HAVE_ABOVE_MASK 1
+static inline uint64_t above_mask_8(const uint8_t* keys, uint8_t t) {
+  return _mm512_cmpgt_epu8_mask(_mm512_loadu_si512(keys), _mm512_set1_epi8((char)t));
+}
+static inline uint64_t above_mask_16(const uint16_t* keys, uint16_t t) {
+  __m512i tv = _mm512_set1_epi16((short)t);
+  return (uint64_t)_mm512_cmpgt_epu16_mask(_mm512_loadu_si512(keys), tv) |
+         (uint64_t)_mm512_cmpgt_epu16_mask(_mm512_loadu_si512(keys + 32), tv) << 32;
+}
+static inline uint64_t above_mask_32(const uint32_t* keys, uint32_t t) {
+  __m512i tv = _mm512_set1_epi32((int)t);
+  uint64_t m = 0;
+  for (int j = 0; j < 4; j++) m |= (uint64_t)_mm512_cmpgt_epu32_mask(_mm512_loadu_si512(keys + 16 * j), tv) << (16 * j);
+  return m;
+}
+static inline uint64_t above_mask_64(const uint64_t* keys, uint64_t t) {
+  __m512i tv = _mm512_set1_epi64((long long)t);
+  uint64_t m = 0;
+  for (int j = 0; j < 8; j++) m |= (uint64_t)_mm512_cmpgt_epu64_mask(_mm512_loadu_si512(keys + 8 * j), tv) << (8 * j);
+  return m;
+}
+#else
+#define HAVE_ABOVE_MASK 0 /* the stubs below are never called */
+static inline uint64_t above_mask_8(const uint8_t* keys, uint8_t t) {
+  return (void)keys, (void)t, 0;
+}
+static inline uint64_t above_mask_16(const uint16_t* keys, uint16_t t) {
+  return (void)keys, (void)t, 0;
+}
+static inline uint64_t above_mask_32(const uint32_t* keys, uint32_t t) {
+  return (void)keys, (void)t, 0;
+}
+static inline uint64_t above_mask_64(const uint64_t* keys, uint64_t t) {
+  return (void)keys, (void)t, 0;
+}
+#endif
+
+#define DEFINE_ORDERING(NAME, CT)                                                               \
+  static void insertion_desc_##NAME(CT* a, int64_t m) {                                         \
+    for (int64_t i = 1; i < m; i++) {                                                           \
+      CT v = a[i];                                                                              \
+      int64_t j = i;                                                                            \
+      while (j > 0 && a[j - 1] < v) {                                                           \
+        a[j] = a[j - 1];                                                                        \
+        j--;                                                                                    \
+      }                                                                                         \
+      a[j] = v;                                                                                 \
+    }                                                                                           \
+  }                                                                                             \
+  /* A min-heap sift: heapsort into descending order, quicksort's guard against bad pivots. */  \
+  static void sift_##NAME(CT* a, int64_t root, int64_t m) {                                     \
+    CT v = a[root];                                                                             \
+    for (;;) {                                                                                  \
+      int64_t child = 2 * root + 1;                                                             \
+      if (child >= m) break;                                                                    \
+      if (child + 1 < m && a[child + 1] < a[child]) child++;                                    \
+      if (!(a[child] < v)) break;                                                               \
+      a[root] = a[child];                                                                       \
+      root = child;                                                                             \
+    }                                                                                           \
+    a[root] = v;                                                                                \
+  }                                                                                             \
+  static void heapsort_desc_##NAME(CT* a, int64_t m) {                                          \
+    for (int64_t i = m / 2 - 1; i >= 0; i--) sift_##NAME(a, i, m);                              \
+    for (int64_t end = m - 1; end > 0; end--) {                                                 \
+      CT t = a[0];                                                                              \
+      a[0] = a[end];                                                                            \
+      a[end] = t;                                                                               \
+      sift_##NAME(a, 0, end);                                                                   \
+    }                                                                                           \
+  }                                                                                             \
+  /* Partition a[0..m) (m > 2, values distinct) around a median of three, through tmp[0..m): */ \
+  /* returns p with a[0..p) > a[p] > a[p+1..m). Out of place and branch-free: every element is  \
+   * written to both ends of tmp and one end moves on (in place, each step would wait for the   \
+   * store of the step before). */                                                              \
+  static int64_t partition_desc_##NAME(CT* a, int64_t m, CT* tmp) {                             \
+    int64_t mid = m / 2, last = m - 1, median;                                                  \
+    if (a[0] > a[mid])                                                                          \
+      median = a[mid] > a[last] ? mid : (a[0] > a[last] ? last : 0);                            \
+    else                                                                                        \
+      median = a[0] > a[last] ? 0 : (a[mid] > a[last] ? last : mid);                            \
+    CT pivot = a[median];                                                                       \
+    a[median] = a[last];                                                                        \
+    int64_t lo = 0, hi = last;                                                                  \
+    for (int64_t i = 0; i < last; i++) {                                                        \
+      CT v = a[i];                                                                              \
+      int above = v > pivot;                                                                    \
+      tmp[lo] = v;                                                                              \
+      tmp[hi] = v;                                                                              \
+      lo += above;                                                                              \
+      hi -= !above;                                                                             \
+    }                                                                                           \
+    tmp[lo] = pivot; /* lo == hi */                                                             \
+    memcpy(a, tmp, (size_t)m * sizeof(CT));                                                     \
+    return lo;                                                                                  \
+  }                                                                                             \
+  static void sort_desc_##NAME(CT* a, int64_t m, CT* tmp, int depth) {                          \
+    while (m > 24) {                                                                            \
+      if (depth-- == 0) {                                                                       \
+        heapsort_desc_##NAME(a, m);                                                             \
+        return;                                                                                 \
+      }                                                                                         \
+      int64_t p = partition_desc_##NAME(a, m, tmp);                                             \
+      /* Recurse into the smaller side, loop on the larger: O(log m) stack. */                  \
+      if (p < m - p - 1) {                                                                      \
+        sort_desc_##NAME(a, p, tmp, depth);                                                     \
+        a += p + 1;                                                                             \
+        m -= p + 1;                                                                             \
+      } else {                                                                                  \
+        sort_desc_##NAME(a + p + 1, m - p - 1, tmp, depth);                                     \
+        m = p;                                                                                  \
+      }                                                                                         \
+    }                                                                                           \
+    insertion_desc_##NAME(a, m);                                                                \
+  }                                                                                             \
+  /* Move the k largest of a[0..m) (distinct) to a[0..k), the k-th largest to a[k-1]. */        \
+  static void select_desc_##NAME(CT* a, int64_t m, int64_t k, CT* tmp) {                        \
+    int depth = 64;                                                                             \
+    while (m > 24) {                                                                            \
+      if (depth-- == 0) {                                                                       \
+        heapsort_desc_##NAME(a, m); /* O(m log m) at worst */                                   \
+        return;                                                                                 \
+      }                                                                                         \
+      int64_t p = partition_desc_##NAME(a, m, tmp);                                             \
+      if (p == k - 1) return;                                                                   \
+      if (p > k - 1) {                                                                          \
+        m = p;                                                                                  \
+      } else {                                                                                  \
+        a += p + 1;                                                                             \
+        m -= p + 1;                                                                             \
+        k -= p + 1;                                                                             \
+      }                                                                                         \
+    }                                                                                           \
+    insertion_desc_##NAME(a, m);                                                                \
+  }
+
+DEFINE_ORDERING(u64, uint64_t)
+DEFINE_ORDERING(u128, u128)
+
+static int sort_depth(int64_t m) {
+  int depth = 0;
+  while (m > 1) {
+    m >>= 1;
+    depth += 2;
+  }
+  return depth;
+}
+
+/* The selection of one row, for key width W (type KT) and composite type CT of HALF bits. */
+#define DEFINE_ROW(W, KT, NAME, CT, HALF)                                                                        \
+  static void select_row_##W##_##NAME(const struct cutopk_rows* r, const struct key_rule* rule, const char* row, \
+                                      CT* buf, CT* tmp, int64_t capacity, int64_t* out) {                        \
+    const int64_t n = r->n, k = r->k, stride = r->col_stride;                                                    \
+    const CT low_mask = (CT)(((CT)1 << HALF) - 1);                                                               \
+    KT keys[CHUNK];                                                                                              \
+    int64_t kept = 0, col = 0;                                                                                   \
+    KT threshold = 0;                                                                                            \
+    int sampled = 0;                                                                                             \
+    if (n >= SAMPLE_MIN_N && k <= n / SAMPLE_MIN_SHARE) {                                                        \
+      /* A sample's key that about 2K + 32 elements of the row reach sets a first threshold: */                  \
+      /* the scan then keeps keys at or above it. Should fewer than K reach it (an unlucky */                    \
+      /* sample), the row is read again the plain way below: the answer never depends on it. */                  \
+      int64_t step = n / SAMPLE, rank = (2 * k + 32) * SAMPLE / n;                                               \
+      rank = rank < 1 ? 1 : rank;                                                                                \
+      for (int64_t i = 0; i < SAMPLE; i++) {                                                                     \
+        KT bits;                                                                                                 \
+        memcpy(&bits, row + i * step * stride, sizeof bits);                                                     \
+        KT key = key_##W(bits, rule->kind, (KT)rule->flip, (KT)rule->inf_bits, (KT)rule->nan_key);               \
+        buf[i] = ((CT)key << HALF) | (low_mask & ~(CT)(i * step));                                               \
+      }                                                                                                          \
+      select_desc_##NAME(buf, SAMPLE, rank, tmp);                                                                \
+      KT pivot = (KT)(buf[rank - 1] >> HALF);                                                                    \
+      sampled = pivot > 0;                                                                                       \
+      threshold = (KT)(pivot - 1); /* keys above pivot - 1: keys at or above the pivot */                        \
+    }                                                                                                            \
+  plain:                                                                                                         \
+    if (!sampled) {                                                                                              \
+      /* The first K elements enter unconditionally; the least of them sets the threshold. */                    \
+      while (col < k) {                                                                                          \
+        int64_t count = k - col < CHUNK ? k - col : CHUNK;                                                       \
+        make_keys_##W(keys, row + col * stride, count, stride, rule, 0);                                         \
+        for (int64_t i = 0; i < count; i++) buf[kept++] = ((CT)keys[i] << HALF) | (low_mask & ~(CT)(col + i));   \
+        col += count;                                                                                            \
+      }                                                                                                          \
+      CT least = buf[0];                                                                                         \
+      for (int64_t i = 1; i < k; i++) least = buf[i] < least ? buf[i] : least;                                   \
+      threshold = (KT)(least >> HALF);                                                                           \
+    }                                                                                                            \
+    while (col < n) {                                                                                            \
+      int64_t count = n - col < CHUNK ? n - col : CHUNK;                                                         \
+      if (count == CHUNK ? make_chunk_keys_##W(keys, row + col * stride, stride, rule, threshold)                \
+                         : make_keys_##W(keys, row + col * stride, count, stride, rule, threshold)) {            \
+        if (kept + count > capacity) { /* keep the K best, raise the threshold */                                \
+          select_desc_##NAME(buf, kept, k, tmp);                                                                 \
+          kept = k;                                                                                              \
+          threshold = (KT)(buf[k - 1] >> HALF);                                                                  \
+        }                                                                                                        \
+        if (HAVE_ABOVE_MASK && count == CHUNK) {                                                                 \
+          uint64_t above = above_mask_##W(keys, threshold);                                                      \
+          while (above) {                                                                                        \
+            int i = __builtin_ctzll(above);                                                                      \
+            above &= above - 1;                                                                                  \
+            buf[kept++] = ((CT)keys[i] << HALF) | (low_mask & ~(CT)(col + i));                                   \
+          }                                                                                                      \
+        } else {                                                                                                 \
+          /* Parts of 16 with no key above the threshold are passed over; in the others, */                      \
+          /* branch-free, every key is written and only those above the threshold are kept. */                   \
+          for (int64_t j = 0; j < count; j += 16) {                                                              \
+            int64_t end = count - j < 16 ? count : j + 16;                                                       \
+            KT hit = 0;                                                                                          \
+            for (int64_t i = j; i < end; i++) hit |= (KT)(keys[i] > threshold);                                  \
+            if (!hit) continue;                                                                                  \
+            for (int64_t i = j; i < end; i++) {                                                                  \
+              buf[kept] = ((CT)keys[i] << HALF) | (low_mask & ~(CT)(col + i));                                   \
+              kept += keys[i] > threshold;                                                                       \
+            }                                                                                                    \
+          }                                                                                                      \
+        }                                                                                                        \
+      }                                                                                                          \
+      col += count;                                                                                              \
+    }                                                                                                            \
+    if (sampled && kept < k) { /* fewer than K at or above the sample's key: no refill ran */                    \
+      sampled = 0;                                                                                               \
+      kept = col = 0;                                                                                            \
+      goto plain;                                                                                                \
+    }                                                                                                            \
+    if (kept > k) select_desc_##NAME(buf, kept, k, tmp);                                                         \
+    if (r->order == ORDER_INDEX) {                                                                               \
+      /* The inverted columns alone, sorted descending: the columns ascending. */                                \
+      for (int64_t i = 0; i < k; i++) buf[i] &= low_mask;                                                        \
+    }                                                                                                            \
+    sort_desc_##NAME(buf, k, tmp, sort_depth(k));                                                                \
+    for (int64_t i = 0; i < k; i++) out[i] = (int64_t)(low_mask & ~buf[i]);                                      \
+  }
+
+DEFINE_ROW(8, uint8_t, u64, uint64_t, 32)
+DEFINE_ROW(16, uint16_t, u64, uint64_t, 32)
+DEFINE_ROW(32, uint32_t, u64, uint64_t, 32)
+DEFINE_ROW(8, uint8_t, u128, u128, 64)
+DEFINE_ROW(16, uint16_t, u128, u128, 64)
+DEFINE_ROW(32, uint32_t, u128, u128, 64)
+DEFINE_ROW(64, uint64_t, u128, u128, 64)
+
+EXPORT int64_t cutopk_native_abi(void) {
+  return ((int64_t)CUTOPK_NATIVE_ABI << 32) | sizeof(struct cutopk_rows);
+}
+
+/* The buffer's length for rows of n and a given k: K kept, room for at least max(K, MIN_SLACK)
+ * more before a refill, and for one chunk written whole (its last slot may be written, not kept). */
+static int64_t capacity_for(int64_t n, int64_t k) {
+  int64_t slack = k > MIN_SLACK ? k : MIN_SLACK;
+  return (n < k + slack ? n : k + slack) + CHUNK;
+}
+
+/* The top K of every row: r->out gets each row's K columns in the order asked for. */
+EXPORT int cutopk_select_rows(const struct cutopk_rows* r) {
+  if (r->rows < 0 || r->n < 1 || r->k < 1 || r->k > r->n) return STATUS_BAD_REQUEST;
+  if (r->width != 1 && r->width != 2 && r->width != 4 && r->width != 8) return STATUS_BAD_REQUEST;
+  if (r->kind == KIND_FLOAT && r->width == 1) return STATUS_BAD_REQUEST;
+  struct key_rule rule = {r->kind, r->largest ? 0 : ~(uint64_t)0, r->nan_first ? ~(uint64_t)0 : 0, r->inf_bits};
+  /* 32-bit halves hold a column while n fits in 32 bits; 64-bit keys need the wide composite. */
+  int wide = r->width == 8 || r->n > (int64_t)UINT32_MAX;
+  int64_t capacity = capacity_for(r->n, r->k);
+  /* The composites, and as many again for the partitions' out-of-place pass. */
+  size_t bytes = (size_t)capacity * (wide ? sizeof(u128) : sizeof(uint64_t));
+  char* buf = malloc(2 * bytes);
+  if (buf == NULL) return STATUS_NO_MEMORY;
+  void* composites = buf;
+  void* tmp = buf + bytes;
+  for (int64_t i = 0; i < r->rows; i++) {
+    const char* row = r->data + i * r->row_stride;
+    int64_t* out = r->out + i * r->k;
+    if (!wide) {
+      switch (r->width) {
+        case 1:
+          select_row_8_u64(r, &rule, row, composites, tmp, capacity, out);
+          break;
+        case 2:
+          select_row_16_u64(r, &rule, row, composites, tmp, capacity, out);
+          break;
+        default:
+          select_row_32_u64(r, &rule, row, composites, tmp, capacity, out);
+          break;
+      }
+    } else {
+      switch (r->width) {
+        case 1:
+          select_row_8_u128(r, &rule, row, composites, tmp, capacity, out);
+          break;
+        case 2:
+          select_row_16_u128(r, &rule, row, composites, tmp, capacity, out);
+          break;
+        case 4:
+          select_row_32_u128(r, &rule, row, composites, tmp, capacity, out);
+          break;
+        default:
+          select_row_64_u128(r, &rule, row, composites, tmp, capacity, out);
+          break;
+      }
+    }
+  }
+  free(buf);
+  return STATUS_OK;
+}

@@ -1,0 +1,15 @@
+"""The NumPy routes' tests run with the compiled route off (``CUTOPK_NATIVE=0``): they pin the
+routes' own code and choices. tests/numpy/test_numpy_native.py tests the compiled route, and the
+rest of the suite runs with it on wherever the machine has a C compiler."""
+
+from __future__ import annotations
+
+import pytest
+
+from cutopk.numpy import native
+
+
+@pytest.fixture(autouse=True)
+def _numpy_routes_only(request, monkeypatch):
+    if request.module.__name__.rsplit(".", 1)[-1] != "test_numpy_native":
+        monkeypatch.setenv(native.ENV_VAR, "0")

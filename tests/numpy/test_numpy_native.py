@@ -1,0 +1,276 @@
+"""The NumPy backend's compiled route (cutopk/numpy/select_rows.c through ``native.select``):
+bit for bit against the reference and the NumPy routes over every dtype, strides, mode, NaN
+rule and order; the sampled threshold and its fallback; the route's choice, ``plan()``, and the
+NumPy routes wherever it cannot run (turned off, no compiler, a failed build, a foreign ABI)."""
+
+from __future__ import annotations
+
+import itertools
+import zlib
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from support.inputs import dtype_of, make_values
+from support.reference import check_top_k, reference_top_k
+
+import cutopk
+from cutopk.numpy import backend as _numpy
+from cutopk.numpy import native
+
+DTYPES = (
+    "float16", "bfloat16", "float32", "float64",
+    "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+)  # fmt: skip
+DISTS = ("uniform", "all_equal", "few_distinct", "nan", "inf", "zeros", "sorted", "reversed", "extremes")
+
+pytestmark = pytest.mark.skipif(
+    not native.available(), reason=f"compiled route: {native.unavailable_reason()}"
+)
+
+
+def _dtype(name):
+    if name == "bfloat16":
+        pytest.importorskip("ml_dtypes")
+    return dtype_of(name)
+
+
+def _portable_build():
+    """The library built for the baseline of this processor's family (x86-64: SSE2 alone), so
+    that its portable steps (no AVX-512 mask compares) are tested here too."""
+    import platform
+
+    if platform.machine() not in ("x86_64", "AMD64"):
+        return None
+    flags = tuple("-march=x86-64" if f == "-march=native" else f for f in native.FLAGS)
+    return native.load(native.build(native.compiler(), native.SOURCE.read_text(), flags))
+
+
+BUILDS = {"native": None}
+
+
+@pytest.fixture(params=("native", "portable"))
+def build(request):
+    """Which build ``_compiled`` calls: this machine's, or the portable one."""
+    if request.param == "portable":
+        if "portable" not in BUILDS:
+            BUILDS["portable"] = _portable_build()
+        if BUILDS["portable"] is None:
+            pytest.skip("the portable build is x86-64's baseline: another processor here")
+    _BUILD["function"] = BUILDS[request.param]
+    yield request.param
+    _BUILD["function"] = None
+
+
+_BUILD: dict = {"function": None}
+
+
+def _compiled(x, k, largest=True, nan_first=False, order="value"):
+    out = np.full((x.shape[0], k), -1, np.int64)
+    native.select(x, k, largest, nan_first, order, out, _BUILD["function"])
+    return out
+
+
+def _routes(x, k, largest=True, nan_first=False, order="value"):
+    """The NumPy routes' answer (``select_rows`` on a C-contiguous copy)."""
+    return _numpy.select_rows(np.ascontiguousarray(x), k, largest, nan_first, order)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dist", DISTS)
+def test_rows_match_the_numpy_routes_in_every_mode(dtype, dist, build):
+    rng = np.random.default_rng(zlib.crc32(f"{dtype} {dist}".encode()))
+    x = make_values(rng, _dtype(dtype), (4, 300), dist)
+    for view in (x, x[:, ::-1], np.asfortranarray(x), x[::2, 1::3]):
+        n = view.shape[1]
+        for k, largest, nan_first, order in itertools.product(
+            sorted({1, 2, n // 3, n}), (True, False), (False, True), ("value", "index", "none")
+        ):
+            nan_first = nan_first and largest  # nan="largest" prefers NaN only for largest
+            got = _compiled(view, k, largest, nan_first, order)
+            np.testing.assert_array_equal(got, _routes(view, k, largest, nan_first, order))
+
+
+@pytest.mark.parametrize("dtype", ("float32", "float16", "bfloat16", "int8", "uint64", "float64"))
+@pytest.mark.parametrize("n", (8192, 10000, 70001))
+def test_sampled_rows_and_their_fallback(dtype, n, build):
+    """Rows of at least 8192 start from a sample's key. On the rows whose sampled columns alone
+    hold large values, fewer than K elements reach it for large K: the row is read again."""
+    dt = _dtype(dtype)
+    rng = np.random.default_rng(n)
+    uniform = make_values(rng, dt, (3, n), "uniform")
+    step = n // 256  # the C file's sample: 256 columns, evenly spaced
+    decoy = np.zeros((3, n), dt)
+    decoy[:, ::step] = 1
+    decoy[:, 7] = 2
+    rising = np.sort(uniform, axis=1)
+    for x in (uniform, decoy, rising, rising[:, ::-1], make_values(rng, dt, (3, n), "few_distinct")):
+        for k in (1, 5, 50, 300, n // 64):
+            for largest in (True, False):
+                np.testing.assert_array_equal(_compiled(x, k, largest), _routes(x, k, largest))
+
+
+def test_the_fallback_runs_when_the_sample_promises_too_much(build):
+    """K above the 257 elements at or above the decoy's sampled key: only a second, plain
+    reading finds the rest (zeros, by lowest index)."""
+    n = 65536
+    x = np.zeros((1, n), np.float32)
+    x[0, :: n // 256] = 1
+    got = _compiled(x, 600)[0]
+    ones = np.arange(0, n, n // 256)
+    zeros = np.setdiff1d(np.arange(n), ones)[: 600 - ones.size]
+    np.testing.assert_array_equal(got, np.concatenate([ones, zeros]))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    dtype=st.sampled_from(DTYPES),
+    rows=st.integers(1, 3),
+    n=st.integers(1, 700),
+    k_share=st.floats(0, 1),
+    largest=st.booleans(),
+    nan_first=st.booleans(),
+    order=st.sampled_from(("value", "index")),
+    seed=st.integers(0, 2**32 - 1),
+    step=st.sampled_from((1, 2, -1, -3)),
+    levels=st.sampled_from((0, 3, 50)),
+)
+def test_random_rows(dtype, rows, n, k_share, largest, nan_first, order, seed, step, levels):
+    """Random bits (every NaN payload, both zeros, subnormals), or few levels (ties)."""
+    dt = _dtype(dtype)
+    rng = np.random.default_rng(seed)
+    width = abs(step) * n
+    raw = rng.integers(0, 256, (rows, width * dt.itemsize), dtype=np.uint8).view(dt)
+    if levels:
+        raw = raw.view(f"u{dt.itemsize}") % levels
+        raw = raw.astype(f"u{dt.itemsize}").view(dt) if dt.kind != "f" else raw.astype(dt)
+    x = raw[:, ::step][:, :n]
+    k = max(1, round(k_share * n))
+    nan_first = nan_first and largest
+    np.testing.assert_array_equal(
+        _compiled(x, k, largest, nan_first, order), _routes(x, k, largest, nan_first, order)
+    )
+
+
+@pytest.mark.parametrize("dtype", ("float32", "float16", "bfloat16", "int64", "uint8"))
+def test_top_k_takes_the_compiled_route_and_matches_the_reference(dtype, monkeypatch):
+    monkeypatch.delenv(native.ENV_VAR, raising=False)
+    rng = np.random.default_rng(3)
+    x = make_values(rng, _dtype(dtype), (3, 20000), "nan" if "float" in dtype else "uniform")
+    assert cutopk.plan(x, 50).params["route"] == "native"
+    assert "compiled_unavailable" not in cutopk.plan(x, 50).params
+    for mode, nan, order in itertools.product(
+        ("largest", "smallest"), ("last", "largest"), (True, "index", False)
+    ):
+        check_top_k(x, 50, mode=mode, nan=nan, sorted=order)
+    # Strided rows are read as they lie; an outer axis stays on the NumPy routes.
+    check_top_k(x[:, ::-2], 40)
+    check_top_k(x.T.copy().T, 40)
+    assert cutopk.plan(np.ascontiguousarray(x.T), 50, axis=0).params["route"] != "native"
+
+
+def test_routes_by_row_length_and_k():
+    def route(shape, k, dtype=np.float32):
+        return cutopk.plan(np.zeros(shape, dtype), k).params["route"]
+
+    assert route((4, 8192), 128) == "native"
+    assert route((4, 8192), 129) != "native"  # K above a 64th of the row
+    assert route((4, 65536), 512) == "native"
+    assert route((4, 1 << 17), 513) != "native"  # K above NATIVE_MAX_K
+    assert route((4, 8191), 8) != "native"
+    assert route((1, 1 << 21), 64) == "native"  # instead of the long-row ranges
+    assert route((4, 8192), 8, np.dtype(">f4")) != "native"  # non-native byte order
+
+
+def test_identical_answers_on_every_thread_count():
+    x = make_values(np.random.default_rng(5), np.dtype(np.float32), (9, 40000), "few_distinct")
+    answers = []
+    for threads in (1, 2, 3):
+        with cutopk.num_threads(threads):
+            answers.append(cutopk.top_k(x, 64))
+    for values, indices in answers[1:]:
+        np.testing.assert_array_equal(indices, answers[0].indices)
+        np.testing.assert_array_equal(values.view(np.uint32), answers[0].values.view(np.uint32))
+
+
+@pytest.fixture
+def fresh_native(monkeypatch):
+    """A process that has not tried to load the compiled route yet."""
+    monkeypatch.setattr(native, "_state", {"lib": None, "why": None, "tried": False, "env": (None, True)})
+    monkeypatch.delenv(native.ENV_VAR, raising=False)
+
+
+def _long_rows():
+    return make_values(np.random.default_rng(8), np.dtype(np.float32), (2, 9000), "uniform")
+
+
+def _assert_numpy_routes(x, why: str):
+    params = cutopk.plan(x, 10).params
+    assert params["route"] == "filter" and why in params["compiled_unavailable"]
+    check_top_k(x, 10)
+
+
+@pytest.mark.parametrize("text", ("0", "off", "false", "No"))
+def test_turned_off_by_the_environment(fresh_native, monkeypatch, text):
+    monkeypatch.setenv(native.ENV_VAR, text)
+    assert not native.available()
+    _assert_numpy_routes(_long_rows(), f"turned off by CUTOPK_NATIVE={text}")
+    monkeypatch.setenv(native.ENV_VAR, "1")
+    assert native.available()
+
+
+def test_no_compiler_leaves_the_numpy_routes(fresh_native, monkeypatch):
+    monkeypatch.setattr(native, "compiler", lambda: None)
+    _assert_numpy_routes(_long_rows(), "no C compiler found")
+
+
+def test_a_failed_build_leaves_the_numpy_routes(fresh_native, monkeypatch, tmp_path):
+    monkeypatch.setenv(native.CACHE_ENV_VAR, str(tmp_path))
+    broken = tmp_path / "broken.c"
+    broken.write_text("this is not C\n")
+    monkeypatch.setattr(native, "SOURCE", broken)
+    _assert_numpy_routes(_long_rows(), "could not compile broken.c")
+
+
+def test_a_foreign_abi_leaves_the_numpy_routes(fresh_native, monkeypatch):
+    monkeypatch.setattr(native, "ABI", native.ABI + 1)
+    _assert_numpy_routes(_long_rows(), "is not the expected")
+
+
+def test_the_build_is_cached_by_source_and_flags(tmp_path, monkeypatch):
+    monkeypatch.setenv(native.CACHE_ENV_VAR, str(tmp_path))
+    cc = native.compiler()
+    first = native.build(cc, native.SOURCE.read_text())
+    stamp = first.stat().st_mtime_ns
+    assert native.build(cc, native.SOURCE.read_text()) == first and first.stat().st_mtime_ns == stamp
+    other = native.build(cc, native.SOURCE.read_text() + "\n/* changed */\n")
+    assert other != first and sorted(p.name for p in tmp_path.iterdir()) == sorted((first.name, other.name))
+
+
+def test_no_memory_is_a_memory_error(monkeypatch):
+    class Refusing:
+        def __call__(self, rows):
+            return 1  # the C file's STATUS_NO_MEMORY
+
+    monkeypatch.setitem(native._state, "lib", Refusing())
+    monkeypatch.setitem(native._state, "tried", True)
+    with pytest.raises(MemoryError, match="k=3"):
+        native.select(np.zeros((1, 10), np.float32), 3, True, False, "value", np.empty((1, 3), np.int64))
+    monkeypatch.setitem(native._state, "lib", lambda rows: 2)
+    with pytest.raises(RuntimeError, match="status 2"):
+        native.select(np.zeros((1, 10), np.float32), 3, True, False, "value", np.empty((1, 3), np.int64))
+
+
+def test_reference_agrees_on_a_long_nan_row():
+    """One row of 2**20 with NaNs of both signs and both zeros: the long-row case end to end."""
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal(1 << 20).astype(np.float32)
+    x[rng.random(x.size) < 0.01] = np.nan
+    x[::1001] = -np.nan
+    x[5::997] = -0.0
+    for nan in ("last", "largest"):
+        values, indices = cutopk.top_k(x, 100, nan=nan)
+        expected = reference_top_k(x, 100, nan=nan)
+        np.testing.assert_array_equal(indices, expected[1])
+        np.testing.assert_array_equal(values.view(np.uint32), expected[0].view(np.uint32))
