@@ -8,7 +8,8 @@ run side by side.
 
 The library is built on first use, once per machine (some 1.5 s; ``-march=native``), into
 ``$CUTOPK_NATIVE_CACHE`` or ``$XDG_CACHE_HOME/cutopk/native`` under a name that hashes the
-source, the compiler, its flags and the processor, and reused after. Where no C compiler is found (``$CC``,
+source, the compiler, its flags and the processor, and reused after (a compiler that rejects
+``-march=native`` gets the portable build). Where no C compiler is found (``$CC``,
 else ``cc``, ``gcc`` or ``clang``), or it fails, the backend runs its NumPy routes, which give
 the same answers: :func:`unavailable_reason` says why, and ``cutopk.plan()`` shows it.
 ``CUTOPK_NATIVE=0`` turns the route off (the NumPy routes alone); it is read when it changes.
@@ -46,6 +47,10 @@ FLAGS = (
     "-fvisibility=hidden",
     "-fno-strict-aliasing",
 )
+# CUTOPK_NATIVE_ASAN=1: the build is instrumented by AddressSanitizer (its runtime must then be
+# preloaded: LD_PRELOAD=$(cc -print-file-name=libasan.so)); .ci/run's sanitizer step.
+ASAN_ENV_VAR = "CUTOPK_NATIVE_ASAN"
+ASAN_FLAGS = ("-fsanitize=address", "-fno-omit-frame-pointer", "-g")
 # The C file's ABI number and the size of its struct cutopk_rows (cutopk_native_abi()).
 ABI = 1
 
@@ -120,10 +125,17 @@ def _processor() -> str:
         return platform.machine() + platform.processor()
 
 
-def build(cc: str, source: str, flags: tuple[str, ...] = FLAGS) -> pathlib.Path:
-    """Compile ``source`` with ``cc`` into the cache (reused when built from the same source,
-    compiler, flags and processor); raises ``RuntimeError`` with the compiler's message when it
-    fails."""
+def build_flags() -> tuple[str, ...]:
+    """The compiler flags of this process's build: ``FLAGS``, and ``ASAN_FLAGS`` where
+    ``CUTOPK_NATIVE_ASAN=1``."""
+    return FLAGS + (ASAN_FLAGS if os.environ.get(ASAN_ENV_VAR) == "1" else ())
+
+
+def build(cc: str, source: str, flags: tuple[str, ...] | None = None) -> pathlib.Path:
+    """Compile ``source`` with ``cc`` and ``flags`` (default :func:`build_flags`) into the cache
+    (reused when built from the same source, compiler, flags and processor); raises
+    ``RuntimeError`` with the compiler's message when it fails."""
+    flags = build_flags() if flags is None else flags
     key = hashlib.sha256("\0".join((source, cc, *flags, _processor())).encode()).hexdigest()[:32]
     out_dir = cache_dir()
     out = out_dir / f"select_rows-{key}.so"
@@ -163,11 +175,34 @@ def _load():
     if cc is None:
         _state["why"] = "no C compiler found (set CC, or install cc, gcc or clang)"
         return None
+    flags = build_flags()
+    if ASAN_FLAGS[0] in flags and not _asan_loaded():  # loading it would abort the process
+        _state["why"] = (
+            f"{ASAN_ENV_VAR}=1 needs AddressSanitizer's runtime loaded first: "
+            "LD_PRELOAD=$(cc -print-file-name=libasan.so)"
+        )
+        return None
+    source = SOURCE.read_text()
     try:
-        return load(build(cc, SOURCE.read_text()))
+        try:
+            return load(build(cc, source, flags))
+        except RuntimeError:
+            # A compiler that does not know -march=native (some cross or older compilers):
+            # the portable build, vectorised for the processor family's baseline.
+            if "-march=native" not in flags:
+                raise
+            return load(build(cc, source, tuple(f for f in flags if f != "-march=native")))
     except (OSError, RuntimeError) as exc:
         _state["why"] = f"the compiled route could not be built: {exc}"
         return None
+
+
+def _asan_loaded() -> bool:
+    try:
+        with open("/proc/self/maps") as maps:
+            return "libasan" in maps.read()
+    except OSError:
+        return False
 
 
 def _function():

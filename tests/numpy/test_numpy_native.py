@@ -43,7 +43,7 @@ def _portable_build():
 
     if platform.machine() not in ("x86_64", "AMD64"):
         return None
-    flags = tuple("-march=x86-64" if f == "-march=native" else f for f in native.FLAGS)
+    flags = tuple("-march=x86-64" if f == "-march=native" else f for f in native.build_flags())
     return native.load(native.build(native.compiler(), native.SOURCE.read_text(), flags))
 
 
@@ -233,9 +233,31 @@ def test_a_failed_build_leaves_the_numpy_routes(fresh_native, monkeypatch, tmp_p
     _assert_numpy_routes(_long_rows(), "could not compile broken.c")
 
 
+def test_a_compiler_without_march_native_gets_the_portable_build(fresh_native, monkeypatch, tmp_path):
+    monkeypatch.setenv(native.CACHE_ENV_VAR, str(tmp_path / "cache"))
+    real = native.compiler()
+    picky = tmp_path / "picky-cc"
+    picky.write_text(
+        f'#!/bin/sh\nfor a in "$@"; do [ "$a" = -march=native ] && {{ echo "unknown: $a" >&2; exit 1; }}; done\n'
+        f'exec {real} "$@"\n'
+    )
+    picky.chmod(0o755)
+    monkeypatch.setenv("CC", str(picky))
+    assert native.available(), native.unavailable_reason()
+    assert len(list((tmp_path / "cache").glob("select_rows-*.so"))) == 1  # the portable one
+    check_top_k(_long_rows(), 10)
+
+
 def test_a_foreign_abi_leaves_the_numpy_routes(fresh_native, monkeypatch):
     monkeypatch.setattr(native, "ABI", native.ABI + 1)
     _assert_numpy_routes(_long_rows(), "is not the expected")
+
+
+def test_an_instrumented_build_needs_the_sanitizer_loaded_first(fresh_native, monkeypatch):
+    monkeypatch.setenv(native.ASAN_ENV_VAR, "1")
+    monkeypatch.setattr(native, "_asan_loaded", lambda: False)
+    assert "-fsanitize=address" in native.build_flags()
+    _assert_numpy_routes(_long_rows(), "needs AddressSanitizer's runtime loaded first")
 
 
 def test_the_build_is_cached_by_source_and_flags(tmp_path, monkeypatch):
