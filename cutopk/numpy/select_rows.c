@@ -3,23 +3,33 @@
  * calls it through ctypes; every block runs on the thread that calls, the GIL released).
  *
  * Algorithm, per row: each element's preference key (the twin of cutopk/_request/keys.py and
- * kernels/common/keys.cuh: an unsigned integer of the element's width whose order is the
+ * kernels/key_traits.cuh: an unsigned integer of the element's width whose order is the
  * preference order, -0.0 tied with +0.0, NaN at one end by the NaN rule) is compared with a
  * running threshold `t`, the key of the K-th best element kept so far. Only keys strictly above
  * `t` can still win: an element whose key equals `t` comes after every kept element of key `t`
  * (the row is read in index order), and the lower index wins a tie. The few that pass go into a
  * buffer of composites (key in the high half, the inverted column in the low half: composites
  * are distinct, and a larger one is the preferred element, ties to the lower index included).
- * When the buffer fills, a quickselect keeps its K best and raises `t`. The first `capacity`
- * elements enter unconditionally. At the end the K best composites are sorted for the order
- * asked for. The keys of a chunk of 64 elements are made and compared with `t` in plain loops
- * that the compiler vectorises; only a chunk holding a key above `t` is looked at one by one.
+ * When the buffer fills, a quickselect keeps its K best and raises `t`. At the end the K best
+ * composites are sorted for the order asked for.
+ *
+ * The first `t`: on rows of at least SAMPLE_MIN_N with K at most a SAMPLE_MIN_SHARE-th of them,
+ * the key that about 2K + 32 elements of the row reach, read from a sample of SAMPLE evenly
+ * spaced keys, and the scan keeps keys at or above it; should fewer than K reach it, the row is
+ * read again the plain way, so the answer never depends on the sample. Otherwise (the plain
+ * way) the first K elements enter unconditionally and the least of them is the first `t`.
+ *
+ * The keys of a chunk of CHUNK elements are made and compared with `t` in plain loops that the
+ * compiler vectorises; a chunk holding keys above `t` gives them as a bit mask where the
+ * machine compares vectors into masks (AVX-512BW), else its 16-key parts are stepped through.
  *
  * Work: O(N) per row whatever the data (a rising row refills the buffer every `capacity - K`
- * elements, each refill O(capacity)), plus O(K log K) for the order. Memory: one buffer of
- * `capacity` composites per call, freed before return. Elements of 1, 2, 4 or 8 bytes,
- * unsigned, signed or IEEE binary floating point (float16, bfloat16, float32, float64), read
- * with any strides (negative and zero too) and any alignment, in native byte order.
+ * elements, each refill O(capacity)), plus O(K log K) for the order. Memory: two buffers of
+ * `capacity` composites per call (the second for the partitions), freed before return. Elements
+ * of 1, 2, 4 or 8 bytes, unsigned, signed or IEEE binary floating point (float16, bfloat16,
+ * float32, float64), read with any strides (negative and zero too) and any alignment, in
+ * native byte order. Rows of fewer than 2**32 elements use 64-bit composites (32-bit halves), longer
+ * ones and 64-bit keys 128-bit composites.
  */
 #include <stdint.h>
 #include <stdlib.h>
