@@ -6,6 +6,7 @@ NumPy routes wherever it cannot run (turned off, no compiler, a failed build, a 
 from __future__ import annotations
 
 import itertools
+import os
 import zlib
 
 import numpy as np
@@ -225,8 +226,12 @@ def test_no_compiler_leaves_the_numpy_routes(fresh_native, monkeypatch):
     _assert_numpy_routes(_long_rows(), "no C compiler found")
 
 
-def test_a_failed_build_leaves_the_numpy_routes(fresh_native, monkeypatch, tmp_path):
+@pytest.mark.parametrize("march_native", (True, False))
+def test_a_failed_build_leaves_the_numpy_routes(fresh_native, monkeypatch, tmp_path, march_native):
+    """Also retried without -march=native where the flags have it."""
     monkeypatch.setenv(native.CACHE_ENV_VAR, str(tmp_path))
+    if not march_native:
+        monkeypatch.setattr(native, "FLAGS", tuple(f for f in native.FLAGS if f != "-march=native"))
     broken = tmp_path / "broken.c"
     broken.write_text("this is not C\n")
     monkeypatch.setattr(native, "SOURCE", broken)
@@ -258,6 +263,10 @@ def test_an_instrumented_build_needs_the_sanitizer_loaded_first(fresh_native, mo
     monkeypatch.setattr(native, "_asan_loaded", lambda: False)
     assert "-fsanitize=address" in native.build_flags()
     _assert_numpy_routes(_long_rows(), "needs AddressSanitizer's runtime loaded first")
+
+
+def test_the_sanitizer_runtime_is_found_where_it_is_preloaded():
+    assert native._asan_loaded() == ("libasan" in os.environ.get("LD_PRELOAD", ""))
 
 
 def test_the_build_is_cached_by_source_and_flags(tmp_path, monkeypatch):
