@@ -247,9 +247,10 @@ def start(repeat: int | None, peers: tuple[str, ...]) -> Session:
         import torch
 
         torch.set_num_threads(1)  # the NumPy backend is single-threaded: compare like with like
-    from ..numpy import threads
+    from ..numpy import native, threads
 
     task_s, _, efficiency, _ = threads.costs()
+    compiled = native.unavailable_reason()
     speedups = ", ".join(f"{1 + e:.2f}x on {family} blocks" for family, e in efficiency.items())
     print(
         f"no GPU found ({reason}): benchmarking the NumPy backend on the CPU against NumPy's own "
@@ -257,7 +258,8 @@ def start(repeat: int | None, peers: tuple[str, ...]) -> Session:
         f"CPU: {env.cpu_model()}, {threads._cpus()} cores for this process; cutopk uses up to "
         f"{threads.get_num_threads()} threads where its cost model says they pay (measured now: "
         f"{task_s * 1e6:.0f} us per task handed over, two threads {speedups}); the cutopk-1thread and "
-        "torch-threads columns compare at one thread and at torch's default"
+        "torch-threads columns compare at one thread and at torch's default; the compiled route for "
+        f"long rows: {'built' if compiled is None else 'not used, ' + compiled}"
     )
     return Session(False, timing.CpuTimer(repeat or 7), None, peers)
 
