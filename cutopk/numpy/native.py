@@ -24,12 +24,11 @@ import os
 import pathlib
 import platform
 import shutil
-import subprocess
-import tempfile
 import threading
 
 import numpy as np
 
+from .._host_build import BuildError, asan_loaded, build_once
 from .._request import dtypes as _dtypes
 
 SOURCE = pathlib.Path(__file__).with_name("select_rows.c")
@@ -137,22 +136,15 @@ def build(cc: str, source: str, flags: tuple[str, ...] | None = None) -> pathlib
     ``RuntimeError`` with the compiler's message when it fails."""
     flags = build_flags() if flags is None else flags
     key = hashlib.sha256("\0".join((source, cc, *flags, _processor())).encode()).hexdigest()[:32]
-    out_dir = cache_dir()
-    out = out_dir / f"select_rows-{key}.so"
-    if out.exists():
-        return out
-    out_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
-        src = pathlib.Path(tmp) / "select_rows.c"
-        src.write_text(source)
-        tmp_out = pathlib.Path(tmp) / "select_rows.so"
-        proc = subprocess.run(
-            [cc, *flags, str(src), "-o", str(tmp_out)], capture_output=True, text=True, check=False
+    try:
+        return build_once(
+            cache_dir() / f"select_rows-{key}.so",
+            SOURCE.name,
+            source,
+            lambda src, built, _: [[cc, *flags, str(src), "-o", str(built)]],
         )
-        if proc.returncode != 0:
-            raise RuntimeError(f"{cc} could not compile {SOURCE.name}: {proc.stderr.strip()[-2000:]}")
-        os.replace(tmp_out, out)  # atomic: a concurrent build of the same key is harmless
-    return out
+    except BuildError as exc:
+        raise RuntimeError(f"{cc} could not compile {SOURCE.name}: {exc.stderr.strip()[-2000:]}") from None
 
 
 def load(path: pathlib.Path):
@@ -176,7 +168,7 @@ def _load():
         _state["why"] = "no C compiler found (set CC, or install cc, gcc or clang)"
         return None
     flags = build_flags()
-    if ASAN_FLAGS[0] in flags and not _asan_loaded():  # loading it would abort the process
+    if ASAN_FLAGS[0] in flags and not asan_loaded():  # loading it would abort the process
         _state["why"] = (
             f"{ASAN_ENV_VAR}=1 needs AddressSanitizer's runtime loaded first: "
             "LD_PRELOAD=$(cc -print-file-name=libasan.so)"
@@ -195,14 +187,6 @@ def _load():
     except (OSError, RuntimeError) as exc:
         _state["why"] = f"the compiled route could not be built: {exc}"
         return None
-
-
-def _asan_loaded() -> bool:
-    try:
-        with open("/proc/self/maps") as maps:
-            return "libasan" in maps.read()
-    except OSError:
-        return False
 
 
 def _function():

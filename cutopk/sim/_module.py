@@ -14,6 +14,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .._host_build import asan_loaded
 from . import _errors, _isolate, _lines, _rewrite, _staging, _toolchain
 
 # Fault handlers are process-wide, so one launch runs at a time in a process.
@@ -226,14 +227,6 @@ def _dim3(value, what: str) -> tuple[int, int, int]:
     return (*(int(d) for d in dims), *(1,) * (3 - len(dims)))
 
 
-def _asan_loaded() -> bool:
-    try:
-        with open("/proc/self/maps") as maps:
-            return "libasan" in maps.read()
-    except OSError:
-        return False
-
-
 def _env_flag(name: str) -> bool:
     return os.environ.get(name, "0").strip().lower() not in ("", "0", "false", "no")
 
@@ -343,7 +336,7 @@ class RawModule:
                 "instrument every access); count in a run without CUTOPK_SIM_ASAN"
             )
         self.traffic: list[LaunchTraffic] = []
-        if self.asan and not _asan_loaded():
+        if self.asan and not asan_loaded():
             raise _errors.SimUnavailableError(
                 "asan=True needs the AddressSanitizer runtime loaded first: run Python with "
                 "LD_PRELOAD=$(g++ -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0"

@@ -11,7 +11,8 @@ import shutil
 import subprocess
 import sys
 import sysconfig
-import tempfile
+
+from .._host_build import BuildError, build_once
 
 RUNTIME_DIR = pathlib.Path(__file__).parent / "runtime"
 RUNTIME_FILES = ("sim_runtime.h", "sim_intrinsics.h", "sim_launch.h")
@@ -137,26 +138,19 @@ def build(source: str, options: tuple[str, ...], asan: bool, traffic: bool = Fal
     includes = [f"-I{d}" for d in cuda_include_dirs() or ()]
     parts = (source, runtime_text(), *flags, *LIBS, cxx or "", *includes)
     key = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32]
-    out_dir = cache_dir()
-    out = out_dir / f"{key}.so"
-    if out.exists():
-        return out
-    out_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
-        src = pathlib.Path(tmp) / "module.cpp"
-        src.write_text(source)
-        tmp_out = pathlib.Path(tmp) / "module.so"
-        cmd = [cxx, *flags, f"-I{RUNTIME_DIR}", *includes, str(src), "-o", str(tmp_out), *LIBS]
-        if traffic:  # compiled instrumented, linked without the sanitizer's runtime library
-            obj = pathlib.Path(tmp) / "module.o"
-            link = [cxx, *BASE_FLAGS, str(obj), "-o", str(tmp_out), *LIBS]
-            cmd = [cxx, *flags, "-c", f"-I{RUNTIME_DIR}", *includes, str(src), "-o", str(obj)]
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        if proc.returncode == 0 and traffic:
-            proc = subprocess.run(link, capture_output=True, text=True, check=False)
-        if proc.returncode != 0:
-            from ._errors import SimError
 
-            raise SimError(f"the simulator could not compile the kernel source:\n{proc.stderr[-6000:]}")
-        os.replace(tmp_out, out)  # atomic: a concurrent build of the same key is harmless
-    return out
+    def commands(src: pathlib.Path, built: pathlib.Path, folder: pathlib.Path) -> list[list[str]]:
+        if traffic:  # compiled instrumented, linked without the sanitizer's runtime library
+            obj = folder / "module.o"
+            return [
+                [cxx, *flags, "-c", f"-I{RUNTIME_DIR}", *includes, str(src), "-o", str(obj)],
+                [cxx, *BASE_FLAGS, str(obj), "-o", str(built), *LIBS],
+            ]
+        return [[cxx, *flags, f"-I{RUNTIME_DIR}", *includes, str(src), "-o", str(built), *LIBS]]
+
+    try:
+        return build_once(cache_dir() / f"{key}.so", "module.cpp", source, commands)
+    except BuildError as exc:
+        from ._errors import SimError
+
+        raise SimError(f"the simulator could not compile the kernel source:\n{exc.stderr[-6000:]}") from None

@@ -260,13 +260,13 @@ def test_a_foreign_abi_leaves_the_numpy_routes(fresh_native, monkeypatch):
 
 def test_an_instrumented_build_needs_the_sanitizer_loaded_first(fresh_native, monkeypatch):
     monkeypatch.setenv(native.ASAN_ENV_VAR, "1")
-    monkeypatch.setattr(native, "_asan_loaded", lambda: False)
+    monkeypatch.setattr(native, "asan_loaded", lambda: False)
     assert "-fsanitize=address" in native.build_flags()
     _assert_numpy_routes(_long_rows(), "needs AddressSanitizer's runtime loaded first")
 
 
 def test_the_sanitizer_runtime_is_found_where_it_is_preloaded():
-    assert native._asan_loaded() == ("libasan" in os.environ.get("LD_PRELOAD", ""))
+    assert native.asan_loaded() == ("libasan" in os.environ.get("LD_PRELOAD", ""))
 
 
 def test_the_build_is_cached_by_source_and_flags(tmp_path, monkeypatch):
