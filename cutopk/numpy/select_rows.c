@@ -83,6 +83,23 @@ struct key_rule {
   uint64_t inf_bits; /* +inf's bits */
 };
 
+/* keys_of's loops for one element kind, a constant here so that the compiler makes one loop per
+ * kind and stride: over keys[0..count) from `p` (contiguous) or `src` (`stride` bytes apart),
+ * each key also compared with `threshold` into `any`. */
+#define KEY_LOOPS(W, KIND)                                                                \
+  do {                                                                                    \
+    if (stride == (int64_t)sizeof(*keys))                                                 \
+      for (int64_t i = 0; i < count; i++) {                                               \
+        keys[i] = key_##W(p[i], KIND, flip, inf, nan_key);                                \
+        any |= (__typeof__(any))(keys[i] > threshold);                                    \
+      }                                                                                   \
+    else                                                                                  \
+      for (int64_t i = 0; i < count; i++) {                                               \
+        keys[i] = key_##W(*(const loose_t*)(src + i * stride), KIND, flip, inf, nan_key); \
+        any |= (__typeof__(any))(keys[i] > threshold);                                    \
+      }                                                                                   \
+  } while (0)
+
 /* For each key width W (bits) with unsigned type KT and signed type ST, and each composite
  * type CT (u64 with 32-bit halves, u128 with 64-bit halves): make_keys, the selection and the
  * sort. */
@@ -108,43 +125,15 @@ struct key_rule {
     const KT flip = (KT)rule->flip, inf = (KT)rule->inf_bits, nan_key = (KT)rule->nan_key;                     \
     KT any = 0;                                                                                                \
     const loose_t* p = (const loose_t*)src;                                                                    \
-    /* The kind is a constant of each loop below: the compiler makes one loop per kind. */                     \
     switch (rule->kind) {                                                                                      \
       case KIND_UNSIGNED:                                                                                      \
-        if (stride == (int64_t)sizeof(KT))                                                                     \
-          for (int64_t i = 0; i < count; i++) {                                                                \
-            keys[i] = key_##W(p[i], KIND_UNSIGNED, flip, inf, nan_key);                                        \
-            any |= (KT)(keys[i] > threshold);                                                                  \
-          }                                                                                                    \
-        else                                                                                                   \
-          for (int64_t i = 0; i < count; i++) {                                                                \
-            keys[i] = key_##W(*(const loose_t*)(src + i * stride), KIND_UNSIGNED, flip, inf, nan_key);         \
-            any |= (KT)(keys[i] > threshold);                                                                  \
-          }                                                                                                    \
+        KEY_LOOPS(W, KIND_UNSIGNED);                                                                           \
         break;                                                                                                 \
       case KIND_SIGNED:                                                                                        \
-        if (stride == (int64_t)sizeof(KT))                                                                     \
-          for (int64_t i = 0; i < count; i++) {                                                                \
-            keys[i] = key_##W(p[i], KIND_SIGNED, flip, inf, nan_key);                                          \
-            any |= (KT)(keys[i] > threshold);                                                                  \
-          }                                                                                                    \
-        else                                                                                                   \
-          for (int64_t i = 0; i < count; i++) {                                                                \
-            keys[i] = key_##W(*(const loose_t*)(src + i * stride), KIND_SIGNED, flip, inf, nan_key);           \
-            any |= (KT)(keys[i] > threshold);                                                                  \
-          }                                                                                                    \
+        KEY_LOOPS(W, KIND_SIGNED);                                                                             \
         break;                                                                                                 \
       default:                                                                                                 \
-        if (stride == (int64_t)sizeof(KT))                                                                     \
-          for (int64_t i = 0; i < count; i++) {                                                                \
-            keys[i] = key_##W(p[i], KIND_FLOAT, flip, inf, nan_key);                                           \
-            any |= (KT)(keys[i] > threshold);                                                                  \
-          }                                                                                                    \
-        else                                                                                                   \
-          for (int64_t i = 0; i < count; i++) {                                                                \
-            keys[i] = key_##W(*(const loose_t*)(src + i * stride), KIND_FLOAT, flip, inf, nan_key);            \
-            any |= (KT)(keys[i] > threshold);                                                                  \
-          }                                                                                                    \
+        KEY_LOOPS(W, KIND_FLOAT);                                                                              \
     }                                                                                                          \
     return any != 0;                                                                                           \
   }                                                                                                            \
