@@ -1,5 +1,5 @@
 // Constants that both the kernels and the Python side (dispatcher, launcher) use, written once
-// here: cutopk/_kernel_constants.py reads this file and gives each CUTOPK_<NAME> to Python as
+// here: cutopk/cuda/kernel_constants.py reads this file and gives each CUTOPK_<NAME> to Python as
 // <NAME>. Its format is what that parser accepts: one `#define CUTOPK_<NAME> <integer>` per line
 // (a comment may follow), no expressions.
 #pragma once

@@ -8,7 +8,7 @@
 //   CUTOPK_KERNEL(CUTOPK_WARP_ROW_THREADS)
 //       warp_row_topk(const T* __restrict__ in, ...) { ... }
 //
-// The launcher (cutopk/_kernel_source.py) appends one extern "C" __global__ entry point per
+// The launcher (cutopk/cuda/kernel_source.py) appends one extern "C" __global__ entry point per
 // instantiation it launches, named by what it runs (warp_row_topk_float32_items4), with the
 // macro's arguments as its __launch_bounds__ and the body's parameter list: the entry calls the
 // body, which is inlined. extern "C" names need no NVRTC name expressions, and CuPy (13 and 14)

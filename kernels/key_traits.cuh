@@ -12,7 +12,7 @@
 //     either extreme, so NaN never ties with a number;
 //   * signed integers: the sign bit flipped; unsigned integers: themselves;
 //   * mode "smallest": the key bit-inverted (NaN handled after, so it stays last).
-// The NumPy twin of this file is cutopk/_keys.py; the two must agree bit for bit.
+// The NumPy twin of this file is cutopk/_request/keys.py; the two must agree bit for bit.
 #pragma once
 
 #include <cuda_fp16.h>

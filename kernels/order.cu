@@ -2,7 +2,7 @@
 // their pairs do not fit shared memory (multiblock's final ordering), or whole rows (the sort
 // path), with no library sort.
 //
-// Two kernels, launched by cutopk/_gpu_rows.py:
+// Two kernels, launched by cutopk/cuda/families/order.py:
 //   order_tiles   one block per tile of `tile` pairs (a power of two that fits shared memory):
 //                 a bitonic sort in shared memory, written back in order (runs of `tile`);
 //   order_merge   one pass merges runs of `width` pairs pairwise into runs of 2 * width: each
