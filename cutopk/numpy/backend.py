@@ -223,6 +223,7 @@ def prepared(shape: tuple, strides: tuple, dtype: np.dtype, req: Request):
     )  # C order, as NumPy gives it for every axis of length > 1
     small = (
         req.axis == len(shape) - 1
+        and rows > 0  # an empty batch: top_k's own early answer (the NaN checks index its rows)
         and 0 < k < n <= TINY_MAX_N
         and rows * n <= TINY_MAX_ELEMENTS
         and dtype.itemsize <= 4

@@ -122,14 +122,18 @@ def _keep_off(cpu: int | None) -> None:
 
 
 def _check(n, source: str) -> int:
-    """``n`` as a positive int: anything ``operator.index`` accepts (NumPy integers too), not a bool."""
-    value = None
-    if not isinstance(n, bool) and "bool" not in str(getattr(n, "dtype", "")):
-        try:
-            value = operator.index(n)
-        except TypeError:
-            value = None
-    if value is None or value < 1:
+    """``n`` as a positive int: anything ``operator.index`` accepts (NumPy integers too), not a
+    bool. Not an integer (``2.0``, ``"2"``, a bool): ``TypeError``, as for ``k``; below 1:
+    ``ValueError``."""
+    if isinstance(n, bool) or "bool" in str(getattr(n, "dtype", "")):
+        raise TypeError(f"{source}: expected a positive integer number of threads, got bool {n!r}")
+    try:
+        value = operator.index(n)
+    except TypeError:
+        raise TypeError(
+            f"{source}: expected a positive integer number of threads, got {type(n).__name__} {n!r}"
+        ) from None
+    if value < 1:
         raise ValueError(f"{source}: expected a positive integer number of threads, got {n!r}")
     return value
 
@@ -154,8 +158,10 @@ def get_num_threads() -> int:
             return _cpus()
         try:
             number = int(text)
-        except ValueError:
-            number = text
+        except ValueError:  # text, not a type: a bad value, whatever it spells
+            raise ValueError(
+                f"{ENV_VAR}: expected a positive integer number of threads, got {env!r}"
+            ) from None
         value = _check(number, ENV_VAR)  # a bad value raises on every call: never cached
         _state["env"] = (env, value)
     return value

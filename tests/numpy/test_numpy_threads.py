@@ -395,11 +395,16 @@ def test_thread_count_accepts_any_index_integer(n):
         cutopk.set_num_threads(previous)
 
 
-@pytest.mark.parametrize("n", [True, np.True_, 2.0, "2", 0, -1, np.int64(0)])
-def test_thread_count_refuses_bools_non_integers_and_non_positive(n):
-    with pytest.raises(ValueError, match="n: expected a positive integer number of threads"):
+@pytest.mark.parametrize(
+    ("n", "error"),
+    [(True, TypeError), (np.True_, TypeError), (2.0, TypeError), ("2", TypeError), (np.float64(2), TypeError),
+     (0, ValueError), (-1, ValueError), (np.int64(0), ValueError)],
+)  # fmt: skip
+def test_thread_count_refuses_bools_non_integers_and_non_positive(n, error):
+    """Not an integer: TypeError, as for ``k`` (issue 36 item 12); not positive: ValueError."""
+    with pytest.raises(error, match="n: expected a positive integer number of threads"):
         cutopk.set_num_threads(n)
-    with pytest.raises(ValueError, match="n: expected a positive integer number of threads"):
+    with pytest.raises(error, match="n: expected a positive integer number of threads"):
         with cutopk.num_threads(n):
             pass
 
