@@ -3,6 +3,8 @@ identical to the reference for every thread count, with ties across range bounda
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -436,3 +438,22 @@ def test_pool_workers_are_kept_off_the_callers_core_and_the_caller_is_left_alone
     for mask in helpers.values():
         assert cpu not in mask and mask == caller_mask - {cpu}
     assert os.sched_getaffinity(0) == caller_mask  # the caller's own thread is not placed
+
+
+def test_a_huge_thread_count_costs_nothing_extra(monkeypatch):
+    """Issue 36 item 5: the cost model looped over every count up to the one asked for (10**7:
+    seconds per new shape). Its loop stops at the CPUs this process may use, and the plan says
+    which count ran out of how many asked."""
+    monkeypatch.setitem(_threads._state, "cpus", 2)
+    monkeypatch.setitem(_threads._state, "costs", (0.0, 1e-9, 1.0, 0.0))  # splitting always pays
+    x = np.random.default_rng(0).standard_normal((256, 1024)).astype(np.float32)
+    previous = cutopk.set_num_threads(10**7)
+    try:
+        start = time.perf_counter()
+        p = cutopk.plan(x, 8).params
+        check_top_k(x, 8)
+        elapsed = time.perf_counter() - start
+    finally:
+        cutopk.set_num_threads(previous)
+    assert elapsed < 1.0, f"{elapsed:.2f} s"  # 2.6-5 s before
+    assert p["threads"] == 2 and p["threads_why"].endswith("(10000000 asked, 2 CPUs usable)"), p
