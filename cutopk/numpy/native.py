@@ -6,13 +6,20 @@ running threshold, vectorised by the compiler, then a sort of the K (see the C f
 It needs no NumPy call per row and holds no GIL, so blocks of rows on the backend's thread pool
 run side by side.
 
-The library is built on first use, once per machine (some 1.5 s; ``-march=native``), into
-``$CUTOPK_NATIVE_CACHE`` or ``$XDG_CACHE_HOME/cutopk/native`` under a name that hashes the
-source, the compiler, its flags and the processor, and reused after (a compiler that rejects
-``-march=native`` gets the portable build). Where no C compiler is found (``$CC``,
-else ``cc``, ``gcc`` or ``clang``), or it fails, the backend runs its NumPy routes, which give
-the same answers: :func:`unavailable_reason` says why, and ``cutopk.plan()`` shows it.
-``CUTOPK_NATIVE=0`` turns the route off (the NumPy routes alone); it is read when it changes.
+The library is built by the first call that takes the route (some 1.5 s; ``-march=native``),
+never by ``cutopk.plan()`` (:func:`planning`, :func:`status`), into ``$CUTOPK_NATIVE_CACHE`` or
+``$XDG_CACHE_HOME/cutopk/native`` (an absolute one; else ``~/.cache/cutopk/native``) under a
+name that hashes the source, the compiler, its flags and the processor, with a build record
+beside it (size, SHA-256, ABI, compiler, flags: ``cutopk._host_build``) that is checked before
+the library is loaded: a file cut short would kill the process with SIGBUS when mapped. One
+that does not fit its record, does not load, lacks the entry points or has another ABI is
+closed and built again, once. A compiler that rejects ``-march=native`` gets the portable
+build. The compiler: ``$CC`` (a command line; one that names no program is the reason the
+route does not run, never passed over), else ``cc``, ``gcc`` or ``clang``. Where none is found,
+or the build fails, the backend runs its NumPy routes, which give the same answers:
+:func:`unavailable_reason` says why, and ``cutopk.plan()`` shows it. ``CUTOPK_NATIVE=0`` turns
+the route off (the NumPy routes alone); it is read when it changes. A child forked while
+another thread builds gets a lock of its own and builds for itself.
 """
 
 from __future__ import annotations

@@ -201,7 +201,10 @@ def num_threads(n: int | None) -> Iterator[None]:
 
 def _forget_pool() -> None:
     """In a forked child the parent's worker threads do not exist: start a new pool there (and
-    ask the CPU count and the costs again: the child may run elsewhere)."""
+    ask the CPU count and the costs again: the child may run elsewhere). The pool's lock is new
+    too: a thread that held it at the fork is not in the child, and would never release it."""
+    global _lock
+    _lock = threading.Lock()
     _state["pool"], _state["size"], _state["cpus"], _state["costs"] = None, 0, None, None
     _trials.clear()
 

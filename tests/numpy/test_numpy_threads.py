@@ -3,6 +3,11 @@ identical to the reference for every thread count, with ties across range bounda
 
 from __future__ import annotations
 
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
 import time
 
 import numpy as np
@@ -457,3 +462,37 @@ def test_a_huge_thread_count_costs_nothing_extra(monkeypatch):
         cutopk.set_num_threads(previous)
     assert elapsed < 1.0, f"{elapsed:.2f} s"  # 2.6-5 s before
     assert p["threads"] == 2 and p["threads_why"].endswith("(10000000 asked, 2 CPUs usable)"), p
+
+
+def test_a_fork_while_the_pool_lock_is_held_does_not_hang_the_child():
+    """The pool's lock, held by another thread at the fork (growing the pool, handing it work),
+    would never be released in the child: the child's first split waited for ever. The child
+    gets a lock of its own (as the compiled route's build lock, issue 36 item 2). In a
+    subprocess, with a timeout: a regression fails, it does not hang the run."""
+    code = textwrap.dedent(
+        """
+        import os, signal, sys
+        from cutopk.numpy import threads
+
+        threads._lock.acquire()  # as another thread inside _submit at the fork
+        pid = os.fork()
+        if pid == 0:
+            signal.alarm(20)  # a hung child ends itself: nothing is left behind
+            ok = threads.run(lambda i: i * i, list(range(8)), 2) == [i * i for i in range(8)]
+            os._exit(0 if ok else 3)
+        threads._lock.release()
+        _, status = os.waitpid(pid, 0)
+        sys.exit(os.waitstatus_to_exitcode(status))
+        """
+    )
+    root = pathlib.Path(__file__).resolve().parents[2]
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
