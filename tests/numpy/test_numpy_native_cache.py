@@ -338,9 +338,11 @@ def test_plan_never_builds_and_says_whether_the_route_is_built(cache, monkeypatc
     _install(good_build)
     assert cutopk.plan(_long_rows(), 10).params["compiled"].startswith("built, loaded by the first call")
     assert not native._state["tried"]
-    monkeypatch.undo()  # build_once back; the first call loads the installed build
+    monkeypatch.undo()  # build_once back (the cache fixture's settings with it, set again)
     monkeypatch.setattr(native, "_state", _state())
     monkeypatch.setenv(native.CACHE_ENV_VAR, str(cache))
+    monkeypatch.delenv(native.ENV_VAR, raising=False)
+    monkeypatch.delenv(native.ASAN_ENV_VAR, raising=False)
     check_top_k(_long_rows(), 10)
     assert cutopk.plan(_long_rows(), 10).params["compiled"] == f"loaded from {_library(good_build)}"
 
