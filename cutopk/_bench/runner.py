@@ -112,6 +112,9 @@ def _algorithm(x, case: grid.Case, axis: int) -> str:
         return f"? ({type(exc).__name__})"
     name = p["algorithm"] if isinstance(p, dict) else getattr(p, "algorithm", "?")
     copied = p.get("copy") if isinstance(p, dict) else getattr(p, "copy", False)
+    params = p.get("params") if isinstance(p, dict) else getattr(p, "params", None)
+    if isinstance(params, dict) and "route" in params:  # the NumPy backend: which of its routes
+        name = f"{name}:{params['route']}"
     return f"{name}{'+copy' if copied else ''}"
 
 

@@ -109,17 +109,19 @@ class NumpyCall:
         import dataclasses
 
         from ..numpy import backend as _numpy_backend
+        from ..numpy import native as _native
 
         req, itemsize = self.req, self.dtype.itemsize
         rows = math.prod(s for i, s in enumerate(self.shape) if i != req.axis)
         in_place = _layout.row_strides(self.shape, self.strides, itemsize, req.axis) is not None
-        if in_place:
-            info = _numpy_backend.describe(arr, req)
-        else:  # the copy _numpy_backend makes is C-contiguous rows: describe one over a single element
-            stand_in = np.lib.stride_tricks.as_strided(
-                np.zeros(1, self.dtype), (rows, req.n), (req.n * itemsize, itemsize), writeable=False
-            )
-            info = _numpy_backend.describe(stand_in, dataclasses.replace(req, axis=1))
+        with _native.planning():  # a plan never builds the compiled route, nor loads it
+            if in_place:
+                info = _numpy_backend.describe(arr, req)
+            else:  # the copy _numpy_backend makes is C-contiguous rows: describe one over a single element
+                stand_in = np.lib.stride_tricks.as_strided(
+                    np.zeros(1, self.dtype), (rows, req.n), (req.n * itemsize, itemsize), writeable=False
+                )
+                info = _numpy_backend.describe(stand_in, dataclasses.replace(req, axis=1))
         copies = {}
         if rows and req.k:
             if not in_place:
@@ -133,6 +135,8 @@ class NumpyCall:
         params = {"route": info["route"], "threads": info["threads"], "threads_why": info["threads_why"]}
         if info["compiled"] is not None:  # why the compiled route cannot run here
             params["compiled_unavailable"] = info["compiled"]
+        else:  # whether it is built and loaded, and which compiler built it (or would)
+            params.update(_native.status())
         return Plan(
             "numpy",
             "select",

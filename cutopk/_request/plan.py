@@ -53,7 +53,10 @@ class Plan:
     cached : bool
         Whether this signature was already planned (a repeated call skips the checks and planning).
     params : dict
-        The chosen kernel's parameters (the dispatcher's, on the CUDA and simulator backends).
+        The chosen kernel's parameters (the dispatcher's, on the CUDA and simulator backends). On
+        the NumPy backend: ``route``, ``threads`` and ``threads_why``, and the compiled route's
+        state: ``compiled`` (loaded, built, or not built yet) and ``compiler``, or
+        ``compiled_unavailable`` (why it cannot run). A plan builds and loads nothing.
     batch : str
         ``"regular"`` (every row ``n`` long), or how rows of their own lengths are served:
         ``lengths`` read by the kernels or through a masked copy, CSR segments.

@@ -223,6 +223,7 @@ def prepared(shape: tuple, strides: tuple, dtype: np.dtype, req: Request):
     )  # C order, as NumPy gives it for every axis of length > 1
     small = (
         req.axis == len(shape) - 1
+        and rows > 0  # an empty batch: top_k's own early answer (the NaN checks index its rows)
         and 0 < k < n <= TINY_MAX_N
         and rows * n <= TINY_MAX_ELEMENTS
         and dtype.itemsize <= 4
@@ -333,6 +334,10 @@ def _route(x: np.ndarray, k: int, threads: int) -> tuple[str, int, int, str]:
     """How :func:`select` handles ``x`` (2-D): the route's name, the threads it uses, the rows
     per block (0 for the long-row path), and why that many threads."""
     rows, n = x.shape
+    threads, capped = _threads.usable_threads(threads)
+    if capped:  # more threads asked for than CPUs: the route as on the CPUs, the plan says so
+        name, useful, step, why = _route(x, k, threads)
+        return name, useful, step, why + capped
     if threads > 1 and rows * n < PARALLEL_MIN_ELEMENTS:
         return (*_route_on(x, k, 1), f"1 of {threads}: a small problem ({rows * n} elements)")
     name, planned, step = _route_on(x, k, threads)

@@ -6,29 +6,40 @@ running threshold, vectorised by the compiler, then a sort of the K (see the C f
 It needs no NumPy call per row and holds no GIL, so blocks of rows on the backend's thread pool
 run side by side.
 
-The library is built on first use, once per machine (some 1.5 s; ``-march=native``), into
-``$CUTOPK_NATIVE_CACHE`` or ``$XDG_CACHE_HOME/cutopk/native`` under a name that hashes the
-source, the compiler, its flags and the processor, and reused after (a compiler that rejects
-``-march=native`` gets the portable build). Where no C compiler is found (``$CC``,
-else ``cc``, ``gcc`` or ``clang``), or it fails, the backend runs its NumPy routes, which give
-the same answers: :func:`unavailable_reason` says why, and ``cutopk.plan()`` shows it.
-``CUTOPK_NATIVE=0`` turns the route off (the NumPy routes alone); it is read when it changes.
+The library is built by the first call that takes the route (some 1.5 s; ``-march=native``),
+never by ``cutopk.plan()`` (:func:`planning`, :func:`status`), into ``$CUTOPK_NATIVE_CACHE`` or
+``$XDG_CACHE_HOME/cutopk/native`` (an absolute one; else ``~/.cache/cutopk/native``) under a
+name that hashes the source, the compiler, its flags and the processor, with a build record
+beside it (size, SHA-256, ABI, compiler, flags: ``cutopk._host_build``) that is checked before
+the library is loaded: a file cut short would kill the process with SIGBUS when mapped. One
+that does not fit its record, does not load, lacks the entry points or has another ABI is
+closed and built again, once. A compiler that rejects ``-march=native`` gets the portable
+build. The compiler: ``$CC`` (a command line; one that names no program is the reason the
+route does not run, never passed over), else ``cc``, ``gcc`` or ``clang``. Where none is found,
+or the build fails, the backend runs its NumPy routes, which give the same answers:
+:func:`unavailable_reason` says why, and ``cutopk.plan()`` shows it. ``CUTOPK_NATIVE=0`` turns
+the route off (the NumPy routes alone); it is read when it changes. A child forked while
+another thread builds gets a lock of its own and builds for itself.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import ctypes
 import functools
 import hashlib
 import os
 import pathlib
 import platform
+import shlex
 import shutil
 import threading
+from collections.abc import Iterator
 
 import numpy as np
 
-from .._host_build import BuildError, asan_loaded, build_once
+from .._host_build import BuildError, asan_loaded, build_once, cache_home, record_fits
 from .._request import dtypes as _dtypes
 
 SOURCE = pathlib.Path(__file__).with_name("select_rows.c")
@@ -82,26 +93,61 @@ class Rows(ctypes.Structure):
 
 _lock = threading.Lock()
 # "lib": the loaded function, or None with "why" saying why not; "env": the last CUTOPK_NATIVE
-# text read and whether it allows the route.
-_state: dict = {"lib": None, "why": None, "tried": False, "env": (None, True)}
+# text read and whether it allows the route; "path"/"cc": the library loaded and the compiler
+# command that built it.
+_state: dict = {"lib": None, "why": None, "tried": False, "env": (None, True), "path": None, "cc": None}
+# plan(): the route's state is reported, never built or loaded (see planning()).
+_planning: contextvars.ContextVar = contextvars.ContextVar("cutopk_native_planning", default=False)
+
+
+def _after_fork_in_child() -> None:
+    """A fork while another thread builds the library: that thread does not exist in the child,
+    and the lock it holds would never be released there. The child gets a lock of its own and,
+    where nothing was loaded yet, tries again itself."""
+    global _lock
+    _lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def find_compiler() -> tuple[list[str] | None, str | None]:
+    """``(command, None)``: the C compiler's command line, ``$CC`` (split as a shell would:
+    ``CC="ccache gcc"`` or ``CC="gcc -O0"`` too), else the first of ``cc``, ``gcc``, ``clang`` on
+    PATH; or ``(None, why)``. A ``$CC`` that names no program is the reason, never passed over
+    for another compiler: the user asked for that one."""
+    text = os.environ.get("CC")
+    if text is not None and text.strip():
+        try:
+            words = shlex.split(text)
+        except ValueError as exc:
+            return None, f"CC={text!r} cannot be split into words ({exc})"
+        found = shutil.which(words[0]) if words else None
+        if found is None:
+            return None, f"CC={text!r}: {words[0]!r} is not a program (a path, or a name on PATH)"
+        return [found, *words[1:]], None
+    for name in ("cc", "gcc", "clang"):
+        found = shutil.which(name)
+        if found:
+            return [found], None
+    return None, "no C compiler found (set CC, or install cc, gcc or clang)"
 
 
 def compiler() -> str | None:
-    """The C compiler: ``$CC``, else ``cc``, ``gcc`` or ``clang`` on PATH."""
-    for name in (os.environ.get("CC"), "cc", "gcc", "clang"):
-        if name and shutil.which(name):
-            return shutil.which(name)
-    return None
+    """The C compiler's command line as text (see :func:`find_compiler`), or None."""
+    command, _ = find_compiler()
+    return None if command is None else shlex.join(command)
 
 
 def cache_dir() -> pathlib.Path:
     """Where the built library is kept: ``$CUTOPK_NATIVE_CACHE``, else
-    ``$XDG_CACHE_HOME/cutopk/native``."""
+    ``$XDG_CACHE_HOME/cutopk/native`` (``~/.cache/cutopk/native``; a relative
+    ``$XDG_CACHE_HOME`` is ignored, as the XDG specification says)."""
     root = os.environ.get(CACHE_ENV_VAR)
     if root:
         return pathlib.Path(root)
-    xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return pathlib.Path(xdg) / "cutopk" / "native"
+    return cache_home() / "cutopk" / "native"
 
 
 def _enabled() -> bool:
@@ -130,67 +176,139 @@ def build_flags() -> tuple[str, ...]:
     return FLAGS + (ASAN_FLAGS if os.environ.get(ASAN_ENV_VAR) == "1" else ())
 
 
-def build(cc: str, source: str, flags: tuple[str, ...] | None = None) -> pathlib.Path:
-    """Compile ``source`` with ``cc`` and ``flags`` (default :func:`build_flags`) into the cache
-    (reused when built from the same source, compiler, flags and processor); raises
-    ``RuntimeError`` with the compiler's message when it fails."""
-    flags = build_flags() if flags is None else flags
+def library_path(cc: str, source: str, flags: tuple[str, ...]) -> pathlib.Path:
+    """Where the build of ``source`` by ``cc`` with ``flags`` is kept: named by a hash of them
+    and of the processor."""
     key = hashlib.sha256("\0".join((source, cc, *flags, _processor())).encode()).hexdigest()[:32]
+    return cache_dir() / f"select_rows-{key}.so"
+
+
+def _record(cc: str, flags: tuple[str, ...]) -> dict:
+    """What a build record holds beyond the file's size and SHA-256 (checked before loading)."""
+    return {"abi": (ABI << 32) | ctypes.sizeof(Rows), "compiler": cc, "flags": list(flags)}
+
+
+def build(cc: str, source: str, flags: tuple[str, ...] | None = None, rebuild: bool = False) -> pathlib.Path:
+    """Compile ``source`` with ``cc`` (a command line) and ``flags`` (default
+    :func:`build_flags`) into the cache, reused where its build record fits (the same source,
+    compiler, flags and processor; the file's size and SHA-256 as recorded); ``rebuild``: build
+    even so. Raises ``RuntimeError`` with the compiler's message when it fails."""
+    flags = build_flags() if flags is None else flags
     try:
         return build_once(
-            cache_dir() / f"select_rows-{key}.so",
+            library_path(cc, source, flags),
             SOURCE.name,
             source,
-            lambda src, built, _: [[cc, *flags, str(src), "-o", str(built)]],
+            lambda src, built, _: [[*shlex.split(cc), *flags, str(src), "-o", str(built)]],
+            record=_record(cc, flags),
+            rebuild=rebuild,
         )
     except BuildError as exc:
         raise RuntimeError(f"{cc} could not compile {SOURCE.name}: {exc.stderr.strip()[-2000:]}") from None
+    except OSError as exc:  # the cache folder, or the compiler, cannot be used
+        raise RuntimeError(f"{cc} could not build into {cache_dir()}: {exc}") from None
+
+
+class LoadError(RuntimeError):
+    """A library that is not this module's: it does not load, lacks the entry points, or its
+    ABI is another."""
+
+
+def _close(lib) -> None:
+    """Unload ``lib``: else loading its path again, once rebuilt, gives back the same handle."""
+    try:
+        import _ctypes
+
+        _ctypes.dlclose(lib._handle)
+    except (ImportError, AttributeError, OSError):
+        pass
 
 
 def load(path: pathlib.Path):
-    """The library's ``cutopk_select_rows``, ready for :func:`select`; ``RuntimeError`` when
-    the library's ABI is not this module's."""
-    lib = ctypes.CDLL(str(path))
-    abi = lib.cutopk_native_abi
+    """The library's ``cutopk_select_rows``, ready for :func:`select`; :class:`LoadError` where
+    it does not load, lacks the entry points, or its ABI is not this module's (it is closed)."""
+    try:
+        lib = ctypes.CDLL(str(path))
+    except OSError as exc:
+        raise LoadError(f"{path} does not load: {exc}") from None
+    try:
+        abi, fn = lib.cutopk_native_abi, lib.cutopk_select_rows
+    except AttributeError:
+        _close(lib)
+        raise LoadError(f"{path} lacks the entry points (cutopk_native_abi, cutopk_select_rows)") from None
     abi.restype, abi.argtypes = ctypes.c_int64, ()
     found, expected = abi(), (ABI << 32) | ctypes.sizeof(Rows)
     if found != expected:
-        raise RuntimeError(f"the compiled route's ABI {found:#x} is not the expected {expected:#x}")
-    fn = lib.cutopk_select_rows
+        _close(lib)
+        raise LoadError(f"the compiled route's ABI {found:#x} is not the expected {expected:#x}")
     fn.restype, fn.argtypes = ctypes.c_int, (ctypes.POINTER(Rows),)
     return fn
 
 
-def _load():
-    """Build (once) and load the library; None, with the reason kept, where that fails."""
-    cc = compiler()
-    if cc is None:
-        _state["why"] = "no C compiler found (set CC, or install cc, gcc or clang)"
-        return None
+def _build_and_load(cc: str, source: str, flags: tuple[str, ...]):
+    """Build (or find built) and load; a library that does not load is built again, once."""
+    path = build(cc, source, flags)
+    try:
+        fn = load(path)
+    except LoadError:
+        path = build(cc, source, flags, rebuild=True)
+        try:
+            fn = load(path)
+        except LoadError as exc:
+            raise LoadError(f"{exc} (built again by {cc}; it still does not load)") from None
+    _state["path"], _state["cc"] = path, cc
+    return fn
+
+
+def _portable(flags: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(f for f in flags if f != "-march=native")
+
+
+def _obstacle() -> tuple[str | None, str | None, tuple[str, ...]]:
+    """``(cc, why, flags)``: the compiler command and flags a build would use, or why none can
+    run (no compiler, a ``$CC`` that names none, a sanitizer build without its runtime)."""
+    command, why = find_compiler()
     flags = build_flags()
+    if command is None:
+        return None, why, flags
     if ASAN_FLAGS[0] in flags and not asan_loaded():  # loading it would abort the process
-        _state["why"] = (
+        why = (
             f"{ASAN_ENV_VAR}=1 needs AddressSanitizer's runtime loaded first: "
             "LD_PRELOAD=$(cc -print-file-name=libasan.so)"
         )
+        return None, why, flags
+    return shlex.join(command), None, flags
+
+
+def _load():
+    """Build (once) and load the library; None, with the reason kept, where that fails."""
+    cc, why, flags = _obstacle()
+    if cc is None:
+        _state["why"] = why
         return None
     source = SOURCE.read_text()
     try:
         try:
-            return load(build(cc, source, flags))
+            return _build_and_load(cc, source, flags)
+        except LoadError:
+            raise
         except RuntimeError:
             # A compiler that does not know -march=native (some cross or older compilers):
             # the portable build, vectorised for the processor family's baseline.
             if "-march=native" not in flags:
                 raise
-            return load(build(cc, source, tuple(f for f in flags if f != "-march=native")))
+            return _build_and_load(cc, source, _portable(flags))
+    except LoadError as exc:
+        _state["why"] = f"the compiled route's library cannot be used: {exc}"
     except (OSError, RuntimeError) as exc:
         _state["why"] = f"the compiled route could not be built: {exc}"
-        return None
+    return None
 
 
 def _function():
     if not _state["tried"]:
+        if _planning.get():  # plan(): nothing is built or loaded
+            return None
         with _lock:
             if not _state["tried"]:
                 _state["lib"] = _load()
@@ -198,18 +316,58 @@ def _function():
     return _state["lib"]
 
 
+@contextlib.contextmanager
+def planning() -> Iterator[None]:
+    """Within the block (``cutopk.plan``), :func:`available` and :func:`unavailable_reason`
+    build and load nothing: where the route was not tried yet, they answer whether it would
+    be (a compiler is found: the first call that takes the route builds it)."""
+    token = _planning.set(True)
+    try:
+        yield
+    finally:
+        _planning.reset(token)
+
+
 def unavailable_reason() -> str | None:
-    """Why the compiled route does not run in this process now, or None when it does."""
+    """Why the compiled route does not run in this process now, or None when it does (inside
+    :func:`planning`: would)."""
     if not _enabled():
         return f"turned off by {ENV_VAR}={os.environ.get(ENV_VAR)}"
+    if not _state["tried"] and _planning.get():
+        return _obstacle()[1]
     if _function() is None:
         return _state["why"]
     return None
 
 
 def available() -> bool:
-    """Whether :func:`select` can run (the library built and loaded, not turned off)."""
-    return _enabled() and _function() is not None
+    """Whether :func:`select` can run (the library built and loaded, not turned off; inside
+    :func:`planning`: would be)."""
+    return unavailable_reason() is None
+
+
+def status() -> dict:
+    """What ``cutopk.plan()`` says of the route where it can run, without building or loading
+    anything: ``compiled`` (loaded; built and not loaded yet; or not built yet, with the
+    library's path) and ``compiler`` (the command that built it, or would)."""
+    if _state["tried"] and _state["lib"] is not None:
+        return {"compiled": f"loaded from {_state['path']}", "compiler": _state["cc"]}
+    cc, _, flags = _obstacle()
+    if cc is None:  # the reason is plan()'s compiled_unavailable
+        return {}
+    source = SOURCE.read_text()
+    for candidate in (flags, _portable(flags)):
+        path = library_path(cc, source, candidate)
+        if record_fits(path, _record(cc, candidate)) is None:
+            return {
+                "compiled": f"built, loaded by the first call that takes the route: {path}",
+                "compiler": cc,
+            }
+    path = library_path(cc, source, flags)
+    return {
+        "compiled": f"not built: the first call that takes the route builds it (some seconds) into {path}",
+        "compiler": cc,
+    }
 
 
 @functools.cache

@@ -15,7 +15,8 @@ The thread count, in order of precedence:
 4. the CPUs this process may run on (``os.sched_getaffinity``, else ``os.cpu_count()``; asked
    once, and again in a forked child).
 
-That count is a ceiling: a call uses only as many threads as pay for themselves
+That count is a ceiling, bounded by the CPUs this process may use (a count above them is not
+tried, and ``plan().params["threads_why"]`` says so): a call uses only as many threads as pay for themselves
 (:func:`threads_for`), by a cost model whose constants are measured once per process, at the
 first call that could split (:func:`costs`, some 10-20 ms): what handing a task to the pool and
 waiting for it costs on this machine now, what one vectorised pass costs per element, what a
@@ -122,14 +123,18 @@ def _keep_off(cpu: int | None) -> None:
 
 
 def _check(n, source: str) -> int:
-    """``n`` as a positive int: anything ``operator.index`` accepts (NumPy integers too), not a bool."""
-    value = None
-    if not isinstance(n, bool) and "bool" not in str(getattr(n, "dtype", "")):
-        try:
-            value = operator.index(n)
-        except TypeError:
-            value = None
-    if value is None or value < 1:
+    """``n`` as a positive int: anything ``operator.index`` accepts (NumPy integers too), not a
+    bool. Not an integer (``2.0``, ``"2"``, a bool): ``TypeError``, as for ``k``; below 1:
+    ``ValueError``."""
+    if isinstance(n, bool) or "bool" in str(getattr(n, "dtype", "")):
+        raise TypeError(f"{source}: expected a positive integer number of threads, got bool {n!r}")
+    try:
+        value = operator.index(n)
+    except TypeError:
+        raise TypeError(
+            f"{source}: expected a positive integer number of threads, got {type(n).__name__} {n!r}"
+        ) from None
+    if value < 1:
         raise ValueError(f"{source}: expected a positive integer number of threads, got {n!r}")
     return value
 
@@ -154,8 +159,10 @@ def get_num_threads() -> int:
             return _cpus()
         try:
             number = int(text)
-        except ValueError:
-            number = text
+        except ValueError:  # text, not a type: a bad value, whatever it spells
+            raise ValueError(
+                f"{ENV_VAR}: expected a positive integer number of threads, got {env!r}"
+            ) from None
         value = _check(number, ENV_VAR)  # a bad value raises on every call: never cached
         _state["env"] = (env, value)
     return value
@@ -194,7 +201,10 @@ def num_threads(n: int | None) -> Iterator[None]:
 
 def _forget_pool() -> None:
     """In a forked child the parent's worker threads do not exist: start a new pool there (and
-    ask the CPU count and the costs again: the child may run elsewhere)."""
+    ask the CPU count and the costs again: the child may run elsewhere). The pool's lock is new
+    too: a thread that held it at the fork is not in the child, and would never release it."""
+    global _lock
+    _lock = threading.Lock()
     _state["pool"], _state["size"], _state["cpus"], _state["costs"] = None, 0, None, None
     _trials.clear()
 
@@ -396,6 +406,16 @@ def set_costs(
     )
 
 
+def usable_threads(threads: int) -> tuple[int, str]:
+    """``threads`` bounded by the CPUs this process may use (more never run side by side: a
+    count of 10**7 had the cost model try every count, seconds for every new shape), and a note
+    for the plan's ``threads_why`` where the bound took effect ("" where not)."""
+    cpus = _cpus()
+    if threads <= cpus:
+        return threads, ""
+    return cpus, f" ({threads} asked, {cpus} CPUs usable)"
+
+
 def threads_for(
     threads: int, element_passes: float, family: str = "scan", block_calls: int = 0, blocks: int = 0
 ) -> tuple[int, str]:
@@ -428,7 +448,9 @@ def _threads_for(measured, threads, element_passes, family, block_calls, blocks)
     efficiency = efficiencies if isinstance(efficiencies, float) else efficiencies[family]
     work = element_passes * element_s
     best, best_t, best_calls = work, 1, 0
-    for t in range(2, threads + 1):
+    usable, capped = usable_threads(threads)  # the loop stays short whatever count is asked for
+    asked = f"{threads}{capped}"
+    for t in range(2, usable + 1):
         calls = block_calls * -(-max(blocks, t) // t)
         predicted = work / (1 + (t - 1) * efficiency) + task_s * (t - 1) + call_s * calls
         if predicted < best:
@@ -441,8 +463,8 @@ def _threads_for(measured, threads, element_passes, family, block_calls, blocks)
         f"a second thread {1 + efficiency:.2f}x as fast"
     )
     if best_t == 1 or best > SPLIT_GAIN * work:
-        return 1, f"1 of {threads}: splitting would not pay ({facts})"
-    return best_t, f"{best_t} of {threads}: predicted {best * 1e6:.0f} us ({facts})"
+        return 1, f"1 of {asked}: splitting would not pay ({facts})"
+    return best_t, f"{best_t} of {asked}: predicted {best * 1e6:.0f} us ({facts})"
 
 
 if hasattr(os, "register_at_fork"):

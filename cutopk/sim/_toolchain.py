@@ -12,7 +12,7 @@ import subprocess
 import sys
 import sysconfig
 
-from .._host_build import BuildError, build_once
+from .._host_build import BuildError, build_once, cache_home
 
 RUNTIME_DIR = pathlib.Path(__file__).parent / "runtime"
 RUNTIME_FILES = ("sim_runtime.h", "sim_intrinsics.h", "sim_launch.h")
@@ -120,8 +120,7 @@ def cache_dir() -> pathlib.Path:
     root = os.environ.get("CUTOPK_SIM_CACHE")
     if root:
         return pathlib.Path(root)
-    xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return pathlib.Path(xdg) / "cutopk" / "sim"
+    return cache_home() / "cutopk" / "sim"  # a relative $XDG_CACHE_HOME is ignored
 
 
 def runtime_text() -> str:

@@ -212,7 +212,7 @@ def test_measure_write_and_plot(tmp_path):
     results = [runner.measure(grid.Case("moe", 64, 128, 4), session),
                runner.measure(grid.Case("llm", 2, 3000, 20, dist="nan"), session)]  # fmt: skip
     r = results[0]
-    assert r["cutopk"]["median_ms"] > 0 and r["gbps"] > 0 and r["algorithm"] == "select"
+    assert r["cutopk"]["median_ms"] > 0 and r["gbps"] > 0 and r["algorithm"] == "select:sorted"
     assert r["peers"]["numpy-sort"]["status"] == "ok" and r["peers"]["numpy-sort"]["speedup"] > 0
     meta = env.metadata(False) | {"peers": ["numpy-naive", "numpy-sort", "torch"]}
     files = report.write(results, meta, tmp_path, "quick")
@@ -757,6 +757,22 @@ def test_self_check_skips_large_cases_and_names_wrong_indices():
     assert runner.self_check(x, 1, case, swapped, limit=1000)[0] == (
         "mismatch: indices differ from the NumPy backend's"
     )
+
+
+def test_the_algorithm_column_names_the_cpu_route(monkeypatch):
+    """Issue 36 item 11: every CPU case said ``select``, the compiled route's too."""
+    from cutopk.numpy import native
+
+    long_rows, case = np.zeros((2, 9000), np.float32), grid.Case("t", 2, 9000, 10)
+    monkeypatch.setenv(native.ENV_VAR, "0")
+    assert runner._algorithm(long_rows, case, 1) == "select:filter"
+    assert (
+        runner._algorithm(np.zeros((64, 128), np.float32), grid.Case("t", 64, 128, 4), 1) == "select:sorted"
+    )
+    monkeypatch.delenv(native.ENV_VAR)
+    if native.unavailable_reason() is not None:
+        pytest.skip(f"the compiled route cannot run here: {native.unavailable_reason()}")
+    assert runner._algorithm(long_rows, case, 1) == "select:native"
 
 
 def test_a_plan_that_fails_is_shown_as_a_question_mark(monkeypatch):

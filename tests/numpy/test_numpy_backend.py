@@ -86,6 +86,21 @@ def test_zero_size_dimensions():
     assert r.values.shape == (2, 0, 3)
 
 
+@pytest.mark.parametrize("dtype", ("float16", "float32", "int8", "uint32"))
+@pytest.mark.parametrize("nan", ("last", "largest"))
+@pytest.mark.parametrize("order", (True, False))
+def test_an_empty_batch_of_short_rows_in_every_mode(dtype, nan, order):
+    """The empty view of a non-empty array (issue 36 item 1: ``nan="largest"`` raised TypeError
+    in the small-input path's NaN check), an empty batch of a batch, a narrow index dtype."""
+    x = np.random.default_rng(0).standard_normal((3, 17)).astype(dtype)
+    for empty in (x[:0], x.reshape(1, 3, 17)[:, :0], np.zeros((2, 0, 17), dtype)):
+        for mode in ("largest", "smallest"):
+            for index_dtype in (np.int64, np.int32):
+                r = cutopk.top_k(empty, 3, mode=mode, nan=nan, sorted=order, index_dtype=index_dtype)
+                assert r.values.shape == r.indices.shape == (*empty.shape[:-1], 3)
+                assert r.values.dtype == empty.dtype and r.indices.dtype == index_dtype
+
+
 def test_returns_input_elements_bits_included():
     x = np.array([-0.0, 0.0, np.nan, -np.nan, 1.0], dtype=np.float32)
     x.view(np.uint32)[3] |= 0x1234  # a NaN with a payload

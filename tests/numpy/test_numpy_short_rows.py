@@ -78,6 +78,7 @@ def test_short_rows_identical_on_every_thread_count(threads, monkeypatch):
     monkeypatch.setattr(_numpy, "PARALLEL_MIN_ELEMENTS", 1)
     monkeypatch.setattr(_numpy, "SORTED_BLOCK_ELEMENTS", 512)  # many blocks
     monkeypatch.setitem(_numpy_threads._state, "costs", (0.0, 1.0, 1.0, 0.0))  # splitting always pays
+    monkeypatch.setitem(_numpy_threads._state, "cpus", 4)  # counts above the CPUs are not tried
     x = _values(np.random.default_rng(3), np.dtype("float32"), (5000, 16))
     with _numpy_threads.num_threads(threads):
         assert cutopk.plan(x, 4).params["threads"] == threads
@@ -89,8 +90,9 @@ def test_short_rows_identical_on_every_thread_count(threads, monkeypatch):
 
 
 def test_threads_decision_follows_the_measured_costs(monkeypatch):
-    # 1 us per task handed over, 1 ns per element-pass.
+    # 1 us per task handed over, 1 ns per element-pass, on 4 CPUs.
     monkeypatch.setitem(_numpy_threads._state, "costs", (1e-6, 1e-9, 1.0, 0.0))
+    monkeypatch.setitem(_numpy_threads._state, "cpus", 4)
     assert _numpy_threads.threads_for(1, 1e9)[0] == 1
     assert _numpy_threads.threads_for(4, 1_000)[0] == 1  # 1 us of work: never split
     t, why = _numpy_threads.threads_for(4, 1e7)  # 10 ms of work
@@ -103,8 +105,9 @@ def test_threads_decision_follows_the_measured_costs(monkeypatch):
 
 
 def test_threads_stay_single_where_a_second_thread_adds_little(monkeypatch):
-    # A busy machine: two threads only 1.1x as fast as one, whatever the work (under the margin).
+    # A busy machine of 8 CPUs: two threads only 1.1x as fast as one (under the margin).
     monkeypatch.setitem(_numpy_threads._state, "costs", (0.0, 1e-9, 0.1, 0.0))
+    monkeypatch.setitem(_numpy_threads._state, "cpus", 8)
     assert _numpy_threads.threads_for(2, 1e9)[0] == 1
     assert _numpy_threads.threads_for(8, 1e9)[0] == 8  # 1 + 7 * 0.1 = 1.7x: that pays
     monkeypatch.setitem(_numpy_threads._state, "costs", (0.0, 1e-9, 0.0, 0.0))

@@ -3,6 +3,13 @@ identical to the reference for every thread count, with ties across range bounda
 
 from __future__ import annotations
 
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+import time
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -395,11 +402,16 @@ def test_thread_count_accepts_any_index_integer(n):
         cutopk.set_num_threads(previous)
 
 
-@pytest.mark.parametrize("n", [True, np.True_, 2.0, "2", 0, -1, np.int64(0)])
-def test_thread_count_refuses_bools_non_integers_and_non_positive(n):
-    with pytest.raises(ValueError, match="n: expected a positive integer number of threads"):
+@pytest.mark.parametrize(
+    ("n", "error"),
+    [(True, TypeError), (np.True_, TypeError), (2.0, TypeError), ("2", TypeError), (np.float64(2), TypeError),
+     (0, ValueError), (-1, ValueError), (np.int64(0), ValueError)],
+)  # fmt: skip
+def test_thread_count_refuses_bools_non_integers_and_non_positive(n, error):
+    """Not an integer: TypeError, as for ``k`` (issue 36 item 12); not positive: ValueError."""
+    with pytest.raises(error, match="n: expected a positive integer number of threads"):
         cutopk.set_num_threads(n)
-    with pytest.raises(ValueError, match="n: expected a positive integer number of threads"):
+    with pytest.raises(error, match="n: expected a positive integer number of threads"):
         with cutopk.num_threads(n):
             pass
 
@@ -431,3 +443,56 @@ def test_pool_workers_are_kept_off_the_callers_core_and_the_caller_is_left_alone
     for mask in helpers.values():
         assert cpu not in mask and mask == caller_mask - {cpu}
     assert os.sched_getaffinity(0) == caller_mask  # the caller's own thread is not placed
+
+
+def test_a_huge_thread_count_costs_nothing_extra(monkeypatch):
+    """Issue 36 item 5: the cost model looped over every count up to the one asked for (10**7:
+    seconds per new shape). Its loop stops at the CPUs this process may use, and the plan says
+    which count ran out of how many asked."""
+    monkeypatch.setitem(_threads._state, "cpus", 2)
+    monkeypatch.setitem(_threads._state, "costs", (0.0, 1e-9, 1.0, 0.0))  # splitting always pays
+    x = np.random.default_rng(0).standard_normal((256, 1024)).astype(np.float32)
+    previous = cutopk.set_num_threads(10**7)
+    try:
+        start = time.perf_counter()
+        p = cutopk.plan(x, 8).params
+        check_top_k(x, 8)
+        elapsed = time.perf_counter() - start
+    finally:
+        cutopk.set_num_threads(previous)
+    assert elapsed < 1.0, f"{elapsed:.2f} s"  # 2.6-5 s before
+    assert p["threads"] == 2 and p["threads_why"].endswith("(10000000 asked, 2 CPUs usable)"), p
+
+
+def test_a_fork_while_the_pool_lock_is_held_does_not_hang_the_child():
+    """The pool's lock, held by another thread at the fork (growing the pool, handing it work),
+    would never be released in the child: the child's first split waited for ever. The child
+    gets a lock of its own (as the compiled route's build lock, issue 36 item 2). In a
+    subprocess, with a timeout: a regression fails, it does not hang the run."""
+    code = textwrap.dedent(
+        """
+        import os, signal, sys
+        from cutopk.numpy import threads
+
+        threads._lock.acquire()  # as another thread inside _submit at the fork
+        pid = os.fork()
+        if pid == 0:
+            signal.alarm(20)  # a hung child ends itself: nothing is left behind
+            ok = threads.run(lambda i: i * i, list(range(8)), 2) == [i * i for i in range(8)]
+            os._exit(0 if ok else 3)
+        threads._lock.release()
+        _, status = os.waitpid(pid, 0)
+        sys.exit(os.waitstatus_to_exitcode(status))
+        """
+    )
+    root = pathlib.Path(__file__).resolve().parents[2]
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
