@@ -334,3 +334,21 @@ def test_errors_keep_their_messages():
     # Under compilation the fake implementation raises the same message (torch wraps it).
     with pytest.raises(RuntimeError, match=r"k: expected 0 <= k <= 10"):
         torch.compile(lambda t: cutopk.top_k(t, 11), fullgraph=True)(t)
+
+
+def test_the_readme_compiled_example_and_the_torch_ops_doctest_run():
+    import doctest
+    import pathlib
+    import re
+
+    import cutopk.torch_ops
+
+    readme = (pathlib.Path(__file__).resolve().parents[2] / "README.md").read_text()
+    (block,) = [b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "fullgraph=True" in b]
+    scope: dict = {}
+    exec(compile(block, "README.md", "exec"), scope)  # the example's own call runs it once
+    assert scope["sample"](torch.randn(3, 100)).shape == (3, 1)
+    runner = doctest.DocTestRunner()
+    for test in doctest.DocTestFinder().find(cutopk.torch_ops, "cutopk.torch_ops", globs={}):
+        runner.run(test)
+    assert runner.failures == 0 and runner.tries > 0
