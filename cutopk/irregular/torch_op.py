@@ -40,7 +40,10 @@ def _offsets_tensor(offsets):
 
 def call_segmented(data, offsets, k, mode, sorted_, nan, index_dtype, backend, algorithm):
     """``(values, indices)`` from the operator, or None when an argument cannot cross its schema
-    (the plain path then raises the usual error)."""
+    (the plain path then raises the usual error), or for a plain eager call
+    (:func:`cutopk._core.torch_op.plain_eager`)."""
+    if _top_k_op.plain_eager(data):
+        return None
     order = _checks.ORDERS.get(sorted_) if isinstance(sorted_, (bool, str)) else None
     dtype = _top_k_op._index_dtype(index_dtype)
     offsets = _offsets_tensor(offsets)
@@ -124,6 +127,8 @@ def call_merge(parts, k, mode, sorted_, nan):
     if len(pairs) != len(parts) or any(len(p) != 2 for p in pairs):
         return None
     if not all(isinstance(t, torch.Tensor) for p in pairs for t in p):
+        return None
+    if _top_k_op.plain_eager(*(t for p in pairs for t in p)):
         return None
     order = _checks.ORDERS.get(sorted_) if isinstance(sorted_, (bool, str)) else None
     if order is None or not all(isinstance(s, str) for s in (mode, nan)):
