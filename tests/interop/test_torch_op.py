@@ -377,3 +377,35 @@ def test_meta_tensors_and_dispatch_modes_see_the_operator():
         got = cutopk.top_k(x, 4)
     assert "cutopk.top_k.default" in recorder.seen
     _assert_identical(got, cutopk.top_k(x, 4))
+
+
+def test_k_as_a_symbolic_int_or_a_0d_tensor_compiles_once():
+    x = torch.tensor(_hard_values("float32", (20, 7)))
+    counter = CompileCounterWithBackend("inductor")
+    by_int = torch.compile(
+        lambda t, k: cutopk.top_k(t, k, axis=0), backend=counter, dynamic=True, fullgraph=True
+    )
+    by_tensor = torch.compile(lambda t, k: cutopk.top_k(t, k), backend=counter, fullgraph=True)
+    for k in (3, 5, 2, 7):  # not 0 or 1: torch specialises those
+        _assert_identical(by_int(x, k), cutopk.top_k(x, k, axis=0))
+        _assert_identical(by_tensor(x, torch.tensor(k)), cutopk.top_k(x, k))  # k read by .item()
+    assert counter.frame_count == 2
+    with pytest.raises(RuntimeError, match=r"k: expected"):
+        by_int(x, 21)  # past the axis: refused by the operator's checks, never read out of bounds
+
+
+def test_torch_export_keeps_the_operator_with_static_and_dynamic_shapes():
+    class Head(torch.nn.Module):
+        def forward(self, x):
+            top = cutopk.top_k(x, 3, mode="smallest")
+            return top.values * 2.0, top.indices
+
+    x = torch.tensor(_hard_values("float64", (4, 10)))
+    static = torch.export.export(Head(), (x,))
+    assert "torch.ops.cutopk.top_k.default" in static.graph_module.code
+    want = Head()(x)
+    _assert_identical(static.module()(x), want)
+    dims = {"x": {0: torch.export.Dim("rows"), 1: torch.export.Dim("n", min=3, max=1 << 20)}}
+    dynamic = torch.export.export(Head(), (x,), dynamic_shapes=dims)
+    y = torch.tensor(_hard_values("float64", (6, 33)))
+    _assert_identical(dynamic.module()(y), Head()(y))
