@@ -36,7 +36,7 @@ from .autograd import scatter_grad
 from .select import select
 
 # sorted= as the schema's string, and back: a schema has no "bool or str" type.
-_ORDER_NAMES = {"value": True, "index": "index", "none": False}
+ORDER_NAMES = {"value": True, "index": "index", "none": False}
 
 
 def _index_dtype(index_dtype) -> torch.dtype | None:
@@ -95,6 +95,8 @@ def call(a, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm, length
     dtype = _index_dtype(index_dtype)
     if isinstance(lengths, np.ndarray):
         lengths = torch.from_numpy(lengths)
+    if isinstance(axis, np.integer):
+        axis = int(axis)
     if (
         order is None
         or dtype is None
@@ -120,7 +122,7 @@ def top_k(
     lengths: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`cutopk.top_k` (``sorted`` is ``"value"``, ``"index"`` or ``"none"``)."""
-    order = _ORDER_NAMES.get(sorted, sorted)  # an unknown name goes on, to be refused by the checks
+    order = ORDER_NAMES.get(sorted, sorted)  # an unknown name goes on, to be refused by the checks
     values, indices = select(a, k, axis, mode, order, nan, index_dtype, backend, algorithm, lengths)
     return values, indices
 
@@ -133,7 +135,7 @@ def _(a, k, axis=-1, mode="largest", sorted="value", nan="last", index_dtype=tor
     _dtypes.check_dtype(a.dtype, "a")
     ax = _checks.check_axis(axis, a.dim())
     n = a.shape[ax]
-    for name, value, choices in (("mode", mode, _checks.MODES), ("sorted", sorted, _ORDER_NAMES),
+    for name, value, choices in (("mode", mode, _checks.MODES), ("sorted", sorted, ORDER_NAMES),
                                  ("nan", nan, _checks.NAN_POLICIES), ("backend", backend, _checks.BACKENDS)):  # fmt: skip
         _checks.check_choice(name, value, choices)
     if isinstance(k, int) and isinstance(n, int):

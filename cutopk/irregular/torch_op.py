@@ -25,7 +25,7 @@ from .._request import checks as _checks
 from .._request import dtypes as _dtypes
 from . import merge, segmented
 
-_ORDER_NAMES = {"value": True, "index": "index", "none": False}
+_ORDER_NAMES = _top_k_op.ORDER_NAMES
 
 
 def _offsets_tensor(offsets):
@@ -84,9 +84,11 @@ def _(data, offsets, k, mode="largest", sorted="value", nan="last", index_dtype=
     _dtypes.check_dtype(data.dtype, "data")
     if data.dim() != 1:
         raise ValueError(f"data: expected a 1-D array, got shape {tuple(data.shape)}")
-    if offsets.dim() != 1 or offsets.dtype.is_floating_point or offsets.dtype.is_complex:
+    if offsets.dtype.is_floating_point or offsets.dtype.is_complex or offsets.dtype == torch.bool:
+        raise TypeError(f"offsets: expected an integer array, got dtype {offsets.dtype}")
+    if offsets.dim() != 1:
         raise ValueError(
-            f"offsets: expected a 1-D integer array of S + 1 positions, got {offsets.dtype} {tuple(offsets.shape)}"
+            f"offsets: expected a 1-D array of S + 1 positions, got shape {tuple(offsets.shape)}"
         )
     torch._check(offsets.shape[0] >= 1, lambda: "offsets: expected S + 1 >= 1 positions, got an empty array")
     for name, value, choices in (("mode", mode, _checks.MODES), ("sorted", sorted, _ORDER_NAMES),
@@ -123,7 +125,7 @@ def call_merge(parts, k, mode, sorted_, nan):
     None (the plain path then serves the call, or raises the usual error)."""
     if type(parts) not in (list, tuple) or not parts:
         return None
-    pairs = [p for p in parts if type(p) in (tuple, list) or isinstance(p, tuple)]
+    pairs = [p for p in parts if isinstance(p, (tuple, list))]  # TopK is a tuple
     if len(pairs) != len(parts) or any(len(p) != 2 for p in pairs):
         return None
     if not all(isinstance(t, torch.Tensor) for p in pairs for t in p):
