@@ -409,3 +409,22 @@ def test_torch_export_keeps_the_operator_with_static_and_dynamic_shapes():
     dynamic = torch.export.export(Head(), (x,), dynamic_shapes=dims)
     y = torch.tensor(_hard_values("float64", (6, 33)))
     _assert_identical(dynamic.module()(y), Head()(y))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_gradients_with_dynamic_shapes_and_lengths_compile_once_per_dtype(dtype):
+    counter = CompileCounterWithBackend("inductor")
+
+    def loss(t, lens, w):
+        return (cutopk.top_k(t, 4, lengths=lens).values * w).sum()
+
+    compiled = torch.compile(loss, backend=counter, dynamic=True, fullgraph=True)
+    rng = np.random.default_rng(41)
+    for rows, n in [(3, 20), (5, 33), (4, 9)]:
+        x = _tensor(_hard_values(dtype, (rows, n))).requires_grad_()
+        lens = torch.from_numpy(rng.integers(0, n + 1, rows))
+        w = torch.arange(rows * 4.0).reshape(rows, 4).to(x.dtype)
+        (got,) = torch.autograd.grad(compiled(x, lens, w), x)
+        (want,) = torch.autograd.grad(loss(x, lens, w), x)
+        assert torch.equal(got, want)
+    assert counter.frame_count == 1
