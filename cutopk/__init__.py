@@ -35,7 +35,7 @@ __all__ = [
     "workspace_info",
 ]
 
-_SUBMODULES = ("onnx", "openvino", "directml", "dask")
+_SUBMODULES = ("onnx", "openvino", "directml", "dask", "torch_ops")
 
 
 def __getattr__(name: str):

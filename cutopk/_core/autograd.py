@@ -18,7 +18,7 @@ def records(a) -> bool:
     return isinstance(a, torch.Tensor) and a.requires_grad and torch.is_grad_enabled()
 
 
-def _valid(indices, grad_values):
+def valid_where(indices, grad_values):
     """``(where, flowing)`` for ``scatter_add_``: the indices as int64 (torch compares and
     scatters no unsigned type but uint8; every index dtype top_k takes fits), padding (index -1,
     with lengths) sent to position 0 with a zero gradient."""
@@ -40,8 +40,14 @@ class _TopK(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_values, _grad_indices):
         (indices,) = ctx.saved_tensors
-        grad = grad_values.new_zeros(ctx.shape)
-        return grad.scatter_add_(ctx.axis, *_valid(indices, grad_values)), None, None
+        return scatter_grad(ctx.shape, ctx.axis, indices, grad_values), None, None
+
+
+def scatter_grad(shape, axis: int, indices, grad_values):
+    """The input's gradient: ``grad_values`` scattered along ``axis`` to ``indices`` in zeros of
+    ``shape`` (padding passes none). Out of place and in torch ops only, so that the compiler
+    traces it too (the backward of ``torch.ops.cutopk.top_k``)."""
+    return grad_values.new_zeros(shape).scatter_add(axis, *valid_where(indices, grad_values))
 
 
 def top_k(a, axis, select):
@@ -66,7 +72,7 @@ class _Segmented(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_values, _grad_indices):
         indices, starts = ctx.saved_tensors
-        where, flowing = _valid(indices, grad_values)
+        where, flowing = valid_where(indices, grad_values)
         # Positions in data; padding (where 0, zero gradient) stays at 0, inside data when n > 0.
         where = torch.where(indices.to(torch.int64) >= 0, where + starts[:, None], torch.zeros_like(where))
         grad = grad_values.new_zeros(ctx.n)

@@ -87,7 +87,14 @@ def top_k(
         call = _call.cached_ndarray(a, k, axis, mode, sorted, nan, index_dtype, backend, algorithm)
         if call is not None:
             return TopK(*call.run(a))
-    elif requires_grad(a):
+    elif out is None and is_torch_tensor(a):
+        # The registered operator (one opaque node to torch.compile, its own autograd formula).
+        from . import torch_op
+
+        result = torch_op.call(a, k, axis, mode, sorted, nan, index_dtype, backend, algorithm, lengths)
+        if result is not None:
+            return TopK(*result)
+    if requires_grad(a):
         from . import autograd
 
         if autograd.records(a):
@@ -159,6 +166,12 @@ def requires_grad(*arrays) -> bool:
     """Whether one of ``arrays`` may be a tensor autograd records (torch is not imported here:
     :mod:`cutopk._core.autograd` makes the exact check)."""
     return any(type(a) is not np.ndarray and getattr(a, "requires_grad", False) for a in arrays)
+
+
+def is_torch_tensor(a) -> bool:
+    """Whether ``a`` is a torch tensor, told by its type's module (torch is not imported here;
+    TorchDynamo folds this test on a traced tensor)."""
+    return type(a).__module__.split(".")[0] == "torch"
 
 
 def _forward(k, mode, sorted, nan, index_dtype, backend, algorithm, lengths):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._core.entry import requires_grad
+from .._core.entry import is_torch_tensor, requires_grad
 from .._core.result import TopK
 from . import merge, segmented
 
@@ -44,6 +44,13 @@ def merge_top_k(parts, k, /, *, mode: str = "largest", sorted: bool | str = True
     >>> cutopk.merge_top_k([left, right], 3)
     TopK(values=array([9, 9, 9]), indices=array([1, 3, 6]))
     """
+    if is_torch_tensor(_first_values(parts)):
+        # The registered operator (one opaque node to torch.compile, its own autograd formula).
+        from . import torch_op
+
+        result = torch_op.call_merge(parts, k, mode, sorted, nan)
+        if result is not None:
+            return TopK(*result)
     values = (
         [p[0] for p in parts if type(p) in (tuple, list, TopK) and len(p) == 2]
         if type(parts) in (list, tuple)
@@ -105,6 +112,12 @@ def segmented_top_k(
            [-1, -1],
            [ 2,  0]]))
     """
+    if is_torch_tensor(data):
+        from . import torch_op
+
+        result = torch_op.call_segmented(data, offsets, k, mode, sorted, nan, index_dtype, backend, algorithm)
+        if result is not None:
+            return TopK(*result)
     if requires_grad(data):
         from .._core import autograd
 
@@ -118,3 +131,15 @@ def segmented_top_k(
                 )
             )
     return segmented.segmented_top_k(data, offsets, k, mode, sorted, nan, index_dtype, backend, algorithm)
+
+
+def _first_values(parts):
+    """The first part's values when ``parts`` looks like a sequence of pairs, else None."""
+    if (
+        type(parts) in (list, tuple)
+        and parts
+        and type(parts[0]) in (tuple, list, TopK)
+        and len(parts[0]) == 2
+    ):
+        return parts[0][0]
+    return None

@@ -78,6 +78,11 @@ class CudaTensor(torch.Tensor):
     def cpu(self):
         return self.as_subclass(torch.Tensor).clone()
 
+    def detach(self):
+        # Inside a custom operator (torch.ops.cutopk.*) torch disables subclass dispatch, so the
+        # inherited detach would return a plain CPU tensor; a real CUDA tensor stays on its device.
+        return super().detach().as_subclass(type(self))
+
 
 class CudaTensor0(CudaTensor):
     _index = 0

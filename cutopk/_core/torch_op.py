@@ -1,0 +1,172 @@
+"""``torch.ops.cutopk.top_k``: :func:`cutopk.top_k` as a registered torch operator.
+
+Why an operator: TorchDynamo cannot trace into a function that calls NumPy or CuPy on a tensor's
+memory, so ``torch.compile(fullgraph=True)`` would stop at every call. A custom operator is one
+opaque node to the compiler: a fake implementation gives it the output shapes and dtypes (no
+data is read), and a registered autograd formula gives it its backward, so a compiled graph keeps
+the call, its gradient and (on CUDA) its capture.
+
+:func:`cutopk.top_k` on a torch tensor (without ``out=``) calls the operator, so compiled and
+eager code take the same path. This module imports torch, and is imported only on that path:
+``import cutopk`` alone registers nothing and imports no torch. A plain eager call (a CPU or CUDA
+tensor autograd does not record, no mode or transform active) skips torch's dispatcher and runs
+the operator's kernel directly: the same answer at half the host time (:func:`plain_eager`).
+
+The schema carries every argument of ``top_k`` but ``out``: ``k`` (a SymInt, so dynamic shapes
+work), ``axis``, ``mode``, ``sorted`` (``"value"``, ``"index"`` or ``"none"``: a schema has no
+bool-or-string type), ``nan``, ``index_dtype`` (a torch dtype), ``backend``, ``algorithm`` and
+``lengths`` (an optional tensor). Arguments that cannot cross (a ``k`` that is a tensor under
+compilation, a NumPy index dtype whose torch twin is looked up here) are translated first;
+anything else not carried (``out=``, a list for ``lengths``) takes the plain path, which raises
+the usual errors.
+
+Gradient: as :mod:`cutopk._core.autograd` says, the values' gradient scattered to the selected
+positions; padding (index -1, with ``lengths``) passes none; indices are not differentiable.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .._interop import _check_torch_dtype
+from .._request import checks as _checks
+from .._request import dtypes as _dtypes
+from .autograd import scatter_grad
+from .select import select
+
+# sorted= as the schema's string, and back: a schema has no "bool or str" type.
+ORDER_NAMES = {"value": True, "index": "index", "none": False}
+
+
+def _index_dtype(index_dtype) -> torch.dtype | None:
+    """The torch twin of an index dtype (NumPy's or torch's), or None when there is none: the
+    plain path then reports it. Kept out of Dynamo's sight: it folds the answer as a constant
+    (NumPy dtype objects are no graph values)."""
+    if isinstance(index_dtype, torch.dtype):
+        return index_dtype
+    return _torch_dtype_of(index_dtype)
+
+
+@torch.compiler.assume_constant_result
+def _torch_dtype_of(index_dtype) -> torch.dtype | None:
+    try:
+        dt = _dtypes.as_numpy_dtype(index_dtype)
+    except TypeError:
+        return None
+    if dt not in _checks.INDEX_DTYPES:
+        return None
+    return getattr(torch, dt.name)
+
+
+def _k_of(k):
+    """``k`` as the schema's SymInt: ints and SymInts as they are (a bool is refused by the
+    checks), anything else through ``operator.index`` with the usual TypeError."""
+    if isinstance(k, torch.SymInt) or (type(k) is int):
+        return k
+    return _checks.as_index(k, "k")
+
+
+def plain_eager(*tensors) -> bool:
+    """Whether the plain path serves this eager call exactly as the operator would, so that
+    torch's dispatcher can be skipped (it doubled the host time of a small CPU call: 280 ->
+    620 us on this project's loaded 2-core machine). Only plain CPU/CUDA tensors that autograd
+    does not record, outside compilation, with no torch function or dispatch mode and no
+    functorch transform watching: everything else (fake and meta tensors, subclasses, modes,
+    tracing) must see the operator. Under TorchDynamo ``is_compiling()`` folds to True."""
+    return (
+        all(type(t) is torch.Tensor for t in tensors)
+        and not torch.compiler.is_compiling()
+        and not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors))
+        and all(t.device.type in ("cpu", "cuda") for t in tensors)
+        and torch._C._len_torch_dispatch_stack() == 0
+        and not torch._C._is_torch_function_mode_enabled()
+        and not any(torch._C._functorch.is_functorch_wrapped_tensor(t) for t in tensors)
+    )
+
+
+def call(a, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm, lengths):
+    """``(values, indices)`` from the operator, or None when the plain path serves the call: a
+    :func:`plain_eager` one, or one with an argument that cannot cross the schema (the plain path
+    then raises the usual error for it)."""
+    if plain_eager(a):
+        return None
+    order = _checks.ORDERS.get(sorted_) if isinstance(sorted_, (bool, str)) else None
+    dtype = _index_dtype(index_dtype)
+    if isinstance(lengths, np.ndarray):
+        lengths = torch.from_numpy(lengths)
+    if isinstance(axis, np.integer):
+        axis = int(axis)
+    if (
+        order is None
+        or dtype is None
+        or type(axis) is not int
+        or not all(isinstance(s, str) for s in (mode, nan, backend, algorithm))
+        or not (lengths is None or isinstance(lengths, torch.Tensor))
+    ):
+        return None
+    return top_k(a, _k_of(k), axis, mode, order, nan, dtype, backend, algorithm, lengths)
+
+
+@torch.library.custom_op("cutopk::top_k", mutates_args=())
+def top_k(
+    a: torch.Tensor,
+    k: int,
+    axis: int = -1,
+    mode: str = "largest",
+    sorted: str = "value",
+    nan: str = "last",
+    index_dtype: torch.dtype = torch.int64,
+    backend: str = "auto",
+    algorithm: str = "auto",
+    lengths: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`cutopk.top_k` (``sorted`` is ``"value"``, ``"index"`` or ``"none"``)."""
+    order = ORDER_NAMES.get(sorted, sorted)  # an unknown name goes on, to be refused by the checks
+    values, indices = select(a, k, axis, mode, order, nan, index_dtype, backend, algorithm, lengths)
+    return values, indices
+
+
+@top_k.register_fake
+def _(a, k, axis=-1, mode="largest", sorted="value", nan="last", index_dtype=torch.int64,
+      backend="auto", algorithm="auto", lengths=None):  # fmt: skip
+    # The checks that need no data, with the plain path's errors, then the shapes.
+    _check_torch_dtype(a.dtype, "a")
+    _dtypes.check_dtype(a.dtype, "a")
+    ax = _checks.check_axis(axis, a.dim())
+    n = a.shape[ax]
+    for name, value, choices in (("mode", mode, _checks.MODES), ("sorted", sorted, ORDER_NAMES),
+                                 ("nan", nan, _checks.NAN_POLICIES), ("backend", backend, _checks.BACKENDS)):  # fmt: skip
+        _checks.check_choice(name, value, choices)
+    if isinstance(k, int) and isinstance(n, int):
+        _checks.check_k(k, n, ax)
+        _checks.check_index_dtype(index_dtype, n)
+    else:  # symbolic: the guards the compiled graph runs under
+        torch._check(k >= 0, lambda: f"k: expected k >= 0, got k={k}")
+        torch._check(k <= n, lambda: f"k: expected k <= {n} (the length of axis {ax}), got k={k}")
+        _checks.check_index_dtype(index_dtype, 1)
+    if lengths is not None:
+        batch = tuple(s for i, s in enumerate(a.shape) if i != ax)
+        torch._check(
+            tuple(lengths.shape) == batch,
+            lambda: (
+                f"lengths: expected shape {batch} (the input's shape without axis {ax}), got {tuple(lengths.shape)}"
+            ),
+        )
+    shape = (*a.shape[:ax], k, *a.shape[ax + 1 :])
+    return a.new_empty(shape), a.new_empty(shape, dtype=index_dtype)
+
+
+def _setup_context(ctx, inputs, output):
+    a, axis = inputs[0], inputs[2]
+    ctx.shape, ctx.axis = a.shape, axis % a.dim()
+    ctx.save_for_backward(output[1])
+
+
+def _backward(ctx, grad_values, _grad_indices):
+    (indices,) = ctx.saved_tensors
+    grad = scatter_grad(ctx.shape, ctx.axis, indices, grad_values)
+    return grad, None, None, None, None, None, None, None, None, None
+
+
+top_k.register_autograd(_backward, setup_context=_setup_context)

@@ -1,0 +1,213 @@
+"""``torch.ops.cutopk.segmented_top_k`` and ``torch.ops.cutopk.merge_top_k``: the irregular entry
+points as registered torch operators, for the reasons :mod:`cutopk._core.torch_op` gives (one
+opaque node to ``torch.compile``, a fake implementation for shapes, an autograd formula).
+
+Both have outputs whose shapes follow from the inputs' shapes alone, so a schema fits:
+
+- ``segmented_top_k(data, offsets, k, ...)``: ``(S, k)`` with ``S = offsets.shape[0] - 1``.
+  ``offsets`` is a tensor (a list or NumPy array is made one first); it is read on the host, so
+  on CUDA a call with device offsets waits for them (no CUDA-graph capture of that call).
+- ``merge_top_k(values, indices, k, ...)``: the parts as two tensor lists, ``(*batch, k)`` out,
+  plus a third output the public function drops: each winner's position along the parts'
+  concatenated last axis, which the backward needs to find the winner's part.
+
+Imported on the first call with torch tensors only (``import cutopk`` imports no torch).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .._core import torch_op as _top_k_op
+from .._core.autograd import valid_where
+from .._request import checks as _checks
+from .._request import dtypes as _dtypes
+from . import merge, segmented
+
+_ORDER_NAMES = _top_k_op.ORDER_NAMES
+
+
+def _offsets_tensor(offsets):
+    if isinstance(offsets, torch.Tensor):
+        return offsets
+    if isinstance(offsets, np.ndarray):
+        return torch.from_numpy(offsets)
+    if isinstance(offsets, (list, tuple)) and offsets and all(type(o) is int for o in offsets):
+        return torch.tensor(offsets, dtype=torch.int64)
+    return None  # an empty list, a mixed one: the plain path reports it
+
+
+def call_segmented(data, offsets, k, mode, sorted_, nan, index_dtype, backend, algorithm):
+    """``(values, indices)`` from the operator, or None when an argument cannot cross its schema
+    (the plain path then raises the usual error), or for a plain eager call
+    (:func:`cutopk._core.torch_op.plain_eager`)."""
+    if _top_k_op.plain_eager(data):
+        return None
+    order = _checks.ORDERS.get(sorted_) if isinstance(sorted_, (bool, str)) else None
+    dtype = _top_k_op._index_dtype(index_dtype)
+    offsets = _offsets_tensor(offsets)
+    if (
+        order is None
+        or dtype is None
+        or offsets is None
+        or not all(isinstance(s, str) for s in (mode, nan, backend, algorithm))
+    ):
+        return None
+    k = _top_k_op._k_of(k)
+    return segmented_top_k(data, offsets, k, mode, order, nan, dtype, backend, algorithm)
+
+
+@torch.library.custom_op("cutopk::segmented_top_k", mutates_args=())
+def segmented_top_k(
+    data: torch.Tensor,
+    offsets: torch.Tensor,
+    k: int,
+    mode: str = "largest",
+    sorted: str = "value",
+    nan: str = "last",
+    index_dtype: torch.dtype = torch.int64,
+    backend: str = "auto",
+    algorithm: str = "auto",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`cutopk.segmented_top_k` (``sorted`` is ``"value"``, ``"index"`` or ``"none"``)."""
+    order = _ORDER_NAMES.get(sorted, sorted)
+    values, indices = segmented.segmented_top_k(
+        data, offsets, k, mode, order, nan, index_dtype, backend, algorithm
+    )
+    return values, indices
+
+
+@segmented_top_k.register_fake
+def _(data, offsets, k, mode="largest", sorted="value", nan="last", index_dtype=torch.int64,
+      backend="auto", algorithm="auto"):  # fmt: skip
+    _dtypes.check_dtype(data.dtype, "data")
+    if data.dim() != 1:
+        raise ValueError(f"data: expected a 1-D array, got shape {tuple(data.shape)}")
+    if offsets.dtype.is_floating_point or offsets.dtype.is_complex or offsets.dtype == torch.bool:
+        raise TypeError(f"offsets: expected an integer array, got dtype {offsets.dtype}")
+    if offsets.dim() != 1:
+        raise ValueError(
+            f"offsets: expected a 1-D array of S + 1 positions, got shape {tuple(offsets.shape)}"
+        )
+    torch._check(offsets.shape[0] >= 1, lambda: "offsets: expected S + 1 >= 1 positions, got an empty array")
+    for name, value, choices in (("mode", mode, _checks.MODES), ("sorted", sorted, _ORDER_NAMES),
+                                 ("nan", nan, _checks.NAN_POLICIES), ("backend", backend, _checks.BACKENDS)):  # fmt: skip
+        _checks.check_choice(name, value, choices)
+    torch._check(k >= 0, lambda: f"k: expected k >= 0, got k={k}")
+    shape = (offsets.shape[0] - 1, k)
+    return data.new_empty(shape), data.new_empty(shape, dtype=index_dtype)
+
+
+def _segmented_setup(ctx, inputs, output):
+    data, offsets = inputs[0], inputs[1]
+    ctx.n = data.shape[0]
+    ctx.save_for_backward(output[1], offsets)
+
+
+def _segmented_backward(ctx, grad_values, _grad_indices):
+    indices, offsets = ctx.saved_tensors
+    where, flowing = valid_where(indices, grad_values)
+    starts = offsets[:-1].to(device=grad_values.device, dtype=torch.int64)
+    # Positions in data; padding (where 0, zero gradient) stays at 0, inside data when n > 0.
+    where = torch.where(indices.to(torch.int64) >= 0, where + starts[:, None], torch.zeros_like(where))
+    grad = grad_values.new_zeros(ctx.n)
+    if ctx.n:
+        grad = grad.scatter_add(0, where.reshape(-1), flowing.reshape(-1))
+    return grad, None, None, None, None, None, None, None, None
+
+
+segmented_top_k.register_autograd(_segmented_backward, setup_context=_segmented_setup)
+
+
+def call_merge(parts, k, mode, sorted_, nan):
+    """``(values, indices)`` from the operator when every part is a pair of torch tensors, or
+    None (the plain path then serves the call, or raises the usual error)."""
+    if type(parts) not in (list, tuple) or not parts:
+        return None
+    pairs = [p for p in parts if isinstance(p, (tuple, list))]  # TopK is a tuple
+    if len(pairs) != len(parts) or any(len(p) != 2 for p in pairs):
+        return None
+    if not all(isinstance(t, torch.Tensor) for p in pairs for t in p):
+        return None
+    if _top_k_op.plain_eager(*(t for p in pairs for t in p)):
+        return None
+    order = _checks.ORDERS.get(sorted_) if isinstance(sorted_, (bool, str)) else None
+    if order is None or not all(isinstance(s, str) for s in (mode, nan)):
+        return None
+    values, indices, _ = merge_top_k(
+        [v for v, _ in pairs], [i for _, i in pairs], _top_k_op._k_of(k), mode, order, nan
+    )
+    return values, indices
+
+
+@torch.library.custom_op("cutopk::merge_top_k", mutates_args=())
+def merge_top_k(
+    values: list[torch.Tensor],
+    indices: list[torch.Tensor],
+    k: int,
+    mode: str = "largest",
+    sorted: str = "value",
+    nan: str = "last",
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """:func:`cutopk.merge_top_k` of the parts ``zip(values, indices)``; the third output is each
+    winner's position along the parts' concatenated last axis."""
+    if len(values) != len(indices):
+        raise ValueError(f"parts: expected as many values as indices, got {len(values)} and {len(indices)}")
+    order = _ORDER_NAMES.get(sorted, sorted)
+    (out_values, out_indices), where = merge.merge_top_k(
+        list(zip(values, indices, strict=True)), k, mode, order, nan, positions=True
+    )
+    return out_values, out_indices, where
+
+
+@merge_top_k.register_fake
+def _(values, indices, k, mode="largest", sorted="value", nan="last"):
+    if not values or len(values) != len(indices):
+        raise ValueError(
+            f"parts: expected one or more parts, as many values as indices, got {len(values)} and {len(indices)}"
+        )
+    first = values[0]
+    for v, i in zip(values, indices, strict=True):
+        if v.dim() != first.dim() or i.dim() != first.dim():
+            raise ValueError("parts: expected every part's values and indices to have one rank")
+        if v.dtype != first.dtype or i.dtype != indices[0].dtype:
+            raise TypeError("parts: expected one values dtype and one index dtype across the parts")
+    for name, value, choices in (("mode", mode, _checks.MODES), ("sorted", sorted, _ORDER_NAMES),
+                                 ("nan", nan, _checks.NAN_POLICIES)):  # fmt: skip
+        _checks.check_choice(name, value, choices)
+    total = sum(v.shape[-1] for v in values)
+    torch._check(k >= 0, lambda: f"k: expected k >= 0, got k={k}")
+    torch._check(k <= total, lambda: f"k: expected k <= {total} (the candidates in all parts), got k={k}")
+    shape = (*first.shape[:-1], k)
+    return (
+        first.new_empty(shape),
+        first.new_empty(shape, dtype=indices[0].dtype),
+        first.new_empty(shape, dtype=torch.int64),
+    )
+
+
+def _merge_setup(ctx, inputs, output):
+    values = inputs[0]
+    ctx.widths = [v.shape[-1] for v in values]
+    ctx.shape = (*values[0].shape[:-1], sum(ctx.widths))
+    ctx.save_for_backward(output[1], output[2])
+
+
+def _merge_backward(ctx, grad_values, _grad_indices, _grad_where):
+    out_indices, where = ctx.saved_tensors
+    # Padding winners (index -1) are the constant 0: no gradient reaches their part.
+    valid = out_indices.to(torch.int64) >= 0
+    where = torch.where(valid, where, torch.zeros_like(where))
+    flowing = torch.where(valid, grad_values, torch.zeros_like(grad_values))
+    grad = grad_values.new_zeros(ctx.shape)
+    if grad.numel():
+        grad = grad.scatter_add(-1, where, flowing)
+    parts = list(torch.split(grad, ctx.widths, dim=-1))
+    # One entry per input given: the dispatcher drops trailing arguments equal to their defaults,
+    # and a tensor-list operator's backward must match the inputs' structure exactly.
+    rest = [None] * (len(ctx.needs_input_grad) - 2)
+    return (parts, [None] * len(parts), *rest)
+
+
+merge_top_k.register_autograd(_merge_backward, setup_context=_merge_setup)
