@@ -48,7 +48,9 @@ namespace fs = flashinfer::sampling;
 constexpr std::int64_t ROW_STATES_BYTES = 1 << 20;
 
 // The native kernels index rows and lengths with 32-bit unsigned integers.
-bool fits_u32(std::int64_t v) { return v >= 0 && v <= static_cast<std::int64_t>(UINT32_MAX); }
+bool fits_u32(std::int64_t v) {
+  return v >= 0 && v <= static_cast<std::int64_t>(UINT32_MAX);
+}
 
 template <class T>
 cudaError_t native(const void* in, void* idx_out, void* vals_out, void* row_states, std::int64_t rows, std::int64_t n,
@@ -57,8 +59,8 @@ cudaError_t native(const void* in, void* idx_out, void* vals_out, void* row_stat
   return fs::TopKDispatch<T, std::int32_t>(
       const_cast<T*>(static_cast<const T*>(in)), static_cast<std::int32_t*>(idx_out), static_cast<T*>(vals_out),
       static_cast<std::uint32_t>(rows), static_cast<std::uint32_t>(k), static_cast<std::uint32_t>(n),
-      static_cast<fs::RadixRowState*>(row_states), /*sorted_output=*/false, deterministic != 0,
-      fs::TopKTieBreak::None, stream, /*dsa_graph_safe=*/false);
+      static_cast<fs::RadixRowState*>(row_states), /*sorted_output=*/false, deterministic != 0, fs::TopKTieBreak::None,
+      stream, /*dsa_graph_safe=*/false);
 }
 
 template <class T>
@@ -78,9 +80,8 @@ cudaError_t cub_rows(const void* in, void* vals_out, void* idx_out, void* temp, 
   } else {
     workspace = TensorView{temp, static_cast<std::int64_t>(*temp_bytes)};
   }
-  return CUBBatchedTopK<T>(static_cast<const T*>(in), n, static_cast<T*>(vals_out),
-                           static_cast<std::int64_t*>(idx_out), workspace, rows, n, k, /*tie_break=*/0, query,
-                           stream);
+  return CUBBatchedTopK<T>(static_cast<const T*>(in), n, static_cast<T*>(vals_out), static_cast<std::int64_t*>(idx_out),
+                           workspace, rows, n, k, /*tie_break=*/0, query, stream);
 }
 #endif
 
@@ -88,7 +89,9 @@ cudaError_t cub_rows(const void* in, void* vals_out, void* idx_out, void* temp, 
 
 extern "C" {
 
-const char* cutopk_fi_version() { return CUTOPK_FI_VERSION; }
+const char* cutopk_fi_version() {
+  return CUTOPK_FI_VERSION;
+}
 
 int cutopk_fi_has_cub() {
 #ifdef CUTOPK_FI_WITH_CUB
@@ -98,22 +101,32 @@ int cutopk_fi_has_cub() {
 #endif
 }
 
-std::int64_t cutopk_fi_row_states_bytes() { return ROW_STATES_BYTES; }
+std::int64_t cutopk_fi_row_states_bytes() {
+  return ROW_STATES_BYTES;
+}
 
-const char* cutopk_fi_error_string(int code) { return cudaGetErrorString(static_cast<cudaError_t>(code)); }
+const char* cutopk_fi_error_string(int code) {
+  return cudaGetErrorString(static_cast<cudaError_t>(code));
+}
 
 // 1 when FlashInfer's FilteredTopK can run on the current device (128 KB of shared memory per SM).
-int cutopk_fi_can_filtered() { return fs::CanImplementFilteredTopK() ? 1 : 0; }
+int cutopk_fi_can_filtered() {
+  return fs::CanImplementFilteredTopK() ? 1 : 0;
+}
 
 // Which native kernel TopKDispatch runs for this call on the current device: 0 FilteredTopK,
 // 1 RadixTopKMultiCTA, -1 a dtype code or size it does not take.
 int cutopk_fi_native_algorithm(int dtype, std::int64_t rows, std::int64_t n, std::int64_t k, int deterministic) {
   if (!fits_u32(rows) || !fits_u32(n) || !fits_u32(k)) return -1;
   switch (dtype) {
-    case DTYPE_FLOAT32: return filtered<float>(rows, n, k, deterministic) ? 0 : 1;
-    case DTYPE_FLOAT16: return filtered<half>(rows, n, k, deterministic) ? 0 : 1;
-    case DTYPE_BFLOAT16: return filtered<nv_bfloat16>(rows, n, k, deterministic) ? 0 : 1;
-    default: return -1;
+    case DTYPE_FLOAT32:
+      return filtered<float>(rows, n, k, deterministic) ? 0 : 1;
+    case DTYPE_FLOAT16:
+      return filtered<half>(rows, n, k, deterministic) ? 0 : 1;
+    case DTYPE_BFLOAT16:
+      return filtered<nv_bfloat16>(rows, n, k, deterministic) ? 0 : 1;
+    default:
+      return -1;
   }
 }
 
@@ -127,11 +140,14 @@ int cutopk_fi_native_topk(int dtype, const void* keys_in, void* idx_out, void* v
   if (rows < 1 || k < 1 || k > n || !fits_u32(rows) || !fits_u32(n)) return cudaErrorInvalidValue;
   auto s = static_cast<cudaStream_t>(stream);
   switch (dtype) {
-    case DTYPE_FLOAT32: return native<float>(keys_in, idx_out, vals_out, row_states, rows, n, k, deterministic, s);
-    case DTYPE_FLOAT16: return native<half>(keys_in, idx_out, vals_out, row_states, rows, n, k, deterministic, s);
+    case DTYPE_FLOAT32:
+      return native<float>(keys_in, idx_out, vals_out, row_states, rows, n, k, deterministic, s);
+    case DTYPE_FLOAT16:
+      return native<half>(keys_in, idx_out, vals_out, row_states, rows, n, k, deterministic, s);
     case DTYPE_BFLOAT16:
       return native<nv_bfloat16>(keys_in, idx_out, vals_out, row_states, rows, n, k, deterministic, s);
-    default: return cudaErrorInvalidValue;
+    default:
+      return cudaErrorInvalidValue;
   }
 }
 
@@ -149,10 +165,14 @@ int cutopk_fi_cub_topk(int dtype, const void* keys_in, void* vals_out, void* idx
   }
   auto s = static_cast<cudaStream_t>(stream);
   switch (dtype) {
-    case DTYPE_FLOAT32: return cub_rows<float>(keys_in, vals_out, idx_out, temp, temp_bytes, rows, n, k, s);
-    case DTYPE_FLOAT16: return cub_rows<half>(keys_in, vals_out, idx_out, temp, temp_bytes, rows, n, k, s);
-    case DTYPE_BFLOAT16: return cub_rows<nv_bfloat16>(keys_in, vals_out, idx_out, temp, temp_bytes, rows, n, k, s);
-    default: return cudaErrorInvalidValue;
+    case DTYPE_FLOAT32:
+      return cub_rows<float>(keys_in, vals_out, idx_out, temp, temp_bytes, rows, n, k, s);
+    case DTYPE_FLOAT16:
+      return cub_rows<half>(keys_in, vals_out, idx_out, temp, temp_bytes, rows, n, k, s);
+    case DTYPE_BFLOAT16:
+      return cub_rows<nv_bfloat16>(keys_in, vals_out, idx_out, temp, temp_bytes, rows, n, k, s);
+    default:
+      return cudaErrorInvalidValue;
   }
 #else
   (void)dtype, (void)keys_in, (void)vals_out, (void)idx_out, (void)temp, (void)stream;

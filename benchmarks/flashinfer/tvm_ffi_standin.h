@@ -16,7 +16,9 @@ struct TensorView {
   std::int64_t numel() const { return bytes; }
 };
 
-inline std::int64_t get_element_size(const TensorView&) { return 1; }
+inline std::int64_t get_element_size(const TensorView&) {
+  return 1;
+}
 
 template <class T>
 using Optional = std::optional<T>;
