@@ -7,6 +7,8 @@ that needs a GPU (tools/gpu_session.sh scoreboard)."""
 from __future__ import annotations
 
 import ctypes
+import importlib.util
+import pathlib
 import re
 import shutil
 import subprocess
@@ -261,11 +263,23 @@ def test_the_built_library_exports_every_entry_point():
     assert exported == set(fi.SIGNATURES)
 
 
+def cuobjdump() -> str | None:
+    """cuobjdump on PATH, else the one of the nvidia-cuda-cuobjdump wheel."""
+    if found := shutil.which("cuobjdump"):
+        return found
+    spec = importlib.util.find_spec("nvidia")
+    for root in list(spec.submodule_search_locations or []) if spec else []:
+        for cu in ("cu13", "cu12"):
+            if (tool := pathlib.Path(root) / cu / "bin" / "cuobjdump").is_file():
+                return str(tool)
+    return None
+
+
 def test_the_built_library_holds_sm_90a_code_and_loads_without_a_gpu():
     path = built_library()
-    if shutil.which("cuobjdump") is None:
-        pytest.skip("cuobjdump is not on PATH")
-    listing = subprocess.run(["cuobjdump", "--list-elf", str(path)], capture_output=True, text=True).stdout
+    if (tool := cuobjdump()) is None:
+        pytest.skip("cuobjdump is not on PATH, nor is the nvidia-cuda-cuobjdump wheel installed")
+    listing = subprocess.run([tool, "--list-elf", str(path)], capture_output=True, text=True).stdout
     assert "sm_90a" in listing
     lib = fi.Library(path)  # the CUDA runtime is linked statically and starts only on a CUDA call
     assert lib.version == fi.VERSION and lib.has_cub
