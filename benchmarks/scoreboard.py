@@ -79,7 +79,7 @@ def list_plan(reference: pathlib.Path, limit: float) -> int:
     """Print the cases, their reasons, estimates, FlashInfer's route; return how many fit."""
     rows, model = sb.plan(reference, limit)
     print(f"cost model ({model.source}): {model.start:.1f} s to start, {model.per_case:.2f} s per case "
-          f"+ {model.per_gelement:.1f} s per 1e9 elements")  # fmt: skip
+          f"+ {model.per_gelement:.1f} s per 1e9 elements, {sb.NVRTC_S:g} s for NVRTC's cold compiles")  # fmt: skip
     for i, (case, why, est, fits) in enumerate(rows, 1):
         backend = fi.refusal(case.mode, case.dtype, case.layout, case.n, case.k)
         if backend is None:
@@ -87,7 +87,7 @@ def list_plan(reference: pathlib.Path, limit: float) -> int:
         print(f"{i:>4} {case.label():<48} {est:6.1f} s  {'' if fits else 'NOT STARTED (budget) '}"
               f"{why.split(':')[0]:<9} flashinfer: {backend}")  # fmt: skip
     fit = [r for r in rows if r[3]]
-    total = model.start + sum(r[2] for r in fit)
+    total = model.start + sb.NVRTC_S + sum(r[2] for r in fit)
     print(f"{len(rows)} cases chosen, {len(fit)} fit in --time-limit {limit:g} s (estimated {total:.0f} s); "
           f"peers {', '.join(sb.PEERS)}")  # fmt: skip
     return len(fit)

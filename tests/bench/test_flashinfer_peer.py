@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 import sys
+import types
 import zipfile
 
 import numpy as np
@@ -107,6 +108,25 @@ def test_the_peers_are_gpu_peers_and_named_ones_only_are_set_up():
     case = grid.Case("t", 2, 50, 3)
     routes = baselines.peers(np.zeros((2, 50), np.float32), 1, case, gpu=False, only=("numpy-sort",))
     assert [r.name for r in routes] == ["numpy-sort"]
+
+
+def test_flashinfer_facts_only_when_a_flashinfer_peer_may_run(monkeypatch, capsys):
+    from cutopk._bench import runner
+
+    assert runner._flashinfer_facts({"compute_capability": "90"}, ("torch", "cub")) is None
+    lib = types.SimpleNamespace(version="0.7.2.post1", has_cub=True, path="/x/lib.so")
+    monkeypatch.setattr(fi, "available", lambda arch: (lib, None) if arch == "sm_90" else (None, "no"))
+    facts = runner._flashinfer_facts({"compute_capability": "90"}, ())
+    assert facts == {"available": True, "version": "0.7.2.post1", "cub_backend": True, "library": "/x/lib.so",
+                     "note": fi.NOTE}  # fmt: skip
+    assert (
+        "FlashInfer peers: FlashInfer 0.7.2.post1 (with its CUB backend) from /x/lib.so"
+        in capsys.readouterr().out
+    )
+    assert runner._flashinfer_facts({"compute_capability": "80"}, ("flashinfer",)) == {
+        "available": False,
+        "reason": "no",
+    }
 
 
 # --- loading --------------------------------------------------------------------------------------

@@ -71,7 +71,7 @@ def test_a_tight_budget_leaves_cases_out_and_a_loose_one_takes_all():
     assert all(fits for *_, fits in rows)
     tight, _ = scoreboard.plan(budget=60)
     fitting = [est for _, _, est, fits in tight if fits]
-    assert 0 < len(fitting) < len(tight) and model.start + sum(fitting) <= 60
+    assert 0 < len(fitting) < len(tight) and model.start + scoreboard.NVRTC_S + sum(fitting) <= 60
 
 
 def test_the_whole_set_fits_the_phases_share_of_eight_minutes():
