@@ -122,7 +122,7 @@ irregular() {
 # 150 s (their own budget starts no case that would end later), the irregular table at most 100 s,
 # ncu the rest. DRY_RUN=1 runs every command line on the CPU: the cases listed and checked and three
 # of them scaled down through the same runner, the irregular script with the same options on tiny
-# NumPy-backend inputs, the profiled cases listed and ncu's command printed.
+# NumPy-backend inputs (3 repetitions), the profiled cases listed and ncu's command printed.
 irregular_args=(--repeat 21)
 ncu_sections=(--section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats
   --section LaunchStats --section Occupancy)
@@ -132,7 +132,7 @@ scoreboard() {
   if [ -n "${DRY_RUN:-}" ]; then
     dry=(--dry-run)
     backend=(--backend numpy)
-    small=(--indexer 4x1024:16 --segments 50 --merge 2x2x1024:8)
+    small=(--indexer 4x1024:16 --segments 50 --merge 2x2x1024:8 --repeat 3)
   fi
   dir=$(python3 benchmarks/scoreboard.py --root "$root" --where) || return 1
   mkdir -p "$dir/profile"
