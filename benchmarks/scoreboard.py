@@ -18,7 +18,7 @@ cudaProfilerStop, after a warm-up call (so NVRTC's compile and CuPy's allocation
 
 ``--dry-run`` needs no GPU: it lists every case with its reason, estimate and whether it fits, what
 FlashInfer would run or refuse for each on sm_90, whether the CUB and FlashInfer libraries are
-built for sm_90, and runs the same runner code on three scaled-down cases on the CPU.
+built for sm_90, and runs the same runner code on three scaled-down cases (on a GPU where there is one).
 """
 
 import argparse
@@ -109,7 +109,7 @@ def libraries() -> list[str]:
 
 
 def mini_run(limit: float) -> None:
-    """The runner's scoreboard path (cases, stem, cost, budget) on three scaled-down cases, on the CPU."""
+    """The runner's scoreboard path (cases, stem, cost, budget) on three scaled-down cases."""
     cases = [
         grid.Case("llm", 2, 4096, 50),
         grid.Case("indexer", 2, 8192, 512),
@@ -124,9 +124,7 @@ def mini_run(limit: float) -> None:
             raise SystemExit(
                 f"dry run: the mini run measured {len(results)} of {len(cases)} cases, wrote {written}"
             )
-        print(
-            f"dry run: the runner measured {len(results)} scaled-down cases on the CPU and wrote {', '.join(written)}"
-        )
+        print(f"dry run: the runner measured {len(results)} scaled-down cases and wrote {', '.join(written)}")
 
 
 def profile() -> None:

@@ -118,7 +118,7 @@ def test_dry_run_of_the_gpu_session_phase_runs_every_command_line(tmp_path):
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-3000:]
     assert "cases chosen" in out and "fit in --time-limit 330 s" in out
-    assert "dry run: the runner measured 3 scaled-down cases" in out
+    assert "dry run: the runner measured 3 scaled-down cases and wrote" in out
     assert "would run: timeout" in out and "ncu --profile-from-start off" in out
     assert "would profile: " in out and "=== scoreboard: exit 0" in out
     assert list((tmp_path / "results").glob("*/*-irregular.md")), "the irregular script wrote no table"
