@@ -5,7 +5,7 @@
     python benchmarks/scoreboard.py --profile                             # the ncu target (see below)
     python benchmarks/scoreboard.py --dry-run --time-limit 300            # CPU: check everything above
 
-The cases (``cutopk/_bench/scoreboard.py``): every llm and indexer shape of the grid, every case of
+The cases (``cutopk/_bench/scoreboard.py``): every llm and indexer case of the grid, every case of
 the reference GPU run below 0.95x torch.topk, and the moe/knn/huge shapes on either side of a
 dispatcher threshold, measured against torch.topk, CUB DeviceTopK (``cub``, ``cub-sorted``) and
 FlashInfer's top_k (``flashinfer``, ``flashinfer-unsorted``), no case started that would end after

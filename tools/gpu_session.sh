@@ -15,7 +15,7 @@
 #
 # Phases:
 #   scoreboard  at most SCOREBOARD_S seconds (default 480): benchmarks/scoreboard.py, cutopk against
-#             torch.topk, CUB and FlashInfer's top_k on the chosen cases (every llm and indexer shape,
+#             torch.topk, CUB and FlashInfer's top_k on the chosen cases (every llm and indexer case,
 #             the reference run's cases below 0.95x torch, the moe/knn/huge shapes at a dispatcher
 #             threshold; no case started that its cost estimate says would end after its share of
 #             the time); then benchmarks/irregular.py's table; then one ncu run over the profiled

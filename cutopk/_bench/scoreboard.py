@@ -4,7 +4,8 @@
 torch.topk, CUB DeviceTopK and FlashInfer's top_k in the same run, within a time budget. The set,
 in the order it is measured (a case already chosen is not chosen again):
 
-1. ``llm``: every llm and indexer shape of the grid (float32, uniform, rows);
+1. ``llm``: every llm and indexer case of the full grid (its shapes in float32, uniform, rows, then
+   the dtype and distribution samples on the regimes' representative shapes);
 2. ``slow``: every case of the reference run where cutopk was below :data:`SLOW_RATIO` x torch.topk
    (read from the run's CSV files, every grid and variant);
 3. ``threshold``: the moe, knn and huge shapes on either side of a dispatcher threshold: grid
@@ -118,11 +119,17 @@ def threshold_cases(rows: list[dict], regimes=("moe", "knn", "huge")) -> list[gr
     return [c for name in regimes for c in grid.regime_cases(name) if c in chosen]
 
 
+def llm_cases() -> list[grid.Case]:
+    """Every llm and indexer case of the full grid: the shapes (float32, uniform, rows), then the
+    dtype and distribution samples on their representative shapes."""
+    return [c for c in grid.full_grid() if c.regime in ("llm", "indexer")]
+
+
 def select(folder: pathlib.Path = REFERENCE) -> list[tuple[grid.Case, str]]:
     """The scoreboard's cases in the order measured, each with why it was chosen."""
     rows = reference_rows(folder)
     groups = (
-        ("llm", [c for name in ("llm", "indexer") for c in grid.regime_cases(name)]),
+        ("llm", llm_cases()),
         (f"slow: below {SLOW_RATIO}x torch on {folder.name}", slow_cases(rows)),
         (f"threshold: the algorithm changes next to it on {folder.name}", threshold_cases(rows)),
     )

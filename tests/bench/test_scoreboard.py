@@ -23,10 +23,12 @@ def committed_rows() -> list[dict]:
     return rows
 
 
-def test_every_llm_and_indexer_shape_comes_first():
+def test_every_llm_and_indexer_case_of_the_grid_comes_first():
     chosen = [case for case, _ in scoreboard.select()]
     shapes = grid.regime_cases("llm") + grid.regime_cases("indexer")
-    assert chosen[: len(shapes)] == shapes
+    cases = [c for c in grid.full_grid() if c.regime in ("llm", "indexer")]
+    assert set(shapes) < set(cases) and {c.dtype for c in cases} == set(grid.DTYPES)
+    assert chosen[: len(cases)] == cases
     assert len(set(chosen)) == len(chosen)
 
 
