@@ -125,3 +125,32 @@ def test_dry_run_of_the_gpu_session_phase_runs_every_command_line(tmp_path):
     assert "would profile: " in out and "=== scoreboard: exit 0" in out
     assert list((tmp_path / "results").glob("*/*-irregular.md")), "the irregular script wrote no table"
     assert (tmp_path / "scoreboard.log").is_file()
+
+
+def test_profile_target_runs_each_case_once_inside_the_profiler_window(monkeypatch, capsys):
+    import importlib.util
+    import types
+
+    import cutopk
+
+    spec = importlib.util.spec_from_file_location("scoreboard_cli", "benchmarks/scoreboard.py")
+    cli = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cli)
+    events = []
+    runtime = types.SimpleNamespace(
+        profilerStart=lambda: events.append("start"), profilerStop=lambda: events.append("stop")
+    )
+    device = types.SimpleNamespace(synchronize=lambda: events.append("sync"))
+    fake = types.SimpleNamespace(
+        asarray=lambda a: a, cuda=types.SimpleNamespace(runtime=runtime, Device=lambda: device)
+    )
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    monkeypatch.setattr(cutopk, "top_k", lambda x, k, mode: events.append(("top_k", x.shape, k)))
+    monkeypatch.setattr(cutopk, "plan", lambda x, k, mode: {"algorithm": "radix"})
+    cli.profile()
+    per_case = []
+    for case in scoreboard.PROFILE_CASES:
+        call = ("top_k", (case.rows, case.n), case.k)
+        per_case += [call, "sync", "start", call, "sync", "stop"]  # warm-up outside, one call inside
+    assert events == per_case
+    assert capsys.readouterr().out.count("profiled ") == len(scoreboard.PROFILE_CASES)
