@@ -16,10 +16,12 @@ import sys
 import types
 import zipfile
 
+import ml_dtypes
 import numpy as np
 import pytest
 
-from cutopk._bench import baselines, grid
+import cutopk
+from cutopk._bench import baselines, check, grid, inputs
 from cutopk._bench import flashinfer as fi
 from cutopk._bench import flashinfer_build as fb
 
@@ -310,3 +312,95 @@ def test_the_built_library_holds_sm_90a_code_and_loads_without_a_gpu():
     size = ctypes.c_size_t(0)
     assert lib.dll.cutopk_fi_cub_topk(0, None, None, None, None, ctypes.byref(size), 1, 8, 9, None) == einval
     assert lib.dll.cutopk_fi_native_algorithm(7, 1, 8, 2, 0) == -1
+
+
+# --- the Python side against a stand-in library (no GPU: torch on the CPU, host addresses) ----------
+
+
+class DevArray(np.ndarray):
+    """A NumPy array standing in for a CuPy one (the route reads ``flags``, ``ndim`` and ``view``)."""
+
+
+class FakeLibrary:
+    """FlashInfer's contract in NumPy: reads ``rows x n`` contiguous keys at the given address and
+    writes each row's top K (torch's NaN rule) in a scrambled order, int32 indices for the native
+    kernels and int64 for the CUB backend."""
+
+    has_cub = True
+
+    def __init__(self):
+        self.calls = []
+
+    def native_algorithm(self, dtype, rows, n, k):
+        return "FilteredTopK"
+
+    def _select(self, dtype, keys_in, vals_out, idx_out, idx_dtype, rows, n, k):
+        dt = np.dtype(ml_dtypes.bfloat16) if dtype == "bfloat16" else np.dtype(dtype)
+
+        def at(address, count, d):
+            buf = (ctypes.c_char * (count * d.itemsize)).from_address(address)
+            return np.frombuffer(buf, dtype=d).reshape(rows, -1)
+
+        r = cutopk.top_k(at(keys_in, rows * n, dt), k, nan="largest", backend="numpy")
+        scramble = np.random.default_rng(k).permutation(k)
+        at(vals_out, rows * k, dt)[...] = r.values[:, scramble]
+        at(idx_out, rows * k, np.dtype(idx_dtype))[...] = r.indices[:, scramble]
+
+    def native(self, dtype, keys_in, idx_out, vals_out, row_states, rows, n, k, stream):
+        self.calls.append(("native", dtype, rows, n, k, row_states != 0))
+        self._select(dtype, keys_in, vals_out, idx_out, np.int32, rows, n, k)
+
+    def cub(self, dtype, keys_in, vals_out, idx_out, temp, temp_bytes, rows, n, k, stream):
+        self.calls.append(("cub", dtype, rows, n, k, temp_bytes))
+        if not temp:
+            return 64
+        self._select(dtype, keys_in, vals_out, idx_out, np.int64, rows, n, k)
+        return temp_bytes
+
+    class dll:  # stands for the ctypes handle
+        @staticmethod
+        def cutopk_fi_row_states_bytes():
+            return 1 << 20
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize(("rows", "n", "k"), [(4, 3000, 50), (130, 9000, 20)])  # cub, native when unsorted
+@pytest.mark.parametrize("sort", [True, False])
+def test_route_calls_the_backend_flashinfer_picks_and_returns_checked_answers(
+    monkeypatch, dtype, rows, n, k, sort
+):
+    import torch
+
+    cp = types.ModuleType("cupy")
+    cp.uint16 = np.uint16
+    monkeypatch.setitem(sys.modules, "cupy", cp)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda dev: types.SimpleNamespace(cuda_stream=0))
+    case = grid.Case("llm", rows, n, k, dtype=dtype, dist="nan")
+    x = inputs.values(case).view(DevArray)
+    lib = FakeLibrary()
+    route = fi.route(x, 1, case, lib, major=9, sort=sort)
+    backend = "native" if sort else fi.unsorted_backend(rows, n, k, dtype, 9)
+    assert route.name == ("flashinfer" if sort else "flashinfer-unsorted") and route.sorts == sort
+    assert route.detail == (
+        "CUB DeviceBatchedTopK (FlashInfer's cub backend)"
+        if backend == "cub"
+        else "native FilteredTopK" + (" +torch.sort of the K" if sort else "")
+    )
+    values, indices = route.call()
+    assert indices.dtype == torch.int64
+    expected = cutopk.top_k(np.asarray(x), k, nan="largest").values
+    assert check.check(np.asarray(x), 1, expected, (values, indices), sorts=sort) is None
+    assert lib.calls[-1][:5] == (backend, dtype, rows, n, k)
+
+
+def test_route_skips_what_flashinfer_refuses_and_a_missing_cub_backend(monkeypatch):
+    monkeypatch.setitem(sys.modules, "cupy", types.ModuleType("cupy"))
+    x = np.zeros((4, 3000), np.float32).view(DevArray)
+    smallest = fi.route(x, 1, grid.Case("knn", 4, 3000, 5, "smallest"), FakeLibrary(), 9, sort=True)
+    assert smallest.call is None and "largest only" in smallest.reason
+    no_cub = FakeLibrary()
+    no_cub.has_cub = False
+    route = fi.route(x, 1, grid.Case("llm", 4, 3000, 5), no_cub, 9, sort=False)
+    assert route.call is None and "built without it" in route.reason
+    column = fi.route(x, 0, grid.Case("layout", 3000, 4, 2, layout="axis0"), FakeLibrary(), 9, sort=True)
+    assert column.call is None and "contiguous (batch, d) rows only" in column.reason
