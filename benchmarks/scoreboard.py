@@ -55,6 +55,8 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="benchmarks/scoreboard.py", description=__doc__.split("\n")[0])
     p.add_argument("--root", type=_folder, default=env.results_base(), help="results go to ROOT/<date>-<device>/ "
                    "(default benchmarks/results)")  # fmt: skip
+    p.add_argument("--out", type=_folder, help="this folder instead of ROOT/<date>-<device>/ (tools/gpu_session.sh "
+                   "passes the one --where printed, so that the steps share it)")  # fmt: skip
     p.add_argument("--time-limit", type=runner._positive(float), default=300.0,
                    help="start no case that would end after this many seconds (default 300)")  # fmt: skip
     p.add_argument("--repeat", type=runner._positive(int), help="most timed repetitions per measurement (20)")
@@ -165,10 +167,12 @@ def main(argv=None) -> int:
             print("dry run: no case fits in the time limit", file=sys.stderr)
             return 1
         print("\n".join(libraries()))
-        if why := env.unwritable(args.root):
-            print(f"dry run: --root {args.root}: {why}", file=sys.stderr)
+        target = args.out or args.root
+        if why := env.unwritable(target):
+            print(f"dry run: {target}: {why}", file=sys.stderr)
             return 1
-        print(f"results would go to {results_dir(args.root)} on the GPU (here: {env.gpu_unavailable()})")
+        where = args.out or results_dir(args.root)
+        print(f"results would go to {where} (here: {env.gpu_unavailable() or 'a GPU'})")
         mini_run(args.time_limit)
         print(f"dry run done in {time.monotonic() - t0:.1f} s")
         return 0
@@ -183,9 +187,9 @@ def main(argv=None) -> int:
         return 0
     rows, model = sb.plan(args.reference, args.time_limit)
     list_plan(args.reference, args.time_limit)
-    out = results_dir(args.root)
+    out = args.out or results_dir(args.root)
     if why := env.unwritable(out):
-        print(f"--root: {why}", file=sys.stderr)
+        print(f"--out: {why}", file=sys.stderr)
         return 1
     cases = [case for case, *_ in rows]
     extra = {

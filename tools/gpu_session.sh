@@ -138,7 +138,7 @@ scoreboard() {
   mkdir -p "$dir/profile"
   echo "results folder: $dir"
   local cases_s=$((budget - 150))
-  timeout $((cases_s + 60)) python3 benchmarks/scoreboard.py --root "$root" --time-limit "$cases_s" "${dry[@]}" || rc=1
+  timeout $((cases_s + 60)) python3 benchmarks/scoreboard.py --out "$dir" --time-limit "$cases_s" "${dry[@]}" || rc=1
   left=$((budget - (SECONDS - t0) - 50))
   echo "=== irregular table ($((SECONDS - t0)) s in, at most $((left < 100 ? left : 100)) s)"
   if [ "$left" -gt 10 ]; then
