@@ -404,3 +404,50 @@ def test_route_skips_what_flashinfer_refuses_and_a_missing_cub_backend(monkeypat
     assert route.call is None and "built without it" in route.reason
     column = fi.route(x, 0, grid.Case("layout", 3000, 4, 2, layout="axis0"), FakeLibrary(), 9, sort=True)
     assert column.call is None and "contiguous (batch, d) rows only" in column.reason
+
+
+def wheel_functions() -> dict:
+    """``can_use_clusters_topk``, ``can_use_cub_topk`` and ``is_cub_topk_beneficial`` from the wheel's
+    own flashinfer/topk.py (the wheel the build script downloaded), with stand-ins for what they call."""
+    import ast
+
+    import torch
+
+    wheel = fb.WHEEL_DIR / fb.wheel_name()
+    if not wheel.is_file():
+        pytest.skip(f"the FlashInfer wheel is not here ({wheel}): python benchmarks/flashinfer/build.py")
+    source = zipfile.ZipFile(wheel).read("flashinfer/topk.py").decode()
+    wanted = {"can_use_clusters_topk", "can_use_cub_topk", "is_cub_topk_beneficial"}
+    tree = ast.parse(source)
+    tree.body = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name in wanted]
+    assert {node.name for node in tree.body} == wanted
+    cuda = types.SimpleNamespace(is_current_stream_capturing=lambda: False)
+    space = {
+        "torch": types.SimpleNamespace(
+            float32=torch.float32, float16=torch.float16, bfloat16=torch.bfloat16, cuda=cuda
+        ),
+        "TopKTieBreak": types.SimpleNamespace(NONE=0),
+        "get_compute_capability": lambda device: device,  # the stand-in tensor's device is its capability
+    }
+    exec(compile(tree, "flashinfer/topk.py", "exec"), space)
+    return space
+
+
+def test_unsorted_backend_agrees_with_the_wheels_own_dispatch():
+    import torch
+
+    f = wheel_functions()
+    dtypes = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+    for major in (8, 9, 10):
+        for case in grid.full_grid():
+            if fi.refusal(case.mode, case.dtype, case.layout, case.n, case.k):
+                continue
+            tensor = types.SimpleNamespace(
+                dtype=dtypes[case.dtype], device=(major, 0), size=lambda i, c=case: c.n
+            )
+            clusters = f["can_use_clusters_topk"](None, (major, 0), False, 0, False)
+            cub = f["can_use_cub_topk"](None, tensor, 0, False, False) and f["is_cub_topk_beneficial"](
+                None, case.rows, case.n, case.k, dtypes[case.dtype], 0, False, clusters
+            )
+            mine = fi.unsorted_backend(case.rows, case.n, case.k, case.dtype, major)
+            assert (mine == "cub") == cub, (major, case.label())
