@@ -2,8 +2,25 @@
 # Everything a session with a lent GPU should run, in phases that each fit one 10-minute command.
 #
 #   bash tools/gpu_session.sh PHASE...      (from the repository root, nothing installed)
+#   DRY_RUN=1 bash tools/gpu_session.sh scoreboard   (on the CPU: every command line of the phase, checked)
+#
+# A lent session runs the scoreboard FIRST, as one command (the device tool's `run`), with the
+# prebuilt CUB and FlashInfer libraries carried (build them here first, see below; nothing is
+# compiled there but cutopk's NVRTC kernels):
+#
+#   run(command="bash tools/gpu_session.sh scoreboard", carry=["build/cub", "build/flashinfer"], timeout_s=540)
+#
+# then copies $OUT/results/<date>-<device>/ (scoreboard.csv/.json, the irregular table, profile/)
+# under benchmarks/results/ and $OUT/scoreboard.log beside it.
 #
 # Phases:
+#   scoreboard  at most SCOREBOARD_S seconds (default 480): benchmarks/scoreboard.py, cutopk against
+#             torch.topk, CUB and FlashInfer's top_k on the chosen cases (every llm and indexer case,
+#             the reference run's cases below 0.95x torch, the moe/knn/huge shapes at a dispatcher
+#             threshold; no case started that its cost estimate says would end after its share of
+#             the time); then benchmarks/irregular.py's table; then one ncu run over the profiled
+#             cases (DRAM throughput, stall reasons) into profile/, skipped, saying why, when ncu is
+#             missing or not permitted. Files in $OUT/results/<date>-<device>/.
 #   env       device, driver and library versions
 #   tests     every gpu-marked test (the whole suite on the CUDA backend), then the full kernel matrix
 #   memcheck  compute-sanitizer memcheck over the kernel tests and the row-extent tests
@@ -24,6 +41,11 @@
 #             (torch, cutopk, CUB on the masked rows); writes $OUT/<date>-<device>-irregular.md
 # quick, full-* and irregular build the CUB shim first when it is missing (its minute counts
 # against the phase's limit, so run `cub` as a phase of its own, or carry a prebuilt one, see below).
+#
+# The FlashInfer shim (the `flashinfer` and `flashinfer-unsorted` peers) is built here from the
+# FlashInfer wheel (pip download; its headers, bundled CCCL and flags):
+#   python benchmarks/flashinfer/build.py --arch sm_90
+# which writes build/flashinfer/libcutopk_flashinfer-sm_90-<hash>.so; carry `build/flashinfer`.
 #
 # The CUB shim needs CCCL >= 3.3 headers (CUDA 13.0's own CCCL 3.0 has no DeviceTopK) and the lent
 # machines have no package index. Prepare it on the development machine, where the test extra
@@ -96,8 +118,66 @@ irregular() {
   timeout "$((left > 1 ? left : 1))" python3 benchmarks/irregular.py --backend cuda --repeat 21 --save "$out"
 }
 
+# The scoreboard phase (see the header). Its three steps share SCOREBOARD_S: the cases get all but
+# 150 s (their own budget starts no case that would end later), the irregular table at most 100 s,
+# ncu the rest. DRY_RUN=1 runs every command line on the CPU: the cases listed and checked and three
+# of them scaled down through the same runner, the irregular script with the same options on tiny
+# NumPy-backend inputs (3 repetitions), the profiled cases listed and ncu's command printed.
+irregular_args=(--repeat 21)
+ncu_sections=(--section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats
+  --section LaunchStats --section Occupancy)
+scoreboard() {
+  local t0=$SECONDS budget=${SCOREBOARD_S:-480} root="$out/results" dir left rc=0
+  local dry=() backend=(--backend cuda) small=()
+  if [ -n "${DRY_RUN:-}" ]; then
+    dry=(--dry-run)
+    backend=(--backend numpy)
+    small=(--indexer 4x1024:16 --segments 50 --merge 2x2x1024:8 --repeat 3)
+  fi
+  dir=$(python3 benchmarks/scoreboard.py --root "$root" --where) || return 1
+  mkdir -p "$dir/profile"
+  echo "results folder: $dir"
+  local cases_s=$((budget - 150))
+  timeout $((cases_s + 60)) python3 benchmarks/scoreboard.py --out "$dir" --time-limit "$cases_s" "${dry[@]}" || rc=1
+  left=$((budget - (SECONDS - t0) - 50))
+  echo "=== irregular table ($((SECONDS - t0)) s in, at most $((left < 100 ? left : 100)) s)"
+  if [ "$left" -gt 10 ]; then
+    timeout $((left < 100 ? left : 100)) python3 benchmarks/irregular.py "${backend[@]}" "${irregular_args[@]}" \
+      --save "$dir" "${small[@]}" || rc=1
+  else
+    echo "irregular table skipped: the cases used the time"
+  fi
+  left=$((budget - (SECONDS - t0) - 5))
+  echo "=== ncu ($((SECONDS - t0)) s in, at most $left s)"
+  local ncu_cmd=(ncu --profile-from-start off "${ncu_sections[@]}" --launch-count 60
+    --export "$dir/profile/scoreboard" --force-overwrite python3 benchmarks/scoreboard.py --profile)
+  if [ -n "${DRY_RUN:-}" ]; then
+    echo "would run: timeout $left ${ncu_cmd[*]}"
+    python3 benchmarks/scoreboard.py --profile --dry-run || rc=1
+    command -v ncu >/dev/null && ncu --version | tail -1 || echo "ncu: not on PATH here"
+  elif ! command -v ncu >/dev/null; then
+    echo "ncu skipped: not on PATH" | tee "$dir/profile/SKIPPED.txt"
+  elif [ "$left" -lt 30 ]; then
+    echo "ncu skipped: $left s left" | tee "$dir/profile/SKIPPED.txt"
+  else
+    timeout "$left" "${ncu_cmd[@]}" 2>&1 | tee "$dir/profile/ncu.log"
+    if grep -q "ERR_NVGPUCTRPERM" "$dir/profile/ncu.log"; then
+      echo "ncu not permitted on this machine (ERR_NVGPUCTRPERM): no profile" | tee "$dir/profile/SKIPPED.txt"
+    elif [ -f "$dir/profile/scoreboard.ncu-rep" ]; then
+      ncu --import "$dir/profile/scoreboard.ncu-rep" --page details --csv >"$dir/profile/details.csv" 2>&1
+      ncu --import "$dir/profile/scoreboard.ncu-rep" --page raw --csv >"$dir/profile/raw.csv" 2>&1
+      echo "ncu: $(grep -c . "$dir/profile/details.csv") lines of details in $dir/profile/"
+    else
+      echo "ncu wrote no report (see $dir/profile/ncu.log)" | tee "$dir/profile/SKIPPED.txt"
+    fi
+  fi
+  echo "scoreboard phase: $((SECONDS - t0)) s"
+  return $rc
+}
+
 run_phase() {
   case $1 in
+    scoreboard) scoreboard ;;
     env)
       nvidia-smi
       python3 -c "import cupy; print('cupy', cupy.__version__, 'runtime', cupy.cuda.runtime.runtimeGetVersion(), 'driver', cupy.cuda.runtime.driverGetVersion())"

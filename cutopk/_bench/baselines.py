@@ -12,7 +12,9 @@ and floats with NaN are skipped because ``-NaN`` sorts first); CuPy's best sort-
 (``cupy.argsort`` + take: CuPy's ``argpartition`` sorts fully anyway, so a partition would only
 add a second sort of the K); CUB's ``DeviceTopK``/``DeviceBatchedTopK`` through a small shared
 library (``cutopk/_bench/cub.py``): ``cub`` (unordered output, compared as a multiset) and
-``cub-sorted`` (the same plus an argsort of the K). On the CPU: NumPy's naive route
+``cub-sorted`` (the same plus an argsort of the K); FlashInfer's ``top_k`` through a shim built from
+its wheel (``cutopk/_bench/flashinfer.py``): ``flashinfer`` (``sorted=True``) and
+``flashinfer-unsorted`` (its default, compared as a multiset). On the CPU: NumPy's naive route
 (``argpartition`` + gather + ``argsort`` of the K), a full ``argsort(kind="stable")``,
 ``torch.topk`` with one thread and with its default thread count, and cutopk on one thread
 (``cutopk`` itself uses every core).
@@ -172,6 +174,25 @@ def cub_route(x, axis: int, k: int, mode: str, dtype: str, sort: bool = False) -
     return cub.route(x, axis, k, mode, dtype, lib, sort)
 
 
+def flashinfer_route(x, axis: int, case, sort: bool) -> Route:
+    """FlashInfer's top_k through its shim (``cutopk/_bench/flashinfer.py``; ``sort``: ``sorted=True``),
+    skipped with the reason when the shim is not built for this GPU or FlashInfer refuses the case."""
+    import cupy
+
+    from . import flashinfer
+
+    name = "flashinfer" if sort else "flashinfer-unsorted"
+    if why := flashinfer.refusal(case.mode, case.dtype, case.layout, case.n, case.k):
+        return Route(name, None, why)
+    if reason := missing("torch"):
+        return Route(name, None, f"{reason} (FlashInfer's top_k allocates and sorts with torch)")
+    device = cupy.cuda.Device()
+    lib, reason = flashinfer.available(flashinfer.arch_of(device.compute_capability))
+    if lib is None:
+        return Route(name, None, reason)
+    return flashinfer.route(x, axis, case, lib, int(device.compute_capability) // 10, sort)
+
+
 def _cpus() -> int:
     """The CPUs this process may use: torch's default intra-op thread count on machines
     without SMT (it counts physical cores), cutopk's default everywhere."""
@@ -218,7 +239,7 @@ def cpu_thread_routes(x, axis: int, k: int, mode: str, dtype: str) -> dict[str, 
     return {"cutopk-1thread": cutopk_one, "torch-threads": torch_default}
 
 
-GPU_PEERS = ("torch", "jax", "cupy", "cub", "cub-sorted")
+GPU_PEERS = ("torch", "jax", "cupy", "cub", "cub-sorted", "flashinfer", "flashinfer-unsorted")
 CPU_PEERS = ("numpy-naive", "numpy-sort", "torch", "cutopk-1thread", "torch-threads")
 
 
@@ -238,12 +259,23 @@ def peer_unavailable(name: str, gpu: bool) -> str | None:
         from . import cub
 
         return cub.available(cub.arch_of(cupy.cuda.Device().compute_capability))[1]
+    if name in ("flashinfer", "flashinfer-unsorted"):
+        import cupy
+
+        from . import flashinfer
+
+        return (
+            missing("torch")
+            or flashinfer.available(flashinfer.arch_of(cupy.cuda.Device().compute_capability))[1]
+        )
     return None
 
 
-def peers(x, axis: int, case, gpu: bool) -> list[Route]:
-    """The peers for one input: on a GPU torch, JAX, CuPy and CUB; on the CPU NumPy's two routes and
-    torch. A peer whose library fails to import or to take the input is skipped, with the reason."""
+def peers(x, axis: int, case, gpu: bool, only: tuple[str, ...] = ()) -> list[Route]:
+    """The peers for one input: on a GPU torch, JAX, CuPy, CUB and FlashInfer; on the CPU NumPy's two
+    routes and torch; ``only`` these when given (the others are not even set up: JAX's import and
+    jit cost seconds). A peer whose library fails to import or to take the input is skipped, with
+    the reason."""
     k, mode = case.k, case.mode
     if gpu:
         builders = {
@@ -252,6 +284,8 @@ def peers(x, axis: int, case, gpu: bool) -> list[Route]:
             "cupy": lambda: cupy_route(x, axis, k, mode),
             "cub": lambda: cub_route(x, axis, k, mode, case.dtype),
             "cub-sorted": lambda: cub_route(x, axis, k, mode, case.dtype, sort=True),
+            "flashinfer": lambda: flashinfer_route(x, axis, case, sort=True),
+            "flashinfer-unsorted": lambda: flashinfer_route(x, axis, case, sort=False),
         }
     else:
         builders = {
@@ -263,6 +297,8 @@ def peers(x, axis: int, case, gpu: bool) -> list[Route]:
     assert tuple(builders) == (GPU_PEERS if gpu else CPU_PEERS)
     routes = []
     for name, build in builders.items():
+        if only and name not in only:
+            continue
         try:
             routes.append(build())
         except Exception as exc:  # noqa: BLE001 - e.g. a JAX whose CUDA plugin does not load

@@ -13,6 +13,7 @@ import pathlib
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -34,6 +35,7 @@ class Session:
     peers: tuple[str, ...] = ()
     self_check_max: int = 1 << 27
     cub: dict | None = None  # the CUB shim's version and library, or why it is unavailable
+    flashinfer: dict | None = None  # the FlashInfer shim's likewise
 
 
 def _free_device_bytes() -> int:
@@ -152,9 +154,7 @@ def measure(case: grid.Case, session: Session) -> dict:
         100 * result["bytes"] / t["median"] / session.copy_bps if session.copy_bps else None
     )
 
-    for route in baselines.peers(x, axis, case, session.gpu):
-        if session.peers and route.name not in session.peers:
-            continue
+    for route in baselines.peers(x, axis, case, session.gpu, session.peers):
         result["peers"][route.name] = _measure_peer(
             route, case, x, x_host, axis, expected, t, session, itemsize
         )
@@ -241,11 +241,18 @@ def start(repeat: int | None, peers: tuple[str, ...]) -> Session:
         print(
             f"GPU found: {facts['device']} (compute capability {facts['compute_capability']}, driver "
             f"{facts['driver']}, CUDA runtime {facts['cuda_runtime']}): benchmarking cutopk's CUDA backend "
-            "against torch.topk, jax.lax.top_k, CuPy's argsort route and CUB's DeviceTopK"
+            "against torch.topk, jax.lax.top_k, CuPy's argsort route, CUB's DeviceTopK and FlashInfer's top_k"
         )
         copy_bps = timer.copy_bandwidth()
         print(f"device-to-device copy bandwidth measured now: {copy_bps / 1e9:.0f} GB/s (read + write)")
-        return Session(True, timer, copy_bps, peers, cub=_cub_facts(facts, peers))
+        return Session(
+            True,
+            timer,
+            copy_bps,
+            peers,
+            cub=_cub_facts(facts, peers),
+            flashinfer=_flashinfer_facts(facts, peers),
+        )
     if baselines.missing("torch") is None:
         import torch
 
@@ -283,6 +290,24 @@ def _cub_facts(facts: dict, peers: tuple[str, ...]) -> dict | None:
     return {"available": True, "cub_version": v, "library": str(lib.path), "note": cub.NOTE}
 
 
+def _flashinfer_facts(facts: dict, peers: tuple[str, ...]) -> dict | None:
+    """Load the FlashInfer shim for this GPU once and say whether its peers run (as _cub_facts)."""
+    if peers and not {"flashinfer", "flashinfer-unsorted"} & set(peers):
+        return None
+    from . import flashinfer
+
+    lib, why = flashinfer.available(flashinfer.arch_of(facts["compute_capability"]))
+    if lib is None:
+        print(f"FlashInfer peers skipped: {why}")
+        return {"available": False, "reason": why}
+    cub = "with" if lib.has_cub else "without"
+    print(
+        f"FlashInfer peers: FlashInfer {lib.version} ({cub} its CUB backend) from {lib.path}; {flashinfer.NOTE}"
+    )
+    return {"available": True, "version": lib.version, "cub_backend": lib.has_cub, "library": str(lib.path),
+            "note": flashinfer.NOTE}  # fmt: skip
+
+
 def run(
     full: bool = False,
     regimes: list[str] | None = None,
@@ -293,6 +318,10 @@ def run(
     max_elements: int | None = None,
     time_limit: float | None = None,
     peers: tuple[str, ...] = (),
+    cases: list[grid.Case] | None = None,
+    stem: str | None = None,
+    cost: Callable[[grid.Case], float] | None = None,
+    extra: dict | None = None,
 ) -> list[dict]:
     """Run the quick or full grid, print the table, and write files.
 
@@ -312,6 +341,13 @@ def run(
         Also write PNG plots (needs matplotlib).
     repeat, max_elements, time_limit, peers
         As the command-line options of the same names.
+    cases, stem
+        These cases instead of a grid's, written as ``<stem>.json`` / ``.csv`` (the scoreboard).
+    cost
+        Estimated seconds a case takes: with ``time_limit``, a case that would end after the limit
+        is not started (the later, cheaper ones may still be).
+    extra
+        More metadata for the files.
 
     Returns
     -------
@@ -325,7 +361,8 @@ def run(
     if max_elements is None and not session.gpu and full:
         max_elements = CPU_FULL_MAX_ELEMENTS
         print("CPU: shapes with more than 2**24 elements are left out of the full grid (--max-elements)")
-    cases = grid.select(grid.full_grid() if full else grid.quick_grid(session.gpu), regimes)
+    if cases is None:
+        cases = grid.select(grid.full_grid() if full else grid.quick_grid(session.gpu), regimes)
     names = [
         n for n in (baselines.GPU_PEERS if session.gpu else baselines.CPU_PEERS) if not peers or n in peers
     ]
@@ -335,12 +372,14 @@ def run(
         "peers": names,
         "copy_gbps": session.copy_bps / 1e9 if session.copy_bps else None,
         "cub": session.cub,
+        "flashinfer": session.flashinfer,
         "timer": _timer_facts(session.timer),
         "argv": sys.argv,
     }
+    meta |= extra or {}
     if sys.modules.get("torch") is not None and not session.gpu:
         meta["torch_threads"] = sys.modules["torch"].get_num_threads()
-    stem = ("full" if full else "quick") + ("-" + "-".join(regimes) if regimes else "")
+    stem = stem or ("full" if full else "quick") + ("-" + "-".join(regimes) if regimes else "")
     if save is None:  # GPU results from a source checkout are kept unless --no-save
         save = session.gpu and env.in_checkout()
     if save and out is None:
@@ -358,6 +397,8 @@ def run(
         ) or does_not_fit(case, session.gpu)
         if time_limit and time.monotonic() - t0 > time_limit:
             why = f"--time-limit {time_limit:g} s reached"
+        elif time_limit and cost and (end := time.monotonic() - t0 + cost(case)) > time_limit:
+            why = f"would end about {end:.0f} s in (estimated {cost(case):.1f} s), after the {time_limit:g} s limit"
         if why:
             skipped.append({"case": dataclasses.asdict(case), "label": case.label(), "reason": why})
             table.note(case.label(), "case skipped", why)

@@ -156,7 +156,7 @@ def test_torch_route_takes_bfloat16():
 
 
 def test_a_wrong_peer_is_reported_as_a_mismatch_without_a_time(monkeypatch):
-    def broken(x, axis, case, gpu):
+    def broken(x, axis, case, gpu, only=()):
         good = baselines.numpy_naive_route(x, axis, case.k, case.mode)
         off = baselines.Route(
             "off-by-one", lambda: baselines.numpy_naive_route(x, axis, case.k + 1, case.mode).call()
@@ -173,7 +173,7 @@ def test_a_wrong_peer_is_reported_as_a_mismatch_without_a_time(monkeypatch):
 
 
 def test_an_unsorted_peer_is_compared_as_a_multiset_and_the_files_say_so(monkeypatch):
-    def unordered(x, axis, case, gpu):
+    def unordered(x, axis, case, gpu, only=()):
         good = baselines.numpy_naive_route(x, axis, case.k, case.mode)
 
         def call():
@@ -800,7 +800,7 @@ def test_session_peers_limit_what_is_measured():
 
 
 def test_a_peer_that_raises_is_an_error_and_a_mismatch_is_counted(monkeypatch):
-    def peers(x, axis, case, gpu):
+    def peers(x, axis, case, gpu, only=()):
         good = baselines.numpy_sort_route(x, axis, case.k, case.mode)
         wrong = baselines.Route("wrong", lambda: (good.call()[0] + 1, good.call()[1]), nan="last")
         return [baselines.Route("raises", lambda: np.take(x, [10**9])), wrong]

@@ -1,0 +1,156 @@
+"""The scoreboard (cutopk/_bench/scoreboard.py, benchmarks/scoreboard.py, tools/gpu_session.sh
+scoreboard) on the CPU: which cases it chooses from the committed GPU run, the cost estimate fitted
+from that run's logs, the budget, and the phase's dry run, which runs every command line the GPU
+session would run (the measurements themselves need a GPU)."""
+
+from __future__ import annotations
+
+import csv
+import os
+import subprocess
+import sys
+
+import pytest
+
+from cutopk._bench import env, grid, runner, scoreboard
+
+
+def committed_rows() -> list[dict]:
+    rows = []
+    for path in sorted(scoreboard.REFERENCE.glob("*.csv")):
+        with path.open() as f:
+            rows += list(csv.DictReader(line for line in f if not line.startswith("#")))
+    return rows
+
+
+def test_every_llm_and_indexer_case_of_the_grid_comes_first():
+    chosen = [case for case, _ in scoreboard.select()]
+    shapes = grid.regime_cases("llm") + grid.regime_cases("indexer")
+    cases = [c for c in grid.full_grid() if c.regime in ("llm", "indexer")]
+    assert set(shapes) < set(cases) and {c.dtype for c in cases} == set(grid.DTYPES)
+    assert chosen[: len(cases)] == cases
+    assert len(set(chosen)) == len(chosen)
+
+
+def test_every_committed_case_below_095x_torch_is_chosen():
+    chosen = {case for case, _ in scoreboard.select()}
+    slow = {
+        scoreboard.case_of(r)
+        for r in committed_rows()
+        if r["torch_status"] == "ok" and float(r["torch_speedup"]) < 0.95
+    }
+    assert len(slow) >= 40  # the 2026-11-25 run had 45 such cases over its grids
+    assert slow <= chosen
+    # and a case at 0.95x or above is not chosen for that reason
+    fast = [r for r in committed_rows() if r["torch_status"] == "ok" and float(r["torch_speedup"]) >= 0.95]
+    assert not {scoreboard.case_of(r) for r in fast} & set(scoreboard.slow_cases(committed_rows()))
+
+
+def test_threshold_cases_straddle_an_algorithm_change():
+    rows = committed_rows()
+    algorithm = {scoreboard.case_of(r): r["algorithm"] for r in rows}
+    chosen = scoreboard.threshold_cases(rows)
+    assert {c.regime for c in chosen} == {"moe", "knn", "huge"}
+    # knn 100x10000: radix up to K=1024, bitonic at K=4096 in the committed run
+    pair = grid.Case("knn", 100, 10000, 1024, "smallest"), grid.Case("knn", 100, 10000, 4096, "smallest")
+    assert algorithm[pair[0]] != algorithm[pair[1]] and set(pair) <= set(chosen)
+    # every algorithm the moe regime ran is measured at least once
+    assert {algorithm[c] for c in chosen if c.regime == "moe"} == {
+        algorithm[c] for c in grid.regime_cases("moe") if c in algorithm
+    }
+
+
+def test_cost_fit_reproduces_the_logged_phases():
+    model = scoreboard.fit_cost()
+    assert model.start >= 0 and model.per_case > 0 and model.per_gelement > 0
+    for cases, gelements, seconds in scoreboard.phase_logs():
+        predicted = model.start + model.per_case * cases + model.per_gelement * gelements
+        assert 0.6 * seconds < predicted < 1.6 * seconds
+
+
+def test_a_tight_budget_leaves_cases_out_and_a_loose_one_takes_all():
+    rows, model = scoreboard.plan(budget=1e9)
+    assert all(fits for *_, fits in rows)
+    tight, _ = scoreboard.plan(budget=60)
+    fitting = [est for _, _, est, fits in tight if fits]
+    assert 0 < len(fitting) < len(tight) and model.start + scoreboard.NVRTC_S + sum(fitting) <= 60
+
+
+def test_the_whole_set_fits_the_phases_share_of_eight_minutes():
+    rows, _ = scoreboard.plan(budget=330)
+    assert all(fits for *_, fits in rows), [c.label() for c, _, _, fits in rows if not fits]
+
+
+def test_the_runner_starts_no_case_its_estimate_says_would_end_late(tmp_path, monkeypatch):
+    monkeypatch.setattr(env, "gpu_unavailable", lambda: "CuPy is not installed")  # the CPU path
+    cases = [grid.Case("llm", 2, 1000, 5), grid.Case("llm", 2, 1000, 6), grid.Case("llm", 2, 1000, 7)]
+    costs = {5: 0.0, 6: 1e6, 7: 0.0}
+    results = runner.run(
+        out=tmp_path, repeat=1, time_limit=600, peers=("torch",), cases=cases, stem="sb",
+        cost=lambda c: costs[c.k], extra={"scoreboard": "test"},
+    )  # fmt: skip
+    assert [r["case"]["k"] for r in results] == [5, 7]
+    text = (tmp_path / "sb.csv").read_text()
+    assert "# scoreboard: test" in text and "would end about" in text
+
+
+def test_command_line_errors_are_usage_errors(tmp_path):
+    def run(*args):
+        return subprocess.run(
+            [sys.executable, "benchmarks/scoreboard.py", *args], capture_output=True, text=True, check=False
+        )
+
+    assert "expected a value greater than 0" in run("--time-limit", "0").stderr
+    assert "no benchmark CSV files there" in run("--reference", str(tmp_path)).stderr
+    if env.gpu_unavailable() is not None:
+        proc = run("--time-limit", "10")
+        assert proc.returncode == 1 and "--dry-run checks it here" in proc.stderr
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the phase is a bash script for the lent Linux machines")
+def test_dry_run_of_the_gpu_session_phase_runs_every_command_line(tmp_path):
+    env_vars = os.environ | {"OUT": str(tmp_path), "DRY_RUN": "1", "SCOREBOARD_S": "480"}
+    proc = subprocess.run(
+        ["bash", "tools/gpu_session.sh", "scoreboard"],
+        capture_output=True,
+        text=True,
+        env=env_vars,
+        check=False,
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    assert "cases chosen" in out and "fit in --time-limit 330 s" in out
+    assert "dry run: the runner measured 3 scaled-down cases and wrote" in out
+    assert "would run: timeout" in out and "ncu --profile-from-start off" in out
+    assert "would profile: " in out and "=== scoreboard: exit 0" in out
+    assert list((tmp_path / "results").glob("*/*-irregular.md")), "the irregular script wrote no table"
+    assert (tmp_path / "scoreboard.log").is_file()
+
+
+def test_profile_target_runs_each_case_once_inside_the_profiler_window(monkeypatch, capsys):
+    import importlib.util
+    import types
+
+    import cutopk
+
+    spec = importlib.util.spec_from_file_location("scoreboard_cli", "benchmarks/scoreboard.py")
+    cli = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cli)
+    events = []
+    runtime = types.SimpleNamespace(
+        profilerStart=lambda: events.append("start"), profilerStop=lambda: events.append("stop")
+    )
+    device = types.SimpleNamespace(synchronize=lambda: events.append("sync"))
+    fake = types.SimpleNamespace(
+        asarray=lambda a: a, cuda=types.SimpleNamespace(runtime=runtime, Device=lambda: device)
+    )
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    monkeypatch.setattr(cutopk, "top_k", lambda x, k, mode: events.append(("top_k", x.shape, k)))
+    monkeypatch.setattr(cutopk, "plan", lambda x, k, mode: {"algorithm": "radix"})
+    cli.profile()
+    per_case = []
+    for case in scoreboard.PROFILE_CASES:
+        call = ("top_k", (case.rows, case.n), case.k)
+        per_case += [call, "sync", "start", call, "sync", "stop"]  # warm-up outside, one call inside
+    assert events == per_case
+    assert capsys.readouterr().out.count("profiled ") == len(scoreboard.PROFILE_CASES)
