@@ -30,6 +30,15 @@
  * float32, float64), read with any strides (negative and zero too) and any alignment, in
  * native byte order. Rows of fewer than 2**32 elements use 64-bit composites (32-bit halves), longer
  * ones and 64-bit keys 128-bit composites.
+ *
+ * Other methods (the request's `method`; issue 42), each exact on every input it takes, chosen
+ * by the caller for speed (cutopk/numpy/backend.py's _compiled_method):
+ * - METHOD_INSERT (short rows, small K): the K best so far kept sorted, an element entering
+ *   only above the K-th; rows of at most CHUNK have the keys of several rows made at once.
+ * - METHOD_COUNT (8-bit elements): a 256-bin count per row gives the K-th key, a second pass
+ *   writes the winners, in value order by a counting sort.
+ * - METHOD_COLUMNS (rows side by side: an outer axis): CHUNK rows at once, each step reading
+ *   the next element of every one of them where it lies, with METHOD_INSERT's sorted lists.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -39,11 +48,13 @@
 
 /* The layout of struct cutopk_rows and the meaning of its fields; native.py checks both through
  * cutopk_native_abi() before the first call. */
-#define CUTOPK_NATIVE_ABI 1
+#define CUTOPK_NATIVE_ABI 2
 
 enum element_kind { KIND_UNSIGNED = 0, KIND_SIGNED = 1, KIND_FLOAT = 2 };
 enum winner_order { ORDER_VALUE = 0, ORDER_INDEX = 1 };
 enum status { STATUS_OK = 0, STATUS_NO_MEMORY = 1, STATUS_BAD_REQUEST = 2 };
+/* How the rows are selected (see "Other methods" above); each is exact on every input it takes. */
+enum method { METHOD_THRESHOLD = 0, METHOD_INSERT = 1, METHOD_COUNT = 2, METHOD_COLUMNS = 3 };
 
 /* One call's rows and request (native.py's ctypes mirror, field for field). */
 struct cutopk_rows {
@@ -60,7 +71,7 @@ struct cutopk_rows {
   int32_t largest;    /* 1: larger values preferred */
   int32_t nan_first;  /* 1: NaN is the most preferred value (nan="largest" with largest) */
   int32_t order;      /* enum winner_order */
-  int32_t reserved;   /* zero; keeps the size a multiple of 8 */
+  int32_t method;     /* enum method */
 };
 
 /* Elements per chunk: the keys of a chunk are made and tested in vectorised loops. */
@@ -402,6 +413,187 @@ DEFINE_ROW(16, uint16_t, u128, u128, 64)
 DEFINE_ROW(32, uint32_t, u128, u128, 64)
 DEFINE_ROW(64, uint64_t, u128, u128, 64)
 
+/* METHOD_INSERT and METHOD_COLUMNS: each row's K best so far, kept sorted (keys descending,
+ * ties in index order) in a key array `tk` and a column array `tc`. The row is read in index
+ * order, so an element enters below every kept key at least its own: the lower index wins a
+ * tie. Once K are kept, only a key above the K-th's enters, and the K-th drops out. */
+static void sort_columns(int64_t* c, int64_t k) {
+  for (int64_t i = 1; i < k; i++) {
+    int64_t v = c[i], j = i;
+    while (j > 0 && c[j - 1] > v) {
+      c[j] = c[j - 1];
+      j--;
+    }
+    c[j] = v;
+  }
+}
+
+/* The row's answer from its kept columns: as kept (value order), or ascending (index order). */
+static void emit_columns(const int64_t* tc, int64_t k, int order, int64_t* out) {
+  memcpy(out, tc, (size_t)k * sizeof *out);
+  if (order == ORDER_INDEX) sort_columns(out, k);
+}
+
+#define DEFINE_INSERT(W, KT)                                                                                         \
+  /* Put (key, col) into tk/tc[0..m], which hold m sorted entries (the slot m is free or is the                      \
+   * dropped K-th). */                                                                                               \
+  static inline void insert_##W(KT* tk, int64_t* tc, int64_t m, KT key, int64_t col) {                               \
+    int64_t p = m;                                                                                                   \
+    while (p > 0 && tk[p - 1] < key) {                                                                               \
+      tk[p] = tk[p - 1];                                                                                             \
+      tc[p] = tc[p - 1];                                                                                             \
+      p--;                                                                                                           \
+    }                                                                                                                \
+    tk[p] = key;                                                                                                     \
+    tc[p] = col;                                                                                                     \
+  }                                                                                                                  \
+  /* METHOD_INSERT: one row, read a chunk of keys at a time; a chunk with no key above the K-th                      \
+   * kept is passed over whole. O(N) compares plus O(K) per entry (about K ln(N/K) entries on                        \
+   * shuffled data, N on a rising row): for small K. */                                                              \
+  static void insert_row_##W(const struct cutopk_rows* r, const struct key_rule* rule, const char* row, KT* tk,      \
+                             int64_t* tc, int64_t* out) {                                                            \
+    const int64_t n = r->n, k = r->k, stride = r->col_stride;                                                        \
+    KT keys[CHUNK];                                                                                                  \
+    int64_t m = 0;                                                                                                   \
+    for (int64_t col = 0; col < n; col += CHUNK) {                                                                   \
+      int64_t count = n - col < CHUNK ? n - col : CHUNK, i = 0;                                                      \
+      int full = m == k;                                                                                             \
+      KT threshold = full ? tk[k - 1] : 0;                                                                           \
+      int any = count == CHUNK ? make_chunk_keys_##W(keys, row + col * stride, stride, rule, threshold)              \
+                               : make_keys_##W(keys, row + col * stride, count, stride, rule, threshold);            \
+      if (full && !any) continue;                                                                                    \
+      for (; m < k && i < count; i++, m++) insert_##W(tk, tc, m, keys[i], col + i);                                  \
+      for (; i < count; i++)                                                                                         \
+        if (keys[i] > tk[k - 1]) insert_##W(tk, tc, k - 1, keys[i], col + i);                                        \
+    }                                                                                                                \
+    emit_columns(tc, k, r->order, out);                                                                              \
+  }                                                                                                                  \
+  /* METHOD_INSERT on rows of at most CHUNK: the keys of as many whole rows as a chunk holds are                     \
+   * made in one call where the rows follow one another in memory (one per row otherwise), then                      \
+   * each row is selected from them: a call per row would cost more than a short row's work. */                      \
+  static void insert_short_rows_##W(const struct cutopk_rows* r, const struct key_rule* rule, KT* tk, int64_t* tc) { \
+    const int64_t n = r->n, k = r->k, per = CHUNK / n, width = (int64_t)sizeof(KT);                                  \
+    const int packed = r->col_stride == width && r->row_stride == n * width;                                         \
+    KT keys[CHUNK];                                                                                                  \
+    for (int64_t i = 0; i < r->rows; i += per) {                                                                     \
+      int64_t count = r->rows - i < per ? r->rows - i : per;                                                         \
+      const char* first = r->data + i * r->row_stride;                                                               \
+      if (packed && count * n == CHUNK)                                                                              \
+        make_chunk_keys_##W(keys, first, width, rule, 0);                                                            \
+      else if (packed)                                                                                               \
+        make_keys_##W(keys, first, count * n, width, rule, 0);                                                       \
+      else                                                                                                           \
+        for (int64_t j = 0; j < count; j++)                                                                          \
+          make_keys_##W(keys + j * n, first + j * r->row_stride, n, r->col_stride, rule, 0);                         \
+      for (int64_t j = 0; j < count; j++) {                                                                          \
+        const KT* row = keys + j * n;                                                                                \
+        for (int64_t c = 0; c < k; c++) insert_##W(tk, tc, c, row[c], c);                                            \
+        for (int64_t c = k; c < n; c++)                                                                              \
+          if (row[c] > tk[k - 1]) insert_##W(tk, tc, k - 1, row[c], c);                                              \
+        emit_columns(tc, k, r->order, r->out + (i + j) * k);                                                         \
+      }                                                                                                              \
+    }                                                                                                                \
+  }                                                                                                                  \
+  /* METHOD_COLUMNS: `cols` rows side by side whose elements lie closer across the rows than                         \
+   * along them (an outer axis: rows[j][i] at row_stride * j + col_stride * i). The keys of                          \
+   * element i of every row are made in one vectorised loop, read as they lie (for an outer axis                     \
+   * of a C array, one contiguous run), and compared with each row's K-th kept key in another.                       \
+   * Row j keeps tk/tc[j*k .. j*k + k) and its K-th key in kth[j]. */                                                \
+  static void insert_columns_##W(const struct cutopk_rows* r, const struct key_rule* rule, const char* first,        \
+                                 int64_t cols, KT* tk, int64_t* tc, KT* kth, int64_t* out) {                         \
+    const int64_t n = r->n, k = r->k;                                                                                \
+    KT keys[CHUNK];                                                                                                  \
+    for (int64_t i = 0; i < n; i++) {                                                                                \
+      const char* src = first + i * r->col_stride;                                                                   \
+      if (cols == CHUNK)                                                                                             \
+        make_chunk_keys_##W(keys, src, r->row_stride, rule, 0);                                                      \
+      else                                                                                                           \
+        make_keys_##W(keys, src, cols, r->row_stride, rule, 0);                                                      \
+      if (i < k) {                                                                                                   \
+        for (int64_t j = 0; j < cols; j++) insert_##W(tk + j * k, tc + j * k, i, keys[j], i);                        \
+        if (i == k - 1)                                                                                              \
+          for (int64_t j = 0; j < cols; j++) kth[j] = tk[j * k + k - 1];                                             \
+        continue;                                                                                                    \
+      }                                                                                                              \
+      /* Parts of 16 rows with no key above their K-th are passed over. */                                           \
+      for (int64_t j0 = 0; j0 < cols; j0 += 16) {                                                                    \
+        int64_t end = cols - j0 < 16 ? cols : j0 + 16;                                                               \
+        KT hit = 0;                                                                                                  \
+        for (int64_t j = j0; j < end; j++) hit |= (KT)(keys[j] > kth[j]);                                            \
+        if (!hit) continue;                                                                                          \
+        for (int64_t j = j0; j < end; j++)                                                                           \
+          if (keys[j] > kth[j]) {                                                                                    \
+            insert_##W(tk + j * k, tc + j * k, k - 1, keys[j], i);                                                   \
+            kth[j] = tk[j * k + k - 1];                                                                              \
+          }                                                                                                          \
+      }                                                                                                              \
+    }                                                                                                                \
+    for (int64_t j = 0; j < cols; j++) emit_columns(tc + j * k, k, r->order, out + j * k);                           \
+  }
+
+DEFINE_INSERT(8, uint8_t)
+DEFINE_INSERT(16, uint16_t)
+DEFINE_INSERT(32, uint32_t)
+DEFINE_INSERT(64, uint64_t)
+
+/* METHOD_COUNT, 8-bit elements: a counting selection. One pass counts the row's bytes (four
+ * tables, so that runs of one value do not wait on one counter), whose counts give each key's
+ * (256 keys: the bytes' keys are a table too); the K-th key `t` and the number above it follow
+ * from the top. A second pass writes the winners, read in index order: every key above `t`,
+ * and the first K - above keys equal to it. For value order each key's winners start where
+ * the counts of the keys above it end (a counting sort: ties in index order); the pass stops
+ * at the K-th winner. O(N) whatever the ties, and no comparison sort. */
+static void count_row_8(const struct cutopk_rows* r, const struct key_rule* rule, const char* row, int64_t* out) {
+  const int64_t n = r->n, k = r->k, stride = r->col_stride;
+  uint32_t tables[4][256];
+  memset(tables, 0, sizeof tables);
+  int64_t j = 0;
+  if (stride == 1) {
+    const uint8_t* p = (const uint8_t*)row;
+    for (; j + 4 <= n; j += 4) {
+      tables[0][p[j]]++;
+      tables[1][p[j + 1]]++;
+      tables[2][p[j + 2]]++;
+      tables[3][p[j + 3]]++;
+    }
+  }
+  for (; j < n; j++) tables[j & 3][(uint8_t)row[j * stride]]++;
+  int64_t hist[256] = {0};
+  for (int b = 0; b < 256; b++) {
+    uint8_t key = key_8((uint8_t)b, rule->kind, (uint8_t)rule->flip, (uint8_t)rule->inf_bits, (uint8_t)rule->nan_key);
+    hist[key] += (int64_t)tables[0][b] + tables[1][b] + tables[2][b] + tables[3][b];
+  }
+  int t = 255;
+  int64_t above = 0;
+  while (above + hist[t] < k) above += hist[t--]; /* some key has K at or above it: t >= 0 */
+  int64_t start[256], need = k - above, taken = 0, written = 0;
+  if (r->order == ORDER_VALUE) {
+    int64_t at = 0;
+    for (int b = 255; b > t; b--) {
+      start[b] = at;
+      at += hist[b];
+    }
+  }
+  start[t] = above;
+  uint8_t keys[CHUNK];
+  for (int64_t col = 0; col < n && written < k; col += CHUNK) {
+    int64_t count = n - col < CHUNK ? n - col : CHUNK;
+    /* Keys at or above t: above t - 1 (t == 0: every key, which `any` need not tell). */
+    uint8_t below = (uint8_t)(t ? t - 1 : 0);
+    int any = count == CHUNK ? make_chunk_keys_8(keys, row + col * stride, stride, rule, below)
+                             : make_keys_8(keys, row + col * stride, count, stride, rule, below);
+    if (!any && t) continue;
+    for (int64_t i = 0; i < count; i++) {
+      int key = keys[i];
+      if (key < t || (key == t && taken == need)) continue;
+      taken += key == t;
+      int64_t at = r->order == ORDER_VALUE ? start[key]++ : written;
+      out[at] = col + i;
+      written++;
+    }
+  }
+}
+
 EXPORT int64_t cutopk_native_abi(void) {
   return ((int64_t)CUTOPK_NATIVE_ABI << 32) | sizeof(struct cutopk_rows);
 }
@@ -413,12 +605,88 @@ static int64_t capacity_for(int64_t n, int64_t k) {
   return (n < k + slack ? n : k + slack) + CHUNK;
 }
 
+/* METHOD_INSERT (one row at a time) and METHOD_COLUMNS (CHUNK rows side by side). */
+static int select_kept(const struct cutopk_rows* r, const struct key_rule* rule) {
+  const int64_t side = r->method == METHOD_COLUMNS ? CHUNK : 1, k = r->k;
+  if (k > (INT64_MAX / 16) / side) return STATUS_NO_MEMORY;
+  /* tk: side x k keys of up to 8 bytes; tc: side x k columns; kth: side keys. */
+  char* buf = malloc((size_t)(side * k * 16 + side * 8));
+  if (buf == NULL) return STATUS_NO_MEMORY;
+  int64_t* tc = (int64_t*)buf;
+  void* tk = buf + side * k * 8;
+  void* kth = buf + side * k * 16;
+  if (r->method == METHOD_INSERT && r->n <= CHUNK) {
+    switch (r->width) {
+      case 1:
+        insert_short_rows_8(r, rule, tk, tc);
+        break;
+      case 2:
+        insert_short_rows_16(r, rule, tk, tc);
+        break;
+      case 4:
+        insert_short_rows_32(r, rule, tk, tc);
+        break;
+      default:
+        insert_short_rows_64(r, rule, tk, tc);
+        break;
+    }
+    free(buf);
+    return STATUS_OK;
+  }
+  for (int64_t i = 0; i < r->rows; i += side) {
+    const char* row = r->data + i * r->row_stride;
+    int64_t* out = r->out + i * k;
+    int64_t cols = r->rows - i < side ? r->rows - i : side;
+    if (r->method == METHOD_INSERT) {
+      switch (r->width) {
+        case 1:
+          insert_row_8(r, rule, row, tk, tc, out);
+          break;
+        case 2:
+          insert_row_16(r, rule, row, tk, tc, out);
+          break;
+        case 4:
+          insert_row_32(r, rule, row, tk, tc, out);
+          break;
+        default:
+          insert_row_64(r, rule, row, tk, tc, out);
+          break;
+      }
+    } else {
+      switch (r->width) {
+        case 1:
+          insert_columns_8(r, rule, row, cols, tk, tc, kth, out);
+          break;
+        case 2:
+          insert_columns_16(r, rule, row, cols, tk, tc, kth, out);
+          break;
+        case 4:
+          insert_columns_32(r, rule, row, cols, tk, tc, kth, out);
+          break;
+        default:
+          insert_columns_64(r, rule, row, cols, tk, tc, kth, out);
+          break;
+      }
+    }
+  }
+  free(buf);
+  return STATUS_OK;
+}
+
 /* The top K of every row: r->out gets each row's K columns in the order asked for. */
 EXPORT int cutopk_select_rows(const struct cutopk_rows* r) {
   if (r->rows < 0 || r->n < 1 || r->k < 1 || r->k > r->n) return STATUS_BAD_REQUEST;
   if (r->width != 1 && r->width != 2 && r->width != 4 && r->width != 8) return STATUS_BAD_REQUEST;
   if (r->kind == KIND_FLOAT && r->width == 1) return STATUS_BAD_REQUEST;
+  if (r->method < METHOD_THRESHOLD || r->method > METHOD_COLUMNS) return STATUS_BAD_REQUEST;
+  /* Counting: 8-bit elements, counts of 32 bits. */
+  if (r->method == METHOD_COUNT && (r->width != 1 || r->n > (int64_t)UINT32_MAX)) return STATUS_BAD_REQUEST;
   struct key_rule rule = {r->kind, r->largest ? 0 : ~(uint64_t)0, r->nan_first ? ~(uint64_t)0 : 0, r->inf_bits};
+  if (r->method == METHOD_COUNT) {
+    for (int64_t i = 0; i < r->rows; i++) count_row_8(r, &rule, r->data + i * r->row_stride, r->out + i * r->k);
+    return STATUS_OK;
+  }
+  if (r->method != METHOD_THRESHOLD) return select_kept(r, &rule);
   /* 32-bit halves hold a column while n fits in 32 bits; 64-bit keys need the wide composite. */
   int wide = r->width == 8 || r->n > (int64_t)UINT32_MAX;
   int64_t capacity = capacity_for(r->n, r->k);
