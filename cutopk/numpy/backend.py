@@ -17,8 +17,8 @@ of composite keys). Within a block, by row length:
   reads each row once against a running threshold (see ``native.py``); where it cannot run (no
   compiler, ``CUTOPK_NATIVE=0``), the NumPy routes below, with the same answers.
 - **Shorter rows, and an outer axis, on the compiled route too** (issue 42; ``_compiled_method``):
-  8-bit elements by counting (``native-count``), K up to 16 by sorted lists of the K best
-  (``native-insert``), larger K up to an eighth of the row by the threshold scan (``native``);
+  8-bit elements by counting (``native-count``), K up to 16 by the ranks of the candidates
+  above a bound (``native-rank``; 64-bit elements: sorted lists, ``native-insert``), larger K up to an eighth of the row by the threshold scan (``native``);
   rows side by side in memory (an outer axis) 64 at a time where they lie, no transposed copy
   (``native-columns``, K up to 64). Where the route cannot run, the NumPy routes below.
 
@@ -127,6 +127,7 @@ ROUTE_PASSES = {
     "long-rows": 1,  # 1x2**21 k=64: 1.5
     "native": 0.5,  # 8x128256 k=50: 0.45; 1x2**21 k=64: 0.39; 4x32000 float16 k=50: 0.8; 16x65536 k=512: 1.6
     "native-insert": 4,
+    "native-rank": 3,
     "native-count": 2,
     "native-columns": 3,
 }
@@ -143,6 +144,7 @@ ROUTE_SPLIT = {
     "long-rows": ("scan", 10),
     "native": ("scan", 1),
     "native-insert": ("scan", 1),
+    "native-rank": ("scan", 1),
     "native-count": ("scan", 1),
     "native-columns": ("scan", 1),
 }
@@ -160,8 +162,11 @@ NATIVE_MAX_K = 512
 # Shorter rows (issue 42) take the compiled route too, by the C file's other methods (each
 # exact on any input; chosen here by speed, benchmarks/results/2026-11-26-cpu-short-rows.md):
 # 8-bit elements in rows of at least COUNT_MIN_N a counting selection ("count"), K up to
-# INSERT_MAX_K a sorted list of the K best ("insert"), larger K up to SHORT_MAX_K_SHARE of the
-# row the threshold scan; an outer axis (the rows side by side in memory) COLUMNS_BLOCK rows at
+# INSERT_MAX_K the ranks of the candidates at or above a bound ("rank"; 64-bit elements a
+# sorted list of the K best, "insert"), larger K up to SHORT_MAX_K_SHARE of the row the
+# threshold scan (one thread, loaded 2-core EPYC, AVX2, CPU time: 16384x128 k=8 rank 5.9 ms,
+# insert 10.1, threshold 11.9; 2048x1024 k=16 3.8, 5.4, 5.5; 1024x4096 k=64 threshold 8.5,
+# insert 22); an outer axis (the rows side by side in memory) COLUMNS_BLOCK rows at
 # a time, read where they lie ("columns", K up to COLUMNS_MAX_K: its lists cost O(K) an entry).
 COUNT_MIN_N = 256
 INSERT_MAX_K = 16
@@ -172,6 +177,7 @@ COLUMNS_BLOCK = 64
 COMPILED_ROUTES = {
     "threshold": "native",
     "insert": "native-insert",
+    "rank": "native-rank",
     "count": "native-count",
     "columns": "native-columns",
 }
@@ -442,7 +448,7 @@ def _compiled_method(x: np.ndarray, k: int) -> str | None:
     elif x.itemsize == 1 and n >= COUNT_MIN_N:
         method = "count"
     elif k <= INSERT_MAX_K:
-        method = "insert"
+        method = "rank" if x.itemsize <= 4 else "insert"
     else:
         method = "threshold" if k <= n * SHORT_MAX_K_SHARE else None
     return method if method is not None and _native.available() else None

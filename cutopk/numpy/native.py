@@ -58,7 +58,7 @@ _KIND_UNSIGNED, _KIND_SIGNED, _KIND_FLOAT = 0, 1, 2
 _ORDER = {"value": 0, "index": 1, "none": 1}  # "none" takes index order, as the NumPy routes do
 _STATUS_NO_MEMORY, _STATUS_BAD_REQUEST = 1, 2
 # The C file's enum method: how select() selects (see the C file).
-METHODS = {"threshold": 0, "insert": 1, "count": 2, "columns": 3}
+METHODS = {"threshold": 0, "insert": 1, "count": 2, "columns": 3, "rank": 4}
 
 
 class Rows(ctypes.Structure):
@@ -239,7 +239,7 @@ def select(
     ``x``: 2-D, any strides, native byte order, ``1 <= k <= x.shape[1]``; ``out``: a C-contiguous
     int64 array of ``(rows, k)``. The order is ``order``'s ("value"; "index", or "none", which
     gives index order as the NumPy routes do); ``method``, one of ``METHODS`` (the C file says
-    which inputs each suits; every one is exact; "count" takes 8-bit elements only). Only where :func:`available`, or with
+    which inputs each suits; every one is exact; "count" takes 8-bit elements only, "rank" up to 32 bits). Only where :func:`available`, or with
     ``function`` from :func:`load` (another build: the tests' portable one)."""
     kind, inf_bits = _element(x.dtype)
     rows = Rows(

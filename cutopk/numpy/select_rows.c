@@ -54,7 +54,9 @@ enum element_kind { KIND_UNSIGNED = 0, KIND_SIGNED = 1, KIND_FLOAT = 2 };
 enum winner_order { ORDER_VALUE = 0, ORDER_INDEX = 1 };
 enum status { STATUS_OK = 0, STATUS_NO_MEMORY = 1, STATUS_BAD_REQUEST = 2 };
 /* How the rows are selected (see "Other methods" above); each is exact on every input it takes. */
-enum method { METHOD_THRESHOLD = 0, METHOD_INSERT = 1, METHOD_COUNT = 2, METHOD_COLUMNS = 3 };
+enum method { METHOD_THRESHOLD = 0, METHOD_INSERT = 1, METHOD_COUNT = 2, METHOD_COLUMNS = 3, METHOD_RANK = 4 };
+/* METHOD_RANK's candidates at most (more: the row goes to METHOD_INSERT). */
+#define RANK_ROOM(k) (4 * (k) + 32)
 
 /* One call's rows and request (native.py's ctypes mirror, field for field). */
 struct cutopk_rows {
@@ -189,6 +191,57 @@ static inline uint64_t above_mask_64(const uint64_t* keys, uint64_t t) {
   __m512i tv = _mm512_set1_epi64((long long)t);
   uint64_t m = 0;
   for (int j = 0; j < 8; j++) m |= (uint64_t)_mm512_cmpgt_epu64_mask(_mm512_loadu_si512(keys + 8 * j), tv) << (8 * j);
+  return m;
+}
+#elif defined(__AVX2__)
+/* AVX2 compares signed lanes only: both sides with the sign bit flipped compare as unsigned.
+ * A compare's lanes become bits through movemask (bytes: one bit each; wider lanes through the
+ * float movemasks, or, for 16 bits, two compares packed into bytes). */
+#include <immintrin.h>
+#define HAVE_ABOVE_MASK 1
+static inline __m256i above_8x32(const void* keys, __m256i t, __m256i sign, int bits) {
+  __m256i v = _mm256_xor_si256(_mm256_loadu_si256((const __m256i*)keys), sign);
+  switch (bits) {
+    case 8:
+      return _mm256_cmpgt_epi8(v, t);
+    case 16:
+      return _mm256_cmpgt_epi16(v, t);
+    case 32:
+      return _mm256_cmpgt_epi32(v, t);
+    default:
+      return _mm256_cmpgt_epi64(v, t);
+  }
+}
+static inline uint64_t above_mask_8(const uint8_t* keys, uint8_t t) {
+  __m256i sign = _mm256_set1_epi8((char)0x80), tv = _mm256_set1_epi8((char)(t ^ 0x80));
+  return (uint64_t)(uint32_t)_mm256_movemask_epi8(above_8x32(keys, tv, sign, 8)) |
+         (uint64_t)(uint32_t)_mm256_movemask_epi8(above_8x32(keys + 32, tv, sign, 8)) << 32;
+}
+static inline uint64_t above_mask_16(const uint16_t* keys, uint16_t t) {
+  __m256i sign = _mm256_set1_epi16((short)0x8000), tv = _mm256_set1_epi16((short)(t ^ 0x8000));
+  uint64_t m = 0;
+  for (int j = 0; j < 2; j++) {
+    /* Two vectors of 16 lanes packed into 32 bytes (quads: keys 0-7, 16-23, 8-15, 24-31),
+     * the quads put in key order. */
+    __m256i a = above_8x32(keys + 32 * j, tv, sign, 16), b = above_8x32(keys + 32 * j + 16, tv, sign, 16);
+    __m256i packed = _mm256_permute4x64_epi64(_mm256_packs_epi16(a, b), 0xD8);
+    m |= (uint64_t)(uint32_t)_mm256_movemask_epi8(packed) << (32 * j);
+  }
+  return m;
+}
+static inline uint64_t above_mask_32(const uint32_t* keys, uint32_t t) {
+  __m256i sign = _mm256_set1_epi32((int)0x80000000u), tv = _mm256_set1_epi32((int)(t ^ 0x80000000u));
+  uint64_t m = 0;
+  for (int j = 0; j < 8; j++)
+    m |= (uint64_t)_mm256_movemask_ps(_mm256_castsi256_ps(above_8x32(keys + 8 * j, tv, sign, 32))) << (8 * j);
+  return m;
+}
+static inline uint64_t above_mask_64(const uint64_t* keys, uint64_t t) {
+  __m256i sign = _mm256_set1_epi64x((long long)0x8000000000000000ull),
+          tv = _mm256_set1_epi64x((long long)(t ^ 0x8000000000000000ull));
+  uint64_t m = 0;
+  for (int j = 0; j < 16; j++)
+    m |= (uint64_t)_mm256_movemask_pd(_mm256_castsi256_pd(above_8x32(keys + 4 * j, tv, sign, 64))) << (4 * j);
   return m;
 }
 #else
@@ -447,6 +500,20 @@ static void emit_columns(const int64_t* tc, int64_t k, int order, int64_t* out) 
     tk[p] = key;                                                                                                     \
     tc[p] = col;                                                                                                     \
   }                                                                                                                  \
+  /* insert_W over a full list (key above the K-th's, which drops out), without branches: each                       \
+   * slot takes the one above it, the new key, or stays, by two comparisons with the old keys. */                    \
+  static inline void replace_##W(KT* tk, int64_t* tc, int64_t k, KT key, int64_t col) {                              \
+    for (int64_t p = k - 1; p > 0; p--) {                                                                            \
+      KT above = tk[p - 1], here = tk[p];                                                                            \
+      int64_t above_c = tc[p - 1], here_c = tc[p];                                                                   \
+      int moves = above < key, enters = here < key;                                                                  \
+      tk[p] = moves ? above : enters ? key : here;                                                                   \
+      tc[p] = moves ? above_c : enters ? col : here_c;                                                               \
+    }                                                                                                                \
+    int top = tk[0] < key;                                                                                           \
+    tk[0] = top ? key : tk[0];                                                                                       \
+    tc[0] = top ? col : tc[0];                                                                                       \
+  }                                                                                                                  \
   /* METHOD_INSERT: one row, read a chunk of keys at a time; a chunk with no key above the K-th                      \
    * kept is passed over whole. O(N) compares plus O(K) per entry (about K ln(N/K) entries on                        \
    * shuffled data, N on a rising row): for small K. */                                                              \
@@ -462,9 +529,17 @@ static void emit_columns(const int64_t* tc, int64_t k, int order, int64_t* out) 
       int any = count == CHUNK ? make_chunk_keys_##W(keys, row + col * stride, stride, rule, threshold)              \
                                : make_keys_##W(keys, row + col * stride, count, stride, rule, threshold);            \
       if (full && !any) continue;                                                                                    \
+      if (HAVE_ABOVE_MASK && full && count == CHUNK) {                                                               \
+        /* Only the keys above the chunk's first threshold can enter: one step each. */                              \
+        for (uint64_t above = above_mask_##W(keys, threshold); above; above &= above - 1) {                          \
+          int a = __builtin_ctzll(above);                                                                            \
+          if (keys[a] > tk[k - 1]) replace_##W(tk, tc, k, keys[a], col + a);                                         \
+        }                                                                                                            \
+        continue;                                                                                                    \
+      }                                                                                                              \
       for (; m < k && i < count; i++, m++) insert_##W(tk, tc, m, keys[i], col + i);                                  \
       for (; i < count; i++)                                                                                         \
-        if (keys[i] > tk[k - 1]) insert_##W(tk, tc, k - 1, keys[i], col + i);                                        \
+        if (keys[i] > tk[k - 1]) replace_##W(tk, tc, k, keys[i], col + i);                                           \
     }                                                                                                                \
     emit_columns(tc, k, r->order, out);                                                                              \
   }                                                                                                                  \
@@ -489,7 +564,7 @@ static void emit_columns(const int64_t* tc, int64_t k, int order, int64_t* out) 
         const KT* row = keys + j * n;                                                                                \
         for (int64_t c = 0; c < k; c++) insert_##W(tk, tc, c, row[c], c);                                            \
         for (int64_t c = k; c < n; c++)                                                                              \
-          if (row[c] > tk[k - 1]) insert_##W(tk, tc, k - 1, row[c], c);                                              \
+          if (row[c] > tk[k - 1]) replace_##W(tk, tc, k, row[c], c);                                                 \
         emit_columns(tc, k, r->order, r->out + (i + j) * k);                                                         \
       }                                                                                                              \
     }                                                                                                                \
@@ -535,6 +610,84 @@ DEFINE_INSERT(8, uint8_t)
 DEFINE_INSERT(16, uint16_t)
 DEFINE_INSERT(32, uint32_t)
 DEFINE_INSERT(64, uint64_t)
+
+/* METHOD_RANK (rows below 2**32, keys of up to 32 bits, small K): the row's keys are made
+ * whole, then a bound: cut the row into slices of K, the least of the K maxima down the slices
+ * (column j of every slice) is a key that K distinct elements reach, so the K-th key is at
+ * least that. The keys at or above it are the candidates (about 2K-3K on shuffled data), as
+ * composites (key, inverted column): distinct, a larger one preferred, ties to the lower index
+ * included. Each candidate's rank is the number of candidates above it (a vectorised count, no
+ * branches), and the first K ranks are the answer in value order. A row with more than
+ * `room` candidates (ties at the bound, a rising row) goes to METHOD_INSERT instead. */
+#define DEFINE_RANK(W, KT)                                                                                       \
+  static int rank_row_##W(const struct cutopk_rows* r, const struct key_rule* rule, const char* row, KT* keys,   \
+                          KT* most, uint64_t* cand, int64_t room, int64_t* out) {                                \
+    const int64_t n = r->n, k = r->k, stride = r->col_stride;                                                    \
+    int64_t col = 0;                                                                                             \
+    for (; col + CHUNK <= n; col += CHUNK) make_chunk_keys_##W(keys + col, row + col * stride, stride, rule, 0); \
+    if (col < n) make_keys_##W(keys + col, row + col * stride, n - col, stride, rule, 0);                        \
+    for (int64_t j = 0; j < k; j++) most[j] = keys[j];                                                           \
+    for (int64_t s = k; s + k <= n; s += k)                                                                      \
+      for (int64_t j = 0; j < k; j++) most[j] = keys[s + j] > most[j] ? keys[s + j] : most[j];                   \
+    KT bound = most[0];                                                                                          \
+    for (int64_t j = 1; j < k; j++) bound = most[j] < bound ? most[j] : bound;                                   \
+    int64_t c = 0, i = 0;                                                                                        \
+    if (HAVE_ABOVE_MASK && bound > 0) /* keys above bound - 1, a chunk at a time: one step each */               \
+      for (; i + CHUNK <= n; i += CHUNK) {                                                                       \
+        uint64_t above = above_mask_##W(keys + i, (KT)(bound - 1));                                              \
+        if (__builtin_popcountll(above) > room - c) return 0;                                                    \
+        for (; above; above &= above - 1) {                                                                      \
+          int64_t a = i + __builtin_ctzll(above);                                                                \
+          cand[c++] = (uint64_t)keys[a] << 32 | (uint32_t)~(uint32_t)a;                                          \
+        }                                                                                                        \
+      }                                                                                                          \
+    for (; i < n; i++) {                                                                                         \
+      cand[c] = (uint64_t)keys[i] << 32 | (uint32_t)~(uint32_t)i;                                                \
+      c += keys[i] >= bound;                                                                                     \
+      if (c == room) return 0;                                                                                   \
+    }                                                                                                            \
+    int64_t written = 0;                                                                                         \
+    for (int64_t i = 0; i < c; i++) {                                                                            \
+      uint64_t v = cand[i];                                                                                      \
+      int64_t rank = 0;                                                                                          \
+      for (int64_t j = 0; j < c; j++) rank += cand[j] > v;                                                       \
+      if (rank < k) out[r->order == ORDER_VALUE ? rank : written++] = (int64_t)(uint32_t)~(uint32_t)v;           \
+    }                                                                                                            \
+    return 1;                                                                                                    \
+  }
+
+DEFINE_RANK(8, uint8_t)
+DEFINE_RANK(16, uint16_t)
+DEFINE_RANK(32, uint32_t)
+
+/* METHOD_RANK's call: its buffers, and METHOD_INSERT's for the rows it hands over. */
+static int select_ranked(const struct cutopk_rows* r, const struct key_rule* rule) {
+  const int64_t n = r->n, k = r->k, room = RANK_ROOM(k);
+  char* buf = malloc((size_t)(n * 4 + k * 4 + room * 8 + k * 16));
+  if (buf == NULL) return STATUS_NO_MEMORY;
+  uint64_t* cand = (uint64_t*)buf;
+  int64_t* tc = (int64_t*)(buf + room * 8);
+  void* tk = buf + room * 8 + k * 8;
+  void* keys = buf + room * 8 + k * 16;
+  void* most = buf + room * 8 + k * 16 + n * 4;
+  for (int64_t i = 0; i < r->rows; i++) {
+    const char* row = r->data + i * r->row_stride;
+    int64_t* out = r->out + i * k;
+    switch (r->width) {
+      case 1:
+        if (!rank_row_8(r, rule, row, keys, most, cand, room, out)) insert_row_8(r, rule, row, tk, tc, out);
+        break;
+      case 2:
+        if (!rank_row_16(r, rule, row, keys, most, cand, room, out)) insert_row_16(r, rule, row, tk, tc, out);
+        break;
+      default:
+        if (!rank_row_32(r, rule, row, keys, most, cand, room, out)) insert_row_32(r, rule, row, tk, tc, out);
+        break;
+    }
+  }
+  free(buf);
+  return STATUS_OK;
+}
 
 /* METHOD_COUNT, 8-bit elements: a counting selection. One pass counts the row's bytes (four
  * tables, so that runs of one value do not wait on one counter), whose counts give each key's
@@ -678,7 +831,9 @@ EXPORT int cutopk_select_rows(const struct cutopk_rows* r) {
   if (r->rows < 0 || r->n < 1 || r->k < 1 || r->k > r->n) return STATUS_BAD_REQUEST;
   if (r->width != 1 && r->width != 2 && r->width != 4 && r->width != 8) return STATUS_BAD_REQUEST;
   if (r->kind == KIND_FLOAT && r->width == 1) return STATUS_BAD_REQUEST;
-  if (r->method < METHOD_THRESHOLD || r->method > METHOD_COLUMNS) return STATUS_BAD_REQUEST;
+  if (r->method < METHOD_THRESHOLD || r->method > METHOD_RANK) return STATUS_BAD_REQUEST;
+  /* Ranks: composites of keys of up to 32 bits and 32-bit columns. */
+  if (r->method == METHOD_RANK && (r->width > 4 || r->n > (int64_t)UINT32_MAX)) return STATUS_BAD_REQUEST;
   /* Counting: 8-bit elements, counts of 32 bits. */
   if (r->method == METHOD_COUNT && (r->width != 1 || r->n > (int64_t)UINT32_MAX)) return STATUS_BAD_REQUEST;
   struct key_rule rule = {r->kind, r->largest ? 0 : ~(uint64_t)0, r->nan_first ? ~(uint64_t)0 : 0, r->inf_bits};
@@ -686,6 +841,7 @@ EXPORT int cutopk_select_rows(const struct cutopk_rows* r) {
     for (int64_t i = 0; i < r->rows; i++) count_row_8(r, &rule, r->data + i * r->row_stride, r->out + i * r->k);
     return STATUS_OK;
   }
+  if (r->method == METHOD_RANK) return select_ranked(r, &rule);
   if (r->method != METHOD_THRESHOLD) return select_kept(r, &rule);
   /* 32-bit halves hold a column while n fits in 32 bits; 64-bit keys need the wide composite. */
   int wide = r->width == 8 || r->n > (int64_t)UINT32_MAX;

@@ -313,7 +313,7 @@ METHODS = tuple(native.METHODS)
 
 
 def _methods_for(x):
-    return [m for m in METHODS if m != "count" or x.itemsize == 1]
+    return [m for m in METHODS if (m != "count" or x.itemsize == 1) and (m != "rank" or x.itemsize <= 4)]
 
 
 def _views(x):
@@ -349,6 +349,23 @@ def test_every_method_matches_the_numpy_routes(dtype, n):
                     )
 
 
+@pytest.mark.parametrize("dtype", ("float32", "bfloat16", "int8", "uint16", "float64"))
+def test_every_method_on_the_portable_build(dtype, build):
+    """The steps without vector masks (x86-64's baseline build) and with them (this machine's)."""
+    dt = _dtype(dtype)
+    rng = np.random.default_rng(zlib.crc32(dtype.encode()))
+    for n, dist in ((13, "extremes"), (200, "few_distinct"), (300, "uniform"), (256, "sorted")):
+        x = make_values(rng, dt, (70, n), dist)
+        for view, k, order in itertools.product(
+            (x, np.asfortranarray(x[:, ::-1])), (1, 5, min(16, n)), ("value", "index")
+        ):
+            expected = _routes(view, k, True, True, order)
+            for method in _methods_for(view):
+                got = np.full((70, k), -1, np.int64)
+                native.select(view, k, True, True, order, got, _BUILD["function"], method=method)
+                np.testing.assert_array_equal(got, expected, err_msg=f"{method} {dist} k={k}")
+
+
 @settings(max_examples=80, deadline=None)
 @given(
     dtype=st.sampled_from(DTYPES),
@@ -377,33 +394,36 @@ def test_random_rows_by_every_method(
     x = raw.T if outer else raw
     k = max(1, round(k_share * n))
     nan_first = nan_first and largest
-    method = method if method != "count" or dt.itemsize == 1 else "insert"
+    if (method == "count" and dt.itemsize > 1) or (method == "rank" and dt.itemsize > 4):
+        method = "insert"
     got = np.full((rows, k), -1, np.int64)
     native.select(x, k, largest, nan_first, order, got, method=method)
     np.testing.assert_array_equal(got, _routes(x, k, largest, nan_first, order))
 
 
-def test_counting_refuses_wider_elements():
-    """The C file checks its request: counting is for 8-bit elements (the backend never asks
-    otherwise); a refusal is an error, never a wrong answer."""
-    x = np.zeros((2, 300), np.int16)
+@pytest.mark.parametrize("dtype, method", (("int16", "count"), ("float64", "rank"), ("uint64", "rank")))
+def test_methods_refuse_elements_they_cannot_take(dtype, method):
+    """The C file checks its request: counting is for 8-bit elements, ranks for up to 32 bits
+    (the backend never asks otherwise); a refusal is an error, never a wrong answer."""
+    x = np.zeros((2, 300), dtype)
     with pytest.raises(RuntimeError, match="status 2"):
-        native.select(x, 3, True, False, "value", np.empty((2, 3), np.int64), method="count")
+        native.select(x, 3, True, False, "value", np.empty((2, 3), np.int64), method=method)
 
 
 def test_short_rows_outer_axes_and_eight_bits_take_the_compiled_route():
     def route(shape, k, dtype=np.float32, axis=-1, order="C"):
         return cutopk.plan(np.zeros(shape, dtype, order=order), k, axis=axis).params["route"]
 
-    assert route((16384, 128), 8) == "native-insert"  # MoE routing
-    assert route((65536, 8), 2) == "native-insert"
-    assert route((1, 128), 8) == "native-insert"
-    assert route((2048, 1024), 16) == "native-insert"
+    assert route((16384, 128), 8) == "native-rank"  # MoE routing
+    assert route((65536, 8), 2) == "native-rank"
+    assert route((1, 128), 8) == "native-rank"
+    assert route((2048, 1024), 16) == "native-rank"
+    assert route((2048, 1024), 16, np.float64) == "native-insert"  # no 96-bit composites
     assert route((1024, 4096), 64) == "native"  # K above INSERT_MAX_K: the threshold scan
     assert route((64, 64), 20) != "native"  # and above an eighth of the row: the NumPy routes
     assert route((1024, 4096), 64, np.int8) == "native-count"
     assert route((1024, 4096), 64, np.uint8) == "native-count"
-    assert route((1024, 100), 8, np.int8) == "native-insert"  # short 8-bit rows: no counts
+    assert route((1024, 100), 8, np.int8) == "native-rank"  # short 8-bit rows: no counts
     assert route((2048, 1024), 16, axis=0) == "native-columns"  # read in place
     assert route((1024, 2048), 16, order="F") == "native-columns"
     assert route((2048, 1024), 65, axis=0) == "filter-outer"  # K above COLUMNS_MAX_K
