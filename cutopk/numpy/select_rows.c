@@ -689,6 +689,16 @@ static int select_ranked(const struct cutopk_rows* r, const struct key_rule* rul
   return STATUS_OK;
 }
 
+/* count_row_8's second pass for one element: a winner (key above t, or one of the first `need`
+ * equal to t) is written where value order or index order puts it; returns whether it was. */
+static inline int take_counted(int key, int64_t col, int t, int64_t need, int64_t* taken, int64_t* start,
+                               int64_t written, int order, int64_t* out) {
+  if (key < t || (key == t && *taken == need)) return 0;
+  *taken += key == t;
+  out[order == ORDER_VALUE ? start[key]++ : written] = col;
+  return 1;
+}
+
 /* METHOD_COUNT, 8-bit elements: a counting selection. One pass counts the row's bytes (four
  * tables, so that runs of one value do not wait on one counter), whose counts give each key's
  * (256 keys: the bytes' keys are a table too); the K-th key `t` and the number above it follow
@@ -736,13 +746,14 @@ static void count_row_8(const struct cutopk_rows* r, const struct key_rule* rule
     int any = count == CHUNK ? make_chunk_keys_8(keys, row + col * stride, stride, rule, below)
                              : make_keys_8(keys, row + col * stride, count, stride, rule, below);
     if (!any && t) continue;
-    for (int64_t i = 0; i < count; i++) {
-      int key = keys[i];
-      if (key < t || (key == t && taken == need)) continue;
-      taken += key == t;
-      int64_t at = r->order == ORDER_VALUE ? start[key]++ : written;
-      out[at] = col + i;
-      written++;
+    if (HAVE_ABOVE_MASK && t && count == CHUNK) { /* the keys at or above t, one step each */
+      for (uint64_t at_least = above_mask_8(keys, below); at_least; at_least &= at_least - 1) {
+        int64_t i = __builtin_ctzll(at_least);
+        written += take_counted(keys[i], col + i, t, need, &taken, start, written, r->order, out);
+      }
+    } else {
+      for (int64_t i = 0; i < count; i++)
+        written += take_counted(keys[i], col + i, t, need, &taken, start, written, r->order, out);
     }
   }
 }
