@@ -17,7 +17,7 @@ of composite keys). Within a block, by row length:
   reads each row once against a running threshold (see ``native.py``); where it cannot run (no
   compiler, ``CUTOPK_NATIVE=0``), the NumPy routes below, with the same answers.
 - **Shorter rows, and an outer axis, on the compiled route too** (issue 42; ``_compiled_method``):
-  8-bit elements by counting (``native-count``), K up to 16 by the ranks of the candidates
+  8-bit elements by counting (``native-count``), K up to 8 by the ranks of the candidates
   above a bound (``native-rank``; 64-bit elements: sorted lists, ``native-insert``), larger K up to an eighth of the row by the threshold scan (``native``);
   rows side by side in memory (an outer axis) 64 at a time where they lie, no transposed copy
   (``native-columns``, K up to 64). Where the route cannot run, the NumPy routes below.
@@ -161,17 +161,23 @@ NATIVE_MAX_K_SHARE = 1 / 64
 NATIVE_MAX_K = 512
 # Shorter rows (issue 42) take the compiled route too, by the C file's other methods (each
 # exact on any input; chosen here by speed, benchmarks/results/2026-11-26-cpu-short-rows.md):
-# 8-bit elements in rows of at least COUNT_MIN_N a counting selection ("count"), K up to
-# INSERT_MAX_K the ranks of the candidates at or above a bound ("rank"; 64-bit elements a
-# sorted list of the K best, "insert"), larger K up to SHORT_MAX_K_SHARE of the row the
-# threshold scan (one thread, loaded 2-core EPYC, AVX2, CPU time: 16384x128 k=8 rank 5.9 ms,
-# insert 10.1, threshold 11.9; 2048x1024 k=16 3.8, 5.4, 5.5; 1024x4096 k=64 threshold 8.5,
-# insert 22); an outer axis (the rows side by side in memory) COLUMNS_BLOCK rows at
-# a time, read where they lie ("columns", K up to COLUMNS_MAX_K: its lists cost O(K) an entry).
+# 8-bit elements in rows of at least COUNT_MIN_N a counting selection ("count"); K up to
+# RANK_MAX_K the ranks of the candidates at or above a bound ("rank"; 64-bit elements, K up to
+# INSERT_MAX_K, a sorted list of the K best, "insert"); larger K up to SHORT_MAX_K_SHARE of the
+# row the threshold scan from the same bound. C alone, one thread, loaded 2-core EPYC with
+# AVX2, CPU time, rank / threshold: 16384x128 k=4 4.2 / 7.0 ms, k=8 5.6 / 7.1, k=16 11.5 / 9.4;
+# 2048x1024 k=8 3.4 / 5.7, k=16 3.8 / 3.4; 65536x8 k=2 3.1 / 5.3; uint64 16384x128 insert /
+# threshold k=4 7.1 / 9.8, k=8 12.9 / 12.1. An outer axis: the rows side by side in memory,
+# COLUMNS_BLOCK at a time, read where they lie ("columns", K up to COLUMNS_MAX_K: its sorted
+# lists cost O(K) an entry).
 COUNT_MIN_N = 256
-INSERT_MAX_K = 16
+RANK_MAX_K = 8
+INSERT_MAX_K = 4
 SHORT_MAX_K_SHARE = 1 / 8
 COLUMNS_MAX_K = 64
+# Fewer rows side by side than this keep the NumPy routes: each step of the C loop would read
+# a few elements for the cost of a call (4 rows of 10**6 along axis 0: long-row ranges).
+COLUMNS_MIN_ROWS = 16
 COLUMNS_BLOCK = 64
 # The route names (plan()'s "route") of the compiled route's methods, and back.
 COMPILED_ROUTES = {
@@ -442,12 +448,12 @@ def _compiled_method(x: np.ndarray, k: int) -> str | None:
         return None  # every element (the "all" route) or a row shorter than K: no selection
     outer = rows > 1 and x.strides[0] == x.itemsize
     if outer:  # rows read side by side, a block of CHUNK at a time, where they lie
-        method = "columns" if k <= COLUMNS_MAX_K else None
+        method = "columns" if k <= COLUMNS_MAX_K and rows >= COLUMNS_MIN_ROWS else None
     elif n >= NATIVE_MIN_N:
         method = "threshold" if k <= min(NATIVE_MAX_K, n * NATIVE_MAX_K_SHARE) else None
     elif x.itemsize == 1 and n >= COUNT_MIN_N:
         method = "count"
-    elif k <= INSERT_MAX_K:
+    elif k <= (RANK_MAX_K if x.itemsize <= 4 else INSERT_MAX_K):
         method = "rank" if x.itemsize <= 4 else "insert"
     else:
         method = "threshold" if k <= n * SHORT_MAX_K_SHARE else None

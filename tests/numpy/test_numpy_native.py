@@ -417,9 +417,10 @@ def test_short_rows_outer_axes_and_eight_bits_take_the_compiled_route():
     assert route((16384, 128), 8) == "native-rank"  # MoE routing
     assert route((65536, 8), 2) == "native-rank"
     assert route((1, 128), 8) == "native-rank"
-    assert route((2048, 1024), 16) == "native-rank"
-    assert route((2048, 1024), 16, np.float64) == "native-insert"  # no 96-bit composites
-    assert route((1024, 4096), 64) == "native"  # K above INSERT_MAX_K: the threshold scan
+    assert route((2048, 1024), 8) == "native-rank"
+    assert route((2048, 1024), 4, np.float64) == "native-insert"  # no 96-bit composites
+    assert route((2048, 1024), 16) == "native"  # K above RANK_MAX_K: the threshold scan
+    assert route((1024, 4096), 64) == "native"
     assert route((64, 64), 20) != "native"  # and above an eighth of the row: the NumPy routes
     assert route((1024, 4096), 64, np.int8) == "native-count"
     assert route((1024, 4096), 64, np.uint8) == "native-count"
@@ -427,6 +428,7 @@ def test_short_rows_outer_axes_and_eight_bits_take_the_compiled_route():
     assert route((2048, 1024), 16, axis=0) == "native-columns"  # read in place
     assert route((1024, 2048), 16, order="F") == "native-columns"
     assert route((2048, 1024), 65, axis=0) == "filter-outer"  # K above COLUMNS_MAX_K
+    assert route((1 << 20, 4), 8, axis=0) == "long-rows"  # too few rows side by side
     assert route((64, 16), 16) != "native"  # K = N: no selection
     params = cutopk.plan(np.zeros((2048, 1024), np.float32), 16, axis=0).params
     assert not params.get("block_copies") and not params.get("copy")  # no transposed copy
