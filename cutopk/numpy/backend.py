@@ -126,10 +126,11 @@ ROUTE_PASSES = {
     "filter-outer": 6,  # 4096x512 k=16 along axis 0: 14.7
     "long-rows": 1,  # 1x2**21 k=64: 1.5
     "native": 0.5,  # 8x128256 k=50: 0.45; 1x2**21 k=64: 0.39; 4x32000 float16 k=50: 0.8; 16x65536 k=512: 1.6
-    "native-insert": 4,
-    "native-rank": 3,
-    "native-count": 2,
-    "native-columns": 3,
+    # Issue 42's methods (loaded machine, against the probe measured in the same run, 0.71 ns):
+    "native-insert": 6,  # as native-rank, of which it is the 64-bit twin (not measured apart)
+    "native-rank": 6,  # 16384x128 k=8: 6.7; 65536x8 k=2: 18; 131072x16 k=4: 15
+    "native-count": 2,  # 1024x4096 int8 k=64: 2.0
+    "native-columns": 8,  # 2048x1024 k=16 along axis 0: 9.4; 1024x1024: 8.2; 512x4096: 8.6
 }
 # Each route's probe family for the thread model (``threads.PROBES``) and the NumPy calls of one
 # of its blocks (or column ranges), some 1-3 us each whatever the block's size: a split adds them.
