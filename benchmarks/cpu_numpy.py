@@ -77,6 +77,10 @@ EXTRA_CASES = (
     grid.Case("llm", 8, 128256, 50, dtype="bfloat16"),
     grid.Case("indexer", 1024, 4096, 64, dtype="int8"),
     grid.Case("layout", 2048, 1024, 16, layout="axis0"),
+    # Issue 42's batched short rows (the compiled route's short-row methods), 16-bit keys.
+    grid.Case("batch", 1024, 4096, 64),
+    grid.Case("batch", 2048, 1024, 16),
+    grid.Case("batch", 1024, 4096, 64, dtype="int16"),
 )
 
 

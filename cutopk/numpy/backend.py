@@ -16,6 +16,11 @@ of composite keys). Within a block, by row length:
   ``select_rows.c`` built with the machine's C compiler on first use): one C call per block
   reads each row once against a running threshold (see ``native.py``); where it cannot run (no
   compiler, ``CUTOPK_NATIVE=0``), the NumPy routes below, with the same answers.
+- **Shorter rows, and an outer axis, on the compiled route too** (issue 42; ``_compiled_method``):
+  8-bit elements by counting (``native-count``), K up to 8 by the ranks of the candidates
+  above a bound (``native-rank``; 64-bit elements: sorted lists, ``native-insert``), larger K up to an eighth of the row by the threshold scan (``native``);
+  rows side by side in memory (an outer axis) 64 at a time where they lie, no transposed copy
+  (``native-columns``, K up to 64). Where the route cannot run, the NumPy routes below.
 
 - **Up to 64, elements of up to 32 bits** (and up to 256 in a small call): one sort of int64
   composites per row (``select_sorted``: the element's number in preference order, then its
@@ -121,6 +126,11 @@ ROUTE_PASSES = {
     "filter-outer": 6,  # 4096x512 k=16 along axis 0: 14.7
     "long-rows": 1,  # 1x2**21 k=64: 1.5
     "native": 0.5,  # 8x128256 k=50: 0.45; 1x2**21 k=64: 0.39; 4x32000 float16 k=50: 0.8; 16x65536 k=512: 1.6
+    # Issue 42's methods (loaded machine, against the probe measured in the same run, 0.71 ns):
+    "native-insert": 6,  # as native-rank, of which it is the 64-bit twin (not measured apart)
+    "native-rank": 6,  # 16384x128 k=8: 6.7; 65536x8 k=2: 18; 131072x16 k=4: 15
+    "native-count": 2,  # 1024x4096 int8 k=64: 2.0
+    "native-columns": 8,  # 2048x1024 k=16 along axis 0: 9.4; 1024x1024: 8.2; 512x4096: 8.6
 }
 # Each route's probe family for the thread model (``threads.PROBES``) and the NumPy calls of one
 # of its blocks (or column ranges), some 1-3 us each whatever the block's size: a split adds them.
@@ -134,6 +144,10 @@ ROUTE_SPLIT = {
     "filter-outer": ("scan", 40),
     "long-rows": ("scan", 10),
     "native": ("scan", 1),
+    "native-insert": ("scan", 1),
+    "native-rank": ("scan", 1),
+    "native-count": ("scan", 1),
+    "native-columns": ("scan", 1),
 }
 # The compiled route (``native``) takes rows at least this long with K at most this share of
 # them and at most NATIVE_MAX_K, where its sampled threshold scan beats the NumPy routes (one
@@ -146,6 +160,35 @@ ROUTE_SPLIT = {
 NATIVE_MIN_N = 8192
 NATIVE_MAX_K_SHARE = 1 / 64
 NATIVE_MAX_K = 512
+# Shorter rows (issue 42) take the compiled route too, by the C file's other methods (each
+# exact on any input; chosen here by speed, benchmarks/results/2026-11-26-cpu-short-rows.md):
+# 8-bit elements in rows of at least COUNT_MIN_N a counting selection ("count"); K up to
+# RANK_MAX_K the ranks of the candidates at or above a bound ("rank"; 64-bit elements, K up to
+# INSERT_MAX_K, a sorted list of the K best, "insert"); larger K up to SHORT_MAX_K_SHARE of the
+# row the threshold scan from the same bound. C alone, one thread, loaded 2-core EPYC with
+# AVX2, CPU time, rank / threshold: 16384x128 k=4 4.2 / 7.0 ms, k=8 5.6 / 7.1, k=16 11.5 / 9.4;
+# 2048x1024 k=8 3.4 / 5.7, k=16 3.8 / 3.4; 65536x8 k=2 3.1 / 5.3; uint64 16384x128 insert /
+# threshold k=4 7.1 / 9.8, k=8 12.9 / 12.1. An outer axis: the rows side by side in memory,
+# COLUMNS_BLOCK at a time, read where they lie ("columns", K up to COLUMNS_MAX_K: its sorted
+# lists cost O(K) an entry).
+COUNT_MIN_N = 256
+RANK_MAX_K = 8
+INSERT_MAX_K = 4
+SHORT_MAX_K_SHARE = 1 / 8
+COLUMNS_MAX_K = 64
+# Fewer rows side by side than this keep the NumPy routes: each step of the C loop would read
+# a few elements for the cost of a call (4 rows of 10**6 along axis 0: long-row ranges).
+COLUMNS_MIN_ROWS = 16
+COLUMNS_BLOCK = 64
+# The route names (plan()'s "route") of the compiled route's methods, and back.
+COMPILED_ROUTES = {
+    "threshold": "native",
+    "insert": "native-insert",
+    "rank": "native-rank",
+    "count": "native-count",
+    "columns": "native-columns",
+}
+COMPILED_METHODS = {route: method for method, route in COMPILED_ROUTES.items()}
 # Above this many candidates in a block, or a quarter of it (equal rows, a pivot among ties),
 # rows tied at the pivot are settled on their masks before the rest are listed: listing every
 # element as an int64 position (and its row, column, value) takes some 40 bytes per element.
@@ -370,9 +413,12 @@ def _route_on(x: np.ndarray, k: int, threads: int) -> tuple[str, int, int]:
     """:func:`_route` on exactly ``threads`` threads."""
     rows, n = x.shape
     native = x.dtype == x.dtype.newbyteorder("=")
-    if native and _compiled_takes(x, k):
-        step = max(1, FILTER_BLOCK_BYTES // (n * x.itemsize))
-        return "native", threads, min(step, -(-rows // threads))
+    method = _compiled_method(x, k) if native else None
+    if method is not None:
+        step = min(max(1, FILTER_BLOCK_BYTES // (n * x.itemsize)), -(-rows // threads))
+        if method == "columns":  # whole blocks of the C file's CHUNK rows side by side
+            step = -(-step // COLUMNS_BLOCK) * COLUMNS_BLOCK
+        return COMPILED_ROUTES[method], threads, step
     if _long_rows.takes(rows, n, threads):
         return "long-rows", threads, 0
     filtered = n >= PREFILTER_MIN_N and k <= n * PREFILTER_MAX_K_SHARE
@@ -400,18 +446,24 @@ def _route_on(x: np.ndarray, k: int, threads: int) -> tuple[str, int, int]:
     return name, threads, step
 
 
-def _compiled_takes(x: np.ndarray, k: int) -> bool:
-    """Whether the compiled route (``native.select``) takes ``x`` (2-D, native byte order):
-    long rows, a small K, not an outer axis (read across rows, its strided rows would miss
-    the cache), and the route built and not turned off."""
+def _compiled_method(x: np.ndarray, k: int) -> str | None:
+    """How the compiled route (``native.select``) selects ``x`` (2-D, native byte order), one of
+    ``native.METHODS``, or None where it does not take it (or is not built, or turned off)."""
     rows, n = x.shape
+    if k >= n:
+        return None  # every element (the "all" route) or a row shorter than K: no selection
     outer = rows > 1 and x.strides[0] == x.itemsize
-    return (
-        n >= NATIVE_MIN_N
-        and k <= min(NATIVE_MAX_K, n * NATIVE_MAX_K_SHARE)
-        and not outer
-        and _native.available()
-    )
+    if outer:  # rows read side by side, a block of CHUNK at a time, where they lie
+        method = "columns" if k <= COLUMNS_MAX_K and rows >= COLUMNS_MIN_ROWS else None
+    elif n >= NATIVE_MIN_N:
+        method = "threshold" if k <= min(NATIVE_MAX_K, n * NATIVE_MAX_K_SHARE) else None
+    elif x.itemsize == 1 and n >= COUNT_MIN_N:
+        method = "count"
+    elif k <= (RANK_MAX_K if x.itemsize <= 4 else INSERT_MAX_K):
+        method = "rank" if x.itemsize <= 4 else "insert"
+    else:
+        method = "threshold" if k <= n * SHORT_MAX_K_SHARE else None
+    return method if method is not None and _native.available() else None
 
 
 def describe(a, req: Request) -> dict:
@@ -435,7 +487,7 @@ def describe(a, req: Request) -> dict:
         }
     name, threads, _, why = _route(x, req.k, _threads.get_num_threads())
     native = x.dtype == x.dtype.newbyteorder("=")
-    in_place = ("filter-outer", "long-rows", "native")
+    in_place = ("filter-outer", "long-rows", *COMPILED_METHODS)
     blocks = name not in in_place and not (x.flags.c_contiguous and native)
     return {
         "route": name,
@@ -478,8 +530,9 @@ def _select_on(x, k: int, largest: bool, nan_first: bool, order: str, name: str,
 
     def one(start: int) -> None:
         block = x[start : start + step]
-        if name == "native":  # the rows as they lie, any strides
-            _native.select(block, k, largest, nan_first, order, idx[start : start + step])
+        if name in COMPILED_METHODS:  # the rows as they lie, any strides
+            method = COMPILED_METHODS[name]
+            _native.select(block, k, largest, nan_first, order, idx[start : start + step], method=method)
             return
         if outer:
             idx[start : start + step] = _select_outer(block.T, k, largest, nan_first, order)

@@ -62,12 +62,14 @@ FLAGS = (
 ASAN_ENV_VAR = "CUTOPK_NATIVE_ASAN"
 ASAN_FLAGS = ("-fsanitize=address", "-fno-omit-frame-pointer", "-g")
 # The C file's ABI number and the size of its struct cutopk_rows (cutopk_native_abi()).
-ABI = 1
+ABI = 2
 
 # The C file's enums.
 _KIND_UNSIGNED, _KIND_SIGNED, _KIND_FLOAT = 0, 1, 2
 _ORDER = {"value": 0, "index": 1, "none": 1}  # "none" takes index order, as the NumPy routes do
 _STATUS_NO_MEMORY, _STATUS_BAD_REQUEST = 1, 2
+# The C file's enum method: how select() selects (see the C file).
+METHODS = {"threshold": 0, "insert": 1, "count": 2, "columns": 3, "rank": 4}
 
 
 class Rows(ctypes.Structure):
@@ -87,7 +89,7 @@ class Rows(ctypes.Structure):
         ("largest", ctypes.c_int32),
         ("nan_first", ctypes.c_int32),
         ("order", ctypes.c_int32),
-        ("reserved", ctypes.c_int32),
+        ("method", ctypes.c_int32),
     )
 
 
@@ -381,13 +383,21 @@ def _element(dtype: np.dtype) -> tuple[int, int]:
 
 
 def select(
-    x: np.ndarray, k: int, largest: bool, nan_first: bool, order: str, out: np.ndarray, function=None
+    x: np.ndarray,
+    k: int,
+    largest: bool,
+    nan_first: bool,
+    order: str,
+    out: np.ndarray,
+    function=None,
+    method: str = "threshold",
 ) -> None:
     """Write the column indices of the top K of each row of ``x`` into ``out``.
 
     ``x``: 2-D, any strides, native byte order, ``1 <= k <= x.shape[1]``; ``out``: a C-contiguous
     int64 array of ``(rows, k)``. The order is ``order``'s ("value"; "index", or "none", which
-    gives index order as the NumPy routes do). Only where :func:`available`, or with
+    gives index order as the NumPy routes do); ``method``, one of ``METHODS`` (the C file says
+    which inputs each suits; every one is exact; "count" takes 8-bit elements only, "rank" up to 32 bits). Only where :func:`available`, or with
     ``function`` from :func:`load` (another build: the tests' portable one)."""
     kind, inf_bits = _element(x.dtype)
     rows = Rows(
@@ -404,7 +414,7 @@ def select(
         int(largest),
         int(nan_first),
         _ORDER[order],
-        0,
+        METHODS[method],
     )
     status = (function or _function())(ctypes.byref(rows))
     if status == _STATUS_NO_MEMORY:

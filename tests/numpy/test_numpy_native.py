@@ -315,3 +315,182 @@ def test_reference_agrees_on_a_long_nan_row():
         expected = reference_top_k(x, 100, nan=nan)
         np.testing.assert_array_equal(indices, expected[1])
         np.testing.assert_array_equal(values.view(np.uint32), expected[0].view(np.uint32))
+
+
+# Issue 42: the C file's other methods (short rows, 8-bit counting, rows side by side) and the
+# routes that take them. Every method is exact on every input it accepts, whatever the speed.
+METHODS = tuple(native.METHODS)
+
+
+def _methods_for(x):
+    return [m for m in METHODS if (m != "count" or x.itemsize == 1) and (m != "rank" or x.itemsize <= 4)]
+
+
+def _views(x):
+    """Rows as they lie in several layouts: C order, reversed columns, Fortran order (the rows
+    side by side: an outer axis), every other row and every third column, and the rows of a
+    transposed C array."""
+    views = (x, x[:, ::-1], np.asfortranarray(x), x[::2, 1::3], np.ascontiguousarray(x.T).T)
+    return [v for v in views if v.shape[1]]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", (1, 8, 13, 64, 65, 200))
+def test_every_method_matches_the_numpy_routes(dtype, n):
+    """70 rows: column blocks of 64 and a part one; rows of at most 64 keyed several at a time
+    (packed or not); chunk boundaries; ties, NaN, infinities and both zeros, rising rows (an
+    entry for every element)."""
+    dt = _dtype(dtype)
+    rng = np.random.default_rng(zlib.crc32(f"{dtype} {n}".encode()))
+    for dist in ("few_distinct", "extremes", "sorted"):
+        x = make_values(rng, dt, (70, n), dist)
+        for view in _views(x):
+            m = view.shape[1]
+            for k, largest, nan_first, order in itertools.product(
+                sorted({1, min(2, m), max(1, m // 3), m}), (True, False), (False, True), ("value", "index")
+            ):
+                nan_first = nan_first and largest
+                expected = _routes(view, k, largest, nan_first, order)
+                for method in _methods_for(view):
+                    got = np.full((view.shape[0], k), -1, np.int64)
+                    native.select(view, k, largest, nan_first, order, got, method=method)
+                    np.testing.assert_array_equal(
+                        got, expected, err_msg=f"{method} {dist} {view.strides} k={k}"
+                    )
+
+
+@pytest.mark.parametrize("dtype", ("float32", "bfloat16", "int8", "uint16", "float64"))
+def test_every_method_on_the_portable_build(dtype, build):
+    """The steps without vector masks (x86-64's baseline build) and with them (this machine's)."""
+    dt = _dtype(dtype)
+    rng = np.random.default_rng(zlib.crc32(dtype.encode()))
+    for n, dist in ((13, "extremes"), (200, "few_distinct"), (300, "uniform"), (256, "sorted")):
+        x = make_values(rng, dt, (70, n), dist)
+        for view, k, order in itertools.product(
+            (x, np.asfortranarray(x[:, ::-1])), (1, 5, min(16, n)), ("value", "index")
+        ):
+            expected = _routes(view, k, True, True, order)
+            for method in _methods_for(view):
+                got = np.full((70, k), -1, np.int64)
+                native.select(view, k, True, True, order, got, _BUILD["function"], method=method)
+                np.testing.assert_array_equal(got, expected, err_msg=f"{method} {dist} k={k}")
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    dtype=st.sampled_from(DTYPES),
+    rows=st.integers(1, 140),
+    n=st.integers(1, 300),
+    k_share=st.floats(0, 1),
+    largest=st.booleans(),
+    nan_first=st.booleans(),
+    order=st.sampled_from(("value", "index")),
+    seed=st.integers(0, 2**32 - 1),
+    outer=st.booleans(),
+    levels=st.sampled_from((0, 2, 40)),
+    method=st.sampled_from(METHODS),
+)
+def test_random_rows_by_every_method(
+    dtype, rows, n, k_share, largest, nan_first, order, seed, outer, levels, method
+):
+    """Random bits (every NaN payload, subnormals) or few levels, as rows or side by side."""
+    dt = _dtype(dtype)
+    rng = np.random.default_rng(seed)
+    shape = (n, rows) if outer else (rows, n)
+    raw = rng.integers(0, 256, (*shape[:-1], shape[-1] * dt.itemsize), dtype=np.uint8).view(dt)
+    if levels:
+        raw = raw.view(f"u{dt.itemsize}") % levels
+        raw = raw.astype(f"u{dt.itemsize}").view(dt) if dt.kind != "f" else raw.astype(dt)
+    x = raw.T if outer else raw
+    k = max(1, round(k_share * n))
+    nan_first = nan_first and largest
+    if (method == "count" and dt.itemsize > 1) or (method == "rank" and dt.itemsize > 4):
+        method = "insert"
+    got = np.full((rows, k), -1, np.int64)
+    native.select(x, k, largest, nan_first, order, got, method=method)
+    np.testing.assert_array_equal(got, _routes(x, k, largest, nan_first, order))
+
+
+@pytest.mark.parametrize("dtype, method", (("int16", "count"), ("float64", "rank"), ("uint64", "rank")))
+def test_methods_refuse_elements_they_cannot_take(dtype, method):
+    """The C file checks its request: counting is for 8-bit elements, ranks for up to 32 bits
+    (the backend never asks otherwise); a refusal is an error, never a wrong answer."""
+    x = np.zeros((2, 300), dtype)
+    with pytest.raises(RuntimeError, match="status 2"):
+        native.select(x, 3, True, False, "value", np.empty((2, 3), np.int64), method=method)
+
+
+def test_short_rows_outer_axes_and_eight_bits_take_the_compiled_route():
+    def route(shape, k, dtype=np.float32, axis=-1, order="C"):
+        return cutopk.plan(np.zeros(shape, dtype, order=order), k, axis=axis).params["route"]
+
+    assert route((16384, 128), 8) == "native-rank"  # MoE routing
+    assert route((65536, 8), 2) == "native-rank"
+    assert route((1, 128), 8) == "native-rank"
+    assert route((2048, 1024), 8) == "native-rank"
+    assert route((2048, 1024), 4, np.float64) == "native-insert"  # no 96-bit composites
+    assert route((2048, 1024), 16) == "native"  # K above RANK_MAX_K: the threshold scan
+    assert route((1024, 4096), 64) == "native"
+    assert route((64, 64), 20) != "native"  # and above an eighth of the row: the NumPy routes
+    assert route((1024, 4096), 64, np.int8) == "native-count"
+    assert route((1024, 4096), 64, np.uint8) == "native-count"
+    assert route((1024, 100), 8, np.int8) == "native-rank"  # short 8-bit rows: no counts
+    assert route((2048, 1024), 16, axis=0) == "native-columns"  # read in place
+    assert route((1024, 2048), 16, order="F") == "native-columns"
+    assert route((2048, 1024), 65, axis=0) == "filter-outer"  # K above COLUMNS_MAX_K
+    assert route((1 << 20, 4), 8, axis=0) == "long-rows"  # too few rows side by side
+    assert route((64, 16), 16) != "native"  # K = N: no selection
+    params = cutopk.plan(np.zeros((2048, 1024), np.float32), 16, axis=0).params
+    assert not params.get("block_copies") and not params.get("copy")  # no transposed copy
+
+
+@pytest.mark.parametrize(
+    "shape, k, dtype, axis",
+    [
+        ((300, 128), 8, "float32", -1),
+        ((1000, 8), 2, "float32", -1),
+        ((1, 128), 8, "float32", -1),
+        ((130, 64), 5, "bfloat16", -1),
+        ((40, 4096), 64, "int8", -1),
+        ((40, 700), 3, "uint8", -1),
+        ((1000, 100), 16, "float32", 0),
+        ((300, 90), 7, "float64", 0),
+        ((6, 50, 7), 4, "float16", 1),
+    ],
+)
+def test_top_k_on_short_rows_matches_the_reference(shape, k, dtype, axis, monkeypatch):
+    monkeypatch.delenv(native.ENV_VAR, raising=False)
+    dt = _dtype(dtype)
+    x = make_values(
+        np.random.default_rng(len(shape) * k), dt, shape, "nan" if dt.kind == "f" else "few_distinct"
+    )
+    assert cutopk.plan(x, k, axis=axis).params["route"].startswith("native")
+    for mode, nan, order in itertools.product(("largest", "smallest"), ("last", "largest"), (True, "index")):
+        check_top_k(x, k, axis=axis, mode=mode, nan=nan, sorted=order)
+    check_top_k(x[..., ::-2] if axis == -1 else x[::-2], k, axis=axis)
+
+
+def test_without_the_compiled_route_short_rows_keep_the_numpy_routes(monkeypatch):
+    """CUTOPK_NATIVE=0: the NumPy routes of before, named in plan(), with the same answers."""
+    x = make_values(np.random.default_rng(4), np.dtype(np.float32), (2048, 128), "few_distinct")
+    y = make_values(np.random.default_rng(5), np.dtype(np.int8), (64, 4096), "uniform")
+    on = [cutopk.top_k(x, 8), cutopk.top_k(x, 16, axis=0), cutopk.top_k(y, 64)]
+    monkeypatch.setenv(native.ENV_VAR, "0")
+    assert cutopk.plan(x, 8).params["route"] == "composite"
+    assert cutopk.plan(x, 16, axis=0).params["route"] == "filter-outer"
+    assert cutopk.plan(y, 64).params["route"] == "filter"
+    off = [cutopk.top_k(x, 8), cutopk.top_k(x, 16, axis=0), cutopk.top_k(y, 64)]
+    for a, b in zip(on, off, strict=True):
+        np.testing.assert_array_equal(a.indices, b.indices)
+        np.testing.assert_array_equal(a.values, b.values)
+
+
+def test_short_rows_identical_on_every_thread_count():
+    x = make_values(np.random.default_rng(6), np.dtype(np.float32), (4099, 128), "few_distinct")
+    answers = []
+    for threads in (1, 2, 3):
+        with cutopk.num_threads(threads):
+            answers.append((cutopk.top_k(x, 8), cutopk.top_k(x, 8, axis=0)))
+    for rows, cols in answers[1:]:
+        np.testing.assert_array_equal(rows.indices, answers[0][0].indices)
+        np.testing.assert_array_equal(cols.indices, answers[0][1].indices)
