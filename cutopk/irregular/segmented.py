@@ -356,19 +356,12 @@ def _gather(data, starts, lengths, worst):
 
 def differentiable(data, offsets, k, mode, sorted_, nan, index_dtype, backend, algorithm, max_length=None):
     """``(select, starts_of)`` for :func:`cutopk._core.autograd.segmented_top_k`: the selection from
-    the detached data, and each segment's start in data of length n (the offsets: checked on the
-    host, or for a CUDA tensor as they are, on the device)."""
+    the detached data, and each segment's start in data of length n (the offsets, checked on the
+    host: with offsets on the device, the gradient's route reads them back, once per call)."""
 
     def run(detached):
         return segmented_top_k(
             detached, offsets, k, mode, sorted_, nan, index_dtype, backend, algorithm, max_length
         )
 
-    def starts_of(n: int):
-        if type(offsets).__module__.split(".")[0] == "torch" and offsets.device.type == "cuda":
-            # On the device: not read back. A bad segment's winners are padding (index -1),
-            # which passes no gradient whatever its start.
-            return offsets[:-1].long()
-        return check_offsets(offsets, n)[:-1]
-
-    return run, starts_of
+    return run, lambda n: check_offsets(offsets, n)[:-1]
