@@ -65,6 +65,15 @@ struct Parts {
   int count;
 };
 
+template <class T>
+__device__ __forceinline__ void set_slot(Parts<T>& parts, int q, const T* values, const void* indices, long long width,
+                                         long long offset) {
+  parts.values[q] = values;
+  parts.indices[q] = indices;
+  parts.width[q] = width;
+  parts.offset[q] = offset;
+}
+
 // Step 1: every candidate's key and index in shared memory; the number of real ones in *real.
 template <class T>
 __device__ __forceinline__ void stage(const Parts<T>& parts, long long row, int largest, int nan_first, int index_bytes,
@@ -186,19 +195,19 @@ merge_parts(const T* __restrict__ v0, const void* __restrict__ i0, long long w0,
   extern __shared__ unsigned long long merge_shared[];
   const long long row = blockIdx.x;
   if (row >= rows) return;  // the whole block leaves together
-  if (threadIdx.x == 0) {
-    const T* values[CUTOPK_MERGE_PARTS] = {v0, v1, v2, v3, v4, v5, v6, v7};
-    const void* indices[CUTOPK_MERGE_PARTS] = {i0, i1, i2, i3, i4, i5, i6, i7};
-    const long long widths[CUTOPK_MERGE_PARTS] = {w0, w1, w2, w3, w4, w5, w6, w7};
-    const long long offsets[CUTOPK_MERGE_PARTS] = {o0, o1, o2, o3, o4, o5, o6, o7};
+  if (threadIdx.x == 0) {   // slot by slot: no local array (no stack frame)
+    set_slot(p, 0, v0, i0, w0, o0);
+    set_slot(p, 1, v1, i1, w1, o1);
+    set_slot(p, 2, v2, i2, w2, o2);
+    set_slot(p, 3, v3, i3, w3, o3);
+    set_slot(p, 4, v4, i4, w4, o4);
+    set_slot(p, 5, v5, i5, w5, o5);
+    set_slot(p, 6, v6, i6, w6, o6);
+    set_slot(p, 7, v7, i7, w7, o7);
     p.count = parts;
     p.first[0] = 0;
     for (int q = 0; q < parts; ++q) {
-      p.values[q] = values[q];
-      p.indices[q] = indices[q];
-      p.width[q] = widths[q];
-      p.offset[q] = offsets[q];
-      p.first[q + 1] = p.first[q] + (int)widths[q];
+      p.first[q + 1] = p.first[q] + (int)p.width[q];
       p.sorted[q] = 1;
     }
     real = 0;
