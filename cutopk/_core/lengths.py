@@ -82,6 +82,11 @@ def check(lengths, arr, req: _checks.Request):
                 )
             longest = int(high)
     lengths = xp.asarray(lengths)
+    if xp is not np and longest is None and lengths.device.id != arr.device.id:
+        # A kernel would read them from another device's memory: not read back, so check here.
+        raise ValueError(
+            f"lengths: expected an array on the input's device {arr.device.id}, got device {lengths.device.id}"
+        )
     if xp is not np and misaligned(lengths):  # before any CuPy kernel (astype) reads it
         lengths = aligned_copy(lengths)
     # asarray, not ascontiguousarray: that makes a 0-d array (a 1-D input's lengths) 1-d.

@@ -301,3 +301,14 @@ def test_max_length_plans_device_offsets_on_the_bound(cupy):
         cutopk.segmented_top_k(cupy.asarray(data), offsets, 5, max_length=64)
     with pytest.raises(ValueError, match="max_length: expected None or an int >= 0"):
         cutopk.segmented_top_k(cupy.asarray(data), offsets, 5, max_length=-1)
+
+
+def test_device_lengths_and_offsets_on_another_device_are_refused(cupy):
+    x = cupy.asarray(_values(11, (8, N)))
+    data = cupy.asarray(_values(12, (N,)))
+    with cupy.cuda.Device(1):
+        lengths, offsets = cupy.asarray(LENGTHS), cupy.asarray(OFFSETS)
+    with pytest.raises(ValueError, match="lengths: expected an array on the input's device 0, got device 1"):
+        cutopk.top_k(x, K, lengths=lengths)
+    with pytest.raises(ValueError, match="offsets: expected an array on data's device 0, got device 1"):
+        cutopk.segmented_top_k(data, offsets, K)
