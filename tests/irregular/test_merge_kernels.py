@@ -173,3 +173,25 @@ def test_a_first_launch_with_fewer_candidates_than_k(index_dtype):
     parts = [(v, i.astype(index_dtype)) for v, i in parts]
     for order in ("value", "index"):
         check(parts, 10, order=order)
+
+
+def test_gradients_of_cuda_tensor_parts_reach_the_winners(cupy, monkeypatch):
+    """The kernel's positions carry the gradient to each winner's place in its part, as on the
+    CPU (torch CUDA tensors of the stand-in)."""
+    torch = pytest.importorskip("torch")
+    from standin import torch_cuda
+
+    torch_cuda.install(monkeypatch)
+    rng = np.random.default_rng(7)
+    host = [rng.permutation(40).reshape(2, 20)[:, :6].astype(np.float32) for _ in range(3)]
+    indices = [np.arange(6)[None].repeat(2, 0) + 10 * j for j in range(3)]
+    cpu = [torch.tensor(v, requires_grad=True) for v in host]
+    gpu = [torch_cuda.to_cuda(v).requires_grad_(True) for v in host]
+    weights = torch.arange(5.0)
+    r = cutopk.merge_top_k([(v, torch.from_numpy(i)) for v, i in zip(cpu, indices, strict=True)], 5)
+    (r.values * weights).sum().backward()
+    monkeypatch.setattr(_merge, "_merge", None)  # the GPU parts must take the kernel
+    r = cutopk.merge_top_k([(v, torch_cuda.to_cuda(i)) for v, i in zip(gpu, indices, strict=True)], 5)
+    (r.values * torch_cuda.to_cuda(weights)).sum().backward()
+    for a, b in zip(cpu, gpu, strict=True):
+        np.testing.assert_array_equal(a.grad.numpy(), b.grad.cpu().numpy())
