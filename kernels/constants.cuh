@@ -15,6 +15,10 @@
 #define CUTOPK_TRANSPOSE_THREADS 256   // 8 warps over a 32 x 32 tile (transpose.cu)
 #define CUTOPK_ORDER_TILE_THREADS 512  // order_tiles: at most one thread per compare-exchange pair of a tile
 #define CUTOPK_ORDER_MERGE_THREADS 256
+#define CUTOPK_MERGE_THREADS 256  // merge_parts (merge.cu): a block per row
+
+// merge_parts: the parts one launch reads (merge_top_k; more are merged by further launches).
+#define CUTOPK_MERGE_PARTS 8
 
 // warp_radix: one warp per row, WARP_RADIX_WARPS rows per block (WARP_RADIX_THREADS / 32, checked
 // in warp_radix.cu); WARP_RADIX_CAP shared (key, index) pairs per warp, at least twice

@@ -4,13 +4,17 @@
 //   LENGTHS   row r starts at r * row_stride and takes part with its first extents[r] elements
 //             (top_k(..., lengths=)); the rows are still planned as n long;
 //   SEGMENTS  row r is the CSR segment [extents[r], extents[r + 1]) of a 1-D input read with
-//             stride col_stride (segmented_top_k); n is the longest segment.
+//             stride col_stride (segmented_top_k); n is the width the rows are planned on (at
+//             least the longest segment), and row_stride, which a segment does not use, carries
+//             the input's length (or any bound past it where the host has checked the offsets).
 // Positions inside a row (the indices the kernels write) count from the row's start, so a
 // segment's indices are positions inside the segment, as docs/SPEC.md asks.
 //
-// The host checks every length (0 <= length <= n) before a launch; the clamp to [0, n] here is a
-// second line of defence that keeps a bad extents array from making a kernel read outside the
-// input. It never changes a checked call's result.
+// The check (docs/SPEC.md): lengths and offsets on the host are checked there before a launch;
+// those on the device are never read back by the host (no wait, so a call can be captured in a
+// CUDA graph) but checked here, in the launch: a row whose length is outside [0, n], or a segment
+// whose bounds decrease, lie outside [0, input length] or are more than n apart, takes part with
+// no element at all, so the kernel writes it as padding only, and never reads outside the input.
 #pragma once
 
 #include "constants.cuh"
@@ -27,14 +31,16 @@ __device__ __forceinline__ RowExtent row_extent(long long row, long long n, long
                                                 const long long* __restrict__ extents, int kind) {
   RowExtent e;
   if (kind == CUTOPK_ROWS_SEGMENTS) {
-    const long long first = extents[row];
-    e.start = first * col_stride;
-    e.length = extents[row + 1] - first;
+    const long long first = extents[row], end = extents[row + 1];
+    // end - first cannot overflow once both are in [0, row_stride].
+    const bool inside = first >= 0 && first <= end && end <= row_stride && end - first <= n;
+    e.start = inside ? first * col_stride : 0;
+    e.length = inside ? end - first : 0;
   } else {
     e.start = row * row_stride;
-    e.length = kind == CUTOPK_ROWS_REGULAR ? n : extents[row];  // CUTOPK_ROWS_LENGTHS
+    const long long length = kind == CUTOPK_ROWS_REGULAR ? n : extents[row];  // CUTOPK_ROWS_LENGTHS
+    e.length = length >= 0 && length <= n ? length : 0;
   }
-  e.length = max(0LL, min(e.length, n));
   return e;
 }
 

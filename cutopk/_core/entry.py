@@ -158,7 +158,8 @@ def plan(
         arr, call = lengths_.narrowed(arr, call, longest)
         kernel_call = lengths_.kernel_call(call)
     if kernel_call is not None:
-        return lengths_.describe_in_kernel(_call.describe(kernel_call, cached, arr), arr.shape[call.req.axis])
+        planned = _call.describe(kernel_call, cached, arr)
+        return lengths_.describe_in_kernel(planned, arr.shape[call.req.axis], longest is not None)
     return lengths_.describe(_call.describe(call, cached, arr), arr)
 
 

@@ -15,10 +15,13 @@ order (any order is allowed; index order puts the padding last, as docs/SPEC.md 
 The copy costs one read and one write of the input.
 
 How lengths are checked: an integer array of the batch shape (the input's shape without the
-axis), NumPy or the input's own array kind. The range ``0 <= lengths[r] <= n`` is checked
-before any work: on the host for NumPy lengths; for GPU lengths by one reduction on the device
-whose single boolean is read back (the one host synchronisation of a call with GPU lengths).
-A length out of range is a ValueError, never a clamp or an out-of-bounds read.
+axis), NumPy or the input's own array kind. Lengths on the host (NumPy, CPU torch) are checked
+before any work: ``0 <= lengths[r] <= n``, else a ValueError; the rows are then planned on the
+longest length (rounded up: :func:`narrowed`). Lengths on the device are never read back (no
+device-to-host copy, no synchronisation, so a call can be captured in a CUDA graph): the kernels
+check each row's length in the launch (kernels/row_extent.cuh), a length outside ``[0, n]``
+giving a row of padding, and the rows are planned on the axis length ``n``, as the masking route
+(mask, then ``top_k`` of whole rows) is; each kernel reads only a row's own elements.
 """
 
 from __future__ import annotations
@@ -32,9 +35,10 @@ from .._request import dtypes as _dtypes
 
 def check(lengths, arr, req: _checks.Request):
     """``(lengths, longest)``: ``lengths`` as a C-contiguous int64 array of ``arr``'s kind and
-    device with the batch shape, after the checks of docs/SPEC.md (ValueError for a bad shape or a
-    length out of range, TypeError for a non-integer array, ValueError for an unsigned index
-    dtype), and the longest length (read back with the range check)."""
+    device with the batch shape, after the checks of docs/SPEC.md (ValueError for a bad shape,
+    TypeError for a non-integer array, ValueError for an unsigned index dtype; for lengths on the
+    host, ValueError for a length out of range), and the longest length where the host knows it
+    (lengths on the host), else None (lengths on the device: never read back)."""
     if req.index_dtype.kind != "i":
         raise ValueError(
             f"index_dtype: with lengths, padding is index -1, so a signed type is needed (int64 or int32), "
@@ -66,18 +70,25 @@ def check(lengths, arr, req: _checks.Request):
         raise ValueError(
             f"lengths: expected shape {batch} (the input's shape without axis {req.axis}), got {tuple(lengths.shape)}"
         )
+    longest = None
+    if isinstance(lengths, np.ndarray):  # on the host: checked here, before any work
+        longest = 0
+        if lengths.size:
+            low, high = lengths.min(), lengths.max()
+            if low < 0 or high > req.n:
+                raise ValueError(
+                    f"lengths: expected 0 <= lengths[r] <= {req.n} (the length of axis {req.axis}), "
+                    f"got values from {int(low)} to {int(high)}"
+                )
+            longest = int(high)
     lengths = xp.asarray(lengths)
-    if xp is not np and misaligned(lengths):  # before any CuPy kernel (min, max, astype) reads it
+    if xp is not np and longest is None and lengths.device.id != arr.device.id:
+        # A kernel would read them from another device's memory: not read back, so check here.
+        raise ValueError(
+            f"lengths: expected an array on the input's device {arr.device.id}, got device {lengths.device.id}"
+        )
+    if xp is not np and misaligned(lengths):  # before any CuPy kernel (astype) reads it
         lengths = aligned_copy(lengths)
-    longest = 0
-    if lengths.size:
-        low, high = lengths.min(), lengths.max()
-        if bool(low < 0) or bool(high > req.n):  # on a GPU: one reduction read back
-            raise ValueError(
-                f"lengths: expected 0 <= lengths[r] <= {req.n} (the length of axis {req.axis}), "
-                f"got values from {int(low)} to {int(high)}"
-            )
-        longest = int(high)
     # asarray, not ascontiguousarray: that makes a 0-d array (a 1-D input's lengths) 1-d.
     lengths = xp.asarray(lengths, dtype=np.int64, order="C")
     if xp is np and not lengths.flags.aligned:
@@ -85,12 +96,15 @@ def check(lengths, arr, req: _checks.Request):
     return lengths, longest  # the kernels index it by row number
 
 
-def narrowed(arr, call, longest: int):
+def narrowed(arr, call, longest: int | None):
     """``(arr, call)`` with the rows cut to the width the call is planned on: the longest length
     rounded up to a power of two (a handful of plans per shape, not one per longest), at least
     k, at most n. The cut is a view: no element past a row's length takes part, so the result
-    is the same, and a shorter row can take a cheaper family (warp_row rather than radix, say)."""
+    is the same, and a shorter row can take a cheaper family (warp_row rather than radix, say).
+    ``longest`` None (lengths on the device, not read back): the rows as they are, n long."""
     req = call.req
+    if longest is None:
+        return arr, call
     width = min(req.n, max(req.k, 1 << max(0, longest - 1).bit_length()))
     if width >= req.n:
         return arr, call
@@ -113,12 +127,13 @@ def kernel_call(call):
     return call.with_rows(_kernel_constants.ROWS_LENGTHS)
 
 
-def describe_in_kernel(plan, width: int):
+def describe_in_kernel(plan, width: int, on_host: bool):
     """The plan of a call whose kernels read the lengths: the input in place, no masked copy."""
     import dataclasses
 
+    why = "the longest, rounded up" if on_host else "the axis length: lengths on the device are not read back"
     return dataclasses.replace(
-        plan, batch=f"lengths read by the kernels, rows planned as {width} long (the longest, rounded up)"
+        plan, batch=f"lengths read by the kernels, rows planned as {width} long ({why})"
     )
 
 

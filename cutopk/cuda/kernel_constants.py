@@ -66,6 +66,9 @@ KEYS_THREADS = _value("KEYS_THREADS")
 TRANSPOSE_THREADS = _value("TRANSPOSE_THREADS")
 ORDER_TILE_THREADS = _value("ORDER_TILE_THREADS")
 ORDER_MERGE_THREADS = _value("ORDER_MERGE_THREADS")
+MERGE_THREADS = _value("MERGE_THREADS")
+# merge_parts: the parts one launch reads (kernels/merge.cu).
+MERGE_PARTS = _value("MERGE_PARTS")
 # warp_radix: rows per block, shared (key, index) pairs per warp, the largest K.
 WARP_RADIX_WARPS = _value("WARP_RADIX_WARPS")
 WARP_RADIX_CAP = _value("WARP_RADIX_CAP")

@@ -220,10 +220,15 @@ class GpuCall:
         req: Request,
         device: int,
         rows_kind: int = _kernel_constants.ROWS_REGULAR,
+        segment_bound: int = 1 << 62,
     ):
         self.req = req
         # LENGTHS or SEGMENTS: each run() takes the int64 extents array (kernels/row_extent.cuh).
         self.rows_kind = rows_kind
+        # SEGMENTS: the bound every segment must end within (the input's length; the default, past
+        # any input, where the host has checked the offsets), which the kernels take as
+        # row_stride (a segment has no row stride of its own).
+        self.segment_bound = segment_bound
         self._signature = (tuple(shape), tuple(strides), dtype, device)
         self._variants: dict[int | str, GpuCall] = {}  # by rows_kind, and "aligned"
         self.target = req.backend
@@ -250,6 +255,8 @@ class GpuCall:
             # layout, not the input's.
             strides = _layout.c_strides(shape, self.dtype.itemsize)
         layout = _layout.row_strides(shape, strides, self.dtype.itemsize, req.axis)
+        if rows_kind == _kernel_constants.ROWS_SEGMENTS and layout is not None:
+            layout = (segment_bound, layout[1])  # kernels/row_extent.cuh: row_stride bounds the segments
         self.strides = layout
         outer = layout is not None and _layout.is_outer(self.rows, *layout)
         self.plan = _dispatch.plan(
@@ -368,7 +375,7 @@ class GpuCall:
             if call is None:
                 shape, _, dtype, device = self._signature
                 strides = _layout.c_strides(shape, self.dtype.itemsize)
-                call = GpuCall(shape, strides, dtype, self.req, device, self.rows_kind)
+                call = GpuCall(shape, strides, dtype, self.req, device, self.rows_kind, self.segment_bound)
                 self._variants["aligned"] = call
         if self.xp is np:
             return call.run(np.array(a, order="C", copy=True), out, extents)

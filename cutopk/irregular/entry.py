@@ -76,6 +76,7 @@ def segmented_top_k(
     index_dtype=np.int64,
     backend: str = "auto",
     algorithm: str = "auto",
+    max_length: int | None = None,
 ) -> TopK:
     """Top K of each segment ``data[offsets[s]:offsets[s+1]]`` of a 1-D array (CSR layout).
 
@@ -85,13 +86,21 @@ def segmented_top_k(
         1-D NumPy, CuPy or torch array.
     offsets : array of int
         S + 1 non-decreasing positions, ``offsets[0] >= 0``, ``offsets[-1] <= len(data)`` (a CSR
-        ``indptr``); a NumPy array, a list, or an array of ``data``'s kind (read on the host).
+        ``indptr``); a NumPy array or a list (checked on the host: ValueError), or an array of
+        ``data``'s kind and device (never read back: the kernels check each segment, and a
+        segment out of order or out of range comes back as padding only).
     k : int
         ``k >= 0``; segments shorter than ``k`` are padded.
     mode, sorted, nan, backend, algorithm
         As in :func:`top_k`.
     index_dtype : dtype
         int64 (default) or int32: padding needs a signed type.
+    max_length : int, optional
+        A bound, known on the host, on every segment's length. With offsets on the device the
+        kernels are planned on rows of ``max(max_length, k)`` elements rather than ``len(data)``
+        (a cheaper plan for short segments), and a segment longer than that comes back as
+        padding only; with offsets on the host a segment longer than ``max_length`` is a
+        ValueError.
 
     Returns
     -------
@@ -112,7 +121,7 @@ def segmented_top_k(
            [-1, -1],
            [ 2,  0]]))
     """
-    if is_torch_tensor(data):
+    if is_torch_tensor(data) and max_length is None:  # the op's schema carries no max_length
         from . import torch_op
 
         result = torch_op.call_segmented(data, offsets, k, mode, sorted, nan, index_dtype, backend, algorithm)
@@ -126,11 +135,13 @@ def segmented_top_k(
                 *autograd.segmented_top_k(
                     data,
                     *segmented.differentiable(
-                        data, offsets, k, mode, sorted, nan, index_dtype, backend, algorithm
+                        data, offsets, k, mode, sorted, nan, index_dtype, backend, algorithm, max_length
                     ),
                 )
             )
-    return segmented.segmented_top_k(data, offsets, k, mode, sorted, nan, index_dtype, backend, algorithm)
+    return segmented.segmented_top_k(
+        data, offsets, k, mode, sorted, nan, index_dtype, backend, algorithm, max_length
+    )
 
 
 def _first_values(parts):

@@ -4,7 +4,12 @@
 sets of candidates, with indices in one common index space, and returns the top K of their union
 under SPEC.md's rules, exactly as ``top_k`` on the whole would.
 
-How, for a batch of rows (the last axis holds the candidates):
+GPU parts (CuPy, CUDA torch) are merged by cutopk's own kernel (:mod:`cutopk.irregular.merge_kernels`,
+kernels/merge.cu): the parts read where they lie, one launch for up to 8 parts, two for up to
+15, no host synchronisation. Rows with more candidates than a block's shared memory holds, and
+NumPy parts, take the library route below.
+
+The library route, for a batch of rows (the last axis holds the candidates):
 
 1. The parts are concatenated along the last axis.
 2. **Padding** (a negative index: ``top_k`` writes -1 for rows shorter than K) gets the *least
@@ -22,7 +27,7 @@ How, for a batch of rows (the last axis holds the candidates):
 
 So the comparison itself (values, -0.0 == +0.0, NaN policy, integers at full range) is
 ``top_k``'s own, through its order-preserving keys: the NumPy backend for NumPy parts, the CUDA
-kernels for CuPy parts. Nothing here compares raw values. The CuPy route makes no host
+kernels for CuPy parts. Nothing here compares raw values. Neither route makes a host
 synchronisation (every check looks at shapes and dtypes only).
 
 Not checked (it would cost a pass over the data, or a device synchronisation): that the parts
@@ -33,6 +38,7 @@ repeated index is merged as two candidates.
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -178,7 +184,15 @@ def merge_top_k(parts, k, mode: str = "largest", sorted_=True, nan: str = "last"
     k = _check_k(k, total)
     xp = _interop.array_module(kind)
     with scope:
-        values, indices, where = _merge(xp, pairs, k, mode, order, nan, vdt, idt, batch)
+        found = None
+        if kind == "cupy" and k and math.prod(batch):  # cutopk's own kernels, the parts in place
+            from . import merge_kernels as _merge_kernels
+
+            by_index, nan_first = order != "value", nan == "largest" and mode == "largest"
+            found = _merge_kernels.merge("cuda", pairs, k, mode == "largest", by_index, nan_first, positions)
+        if found is None:
+            found = _merge(xp, pairs, k, mode, order, nan, vdt, idt, batch)
+        values, indices, where = found
         result = TopK(back(values), back(indices))
         return (result, back(where)) if positions else result
 
@@ -203,7 +217,9 @@ def _merge(xp, pairs, k, mode, order, nan, vdt, idt, batch):
     signed = idt.kind == "i"
     if signed:
         padding = indices < 0
-        worst = xp.asarray(_dtypes.least_preferred(vdt, largest, nan_largest).view(bits))
+        # full(), not asarray(): a fill kernel, where asarray of a host scalar is a copy from the
+        # host, which a CUDA graph capture refuses.
+        worst = xp.full((), _dtypes.least_preferred(vdt, largest, nan_largest).view(bits)[()], dtype=bits)
         values = xp.where(padding, worst, values)
         # As unsigned, -1 (and every negative index) sorts after every real index.
         by_index = indices.view(idt.str.replace("i", "u"))
@@ -224,7 +240,7 @@ def _merge(xp, pairs, k, mode, order, nan, vdt, idt, batch):
     if signed:
         padding = out_indices < 0
         out_values = xp.where(padding, xp.zeros((), dtype=bits), out_values)
-        out_indices = xp.where(padding, xp.asarray(-1, dtype=idt), out_indices).astype(idt, copy=False)
+        out_indices = xp.where(padding, xp.full((), -1, dtype=idt), out_indices).astype(idt, copy=False)
     return xp.ascontiguousarray(out_values).view(vdt), xp.ascontiguousarray(out_indices), where
 
 

@@ -1,11 +1,19 @@
 """Top-K of each segment of a 1-D array (CSR layout), on every backend.
 
-Two routes, both with the offsets checked on the host (a device ``offsets`` array is copied to
-the host first: one synchronisation):
+Offsets on the host (NumPy, lists, CPU torch) are checked there, before any work (ValueError).
+Offsets on the device (CuPy, CUDA torch, with data on the GPU) are never read back: no
+device-to-host copy and no synchronisation, so the call can be captured in a CUDA graph; the
+kernels check each segment in the launch (kernels/row_extent.cuh), and a segment whose bounds
+decrease, lie outside ``[0, len(data)]`` or are further apart than the planned width comes back
+as padding only.
+
+Two routes:
 
 **In the kernels** (CUDA and simulator backends, :func:`kernel_call`): one launch sequence over
 the whole batch, each segment a row with its own start and length (kernels/row_extent.cuh,
-``ROWS_SEGMENTS``), read in place; planned on ``S`` rows of the longest segment (or ``k``).
+``ROWS_SEGMENTS``), read in place; planned on ``S`` rows of the longest segment where the host
+knows it (offsets on the host), else of ``max_length`` where the caller gives that bound, else of
+``len(data)`` (at least ``k``).
 
 **Generic** (the NumPy backend): ``top_k`` itself on segments gathered into padded rows.
 
@@ -87,6 +95,44 @@ def _offsets_on_host(offsets) -> np.ndarray:
         raise renamed(exc, "offsets") from None
 
 
+def device_offsets(offsets, data_kind: str, data):
+    """``offsets`` as a C-contiguous int64 device array when they live on the device and so does
+    the data (checked by their metadata only: the kernels check the values), else None."""
+    if isinstance(offsets, (list, tuple)) or data_kind != "cupy":
+        return None
+    try:
+        if _checks.array_kind(offsets) != "cupy":
+            return None
+    except TypeError:
+        return None  # check_offsets names what is wrong
+    from .. import _interop
+
+    arr, _, _ = _interop.as_cupy(offsets)
+    if arr.device.id != data.device.id:
+        raise ValueError(
+            f"offsets: expected an array on data's device {data.device.id}, got device {arr.device.id}"
+        )
+    if np.dtype(arr.dtype).kind not in "iu":
+        raise TypeError(f"offsets: expected an integer array, got dtype {arr.dtype}")
+    if arr.ndim != 1:
+        raise ValueError(f"offsets: expected a 1-D array of S + 1 positions, got shape {tuple(arr.shape)}")
+    if arr.size == 0:
+        raise ValueError("offsets: expected S + 1 >= 1 positions (a CSR indptr), got an empty array")
+    if _interop.misaligned(arr):  # CuPy's astype reads whole elements: it would fault
+        arr = _interop.aligned_copy(arr)
+    # uint64 positions past 2**63 become negative int64: out of range, so padding, as they are.
+    return arr.astype(np.int64, copy=False) if arr.flags.c_contiguous else arr.astype(np.int64)
+
+
+def check_max_length(max_length) -> int | None:
+    if max_length is None:
+        return None
+    max_length = _checks.as_index(max_length, "max_length")
+    if max_length < 0:
+        raise ValueError(f"max_length: expected None or an int >= 0, got {max_length}")
+    return max_length
+
+
 def check_offsets(offsets, n: int) -> np.ndarray:
     """Return the validated offsets as int64 (S + 1 positions), or raise naming what is wrong."""
     off = _offsets_on_host(offsets)
@@ -124,7 +170,14 @@ def _check_index_dtype(index_dtype, longest: int) -> np.dtype:
     return dt
 
 
-def segmented_top_k(data, offsets, k, mode, sorted_, nan, index_dtype, backend, algorithm) -> TopK:
+# The bound the kernels check segments against where the host has checked the offsets (a plan
+# that does not depend on len(data)); any bound at or past len(data) gives the same results.
+HOST_CHECKED = 1 << 62
+
+
+def segmented_top_k(
+    data, offsets, k, mode, sorted_, nan, index_dtype, backend, algorithm, max_length=None
+) -> TopK:
     """The implementation of :func:`cutopk.segmented_top_k` (see its docstring)."""
     from .. import _interop
 
@@ -153,12 +206,27 @@ def segmented_top_k(data, offsets, k, mode, sorted_, nan, index_dtype, backend, 
     if arr.ndim != 1:
         raise ValueError(f"data: expected a 1-D array, got shape {tuple(arr.shape)}")
     k = _check_k(k)
-    off = check_offsets(offsets, int(arr.shape[0]))
-    lengths = np.diff(off)
-    longest = int(lengths.max()) if lengths.size else 0
-    idt = _check_index_dtype(index_dtype, longest)
+    max_length = check_max_length(max_length)
+    size = int(arr.shape[0])
     options = {"mode": mode, "nan": nan, "backend": backend, "algorithm": algorithm}
     with scope:
+        off = device_offsets(offsets, kind, arr) if resolved != "numpy" else None
+        if off is not None:  # on the device: never read back; the kernels check each segment
+            longest = size if max_length is None else min(max_length, size)
+            idt = _check_index_dtype(index_dtype, longest)
+            call = kernel_call(arr, off.size - 1, longest, k, order, options, idt, resolved, bound=size)
+            values, indices = _run_in_kernels(call, arr, off)
+            return TopK(back(values), back(indices))
+        off = check_offsets(offsets, size)
+        lengths = np.diff(off)
+        longest = int(lengths.max()) if lengths.size else 0
+        if max_length is not None and longest > max_length:
+            s = int(np.argmax(lengths > max_length))
+            raise ValueError(
+                f"offsets: expected segments of at most max_length={max_length} elements, got segment "
+                f"{s} of {int(lengths[s])}"
+            )
+        idt = _check_index_dtype(index_dtype, longest)
         call = (
             None
             if resolved == "numpy"
@@ -171,9 +239,21 @@ def segmented_top_k(data, offsets, k, mode, sorted_, nan, index_dtype, backend, 
         return TopK(back(values), back(indices))
 
 
-def kernel_call(data, segments: int, longest: int, k: int, order: str, options, idt, backend: str):
+def kernel_call(
+    data,
+    segments: int,
+    longest: int,
+    k: int,
+    order: str,
+    options,
+    idt,
+    backend: str,
+    bound: int = HOST_CHECKED,
+):
     """The prepared call that selects from every segment in one launch sequence (the kernels read
-    each segment as a row with its own start and length: kernels/row_extent.cuh)."""
+    each segment as a row with its own start and length: kernels/row_extent.cuh). ``longest``:
+    the longest a segment may be (the host's bound); ``bound``: the position every segment must
+    end within (the data's length, for offsets the host has not checked)."""
     from .._core import call as _call
     from ..cuda import kernel_constants as _kernel_constants
     from ..cuda import launcher as _launcher
@@ -183,7 +263,7 @@ def kernel_call(data, segments: int, longest: int, k: int, order: str, options, 
     device = _launcher._device_id(backend)
     dtype = data.dtype.newbyteorder("=") if not data.dtype.isnative else data.dtype
     key = ("segments", backend, device, dtype, segments, width, k, order, options["mode"], options["nan"],
-           idt, options["algorithm"])  # fmt: skip
+           idt, options["algorithm"], bound)  # fmt: skip
     call = _call.CACHE.get(key)
     if call is None:
         req = _checks.Request(
@@ -193,7 +273,7 @@ def kernel_call(data, segments: int, longest: int, k: int, order: str, options, 
         )  # fmt: skip
         # The data as one C-contiguous native 1-D array (row stride 0: rows start at their offsets).
         shape, strides = (segments, width), (0, dtype.itemsize)
-        call = _launcher.GpuCall(shape, strides, dtype, req, device, _kernel_constants.ROWS_SEGMENTS)
+        call = _launcher.GpuCall(shape, strides, dtype, req, device, _kernel_constants.ROWS_SEGMENTS, bound)
         _call.CACHE.put(key, call)
     return call
 
@@ -274,11 +354,14 @@ def _gather(data, starts, lengths, worst):
     )
 
 
-def differentiable(data, offsets, k, mode, sorted_, nan, index_dtype, backend, algorithm):
+def differentiable(data, offsets, k, mode, sorted_, nan, index_dtype, backend, algorithm, max_length=None):
     """``(select, starts_of)`` for :func:`cutopk._core.autograd.segmented_top_k`: the selection from
-    the detached data, and each segment's start in data of length n (the offsets, checked)."""
+    the detached data, and each segment's start in data of length n (the offsets, checked on the
+    host: with offsets on the device, the gradient's route reads them back, once per call)."""
 
     def run(detached):
-        return segmented_top_k(detached, offsets, k, mode, sorted_, nan, index_dtype, backend, algorithm)
+        return segmented_top_k(
+            detached, offsets, k, mode, sorted_, nan, index_dtype, backend, algorithm, max_length
+        )
 
     return run, lambda n: check_offsets(offsets, n)[:-1]

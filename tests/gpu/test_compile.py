@@ -17,7 +17,8 @@ from cutopk._request import dtypes as _dtypes
 from cutopk.cuda import kernel_source as _kernel_source
 from cutopk.cuda import launcher as _launcher
 
-# Calls that, between them, plan every family and every template value the launcher picks.
+# Calls that, between them, plan every family (but merge: a merge_top_k in _asked_for) and every
+# template value the launcher picks.
 CALLS = [
     *[((5, n), 3, {"algorithm": "warp_row"}) for n in (20, 64, 128, 256, 512, 1024)],
     *[((40, 300), k, {"algorithm": "thread_row", "axis": 0}) for k in (1, 2, 3, 8)],
@@ -37,9 +38,14 @@ def _dtype(name: str) -> np.dtype:
 
 def _asked_for(dtype: np.dtype) -> list[str]:
     """The kernel names the launchers ask a module for, over CALLS (launches recorded, not run)."""
+    from cutopk.irregular import merge_kernels as _merge_kernels
+
     with recording_launches(count_allocations=False) as rec:
         for shape, k, kw in CALLS:
             cutopk.top_k(np.zeros(shape, dtype), k, backend="sim", **kw)
+        # merge_top_k's kernel (kernels/merge.cu), which no top_k call reaches.
+        part = (np.zeros((2, 3), dtype), np.zeros((2, 3), np.int64))
+        _merge_kernels.merge("sim", [part, part], 3, True, False, False, False)
     return rec.launches
 
 

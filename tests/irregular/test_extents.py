@@ -197,18 +197,50 @@ def test_rows_planned_on_the_longest_length():
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-def test_unchecked_lengths_are_clamped_in_the_kernels(family):
-    """The second line of defence (kernels/row_extent.cuh): lengths that skip the host's range
-    check (here: handed to the prepared call directly) are clamped to [0, n], so a kernel never
-    reads outside its row (the ASan run in CI would catch a read past the input's end)."""
+def test_unchecked_lengths_give_rows_of_padding_in_the_kernels(family):
+    """The kernels' own check (kernels/row_extent.cuh), which serves lengths on the device (never
+    read back by the host): a length outside [0, n] (here handed to the prepared call directly,
+    past the host's check) gives a row of padding only, never a clamp, never a read outside its
+    row (the ASan run in CI would catch a read past the input's end)."""
     require("sim")
     from cutopk._core import call as _call
     from cutopk._core import lengths as _lengths
 
     n, k = SHAPES[family]
     rng = np.random.default_rng(12)
-    x = make_values(rng, np.float32, (4, n), "uniform")
-    bad = np.array([-5, n + 1000, 2**40, 3], dtype=np.int64)
+    x = make_values(rng, np.float32, (6, n), "uniform")
+    bad = np.array([-5, n + 1, 2**40, 3, -(2**62), n], dtype=np.int64)
     call = _call.prepare(x, k, -1, "largest", True, "last", np.int64, "sim", family)[3]
     values, indices = _lengths.kernel_call(call).run(x, extents=bad)
-    assert_same_padded((values, indices), reference_with_lengths(x, k, np.clip(bad, 0, n)))
+    inside = np.where((bad >= 0) & (bad <= n), bad, 0)
+    assert_same_padded((values, indices), reference_with_lengths(x, k, inside))
+    assert (indices[[0, 1, 2, 4]] == -1).all() and (values[[0, 1, 2, 4]] == 0).all()
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_unchecked_segments_give_rows_of_padding_in_the_kernels(family, no_generic_route):
+    """Segments whose bounds decrease, lie outside [0, len(data)] or are longer than the planned
+    width (offsets on the device: checked by the kernels alone) come back as padding only; the
+    others as ever. Planned as segmented_top_k plans device offsets: on len(data), bounded by it."""
+    require("sim")
+    from cutopk.irregular import segmented as _segmented
+
+    n, k = SHAPES[family]
+    rng = np.random.default_rng(13)
+    data = make_values(rng, np.float32, (n,), "uniform")
+    # Segments 0, 5 (empty) and 6 are fine; 1 decreases, 2 ends past the data, 3 starts past it
+    # and decreases, 4 starts below 0.
+    offsets = np.array([0, 7, 3, n + 5, -2, 40, 40, n], dtype=np.int64)
+    options = {"mode": "largest", "nan": "last", "algorithm": family}
+    call = _segmented.kernel_call(data, 7, n, k, "value", options, np.dtype(np.int64), "sim", bound=n)
+    values, indices = _segmented._run_in_kernels(call, data, offsets)
+    good = {0: (0, 7), 5: (40, 40), 6: (40, n)}
+    for s in range(7):
+        start, end = good.get(s, (0, 0))
+        want = reference_with_lengths(data[None, start:], k, np.array([end - start]))
+        assert_same_padded((values[s : s + 1], indices[s : s + 1]), want)
+    assert (indices[1:6] == -1).all() and (values[1:6] == 0).all()
+    if k < 11:  # a segment longer than the planned width (max_length's kernel-side check): padding
+        short = _segmented.kernel_call(data, 1, 10, k, "value", options, np.dtype(np.int64), "sim", bound=n)
+        values, indices = _segmented._run_in_kernels(short, data, np.array([0, 11], dtype=np.int64))
+        assert (indices == -1).all() and (values == 0).all()

@@ -30,6 +30,17 @@ class _Stream:
         self.cuda_stream, self.device_index = ptr, device
         self.device = torch.device("cuda", device)
 
+    def synchronize(self):
+        _state.host_waits("sync", "torch: cudaStreamSynchronize")
+
+    def wait_stream(self, other):
+        """Device-side ordering: the host does not wait."""
+
+
+def synchronize(device=None) -> None:
+    """``torch.cuda.synchronize``: the host waits for the device."""
+    _state.host_waits("sync", "torch: cudaDeviceSynchronize")
+
 
 def current_stream(device=None) -> _Stream:
     index = device.index if isinstance(device, torch.device) else device
@@ -75,8 +86,38 @@ class CudaTensor(torch.Tensor):
         _dlpack.managed(capsule).dl_tensor.device = _dlpack.DLDevice(_dlpack.KDL_CUDA, self._index)
         return capsule
 
-    def cpu(self):
-        return self.as_subclass(torch.Tensor).clone()
+    # The host reading the device (each waits for the stream): counted in the CuPy stand-in's
+    # _state.HOST_WAITS and refused while a stream captures, as on a GPU.
+
+    def _read(self, what: str) -> torch.Tensor:
+        _state.host_waits("read", f"torch: {what} of a CUDA tensor of shape {tuple(self.shape)}")
+        return self.as_subclass(torch.Tensor)
+
+    def cpu(self, *args, **kwargs):
+        return self._read("cpu()").clone()
+
+    def numpy(self, *args, **kwargs):
+        raise TypeError(
+            "can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host memory first."
+        )
+
+    def item(self):
+        return self._read("item()").item()
+
+    def tolist(self):
+        return self._read("tolist()").tolist()
+
+    def __bool__(self):
+        return bool(self._read("bool()"))
+
+    def __int__(self):
+        return int(self._read("int()"))
+
+    def __float__(self):
+        return float(self._read("float()"))
+
+    def __index__(self):
+        return self._read("operator.index()").__index__()
 
     def detach(self):
         # Inside a custom operator (torch.ops.cutopk.*) torch disables subclass dispatch, so the
@@ -207,6 +248,7 @@ def install(monkeypatch) -> None:
     monkeypatch.setattr(torch.cuda, "Stream", Stream)
     monkeypatch.setattr(torch.cuda, "stream", stream)
     monkeypatch.setattr(torch.cuda, "CUDAGraph", CUDAGraph)
+    monkeypatch.setattr(torch.cuda, "synchronize", synchronize)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: len(_state.DEVICES))
     monkeypatch.setattr(torch.cuda, "current_device", lambda: _state.THREAD.device)

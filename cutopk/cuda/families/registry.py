@@ -3,7 +3,19 @@ line below."""
 
 from __future__ import annotations
 
-from . import bitonic, common, multiblock, order, radix, sort, thread_row, transpose, warp_radix, warp_row
+from . import (
+    bitonic,
+    common,
+    merge,
+    multiblock,
+    order,
+    radix,
+    sort,
+    thread_row,
+    transpose,
+    warp_radix,
+    warp_row,
+)
 
 FAMILIES = {
     "warp_row": warp_row,
@@ -15,7 +27,7 @@ FAMILIES = {
     "sort": sort,
 }
 # Steps other families take, with kernel files of their own (not algorithms to choose).
-STEPS = {"order": order, "transpose": transpose}
+STEPS = {"order": order, "transpose": transpose, "merge": merge}
 
 
 def part(algorithm: str, facts: common.Facts) -> common.Part:

@@ -89,7 +89,9 @@ def _stream():
 
 
 def _kernel(run) -> None:
-    """A device operation: on the current stream (recorded while it captures)."""
+    """A device operation of CuPy's own: on the current stream (recorded while it captures),
+    logged in ``_state.LAUNCHES``."""
+    _state.LAUNCHES.append(("library", ""))
     _stream().enqueue(run)
 
 
@@ -273,9 +275,12 @@ class ndarray:
     # ---- copies and kernels
 
     def get(self, stream=None, order="C", out=None):
-        """The array copied to the host (a device-to-host copy: refused while capturing). A
-        contiguous array is one memcpy; any other is first made contiguous by a CuPy kernel."""
+        """The array copied to the host (a device-to-host copy: refused while capturing, counted
+        in ``_state.HOST_WAITS``). A contiguous array is one memcpy; any other is first made
+        contiguous by a CuPy kernel. ``item``, ``tolist``, ``asnumpy`` and a scalar conversion
+        (``bool``, ``int``, ``float``, ``operator.index``) come here: one read each."""
         _sync_copy("D2H")
+        _state.host_waits("read", f"a D2H copy of a {self._dtype} array of shape {self._shape}")
         if not self.flags.c_contiguous:
             _element_kernel(self)
         return self._host_copy()
@@ -419,18 +424,26 @@ def _host_key(key: tuple) -> tuple:
     return tuple(_h(k) for k in key)
 
 
-def _computed(compute, *operands) -> ndarray:
+def _computed(compute, *operands, meta=None) -> ndarray:
     """The result of a kernel that writes a new array: ``compute()`` (NumPy, on the operands'
     memory) gives its shape and dtype now, and its values when the kernel runs (at once, or at
-    a graph's launch while the current stream captures)."""
+    a graph's launch while the current stream captures). ``meta``: ``(shape, dtype)`` where the
+    values decide whether ``compute()`` can run at all (a gather's indices, which a capture has
+    not computed yet: their memory holds anything until the replay)."""
     _element_kernel(*operands)
-    meta = _as_gpu_writes(np.asarray(compute()))
-    out = empty(meta.shape, meta.dtype)
+    capturing = _stream().is_capturing()
+    if meta is not None and capturing:
+        out = empty(*meta)
+        host = out._host()
+        _kernel(lambda: np.copyto(host, _as_gpu_writes(np.asarray(compute()))))
+        return out
+    result = _as_gpu_writes(np.asarray(compute()))
+    out = empty(result.shape, result.dtype)
     host = out._host()
-    if _stream().is_capturing():
+    if capturing:
         _kernel(lambda: np.copyto(host, _as_gpu_writes(np.asarray(compute()))))
     else:
-        _kernel(lambda: np.copyto(host, meta))
+        _kernel(lambda: np.copyto(host, result))
     return out
 
 
@@ -641,7 +654,12 @@ def sort(a, axis=-1, kind=None) -> ndarray:
 def take_along_axis(a, indices, axis) -> ndarray:
     if not isinstance(indices, ndarray):
         raise TypeError(f"indices: expected a cupy.ndarray, got {type(indices)}")
-    return _computed(lambda: np.take_along_axis(a._host(), indices._host(), axis=axis), a, indices)
+    return _computed(
+        lambda: np.take_along_axis(a._host(), indices._host(), axis=axis),
+        a,
+        indices,
+        meta=(indices.shape, a.dtype),
+    )
 
 
 def copyto(dst, src, casting="same_kind") -> None:

@@ -145,4 +145,5 @@ class Function:
             sim_fn.max_dynamic_shared_size_bytes = limit
             sim_fn(grid, block, packed, shared_mem=shared_mem)
 
+        _state.LAUNCHES.append(("kernel", self.name))
         stream.enqueue(run)

@@ -92,6 +92,52 @@ def refuse_during_capture(what: str) -> None:
         raise capture_error(what)
 
 
+# ---- the host waiting for the device: counted, so tests can assert a call never does
+
+# Every device-to-host read (``get``, ``asnumpy``, ``item``, ``tolist``, a device scalar made a
+# Python bool/int/float/index; torch's ``cpu``/``item``/... of the torch stand-in) and every host
+# synchronisation (stream, device, event), in order: ``(kind, what)`` with kind "read" or "sync".
+# A read waits for the stream as a synchronisation does, and both break a capture.
+HOST_WAITS: list[tuple[str, str]] = []
+
+
+def host_waits(kind: str, what: str) -> None:
+    """Record that the host waits for the device (``kind`` "read" or "sync"); refused while any
+    stream captures (cudaStreamCaptureModeGlobal)."""
+    refuse_during_capture(what)
+    HOST_WAITS.append((kind, what))
+
+
+# Every kernel launched on a stream, in order: ("kernel", name) for a RawModule function (cutopk's
+# kernels), ("library", "") for one of CuPy's own (copies, casts, fills, element-wise operations).
+LAUNCHES: list[tuple[str, str]] = []
+
+
+class WaitCounter:
+    """The host waits recorded while it is entered (``with WaitCounter() as seen``): ``seen.reads``
+    and ``seen.syncs`` count them, ``seen.log`` names each."""
+
+    def __enter__(self):
+        self._start = len(HOST_WAITS)
+        self._stop = None
+        return self
+
+    def __exit__(self, *exc):
+        self._stop = len(HOST_WAITS)
+
+    @property
+    def log(self) -> list[tuple[str, str]]:
+        return HOST_WAITS[self._start : self._stop]
+
+    @property
+    def reads(self) -> int:
+        return sum(kind == "read" for kind, _ in self.log)
+
+    @property
+    def syncs(self) -> int:
+        return sum(kind == "sync" for kind, _ in self.log)
+
+
 # ---- memory: what cudaMalloc returns, and which device a pointer belongs to
 
 

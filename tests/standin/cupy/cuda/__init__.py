@@ -21,6 +21,7 @@ from .memory import (
 __all__ = [
     "BaseMemory",
     "Device",
+    "Event",
     "ExternalStream",
     "Graph",
     "Memory",
@@ -63,7 +64,7 @@ class Device:
         _state.THREAD.device = self.id
 
     def synchronize(self):
-        _state.refuse_during_capture("cudaDeviceSynchronize")
+        _state.host_waits("sync", "cudaDeviceSynchronize")
 
     @property
     def attributes(self) -> dict:
@@ -85,6 +86,24 @@ class Device:
 
     def __repr__(self):
         return f"<CUDA Device {self.id}>"
+
+
+class Event:
+    """``cupy.cuda.Event``: recording or a stream waiting on it is device-side; ``synchronize``
+    makes the host wait (counted in ``_state.HOST_WAITS``, refused while a stream captures)."""
+
+    def __init__(self, block=False, disable_timing=False, interprocess=False):
+        self.recorded = False
+
+    def record(self, stream=None):
+        self.recorded = True
+
+    def synchronize(self):
+        _state.host_waits("sync", "cudaEventSynchronize")
+
+    @property
+    def done(self) -> bool:  # cudaEventQuery: the host asks, it does not wait
+        return True
 
 
 class Graph:
@@ -130,7 +149,16 @@ class _BaseStream:
             )
 
     def synchronize(self):
-        _state.refuse_during_capture("cudaStreamSynchronize")
+        _state.host_waits("sync", "cudaStreamSynchronize")
+
+    def record(self, event=None):
+        """An event recorded on this stream (a device-side mark: no wait)."""
+        event = Event() if event is None else event
+        event.record(self)
+        return event
+
+    def wait_event(self, event):
+        """The stream waits for ``event`` on the device: the host does not wait."""
 
     def is_capturing(self) -> bool:
         return self.ptr in _state.CAPTURING

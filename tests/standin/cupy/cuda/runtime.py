@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from .._state import CAPTURING, DEVICES, THREAD, CUDARuntimeError, check_device
+from .._state import CAPTURING, DEVICES, THREAD, CUDARuntimeError, check_device, host_waits
 
 __all__ = [
     "CUDARuntimeError",
+    "deviceSynchronize",
     "driverGetVersion",
     "getDevice",
     "getDeviceCount",
@@ -14,6 +15,7 @@ __all__ = [
     "runtimeGetVersion",
     "setDevice",
     "streamIsCapturing",
+    "streamSynchronize",
 ]
 
 
@@ -57,3 +59,11 @@ def driverGetVersion() -> int:
 
 def runtimeGetVersion() -> int:
     return 13000
+
+
+def deviceSynchronize() -> None:
+    host_waits("sync", "cudaDeviceSynchronize")
+
+
+def streamSynchronize(stream: int) -> None:
+    host_waits("sync", "cudaStreamSynchronize")
