@@ -312,3 +312,17 @@ def test_device_lengths_and_offsets_on_another_device_are_refused(cupy):
         cutopk.top_k(x, K, lengths=lengths)
     with pytest.raises(ValueError, match="offsets: expected an array on data's device 0, got device 1"):
         cutopk.segmented_top_k(data, offsets, K)
+
+
+def test_max_length_on_torch_tensors_is_checked_as_on_numpy():
+    """A torch tensor with max_length takes the eager path (the registered operator carries no
+    max_length): the bound is still checked, never silently dropped."""
+    torch = pytest.importorskip("torch")
+    data = _values(13, (N,))
+    offsets = np.array([0, 40, 100, 130, 3000])
+    tensor = torch.from_numpy(data).requires_grad_()  # a call the operator would serve
+    with pytest.raises(ValueError, match="offsets: expected segments of at most max_length=64 elements"):
+        cutopk.segmented_top_k(tensor, offsets, 5, max_length=64)
+    got = cutopk.segmented_top_k(tensor, offsets, 5, max_length=3000)
+    want = cutopk.segmented_top_k(data, offsets, 5)
+    assert_same_padded((got.values.detach().numpy(), got.indices.numpy()), tuple(want))
