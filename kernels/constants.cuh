@@ -15,6 +15,7 @@
 #define CUTOPK_TRANSPOSE_THREADS 256   // 8 warps over a 32 x 32 tile (transpose.cu)
 #define CUTOPK_ORDER_TILE_THREADS 512  // order_tiles: at most one thread per compare-exchange pair of a tile
 #define CUTOPK_ORDER_MERGE_THREADS 256
+#define CUTOPK_RESIDENT_THREADS 512
 
 // warp_radix: one warp per row, WARP_RADIX_WARPS rows per block (WARP_RADIX_THREADS / 32, checked
 // in warp_radix.cu); WARP_RADIX_CAP shared (key, index) pairs per warp, at least twice
@@ -29,6 +30,10 @@
 #define CUTOPK_MULTIBLOCK_STATE_BYTES 96
 #define CUTOPK_MULTIBLOCK_SAMPLES 4096
 #define CUTOPK_MULTIBLOCK_DIGIT_BITS 11
+
+// resident: the widest digit (2^12 bins: the top digit of a float32 key is its sign, 8 exponent
+// bits and 3 mantissa bits, so that values of one binade still split 8 ways).
+#define CUTOPK_RESIDENT_DIGIT_BITS 12
 
 // Independent loads each thread of a streaming pass issues before it transforms any
 // (row_loads.cuh); 16-byte loads on the contiguous path.

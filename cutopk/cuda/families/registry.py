@@ -3,7 +3,19 @@ line below."""
 
 from __future__ import annotations
 
-from . import bitonic, common, multiblock, order, radix, sort, thread_row, transpose, warp_radix, warp_row
+from . import (
+    bitonic,
+    common,
+    multiblock,
+    order,
+    radix,
+    resident,
+    sort,
+    thread_row,
+    transpose,
+    warp_radix,
+    warp_row,
+)
 
 FAMILIES = {
     "warp_row": warp_row,
@@ -11,6 +23,7 @@ FAMILIES = {
     "thread_row": thread_row,
     "bitonic": bitonic,
     "radix": radix,
+    "resident": resident,
     "multiblock": multiblock,
     "sort": sort,
 }
