@@ -25,7 +25,7 @@
 // rows of n keys with max(2^12 x 4, pow2(K) x (4 + key bytes)) + n x key bytes of dynamic shared
 // memory (on an H100's 223 KB: 52K float32 keys at K <= 1024, 104K 16-bit keys), so n < 2^31 and
 // 32-bit counts and indices hold. Threads per block: CUTOPK_RESIDENT_THREADS (512, whole warps);
-// (512, 2) launch bounds: two blocks per SM where their shared memory fits (many short rows).
+// (512, 2) launch bounds (8-bit keys: (512, 1)).
 #include "constants.cuh"
 #include "key_traits.cuh"
 #include "row_extent.cuh"
@@ -224,8 +224,10 @@ __device__ __forceinline__ void order_and_write(Key* win_key, unsigned* win_idx,
   }
 }
 
+// Two blocks per SM (64 registers) where their shared memory fits, for batches of short rows; 8-bit
+// keys come 16 to a load, and NVRTC 13.5 spilled them at 64 registers on sm_90: one block per SM.
 template <class T>
-CUTOPK_KERNEL(CUTOPK_RESIDENT_THREADS, 2)
+CUTOPK_KERNEL(CUTOPK_RESIDENT_THREADS, sizeof(T) == 1 ? 1 : 2)
 resident_topk(const T* __restrict__ in, long long rows, long long n, long long row_stride, long long col_stride,
               const long long* __restrict__ extents, int rows_kind, int k, int largest, int nan_first, int by_index,
               T* __restrict__ out_vals, void* __restrict__ out_idx, int index_bytes) {

@@ -24,6 +24,7 @@ CALLS = [
     ((3, 2000), 40, {"algorithm": "warp_radix"}),
     ((3, 2000), 40, {"algorithm": "bitonic"}),
     ((3, 2000), 40, {"algorithm": "radix"}),
+    ((3, 2000), 40, {"algorithm": "resident"}),
     ((300, 40), 5, {"algorithm": "radix", "axis": 0}),  # rows along an outer axis: transposed
     ((2, 5000), 40, {"algorithm": "multiblock"}),
     ((2, 200_000), 2000, {"algorithm": "multiblock"}),

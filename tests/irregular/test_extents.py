@@ -32,6 +32,7 @@ SHAPES = {
     "warp_radix": (1500, 16),
     "bitonic": (600, 20),
     "radix": (5000, 40),
+    "resident": (3000, 40),  # 64-bit keys fit 48 KB of shared memory
     "multiblock": (6000, 30),
     "sort": (700, 12),
 }
