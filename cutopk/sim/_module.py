@@ -41,7 +41,7 @@ _KIND_NAMES = {
     "?": "value",
 }
 # Codes whose fault happened at an unknown place in the code: worth a look-up of the source line.
-_LOCATE = {4, 5, 8}  # overrun, crash, hang
+_LOCATE = {4, 5, 8, 10}  # overrun, crash, hang, cluster misuse
 
 
 class LaunchTraffic(NamedTuple):
@@ -434,6 +434,8 @@ def _load(
             lib.cutopk_sim_error.restype = ctypes.c_char_p
             lib.cutopk_sim_fault_frames.restype = ctypes.c_int
             lib.cutopk_sim_trim.restype = None
+            lib.cutopk_sim_set_cluster.restype = None
+            lib.cutopk_sim_set_cluster.argtypes = [ctypes.c_uint] * 3
             if traffic:
                 lib.cutopk_sim_traffic_begin.restype = ctypes.c_int
                 lib.cutopk_sim_traffic_begin.argtypes = [ctypes.POINTER(ctypes.c_ulonglong), ctypes.c_int]
@@ -441,6 +443,10 @@ def _load(
                 lib.cutopk_sim_traffic_end.argtypes = [ctypes.POINTER(ctypes.c_ulonglong)]
             entry = _MODULE_CACHE[key] = (lib, path)
     return entry
+
+
+# Blocks a thread-block cluster may hold without a non-portable opt-in (CUDA's portable maximum).
+MAX_CLUSTER_BLOCKS = 8
 
 
 class Function:
@@ -494,7 +500,15 @@ class Function:
         ]
 
     def __call__(
-        self, grid, block, args, *, shared_mem: int = 0, stream=None, enable_cooperative_groups=False
+        self,
+        grid,
+        block,
+        args,
+        *,
+        shared_mem: int = 0,
+        stream=None,
+        enable_cooperative_groups=False,
+        cluster=None,
     ) -> None:
         """Launch the kernel on ``grid`` blocks of ``block`` threads (ints or tuples of up to 3).
 
@@ -510,8 +524,20 @@ class Function:
             Bytes of dynamic shared memory.
         stream, enable_cooperative_groups
             Accepted for CuPy compatibility; launches run synchronously.
+        cluster : int or tuple of int, optional
+            Thread-block clusters (sm_90; cudaLaunchKernelEx's cluster dimension): blocks per
+            cluster along each axis, dividing the grid, at most 8 blocks in all (CUDA's portable
+            limit). The kernel reaches them through ``cooperative_groups::this_cluster()``
+            (cutopk/sim/runtime/sim_cluster.h). None: clusters of one block.
         """
         grid3, block3 = _dim3(grid, "grid"), _dim3(block, "block")
+        cluster3 = _dim3(1 if cluster is None else cluster, "cluster")
+        blocks = cluster3[0] * cluster3[1] * cluster3[2]
+        if not 1 <= blocks <= MAX_CLUSTER_BLOCKS or any(g % c for g, c in zip(grid3, cluster3, strict=True)):
+            raise ValueError(
+                f"kernel {self.name!r}: cluster {cluster3} must divide the grid {grid3} and hold at most "
+                f"{MAX_CLUSTER_BLOCKS} blocks"
+            )
         threads = block3[0] * block3[1] * block3[2]
         if threads > 1024:
             raise ValueError(
@@ -532,7 +558,7 @@ class Function:
             )
         values, regions = self._marshal(args)
         mod = self.module
-        launch = (self._index, *grid3, *block3, int(shared_mem))
+        launch = (self._index, *grid3, *block3, int(shared_mem), cluster3)
         counting = mod.count_traffic or bool(_COUNTING)
         lib, so = mod._counting() if counting else (mod._lib, mod.shared_object)
         with _LAUNCH_LOCK:
@@ -591,8 +617,10 @@ class Function:
                 if lib.cutopk_sim_traffic_begin(bounds, len(spans)) != 0:
                     return (9, f"cannot count the traffic of {len(spans)} array regions", [])
             try:
+                *dims, cluster3 = launch
+                lib.cutopk_sim_set_cluster(*cluster3)  # for this launch only
                 rc = lib.cutopk_sim_launch(
-                    *launch,
+                    *dims,
                     argv,
                     mod.resident_blocks,
                     mod.seed,
