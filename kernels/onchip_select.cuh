@@ -16,7 +16,9 @@
 #include "row_loads.cuh"
 #include "radix_digit.cuh"
 
-namespace cutopk::onchip {
+// The steps are in a namespace of their own inside cutopk (the families' kernels call onchip::...).
+namespace cutopk {
+namespace onchip {
 
 constexpr int DIGIT_BITS = CUTOPK_RESIDENT_DIGIT_BITS;
 constexpr int BINS = 1 << DIGIT_BITS;
@@ -239,4 +241,5 @@ __device__ __forceinline__ void order_and_write(Key* win_key, unsigned* win_idx,
   }
 }
 
-}  // namespace cutopk::onchip
+}  // namespace onchip
+}  // namespace cutopk
