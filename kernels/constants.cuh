@@ -34,6 +34,8 @@
 // resident: the widest digit (2^12 bins: the top digit of a float32 key is its sign, 8 exponent
 // bits and 3 mantissa bits, so that values of one binade still split 8 ways).
 #define CUTOPK_RESIDENT_DIGIT_BITS 12
+// cluster: blocks per row (a thread-block cluster, sm_90): 8, CUDA's portable cluster size.
+#define CUTOPK_CLUSTER_BLOCKS 8
 
 // Independent loads each thread of a streaming pass issues before it transforms any
 // (row_loads.cuh); 16-byte loads on the contiguous path.

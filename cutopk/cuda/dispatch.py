@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 
 from .families import bitonic as _bitonic
+from .families import cluster as _cluster
 from .families import multiblock as _multiblock
 from .families import radix as _radix
 from .families import resident as _resident
@@ -69,6 +70,11 @@ THREAD_ROW_MIN_ROWS = 256
 # the issue's shapes (256 rows: two waves of one block per SM on 132 SMs), not a crossover.
 RESIDENT_MAX_ROWS = 256
 RESIDENT_MIN_N = 8192
+# cluster: the same rows when they are too long for one block but fit the shared memory of a
+# thread-block cluster of 8 (sm_90: about 390K float32 keys on an H100), one launch, the row read
+# once. The issue's rows of 65536..262144 (H200 full-llm.csv: llm 1..256 x 128256..262144,
+# multiblock 50.0-634.6 us, 4 launches; full-moe-indexer.csv: indexer 1..64 x 65536/131072,
+# multiblock 58.8-329.7 us). No GPU has measured cluster yet: same bounds as resident's.
 RADIX_MAX_K = _radix.MAX_K
 RADIX_MAX_N = _radix.MAX_N
 SHARED_BYTES = 48 * 1024  # dynamic shared memory a block gets without opting in, on every GPU
@@ -106,11 +112,14 @@ class Device:
 
     ``shared_bytes``: the dynamic shared memory one block may take (:func:`shared_limit`: the
     opt-in maximum where the device has one, e.g. 223 KB on an H100, else 48 KB). The launcher
-    opts a kernel in before a launch that asks for more than 48 KB.
+    opts a kernel in before a launch that asks for more than 48 KB. ``clusters``: whether the
+    device runs thread-block clusters (sm_90 and later; the "cluster" family needs them). Off
+    unless the device says so (the simulator's device has them).
     """
 
     sm_count: int = 132
     shared_bytes: int = SHARED_BYTES
+    clusters: bool = False  # thread-block clusters (compute capability 9.0 or later)
 
 
 def shared_limit(per_block: int, opt_in: int) -> int:
@@ -200,6 +209,12 @@ def choose(
         and _resident.why_not(n, k, key_bytes, device) is None
     ):
         return "resident"  # latency-bound rows that fit on chip: one launch, one read
+    if (
+        rows <= RESIDENT_MAX_ROWS
+        and n >= RESIDENT_MIN_N
+        and _cluster.why_not(n, k, key_bytes, device) is None
+    ):
+        return "cluster"  # longer ones on a cluster's shared memory (sm_90)
     multiblock = _multiblock.why_not(n, k, key_bytes, device) is None
     if rows < MULTIBLOCK_FEW_ROWS_PER_SM * device.sm_count and n >= MULTIBLOCK_MIN_N and multiblock:
         return "multiblock"  # few long rows: spread each row over many blocks

@@ -77,6 +77,8 @@ MULTIBLOCK_SAMPLES = _value("MULTIBLOCK_SAMPLES")
 MULTIBLOCK_DIGIT_BITS = _value("MULTIBLOCK_DIGIT_BITS")
 # resident: the widest digit (2^12 bins).
 RESIDENT_DIGIT_BITS = _value("RESIDENT_DIGIT_BITS")
+# cluster: blocks per row (one thread-block cluster).
+CLUSTER_BLOCKS = _value("CLUSTER_BLOCKS")
 # Independent loads per thread of a streaming pass (kernels/row_loads.cuh).
 STREAM_LOADS = _value("STREAM_LOADS")
 # The kinds of batch a kernel reads (kernels/row_extent.cuh).

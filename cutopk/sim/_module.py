@@ -21,9 +21,12 @@ from . import _errors, _isolate, _lines, _rewrite, _staging, _toolchain
 _LAUNCH_LOCK = threading.Lock()
 # The modules launched most recently (least recent first) keep their fiber stacks and shared
 # memory between launches; older ones are trimmed (cutopk_sim_trim): a process can map only
-# vm.max_map_count regions, and a module's stacks for a block of 1024 threads take 2048.
+# vm.max_map_count regions, and a module's stacks for a block of 1024 threads take 2048. Besides
+# the count, the warm modules' fibers together stay within WARM_FIBERS (a launch of clusters keeps
+# a whole cluster resident: 8 blocks of 512 threads are 4096 fibers, 8192 maps, in one module).
 KEEP_WARM = 8
-_WARM: dict[int, ctypes.CDLL] = {}
+WARM_FIBERS = 12288
+_WARM: dict[int, tuple[ctypes.CDLL, int]] = {}
 _MODULE_CACHE: dict[tuple, tuple[ctypes.CDLL, pathlib.Path]] = {}
 _MODULE_CACHE_LOCK = threading.Lock()
 
@@ -354,6 +357,7 @@ class RawModule:
             self._counting()
         self._functions: dict[str, Function] = {}
         self._code = code
+        self.cluster_dims = _rewrite.cluster_dims(code)  # kernels compiled for a cluster shape
         self._parameter_names: dict[str, list[tuple[str, ...]]] | None = None
 
     def _counting(self) -> tuple[ctypes.CDLL, pathlib.Path]:
@@ -399,12 +403,13 @@ class RawModule:
         return self._functions[name]
 
 
-def _keep_warm(lib: ctypes.CDLL) -> None:
-    """Mark ``lib`` launched last; trim the module launched least recently past KEEP_WARM."""
-    _WARM.pop(id(lib), None)
-    _WARM[id(lib)] = lib
-    while len(_WARM) > KEEP_WARM:
-        _WARM.pop(next(iter(_WARM))).cutopk_sim_trim()
+def _keep_warm(lib: ctypes.CDLL, fibers: int = 0) -> None:
+    """Mark ``lib`` launched last (its launch keeping ``fibers`` threads' stacks); trim the modules
+    launched least recently past KEEP_WARM modules or WARM_FIBERS fibers (never ``lib``)."""
+    _, before = _WARM.pop(id(lib), (lib, 0))
+    _WARM[id(lib)] = (lib, max(before, fibers))
+    while len(_WARM) > 1 and (len(_WARM) > KEEP_WARM or sum(f for _, f in _WARM.values()) > WARM_FIBERS):
+        _WARM.pop(next(iter(_WARM)))[0].cutopk_sim_trim()
 
 
 def _load(
@@ -531,7 +536,14 @@ class Function:
             (cutopk/sim/runtime/sim_cluster.h). None: clusters of one block.
         """
         grid3, block3 = _dim3(grid, "grid"), _dim3(block, "block")
-        cluster3 = _dim3(1 if cluster is None else cluster, "cluster")
+        fixed = self.module.cluster_dims.get(self.name)  # __cluster_dims__: CUDA takes it at every launch
+        if cluster is None:
+            cluster = fixed or 1
+        elif fixed and _dim3(cluster, "cluster") != fixed:
+            raise ValueError(
+                f"kernel {self.name!r} is compiled for clusters {fixed}, launched with {cluster}"
+            )
+        cluster3 = _dim3(cluster, "cluster")
         blocks = cluster3[0] * cluster3[1] * cluster3[2]
         if not 1 <= blocks <= MAX_CLUSTER_BLOCKS or any(g % c for g, c in zip(grid3, cluster3, strict=True)):
             raise ValueError(
@@ -562,7 +574,10 @@ class Function:
         counting = mod.count_traffic or bool(_COUNTING)
         lib, so = mod._counting() if counting else (mod._lib, mod.shared_object)
         with _LAUNCH_LOCK:
-            _keep_warm(lib)
+            nblocks = grid3[0] * grid3[1] * grid3[2]
+            resident = nblocks if mod.resident_blocks < 1 else min(nblocks, mod.resident_blocks)
+            resident = max(blocks, resident // blocks * blocks)  # whole clusters (sim_launch.h)
+            _keep_warm(lib, resident * threads)
             # The counts come back through a shared page: an isolated launch counts in its child.
             page = mmap.mmap(-1, 24) if counting else None
             counts = (ctypes.c_ulonglong * 3).from_buffer(page) if page is not None else None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from . import (
     bitonic,
+    cluster,
     common,
     multiblock,
     order,
@@ -24,6 +25,7 @@ FAMILIES = {
     "bitonic": bitonic,
     "radix": radix,
     "resident": resident,
+    "cluster": cluster,
     "multiblock": multiblock,
     "sort": sort,
 }
