@@ -19,6 +19,7 @@
 
 // merge_parts: the parts one launch reads (merge_top_k; more are merged by further launches).
 #define CUTOPK_MERGE_PARTS 8
+#define CUTOPK_RESIDENT_THREADS 512
 
 // warp_radix: one warp per row, WARP_RADIX_WARPS rows per block (WARP_RADIX_THREADS / 32, checked
 // in warp_radix.cu); WARP_RADIX_CAP shared (key, index) pairs per warp, at least twice
@@ -33,6 +34,12 @@
 #define CUTOPK_MULTIBLOCK_STATE_BYTES 96
 #define CUTOPK_MULTIBLOCK_SAMPLES 4096
 #define CUTOPK_MULTIBLOCK_DIGIT_BITS 11
+
+// resident: the widest digit (2^12 bins: the top digit of a float32 key is its sign, 8 exponent
+// bits and 3 mantissa bits, so that values of one binade still split 8 ways).
+#define CUTOPK_RESIDENT_DIGIT_BITS 12
+// cluster: blocks per row (a thread-block cluster, sm_90): 8, CUDA's portable cluster size.
+#define CUTOPK_CLUSTER_BLOCKS 8
 
 // Independent loads each thread of a streaming pass issues before it transforms any
 // (row_loads.cuh); 16-byte loads on the contiguous path.

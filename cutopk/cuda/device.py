@@ -24,11 +24,12 @@ def device_facts(target: str, device: int) -> _dispatch.Device:
     """What the dispatcher needs to know of a device: SMs and dynamic shared memory per block
     (the opt-in maximum where the device has one)."""
     if target != "cuda":
-        return _dispatch.Device()
+        return _dispatch.Device(clusters=True)  # the simulator runs thread-block clusters
     import cupy
 
     attrs = cupy.cuda.Device(device).attributes
     shared = _dispatch.shared_limit(
         attrs["MaxSharedMemoryPerBlock"], attrs.get("MaxSharedMemoryPerBlockOptin", 0)
     )
-    return _dispatch.Device(sm_count=attrs["MultiProcessorCount"], shared_bytes=shared)
+    clusters = attrs.get("ComputeCapabilityMajor", 0) >= 9
+    return _dispatch.Device(sm_count=attrs["MultiProcessorCount"], shared_bytes=shared, clusters=clusters)

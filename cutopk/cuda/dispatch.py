@@ -1,8 +1,11 @@
 """The dispatcher: a pure function from the shape of a request to a kernel plan.
 
-No GPU calls here, so it is unit-tested on the CPU. The thresholds are provisional: no GPU
-benchmark of these kernels has been recorded yet (benchmarks/results/ says so); each is the
-capacity limit of a kernel, not a measured crossover, until the benchmark grid has run.
+No GPU calls here, so it is unit-tested on the CPU. Each threshold below says where it comes
+from: a committed GPU result (file and case; H200 = benchmarks/results/2026-11-25-nvidia-h200/,
+times in microseconds, cutopk against torch.topk in the same run) or, where no GPU has measured
+the choice yet, that it is a capacity limit or a design estimate. The one GPU run so far timed
+each family on the shapes auto gave it, against peers: it measured no crossover between two
+families on the same shape, so no threshold is a measured crossover yet.
 """
 
 from __future__ import annotations
@@ -10,8 +13,10 @@ from __future__ import annotations
 import dataclasses
 
 from .families import bitonic as _bitonic
+from .families import cluster as _cluster
 from .families import multiblock as _multiblock
 from .families import radix as _radix
+from .families import resident as _resident
 from .families import thread_row as _thread_row
 from .families import warp_row as _warp_row
 from .families.common import order_tile, pow2_at_least, scratch_bytes
@@ -37,17 +42,39 @@ WARP_ROW_MAX_N = _warp_row.MAX_N
 WARP_ROW_MAX_K = _warp_row.MAX_K
 # Auto picks warp_row for rows up to WARP_ROW_SHORT_N with any K <= 32, and up to WARP_ROW_MAX_N
 # with K <= WARP_ROW_MEDIUM_MAX_K: a round costs ITEMS compares per lane, so long rows with a
-# large K are left to the block kernels. Provisional: an instruction-count estimate, no benchmark.
+# large K are left to the block kernels. Measured inside the limits only: H200 full-moe-indexer.csv,
+# moe 1024..65536 rows x 8..256, k 1..8: warp_row 4.3-127 us against torch 9-922 us (e.g. 65536 x
+# 256 k=8: 127.4 against 922.3). The limits themselves (n 257..1024, K 9..32) are an
+# instruction-count estimate: no GPU has measured a case there.
 WARP_ROW_SHORT_N = 256
 WARP_ROW_MEDIUM_MAX_K = 16
 # warp_radix: a warp per row, radix select with its own shared histogram, no block barrier.
 # Auto picks it for batches of at least WARP_RADIX_MIN_ROWS rows longer than warp_row's short
 # rows and up to WARP_RADIX_MAX_N (a few passes over a row that stays in L1/L2), where the block
-# kernels would synchronise a block per row at every step. Provisional: a design estimate.
+# kernels would synchronise a block per row at every step. Measured where it is chosen: H200
+# full-knn.csv, knn 10000 x 10000 k=10: 565.8 us against torch 1336.9; full-huge-layout.csv,
+# layout 4096 x 4096 k=64 rows: 162.8 against 352.0. Both bounds are a design estimate: no GPU
+# has timed warp_radix against radix or bitonic on one shape.
 WARP_RADIX_MIN_ROWS = 1024
 WARP_RADIX_MAX_N = 16384
 THREAD_ROW_MAX_K = _thread_row.MAX_K
-THREAD_ROW_MIN_ROWS = 256  # one thread per row: fewer rows would leave the GPU idle
+# One thread per row: fewer rows would leave the GPU idle. A design estimate: no committed GPU
+# result has a case that auto gave thread_row (the layout cases of full-huge-layout.csv have k=64).
+THREAD_ROW_MIN_ROWS = 256
+# resident: a block per row holds the row in shared memory, one launch, the row read once. Auto
+# picks it for up to RESIDENT_MAX_ROWS rows of at least RESIDENT_MIN_N elements that fit (K <=
+# 2048): the LLM sampling and indexer rows of issue 37, where the H200 run shows the launches of
+# the other families losing: full-moe-indexer.csv, indexer 1/16/64 x 8192 k=512 (radix 64.5-65.5
+# us, torch 59.6-93.7) and k=2048 (bitonic 91.9-93.1 us, torch 64.3-95.1); full-llm.csv, llm
+# 1..256 x 32000 (radix 41.6-111.6 us). No GPU has measured resident itself yet: the bounds are
+# the issue's shapes (256 rows: two waves of one block per SM on 132 SMs), not a crossover.
+RESIDENT_MAX_ROWS = 256
+RESIDENT_MIN_N = 8192
+# cluster: the same rows when they are too long for one block but fit the shared memory of a
+# thread-block cluster of 8 (sm_90: about 390K float32 keys on an H100), one launch, the row read
+# once. The issue's rows of 65536..262144 (H200 full-llm.csv: llm 1..256 x 128256..262144,
+# multiblock 50.0-634.6 us, 4 launches; full-moe-indexer.csv: indexer 1..64 x 65536/131072,
+# multiblock 58.8-329.7 us). No GPU has measured cluster yet: same bounds as resident's.
 RADIX_MAX_K = _radix.MAX_K
 RADIX_MAX_N = _radix.MAX_N
 SHARED_BYTES = 48 * 1024  # dynamic shared memory a block gets without opting in, on every GPU
@@ -63,6 +90,9 @@ MULTIBLOCK_MAX_ROWS = _multiblock.MAX_ROWS
 MULTIBLOCK_SCRATCH_LIMIT = _multiblock.SCRATCH_LIMIT
 # Fewer long rows than this many per SM take several blocks per row: one block per row (radix,
 # one 512-thread block per SM at its register use) would leave SMs idle for a partial wave.
+# Measured where it is chosen: H200 full-llm.csv, llm 1 x 128256 k=50: multiblock 58.2 us against
+# torch 81.5, and 32 x 262144 k=1024: 232.8 against 193.8 (slower). No GPU has timed multiblock
+# against radix on one shape: MULTIBLOCK_FEW_ROWS_PER_SM and MULTIBLOCK_MIN_N are design estimates.
 MULTIBLOCK_FEW_ROWS_PER_SM = 2
 MULTIBLOCK_BLOCKS_PER_SM = _multiblock.BLOCKS_PER_SM
 MULTIBLOCK_MAX_WAVES = _multiblock.MAX_WAVES
@@ -82,11 +112,14 @@ class Device:
 
     ``shared_bytes``: the dynamic shared memory one block may take (:func:`shared_limit`: the
     opt-in maximum where the device has one, e.g. 223 KB on an H100, else 48 KB). The launcher
-    opts a kernel in before a launch that asks for more than 48 KB.
+    opts a kernel in before a launch that asks for more than 48 KB. ``clusters``: whether the
+    device runs thread-block clusters (sm_90 and later; the "cluster" family needs them). Off
+    unless the device says so (the simulator's device has them).
     """
 
     sm_count: int = 132
     shared_bytes: int = SHARED_BYTES
+    clusters: bool = False  # thread-block clusters (compute capability 9.0 or later)
 
 
 def shared_limit(per_block: int, opt_in: int) -> int:
@@ -170,11 +203,29 @@ def choose(
         return "warp_row"
     if rows >= WARP_RADIX_MIN_ROWS and k <= WARP_RADIX_MAX_K and WARP_ROW_SHORT_N < n <= WARP_RADIX_MAX_N:
         return "warp_radix"
+    if (
+        rows <= RESIDENT_MAX_ROWS
+        and n >= RESIDENT_MIN_N
+        and _resident.why_not(n, k, key_bytes, device) is None
+    ):
+        return "resident"  # latency-bound rows that fit on chip: one launch, one read
+    if (
+        rows <= RESIDENT_MAX_ROWS
+        and n >= RESIDENT_MIN_N
+        and _cluster.why_not(n, k, key_bytes, device) is None
+    ):
+        return "cluster"  # longer ones on a cluster's shared memory (sm_90)
     multiblock = _multiblock.why_not(n, k, key_bytes, device) is None
     if rows < MULTIBLOCK_FEW_ROWS_PER_SM * device.sm_count and n >= MULTIBLOCK_MIN_N and multiblock:
         return "multiblock"  # few long rows: spread each row over many blocks
+    # bitonic for short rows and for K beyond radix: a design estimate. H200 full-moe-indexer.csv,
+    # indexer 1 x 8192 k=2048: bitonic 91.9 us against torch 64.3 (that shape is resident's now);
+    # full-knn.csv, knn 1000 x 10000 k=4096: 1584.1 against 320.6. No GPU has timed bitonic
+    # against radix on one shape.
     if bitonic_size(n, key_bytes, device) is not None and (n <= 2048 or k > RADIX_MAX_K):
         return "bitonic"
+    # radix for the other long rows, while its K fits: a capacity limit. Measured where it is
+    # chosen: H200 full-knn.csv, knn 1000 x 100000 k=100: 639.5 us against torch 1251.7.
     if radix_cap(k, key_bytes, device) is not None and n < RADIX_MAX_N:
         return "radix"
     # K too large for one block's shared memory: one read plus sorting the K winners, while they

@@ -69,6 +69,7 @@ ORDER_MERGE_THREADS = _value("ORDER_MERGE_THREADS")
 MERGE_THREADS = _value("MERGE_THREADS")
 # merge_parts: the parts one launch reads (kernels/merge.cu).
 MERGE_PARTS = _value("MERGE_PARTS")
+RESIDENT_THREADS = _value("RESIDENT_THREADS")
 # warp_radix: rows per block, shared (key, index) pairs per warp, the largest K.
 WARP_RADIX_WARPS = _value("WARP_RADIX_WARPS")
 WARP_RADIX_CAP = _value("WARP_RADIX_CAP")
@@ -77,6 +78,10 @@ WARP_RADIX_MAX_K = _value("WARP_RADIX_MAX_K")
 MULTIBLOCK_STATE_BYTES = _value("MULTIBLOCK_STATE_BYTES")
 MULTIBLOCK_SAMPLES = _value("MULTIBLOCK_SAMPLES")
 MULTIBLOCK_DIGIT_BITS = _value("MULTIBLOCK_DIGIT_BITS")
+# resident: the widest digit (2^12 bins).
+RESIDENT_DIGIT_BITS = _value("RESIDENT_DIGIT_BITS")
+# cluster: blocks per row (one thread-block cluster).
+CLUSTER_BLOCKS = _value("CLUSTER_BLOCKS")
 # Independent loads per thread of a streaming pass (kernels/row_loads.cuh).
 STREAM_LOADS = _value("STREAM_LOADS")
 # The kinds of batch a kernel reads (kernels/row_extent.cuh).

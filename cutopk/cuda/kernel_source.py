@@ -256,9 +256,19 @@ def _entry(family: str, kernel: str, info: _dtypes.DtypeInfo, value: int | None)
     # what they mean in the kernel file; the extern "C" name is global all the same.
     space = f"cutopk::{family}::entry_{name}"
     template_args = ", ".join(p for _, p in decl.template)
+    # A kernel of thread-block clusters (a family's CLUSTER_BLOCKS) names its cluster shape at
+    # compile time, as a plain launch (CuPy's) requires; sm_90 only (NVRTC refuses it before), and
+    # the simulator (no __CUDA_ARCH__) reads it from the text.
+    blocks = getattr(_MODULES[family], "CLUSTER_BLOCKS", {}).get(kernel)
+    cluster = (
+        f"#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900\n    __cluster_dims__({blocks}, 1, 1)\n#endif\n"
+        if blocks
+        else ""
+    )
     text = (
         f"namespace {space} {{\n{chr(10).join(aliases)}\n"
         f'extern "C" __global__ void __launch_bounds__({decl.bounds})\n'
+        f"{cluster}"
         f"    {name}({decl.parameters}) {{\n"
         f"  ::cutopk::{family}::{kernel}<{template_args}>({', '.join(decl.names)});\n}}\n}}  // namespace {space}\n"
         f"using {space}::{name};\n"

@@ -8,6 +8,7 @@ compiler and run with every CUDA thread as a fiber, behind the interface of ``cu
 
 from ._errors import (
     BarrierDivergenceError,
+    ClusterError,
     DeadlockError,
     ElementTypeError,
     KernelAssertionError,
@@ -24,6 +25,7 @@ from ._toolchain import unavailable_reason
 
 __all__ = [
     "BarrierDivergenceError",
+    "ClusterError",
     "DeadlockError",
     "ElementTypeError",
     "Function",

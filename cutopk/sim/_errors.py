@@ -36,6 +36,11 @@ class KernelHangError(DeadlockError):
     loop, or a spin on a volatile flag that no running thread will set)."""
 
 
+class ClusterError(SimError):
+    """Thread-block cluster misuse: a rank outside the cluster, a map of memory that is not shared,
+    an access to the shared memory of a block that has exited."""
+
+
 class LaunchArgumentError(SimError, TypeError):
     """A launch argument whose type or size does not match the kernel parameter."""
 
@@ -59,4 +64,5 @@ BY_CODE = {
     7: KernelAssertionError,
     8: KernelHangError,
     9: SimError,
+    10: ClusterError,
 }

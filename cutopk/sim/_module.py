@@ -21,9 +21,12 @@ from . import _errors, _isolate, _lines, _rewrite, _staging, _toolchain
 _LAUNCH_LOCK = threading.Lock()
 # The modules launched most recently (least recent first) keep their fiber stacks and shared
 # memory between launches; older ones are trimmed (cutopk_sim_trim): a process can map only
-# vm.max_map_count regions, and a module's stacks for a block of 1024 threads take 2048.
+# vm.max_map_count regions, and a module's stacks for a block of 1024 threads take 2048. Besides
+# the count, the warm modules' fibers together stay within WARM_FIBERS (a launch of clusters keeps
+# a whole cluster resident: 8 blocks of 512 threads are 4096 fibers, 8192 maps, in one module).
 KEEP_WARM = 8
-_WARM: dict[int, ctypes.CDLL] = {}
+WARM_FIBERS = 12288
+_WARM: dict[int, tuple[ctypes.CDLL, int]] = {}
 _MODULE_CACHE: dict[tuple, tuple[ctypes.CDLL, pathlib.Path]] = {}
 _MODULE_CACHE_LOCK = threading.Lock()
 
@@ -41,7 +44,7 @@ _KIND_NAMES = {
     "?": "value",
 }
 # Codes whose fault happened at an unknown place in the code: worth a look-up of the source line.
-_LOCATE = {4, 5, 8}  # overrun, crash, hang
+_LOCATE = {4, 5, 8, 10}  # overrun, crash, hang, cluster misuse
 
 
 class LaunchTraffic(NamedTuple):
@@ -354,6 +357,7 @@ class RawModule:
             self._counting()
         self._functions: dict[str, Function] = {}
         self._code = code
+        self.cluster_dims = _rewrite.cluster_dims(code)  # kernels compiled for a cluster shape
         self._parameter_names: dict[str, list[tuple[str, ...]]] | None = None
 
     def _counting(self) -> tuple[ctypes.CDLL, pathlib.Path]:
@@ -399,12 +403,13 @@ class RawModule:
         return self._functions[name]
 
 
-def _keep_warm(lib: ctypes.CDLL) -> None:
-    """Mark ``lib`` launched last; trim the module launched least recently past KEEP_WARM."""
-    _WARM.pop(id(lib), None)
-    _WARM[id(lib)] = lib
-    while len(_WARM) > KEEP_WARM:
-        _WARM.pop(next(iter(_WARM))).cutopk_sim_trim()
+def _keep_warm(lib: ctypes.CDLL, fibers: int = 0) -> None:
+    """Mark ``lib`` launched last (its launch keeping ``fibers`` threads' stacks); trim the modules
+    launched least recently past KEEP_WARM modules or WARM_FIBERS fibers (never ``lib``)."""
+    _, before = _WARM.pop(id(lib), (lib, 0))
+    _WARM[id(lib)] = (lib, max(before, fibers))
+    while len(_WARM) > 1 and (len(_WARM) > KEEP_WARM or sum(f for _, f in _WARM.values()) > WARM_FIBERS):
+        _WARM.pop(next(iter(_WARM)))[0].cutopk_sim_trim()
 
 
 def _load(
@@ -434,6 +439,8 @@ def _load(
             lib.cutopk_sim_error.restype = ctypes.c_char_p
             lib.cutopk_sim_fault_frames.restype = ctypes.c_int
             lib.cutopk_sim_trim.restype = None
+            lib.cutopk_sim_set_cluster.restype = None
+            lib.cutopk_sim_set_cluster.argtypes = [ctypes.c_uint] * 3
             if traffic:
                 lib.cutopk_sim_traffic_begin.restype = ctypes.c_int
                 lib.cutopk_sim_traffic_begin.argtypes = [ctypes.POINTER(ctypes.c_ulonglong), ctypes.c_int]
@@ -441,6 +448,10 @@ def _load(
                 lib.cutopk_sim_traffic_end.argtypes = [ctypes.POINTER(ctypes.c_ulonglong)]
             entry = _MODULE_CACHE[key] = (lib, path)
     return entry
+
+
+# Blocks a thread-block cluster may hold without a non-portable opt-in (CUDA's portable maximum).
+MAX_CLUSTER_BLOCKS = 8
 
 
 class Function:
@@ -494,7 +505,15 @@ class Function:
         ]
 
     def __call__(
-        self, grid, block, args, *, shared_mem: int = 0, stream=None, enable_cooperative_groups=False
+        self,
+        grid,
+        block,
+        args,
+        *,
+        shared_mem: int = 0,
+        stream=None,
+        enable_cooperative_groups=False,
+        cluster=None,
     ) -> None:
         """Launch the kernel on ``grid`` blocks of ``block`` threads (ints or tuples of up to 3).
 
@@ -510,8 +529,27 @@ class Function:
             Bytes of dynamic shared memory.
         stream, enable_cooperative_groups
             Accepted for CuPy compatibility; launches run synchronously.
+        cluster : int or tuple of int, optional
+            Thread-block clusters (sm_90; cudaLaunchKernelEx's cluster dimension): blocks per
+            cluster along each axis, dividing the grid, at most 8 blocks in all (CUDA's portable
+            limit). The kernel reaches them through ``cooperative_groups::this_cluster()``
+            (cutopk/sim/runtime/sim_cluster.h). None: clusters of one block.
         """
         grid3, block3 = _dim3(grid, "grid"), _dim3(block, "block")
+        fixed = self.module.cluster_dims.get(self.name)  # __cluster_dims__: CUDA takes it at every launch
+        if cluster is None:
+            cluster = fixed or 1
+        elif fixed and _dim3(cluster, "cluster") != fixed:
+            raise ValueError(
+                f"kernel {self.name!r} is compiled for clusters {fixed}, launched with {cluster}"
+            )
+        cluster3 = _dim3(cluster, "cluster")
+        blocks = cluster3[0] * cluster3[1] * cluster3[2]
+        if not 1 <= blocks <= MAX_CLUSTER_BLOCKS or any(g % c for g, c in zip(grid3, cluster3, strict=True)):
+            raise ValueError(
+                f"kernel {self.name!r}: cluster {cluster3} must divide the grid {grid3} and hold at most "
+                f"{MAX_CLUSTER_BLOCKS} blocks"
+            )
         threads = block3[0] * block3[1] * block3[2]
         if threads > 1024:
             raise ValueError(
@@ -532,11 +570,14 @@ class Function:
             )
         values, regions = self._marshal(args)
         mod = self.module
-        launch = (self._index, *grid3, *block3, int(shared_mem))
+        launch = (self._index, *grid3, *block3, int(shared_mem), cluster3)
         counting = mod.count_traffic or bool(_COUNTING)
         lib, so = mod._counting() if counting else (mod._lib, mod.shared_object)
         with _LAUNCH_LOCK:
-            _keep_warm(lib)
+            nblocks = grid3[0] * grid3[1] * grid3[2]
+            resident = nblocks if mod.resident_blocks < 1 else min(nblocks, mod.resident_blocks)
+            resident = max(blocks, resident // blocks * blocks)  # whole clusters (sim_launch.h)
+            _keep_warm(lib, resident * threads)
             # The counts come back through a shared page: an isolated launch counts in its child.
             page = mmap.mmap(-1, 24) if counting else None
             counts = (ctypes.c_ulonglong * 3).from_buffer(page) if page is not None else None
@@ -591,8 +632,10 @@ class Function:
                 if lib.cutopk_sim_traffic_begin(bounds, len(spans)) != 0:
                     return (9, f"cannot count the traffic of {len(spans)} array regions", [])
             try:
+                *dims, cluster3 = launch
+                lib.cutopk_sim_set_cluster(*cluster3)  # for this launch only
                 rc = lib.cutopk_sim_launch(
-                    *launch,
+                    *dims,
                     argv,
                     mod.resident_blocks,
                     mod.seed,

@@ -38,6 +38,8 @@ STATIC = re.compile(
 )
 _GLOBAL = re.compile(r"\b__global__\s+")
 _BOUNDS_OPEN = re.compile(r"__launch_bounds__\s*\(")
+_CLUSTER_OPEN = re.compile(r"__cluster_dims__\s*\(")
+_PREPROCESSOR = re.compile(r"#[^\n]*\n\s*")
 _VOID = re.compile(r"void\s+")
 _NAME = re.compile(r"(?P<name>[A-Za-z_]\w*)\s*\(")
 _SPACE = re.compile(r"\s*")
@@ -56,13 +58,16 @@ def kernels(text: str) -> list[tuple[str, int, int]]:
     """Each ``__global__`` function of ``text``: its name, where its declaration starts, and the
     index just past its parameter list's opening parenthesis. ``__launch_bounds__`` may come
     before or after ``void``, span lines and nest parentheses to any depth
-    (``sizeof(T) == 8 ? (sizeof(T) > 4 ? 4 : 3) : 2``)."""
+    (``sizeof(T) == 8 ? (sizeof(T) > 4 ? 4 : 3) : 2``); ``__cluster_dims__(...)`` and
+    preprocessor lines (an ``#if`` around it) may come before the name."""
     found = []
     for g in _GLOBAL.finditer(text):
         at, void = g.end(), False
         while True:
-            if m := _BOUNDS_OPEN.match(text, at):
+            if m := _BOUNDS_OPEN.match(text, at) or _CLUSTER_OPEN.match(text, at):
                 at = _SPACE.match(text, _closing(text, m.end())).end()
+            elif m := _PREPROCESSOR.match(text, at):
+                at = m.end()
             elif not void and (m := _VOID.match(text, at)):
                 at, void = m.end(), True
             else:
@@ -70,6 +75,18 @@ def kernels(text: str) -> list[tuple[str, int, int]]:
         if void and (m := _NAME.match(text, at)):
             found.append((m["name"], g.start(), m.end()))
     return found
+
+
+def cluster_dims(text: str) -> dict[str, tuple[int, int, int]]:
+    """The compile-time cluster shape (``__cluster_dims__(x, y, z)`` between ``__global__`` and
+    the name) of each kernel of ``text`` that names one: the shape its launches take."""
+    out = {}
+    for name, start, end in kernels(text):
+        m = re.search(r"__cluster_dims__\s*\(([^()]*)\)", text[start:end])
+        if m:
+            dims = tuple(int(d, 0) for d in m[1].split(","))
+            out[name] = (*dims, *(1,) * (3 - len(dims)))
+    return out
 
 
 _NAMESPACE_OPENER = re.compile(r'(?:namespace(?:\s+[\w:]+)?|extern\s*"C(?:\+\+)?")\s*$')

@@ -15,7 +15,7 @@ import sysconfig
 from .._host_build import BuildError, build_once, cache_home
 
 RUNTIME_DIR = pathlib.Path(__file__).parent / "runtime"
-RUNTIME_FILES = ("sim_runtime.h", "sim_intrinsics.h", "sim_launch.h")
+RUNTIME_FILES = ("sim_runtime.h", "sim_intrinsics.h", "sim_cluster.h", "sim_launch.h")
 # gnu++17 for the comma elision of the variadic macros (__syncwarp()).
 # -fvisibility=hidden and -fno-gnu-unique keep the modules' runtimes apart when several are
 # loaded into one process (they would otherwise share the runtime's inline globals).

@@ -104,7 +104,9 @@ def test_why_not(algorithm, n, k, fragment):
 
 
 def test_every_algorithm_applies_somewhere():
-    assert all(d.why_not(a, 200, 8, 4, DEV) is None for a in d.ALGORITHMS)
+    clusters = d.Device(clusters=True)  # the cluster family needs sm_90's thread-block clusters
+    assert all(d.why_not(a, 200, 8, 4, clusters) is None for a in d.ALGORITHMS)
+    assert "thread-block clusters" in d.why_not("cluster", 200, 8, 4, DEV)
 
 
 def test_plans():

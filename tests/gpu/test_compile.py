@@ -25,6 +25,8 @@ CALLS = [
     ((3, 2000), 40, {"algorithm": "warp_radix"}),
     ((3, 2000), 40, {"algorithm": "bitonic"}),
     ((3, 2000), 40, {"algorithm": "radix"}),
+    ((3, 2000), 40, {"algorithm": "resident"}),
+    ((2, 2000), 40, {"algorithm": "cluster"}),
     ((300, 40), 5, {"algorithm": "radix", "axis": 0}),  # rows along an outer axis: transposed
     ((2, 5000), 40, {"algorithm": "multiblock"}),
     ((2, 200_000), 2000, {"algorithm": "multiblock"}),
@@ -62,7 +64,9 @@ def test_every_kernel_the_launchers_ask_for_is_an_entry_point_of_its_family():
             assert not program.name_expressions
             # The entry point is defined in its module's source, as an extern "C" kernel.
             assert re.search(
-                rf'extern "C" __global__ void __launch_bounds__\(.*\)\s+{entry}\(', program.source
+                # (a cluster kernel's __cluster_dims__ sits between, inside an #if for sm_90)
+                rf'extern "C" __global__ void __launch_bounds__\(.*\)\s+(?:#if .*\n.*__cluster_dims__\(.*\)\n#endif\n)?\s*{entry}\(',
+                program.source,
             )
             families.add(family)
         assert families == set(_kernel_source.FAMILIES), info.name  # CALLS reach every family

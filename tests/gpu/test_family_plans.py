@@ -21,6 +21,8 @@ CASES = [
     ((4, 4000), 100, {"algorithm": "radix"}),  # no candidate buffer
     ((4, 100_000), 100, {"algorithm": "radix"}),  # a candidate buffer in global memory
     ((600, 50), 10, {"algorithm": "radix", "axis": 0}),  # the tiled transpose first
+    ((4, 8000), 2000, {"algorithm": "resident"}),  # the row and the K winners in shared memory
+    ((2, 20_000), 1000, {"algorithm": "cluster"}),  # 8 blocks a row, one launch
     ((2, 5000), 40, {"algorithm": "multiblock"}),  # no sampled threshold
     ((2, 5000), 40, {"algorithm": "multiblock", "index_dtype": np.int32}),
     ((1, 100_000), 2048, {"algorithm": "multiblock"}),  # the family's largest K (48 KB)

@@ -34,6 +34,8 @@ CASES = [
     ((4, 4000), 100, {"algorithm": "radix"}),  # no candidate buffer
     ((4, 100_000), 100, {"algorithm": "radix"}),  # a candidate buffer in global memory
     ((600, 50), 10, {"algorithm": "radix", "axis": 0}),  # the tiled transpose first
+    ((4, 8000), 1000, {"algorithm": "resident"}),  # the row read once, the rest on chip
+    ((2, 20_000), 1000, {"algorithm": "cluster"}),  # the same over a cluster's shared memory
     ((2, 20_000), 40, {"algorithm": "multiblock"}),  # winners ordered in shared memory
     ((1, 40_000), 2000, {"algorithm": "multiblock"}),  # the family's largest K (48 KB)
     ((3, 70_000), 100, {"algorithm": "multiblock"}),  # a sampled threshold: pass 1 stages keys

@@ -15,7 +15,7 @@ import zlib
 
 import numpy as np
 import pytest
-from support.backends import BACKEND_PARAMS, require, to_backend, to_host
+from support.backends import BACKEND_PARAMS, require, require_clusters, to_backend, to_host
 from support.inputs import DISTRIBUTIONS, DTYPES, LAYOUTS, dtype_of, make_layout, make_values
 from support.multiblock_state import (
     FINISHED,
@@ -98,7 +98,7 @@ def test_matrix(backend, dtype, n, k, algorithm):
 @pytest.mark.parametrize("dist", DISTRIBUTIONS)
 @pytest.mark.parametrize("algorithm", _dispatch.ALGORITHMS)
 def test_hard_inputs(backend, dist, algorithm):
-    require(backend)
+    require_clusters(backend) if algorithm == "cluster" else require(backend)
     rng = np.random.default_rng(1)
     n = 200 if algorithm == "warp_row" else 2000
     k = {"warp_row": 20, "warp_radix": 100, "thread_row": 8}.get(algorithm, 150)

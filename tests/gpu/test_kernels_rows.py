@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from support.backends import BACKEND_PARAMS, require, to_backend
+from support.backends import BACKEND_PARAMS, require, require_clusters, to_backend
 from support.inputs import dtype_of, make_values
 from test_kernels import run_case
 
@@ -155,7 +155,7 @@ def test_outer_axis_plans_say_how_they_copy():
 # thread_row reads outer-axis rows in place (tests/gpu/test_kernels.py::test_outer_axis_reads_in_place).
 @pytest.mark.parametrize("algorithm", ["auto", *(a for a in _dispatch.ALGORITHMS if a != "thread_row")])
 def test_outer_axis_rows_through_the_tiled_transpose(backend, algorithm, monkeypatch):
-    require(backend)
+    require_clusters(backend) if algorithm == "cluster" else require(backend)
     rng = np.random.default_rng(15)
     x = make_values(rng, np.float32, (301, 97), "few_distinct")  # 97 rows of 301 along axis 0
     k = 20 if algorithm != "warp_row" else 16

@@ -14,7 +14,7 @@ import os
 
 import numpy as np
 import pytest
-from support.backends import require, to_backend, to_host
+from support.backends import require, require_clusters, to_backend, to_host
 from support.inputs import DTYPES, dtype_of, make_values
 from support.reference import assert_same_padded, reference_with_lengths
 
@@ -32,6 +32,8 @@ SHAPES = {
     "warp_radix": (1500, 16),
     "bitonic": (600, 20),
     "radix": (5000, 40),
+    "resident": (3000, 40),  # 64-bit keys fit 48 KB of shared memory
+    "cluster": (3000, 40),  # 8 slices of 384
     "multiblock": (6000, 30),
     "sort": (700, 12),
 }
@@ -39,6 +41,14 @@ FAMILIES = tuple(SHAPES)
 DTYPE_NAMES = DTYPES if FULL else ["float32", "int8", "float16", "uint64"]
 ORDERS = (True, "index", False)
 POLICIES = (("largest", "last"), ("largest", "largest"), ("smallest", "last"), ("smallest", "largest"))
+
+
+@pytest.fixture(autouse=True)
+def _clusters(request):
+    """The cluster family runs where the device has thread-block clusters (the simulator; sm_90)."""
+    params = request.node.callspec.params if hasattr(request.node, "callspec") else {}
+    if params.get("family") == "cluster":
+        require_clusters(params.get("backend", "sim"))
 
 
 def lengths_for(n: int, k: int, rng) -> np.ndarray:

@@ -11,7 +11,17 @@ from support.reference import reference_with_lengths
 
 import cutopk
 
-ALGORITHMS = ["auto", "warp_row", "warp_radix", "bitonic", "radix", "multiblock", "sort"]
+ALGORITHMS = [
+    "auto",
+    "warp_row",
+    "warp_radix",
+    "bitonic",
+    "radix",
+    "resident",
+    "cluster",
+    "multiblock",
+    "sort",
+]
 
 
 def expected_rows(x, k, lengths, **kw):

@@ -33,3 +33,24 @@ def test_modules_launched_least_recently_give_back_their_stacks(monkeypatch):
     assert len(_module._WARM) == 2
     mods[0].get_function("fill")((1,), (1024,), (x,))  # a trimmed module makes new stacks
     assert (x == 0).all()
+
+
+def test_warm_modules_keep_at_most_warm_fibers(monkeypatch):
+    # Launches of thread-block clusters keep a whole cluster resident (4 x 1024 fibers here): the
+    # warm modules' fibers, not only their number, stay bounded.
+    monkeypatch.setattr(_module, "KEEP_WARM", 8)
+    monkeypatch.setattr(_module, "WARM_FIBERS", 8192)
+    monkeypatch.setattr(_module, "_WARM", {})
+    mods = [
+        sim.RawModule(
+            code=f'extern "C" __global__ void fill(int* x) {{ x[blockIdx.x * 1024 + threadIdx.x] = {i}; }}'
+        )
+        for i in range(4)
+    ]
+    before = _maps()
+    x = np.zeros(4 * 1024, np.int32)
+    for i, mod in enumerate(mods):
+        mod.get_function("fill")((4,), (1024,), (x,), cluster=(4,))
+        assert (x == i).all()
+    assert [fibers for _, fibers in _module._WARM.values()] == [4096, 4096]
+    assert _maps() - before < 3 * 2 * 4096

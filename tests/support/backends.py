@@ -76,6 +76,17 @@ def require(backend: str) -> None:
         pytest.skip(f"backend {backend!r} unavailable: {reason}")
 
 
+def require_clusters(backend: str) -> None:
+    """Skip the calling test, with the reason, where ``backend``'s device has no thread-block
+    clusters (the cluster family: the simulator has them, a GPU from sm_90)."""
+    require(backend)
+    if backend == "cuda":
+        from cutopk.cuda import launcher as _launcher
+
+        if not _launcher._device_facts("cuda", _launcher._device_id("cuda")).clusters:
+            pytest.skip("this GPU has no thread-block clusters (sm_90 or later)")
+
+
 def usable(backend: str) -> str:
     """``backend``, once the calling test is skipped (with the reason) where it cannot run here."""
     require(backend)

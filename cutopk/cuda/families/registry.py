@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from . import (
     bitonic,
+    cluster,
     common,
     merge,
     multiblock,
     order,
     radix,
+    resident,
     sort,
     thread_row,
     transpose,
@@ -23,6 +25,8 @@ FAMILIES = {
     "thread_row": thread_row,
     "bitonic": bitonic,
     "radix": radix,
+    "resident": resident,
+    "cluster": cluster,
     "multiblock": multiblock,
     "sort": sort,
 }

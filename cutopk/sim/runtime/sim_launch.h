@@ -159,8 +159,13 @@ inline void prepare_fiber(Fiber& f, char* stack) {
 
 // ---- shared memory ----
 
+// Static shared memory: whole pages of their own (mapped, not malloc'ed), so that an exited
+// block's arena can be made inaccessible while the rest of its cluster runs (sim_cluster.h).
 inline unsigned char* arena(size_t i) {
-  while (g_arenas.size() <= i) g_arenas.push_back(static_cast<unsigned char*>(malloc(ARENA_BYTES)));
+  while (g_arenas.size() <= i) {
+    void* p = mmap(nullptr, ARENA_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    g_arenas.push_back(p == MAP_FAILED ? nullptr : static_cast<unsigned char*>(p));
+  }
   return g_arenas[i];
 }
 
@@ -217,6 +222,36 @@ inline long damaged_canary(const Block& b) {
   return 0;
 }
 
+// An exited block of a cluster whose other blocks still run: its shared memory (the arena and the
+// dynamic region's pages) is made inaccessible (`gone`), so that any later access faults, and
+// made usable again when the whole cluster is done.
+inline void set_shared_gone(Block& b, bool gone) {
+  const int prot = gone ? PROT_NONE : PROT_READ | PROT_WRITE;
+  mprotect(b.arena, ARENA_BYTES, prot);
+  if (b.dynamic) {
+    long page = sysconf(_SC_PAGESIZE);
+    auto& m = g_dynamic_maps[b.slot];
+    mprotect(m.first + page, m.second - 2 * page, prot);
+  }
+}
+
+// The exited block whose shared memory holds `addr`, or nullptr.
+inline Block* exited_owner(const void* addr) {
+  Launch& L = g_launch;
+  if (L.cluster_size < 2) return nullptr;
+  long page = sysconf(_SC_PAGESIZE);
+  auto a = static_cast<const unsigned char*>(addr);
+  for (Block& b : L.blocks) {
+    if (!b.finished) continue;
+    if (a >= b.arena && a < b.arena + ARENA_BYTES) return &b;
+    if (b.dynamic) {
+      auto& m = g_dynamic_maps[b.slot];
+      if (a >= m.first + page && a < m.first + m.second - page) return &b;
+    }
+  }
+  return nullptr;
+}
+
 inline bool in_dynamic_guard(const void* addr) {
   long page = sysconf(_SC_PAGESIZE);
   auto a = static_cast<const unsigned char*>(addr);
@@ -266,7 +301,15 @@ inline void on_signal(int sig, siginfo_t* info, void* context) {
   record_frames(context);
   char who[160] = "outside any thread";
   if (L.current) describe_thread(who, sizeof who, L.current);
-  if ((sig == SIGSEGV || sig == SIGBUS) && in_stack_guard(info->si_addr)) {
+  Block* gone = sig == SIGSEGV || sig == SIGBUS ? exited_owner(info->si_addr) : nullptr;
+  if (gone) {
+    snprintf(g_error, sizeof g_error,
+             "%s (last synchronising call at line %d): access to the shared memory of block (%u,%u,%u) (cluster "
+             "rank %u) after it exited: a block must stay (cluster.sync()) until no block of its cluster reads its "
+             "shared memory any more -- cluster misuse",
+             who, L.current ? L.current->line : 0, gone->idx.x, gone->idx.y, gone->idx.z, gone->rank);
+    L.error = E_CLUSTER;
+  } else if ((sig == SIGSEGV || sig == SIGBUS) && in_stack_guard(info->si_addr)) {
     snprintf(g_error, sizeof g_error,
              "%s: stack overflow: the thread used more than its %zu KB stack (large local arrays or deep "
              "recursion; last synchronising call at line %d)",
@@ -386,7 +429,11 @@ struct Watchdog {
 // ---- the scheduler ----
 
 inline const char* state_name(const Fiber& f) {
-  return f.state == AT_BARRIER ? "__syncthreads" : f.state == AT_WARP ? OP_NAMES[f.op] : f.state == DONE ? "exited" : "running";
+  return f.state == AT_BARRIER   ? "__syncthreads"
+         : f.state == AT_CLUSTER ? "cluster.sync()"
+         : f.state == AT_WARP    ? OP_NAMES[f.op]
+         : f.state == DONE       ? "exited"
+                                 : "running";
 }
 
 // No thread of the resident blocks can run: name the fault.
@@ -408,6 +455,28 @@ inline void diagnose_stall(std::vector<Block>& blocks) {
                "block (%u,%u,%u): __syncthreads at line %d is reached by %u of %u threads; %u exited without "
                "reaching it (first: %s) -- barrier divergence",
                b.idx.x, b.idx.y, b.idx.z, at_barrier->line, b.arrived, L.nthreads, b.done, who);
+      L.error = E_BARRIER;
+      return;
+    }
+  }
+  // A cluster.sync() that threads of the cluster exited without reaching.
+  for (size_t first = 0; L.cluster_size > 1 && first < blocks.size(); first += L.cluster_size) {
+    Fiber* waiting = nullptr;
+    Fiber* exited = nullptr;
+    for (size_t s = first; s < first + L.cluster_size; ++s)
+      for (unsigned i = 0; i < L.nthreads; ++i) {
+        Fiber& f = L.fibers[blocks[s].first_fiber + i];
+        if (f.state == AT_CLUSTER && !waiting) waiting = &f;
+        if (f.state == DONE && !exited) exited = &f;
+      }
+    if (waiting && exited) {
+      L.current = waiting;
+      char who[160];
+      describe_thread(who, sizeof who, exited);
+      snprintf(g_error, sizeof g_error,
+               "cluster.sync() at line %d is reached by %u of the cluster's %u threads; the others exited without "
+               "reaching it (first: %s) -- barrier divergence",
+               waiting->line, L.cluster_barriers[first / L.cluster_size].arrived, L.cluster_size * L.nthreads, who);
       L.error = E_BARRIER;
       return;
     }
@@ -453,6 +522,9 @@ inline void diagnose_stall(std::vector<Block>& blocks) {
 inline void start_block(Block& b, size_t slot, uint3 idx, unsigned first, bool poison) {
   Launch& L = g_launch;
   b.idx = idx;
+  b.slot = static_cast<unsigned>(slot);
+  b.rank = static_cast<unsigned>(slot % L.cluster_size);
+  b.finished = false;
   b.first_fiber = first;
   b.arrived = b.done = 0;
   b.barrier_line = 0;
@@ -498,10 +570,23 @@ inline int run_launch(void (*entry)(void**), void** args, dim3 grid, dim3 block,
   L.shuffle = seed != 0;
   L.rng.seed(seed);
   g_error[0] = 0;
+  // The cluster shape set for this launch (cutopk_sim_set_cluster), then back to none.
+  L.cluster = g_next_cluster;
+  g_next_cluster = dim3(1, 1, 1);
+  const unsigned cs = L.cluster.x * L.cluster.y * L.cluster.z;
+  L.cluster_size = cs;
   unsigned long long nblocks = 1ull * grid.x * grid.y * grid.z;
   if (nblocks == 0 || L.nthreads == 0) return OK;
-  // 0 (or more than the grid) keeps every block of the grid resident.
+  if (cs == 0 || grid.x % L.cluster.x || grid.y % L.cluster.y || grid.z % L.cluster.z) {
+    snprintf(g_error, sizeof g_error, "grid (%u,%u,%u) is not a whole number of clusters (%u,%u,%u)", grid.x,
+             grid.y, grid.z, L.cluster.x, L.cluster.y, L.cluster.z);
+    return E_CLUSTER;
+  }
+  // 0 (or more than the grid) keeps every block of the grid resident; a cluster's blocks are
+  // resident together, so the count is a whole number of clusters.
   if (resident < 1 || static_cast<unsigned long long>(resident) > nblocks) resident = static_cast<int>(nblocks);
+  resident = resident < static_cast<int>(cs) ? static_cast<int>(cs) : resident / static_cast<int>(cs) * static_cast<int>(cs);
+  L.cluster_barriers.assign(resident / cs, ClusterBarrier{});
   size_t nfibers = static_cast<size_t>(resident) * L.nthreads;
   while (g_stacks.size() < nfibers) {
     char* s = new_stack();
@@ -526,21 +611,27 @@ inline int run_launch(void (*entry)(void**), void** args, dim3 grid, dim3 block,
     L.current = nullptr;
     return L.error;
   }
-  // The next block to start: in x-fastest order, or (block_seed non-zero) in an order shuffled
-  // by block_seed, so that blocks coordinating through global memory (the last block of a row
-  // finishing it, tickets) meet every finish order.
+  // The next block to start: clusters (single blocks without one) in x-fastest order, or
+  // (block_seed non-zero) in an order shuffled by block_seed, so that blocks coordinating through
+  // global memory (the last block of a row finishing it, tickets) meet every finish order; a
+  // cluster's blocks start together, rank r into the r-th slot of its group.
   unsigned long long next = 0;
-  std::vector<unsigned long long> block_order;
+  const unsigned long long nclusters = nblocks / cs;
+  std::vector<unsigned long long> cluster_order;
   if (block_seed) {
-    block_order.resize(nblocks);
-    for (unsigned long long i = 0; i < nblocks; ++i) block_order[i] = i;
+    cluster_order.resize(nclusters);
+    for (unsigned long long i = 0; i < nclusters; ++i) cluster_order[i] = i;
     std::mt19937_64 block_rng(block_seed);
-    std::shuffle(block_order.begin(), block_order.end(), block_rng);
+    std::shuffle(cluster_order.begin(), cluster_order.end(), block_rng);
   }
+  const dim3 cd = L.cluster;
+  const unsigned long long gcx = grid.x / cd.x, gcy = grid.y / cd.y;
   auto block_index = [&](unsigned long long n) {
-    if (block_seed) n = block_order[n];
-    return uint3{static_cast<unsigned>(n % grid.x), static_cast<unsigned>((n / grid.x) % grid.y),
-                 static_cast<unsigned>(n / (1ull * grid.x * grid.y))};
+    unsigned long long c = n / cs, r = n % cs;
+    if (block_seed) c = cluster_order[c];
+    return uint3{static_cast<unsigned>((c % gcx) * cd.x + r % cd.x),
+                 static_cast<unsigned>(((c / gcx) % gcy) * cd.y + (r / cd.x) % cd.y),
+                 static_cast<unsigned>((c / (gcx * gcy)) * cd.z + r / (1ull * cd.x * cd.y))};
   };
   std::vector<char> live(resident, 0);
   for (int s = 0; s < resident; ++s) {
@@ -566,7 +657,7 @@ inline int run_launch(void (*entry)(void**), void** args, dim3 grid, dim3 block,
         progressed = true;
         if (L.error) return L.error;
       }
-      if (b.done == L.nthreads) {
+      if (b.done == L.nthreads && !b.finished) {  // a finished block's pages may be gone: not read
         if (b.dynamic) {
           if (long at = damaged_canary(b)) {
             snprintf(g_error, sizeof g_error,
@@ -576,11 +667,30 @@ inline int run_launch(void (*entry)(void**), void** args, dim3 grid, dim3 block,
             return L.error = E_SHARED;
           }
         }
-        if (next < nblocks) {
-          start_block(b, s, block_index(next++), s * L.nthreads, poison);
-        } else {
-          live[s] = 0;
-          --running;
+        if (cs == 1) {
+          if (next < nblocks) {
+            start_block(b, s, block_index(next++), s * L.nthreads, poison);
+          } else {
+            live[s] = 0;
+            --running;
+          }
+        } else if (!b.finished) {
+          // Its cluster may still read its shared memory: gone until the whole cluster is done,
+          // then the cluster's slots take the next cluster together.
+          b.finished = true;
+          set_shared_gone(b, true);
+          const int group = s - static_cast<int>(b.rank);
+          bool all = true;
+          for (int r = 0; r < static_cast<int>(cs); ++r) all = all && L.blocks[group + r].finished;
+          for (int r = 0; all && r < static_cast<int>(cs); ++r) {
+            set_shared_gone(L.blocks[group + r], false);
+            if (next < nblocks) {
+              start_block(L.blocks[group + r], group + r, block_index(next++), (group + r) * L.nthreads, poison);
+            } else {
+              live[group + r] = 0;
+              --running;
+            }
+          }
         }
       }
     }
@@ -592,12 +702,22 @@ inline int run_launch(void (*entry)(void**), void** args, dim3 grid, dim3 block,
   return OK;
 }
 
+// Clears the protections an abandoned launch (a fault) left on exited blocks' shared memory.
+inline void restore_shared() {
+  for (Block& b : g_launch.blocks)
+    if (b.finished && g_launch.cluster_size > 1) {
+      set_shared_gone(b, false);
+      b.finished = false;
+    }
+}
+
 inline int run(void (*entry)(void**), void** args, dim3 grid, dim3 block, size_t dynamic_bytes, int resident,
                unsigned long long seed, unsigned long long block_seed, int poison, unsigned long long spin_budget,
                double watchdog_s) {
   int rc = run_launch(entry, args, grid, block, dynamic_bytes, resident, seed, block_seed, poison, spin_budget,
                       watchdog_s);
   g_launch.current = nullptr;
+  restore_shared();
   fflush(stdout);  // the kernel's printf output comes before anything Python prints next
   return rc;
 }
@@ -625,8 +745,13 @@ __attribute__((visibility("default"))) void cutopk_sim_trim() {
   for (auto& m : g_dynamic_maps)
     if (m.first) munmap(m.first, m.second);
   g_dynamic_maps = {};
-  for (unsigned char* a : g_arenas) free(a);
+  for (unsigned char* a : g_arenas)
+    if (a) munmap(a, ARENA_BYTES);
   g_arenas = {};
+}
+// The cluster shape (in blocks) of the next launch only; (1, 1, 1): no cluster.
+__attribute__((visibility("default"))) void cutopk_sim_set_cluster(unsigned x, unsigned y, unsigned z) {
+  cutopk_sim::g_next_cluster = dim3(x, y, z);
 }
 __attribute__((visibility("default"))) int cutopk_sim_fault_frames(unsigned long long* out, int capacity) {
   int n = cutopk_sim::g_nframes < capacity ? cutopk_sim::g_nframes : capacity;

@@ -64,7 +64,7 @@
 
 namespace cutopk_sim {
 
-enum FiberState { RUNNABLE = 0, AT_BARRIER = 1, AT_WARP = 2, DONE = 3 };
+enum FiberState { RUNNABLE = 0, AT_BARRIER = 1, AT_WARP = 2, DONE = 3, AT_CLUSTER = 4 };
 enum WarpOp {
   OP_SHFL,
   OP_SHFL_UP,
@@ -93,6 +93,7 @@ enum ErrorCode {
   E_ASSERT = 7,
   E_HANG = 8,
   E_RESOURCE = 9,
+  E_CLUSTER = 10,
 };
 
 static const char* const OP_NAMES[] = {
@@ -131,6 +132,15 @@ struct Block {
   int pred_count = 0;
   std::vector<unsigned> warp_arrived;  // per warp: lanes waiting at a warp operation
   std::vector<unsigned> warp_done;  // per warp: lanes that have exited
+  unsigned slot = 0;  // its place among the resident blocks (L.blocks)
+  unsigned rank = 0;  // its rank in its thread-block cluster: slot - rank is the cluster's rank 0
+  bool finished = false;  // every thread has exited (its shared memory is gone)
+};
+
+// A cluster's barrier (cluster.sync()): threads of all its blocks waiting, and the call site.
+struct ClusterBarrier {
+  unsigned arrived = 0;
+  int line = 0;
 };
 
 #ifdef CUTOPK_SIM_ASAN
@@ -160,6 +170,11 @@ struct Launch {
   unsigned epoch = 0;  // launch counter: SharedSite offsets are valid for one launch
   std::mt19937_64 rng;
   bool shuffle = false;
+  // Thread-block clusters (sm_90): the cluster's dimensions in blocks and its size; the
+  // resident blocks hold whole clusters, cluster_size consecutive slots each.
+  dim3 cluster{1, 1, 1};
+  unsigned cluster_size = 1;
+  std::vector<ClusterBarrier> cluster_barriers;  // one per cluster of resident slots
 };
 
 // Module-wide state (each module is its own shared object built with hidden visibility).
@@ -169,6 +184,7 @@ inline sigjmp_buf g_crash_env;
 inline std::vector<char*> g_stacks;
 inline std::vector<unsigned char*> g_arenas;
 inline std::vector<std::pair<unsigned char*, size_t>> g_dynamic_maps;  // (map, bytes)
+inline dim3 g_next_cluster(1, 1, 1);  // the cluster shape of the next launch (cutopk_sim_set_cluster)
 
 // Saves the callee-saved registers of the running context on its stack, stores its stack
 // pointer in *from and resumes the context whose stack pointer is `to`.
@@ -585,3 +601,4 @@ inline unsigned syncwarp_impl(int line, unsigned mask = 0xffffffffu) {
 inline long long clock64() { return static_cast<long long>(++::cutopk_sim::g_launch.polls); }
 
 #include "sim_intrinsics.h"
+#include "sim_cluster.h"

@@ -1,0 +1,106 @@
+// cutopk CPU simulator: thread-block clusters (sm_90), in host mode.
+//
+// A launch may group its blocks into clusters (Function(..., cluster=(x, y, z)) in Python, as
+// cudaLaunchKernelEx's cluster dimension does): the blocks of one cluster are resident together
+// and may read and write each other's shared memory. Kernels reach them through the part of
+// cooperative_groups that cluster code uses, defined here in place of CUDA's header (whose
+// device code does not compile in host mode):
+//   cg::this_cluster(): block_rank(), num_blocks(), dim_blocks(), block_index(), thread_rank(),
+//   num_threads(), sync(), map_shared_rank(pointer, rank).
+// Faults (ClusterError in Python): a rank outside the cluster, a pointer that is not in this
+// block's shared memory, and any access to the shared memory of a block that has exited (its
+// pages are made inaccessible until its whole cluster is done, so even a pointer mapped earlier
+// faults). A cluster.sync() that some thread of the cluster never reaches (it exited) is a
+// barrier divergence, as for __syncthreads. Without a cluster, every block is a cluster of one.
+#pragma once
+
+// The real <cooperative_groups.h> becomes empty: this file stands in for it.
+#define _COOPERATIVE_GROUPS_H_
+// A compile-time cluster shape on a kernel: the simulator takes the shape at launch instead.
+#define __cluster_dims__(...)
+
+namespace cutopk_sim {
+
+inline Block& cluster_block(unsigned rank) {
+  Block* b = cur()->block;
+  return g_launch.blocks[b->slot - b->rank + rank];
+}
+
+inline void cluster_sync_impl(int line) {
+  Launch& L = g_launch;
+  Fiber* f = cur();
+  Block* b = f->block;
+  ClusterBarrier& c = L.cluster_barriers[b->slot / L.cluster_size];
+  if (c.arrived == 0) {
+    c.line = line;
+  } else if (c.line != line) {
+    fault(E_BARRIER, line,
+          "cluster.sync() here while %u threads of the cluster wait at the cluster.sync() at line %d -- barrier "
+          "divergence",
+          c.arrived, c.line);
+  }
+  f->line = line;
+  f->state = AT_CLUSTER;
+  if (++c.arrived == L.cluster_size * L.nthreads) {
+    // The last thread of the cluster to arrive lets every thread of every block go and carries on.
+    for (unsigned r = 0; r < L.cluster_size; ++r) {
+      Block& other = cluster_block(r);
+      for (unsigned i = 0; i < L.nthreads; ++i) {
+        Fiber& g = L.fibers[other.first_fiber + i];
+        if (g.state == AT_CLUSTER) g.state = RUNNABLE;
+      }
+    }
+    c.arrived = 0;
+    progressed();
+  } else {
+    to_scheduler();
+  }
+}
+
+// `addr` (in this block's static or dynamic shared memory) at the same offset in the shared
+// memory of the cluster's block `rank`.
+inline void* map_shared_rank_impl(const void* addr, unsigned rank, int line) {
+  Launch& L = g_launch;
+  Block* b = cur()->block;
+  if (rank >= L.cluster_size)
+    fault(E_CLUSTER, line, "map_shared_rank to block rank %u, outside the cluster of %u blocks -- cluster misuse", rank,
+          L.cluster_size);
+  Block& t = cluster_block(rank);
+  if (t.done == L.nthreads)
+    fault(E_CLUSTER, line,
+          "map_shared_rank to block rank %u (block (%u,%u,%u)), which has exited: its shared memory is gone -- "
+          "cluster misuse",
+          rank, t.idx.x, t.idx.y, t.idx.z);
+  auto a = static_cast<const unsigned char*>(addr);
+  if (a >= b->arena && a < b->arena + ARENA_BYTES) return t.arena + (a - b->arena);
+  if (b->dynamic && a >= b->dynamic && a <= b->dynamic + L.dynamic_bytes) return t.dynamic + (a - b->dynamic);
+  fault(E_CLUSTER, line, "map_shared_rank of %p, which is not in this block's shared memory -- cluster misuse", addr);
+}
+
+}  // namespace cutopk_sim
+
+namespace cooperative_groups {
+
+struct cluster_group {
+  void sync(int line = __builtin_LINE()) const { ::cutopk_sim::cluster_sync_impl(line); }
+  unsigned block_rank() const { return ::cutopk_sim::cur()->block->rank; }
+  unsigned num_blocks() const { return ::cutopk_sim::g_launch.cluster_size; }
+  dim3 dim_blocks() const { return ::cutopk_sim::g_launch.cluster; }
+  dim3 block_index() const {
+    const uint3 idx = ::cutopk_sim::cur()->block->idx;
+    const dim3 c = ::cutopk_sim::g_launch.cluster;
+    return dim3(idx.x % c.x, idx.y % c.y, idx.z % c.z);
+  }
+  unsigned thread_rank() const { return block_rank() * ::cutopk_sim::g_launch.nthreads + ::cutopk_sim::cur()->linear; }
+  unsigned num_threads() const { return num_blocks() * ::cutopk_sim::g_launch.nthreads; }
+  template <class T>
+  T* map_shared_rank(T* addr, unsigned rank, int line = __builtin_LINE()) const {
+    return static_cast<T*>(::cutopk_sim::map_shared_rank_impl(addr, rank, line));
+  }
+};
+
+inline cluster_group this_cluster() {
+  return cluster_group{};
+}
+
+}  // namespace cooperative_groups

@@ -1,0 +1,245 @@
+// The steps of a radix select over a row held on chip as keys (kernels/resident.cu: one block
+// per row; kernels/cluster.cu: a cluster of blocks per row, each holding a slice): load,
+// histogram, choose the bin, refine, collect (count and place), order. Each is a __device__
+// function called by every thread of the block; docs/kernels.md describes the families.
+//
+// Digits: CUTOPK_RESIDENT_DIGIT_BITS (12) at a time from the top, counted in 32-bit shared
+// counters (warp-aggregated with __match_any_sync). Shared memory at the start of a block's
+// dynamic shared memory: the histogram, which the K winners' keys and 32-bit indices overlay
+// once it is dead (front_bytes), then the keys.
+#pragma once
+
+#include "constants.cuh"
+#include "key_traits.cuh"
+#include "row_extent.cuh"
+#include "block_sort.cuh"
+#include "row_loads.cuh"
+#include "radix_digit.cuh"
+
+// The steps are in a namespace of their own inside cutopk (the families' kernels call onchip::...).
+namespace cutopk {
+namespace onchip {
+
+constexpr int DIGIT_BITS = CUTOPK_RESIDENT_DIGIT_BITS;
+constexpr int BINS = 1 << DIGIT_BITS;
+constexpr int BINS_PER_THREAD = BINS / CUTOPK_RESIDENT_THREADS;  // choose_bin's share of the bins
+static_assert(BINS % CUTOPK_RESIDENT_THREADS == 0, "every thread scans the same number of bins");
+constexpr unsigned FULL = 0xffffffffu;
+
+// Where the K-th key lies: the keys whose bits at and above `shift` equal `prefix` (with shift ==
+// the key's width, every key). `needed` winners are still to be taken from those `count` keys.
+struct Bucket {
+  unsigned long long prefix;
+  int needed;
+  int count;
+  int shift;
+};
+
+// Bytes at the start of dynamic shared memory: the histogram, later the K winners' keys and
+// indices (the histogram is dead by then; keys first, each part a multiple of 16 bytes, so that
+// 8-byte keys, the indices and the row's keys after them are aligned).
+template <class Key>
+__device__ __forceinline__ int winner_keys_bytes(int kp) {
+  return (kp * (int)sizeof(Key) + 15) & ~15;
+}
+template <class Key>
+__device__ __forceinline__ int front_bytes(int kp) {
+  const int winners = winner_keys_bytes<Key>(kp) + ((kp * 4 + 15) & ~15);
+  return winners > BINS * 4 ? winners : BINS * 4;
+}
+
+// The key's bits at and above `shift` (0 when shift is the key's width: the whole row's prefix).
+template <class Key>
+__device__ __forceinline__ unsigned long long high_bits(Key key, int shift) {
+  return shift >= 8 * (int)sizeof(Key) ? 0ull : (unsigned long long)key >> shift;
+}
+
+// Adds one to bin `digit` where `counted`; lanes of the warp with the same digit add once together
+// (a row of one value would otherwise serialise on one counter). Every lane of the warp calls it.
+__device__ __forceinline__ void count_digit(unsigned* hist, unsigned digit, bool counted) {
+  if (!__any_sync(FULL, counted)) return;
+  const unsigned lane = threadIdx.x & 31;
+  const unsigned peers = __match_any_sync(FULL, counted ? digit : BINS + lane);  // idle lanes: alone
+  if (counted && lane == (unsigned)(__ffs(peers) - 1)) atomicAdd(&hist[digit], (unsigned)__popc(peers));
+}
+
+__device__ __forceinline__ void zero_bins(unsigned* hist, int bins) {
+  for (int d = threadIdx.x; d < bins; d += blockDim.x) hist[d] = 0;
+}
+
+// 1. The row's `len` elements as keys into `keys`, the digit of `bits` bits at `shift` counted.
+template <class T>
+__device__ __forceinline__ void load_row(const T* base, long long col_stride, int len, bool largest, bool nan_first,
+                                         int shift, int bits, typename KeyTraits<T>::Key* keys, unsigned* hist) {
+  typedef typename KeyTraits<T>::Key Key;
+  const unsigned mask = (1u << bits) - 1;
+  stream_row(row_bits(base), col_stride, 0, len, threadIdx.x, blockDim.x, [&](const auto& run) {
+#pragma unroll
+    for (int e = 0; e < CUTOPK_RUN_SIZE(run); ++e) {
+      const Key key = KeyTraits<T>::from_bits(run.bits[e], largest, nan_first);
+      if (e < run.count) keys[run.first + e] = key;
+      count_digit(hist, (unsigned)(key >> shift) & mask, e < run.count);
+    }
+  });
+}
+
+// 2. The bin of `bits` bits holding the `needed`-th key from the top, recorded in *s (prefix
+// extended by the bin, needed less the keys above it, count the bin's, shift lowered by `bits`).
+// Thread t sums bins [top - 8, top), top = 2^bits - 8t; a block scan in thread order then gives
+// each thread the keys in the bins above its own, so exactly one thread's bins cross `needed`.
+// Every thread calls it; it ends with a barrier, after which *s is the new bucket.
+__device__ __forceinline__ void choose_bin(const unsigned* hist, int bits, Bucket* s, int* scan) {
+  const Bucket b = *s;  // read by all before block_scan's first barrier; written after its last
+  const int top = (1 << bits) - BINS_PER_THREAD * (int)threadIdx.x;
+  int total = 0;
+#pragma unroll
+  for (int j = 1; j <= BINS_PER_THREAD; ++j) total += top - j >= 0 ? (int)hist[top - j] : 0;  // past bin 0: none
+  int all;
+  int above = block_scan(total, scan, &all);
+  if (above < b.needed && above + total >= b.needed) {
+    for (int j = 1; j <= BINS_PER_THREAD && top - j >= 0; ++j) {
+      const int count = (int)hist[top - j];
+      if (above + count >= b.needed) {
+        s->prefix = (b.prefix << bits) | (unsigned long long)(top - j);
+        s->needed = b.needed - above;
+        s->count = count;
+        s->shift = b.shift - bits;
+        break;
+      }
+      above += count;
+    }
+  }
+  __syncthreads();
+}
+
+// 3. Counts the next digit (`bits` bits below b.shift) of the keys in bucket b, from shared memory.
+// The trip count is the same in every thread of a warp (count_digit's votes).
+template <class Key>
+__device__ __forceinline__ void refine(const Key* keys, int len, Bucket b, int bits, unsigned* hist) {
+  const int shift = b.shift - bits;
+  const unsigned mask = (1u << bits) - 1;
+  zero_bins(hist, 1 << bits);
+  __syncthreads();
+  for (int i0 = 0; i0 < len; i0 += blockDim.x) {
+    const int i = i0 + (int)threadIdx.x;
+    const Key key = i < len ? keys[i] : Key(0);
+    count_digit(hist, (unsigned)(key >> shift) & mask, i < len && high_bits(key, b.shift) == b.prefix);
+  }
+  __syncthreads();
+}
+
+// 2-3. From the top digit's counts to the bucket of the K-th key: choose, refine, choose... until
+// the bucket holds just the winners still needed or no bit is left. `merged(bits)` gives the counts
+// to choose from once `hist` holds this block's: `hist` itself for one block, the sum over the
+// blocks of a cluster otherwise (every block then chooses the same bin).
+template <class Key, class Merge>
+__device__ __forceinline__ void find_bucket(const Key* keys, int len, int first_bits, unsigned* hist, Bucket* s,
+                                            int* scan, Merge&& merged) {
+  choose_bin(merged(first_bits), first_bits, s, scan);
+  while (true) {
+    const Bucket b = *s;  // the same in every thread
+    if (b.count == b.needed || b.shift == 0) return;
+    const int bits = b.shift < DIGIT_BITS ? b.shift : DIGIT_BITS;
+    refine(keys, len, b, bits, hist);  // its first barrier: every thread has read *s
+    choose_bin(merged(bits), bits, s, scan);
+  }
+}
+
+// 4. The winners of bucket b: the keys above it and the bucket's members of rank < b.needed by
+// index. In two steps, so that a cluster of blocks can add up its blocks' counts in between:
+// count_winners counts both kinds per warp over a contiguous segment of the row (ballots) and
+// gives each warp the counts before it in the block (one block scan of the two counts packed in
+// 64 bits: above in the high half); place_winners then puts them in index order, from the bases
+// the caller adds (the counts of earlier blocks of a cluster; 0 for one block).
+struct Counts {
+  unsigned long long before;  // (above, members) in the block's warps before this one
+  unsigned long long mine;    // (above, members) in this warp's segment
+  unsigned long long block;   // (above, members) in the whole block
+};
+
+__device__ __forceinline__ int warp_segment(int len, int* lo) {
+  const int warps = blockDim.x >> 5;
+  const int segment = ((len + warps - 1) / warps + 31) & ~31;
+  *lo = min(len, (int)(threadIdx.x >> 5) * segment);
+  return min(len, *lo + segment);
+}
+
+template <class Key>
+__device__ __forceinline__ Counts count_winners(const Key* keys, int len, Bucket b, unsigned long long* scan) {
+  const int lane = threadIdx.x & 31;
+  int lo;
+  const int hi = warp_segment(len, &lo);
+  unsigned long long mine = 0;
+  for (int i = lo + lane; i - lane < hi; i += 32) {
+    const unsigned long long high = i < hi ? high_bits(keys[i], b.shift) : 0ull;
+    const unsigned up = __ballot_sync(FULL, i < hi && high > b.prefix);
+    const unsigned member = __ballot_sync(FULL, i < hi && high == b.prefix);
+    mine += ((unsigned long long)__popc(up) << 32) + (unsigned long long)__popc(member);
+  }
+  Counts c;
+  c.mine = mine;
+  c.before = __shfl_sync(FULL, block_scan(lane == 0 ? mine : 0ull, scan, &c.block), 0);
+  return c;
+}
+
+// Keys [0, len) of this block are the row's elements first + i. Keys above the bucket go to
+// up_base + their rank among them, members of rank r (counting from member_base) < b.needed to
+// above + r, in (win_key, win_idx): this block's shared memory, or another's of its cluster. A warp
+// stops once its keys above are placed and its members' ranks have passed b.needed.
+template <class Key>
+__device__ __forceinline__ void place_winners(const Key* keys, int len, long long first, Bucket b, Counts c,
+                                              int up_base, int member_base, int above, Key* win_key,
+                                              unsigned* win_idx) {
+  const int lane = threadIdx.x & 31;
+  const unsigned lower = (1u << lane) - 1;  // the lanes before this one
+  int lo;
+  const int hi = warp_segment(len, &lo);
+  int up_rank = up_base + (int)(c.before >> 32);
+  const int up_end = up_rank + (int)(c.mine >> 32);
+  int rank = member_base + (int)(c.before & 0xffffffffu);
+  for (int i = lo + lane; i - lane < hi && (up_rank < up_end || rank < b.needed); i += 32) {
+    const Key key = i < hi ? keys[i] : Key(0);
+    const unsigned long long high = high_bits(key, b.shift);
+    const unsigned up = __ballot_sync(FULL, i < hi && high > b.prefix);
+    const unsigned member = __ballot_sync(FULL, i < hi && high == b.prefix);
+    if ((up >> lane) & 1) {
+      const int slot = up_rank + __popc(up & lower);
+      win_key[slot] = key;
+      win_idx[slot] = (unsigned)(first + i);
+    }
+    const int r = rank + __popc(member & lower);
+    if (((member >> lane) & 1) && r < b.needed) {
+      win_key[above + r] = key;
+      win_idx[above + r] = (unsigned)(first + i);
+    }
+    up_rank += __popc(up);
+    rank += __popc(member);
+  }
+}
+
+// 5. Sorts the `count` winners (padded to kp with pairs that sort after them) and writes output
+// positions [0, k) of `row`: the winners, then padding.
+template <class T, class Key>
+__device__ __forceinline__ void order_and_write(Key* win_key, unsigned* win_idx, int count, int k, int kp,
+                                                bool by_index, const T* base, long long col_stride,
+                                                T* __restrict__ out_vals, void* __restrict__ out_idx, int index_bytes,
+                                                long long row) {
+  for (int i = count + threadIdx.x; i < kp; i += blockDim.x) {
+    win_key[i] = 0;
+    win_idx[i] = 0xffffffffu;
+  }
+  __syncthreads();
+  if (by_index)
+    block_bitonic<true>(win_key, win_idx, kp);
+  else
+    block_bitonic<false>(win_key, win_idx, kp);
+  for (int j = threadIdx.x; j < k; j += blockDim.x) {
+    if (j < count)
+      write_winner(base, col_stride, out_vals, out_idx, index_bytes, row * k + j, (unsigned long long)win_idx[j]);
+    else
+      write_padding(out_vals, out_idx, index_bytes, row * k + j);
+  }
+}
+
+}  // namespace onchip
+}  // namespace cutopk
