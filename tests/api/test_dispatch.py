@@ -183,11 +183,16 @@ def test_multiblock_chunks_of_rows():
 
 def test_multiblock_sampled_threshold_plan():
     # The threshold's rank: m + 4 sqrt(m) + 8 for m = ceil(K * SAMPLES / n) samples expected
-    # among the top K; three times the keys expected to reach it, plus 256, in the candidates.
+    # among the top K; the keys expected to reach it plus 8 deviations (at most 3 times them),
+    # plus 256, in the candidates.
     p = d.plan(1, 2**24, 1024, 4, DEV, copy=False)
     assert p.params["sample_rank"] == 13  # m = 1: 1 + 4 + 8
     expected = 14 * 2**24 // d.MULTIBLOCK_SAMPLES
-    assert p.params["cap"] == 3 * expected + 256
+    assert p.params["cap"] == 3 * expected + 256  # 8 / sqrt(14) > 2: the 3 x bound
+    p = d.plan(1, 2**20, 4096, 4, DEV, copy=False, algorithm="multiblock")
+    assert p.params["sample_rank"] == 40  # m = 16: 16 + 16 + 8
+    expected = 41 * 2**20 // d.MULTIBLOCK_SAMPLES
+    assert p.params["cap"] == expected + -(-8 * expected // 6) + 256
     assert p.params["cand_slice"] * p.params["blocks_per_row"] >= p.params["cap"]
     m = -(-2048 * d.MULTIBLOCK_SAMPLES // 2**18)
     assert d.plan(16, 2**18, 2048, 4, DEV, copy=False).params["sample_rank"] == m + 4 * math.isqrt(m) + 8
@@ -195,7 +200,12 @@ def test_multiblock_sampled_threshold_plan():
     short = d.plan(1, _multiblock.SAMPLE_MIN_N - 1, 16, 4, DEV, copy=False, algorithm="multiblock")
     assert short.params["sample_rank"] is None and short.params["cap"] == 0
     # So do rows where the candidates would not fit the scratch budget (K a large part of the row).
-    assert d.plan(1, 2**16, 2048, 4, DEV, copy=False).params["sample_rank"] is None
+    assert d.plan(1, 2**16, 8192, 4, DEV, copy=False, algorithm="multiblock").params["sample_rank"] is None
+    # The budget is in elements (n / 8 pairs), the same for every key width (issue 39: 16-bit
+    # rows of 65536 with K = 2048 had no threshold when it was a quarter of the input bytes).
+    for key_bytes in (1, 2, 4, 8):
+        p = d.plan(16, 2**16, 2048, key_bytes, DEV, copy=False, algorithm="multiblock")
+        assert p.params["sample_rank"] == 180 and p.params["cap"] <= 2**16 // _multiblock.ROOM_DIVISOR
 
 
 def test_multiblock_digits_and_launches():

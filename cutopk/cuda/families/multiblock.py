@@ -6,8 +6,8 @@ Launches: ``sample_threshold`` then ``digit_pass`` once per digit, ``ceil(key bi
 4, 7 for 8-, 16-, 32-, 64-bit keys), whatever the data, lengths or order, with no host
 synchronisation: a pass serves the rows on the input and those on the candidate buffer in one
 launch, and passes after a row is finished return at once, so the whole call can be captured in
-a CUDA graph. Scratch: the table of :func:`scratch`, within ``input bytes / 4 + 16 * rows * K``
-for rows of at least :data:`MIN_N` elements (:func:`caps` sizes the buffers to that budget).
+a CUDA graph. Scratch: the table of :func:`scratch`, within ``n / 8`` (key, int64 index) pairs
+``+ 16 * K`` per row for rows of at least :data:`MIN_N` elements (:func:`caps` sizes the buffers to that budget).
 
 Rows: regular, with lengths, or CSR segments (kernels/row_extent.cuh): every kernel that reads
 the input takes each row's start and length from ``extents``, so a batch of rows of their own
@@ -59,6 +59,9 @@ MIN_SLICE = 2048  # elements per block: below this the per-block overheads domin
 # the later passes read those instead of the input). Shorter rows (forced onto the family) read
 # the input once per digit.
 SAMPLE_MIN_N = 1 << 14
+# The candidate and bucket buffers share n / ROOM_DIVISOR (key, int64 index) pairs per row
+# (:func:`caps`): 1.5 bytes per element for 32-bit keys, 1.25 for 16-bit ones.
+ROOM_DIVISOR = 8
 # The rows the scratch bound is stated for (the dispatcher sends rows of 2^16 and more here).
 MIN_N = 1 << 16
 MAX_N = 1 << 32  # 32-bit counts: a block's shared counts, the rows' histograms
@@ -129,25 +132,38 @@ def caps(n: int, k: int, key_bytes: int, blocks_per_row: int) -> tuple[int, int,
     """``(cap, bucket_cap, rank)`` per row: the candidate buffer (the keys reaching the sampled
     threshold), the last digit's bucket buffer, and the threshold's rank (None: no threshold).
 
-    The buffers share what the scratch budget leaves per row: ``n * key_bytes / 4`` less the
-    state, the histogram and the slices' counts of the threshold's ties (the K winners are the
-    ``16 * K`` part). The candidates get three times
-    the keys expected to reach the threshold (more than twice the mean is rare for rank >= 8,
-    and an overflow only sends the row to the input); without that much room, or for rows shorter
-    than SAMPLE_MIN_N, there is no threshold. The bucket buffer gets what is left, up to the
-    candidate buffer's size or n / 64 (a larger bucket is gathered from the candidates).
+    The buffers share what the scratch budget leaves per row: ``n / ROOM_DIVISOR`` (key, int64
+    index) pairs, less the state, the histogram and the slices' counts of the threshold's ties
+    (the K winners come on top). The budget is in elements, not input bytes: the keys reaching
+    the threshold are a share of the row's elements whatever their width, and a budget of
+    ``input bytes / 4`` gave 16-bit rows (16 x 65536, k=2048 on the H200, issue 39) no threshold
+    at all. The candidates get :func:`candidate_room` (the expected count and a margin); without
+    that much room, or for rows shorter than SAMPLE_MIN_N, there is no threshold. The bucket
+    buffer gets what is left, up to the candidate buffer's size or n / 64 (a larger bucket is
+    gathered from the candidates).
     """
     entry = key_bytes + 8
     ties = 4 * blocks_per_row
-    room = max(0, (n * key_bytes // 4 - MULTIBLOCK_STATE_BYTES - 4 * bins(key_bytes) - ties) // entry)
+    room = max(0, (n // ROOM_DIVISOR * entry - MULTIBLOCK_STATE_BYTES - 4 * bins(key_bytes) - ties) // entry)
     cap, rank = 0, None
     if n >= SAMPLE_MIN_N:
         r, expected = sample_rank(n, k)
-        want = min(n, 3 * expected + 256)
+        want = min(n, candidate_room(r, expected))
         if want <= room and expected < n:
             cap, rank = want, r
     bucket_cap = min(room - cap, max(cap, n // 64, 4096)) if len(digit_widths(8 * key_bytes)) > 1 else 0
     return cap, bucket_cap, rank
+
+
+def candidate_room(rank: int, expected: int) -> int:
+    """Candidates a row's buffer holds for a threshold of sample rank ``rank`` that ``expected``
+    keys of a row of spread keys reach: the keys reaching it are ``n`` times a Beta(rank + 1,
+    SAMPLES - rank) share, of relative deviation about ``1 / sqrt(rank + 1)``; the buffer takes
+    8 deviations above the mean (runs of one sector are sampled, so neighbouring keys that
+    move together count as fewer samples), at most 3 x the mean (the margin for small ranks),
+    plus 256. An overflow is never wrong: the row then reads the input once per digit."""
+    margin = expected + -(-8 * expected // max(1, math.isqrt(rank + 1)))
+    return min(3 * expected, margin) + 256
 
 
 def slices(rows: int, n: int, device) -> tuple[int, int]:
