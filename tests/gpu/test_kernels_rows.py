@@ -61,12 +61,17 @@ def test_large_shared_memory_plans():
     assert _dispatch.bitonic_size(16384, 4, big) == 16384
     assert _dispatch.bitonic_size(16385, 4, big) is None
     assert _dispatch.bitonic_size(32768, 2, big) == 32768
-    p = _dispatch.plan(100, 16384, 2000, 4, big, copy=False)
+    p = _dispatch.plan(100, 16384, 2000, 4, big, copy=False, algorithm="bitonic")
     assert (p.algorithm, p.shared_bytes) == ("bitonic", 16384 * 8)
+    # (auto selects first on rows beyond 4096 pairs and orders the K alone: issue 39)
+    assert _dispatch.plan(100, 16384, 2000, 4, big, copy=False).algorithm == "multiblock"
     # radix holds more candidates, multiblock's finishing block sorts more winners.
     assert _dispatch.radix_cap(1024, 8, big) > _dispatch.radix_cap(1024, 8, _dispatch.Device())
-    assert _dispatch.plan(1, 2**20, 16384, 4, big, copy=False).params["order_shared"] == 16384 * 12
-    assert _dispatch.plan(1, 2**20, 16384, 4, _dispatch.Device(), copy=False).algorithm == "sort"
+    assert _dispatch.plan(1, 2**20, 4096, 4, big, copy=False).params["order_shared"] == 4096 * 12
+    # Beyond 4096 pairs the K are ordered apart, on any device.
+    for device in (big, _dispatch.Device()):
+        p = _dispatch.plan(1, 2**20, 16384, 4, device, copy=False)
+        assert p.algorithm == "multiblock" and not p.params["sort_here"], p
 
 
 @pytest.mark.parametrize("backend", GPU_BACKENDS)
@@ -112,15 +117,21 @@ def test_order_tile():
 @pytest.mark.parametrize("backend", GPU_BACKENDS)
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int8", "uint16", "bfloat16"])
 def test_k_beyond_multiblocks_shared_memory_goes_to_another_family(backend, dtype, monkeypatch):
-    # 4 KB of shared memory: too little for multiblock's digit counts (2048 x 4 bytes), so it
-    # refuses, saying why; auto sends long rows to another family, still exact.
+    # 4 KB of shared memory: too little for multiblock's digit counts of 32- and 64-bit keys
+    # (2048 x 4 bytes), so it refuses, saying why; auto sends long rows to another family, still
+    # exact. 8- and 16-bit keys' 256 counts fit: their K = 200 winners are ordered apart.
     require(backend)
     use_device(monkeypatch, backend, 4096)
     rng = np.random.default_rng(13)
     x = make_values(rng, dtype_of(dtype), (2, 70_000), "nan" if "float" in dtype else "few_distinct")
-    with pytest.raises(ValueError, match="its finishing block sorts; this device gives a block 4096"):
-        cutopk.top_k(to_backend(x, backend), 200, algorithm="multiblock", backend=backend)
-    assert cutopk.plan(to_backend(x, backend), 200, backend=backend).algorithm != "multiblock"
+    if dtype_of(dtype).itemsize >= 4:
+        with pytest.raises(ValueError, match=r"for a digit's counts of .*; this device gives a block 4096"):
+            cutopk.top_k(to_backend(x, backend), 200, algorithm="multiblock", backend=backend)
+        assert cutopk.plan(to_backend(x, backend), 200, backend=backend).algorithm != "multiblock"
+    else:
+        plan = cutopk.plan(to_backend(x, backend), 200, algorithm="multiblock", backend=backend)
+        assert not plan.params["sort_here"]
+        run_case(backend, x, 200, algorithm="multiblock", sorted="index", mode="smallest", nan="largest")
     for k in (16, 200):
         run_case(backend, x, k, sorted="index", mode="smallest", nan="largest")
 

@@ -1,6 +1,8 @@
 """Issue 39 on the simulator (and a GPU when present): the multi-block select's buffers for
 16-bit keys sized in elements (the sampled threshold holds on rows where K is a few percent of
-the row), bit for bit against the reference, with ties, NaN, signed zeros and lengths=.
+the row), and K too large for the finishing block ordered apart from the selection (order.cu
+over the K pairs, then gather_values), bit for bit against the reference, with ties, NaN,
+signed zeros, lengths= and chunks of rows.
 Shapes are small (the planned buffers scale with n and K, so a row of 8192 with K = 256 has the
 ratio of the issue's 65536 with K = 2048); the issue's own shapes are planned in
 tests/api/test_plan_select.py.
@@ -10,9 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from support.backends import BACKEND_PARAMS, require, to_host
-from support.inputs import dtype_of, make_values
+from support.backends import BACKEND_PARAMS, require, to_backend, to_host
+from support.inputs import DTYPES, dtype_of, make_values
 from support.multiblock_state import MB_STATE, ON_CANDIDATES, record_states
+from support.reference import assert_same_padded, reference_with_lengths
 from test_kernels import run_case
 
 import cutopk
@@ -67,3 +70,67 @@ def test_16_bit_rows_take_the_sampled_threshold(backend, dtype, sampled_short_ro
         ("largest", False, "last"),
     ):
         run_case(backend, x, k, algorithm="multiblock", mode=mode, sorted=order, nan=nan)
+
+
+@pytest.fixture
+def ordered_apart(monkeypatch):
+    """K beyond 64 ordered after the selection (order.cu's tiles of 32 pairs and merges, then
+    gather_values), as K beyond 4096 is on a GPU: every step of that path at simulator sizes."""
+    monkeypatch.setattr(_multiblock, "BLOCK_SORT_MAX", 64)
+    monkeypatch.setattr(_multiblock, "ORDER_TILE", 32)
+    monkeypatch.setattr(_multiblock, "MIN_SLICE", 512)
+    monkeypatch.setattr(_multiblock, "SAMPLE_MIN_N", 0)
+    _call.CACHE.clear()
+    yield
+    _call.CACHE.clear()
+
+
+def ordering_launches(x, k, **kw) -> list:
+    plan = cutopk.plan(x, k, backend="sim", algorithm="multiblock", **kw)
+    assert not plan.params["sort_here"], plan.params
+    return [launch.kernel.split("<")[0] for launch in plan.launches]
+
+
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_large_k_is_ordered_after_the_selection(backend, dtype, ordered_apart, monkeypatch):
+    require(backend)
+    dt = dtype_of(dtype)
+    rng = np.random.default_rng(len(dtype))
+    x = make_values(rng, dt, (4, 3000), "uniform")
+    x[1] = make_values(rng, dt, (3000,), "few_distinct")  # ties at the K-th place
+    x[2] = make_values(rng, dt, (3000,), "nan" if dt.kind == "f" or dtype == "bfloat16" else "extremes")
+    x[3] = make_values(rng, dt, (3000,), "all_equal")
+    # 100 pairs: 4 tiles, one 4-way merge; 700: 22 tiles, two 8-way merges (ways = 8 >= sqrt(22)).
+    assert ordering_launches(x, 100)[-3:] == ["order_tiles", "order_merge", "gather_values"]
+    assert ordering_launches(x, 700)[-4:] == ["order_tiles", "order_merge", "order_merge", "gather_values"]
+    for k, mode, order, nan in (
+        (100, "largest", True, "last"),
+        (700, "smallest", "index", "largest"),
+        (700, "largest", False, "last"),
+        (3000, "largest", True, "largest"),  # every element wins: collected whole in pass 1
+    ):
+        run_case(backend, x, k, algorithm="multiblock", mode=mode, sorted=order, nan=nan)
+    run_case(backend, x[::-1, ::-2], 300, algorithm="multiblock", sorted=True, index_dtype=np.int32)
+
+
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
+def test_large_k_ordered_apart_with_lengths_and_chunks(backend, ordered_apart, monkeypatch):
+    require(backend)
+    monkeypatch.setattr(_multiblock, "MAX_ROWS", 2)  # 3 chunks of rows
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((5, 2500)).astype(np.float32)
+    x[:, ::9] = -0.0
+    x[:, 1::9] = 0.0
+    x[2, ::4] = np.nan
+    lengths = np.array([2500, 0, 90, 1700, 1])  # longer than K, empty, shorter than K, one
+    for k, mode, order, nan in ((200, "largest", True, "last"), (200, "smallest", "index", "largest")):
+        plan = cutopk.plan(to_backend(x, backend), k, lengths=to_backend(lengths, backend), backend=backend,
+                           algorithm="multiblock")  # fmt: skip
+        assert not plan.params["sort_here"] and plan.batch.startswith("lengths read by the kernels"), plan
+        got = cutopk.top_k(
+            to_backend(x, backend), k, lengths=to_backend(lengths, backend), backend=backend,
+            algorithm="multiblock", sorted=order, mode=mode, nan=nan,
+        )  # fmt: skip
+        want = reference_with_lengths(x, k, lengths, mode=mode, sorted=order, nan=nan)
+        assert_same_padded(tuple(to_host(a) for a in got), want, order=order)
