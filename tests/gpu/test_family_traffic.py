@@ -153,7 +153,9 @@ TIE_DISTRIBUTIONS = ("all_equal", "narrow", "inf", "nan", "ties_at_k", "sorted")
 
 
 @pytest.mark.parametrize(
-    ("dtype", "k", "apart"), [("float32", 100, False), ("float16", 600, False), ("float32", 300, True)], ids=str
+    ("dtype", "k", "apart"),
+    [("float32", 100, False), ("float16", 600, False), ("float32", 300, True)],
+    ids=str,
 )
 def test_repeated_keys_move_no_more_than_spread_keys(dtype, k, apart, monkeypatch):
     from cutopk._bench.grid import Case
