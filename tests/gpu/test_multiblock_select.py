@@ -137,3 +137,22 @@ def test_large_k_ordered_apart_with_lengths_and_chunks(backend, ordered_apart, m
         )  # fmt: skip
         want = reference_with_lengths(x, k, lengths, mode=mode, sorted=order, nan=nan)
         assert_same_padded(tuple(to_host(a) for a in got), want, order=order)
+    # CSR segments at unaligned starts (one empty), and rows along axis 0 (outputs staged).
+    offsets = np.array([0, 3, 2003, 2003, 4500, 12500])
+    data = x.ravel()
+    got = cutopk.segmented_top_k(
+        to_backend(data, backend),
+        offsets,
+        150,
+        backend=backend,
+        algorithm="multiblock",
+        sorted="index",
+        nan="largest",
+    )
+    seg_lengths = np.diff(offsets)
+    rows = np.zeros((seg_lengths.size, int(seg_lengths.max())), data.dtype)
+    for r, (start, length) in enumerate(zip(offsets[:-1].tolist(), seg_lengths.tolist(), strict=True)):
+        rows[r, :length] = data[start : start + length]
+    want = reference_with_lengths(rows, 150, seg_lengths, sorted="index", nan="largest")
+    assert_same_padded(tuple(to_host(a) for a in got), want, order="index")
+    run_case(backend, np.ascontiguousarray(x.T), 200, axis=0, algorithm="multiblock", mode="smallest")
