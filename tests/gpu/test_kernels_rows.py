@@ -98,10 +98,12 @@ def test_radix_and_the_multiblock_finishing_sort_beyond_48k(backend, monkeypatch
     assert plan.launches[0].shared_bytes > 48 * 1024
     run_case(backend, x, 1000, algorithm="radix")
     y = make_values(rng, np.float64, (1, 12000), "nan")
-    plan = cutopk.plan(to_backend(y, backend), 5000, algorithm="multiblock", backend=backend)
-    assert plan.params["order_shared"] > 48 * 1024
-    run_case(backend, y, 5000, algorithm="multiblock", nan="largest")
-    run_case(backend, y, 5000, algorithm="multiblock", sorted="index")
+    # K = 4000: pow2(K) = 4096 (key, index) pairs of 16 bytes, 64 KB (beyond 4096 the K are
+    # ordered apart: tests/gpu/test_multiblock_select.py).
+    plan = cutopk.plan(to_backend(y, backend), 4000, algorithm="multiblock", backend=backend)
+    assert plan.params["sort_here"] and plan.params["order_shared"] > 48 * 1024
+    run_case(backend, y, 4000, algorithm="multiblock", nan="largest")
+    run_case(backend, y, 4000, algorithm="multiblock", sorted="index")
 
 
 def test_order_tile():
