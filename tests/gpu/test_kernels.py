@@ -305,10 +305,11 @@ def test_multiblock_without_buffers_reads_the_input(backend, small_slices, monke
 
 
 def family_max_k(dtype) -> int:
-    """The largest K the family takes for ``dtype`` on the simulator's device (48 KB)."""
+    """The largest K the family's finishing block sorts for ``dtype`` on the simulator's device (48
+    KB); larger K is ordered apart (tests/gpu/test_multiblock_select.py)."""
     key_bytes = np.dtype(dtype).itemsize
     k = 1
-    while _dispatch.why_not("multiblock", 1 << 20, 2 * k, key_bytes, _dispatch.Device()) is None:
+    while _multiblock.sorts_in_block(2 * k, key_bytes, _dispatch.Device()):
         k *= 2
     return k
 
