@@ -42,7 +42,9 @@
 //                   ties) from the input, read in index order until every winner is found.
 //               The finishing block sorts the row's K (key, index) pairs in shared memory (block
 //               bitonic: by key, ties by index; or by index) and writes the indices and the values,
-//               re-read from the input by index.
+//               re-read from the input by index; with `sort_here` 0 (K beyond what that sort holds)
+//               it leaves the K pairs in the winners' buffer, padded, for order.cu's tiles and
+//               merges over the K pairs alone, and sort.cu's gather_values writes the outputs.
 // Ties: every buffer holds indices, so the lower-index rule never depends on the order in which
 // atomics handed out positions; the result is the same whatever order blocks run in.
 // Rows: regular, with lengths, or CSR segments (row_extent.cuh): every kernel takes the row's start
@@ -51,8 +53,8 @@
 // Reads of the input: 1 on the usual data (pass 1; later passes read the candidates); one per
 // pass for a row whose candidates failed (all keys equal, or too many reaching the threshold).
 // Dtypes: all (KeyTraits). Threads per block: CUTOPK_MULTIBLOCK_THREADS. Shared memory (dynamic):
-// the larger of the digit's counts (4 bytes per bin) and pow2(K) (key, index) pairs; K is limited
-// to what that sort holds (the family's why_not). Scratch per row (the family's named table):
+// the larger of the digit's counts (4 bytes per bin) and, with `sort_here`, pow2(K) (key, index)
+// pairs. Any K (n < 2^32). Scratch per row (the family's named table):
 // state, one 32-bit count per bin, the candidate and bucket buffers (key and 64-bit index each),
 // K winners.
 #include "constants.cuh"
@@ -388,7 +390,7 @@ sample_threshold(MB_INPUT, int rank, int k, State* __restrict__ state, unsigned 
 #define MB_PASS_PARAMS                                                                                               \
   MB_INPUT, long long slice, long long cand_slice, long long cap, typename KeyTraits<T>::Key *__restrict__ cand_key, \
       long long *__restrict__ cand_idx, long long bucket_cap, typename KeyTraits<T>::Key *__restrict__ bucket_key,   \
-      long long *__restrict__ bucket_idx, int k, int by_index, State *__restrict__ state,                            \
+      long long *__restrict__ bucket_idx, int k, int by_index, int sort_here, State *__restrict__ state,             \
       unsigned int *__restrict__ hist, int bins, unsigned int *__restrict__ tie_counts,                              \
       typename KeyTraits<T>::Key *__restrict__ win_key, long long *__restrict__ win_idx, T *__restrict__ out_vals,   \
       long long *__restrict__ out_idx
@@ -425,6 +427,18 @@ __device__ __forceinline__ void order_winners(const T* in, long long n, long lon
       write_winner(base, col_stride, out_vals, (void*)out_idx, 8, row * k + j, idx[j]);
     else
       write_padding(out_vals, (void*)out_idx, 8, row * k + j);
+  }
+}
+
+// Without `sort_here` (K too large for the finishing block's sort), the row's K pairs are ordered
+// by kernels/order.cu after the last pass, and sort.cu's gather_values writes the outputs: the
+// finishing block only fills slots [k_row, k) with the pairs order_winners pads with (key 0,
+// indices from n on: they sort last in either order and become padding).
+template <class Key>
+__device__ __forceinline__ void pad_winners(int k, int k_row, long long n, Key* win_key, long long* win_idx) {
+  for (int j = k_row + threadIdx.x; j < k; j += blockDim.x) {
+    win_key[j] = Key(0);
+    win_idx[j] = n + j - k_row;
   }
 }
 
@@ -741,8 +755,11 @@ digit_pass(MB_PASS_PARAMS) {
   }
   if (finish) {
     if (s.mode == COLLECT) f.gathered = WHOLE;
-    order_winners<T>(in, n, row_stride, col_stride, extents, rows_kind, k, by_index, s.k_row, win_key, win_idx,
-                     out_vals, out_idx, smem, row);
+    if (sort_here)
+      order_winners<T>(in, n, row_stride, col_stride, extents, rows_kind, k, by_index, s.k_row, win_key, win_idx,
+                       out_vals, out_idx, smem, row);
+    else
+      pad_winners<Key>(k, s.k_row, n, win_key + row * k, win_idx + row * k);
     f.mode = FINISHED;
   }
   if (threadIdx.x == 0) {

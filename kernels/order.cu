@@ -2,14 +2,16 @@
 // their pairs do not fit shared memory (multiblock's final ordering), or whole rows (the sort
 // path), with no library sort.
 //
-// Two kernels, launched by cutopk/cuda/families/order.py:
+// Two kernels, launched by the steps of cutopk/cuda/families/order.py:
 //   order_tiles   one block per tile of `tile` pairs (a power of two that fits shared memory):
 //                 a bitonic sort in shared memory, written back in order (runs of `tile`);
-//   order_merge   one pass merges runs of `width` pairs pairwise into runs of 2 * width: each
-//                 pair's place in the merged run is its place in its own run plus the number of
-//                 pairs of the partner run that come before it (a binary search). Pairs are
-//                 distinct in either order (indices are unique), so the places form a
-//                 permutation with no tie to break. log2(len / tile) passes, ping-pong buffers.
+//   order_merge   one pass merges groups of `ways` runs of `width` pairs into runs of ways * width:
+//                 each pair's place in the merged run is its place in its own run plus the number
+//                 of pairs of each other run of its group that come before it (a binary search
+//                 each). Pairs are distinct in either order (indices are unique), so the places
+//                 form a permutation with no tie to break. log_ways(len / tile) passes, ping-pong
+//                 buffers: the sort path merges pairwise; multiblock's K winners take 2 passes at
+//                 most (ways = sqrt of the runs), so its launches do not grow with K.
 // Orders: by_index 0 is the selection order (larger key first, then lower index: the tie rule),
 // 1 is ascending index. Indices are 64-bit; with `with_idx` 0 the index of a pair is its position
 // in the row (whole rows; `src_idx` is not read). Dtypes: all (KeyTraits<T>::Key). Limits: tile * (8 + sizeof(Key))
@@ -61,10 +63,25 @@ order_tiles(const typename KeyTraits<T>::Key* __restrict__ src_key, const long l
   }
 }
 
+// The pairs of the run [lo, hi) that come before (ka, ia): a binary search (runs are ordered).
+template <class Key>
+__device__ __forceinline__ long long count_before(const Key* keys, const long long* idx, long long lo, long long hi,
+                                                  Key ka, unsigned long long ia, int by_index) {
+  const long long first = lo;
+  while (lo < hi) {
+    const long long mid = lo + ((hi - lo) >> 1);
+    if (precedes(keys[mid], (unsigned long long)idx[mid], ka, ia, by_index))
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo - first;
+}
+
 template <class T>
 CUTOPK_KERNEL(CUTOPK_ORDER_MERGE_THREADS)
 order_merge(const typename KeyTraits<T>::Key* __restrict__ src_key, const long long* __restrict__ src_idx,
-            long long rows, long long len, long long width, int by_index,
+            long long rows, long long len, long long width, int ways, int by_index,
             typename KeyTraits<T>::Key* __restrict__ dst_key, long long* __restrict__ dst_idx) {
   typedef typename KeyTraits<T>::Key Key;
   const long long total = rows * len;
@@ -72,23 +89,17 @@ order_merge(const typename KeyTraits<T>::Key* __restrict__ src_key, const long l
        t += (long long)gridDim.x * blockDim.x) {
     const long long row = t / len, i = t - row * len;
     const long long run = i / width;
-    const long long merged = (run & ~1ll) * width;  // where the merged pair of runs starts
+    const long long group = run / ways * ways;  // the group's first run
     const Key key = src_key[t];
     const unsigned long long id = (unsigned long long)src_idx[t];
-    long long lo = (run ^ 1) * width;  // the partner run: [lo, hi), empty past the row's end
-    long long hi = lo + width < len ? lo + width : len;
-    const long long partner = lo;
     const Key* pk = src_key + row * len;
     const long long* pi = src_idx + row * len;
-    while (lo < hi) {  // the partner's pairs that come before this one
-      const long long mid = lo + ((hi - lo) >> 1);
-      if (precedes(pk[mid], (unsigned long long)pi[mid], key, id, by_index))
-        lo = mid + 1;
-      else
-        hi = mid;
-    }
-    const long long before = lo > partner ? lo - partner : 0;
-    const long long to = row * len + merged + (i - run * width) + before;
+    // Its place in the merged run: its place in its own run, plus the pairs of every other run of
+    // the group (empty past the row's end) that come before it.
+    long long place = i - run * width;
+    for (long long q = group; q < group + ways && q * width < len; ++q)
+      if (q != run) place += count_before(pk, pi, q * width, min(q * width + width, len), key, id, by_index);
+    const long long to = row * len + group * width + place;
     dst_key[to] = key;
     dst_idx[to] = (long long)id;
   }

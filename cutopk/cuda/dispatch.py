@@ -98,6 +98,13 @@ MULTIBLOCK_BLOCKS_PER_SM = _multiblock.BLOCKS_PER_SM
 MULTIBLOCK_MAX_WAVES = _multiblock.MAX_WAVES
 MULTIBLOCK_MIN_N = 1 << 16
 MULTIBLOCK_MIN_SLICE = _multiblock.MIN_SLICE
+# K beyond radix's candidates (K > RADIX_MAX_K) on rows that fit shared memory: bitonic sorts the
+# whole row in one block only up to this many pairs (as many as multiblock's finishing block
+# sorts); longer rows select first (multiblock) and order the K alone. Measured: on the H200
+# (benchmarks/results/2026-11-25-nvidia-h200/full-knn.csv) bitonic took 1.58 ms for 1000 x 10000,
+# k=4096 (16384 pairs a row) against 0.32 ms for torch.topk; multiblock on that shape has not run
+# on a GPU (issue 39).
+BITONIC_LARGE_K_MAX_N = _multiblock.BLOCK_SORT_MAX
 # Re-exported for the launcher and the tests: the kernels' block sizes and the ordering's tile.
 __all__ = [
     "BITONIC_THREADS", "FAMILIES", "KEYS_THREADS", "MULTIBLOCK_SAMPLES", "MULTIBLOCK_STATE_BYTES",
@@ -218,18 +225,21 @@ def choose(
     multiblock = _multiblock.why_not(n, k, key_bytes, device) is None
     if rows < MULTIBLOCK_FEW_ROWS_PER_SM * device.sm_count and n >= MULTIBLOCK_MIN_N and multiblock:
         return "multiblock"  # few long rows: spread each row over many blocks
-    # bitonic for short rows and for K beyond radix: a design estimate. H200 full-moe-indexer.csv,
-    # indexer 1 x 8192 k=2048: bitonic 91.9 us against torch 64.3 (that shape is resident's now);
-    # full-knn.csv, knn 1000 x 10000 k=4096: 1584.1 against 320.6. No GPU has timed bitonic
-    # against radix on one shape.
-    if bitonic_size(n, key_bytes, device) is not None and (n <= 2048 or k > RADIX_MAX_K):
+    # bitonic for short rows, and for K beyond radix on rows up to BITONIC_LARGE_K_MAX_N: a design
+    # estimate. H200 full-moe-indexer.csv, indexer 1 x 8192 k=2048: bitonic 91.9 us against torch
+    # 64.3 (that shape is resident's now); full-knn.csv, knn 1000 x 10000 k=4096: 1584.1 against
+    # 320.6 (multiblock's now). No GPU has timed bitonic against radix or multiblock on one shape.
+    if bitonic_size(n, key_bytes, device) is not None and (
+        n <= 2048 or (k > RADIX_MAX_K and pow2_at_least(n) <= BITONIC_LARGE_K_MAX_N)
+    ):
         return "bitonic"
     # radix for the other long rows, while its K fits: a capacity limit. Measured where it is
     # chosen: H200 full-knn.csv, knn 1000 x 100000 k=100: 639.5 us against torch 1251.7.
     if radix_cap(k, key_bytes, device) is not None and n < RADIX_MAX_N:
         return "radix"
-    # K too large for one block's shared memory: one read plus sorting the K winners, while they
-    # fit the finishing block's shared memory; else the whole rows sorted.
+    # K too large for radix: select the K winners (multiblock, about one read of the row), then
+    # order only them (in its finishing block, or order.cu's tiles and merges over the K pairs);
+    # the whole rows sorted only where multiblock cannot take the row (n >= 2^32).
     return "multiblock" if multiblock else "sort"
 
 

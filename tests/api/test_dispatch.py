@@ -39,9 +39,13 @@ DEV = d.Device()
         (264, 131072, 1024, 8, "radix"),  # enough rows to fill the GPU one block per row
         (1000, 100_000, 2048, 4, "multiblock"),  # K too large for the shared-memory kernels
         (70_000, 5000, 2048, 4, "multiblock"),  # ... on any number of rows (in chunks of rows)
-        (1000, 100_000, 4096, 4, "sort"),  # ... beyond what multiblock's finishing block sorts
-        (1, 1 << 20, 2048, 8, "multiblock"),
-        (1, 1 << 20, 4096, 8, "sort"),
+        (1000, 100_000, 4096, 4, "multiblock"),  # ... beyond what its finishing block sorts (issue 39:
+        (1, 1 << 20, 2048, 8, "multiblock"),  # the K winners ordered apart, never the whole row)
+        (1, 1 << 20, 4096, 8, "multiblock"),
+        (1, 1 << 20, 65536, 4, "multiblock"),
+        (1000, 10_000, 4096, 4, "multiblock"),  # not a 16384-pair bitonic sort of each row
+        (1000, 4096, 2000, 4, "bitonic"),  # a row within the finishing block's 4096 pairs: one launch
+        (1, 2**32, 10, 1, "sort"),  # rows multiblock's 32-bit counts cannot take
         (4, 4096, 3000, 4, "bitonic"),  # ... unless the whole row fits in shared memory
     ],
 )
@@ -185,11 +189,16 @@ def test_multiblock_chunks_of_rows():
 
 def test_multiblock_sampled_threshold_plan():
     # The threshold's rank: m + 4 sqrt(m) + 8 for m = ceil(K * SAMPLES / n) samples expected
-    # among the top K; three times the keys expected to reach it, plus 256, in the candidates.
+    # among the top K; the keys expected to reach it plus 8 deviations (at most 3 times them),
+    # plus 256, in the candidates.
     p = d.plan(1, 2**24, 1024, 4, DEV, copy=False)
     assert p.params["sample_rank"] == 13  # m = 1: 1 + 4 + 8
     expected = 14 * 2**24 // d.MULTIBLOCK_SAMPLES
-    assert p.params["cap"] == 3 * expected + 256
+    assert p.params["cap"] == 3 * expected + 256  # 8 / sqrt(14) > 2: the 3 x bound
+    p = d.plan(1, 2**20, 4096, 4, DEV, copy=False, algorithm="multiblock")
+    assert p.params["sample_rank"] == 40  # m = 16: 16 + 16 + 8
+    expected = 41 * 2**20 // d.MULTIBLOCK_SAMPLES
+    assert p.params["cap"] == expected + -(-8 * expected // 6) + 256
     assert p.params["cand_slice"] * p.params["blocks_per_row"] >= p.params["cap"]
     m = -(-2048 * d.MULTIBLOCK_SAMPLES // 2**18)
     assert d.plan(16, 2**18, 2048, 4, DEV, copy=False).params["sample_rank"] == m + 4 * math.isqrt(m) + 8
@@ -197,7 +206,12 @@ def test_multiblock_sampled_threshold_plan():
     short = d.plan(1, _multiblock.SAMPLE_MIN_N - 1, 16, 4, DEV, copy=False, algorithm="multiblock")
     assert short.params["sample_rank"] is None and short.params["cap"] == 0
     # So do rows where the candidates would not fit the scratch budget (K a large part of the row).
-    assert d.plan(1, 2**16, 2048, 4, DEV, copy=False).params["sample_rank"] is None
+    assert d.plan(1, 2**16, 8192, 4, DEV, copy=False, algorithm="multiblock").params["sample_rank"] is None
+    # The budget is in elements (n / 8 pairs), the same for every key width (issue 39: 16-bit
+    # rows of 65536 with K = 2048 had no threshold when it was a quarter of the input bytes).
+    for key_bytes in (1, 2, 4, 8):
+        p = d.plan(16, 2**16, 2048, key_bytes, DEV, copy=False, algorithm="multiblock")
+        assert p.params["sample_rank"] == 180 and p.params["cap"] <= 2**16 // _multiblock.ROOM_DIVISOR
 
 
 def test_multiblock_digits_and_launches():
@@ -214,12 +228,21 @@ def test_multiblock_digits_and_launches():
 
 def test_multiblock_sorts_the_winners_in_shared_memory():
     # pow2(K) (key, 64-bit index) pairs and the static part in a block's shared memory: in 48 KB,
-    # K <= 2048 for 32-bit keys and for 64-bit keys; larger K goes to the sort family.
+    # K <= 2048 for 32-bit keys and for 64-bit keys; larger K is ordered apart (order.cu's tiles
+    # and merges over the K pairs, then gather_values), never by sorting the rows.
     assert d.plan(1, 2**20, 2048, 4, DEV, copy=False).params["order_shared"] == 2048 * 12
     assert d.plan(1, 2**20, 2048, 8, DEV, copy=False).params["order_shared"] == 2048 * 16
     assert d.plan(1, 2**20, 10, 4, DEV, copy=False).params["order_shared"] == 2048 * 4  # the counts
-    assert d.plan(1, 2**20, 2049, 4, DEV, copy=False).algorithm == "sort"
-    assert "shared memory" in d.why_not("multiblock", 2**20, 2049, 4, DEV)
+    p = d.plan(1, 2**20, 2049, 4, DEV, copy=False)
+    assert p.algorithm == "multiblock" and not p.params["sort_here"] and p.params["order_shared"] == 2048 * 4
+    assert p.params["order_tile"] == 4096  # one tile of 48 KB: no merge
+    names = [s.kernel for s in _multiblock.ordering_steps(1, 2**20, 2049, 4, p.params, False)]
+    assert names == ["order_tiles", "gather_values"]
+    p = d.plan(1, 2**20, 65536, 4, DEV, copy=False)  # 16 tiles: two 4-way merges
+    assert (p.params["order_tile"], p.params["order_ways"]) == (4096, 4)
+    names = [s.kernel for s in _multiblock.ordering_steps(1, 2**20, 65536, 4, p.params, False)]
+    assert names == ["order_tiles", "order_merge", "order_merge", "gather_values"]
+    assert d.why_not("multiblock", 2**20, 2**20, 4, DEV) is None
 
 
 def test_array_library_step_repeated_is_shown_with_its_count():

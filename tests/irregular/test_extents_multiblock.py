@@ -107,8 +107,9 @@ def test_multiblock_lengths_across_slices(backend, dtype):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_multiblock_lengths_rows_on_the_input_and_on_candidates(backend, monkeypatch):
     """A row of one repeated key: with a threshold (K <= 100) the threshold is its K-th key, and
-    pass 2 gathers the first K ties (read with the row's own length); without one (K = 2048) it
-    stays on the input for every digit pass and is gathered from it in index order. Spread rows
+    pass 2 gathers the first K ties (read with the row's own length); without one (K = 4096, the
+    winners then ordered apart) it stays on the input for every digit pass and is gathered from
+    it in index order. Spread rows
     move to the candidates, an empty row and a row shorter than K are collected whole at once;
     all in one call."""
     require(backend)
@@ -123,15 +124,15 @@ def test_multiblock_lengths_rows_on_the_input_and_on_candidates(backend, monkeyp
     lengths = np.array([68_000, 66_000, 60_000, 0, 5, n])
     plan = cutopk.plan(x, 100, lengths=lengths, backend="sim", algorithm="multiblock")
     assert plan.params["sample_rank"] is not None and plan.params["cap"] < lengths[0]
-    assert cutopk.plan(x, 2048, lengths=lengths, backend="sim", algorithm="multiblock").params["cap"] == 0
+    assert cutopk.plan(x, 4096, lengths=lengths, backend="sim", algorithm="multiblock").params["cap"] == 0
     states = record_states(monkeypatch)
-    for k in (1, 100, 2048):
+    for k in (1, 100, 4096):
         states.clear()
-        check(x, k, lengths, backend, mode="smallest" if k == 2048 else "largest")
+        check(x, k, lengths, backend, mode="smallest" if k == 4096 else "largest")
         state = final_states(states)
         assert (state["mode"] == FINISHED).all()
         assert list(state["k_row"]) == [min(k, int(length)) for length in lengths]
-        if k <= 100:  # with K = 2048 the candidates would not fit the budget: no threshold
+        if k <= 100:  # with K = 4096 the candidates would not fit the budget: no threshold
             assert list(state["source"][[0, 1, 5]]) == [ON_CANDIDATES] * 3, state
             assert state["gathered"][0] == FROM_TIES and state["cand_count"][0] == 0
         else:
@@ -180,9 +181,9 @@ def test_multiblock_sampled_threshold_with_lengths(backend, dtype, sampled_thres
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_multiblock_largest_k_with_lengths(backend, monkeypatch):
-    """The family's largest K on the simulator's device (48 KB: 2048 pairs of 32-bit keys), with
-    rows shorter than K (padding pairs sorted after the winners), and K beyond it refused with
-    the reason and sent to the sort family by auto."""
+    """The largest K the finishing block sorts on the simulator's device (48 KB: 2048 pairs of
+    32-bit keys), with rows shorter than K (padding pairs sorted after the winners), and K beyond
+    it ordered apart (order.cu, gather_values), padding included."""
     require(backend)
     monkeypatch.setattr(_device, "device_facts", lambda target, device: _dispatch.Device())
     n, k = 9000, 2048
@@ -194,9 +195,9 @@ def test_multiblock_largest_k_with_lengths(backend, monkeypatch):
         check(x, k, lengths, backend, order=order, mode="smallest", index_dtype=np.int32)
     y = make_values(rng, np.uint16, (3, n), "few_distinct")
     check(y, 4096, np.array([2000, n, 0]), backend, order="index")
-    with pytest.raises(ValueError, match="shared memory"):
-        cutopk.top_k(x, k + 1, lengths=lengths, backend="sim", algorithm="multiblock")
-    assert cutopk.plan(x, k + 1, lengths=lengths, backend="sim").algorithm == "sort"
+    plan = cutopk.plan(x, k + 1, lengths=lengths, backend="sim")
+    assert plan.algorithm == "multiblock" and not plan.params["sort_here"]
+    check(x, k + 1, lengths, backend, order="index", mode="smallest")
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -2,12 +2,16 @@
 finishing each pass (kernels/multiblock.cu; :func:`part` gives its launches, scratch and scalars
 to cutopk/cuda/runner.py).
 
-Launches: ``sample_threshold`` then ``digit_pass`` once per digit, ``ceil(key bits / 11) + 1`` in all (2, 3,
-4, 7 for 8-, 16-, 32-, 64-bit keys), whatever the data, lengths or order, with no host
-synchronisation: a pass serves the rows on the input and those on the candidate buffer in one
-launch, and passes after a row is finished return at once, so the whole call can be captured in
-a CUDA graph. Scratch: the table of :func:`scratch`, within ``input bytes / 4 + 16 * rows * K``
-for rows of at least :data:`MIN_N` elements (:func:`caps` sizes the buffers to that budget).
+Launches: ``sample_threshold`` then ``digit_pass`` once per digit, ``ceil(key bits / 11) + 1`` in
+all (2, 3, 4, 7 for 8-, 16-, 32-, 64-bit keys), whatever the data, lengths or order, with no
+host synchronisation: a pass serves the rows on the input and those on the candidate buffer in
+one launch, and passes after a row is finished return at once, so the whole call can be
+captured in a CUDA graph. K beyond what the finishing block sorts (:func:`sorts_in_block`) adds
+:func:`ordering_steps`: order.cu's tiles and at most 2 merge passes over the K pairs, then
+sort.cu's gather_values (4 launches more, whatever n). Scratch: the table of :func:`scratch`,
+within ``n / 8`` (key, int64 index) pairs ``+ 16 * K`` per row for rows of at least
+:data:`MIN_N` elements (:func:`caps` sizes the buffers to that budget), plus 2 x K pairs to
+order a large K.
 
 Rows: regular, with lengths, or CSR segments (kernels/row_extent.cuh): every kernel that reads
 the input takes each row's start and length from ``extents``, so a batch of rows of their own
@@ -22,12 +26,14 @@ import math
 import numpy as np
 
 from ..kernel_constants import (
+    KEYS_THREADS,
     MULTIBLOCK_DIGIT_BITS,
     MULTIBLOCK_SAMPLES,
     MULTIBLOCK_STATE_BYTES,
     MULTIBLOCK_THREADS,
 )
-from .common import Facts, Geometry, Part, Scratch, Step, copy_step, pow2_at_least
+from . import order
+from .common import Facts, Geometry, Part, Scratch, Step, copy_step, gather_bytes, pow2_at_least
 
 # The kernels' C parameters, in order (kernels/multiblock.cu; passed by name by the runner), and
 # the C types of the scalars that differ from the other families' (common.SCALAR_TYPES).
@@ -37,13 +43,13 @@ ARGUMENTS = {
     "digit_pass": (
         *_INPUT,
         *("slice", "cand_slice", "cap", "cand_key", "cand_idx", "bucket_cap", "bucket_key", "bucket_idx"),
-        *("k", "by_index", "state", "hist", "bins", "tie_counts"),
+        *("k", "by_index", "sort_here", "state", "hist", "bins", "tie_counts"),
         *("win_key", "win_idx", "out_vals", "out_idx"),
     ),
 }
 SCALAR_TYPES = {
     "slice": np.int64, "cand_slice": np.int64, "cap": np.int64, "bucket_cap": np.int64,
-    "rank": np.int32, "bins": np.int32,
+    "rank": np.int32, "bins": np.int32, "sort_here": np.int32,
 }  # fmt: skip
 KERNELS = tuple(ARGUMENTS)  # the kernels of kernels/multiblock.cu
 MAX_ROWS = 65535  # rows are gridDim.y: more rows are launched in chunks of rows
@@ -59,11 +65,23 @@ MIN_SLICE = 2048  # elements per block: below this the per-block overheads domin
 # the later passes read those instead of the input). Shorter rows (forced onto the family) read
 # the input once per digit.
 SAMPLE_MIN_N = 1 << 14
+# The candidate and bucket buffers share n / ROOM_DIVISOR (key, int64 index) pairs per row
+# (:func:`caps`): 1.5 bytes per element for 32-bit keys, 1.25 for 16-bit ones.
+ROOM_DIVISOR = 8
 # The rows the scratch bound is stated for (the dispatcher sends rows of 2^16 and more here).
 MIN_N = 1 << 16
 MAX_N = 1 << 32  # 32-bit counts: a block's shared counts, the rows' histograms
 # digit_pass's static shared memory (scalars and block scans' sums), next to its dynamic part.
 STATIC_SHARED = 2048
+# The finishing block sorts the K winners in shared memory while pow2(K) is at most this many
+# pairs and fits the device (48 KB for 32-bit keys: every digit_pass block carries that shared
+# memory, 4 blocks per SM on an H100 still). Larger K (issue 39: K = 65536 sorted whole rows) is
+# ordered after the last pass by kernels/order.cu over the K pairs alone, in tiles of at most
+# ORDER_TILE pairs (several blocks per SM) and 2 merge passes at most, then sort.cu's
+# gather_values writes the outputs: 4 launches more, whatever n. Not measured on a GPU.
+BLOCK_SORT_MAX = 4096
+ORDER_TILE = 4096
+ORDER_TILE_SHARED = 48 * 1024  # and at most this much shared memory per tile
 
 
 def digit_widths(key_bits: int) -> list[int]:
@@ -79,21 +97,37 @@ def bins(key_bytes: int) -> int:
     return 1 << max(digit_widths(8 * key_bytes))
 
 
-def shared_bytes(k: int, key_bytes: int) -> int:
-    """digit_pass's dynamic shared memory: the digit's counts, or the finishing block's pow2(K) (key,
-    int64 index) pairs, whichever is larger (the index select's 256 counts fit either)."""
-    return max(4 * bins(key_bytes), pow2_at_least(k) * (8 + key_bytes), 1024)
+def shared_bytes(k: int, key_bytes: int, sort_here: bool = True) -> int:
+    """digit_pass's dynamic shared memory: the digit's counts, or (``sort_here``) the finishing
+    block's pow2(K) (key, int64 index) pairs, whichever is larger (the index select's 256 counts
+    fit either)."""
+    pairs = pow2_at_least(k) * (8 + key_bytes) if sort_here else 0
+    return max(4 * bins(key_bytes), pairs, 1024)
+
+
+def sorts_in_block(k: int, key_bytes: int, device) -> bool:
+    """Whether the finishing block sorts the K winners in shared memory (else order.cu does)."""
+    return (
+        pow2_at_least(k) <= BLOCK_SORT_MAX
+        and shared_bytes(k, key_bytes) + STATIC_SHARED <= device.shared_bytes
+    )
+
+
+def order_tile(k: int, key_bytes: int, device) -> int:
+    """Pairs per tile of the ordering of K winners too many for the finishing block: the largest
+    power of two of pairs within ORDER_TILE, ORDER_TILE_SHARED and the device's shared memory."""
+    room = min(device.shared_bytes, ORDER_TILE_SHARED) // (8 + key_bytes)
+    return max(2, min(ORDER_TILE, 1 << (room.bit_length() - 1), pow2_at_least(k)))
 
 
 def why_not(n: int, k: int, key_bytes: int, device) -> str | None:
     if n >= MAX_N:
         return f"rows of 2^32 elements or more (n={n}): its counts are 32-bit"
-    need = shared_bytes(k, key_bytes) + STATIC_SHARED
+    need = shared_bytes(k, key_bytes, False) + STATIC_SHARED
     if need > device.shared_bytes:
         return (
-            f"'multiblock' needs {need} bytes of shared memory for a digit's counts and the k={k} "
-            f"winners of {key_bytes}-byte keys its finishing block sorts; this device gives a block "
-            f"{device.shared_bytes} bytes"
+            f"'multiblock' needs {need} bytes of shared memory for a digit's counts of "
+            f"{key_bytes}-byte keys; this device gives a block {device.shared_bytes} bytes"
         )
     return None
 
@@ -129,25 +163,38 @@ def caps(n: int, k: int, key_bytes: int, blocks_per_row: int) -> tuple[int, int,
     """``(cap, bucket_cap, rank)`` per row: the candidate buffer (the keys reaching the sampled
     threshold), the last digit's bucket buffer, and the threshold's rank (None: no threshold).
 
-    The buffers share what the scratch budget leaves per row: ``n * key_bytes / 4`` less the
-    state, the histogram and the slices' counts of the threshold's ties (the K winners are the
-    ``16 * K`` part). The candidates get three times
-    the keys expected to reach the threshold (more than twice the mean is rare for rank >= 8,
-    and an overflow only sends the row to the input); without that much room, or for rows shorter
-    than SAMPLE_MIN_N, there is no threshold. The bucket buffer gets what is left, up to the
-    candidate buffer's size or n / 64 (a larger bucket is gathered from the candidates).
+    The buffers share what the scratch budget leaves per row: ``n / ROOM_DIVISOR`` (key, int64
+    index) pairs, less the state, the histogram and the slices' counts of the threshold's ties
+    (the K winners come on top). The budget is in elements, not input bytes: the keys reaching
+    the threshold are a share of the row's elements whatever their width, and a budget of
+    ``input bytes / 4`` gave 16-bit rows (16 x 65536, k=2048 on the H200, issue 39) no threshold
+    at all. The candidates get :func:`candidate_room` (the expected count and a margin); without
+    that much room, or for rows shorter than SAMPLE_MIN_N, there is no threshold. The bucket
+    buffer gets what is left, up to the candidate buffer's size or n / 64 (a larger bucket is
+    gathered from the candidates).
     """
     entry = key_bytes + 8
     ties = 4 * blocks_per_row
-    room = max(0, (n * key_bytes // 4 - MULTIBLOCK_STATE_BYTES - 4 * bins(key_bytes) - ties) // entry)
+    room = max(0, (n // ROOM_DIVISOR * entry - MULTIBLOCK_STATE_BYTES - 4 * bins(key_bytes) - ties) // entry)
     cap, rank = 0, None
     if n >= SAMPLE_MIN_N:
         r, expected = sample_rank(n, k)
-        want = min(n, 3 * expected + 256)
+        want = min(n, candidate_room(r, expected))
         if want <= room and expected < n:
             cap, rank = want, r
     bucket_cap = min(room - cap, max(cap, n // 64, 4096)) if len(digit_widths(8 * key_bytes)) > 1 else 0
     return cap, bucket_cap, rank
+
+
+def candidate_room(rank: int, expected: int) -> int:
+    """Candidates a row's buffer holds for a threshold of sample rank ``rank`` that ``expected``
+    keys of a row of spread keys reach: the keys reaching it are ``n`` times a Beta(rank + 1,
+    SAMPLES - rank) share, of relative deviation about ``1 / sqrt(rank + 1)``; the buffer takes
+    8 deviations above the mean (runs of one sector are sampled, so neighbouring keys that
+    move together count as fewer samples), at most 3 x the mean (the margin for small ranks),
+    plus 256. An overflow is never wrong: the row then reads the input once per digit."""
+    margin = expected + -(-8 * expected // max(1, math.isqrt(rank + 1)))
+    return min(3 * expected, margin) + 256
 
 
 def slices(rows: int, n: int, device) -> tuple[int, int]:
@@ -177,6 +224,8 @@ def geometry(rows: int, n: int, k: int, key_bytes: int, device) -> Geometry:
     with the scratch of :func:`scratch`."""
     per_row, slice_ = slices(max(1, min(rows, MAX_ROWS)), n, device)  # rows=0: planned, never run
     cap, bucket_cap, rank = caps(n, k, key_bytes, per_row)
+    here = sorts_in_block(k, key_bytes, device)
+    tile = order_tile(k, key_bytes, device)
     params = {
         "blocks_per_row": per_row,
         "slice": slice_,
@@ -187,9 +236,13 @@ def geometry(rows: int, n: int, k: int, key_bytes: int, device) -> Geometry:
         "passes": len(digit_widths(8 * key_bytes)),
         "rows_per_chunk": 0,
         "sample_rank": rank,
-        # digit_pass's dynamic shared memory (the finishing block sorts the K winners there: the
-        # launcher's ordering in global memory is never needed).
-        "order_shared": shared_bytes(k, key_bytes),
+        # digit_pass's dynamic shared memory (with sort_here, the finishing block sorts the K
+        # winners there; else order.cu orders them in tiles of order_tile pairs, merging
+        # order_ways runs a pass).
+        "order_shared": shared_bytes(k, key_bytes, here),
+        "sort_here": here,
+        "order_tile": tile,
+        "order_ways": order.merge_ways(k, tile),
     }
     row_bytes = sum(e.nbytes(key_bytes) for e in scratch(1, n, k, params))
     chunk = max(1, min(rows, MAX_ROWS, SCRATCH_LIMIT // row_bytes))
@@ -219,6 +272,7 @@ def scratch(rows: int, n: int, k: int, params: dict) -> tuple:
         Scratch("win_key", "key", rows * k),
         Scratch("win_idx", "int64", rows * k),
         Scratch("tie_counts", "uint32", rows * params["blocks_per_row"] if counts_ties(params) else 1),
+        *([] if params.get("sort_here", True) else order.scratch("order", rows, k)),
     )
 
 
@@ -233,9 +287,11 @@ def part(facts: Facts) -> Part:
     scalars = {
         "slice": p["slice"], "cand_slice": p["cand_slice"], "cap": p["cap"],
         "bucket_cap": p["bucket_cap"], "bins": p["bins"], "rank": -1 if rank is None else rank,
-        "by_index": f.order != "value",
+        "by_index": f.order != "value", "sort_here": int(p.get("sort_here", True)),
     }  # fmt: skip
     launches = [s._replace(global_bytes=b) for s, b in zip(seq, moved, strict=True)]
+    if not p.get("sort_here", True):
+        launches += ordering_steps(f.rows, f.n, f.k, f.key_bytes, p, f.order != "value")
     table = scratch(f.rows, f.n, f.k, p)
     if f.index_dtype == np.int64:
         return Part(launches, table, scalars)
@@ -259,6 +315,21 @@ def steps(rows: int, key_bytes: int, params: dict, block: int) -> list:
     grid = (params["blocks_per_row"], rows)
     first = Step("sample_threshold", True, (rows,), block)
     return [first] + [Step("digit_pass", True, grid, block, params["order_shared"])] * params["passes"]
+
+
+def ordering_steps(rows: int, n: int, k: int, key_bytes: int, params: dict, by_index: bool) -> list:
+    """The launches after the last pass when the finishing block does not sort (``sort_here``
+    false): order.cu's tiles and merges over each row's K pairs (the last one writing the int64
+    indices to the output), then sort.cu's gather_values (the values re-read at those indices,
+    padding past a row's length)."""
+    seq, _ = order.steps(
+        "order", rows, k, params["order_tile"], key_bytes, ("win_key", "win_idx"), True, by_index,
+        ways=params["order_ways"], final_idx="out_idx",
+    )  # fmt: skip
+    grid = max(1, min(-(-(rows * k) // KEYS_THREADS), order.MAX_BLOCKS))
+    args = (("rows", rows), ("idx", "out_idx"), ("out", "out_vals"))
+    moved = gather_bytes(rows, k, n, key_bytes)
+    return [*seq, Step("gather_values", True, (grid,), KEYS_THREADS, 0, args, global_bytes=moved)]
 
 
 _SECTOR = 32  # bytes: the unit of global-memory traffic
@@ -306,6 +377,8 @@ def global_bytes(
     # winners' indices there and their values in the input (sectors a pass over the input has
     # already touched).
     finish = winners + outputs + (indices + values if staged else 0)
+    if not params.get("sort_here", True):  # the K pairs stay in the winners' buffer (ordering_steps)
+        finish = winners
 
     def counts(p: int) -> int:  # the digit of pass p (1-based): its counts, added and re-zeroed
         return _sectors(rows * (1 << widths[p - 1]) * 4)
