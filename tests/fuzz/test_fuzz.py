@@ -70,6 +70,20 @@ def fuzz_cases(draw, max_n):
     return x, k, kwargs
 
 
+# A forced "cluster" simulates 8 blocks of 512 threads per row (about 40 ms a row on the CPU
+# simulator, 15x the other families): the fuzzer forces it on batches of at most this many rows
+# only. tests/gpu/test_cluster.py covers the family's dtypes, ties and layouts exhaustively.
+CLUSTER_MAX_ROWS = 4
+
+
+def _affordable(algorithm: str, rows: int) -> bool:
+    return algorithm != "cluster" or rows <= CLUSTER_MAX_ROWS
+
+
+def _rows(x, axis: int) -> int:
+    return x.size // x.shape[axis] if x.shape[axis] else 0
+
+
 def _check_all_algorithms(backend, case):
     x, k, kwargs = case
     expected = reference_top_k(
@@ -79,6 +93,8 @@ def _check_all_algorithms(backend, case):
     if backend != "numpy":
         runs.append(("multiblock", True))  # with the sampled threshold, which needs long inputs
     for algorithm, sampled in runs:
+        if not _affordable(algorithm, _rows(x, kwargs["axis"])):
+            continue
         try:
             with pytest.MonkeyPatch.context() as patch:
                 if sampled:
@@ -147,6 +163,8 @@ def test_fuzz_lengths(backend):
         rows = np.ascontiguousarray(moved).reshape(-1, n)
         want = reference_with_lengths(rows, k, lengths.reshape(-1), **ref_kw)
         for algorithm in _forced_runs(backend):
+            if not _affordable(algorithm, rows.shape[0]):
+                continue
             try:
                 got = cutopk.top_k(
                     to_backend(x, backend), k, backend=backend, lengths=lengths, algorithm=algorithm, **kwargs
@@ -193,6 +211,8 @@ def test_fuzz_segmented(backend):
             rows, k, np.asarray(lengths, np.int64), **{key: kwargs[key] for key in ("mode", "nan", "sorted")}
         )
         for algorithm in _forced_runs(backend):
+            if not _affordable(algorithm, len(lengths)):
+                continue
             try:
                 got = cutopk.segmented_top_k(
                     to_backend(x, backend), offsets, k, backend=backend, algorithm=algorithm, **kwargs
