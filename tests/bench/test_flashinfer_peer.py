@@ -369,7 +369,7 @@ class FakeLibrary:
 def test_route_calls_the_backend_flashinfer_picks_and_returns_checked_answers(
     monkeypatch, dtype, rows, n, k, sort
 ):
-    import torch
+    torch = pytest.importorskip("torch", reason="the FlashInfer route sorts the K with torch")
 
     cp = types.ModuleType("cupy")
     cp.uint16 = np.uint16
@@ -394,6 +394,7 @@ def test_route_calls_the_backend_flashinfer_picks_and_returns_checked_answers(
 
 
 def test_route_skips_what_flashinfer_refuses_and_a_missing_cub_backend(monkeypatch):
+    pytest.importorskip("torch", reason="the route is made on torch's stream")
     monkeypatch.setitem(sys.modules, "cupy", types.ModuleType("cupy"))
     x = np.zeros((4, 3000), np.float32).view(DevArray)
     smallest = fi.route(x, 1, grid.Case("knn", 4, 3000, 5, "smallest"), FakeLibrary(), 9, sort=True)
@@ -411,11 +412,10 @@ def wheel_functions() -> dict:
     own flashinfer/topk.py (the wheel the build script downloaded), with stand-ins for what they call."""
     import ast
 
-    import torch
-
     wheel = fb.WHEEL_DIR / fb.wheel_name()
     if not wheel.is_file():
         pytest.skip(f"the FlashInfer wheel is not here ({wheel}): python benchmarks/flashinfer/build.py")
+    torch = pytest.importorskip("torch", reason="the wheel's dispatch reads torch dtypes")
     source = zipfile.ZipFile(wheel).read("flashinfer/topk.py").decode()
     wanted = {"can_use_clusters_topk", "can_use_cub_topk", "is_cub_topk_beneficial"}
     tree = ast.parse(source)
@@ -434,9 +434,9 @@ def wheel_functions() -> dict:
 
 
 def test_unsorted_backend_agrees_with_the_wheels_own_dispatch():
+    f = wheel_functions()
     import torch
 
-    f = wheel_functions()
     dtypes = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
     for major in (8, 9, 10):
         for case in grid.full_grid():
