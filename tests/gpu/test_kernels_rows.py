@@ -64,7 +64,9 @@ def test_large_shared_memory_plans():
     p = _dispatch.plan(100, 16384, 2000, 4, big, copy=False, algorithm="bitonic")
     assert (p.algorithm, p.shared_bytes) == ("bitonic", 16384 * 8)
     # (auto selects first on rows beyond 4096 pairs and orders the K alone: issue 39)
-    assert _dispatch.plan(100, 16384, 2000, 4, big, copy=False).algorithm == "multiblock"
+    assert _dispatch.plan(100, 16384, 3000, 4, big, copy=False).algorithm == "multiblock"
+    # (K <= 2048 on up to 256 such rows: the row held on chip, one launch: issue 37)
+    assert _dispatch.plan(100, 16384, 2000, 4, big, copy=False).algorithm == "resident"
     # radix holds more candidates, multiblock's finishing block sorts more winners.
     assert _dispatch.radix_cap(1024, 8, big) > _dispatch.radix_cap(1024, 8, _dispatch.Device())
     assert _dispatch.plan(1, 2**20, 4096, 4, big, copy=False).params["order_shared"] == 4096 * 12
