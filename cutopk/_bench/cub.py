@@ -183,21 +183,28 @@ def copy_headers(include: pathlib.Path | None = None, dest: pathlib.Path = HEADE
     return dest
 
 
+def load_shim(path: pathlib.Path, signatures: dict, unavailable: type[Exception], label: str) -> ctypes.CDLL:
+    """A benchmark shim (this CUB one, FlashInfer's) loaded with every entry point of
+    ``signatures`` (name: (restype, argtypes)) declared; ``unavailable`` says why it cannot be."""
+    try:
+        dll = ctypes.CDLL(str(path))
+    except OSError as exc:
+        raise unavailable(f"cannot load the {label} shim {path}: {exc}") from exc
+    for name, (restype, argtypes) in signatures.items():
+        try:
+            fn = getattr(dll, name)
+        except AttributeError:
+            raise unavailable(f"{path} has no {name}: built from another source? rebuild it") from None
+        fn.restype, fn.argtypes = restype, argtypes
+    return dll
+
+
 class Library:
     """The loaded shim, with every entry point's signature declared (:data:`SIGNATURES`)."""
 
     def __init__(self, path: pathlib.Path):
         self.path = path
-        try:
-            self.dll = ctypes.CDLL(str(path))
-        except OSError as exc:
-            raise CubUnavailable(f"cannot load the CUB shim {path}: {exc}") from exc
-        for name, (restype, argtypes) in SIGNATURES.items():
-            try:
-                fn = getattr(self.dll, name)
-            except AttributeError:
-                raise CubUnavailable(f"{path} has no {name}: built from another source? rebuild it") from None
-            fn.restype, fn.argtypes = restype, argtypes
+        self.dll = load_shim(path, SIGNATURES, CubUnavailable, "CUB")
 
     @property
     def version(self) -> int:

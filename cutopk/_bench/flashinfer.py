@@ -36,7 +36,7 @@ import hashlib
 import os
 import pathlib
 
-from . import env
+from . import cub, env
 
 SOURCE = env.REPO / "benchmarks" / "flashinfer" / "cutopk_flashinfer.cu"
 STANDIN = SOURCE.with_name("tvm_ffi_standin.h")
@@ -133,18 +133,7 @@ class Library:
 
     def __init__(self, path: pathlib.Path):
         self.path = path
-        try:
-            self.dll = ctypes.CDLL(str(path))
-        except OSError as exc:
-            raise FlashInferUnavailable(f"cannot load the FlashInfer shim {path}: {exc}") from exc
-        for name, (restype, argtypes) in SIGNATURES.items():
-            try:
-                fn = getattr(self.dll, name)
-            except AttributeError:
-                raise FlashInferUnavailable(
-                    f"{path} has no {name}: built from another source? rebuild it"
-                ) from None
-            fn.restype, fn.argtypes = restype, argtypes
+        self.dll = cub.load_shim(path, SIGNATURES, FlashInferUnavailable, "FlashInfer")
 
     @property
     def version(self) -> str:
