@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import cutopk
-from cutopk._bench import baselines, env, grid, inputs, report, runner, scoreboard
+from cutopk._bench import baselines, check, env, grid, inputs, report, runner, scoreboard
 from cutopk._bench import flashinfer as fi
 from cutopk._bench.recording import recording_launches
 from cutopk.cuda import launcher
@@ -194,3 +194,25 @@ def test_the_algorithm_column_of_a_gpu_array_is_the_kernel_plans():
     plan = cutopk.plan(x, 16, nan="largest")
     assert "route" not in plan.params  # a CUDA plan names no NumPy route
     assert runner._algorithm(x, case, 1) == plan.algorithm + ("+copy" if plan.copy else "")
+
+
+@needs_torch
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_torch_route_on_a_gpu_array_reads_it_through_dlpack(monkeypatch, dtype):
+    """The GPU peer's hand-over (a zero-copy DLPack view; bfloat16 as its bits, reinterpreted) on
+    the torch CUDA stand-in over the CuPy stand-in: torch.topk then runs on the CPU build."""
+    import cupy
+    from standin import torch_cuda
+
+    torch_cuda.install(monkeypatch)
+    case = grid.Case("t", 3, 400, 9, dtype=dtype, dist="ties_at_k")
+    host = inputs.values(case)
+    route = baselines.torch_route(cupy.asarray(host), 1, 9, "largest", dtype)
+    assert route.name == "torch" and route.reason is None
+    values, indices = route.call()
+    assert values.is_cuda and str(values.dtype) == f"torch.{dtype}"
+    expected = cutopk.top_k(host, 9, nan="largest").values
+    assert check.check(host, 1, expected, (values, indices), sorts=True) is None
+    wrong = values.clone()
+    wrong[0, 0] = 0
+    assert check.check(host, 1, expected, (wrong, indices), sorts=True) is not None  # the check can fail
