@@ -88,7 +88,8 @@ def test_a_worker_that_may_not_move_stays_where_it_is(monkeypatch):
 
 @pytest.fixture
 def measured(monkeypatch):
-    """Costs as if measured (so trials run), and empty tables."""
+    """Costs as if measured (so trials run), empty tables, four CPUs."""
+    monkeypatch.setitem(threads._state, "cpus", 4)
     monkeypatch.setitem(threads._state, "costs", COSTS)
     monkeypatch.setitem(threads._state, "measured", COSTS)
     monkeypatch.setattr(threads, "_trials", {})
