@@ -513,7 +513,8 @@ def run(fn: Callable, items: Sequence, threads: int) -> list:
         work()
 
     def work() -> None:
-        for i in iter(claim.__next__, None):
+        while True:  # claim never runs out: the loop ends at the last item or the first error
+            i = next(claim)
             if i >= n or errors:
                 return
             try:

@@ -1,0 +1,87 @@
+"""The compiled route's edges (cutopk/numpy/native.py) that need no build: a processor whose
+/proc/cpuinfo cannot be read, a cache folder that cannot be made, a platform that cannot unload
+a library, plan()'s promise to build nothing, a caller that waited for another thread's build,
+and the plan's status without a compiler."""
+
+from __future__ import annotations
+
+import ctypes
+import platform
+import threading
+
+import pytest
+
+from cutopk.numpy import native
+
+
+def _state() -> dict:
+    return {"lib": None, "why": None, "tried": False, "env": (None, True), "path": None, "cc": None}
+
+
+@pytest.fixture
+def fresh(monkeypatch, tmp_path):
+    """A process that has not tried the route yet, with an empty cache of its own."""
+    monkeypatch.setattr(native, "_state", _state())
+    monkeypatch.delenv(native.ENV_VAR, raising=False)
+    monkeypatch.delenv(native.ASAN_ENV_VAR, raising=False)
+    monkeypatch.setenv(native.CACHE_ENV_VAR, str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def test_the_processor_is_named_by_platform_where_cpuinfo_cannot_be_read(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Permission denied", "/proc/cpuinfo")
+
+    monkeypatch.setattr(native, "open", refuse, raising=False)
+    assert native._processor.__wrapped__() == platform.machine() + platform.processor()
+
+
+def test_a_cache_folder_that_cannot_be_made_is_a_build_error_naming_it(monkeypatch, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv(native.CACHE_ENV_VAR, str(blocker / "cache"))
+    with pytest.raises(RuntimeError, match=rf"^cc could not build into {blocker / 'cache'}: "):
+        native.build("cc", "int x;\n", ())
+
+
+def test_closing_where_the_platform_cannot_unload_leaves_the_library_loaded(monkeypatch):
+    import _ctypes
+
+    lib = ctypes.CDLL(None)  # this process itself: always there, never really unloaded
+    monkeypatch.delattr(_ctypes, "dlclose")  # as on Windows, which has FreeLibrary instead
+    native._close(lib)
+    assert lib.getpid() > 0  # still callable
+
+
+def test_inside_planning_nothing_is_built_even_when_the_function_is_asked_for(fresh, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("built inside planning()")
+
+    monkeypatch.setattr(native, "_load", refuse)
+    with native.planning():
+        assert native._function() is None
+    assert not native._state["tried"] and not fresh.exists()
+
+
+def test_a_caller_that_waited_for_another_threads_build_takes_its_answer(fresh, monkeypatch):
+    loads = []
+    monkeypatch.setattr(native, "_load", lambda: loads.append(1) or "a second build")
+    got = []
+    with native._lock:  # another thread is building
+        waiter = threading.Thread(target=lambda: got.append(native._function()))
+        waiter.start()
+        waiter.join(0.2)  # it waits for the lock
+        assert waiter.is_alive() and not got
+        native._state["lib"], native._state["tried"] = "the other thread's build", True
+    waiter.join(5)
+    assert got == ["the other thread's build"] and loads == []
+
+
+def test_the_plan_says_nothing_of_a_build_where_no_compiler_can_run(fresh, monkeypatch):
+    monkeypatch.setenv("CC", "/nonexistent/cc")
+    assert native.status() == {}
+    assert (
+        native.unavailable_reason()
+        == "CC='/nonexistent/cc': '/nonexistent/cc' is not a program (a path, or a name on PATH)"
+    )
+    assert native._state["tried"] and not fresh.exists()
