@@ -62,7 +62,7 @@ FLAGS = (
 ASAN_ENV_VAR = "CUTOPK_NATIVE_ASAN"
 ASAN_FLAGS = ("-fsanitize=address", "-fno-omit-frame-pointer", "-g")
 # The C file's ABI number and the size of its struct cutopk_rows (cutopk_native_abi()).
-ABI = 2
+ABI = 3
 
 # The C file's enums.
 _KIND_UNSIGNED, _KIND_SIGNED, _KIND_FLOAT = 0, 1, 2

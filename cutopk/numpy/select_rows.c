@@ -51,7 +51,7 @@
 
 /* The layout of struct cutopk_rows and the meaning of its fields; native.py checks both through
  * cutopk_native_abi() before the first call. */
-#define CUTOPK_NATIVE_ABI 2
+#define CUTOPK_NATIVE_ABI 3
 
 enum element_kind { KIND_UNSIGNED = 0, KIND_SIGNED = 1, KIND_FLOAT = 2 };
 enum winner_order { ORDER_VALUE = 0, ORDER_INDEX = 1 };
@@ -775,6 +775,137 @@ static void count_row_8(const struct cutopk_rows* r, const struct key_rule* rule
   }
 }
 
+/* Bins of one counting level: a byte's values. */
+#define BINS 256
+
+/* One stable counting pass over k (key, column) pairs by the byte of the keys at `shift`,
+ * descending (bin 255 - byte), into to_keys (NULL: not needed) and to_cols. */
+static void byte_pass_desc(const uint16_t* keys, const int64_t* cols, int64_t k, int shift, uint16_t* to_keys,
+                           int64_t* to_cols) {
+  int64_t start[BINS] = {0};
+  for (int64_t i = 0; i < k; i++) start[255 - ((keys[i] >> shift) & 255)]++;
+  int64_t at = 0;
+  for (int b = 0; b < BINS; b++) {
+    int64_t count = start[b];
+    start[b] = at;
+    at += count;
+  }
+  for (int64_t i = 0; i < k; i++) {
+    int64_t to = start[255 - ((keys[i] >> shift) & 255)]++;
+    if (to_keys != NULL) to_keys[to] = keys[i];
+    to_cols[to] = cols[i];
+  }
+}
+
+/* The bin (counting down from the top) where the K-th count falls: the counts of the bins
+ * above it sum to *above < k, and with its own they reach k. Some bin reaches k (k <= n). */
+static int kth_bin(const int64_t* hist, int64_t k, int64_t* above) {
+  int b = BINS - 1;
+  *above = 0;
+  while (*above + hist[b] < k) *above += hist[b--];
+  return b;
+}
+
+/* Buffers of count_row_16, per call: the row's keys, the columns of its candidates, the
+ * winners' keys and columns and as many again for their ordering. */
+struct count_room {
+  uint16_t* keys;     /* n */
+  uint32_t* cand;     /* n */
+  uint16_t* win_keys; /* 2k */
+  int64_t* win_cols;  /* 2k */
+};
+
+/* METHOD_COUNT, 16-bit elements (int16, uint16, float16, bfloat16): a counting selection in
+ * two levels of 256 bins, so that a row needs no 65536-bin table (256 KB to clear per row).
+ * Pass 1 makes the row's keys (vectorised) and counts their high bytes (four tables, so that
+ * runs of one value do not wait on one counter): the K-th key's high byte `hi` follows from the
+ * top. Pass 2 lists, in index order, the columns of the keys of high byte `hi` or above (every
+ * key above `hi`: fewer than K; and the bin `hi`'s), counting the low bytes of bin `hi`'s: the
+ * K-th key `t` follows. The list then gives the winners in index order: every key above `t`
+ * and the first K - above keys equal to it (the lower index wins a tie). Value order: two
+ * stable counting passes over the K (value_order_16). O(N + K) whatever the ties, no
+ * comparison sort. */
+static void count_row_16(const struct cutopk_rows* r, const struct key_rule* rule, const char* row,
+                         const struct count_room* room, int64_t* out) {
+  const int64_t n = r->n, k = r->k, stride = r->col_stride;
+  uint16_t* keys = room->keys;
+  uint32_t tables[4][BINS];
+  memset(tables, 0, sizeof tables);
+  int64_t col = 0;
+  for (; col + CHUNK <= n; col += CHUNK) {
+    make_chunk_keys_16(keys + col, row + col * stride, stride, rule, 0);
+    for (int64_t i = 0; i < CHUNK; i += 4) {
+      tables[0][keys[col + i] >> 8]++;
+      tables[1][keys[col + i + 1] >> 8]++;
+      tables[2][keys[col + i + 2] >> 8]++;
+      tables[3][keys[col + i + 3] >> 8]++;
+    }
+  }
+  if (col < n) make_keys_16(keys + col, row + col * stride, n - col, stride, rule, 0);
+  for (int64_t i = col; i < n; i++) tables[0][keys[i] >> 8]++;
+  int64_t hist[BINS];
+  for (int b = 0; b < BINS; b++) hist[b] = (int64_t)tables[0][b] + tables[1][b] + tables[2][b] + tables[3][b];
+  int64_t above_hi;
+  const int hi = kth_bin(hist, k, &above_hi);
+  /* Pass 2: keys at or above (hi << 8), i.e. above (hi << 8) - 1 (hi == 0: every key). */
+  const uint16_t floor = (uint16_t)(hi << 8);
+  uint32_t* cand = room->cand;
+  int64_t c = 0, i = 0;
+  memset(tables, 0, sizeof tables);
+  if (HAVE_ABOVE_MASK && hi > 0)
+    for (; i + CHUNK <= n; i += CHUNK)
+      for (uint64_t at_least = above_mask_16(keys + i, (uint16_t)(floor - 1)); at_least; at_least &= at_least - 1) {
+        int64_t a = i + __builtin_ctzll(at_least);
+        cand[c++] = (uint32_t)a;
+        tables[0][keys[a] & 255] += keys[a] >> 8 == hi;
+      }
+  for (; i < n; i++) { /* branch-free: every column written, the next one kept where it counts */
+    int in = keys[i] >= floor;
+    cand[c] = (uint32_t)i;
+    c += in;
+    tables[i & 3][keys[i] & 255] += in & (keys[i] >> 8 == hi);
+  }
+  for (int b = 0; b < BINS; b++) hist[b] = (int64_t)tables[0][b] + tables[1][b] + tables[2][b] + tables[3][b];
+  int64_t above_lo;
+  const uint16_t t = (uint16_t)(floor | kth_bin(hist, k - above_hi, &above_lo));
+  const int64_t need = k - above_hi - above_lo;
+  /* The winners in index order: keys above t, and the first `need` equal to it. */
+  uint16_t* wk = room->win_keys;
+  int64_t* wc = r->order == ORDER_VALUE ? room->win_cols : out;
+  int64_t written = 0, taken = 0;
+  for (int64_t j = 0; j < c && written < k; j++) {
+    uint16_t key = keys[cand[j]];
+    if (key < t || (key == t && taken == need)) continue;
+    taken += key == t;
+    wk[written] = key;
+    wc[written++] = cand[j];
+  }
+  if (r->order == ORDER_VALUE) { /* by the low byte, then the high byte: equal keys keep index order */
+    byte_pass_desc(wk, wc, k, 0, wk + k, wc + k);
+    byte_pass_desc(wk + k, wc + k, k, 8, NULL, out);
+  }
+}
+
+/* METHOD_COUNT's call: 8-bit rows need no buffers; 16-bit ones get count_room's. */
+static int select_counted(const struct cutopk_rows* r, const struct key_rule* rule) {
+  if (r->width == 1) {
+    for (int64_t i = 0; i < r->rows; i++) count_row_8(r, rule, r->data + i * r->row_stride, r->out + i * r->k);
+    return STATUS_OK;
+  }
+  const int64_t n = r->n, k = r->k;
+  char* buf = malloc((size_t)(n * 2 + n * 4 + k * 4 + k * 16));
+  if (buf == NULL) return STATUS_NO_MEMORY;
+  struct count_room room = {
+      .win_cols = (int64_t*)buf,
+      .cand = (uint32_t*)(buf + k * 16),
+      .win_keys = (uint16_t*)(buf + k * 16 + n * 4),
+      .keys = (uint16_t*)(buf + k * 16 + n * 4 + k * 4),
+  };
+  for (int64_t i = 0; i < r->rows; i++) count_row_16(r, rule, r->data + i * r->row_stride, &room, r->out + i * r->k);
+  free(buf);
+  return STATUS_OK;
+}
+
 EXPORT int64_t cutopk_native_abi(void) {
   return ((int64_t)CUTOPK_NATIVE_ABI << 32) | sizeof(struct cutopk_rows);
 }
@@ -862,13 +993,10 @@ EXPORT int cutopk_select_rows(const struct cutopk_rows* r) {
   if (r->method < METHOD_THRESHOLD || r->method > METHOD_RANK) return STATUS_BAD_REQUEST;
   /* Ranks: composites of keys of up to 32 bits and 32-bit columns. */
   if (r->method == METHOD_RANK && (r->width > 4 || r->n > (int64_t)UINT32_MAX)) return STATUS_BAD_REQUEST;
-  /* Counting: 8-bit elements, counts of 32 bits. */
-  if (r->method == METHOD_COUNT && (r->width != 1 || r->n > (int64_t)UINT32_MAX)) return STATUS_BAD_REQUEST;
+  /* Counting: 8- and 16-bit elements, counts and candidate columns of 32 bits. */
+  if (r->method == METHOD_COUNT && (r->width > 2 || r->n > (int64_t)UINT32_MAX)) return STATUS_BAD_REQUEST;
   struct key_rule rule = {r->kind, r->largest ? 0 : ~(uint64_t)0, r->nan_first ? ~(uint64_t)0 : 0, r->inf_bits};
-  if (r->method == METHOD_COUNT) {
-    for (int64_t i = 0; i < r->rows; i++) count_row_8(r, &rule, r->data + i * r->row_stride, r->out + i * r->k);
-    return STATUS_OK;
-  }
+  if (r->method == METHOD_COUNT) return select_counted(r, &rule);
   if (r->method == METHOD_RANK) return select_ranked(r, &rule);
   if (r->method != METHOD_THRESHOLD) return select_kept(r, &rule);
   /* 32-bit halves hold a column while n fits in 32 bits; 64-bit keys need the wide composite. */
