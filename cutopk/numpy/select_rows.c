@@ -38,8 +38,9 @@
  * by the caller for speed (cutopk/numpy/backend.py's _compiled_method):
  * - METHOD_INSERT (short rows, small K): the K best so far kept sorted, an element entering
  *   only above the K-th; rows of at most CHUNK have the keys of several rows made at once.
- * - METHOD_COUNT (8-bit elements): a 256-bin count per row gives the K-th key, a second pass
- *   writes the winners, in value order by a counting sort.
+ * - METHOD_COUNT (8- and 16-bit elements): a 256-bin count per row gives the K-th key (16 bits:
+ *   the high byte's, then the low byte's in the K-th key's bin), a last pass writes the winners,
+ *   in value order by a counting sort (16 bits, K above 16: two stable byte passes).
  * - METHOD_COLUMNS (rows side by side: an outer axis): CHUNK rows at once, each step reading
  *   the next element of every one of them where it lies, with METHOD_INSERT's sorted lists.
  */

@@ -465,6 +465,16 @@ def test_short_rows_outer_axes_and_eight_bits_take_the_compiled_route():
     assert route((1024, 4096), 64, np.int8) == "native-count"
     assert route((1024, 4096), 64, np.uint8) == "native-count"
     assert route((1024, 100), 8, np.int8) == "native-rank"  # short 8-bit rows: no counts
+    assert route((64, 16384), 1024, np.int8) == "native-count"  # long rows, K above the scan's
+    assert route((64, 16384), 1024, np.float16) == "native-count"
+    assert route((64, 16384), 256, np.float16) == "native"  # K at most a 64th: the scan
+    assert route((64, 16384), 1024, np.float32) != "native-count"  # 32 bits: never counted
+    assert route((1024, 1024), 64, np.int16) == "native-count"  # 16 bits, K >= N/16
+    assert route((1024, 1024), 512, np.uint16) == "native-count"
+    assert route((1024, 1024), 32, np.int16) == "native"  # below N/16: the threshold scan
+    assert route((1024, 512), 64, np.int16) == "native"  # rows below COUNT16_MIN_N
+    assert route((1024, 256), 1, np.int16) == "native-count"  # K = 1
+    assert route((1024, 128), 1, np.int16) == "native-rank"
     assert route((2048, 1024), 16, axis=0) == "native-columns"  # read in place
     assert route((1024, 2048), 16, order="F") == "native-columns"
     assert route((2048, 1024), 65, axis=0) == "filter-outer"  # K above COLUMNS_MAX_K
@@ -483,6 +493,10 @@ def test_short_rows_outer_axes_and_eight_bits_take_the_compiled_route():
         ((130, 64), 5, "bfloat16", -1),
         ((40, 4096), 64, "int8", -1),
         ((40, 700), 3, "uint8", -1),
+        ((40, 1024), 100, "float16", -1),
+        ((30, 1100), 1, "int16", -1),
+        ((3, 8192), 1000, "int8", -1),
+        ((3, 8200), 600, "bfloat16", -1),
         ((1000, 100), 16, "float32", 0),
         ((300, 90), 7, "float64", 0),
         ((6, 50, 7), 4, "float16", 1),
