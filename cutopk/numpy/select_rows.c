@@ -780,8 +780,8 @@ static void count_row_8(const struct cutopk_rows* r, const struct key_rule* rule
 #define BINS 256
 /* Up to this K, count_row_16's winners are put in value order by a sort of K composites; above
  * it by two counting passes (byte_pass_desc), whose 2 x 256 bins cost more than sorting a few
- * (int16, CPU time over index order, loaded 2-core EPYC: 16384x128 K = 8, 0.7 us a row on the
- * passes, 0.07 us sorted; 2048x1024 K = 32 and 64, 0.5 and 0.8 us on the passes, 0.5 and
+ * (int16, CPU time beyond index order's, loaded 2-core EPYC: 16384x128 K = 8, 0.3 us a row on
+ * the passes, 0.07 us sorted; 2048x1024 K = 32 and 64, 0.5 and 0.8 us on the passes, 0.5 and
  * 1.2 us sorted). */
 #define COUNT_SORT_MAX_K 16
 
@@ -880,7 +880,7 @@ static void take_winners_16(const struct cutopk_rows* r, const uint16_t* keys, u
  * Where those keys and the ones above them are few, pass 2 steps through a vector mask of the
  * keys at or above `hi`'s first; else it reads every key (ties: one bin holds the row). The
  * last pass (take_winners_16) reads the keys in index order until it has the K winners.
- * O(N + K log K) whatever the ties; O(N + K) for larger K (counting passes). */
+ * O(N + K) whatever the ties. Memory per call: N keys, 2K winners' keys and columns. */
 static void count_row_16(const struct cutopk_rows* r, const struct key_rule* rule, const char* row,
                          const struct count_room* room, int64_t* out) {
   const int64_t n = r->n, k = r->k, stride = r->col_stride;
