@@ -81,6 +81,10 @@ EXTRA_CASES = (
     grid.Case("batch", 1024, 4096, 64),
     grid.Case("batch", 2048, 1024, 16),
     grid.Case("batch", 1024, 4096, 64, dtype="int16"),
+    # Issue 42 item 3: 8- and 16-bit keys with K large against the row (the count).
+    grid.Case("batch", 256, 4096, 512, dtype="int16"),
+    grid.Case("indexer", 64, 16384, 2048, dtype="float16"),
+    grid.Case("indexer", 64, 65536, 4096, dtype="int8"),
 )
 
 

@@ -17,7 +17,8 @@ of composite keys). Within a block, by row length:
   reads each row once against a running threshold (see ``native.py``); where it cannot run (no
   compiler, ``CUTOPK_NATIVE=0``), the NumPy routes below, with the same answers.
 - **Shorter rows, and an outer axis, on the compiled route too** (issue 42; ``_compiled_method``):
-  8-bit elements by counting (``native-count``), K up to 8 by the ranks of the candidates
+  8-bit elements by counting (``native-count``; 16-bit ones too where K is large against the
+  row, on long rows above the threshold scan's K, and K = 1), K up to 8 by the ranks of the candidates
   above a bound (``native-rank``; 64-bit elements: sorted lists, ``native-insert``), larger K up to an eighth of the row by the threshold scan (``native``);
   rows side by side in memory (an outer axis) 64 at a time where they lie, no transposed copy
   (``native-columns``, K up to 64). Where the route cannot run, the NumPy routes below.
@@ -172,6 +173,22 @@ NATIVE_MAX_K = 512
 # COLUMNS_BLOCK at a time, read where they lie ("columns", K up to COLUMNS_MAX_K: its sorted
 # lists cost O(K) an entry).
 COUNT_MIN_N = 256
+# 16-bit elements are counted in two levels (the high byte, then the low byte of the K-th key's
+# bin: ``count_row_16``), whose fixed cost per row (two sets of 4 x 256 counts) the selection
+# methods beat on short rows and small K. The counts take: rows of at least 8192 with K above
+# the threshold scan's, 8-bit ones too (against the NumPy routes before: 64x16384 int16 k=1024
+# 2.9x, k=2048 4.6x; 16x65536 k=4096 2.8x; float16 3.5-6.4x; int8 64x65536 k=4096 4.1x,
+# 256x16384 k=1024 4.1x); shorter rows of at least COUNT16_MIN_N with K at least
+# COUNT16_MIN_K_SHARE of them (against the threshold scan, uniform int16: 1024 k=64 1.6x, k=128
+# 2.0x; 4096 k=256 2.3x; 20 distinct values 1024 k=64 0.8x, k=128 1.3x; beyond N/8, against
+# the NumPy routes, 5-5.7x); and K = 1 from COUNT_MIN_N (the ranks' bound is then the row's
+# maximum, over slices of one: 1024 k=1 3.6x, 4096 4.9x, 256 1.8x; 20 values 1.0-1.1x). Rows of
+# 256 with more K, 128-element rows and K of 2-32 elsewhere keep their methods (count 0.4-1.2x).
+# CPU time, one thread, loaded 2-core EPYC with AVX2: benchmarks/results/2026-11-26-cpu-short-rows.md.
+COUNT16_MIN_N = 1024
+COUNT16_MIN_K_SHARE = 1 / 16
+# Counts and columns are 32-bit in the C file.
+COUNT_MAX_N = (1 << 32) - 1
 RANK_MAX_K = 8
 INSERT_MAX_K = 4
 SHORT_MAX_K_SHARE = 1 / 8
@@ -456,8 +473,17 @@ def _compiled_method(x: np.ndarray, k: int) -> str | None:
     if outer:  # rows read side by side, a block of CHUNK at a time, where they lie
         method = "columns" if k <= COLUMNS_MAX_K and rows >= COLUMNS_MIN_ROWS else None
     elif n >= NATIVE_MIN_N:
-        method = "threshold" if k <= min(NATIVE_MAX_K, n * NATIVE_MAX_K_SHARE) else None
+        if k <= min(NATIVE_MAX_K, n * NATIVE_MAX_K_SHARE):
+            method = "threshold"
+        else:  # a larger K: 8- and 16-bit keys counted, the rest on the NumPy routes
+            method = "count" if x.itemsize <= 2 and n <= COUNT_MAX_N else None
     elif x.itemsize == 1 and n >= COUNT_MIN_N:
+        method = "count"
+    elif (
+        x.itemsize == 2
+        and n >= COUNT_MIN_N
+        and (k == 1 or (n >= COUNT16_MIN_N and k >= n * COUNT16_MIN_K_SHARE))
+    ):
         method = "count"
     elif k <= (RANK_MAX_K if x.itemsize <= 4 else INSERT_MAX_K):
         method = "rank" if x.itemsize <= 4 else "insert"

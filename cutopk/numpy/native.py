@@ -62,7 +62,7 @@ FLAGS = (
 ASAN_ENV_VAR = "CUTOPK_NATIVE_ASAN"
 ASAN_FLAGS = ("-fsanitize=address", "-fno-omit-frame-pointer", "-g")
 # The C file's ABI number and the size of its struct cutopk_rows (cutopk_native_abi()).
-ABI = 2
+ABI = 3
 
 # The C file's enums.
 _KIND_UNSIGNED, _KIND_SIGNED, _KIND_FLOAT = 0, 1, 2
@@ -397,7 +397,8 @@ def select(
     ``x``: 2-D, any strides, native byte order, ``1 <= k <= x.shape[1]``; ``out``: a C-contiguous
     int64 array of ``(rows, k)``. The order is ``order``'s ("value"; "index", or "none", which
     gives index order as the NumPy routes do); ``method``, one of ``METHODS`` (the C file says
-    which inputs each suits; every one is exact; "count" takes 8-bit elements only, "rank" up to 32 bits). Only where :func:`available`, or with
+    which inputs each suits; every one is exact; "count" takes 8- and 16-bit elements only, "rank"
+    up to 32 bits). Only where :func:`available`, or with
     ``function`` from :func:`load` (another build: the tests' portable one)."""
     kind, inf_bits = _element(x.dtype)
     rows = Rows(

@@ -323,7 +323,7 @@ METHODS = tuple(native.METHODS)
 
 
 def _methods_for(x):
-    return [m for m in METHODS if (m != "count" or x.itemsize == 1) and (m != "rank" or x.itemsize <= 4)]
+    return [m for m in METHODS if (m != "count" or x.itemsize <= 2) and (m != "rank" or x.itemsize <= 4)]
 
 
 def _views(x):
@@ -404,16 +404,45 @@ def test_random_rows_by_every_method(
     x = raw.T if outer else raw
     k = max(1, round(k_share * n))
     nan_first = nan_first and largest
-    if (method == "count" and dt.itemsize > 1) or (method == "rank" and dt.itemsize > 4):
+    if (method == "count" and dt.itemsize > 2) or (method == "rank" and dt.itemsize > 4):
         method = "insert"
     got = np.full((rows, k), -1, np.int64)
     native.select(x, k, largest, nan_first, order, got, method=method)
     np.testing.assert_array_equal(got, _routes(x, k, largest, nan_first, order))
 
 
-@pytest.mark.parametrize("dtype, method", (("int16", "count"), ("float64", "rank"), ("uint64", "rank")))
+@pytest.mark.parametrize("dtype", ("int16", "uint16", "float16", "bfloat16"))
+def test_sixteen_bit_counts_settle_both_levels(dtype, build):
+    """16-bit counting in two levels of 256 bins: the K-th key's high byte shared with many
+    (the low bytes settle it), one high byte for the whole row (the second pass reads every
+    key), ties at the K-th key, NaN payloads of both signs; K at the edges and about
+    COUNT_SORT_MAX_K (value order by a sort of composites, or by byte passes), both orders,
+    negative strides; with vector masks and without (the portable build)."""
+    dt = _dtype(dtype)
+    rng = np.random.default_rng(zlib.crc32(dtype.encode()))
+    shape, n = (3, 1000), 1000
+    patterns = (
+        rng.integers(0, 1 << 16, shape),  # random bits: NaN payloads, both zeros, subnormals
+        rng.integers(0, 3, shape) << 8 | rng.integers(0, 256, shape),  # three high bytes
+        0x3C00 | rng.integers(0, 3, shape),  # one high byte, three keys: ties at the K-th
+        0x7E00 | rng.integers(0, 2, shape) << 15 | rng.integers(0, 3, shape),  # +-NaN (floats)
+    )
+    modes = ((True, False), (False, False), *(((True, True),) if "float" in dtype else ()))  # NaN rules
+    for bits in patterns:
+        x = bits.astype(np.uint16).view(dt)
+        for view, k, (largest, nan_first), order in itertools.product(
+            (x, x[:, ::-1]), (1, 16, 17, n), modes, ("value", "index")
+        ):
+            got = np.full((3, k), -1, np.int64)
+            native.select(view, k, largest, nan_first, order, got, _BUILD["function"], method="count")
+            np.testing.assert_array_equal(
+                got, _routes(view, k, largest, nan_first, order), err_msg=f"{bits[0, :3]} k={k}"
+            )
+
+
+@pytest.mark.parametrize("dtype, method", (("int32", "count"), ("float64", "rank"), ("uint64", "rank")))
 def test_methods_refuse_elements_they_cannot_take(dtype, method):
-    """The C file checks its request: counting is for 8-bit elements, ranks for up to 32 bits
+    """The C file checks its request: counting is for 8- and 16-bit elements, ranks for up to 32 bits
     (the backend never asks otherwise); a refusal is an error, never a wrong answer."""
     x = np.zeros((2, 300), dtype)
     with pytest.raises(RuntimeError, match="status 2"):
@@ -435,6 +464,16 @@ def test_short_rows_outer_axes_and_eight_bits_take_the_compiled_route():
     assert route((1024, 4096), 64, np.int8) == "native-count"
     assert route((1024, 4096), 64, np.uint8) == "native-count"
     assert route((1024, 100), 8, np.int8) == "native-rank"  # short 8-bit rows: no counts
+    assert route((64, 16384), 1024, np.int8) == "native-count"  # long rows, K above the scan's
+    assert route((64, 16384), 1024, np.float16) == "native-count"
+    assert route((64, 16384), 256, np.float16) == "native"  # K at most a 64th: the scan
+    assert route((64, 16384), 1024, np.float32) != "native-count"  # 32 bits: never counted
+    assert route((1024, 1024), 64, np.int16) == "native-count"  # 16 bits, K >= N/16
+    assert route((1024, 1024), 512, np.uint16) == "native-count"
+    assert route((1024, 1024), 32, np.int16) == "native"  # below N/16: the threshold scan
+    assert route((1024, 512), 64, np.int16) == "native"  # rows below COUNT16_MIN_N
+    assert route((1024, 256), 1, np.int16) == "native-count"  # K = 1
+    assert route((1024, 128), 1, np.int16) == "native-rank"
     assert route((2048, 1024), 16, axis=0) == "native-columns"  # read in place
     assert route((1024, 2048), 16, order="F") == "native-columns"
     assert route((2048, 1024), 65, axis=0) == "filter-outer"  # K above COLUMNS_MAX_K
@@ -453,6 +492,10 @@ def test_short_rows_outer_axes_and_eight_bits_take_the_compiled_route():
         ((130, 64), 5, "bfloat16", -1),
         ((40, 4096), 64, "int8", -1),
         ((40, 700), 3, "uint8", -1),
+        ((40, 1024), 100, "float16", -1),
+        ((30, 1100), 1, "int16", -1),
+        ((3, 8192), 1000, "int8", -1),
+        ((3, 8200), 600, "bfloat16", -1),
         ((1000, 100), 16, "float32", 0),
         ((300, 90), 7, "float64", 0),
         ((6, 50, 7), 4, "float16", 1),
