@@ -29,7 +29,6 @@ _CLUSTER_OPEN = re.compile(r"__cluster_dims__\s*\(")
 _PREPROCESSOR = re.compile(r"#[^\n]*\n\s*")
 _VOID = re.compile(r"void\s+")
 _NAME = re.compile(r"(?P<name>[A-Za-z_]\w*)\s*\(")
-_SPACE = re.compile(r"\s*")
 # After blanks and preprocessor lines (continued with backslashes or not).
 _TEMPLATE = re.compile(r"(?:\s|#(?:[^\n\\]|\\[\s\S])*\n)*template\s*<")
 _ARRAY = re.compile(r"\[[^\]]*\]")
@@ -130,6 +129,13 @@ def parameters(inner: str) -> tuple[tuple[str, str], ...]:
     return tuple(parameter(p) for p in split_top_level(inner))
 
 
+def _skip_space(text: str, at: int) -> int:
+    """The index of the first character at or after ``at`` that is not white space."""
+    while at < len(text) and text[at].isspace():
+        at += 1
+    return at
+
+
 def _template_before(text: str, start: int) -> str | None:
     """The parameters of the ``template <...>`` that the declaration at ``start`` is part of:
     the first thing after the last ``;``, ``{`` or ``}`` before it but blanks and preprocessor
@@ -171,13 +177,13 @@ def kernels(text: str, macro: str | None = None) -> list[Kernel]:
         if is_macro:
             end = closing(text, at)
             bounds = " ".join(text[at : end - 1].split())
-            at = _SPACE.match(text, end).end()
+            at = _skip_space(text, end)
         while True:
             if m := _BOUNDS_OPEN.match(text, at) or _CLUSTER_OPEN.match(text, at):
                 end = closing(text, m.end())
                 if m.re is _BOUNDS_OPEN:
                     bounds = " ".join(text[m.end() : end - 1].split())
-                at = _SPACE.match(text, end).end()
+                at = _skip_space(text, end)
             elif m := _PREPROCESSOR.match(text, at):
                 at = m.end()
             elif not void and (m := _VOID.match(text, at)):

@@ -220,7 +220,7 @@ def route(x, axis: int, case, lib: Library, major: int, sort: bool):
         temp_bytes = lib.cub(dtype, 0, 0, 0, 0, 0, rows, n, k, 0)  # size query, no launch
         temp = torch.empty(max(temp_bytes, 1), dtype=torch.uint8, device=dev)  # cached, as FlashInfer does
 
-        def call():
+        def call_cub():
             vals = torch.empty(rows, k, dtype=t.dtype, device=dev)
             idx = torch.empty(rows, k, dtype=torch.int64, device=dev)
             stream = torch.cuda.current_stream(dev).cuda_stream
@@ -228,7 +228,7 @@ def route(x, axis: int, case, lib: Library, major: int, sort: bool):
                     stream)  # fmt: skip
             return vals, idx
 
-        return Route(name, call, sorts=False, detail="CUB DeviceBatchedTopK (FlashInfer's cub backend)")
+        return Route(name, call_cub, sorts=False, detail="CUB DeviceBatchedTopK (FlashInfer's cub backend)")
 
     row_states = torch.zeros(int(lib.dll.cutopk_fi_row_states_bytes()), dtype=torch.uint8, device=dev)
     algorithm = lib.native_algorithm(dtype, rows, n, k)

@@ -167,13 +167,19 @@ def _parse(source: str, where: str) -> dict[str, _Declaration]:
             raise RuntimeError(f"{where}: {e}") from None
         params = " ".join(inner.split())
         template = (
-            tuple(tuple(p.rsplit(None, 1)) for p in _c.split_top_level(kernel.template))
+            tuple(_template_parameter(p) for p in _c.split_top_level(kernel.template))
             if kernel.template is not None
             else ()
         )
         names = tuple(name for name, _ in _c.parameters(params))
         found[kernel.name] = _Declaration(template, kernel.bounds, params, names)
     return found
+
+
+def _template_parameter(text: str) -> tuple[str, str]:
+    """A template parameter's kind and name: ``int ITEMS`` -> ``("int", "ITEMS")``."""
+    kind, name = text.rsplit(None, 1)
+    return kind, name
 
 
 def signature(family: str, kernel: str) -> tuple[tuple[str, str], ...]:

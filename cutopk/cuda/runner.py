@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from typing import Any
 
 import numpy as np
 
@@ -178,13 +179,16 @@ class _Sequence:
         self.offset = getattr(program, "offset", 0)
         self.scratch_names = {e.name for e in program.table}
         self.constants = constants
-        self.launches = []  # (fn, grid, block, shared, template, per-call slots, scratch slots)
-        self.copies = []  # (dst, src, shape)
-        self.ops = []  # (is a launch, index)
+        self.launches: list[tuple] = []  # (fn, grid, block, shared, template, per-call slots, scratch slots)
+        self.copies: list[tuple] = []  # (dst, src, shape)
+        self.ops: list[tuple[bool, int | None]] = []  # (is a launch, index)
         self._memo: dict = {}  # launches by their step: a repeated step is resolved once
         for step in steps:
             self._add(step, call)
-        self._carved = (_UNSET, None)  # (buffer, (scratch views, launches with their views))
+        self._carved: tuple[object, Any] = (
+            _UNSET,
+            None,
+        )  # (buffer, (scratch views, launches with their views))
 
     def _resolve(self, name: str):
         """Where a value comes from: ("call", index), ("scratch", name) or ("const", value)."""
@@ -338,7 +342,7 @@ class Prepared:
             self.chunks.append((start, stop, sequences[id(chunk)]))
         # One launch without scratch (most single-launch families): :meth:`direct` slots the
         # arrays straight into its argument list.
-        self.single = None
+        self.single: tuple = ()  # the one launch's function, geometry, arguments and slots
         self.direct = self.run
         if len(self.sequence.ops) == 1 and self.sequence.ops[0][0] and not prog.nbytes:
             fn, grid, block, shared, template, at_call, _ = self.sequence.launches[0]

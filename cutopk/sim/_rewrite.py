@@ -47,8 +47,8 @@ def cluster_dims(text: str) -> dict[str, tuple[int, int, int]]:
     for kernel in _c.kernels(text):
         m = re.search(r"__cluster_dims__\s*\(([^()]*)\)", text[kernel.start : kernel.open_at])
         if kernel.name and m:
-            dims = tuple(int(d, 0) for d in m[1].split(","))
-            out[kernel.name] = (*dims, *(1,) * (3 - len(dims)))
+            x, y, z = (*(int(d, 0) for d in m[1].split(",")), 1, 1)[:3]
+            out[kernel.name] = (x, y, z)
     return out
 
 
@@ -62,7 +62,9 @@ def _scopes(source: str) -> tuple[list[tuple[int, int]], list[tuple[int, bool]]]
     A brace opened after ``namespace x`` or ``extern "C"`` keeps file scope; any other brace at
     file scope (a function body; a class body cannot declare ``__shared__``) starts code scope.
     """
-    skipped, changes, stack = [], [(0, False)], []
+    skipped: list[tuple[int, int]] = []
+    changes: list[tuple[int, bool]] = [(0, False)]
+    stack: list[bool] = []
     last_stop = 0
     for m in _TOKEN.finditer(source):
         tok = m.group()
