@@ -128,7 +128,7 @@ def unsorted_backend(rows: int, n: int, k: int, dtype: str, major: int) -> str:
     return "native"
 
 
-class Library:
+class FlashInferLibrary:
     """The loaded shim, with every entry point's signature declared (:data:`SIGNATURES`)."""
 
     def __init__(self, path: pathlib.Path):
@@ -168,11 +168,11 @@ class Library:
 
 
 @functools.cache
-def _load(path: str) -> Library:
-    return Library(pathlib.Path(path))
+def _load(path: str) -> FlashInferLibrary:
+    return FlashInferLibrary(pathlib.Path(path))
 
 
-def load(path: pathlib.Path | None = None, arch: str = DEFAULT_ARCH) -> Library:
+def load(path: pathlib.Path | None = None, arch: str = DEFAULT_ARCH) -> FlashInferLibrary:
     path = path or library_path(arch)
     if not path.is_file():
         raise FlashInferUnavailable(
@@ -183,7 +183,7 @@ def load(path: pathlib.Path | None = None, arch: str = DEFAULT_ARCH) -> Library:
 
 
 @functools.cache
-def available(arch: str = DEFAULT_ARCH) -> tuple[Library | None, str | None]:
+def available(arch: str = DEFAULT_ARCH) -> tuple[FlashInferLibrary | None, str | None]:
     """``(library, None)`` when the shim for ``arch`` loads, else ``(None, why)``."""
     try:
         return load(arch=arch), None
@@ -191,7 +191,7 @@ def available(arch: str = DEFAULT_ARCH) -> tuple[Library | None, str | None]:
         return None, str(exc)
 
 
-def route(x, axis: int, case, lib: Library, major: int, sort: bool):
+def route(x, axis: int, case, lib: FlashInferLibrary, major: int, sort: bool):
     """FlashInfer's top-K of the CuPy array ``x`` (see the module doc): ``sort`` for the
     ``flashinfer`` peer, else ``flashinfer-unsorted``."""
     import cupy

@@ -277,7 +277,7 @@ class GpuCall:
         # The launches, resolved once (cutopk/cuda/runner.py): a call only slots in its arrays.
         self.runner = _runner.Prepared(self, placeholder) if self.launches else None
         # The scratch one call takes from the stream's workspace (what plan() reports).
-        self.workspace_bytes = self.runner.program.nbytes if self.runner is not None else 0
+        self.workspace_bytes = self.runner.schedule.nbytes if self.runner is not None else 0
         self.rows_k = (self.rows, req.k)
         # The input as it lies, into outputs that need no moving: run()'s short path.
         self.direct = self.launches and self.last_axis and self.native is self.dtype
