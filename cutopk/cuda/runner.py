@@ -185,10 +185,8 @@ class _Sequence:
         self._memo: dict = {}  # launches by their step: a repeated step is resolved once
         for step in steps:
             self._add(step, call)
-        self._carved: tuple[object, Any] = (
-            _UNSET,
-            None,
-        )  # (buffer, (scratch views, launches with their views))
+        # (buffer, (scratch views, launches with their views))
+        self._carved: tuple[object, Any] = (_UNSET, None)
 
     def _resolve(self, name: str):
         """Where a value comes from: ("call", index), ("scratch", name) or ("const", value)."""
