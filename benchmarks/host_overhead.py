@@ -4,7 +4,7 @@
 
 Per shape of the GPU quick grid, the CUDA code path is timed with everything real except the
 kernel launch itself: the simulator target (NumPy arrays) with a recording module in place of
-the compiled one, so argument checks, the plan cache, layout, allocations and the launch
+the compiled one, so argument checks, the call cache, layout, allocations and the launch
 arguments all run, and the launch only counts. The input is a view with the shape's strides over
 a few bytes (nothing reads it), so the grid's largest shapes cost no memory. Beside it, in the
 same run: ``torch.topk`` on a 1x128 CPU tensor (the framework-overhead reference: a whole call
@@ -82,7 +82,7 @@ def per_call_us(fn, calls: int, repeat: int) -> float:
 
 
 def first_call_us(fn, repeat: int) -> float:
-    """Median time of a call with a cold plan cache (the compiled module stays), microseconds."""
+    """Median time of a call with a cold call cache (the compiled module stays), microseconds."""
     runs = []
     for _ in range(repeat):
         _call.CACHE.clear()

@@ -10,6 +10,8 @@ Re-exports only: the functions live in the stage of a call they belong to
 
 from __future__ import annotations
 
+from types import ModuleType
+
 from ._core.entry import algorithms, plan, top_k
 from ._core.result import TopK
 from ._request.plan import Launch, Plan
@@ -38,7 +40,7 @@ __all__ = [
 _SUBMODULES = ("onnx", "openvino", "directml", "dask", "torch_ops")
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> ModuleType:
     # The front ends and the Dask integration load on first use: importing cutopk stays cheap
     # and needs no Dask.
     if name in _SUBMODULES:

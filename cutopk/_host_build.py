@@ -122,7 +122,7 @@ def _abandoned(entry: pathlib.Path, now: float) -> bool:
 def sweep(folder: pathlib.Path) -> list[pathlib.Path]:
     """Remove the build folders in ``folder`` whose build was abandoned (see the module doc);
     returns those removed."""
-    removed = []
+    removed: list[pathlib.Path] = []
     now = time.time()
     try:
         entries = list(folder.iterdir())

@@ -45,7 +45,7 @@ import numpy as np
 
 from ._core.entry import check_algorithm_name
 from ._core.entry import top_k as _top_k
-from ._core.result import TopK
+from ._core.result import Array, DType, Integer, TopK
 from ._interop import array_module
 from ._request import checks as _checks
 from .irregular.entry import merge_top_k as _merge_top_k
@@ -56,19 +56,21 @@ __all__ = ["top_k", "top_k_indices"]
 _FINAL_ORDER = {"value": "value", "index": "index", "none": False}
 
 
-def _tag(block, index):
+def _tag(block: Array, index: Array) -> tuple[Array, Array]:
     """A block and the global indices of its elements along the axis (shape 1 off the axis)."""
     return block, array_module(block).asarray(index)
 
 
-def _pairs(parts) -> list:
+def _pairs(parts: tuple | list) -> list:
     """The ``(values, indices)`` pairs of a (nested) list of blocks, in block order."""
     if isinstance(parts, tuple):
         return [parts]
     return [pair for part in parts for pair in _pairs(part)]
 
 
-def _chunk(tagged, axis, keepdims, *, k: int, options: dict):
+def _chunk(
+    tagged: tuple[Array, Array], axis: tuple[int], keepdims: bool, *, k: int, options: dict
+) -> tuple[Array, Array]:
     """A block's top ``min(k, length)`` candidates along the axis, with global indices."""
     (ax,) = axis
     block, index = tagged
@@ -78,7 +80,9 @@ def _chunk(tagged, axis, keepdims, *, k: int, options: dict):
     return top.values, xp.take_along_axis(xp.broadcast_to(index, block.shape), top.indices, axis=ax)
 
 
-def _merge(parts, axis, keepdims, *, k: int, order, mode: str, nan: str):
+def _merge(
+    parts: tuple | list, axis: tuple[int], keepdims: bool, *, k: int, order: str | bool, mode: str, nan: str
+) -> tuple[Array, Array]:
     """The first ``min(k, size)`` of the union of candidate sets, by :func:`cutopk.merge_top_k`
     (which works along the last axis)."""
     (ax,) = axis
@@ -90,13 +94,23 @@ def _merge(parts, axis, keepdims, *, k: int, order, mode: str, nan: str):
     return xp.moveaxis(top.values, -1, ax), xp.moveaxis(top.indices, -1, ax)
 
 
-def _field(pair, i: int, dtype):
+def _field(pair: tuple[Array, Array], i: int, dtype: DType) -> Array:
     """One array of a final ``(values, indices)`` pair, C-contiguous, indices cast to
     ``index_dtype``."""
     return array_module(pair[i]).ascontiguousarray(pair[i].astype(dtype, copy=False))
 
 
-def _check(a, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm) -> _checks.Request:
+def _check(
+    a: Array,
+    k: Integer,
+    axis: int,
+    mode: str,
+    sorted_: bool | str,
+    nan: str,
+    index_dtype: DType,
+    backend: str,
+    algorithm: str,
+) -> _checks.Request:
     """The checks of :func:`cutopk._request.checks.normalize`, in the same order and with the same
     messages, for a Dask array (whose chunk type is its ``_meta``)."""
     try:
@@ -122,14 +136,14 @@ def _check(a, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm) -> _
     return req
 
 
-def _check_split_every(split_every, ndim: int):
+def _check_split_every(split_every: object, ndim: int) -> int | dict[int, int] | None:
     """``split_every`` as Dask takes it: None, an integer >= 2, or a dict of axes to integers >= 2
     (a merge of one candidate set at a time never finishes a tree reduction)."""
     expected = "None, an integer >= 2 or a dict {axis: integer >= 2}"
     if split_every is None:
         return None
     if isinstance(split_every, dict):
-        checked = {}
+        checked: dict[int, int] = {}
         for axis, value in split_every.items():
             if (
                 isinstance(axis, (bool, np.bool_))
@@ -144,13 +158,15 @@ def _check_split_every(split_every, ndim: int):
     return _split_count(split_every, expected, split_every)
 
 
-def _split_count(value, expected: str, given) -> int:
+def _split_count(value: object, expected: str, given: object) -> int:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 2:
         raise ValueError(f"split_every: expected {expected}, got {given!r}")
     return int(value)
 
 
-def _reduce(a, req: _checks.Request, options: dict, algorithm: str, split_every):
+def _reduce(
+    a: Array, req: _checks.Request, options: dict, algorithm: str, split_every: int | dict[int, int] | None
+) -> Array:
     """The Dask array of final ``(values, global int64 indices)`` pairs, one per block off the axis."""
     import dask.array as da
     from dask.array.reductions import reduction
@@ -180,15 +196,15 @@ def _reduce(a, req: _checks.Request, options: dict, algorithm: str, split_every)
 
 
 def top_k(
-    a,
-    k,
+    a: Array,
+    k: Integer,
     /,
     *,
     axis: int = -1,
     mode: str = "largest",
     sorted: bool | str = True,
     nan: str = "last",
-    index_dtype=np.int64,
+    index_dtype: DType = np.int64,
     backend: str = "auto",
     algorithm: str = "auto",
     split_every: int | dict[int, int] | None = None,
@@ -250,15 +266,15 @@ def top_k(
 
 
 def top_k_indices(
-    a,
-    k,
+    a: Array,
+    k: Integer,
     /,
     *,
     axis: int = -1,
     mode: str = "largest",
     sorted: bool | str = True,
     nan: str = "last",
-    index_dtype=np.int64,
+    index_dtype: DType = np.int64,
     backend: str = "auto",
     algorithm: str = "auto",
     split_every: int | dict[int, int] | None = None,

@@ -13,7 +13,7 @@ import numpy as np
 
 from . import _frontend
 from ._core.entry import top_k as _top_k
-from ._core.result import TopK
+from ._core.result import Array, TopK
 from ._request import checks as _checks
 
 DIRECTIONS = {"decreasing": "largest", "increasing": "smallest"}
@@ -21,7 +21,7 @@ INDEX_TYPES = {"uint32": np.uint32, "uint64": np.uint64}
 DML_DTYPES = ("float16", "float32", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 
 
-def _check_uint(name: str, value) -> int:
+def _check_uint(name: str, value: object) -> int:
     try:
         value = _checks.as_index(value, name)
     except TypeError:
@@ -33,7 +33,9 @@ def _check_uint(name: str, value) -> int:
     return value
 
 
-def top_k(input, axis: int, k: int, axis_direction: str = "decreasing", index_dtype: str = "uint32") -> TopK:
+def top_k(
+    input: Array, axis: int, k: int, axis_direction: str = "decreasing", index_dtype: str = "uint32"
+) -> TopK:
     """DirectML ``DML_TOP_K1_OPERATOR_DESC``.
 
     Errors name DirectML's own fields (``input``, ``axis``, ``K``) and quote its rules.

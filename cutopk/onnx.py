@@ -9,7 +9,7 @@ import numpy as np
 
 from . import _frontend
 from ._core.entry import top_k as _top_k
-from ._core.result import TopK
+from ._core.result import Array, Integer, TopK
 from ._request import checks as _checks
 from ._request import dtypes as _dtypes
 
@@ -19,7 +19,7 @@ ONNX_DTYPES = (
 )  # fmt: skip
 
 
-def _check_K(K) -> int:
+def _check_K(K: Array) -> int:  # an integer or a tensor (Array: Any)
     """K is an int (the opset-1 attribute; any ``operator.index`` integer) or a 1-D int64 tensor of
     one element (opsets 10/11: NumPy, CuPy or torch)."""
     shape = getattr(K, "shape", None)
@@ -37,7 +37,7 @@ def _check_K(K) -> int:
     return int(K.tolist()[0])
 
 
-def top_k(X, K, axis: int = -1, largest: int = 1, sorted: int = 1) -> TopK:
+def top_k(X: Array, K: Integer | Array, axis: int = -1, largest: int = 1, sorted: int = 1) -> TopK:
     """ONNX ``TopK``: ``(Values, Indices)`` with int64 indices.
 
     Parameters

@@ -12,7 +12,7 @@ import numpy as np
 
 from . import _frontend
 from ._core.entry import top_k as _top_k
-from ._core.result import TopK
+from ._core.result import Array, Integer, TopK
 from ._request import checks as _checks
 from ._request import dtypes as _dtypes
 
@@ -24,7 +24,7 @@ SORTS = {"value": True, "index": "index", "none": False}
 INDEX_TYPES = {"i32": np.int32, "i64": np.int64}
 
 
-def _check_k(k) -> int:
+def _check_k(k: Array) -> int:  # an integer or a tensor (Array: Any)
     """k is a scalar: an int, a 0-d integer array or a 1-element integer tensor (NumPy, CuPy, torch)."""
     shape = getattr(k, "shape", None)
     if shape is not None and tuple(shape) != () and math.prod(shape) == 1:
@@ -35,7 +35,9 @@ def _check_k(k) -> int:
         raise TypeError(f"k: expected an integer scalar, got {type(k).__name__} {k!r}") from None
 
 
-def top_k(data, k, axis: int, mode: str, sort: str, index_element_type: str = "i32") -> TopK:
+def top_k(
+    data: Array, k: Integer | Array, axis: int, mode: str, sort: str, index_element_type: str = "i32"
+) -> TopK:
     """OpenVINO ``TopK-1``.
 
     Parameters

@@ -77,8 +77,8 @@ def standin_state():
 
 
 @pytest.fixture(autouse=True)
-def fresh_plan_cache():
-    """Each test starts with an empty plan cache: tests patch dispatcher constants, and a plan
+def fresh_call_cache():
+    """Each test starts with an empty call cache (prepared calls, each with its plan): tests patch dispatcher constants, and a plan
     made before a patch must not serve a call after it (tests that patch mid-test clear it too)."""
     from cutopk._core import call as _call
 

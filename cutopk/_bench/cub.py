@@ -18,7 +18,7 @@ What the peer is, and is not:
   ``cub-sorted`` peer is the same call followed by an argsort of the K (timed with it, checked in
   order): the sort's cost is the difference between the two.
 - **Rows.** ``DeviceBatchedTopK`` (one block per row) for rows of at most
-  :func:`Library.batched_max_n` elements; longer rows run ``DeviceTopK`` one row after another on
+  :func:`CubLibrary.batched_max_n` elements; longer rows run ``DeviceTopK`` one row after another on
   the same stream, inside one library call (``route`` in the result says which).
 - **Layout.** CUB reads contiguous rows: for another layout the timed call includes a copy into
   contiguous rows (``+copy`` in ``route``), as a CUB user would have to make.
@@ -199,7 +199,7 @@ def load_shim(path: pathlib.Path, signatures: dict, unavailable: type[Exception]
     return dll
 
 
-class Library:
+class CubLibrary:
     """The loaded shim, with every entry point's signature declared (:data:`SIGNATURES`)."""
 
     def __init__(self, path: pathlib.Path):
@@ -236,11 +236,11 @@ class Library:
 
 
 @functools.cache
-def _load(path: str) -> Library:
-    return Library(pathlib.Path(path))
+def _load(path: str) -> CubLibrary:
+    return CubLibrary(pathlib.Path(path))
 
 
-def load(path: pathlib.Path | None = None, arch: str = DEFAULT_ARCH) -> Library:
+def load(path: pathlib.Path | None = None, arch: str = DEFAULT_ARCH) -> CubLibrary:
     """The shim at ``path`` (default :func:`library_path`), loaded once per process; raises
     :class:`CubUnavailable` saying how to build it when it is missing."""
     path = path or library_path(arch)
@@ -253,7 +253,7 @@ def load(path: pathlib.Path | None = None, arch: str = DEFAULT_ARCH) -> Library:
 
 
 @functools.cache
-def available(arch: str = DEFAULT_ARCH) -> tuple[Library | None, str | None]:
+def available(arch: str = DEFAULT_ARCH) -> tuple[CubLibrary | None, str | None]:
     """``(library, None)`` when the shim for ``arch`` loads, else ``(None, why)``; asked once per
     process (the benchmark does not build: ``tools/gpu_session.sh`` and ``benchmarks/cub/build.py`` do)."""
     try:
@@ -267,7 +267,7 @@ def arch_of(compute_capability: str) -> str:
     return f"sm_{compute_capability}"
 
 
-def route(x, axis: int, k: int, mode: str, dtype: str, lib: Library, sort: bool = False):
+def route(x, axis: int, k: int, mode: str, dtype: str, lib: CubLibrary, sort: bool = False):
     """CUB's top-K of the CuPy array ``x`` along ``axis`` (see the module doc): unordered values
     (``sorts=False``) and int64 indices, torch's NaN rule (a positive NaN ranks above +inf).
 

@@ -128,7 +128,7 @@ def unsorted_backend(rows: int, n: int, k: int, dtype: str, major: int) -> str:
     return "native"
 
 
-class Library:
+class FlashInferLibrary:
     """The loaded shim, with every entry point's signature declared (:data:`SIGNATURES`)."""
 
     def __init__(self, path: pathlib.Path):
@@ -168,11 +168,11 @@ class Library:
 
 
 @functools.cache
-def _load(path: str) -> Library:
-    return Library(pathlib.Path(path))
+def _load(path: str) -> FlashInferLibrary:
+    return FlashInferLibrary(pathlib.Path(path))
 
 
-def load(path: pathlib.Path | None = None, arch: str = DEFAULT_ARCH) -> Library:
+def load(path: pathlib.Path | None = None, arch: str = DEFAULT_ARCH) -> FlashInferLibrary:
     path = path or library_path(arch)
     if not path.is_file():
         raise FlashInferUnavailable(
@@ -183,7 +183,7 @@ def load(path: pathlib.Path | None = None, arch: str = DEFAULT_ARCH) -> Library:
 
 
 @functools.cache
-def available(arch: str = DEFAULT_ARCH) -> tuple[Library | None, str | None]:
+def available(arch: str = DEFAULT_ARCH) -> tuple[FlashInferLibrary | None, str | None]:
     """``(library, None)`` when the shim for ``arch`` loads, else ``(None, why)``."""
     try:
         return load(arch=arch), None
@@ -191,7 +191,7 @@ def available(arch: str = DEFAULT_ARCH) -> tuple[Library | None, str | None]:
         return None, str(exc)
 
 
-def route(x, axis: int, case, lib: Library, major: int, sort: bool):
+def route(x, axis: int, case, lib: FlashInferLibrary, major: int, sort: bool):
     """FlashInfer's top-K of the CuPy array ``x`` (see the module doc): ``sort`` for the
     ``flashinfer`` peer, else ``flashinfer-unsorted``."""
     import cupy
@@ -220,7 +220,7 @@ def route(x, axis: int, case, lib: Library, major: int, sort: bool):
         temp_bytes = lib.cub(dtype, 0, 0, 0, 0, 0, rows, n, k, 0)  # size query, no launch
         temp = torch.empty(max(temp_bytes, 1), dtype=torch.uint8, device=dev)  # cached, as FlashInfer does
 
-        def call():
+        def call_cub():
             vals = torch.empty(rows, k, dtype=t.dtype, device=dev)
             idx = torch.empty(rows, k, dtype=torch.int64, device=dev)
             stream = torch.cuda.current_stream(dev).cuda_stream
@@ -228,7 +228,7 @@ def route(x, axis: int, case, lib: Library, major: int, sort: bool):
                     stream)  # fmt: skip
             return vals, idx
 
-        return Route(name, call, sorts=False, detail="CUB DeviceBatchedTopK (FlashInfer's cub backend)")
+        return Route(name, call_cub, sorts=False, detail="CUB DeviceBatchedTopK (FlashInfer's cub backend)")
 
     row_states = torch.zeros(int(lib.dll.cutopk_fi_row_states_bytes()), dtype=torch.uint8, device=dev)
     algorithm = lib.native_algorithm(dtype, rows, n, k)

@@ -1,7 +1,7 @@
 """The CUDA code path with its kernel launches recorded instead of run: for timing the host path
 (``benchmarks/host_overhead.py``) and for counting launches and allocations in tests.
 
-The simulator target (NumPy arrays) runs every step of a call for real (checks, the plan cache,
+The simulator target (NumPy arrays) runs every step of a call for real (checks, the call cache,
 layout, allocations, launch arguments) up to the launch itself, which only counts.
 """
 
@@ -91,7 +91,7 @@ class _RecordingNumpy:
 def recording_launches(count_allocations: bool = True):
     """The simulator target with recording kernels and (unless ``count_allocations`` is False,
     for timing without the counting's own cost) counted allocations; yields the
-    :class:`Recorder`. The plan cache, the module cache and the workspaces start empty and are
+    :class:`Recorder`. The call cache, the module cache and the workspaces start empty and are
     left empty."""
     recorder = Recorder()
     xp = _RecordingNumpy(recorder, count_allocations)

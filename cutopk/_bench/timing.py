@@ -36,7 +36,7 @@ class CpuTimer:
     def __call__(self, fn: Callable, own_stream: bool = False) -> dict:
         for _ in range(self.warmup):
             fn()
-        times = []
+        times: list[float] = []
         while len(times) < (_repeats(times[0], self.repeat, self.min_repeat, self.budget) if times else 1):
             t0 = time.perf_counter()
             fn()

@@ -25,7 +25,7 @@ from .._request.plan import Launch, Plan
 CACHE_SIZE = 1024
 
 
-class PlanCache:
+class CallCache:
     """A bounded, thread-safe map from call signatures to prepared calls.
 
     A lookup is one dict read (atomic in CPython, no lock on the hot path); inserts take a lock
@@ -68,7 +68,7 @@ class PlanCache:
         return {"hits": self.hits, "misses": self.misses, "size": len(self._entries), "maxsize": self.maxsize}
 
 
-CACHE = PlanCache()
+CACHE = CallCache()
 
 
 def algorithm_names(backend: str) -> tuple[str, ...]:

@@ -5,6 +5,7 @@ package root re-exports them). A call whose input autograd records goes through
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -12,24 +13,24 @@ from .._request import checks as _checks
 from .._request.plan import Plan
 from . import call as _call
 from . import lengths as lengths_
-from .result import TopK
+from .result import Array, DType, Integer, TopK
 from .select import select
 
 
 def top_k(
-    a,
-    k,
+    a: Array,
+    k: Integer,
     /,
     *,
     axis: int = -1,
     mode: str = "largest",
     sorted: bool | str = True,
     nan: str = "last",
-    index_dtype=np.int64,
+    index_dtype: DType = np.int64,
     backend: str = "auto",
     algorithm: str = "auto",
-    lengths=None,
-    out=None,
+    lengths: Array | None = None,
+    out: Sequence[Array] | None = None,
 ) -> TopK:
     """Return the K largest (or smallest) elements of ``a`` along ``axis`` and their indices.
 
@@ -122,18 +123,18 @@ def algorithms(backend: str = "cuda") -> tuple[str, ...]:
 
 
 def plan(
-    a,
-    k,
+    a: Array,
+    k: Integer,
     /,
     *,
     axis: int = -1,
     mode: str = "largest",
     sorted: bool | str = True,
     nan: str = "last",
-    index_dtype=np.int64,
+    index_dtype: DType = np.int64,
     backend: str = "auto",
     algorithm: str = "auto",
-    lengths=None,
+    lengths: Array | None = None,
 ) -> Plan:
     """Report what :func:`top_k` does with these arguments, without running anything.
 
@@ -163,28 +164,37 @@ def plan(
     return lengths_.describe(_call.describe(call, cached, arr), arr)
 
 
-def requires_grad(*arrays) -> bool:
+def requires_grad(*arrays: Array) -> bool:
     """Whether one of ``arrays`` may be a tensor autograd records (torch is not imported here:
     :mod:`cutopk._core.autograd` makes the exact check)."""
     return any(type(a) is not np.ndarray and getattr(a, "requires_grad", False) for a in arrays)
 
 
-def is_torch_tensor(a) -> bool:
+def is_torch_tensor(a: object) -> bool:
     """Whether ``a`` is a torch tensor, told by its type's module (torch is not imported here;
     TorchDynamo folds this test on a traced tensor)."""
     return type(a).__module__.split(".")[0] == "torch"
 
 
-def _forward(k, mode, sorted, nan, index_dtype, backend, algorithm, lengths):
+def _forward(
+    k: Integer,
+    mode: str,
+    sorted: bool | str,
+    nan: str,
+    index_dtype: DType,
+    backend: str,
+    algorithm: str,
+    lengths: Array | None,
+) -> Callable[[Array, int], TopK]:
     """The selection autograd runs on the detached input: the axis comes checked."""
 
-    def run(detached, axis):
+    def run(detached: Array, axis: int) -> TopK:
         return select(detached, k, axis, mode, sorted, nan, index_dtype, backend, algorithm, lengths)
 
     return run
 
 
-def check_algorithm_name(algorithm, backend: str) -> None:
+def check_algorithm_name(algorithm: str, backend: str) -> None:
     """A forced algorithm's name checked against :func:`algorithms` of ``backend``, eagerly (whether
     it can handle a given shape is only known when its ``top_k`` call runs)."""
     _checks.check_algorithm(algorithm, backend, algorithms(backend))

@@ -57,7 +57,8 @@ def _run(arr, back, call, out) -> TopK:
     if out is not None:
         call.run(arr, _out.check(out, call, arr))
         return TopK(*out)
-    return _as_callers(*call.run(arr), back)
+    values, indices = call.run(arr)
+    return _as_callers(values, indices, back)
 
 
 def _as_callers(values, indices, back) -> TopK:

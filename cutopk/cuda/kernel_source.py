@@ -22,6 +22,7 @@ import pathlib
 import re
 from typing import NamedTuple
 
+from .. import _c_declarations as _c
 from .._request import dtypes as _dtypes
 from .families import registry as _registry
 
@@ -84,14 +85,8 @@ def params(kernel: str, names: tuple[str, ...], scalar_types: dict[str, type]) -
 
 
 _LOCAL_INCLUDE = re.compile(r'^\s*#\s*include\s+"(?P<file>[^"]+)"[ \t]*(?://[^\n]*)?$', re.MULTILINE)
-_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
-_OBJECT_MACRO = re.compile(
-    r"^[ \t]*#[ \t]*define[ \t]+(?P<name>[A-Za-z_]\w*)(?![\w(])(?P<body>(?:[^\n\\]|\\.)*)$", re.M | re.S
-)
-_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
-_DECLARATION = re.compile(r"template\s*<(?P<params>[^<>]*)>\s*CUTOPK_KERNEL\s*\(")
-# A plain extern "C" kernel: its bounds, which may span lines and nest parentheses.
-_PLAIN = re.compile(r'extern\s*"C"\s*__global__\s+void\s+__launch_bounds__\s*\(')
+# The kernel macro of kernels/entry.cuh: ``CUTOPK_KERNEL(<launch bounds>) name(<parameters>)``.
+_KERNEL_MACRO = "CUTOPK_KERNEL"
 
 
 def kernel_dir() -> pathlib.Path:
@@ -141,29 +136,6 @@ class Entry(NamedTuple):
     text: str
 
 
-def _balanced(text: str, start: int) -> int:
-    """The index just past the parenthesis that closes the one before ``start``."""
-    depth, i = 1, start
-    while depth:
-        depth += {"(": 1, ")": -1}.get(text[i], 0)
-        i += 1
-    return i
-
-
-def _split_top_level(text: str) -> list[str]:
-    parts, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
-        if ch in "(<[{":
-            depth += 1
-        elif ch in ")>]}":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            parts.append(text[start:i])
-            start = i + 1
-    parts.append(text[start:])
-    return [p.strip() for p in parts]
-
-
 class _Declaration(NamedTuple):
     template: tuple[tuple[str, str], ...]  # (kind, name): ("class", "T"), ("int", "ITEMS"); () if plain
     bounds: str
@@ -178,45 +150,36 @@ def _declarations(file: str) -> dict[str, _Declaration]:
 
 
 def _parse(source: str, where: str) -> dict[str, _Declaration]:
-    """The ``CUTOPK_KERNEL`` templates and plain ``extern "C"`` kernels of ``source``, by name."""
-    text = _COMMENT.sub(" ", source)
-    macros = {
-        m["name"]: m["body"].replace("\\\n", " ").strip()
-        for m in _OBJECT_MACRO.finditer(text)
-        if not m["name"].startswith("CUTOPK_")
-    }
-
-    def expand(fragment: str, depth: int = 0) -> str:
-        if depth > 8:
-            raise RuntimeError(f"{where}: macros nested too deeply in a parameter list")
-        return _IDENTIFIER.sub(
-            lambda m: expand(macros[m[0]], depth + 1) if m[0] in macros else m[0], fragment
-        )
-
+    """The ``CUTOPK_KERNEL`` templates and plain ``extern "C"`` kernels of ``source``, by name
+    (read by the one parser of C declarations, :mod:`cutopk._c_declarations`, which the
+    simulator reads its kernels with too)."""
+    text = _c.strip_comments(source)
+    # The project's own macros (constants, CUTOPK_KERNEL) stay as written in the entry points.
+    macros = {n: body for n, body in _c.object_macros(text).items() if not n.startswith("CUTOPK_")}
     found = {}
-    for m in sorted((*_DECLARATION.finditer(text), *_PLAIN.finditer(text)), key=lambda m: m.start()):
-        end = _balanced(text, m.end())
-        bounds = " ".join(text[m.end() : end - 1].split())
-        name = re.match(r"\s*([A-Za-z_]\w*)\s*\(", text[end:])
-        if name is None:
-            raise RuntimeError(f"{where}: __launch_bounds__({bounds}) is not followed by a kernel name")
-        open_at = end + name.end()
-        params = " ".join(expand(text[open_at : _balanced(text, open_at) - 1]).split())
+    for kernel in _c.kernels(text, _KERNEL_MACRO):
+        if not kernel.name:
+            head = f"__launch_bounds__({kernel.bounds})" if kernel.bounds else "__global__"
+            raise RuntimeError(f"{where}: {head} is not followed by a kernel name")
+        try:
+            inner = _c.expand(text[kernel.open_at : kernel.close_at - 1], macros)
+        except _c.MacroLoopError as e:
+            raise RuntimeError(f"{where}: {e}") from None
+        params = " ".join(inner.split())
         template = (
-            tuple(tuple(p.rsplit(None, 1)) for p in _split_top_level(m["params"]))
-            if m.re is _DECLARATION
+            tuple(_template_parameter(p) for p in _c.split_top_level(kernel.template))
+            if kernel.template is not None
             else ()
         )
-        names = tuple(_parameter(p)[0] for p in _split_top_level(params))
-        found[name[1]] = _Declaration(template, bounds, params, names)
+        names = tuple(name for name, _ in _c.parameters(params))
+        found[kernel.name] = _Declaration(template, kernel.bounds, params, names)
     return found
 
 
-def _parameter(declaration: str) -> tuple[str, str]:
-    """A parameter's name and type: ``const T* __restrict__ in`` -> ``("in", "const T* __restrict__")``."""
-    text = re.sub(r"\[[^\]]*\]", "", declaration).strip()
-    name = re.search(r"([A-Za-z_]\w*)\s*$", text)
-    return name[1], " ".join(text[: name.start()].split())
+def _template_parameter(text: str) -> tuple[str, str]:
+    """A template parameter's kind and name: ``int ITEMS`` -> ``("int", "ITEMS")``."""
+    kind, name = text.rsplit(None, 1)
+    return kind, name
 
 
 def signature(family: str, kernel: str) -> tuple[tuple[str, str], ...]:
@@ -226,15 +189,12 @@ def signature(family: str, kernel: str) -> tuple[tuple[str, str], ...]:
     decl = _declarations(file_of(family)).get(kernel)
     if decl is None:
         raise KeyError(f"kernels/{file_of(family)} declares no kernel {kernel!r}")
-    return tuple(_parameter(p) for p in _split_top_level(decl.parameters))
+    return _c.parameters(decl.parameters)
 
 
 def signatures(source: str) -> dict[str, tuple[tuple[str, str], ...]]:
     """:func:`signature` of every kernel declared in a kernel source text."""
-    return {
-        name: tuple(_parameter(p) for p in _split_top_level(d.parameters))
-        for name, d in _parse(source, "source").items()
-    }
+    return {name: _c.parameters(d.parameters) for name, d in _parse(source, "source").items()}
 
 
 def _entry(family: str, kernel: str, info: _dtypes.DtypeInfo, value: int | None) -> Entry:

@@ -9,7 +9,7 @@ import functools
 import hashlib
 import math
 import threading
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -88,7 +88,7 @@ def _entry_points(cxx: str) -> dict[str, tuple[str, str]]:
     return found
 
 
-_MODULES: dict[tuple, object] = {}
+_MODULES: dict[tuple, _Module] = {}
 _MODULES_LOCK = threading.Lock()
 
 
@@ -113,7 +113,7 @@ class _FamilyModules:
 
     def __init__(self, target: str, cxx: str):
         self.target, self.cxx = target, cxx
-        self.modules: dict[str, object] = {}
+        self.modules: dict[str, Any] = {}  # a cupy.RawModule or a cutopk.sim.RawModule
         self._lock = threading.Lock()
 
     def get_function(self, name: str):
@@ -277,7 +277,7 @@ class GpuCall:
         # The launches, resolved once (cutopk/cuda/runner.py): a call only slots in its arrays.
         self.runner = _runner.Prepared(self, placeholder) if self.launches else None
         # The scratch one call takes from the stream's workspace (what plan() reports).
-        self.workspace_bytes = self.runner.program.nbytes if self.runner is not None else 0
+        self.workspace_bytes = self.runner.schedule.nbytes if self.runner is not None else 0
         self.rows_k = (self.rows, req.k)
         # The input as it lies, into outputs that need no moving: run()'s short path.
         self.direct = self.launches and self.last_axis and self.native is self.dtype
@@ -288,7 +288,7 @@ class GpuCall:
         back = list(range(ndim - 1))
         back.insert(req.axis, ndim - 1)
         self.axis_back = tuple(back)
-        self._moved = (None, None, None)
+        self._moved: tuple = (None, None, None)  # (scratch views, staged values, staged indices)
         # The kernels read whole elements: a misaligned input (a view some bytes into a buffer)
         # faults on a GPU. The strides are checked here, the data pointer at every run().
         # (A non-native input is read through run()'s byte-swapped copy, aligned: no check.)
@@ -312,10 +312,12 @@ class GpuCall:
         xp, req = self.xp, self.req
         if self.check_alignment and not _aligned(a, self.aligned_strides):
             return self._run_aligned(a, out, extents)
+        runner = self.runner
         if self.direct and out is None:  # the common case, in as few steps as it takes
+            assert runner is not None  # direct: there are launches
             values, indices = xp.empty(self.rows_k, self.native), xp.empty(self.rows_k, req.index_dtype)
             try:
-                self.runner.direct(xp, a, values, indices, extents)
+                runner.direct(xp, a, values, indices, extents)
             except Exception as exc:
                 self._raise_memory_error(exc)
                 raise
@@ -326,8 +328,9 @@ class GpuCall:
         if not native:
             a = a.astype(self.native, order="C")  # the layout __init__ planned on
         if not self.last_axis and self.launches:  # the kernels write into the scratch
+            assert runner is not None
             try:
-                views = self.runner.run(xp, a.transpose(self.rows_last), None, None, extents)
+                views = runner.run(xp, a.transpose(self.rows_last), None, None, extents)
             except Exception as exc:
                 self._raise_memory_error(exc)
                 raise
@@ -348,8 +351,9 @@ class GpuCall:
         else:
             values, indices = xp.empty(self.rows_k, self.native), xp.empty(self.rows_k, req.index_dtype)
         if self.launches:
+            assert runner is not None
             try:
-                self.runner.run(xp, a, values, indices, extents)
+                runner.run(xp, a, values, indices, extents)
             except Exception as exc:
                 self._raise_memory_error(exc)
                 raise
@@ -368,15 +372,15 @@ class GpuCall:
         """:meth:`run` on an aligned copy of a misaligned ``a``: a contiguous ``a`` keeps its
         layout in the copy (so this very call runs it: a CSR data array, say); any other is copied
         to C order and run by the call planned for that layout (kept with this one)."""
-        if a.flags.c_contiguous and self.aligned_strides:
-            call = self
-        else:
-            call = self._variants.get("aligned")
-            if call is None:
+        call = self
+        if not (a.flags.c_contiguous and self.aligned_strides):
+            aligned = self._variants.get("aligned")
+            if aligned is None:
                 shape, _, dtype, device = self._signature
                 strides = _layout.c_strides(shape, self.dtype.itemsize)
-                call = GpuCall(shape, strides, dtype, self.req, device, self.rows_kind, self.segment_bound)
-                self._variants["aligned"] = call
+                aligned = GpuCall(shape, strides, dtype, self.req, device, self.rows_kind, self.segment_bound)
+                self._variants["aligned"] = aligned
+            call = aligned
         if self.xp is np:
             return call.run(np.array(a, order="C", copy=True), out, extents)
         return call.run(_interop.aligned_copy(a), out, extents)
@@ -406,6 +410,7 @@ def launches(call: GpuCall) -> list:
     the simulator's counts)."""
     from .._request.plan import Launch
 
+    assert call.runner is not None, "a call without launches has none to list"
     seq = call.runner.listing()
     rows, k = call.rows, call.req.k
     sectors = _common.sectors

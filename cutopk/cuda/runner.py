@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from typing import Any
 
 import numpy as np
 
@@ -68,8 +69,8 @@ def facts(call, rows: int) -> _common.Facts:
     )  # fmt: skip
 
 
-class Program:
-    """A call's steps and scratch, as data: ``table`` (the scratch, one workspace buffer),
+class Schedule:
+    """A call's steps and scratch, as data (what :class:`Prepared` resolves and runs): ``table`` (the scratch, one workspace buffer),
     ``before`` and ``after`` (the steps around the family's), ``family`` (the family's steps, or
     per chunk of rows in :attr:`chunks` when its plan names ``rows_per_chunk``), the scalars every
     step may take by name, and which value each of ``in``/``out_vals``/``out_idx`` is (a
@@ -172,25 +173,26 @@ class _Sequence:
     argument list (scalars typed, constants in place, slots for the per-call arrays and for the
     scratch views), each copy's arrays; :meth:`run` launches them for one call."""
 
-    def __init__(self, call, program, constants: dict, steps: list):
-        self.program = program
+    def __init__(self, call, schedule, constants: dict, steps: list):
+        self.schedule = schedule
         self.key_dtype, self.value_dtype = call.info.key_dtype, call.native
-        self.offset = getattr(program, "offset", 0)
-        self.scratch_names = {e.name for e in program.table}
+        self.offset = getattr(schedule, "offset", 0)
+        self.scratch_names = {e.name for e in schedule.table}
         self.constants = constants
-        self.launches = []  # (fn, grid, block, shared, template, per-call slots, scratch slots)
-        self.copies = []  # (dst, src, shape)
-        self.ops = []  # (is a launch, index)
+        self.launches: list[tuple] = []  # (fn, grid, block, shared, template, per-call slots, scratch slots)
+        self.copies: list[tuple] = []  # (dst, src, shape)
+        self.ops: list[tuple[bool, int | None]] = []  # (is a launch, index)
         self._memo: dict = {}  # launches by their step: a repeated step is resolved once
         for step in steps:
             self._add(step, call)
-        self._carved = (_UNSET, None)  # (buffer, (scratch views, launches with their views))
+        # (buffer, (scratch views, launches with their views))
+        self._carved: tuple[object, Any] = (_UNSET, None)
 
     def _resolve(self, name: str):
         """Where a value comes from: ("call", index), ("scratch", name) or ("const", value)."""
         if name.startswith("call:"):  # a per-call array itself, whatever the aliases say
             return "call", PER_CALL.index(name[5:])
-        name = self.program.alias.get(name, name)
+        name = self.schedule.alias.get(name, name)
         if name in PER_CALL and name not in self.constants:
             return "call", PER_CALL.index(name)
         if name in self.scratch_names:
@@ -223,14 +225,14 @@ class _Sequence:
             name = f"{name}<{call.info.cxx}>"
         desc = DESCRIPTORS[key]
         given = dict(step.args)
-        scalars = self.program.scalars
+        scalars = self.schedule.scalars
         template, at_call, at_scratch = [], [], []
         for i, param in enumerate(desc.names):
             source = given.get(param, param)
             if not isinstance(source, str):
                 template.append(desc.scalars[param](source))
                 continue
-            if source in scalars and source not in self.program.alias:
+            if source in scalars and source not in self.schedule.alias:
                 template.append(desc.scalars[param](scalars[source]))
                 continue
             try:
@@ -266,8 +268,8 @@ class _Sequence:
         views = {}
         if buffer is not None:
             region = buffer[self.offset :] if self.offset else buffer
-            views = _common.carve(region, self.program.table, self.key_dtype, self.value_dtype)
-            for name, shape in self.program.shapes.items():
+            views = _common.carve(region, self.schedule.table, self.key_dtype, self.value_dtype)
+            for name, shape in self.schedule.shapes.items():
                 views[name] = views[name].reshape(shape)
         filled = []
         for fn, grid, block, shared, template, at_call, at_scratch in self.launches:
@@ -301,7 +303,7 @@ class _Sequence:
                 continue
             view = views[where] if kind == "scratch" else where
             if not shape:  # the input, in its own layout, copied to row-major
-                view = view.reshape(self.program.input_shape)
+                view = view.reshape(self.schedule.input_shape)
             else:
                 rows, src_len, dst_len = shape
                 view = view.reshape(rows, dst_len) if is_dst else view.reshape(rows, src_len)[:, :dst_len]
@@ -314,33 +316,33 @@ class Prepared:
 
     def __init__(self, call, placeholder):
         self.call = call
-        self.program = prog = Program(call)
+        self.schedule = schedule = Schedule(call)
         self.target, self.device = call.target, call.device
         info = call.info
         constants = {}
         if call.rows_kind == ROWS_REGULAR:  # a regular batch never reads `extents`
             constants["extents"] = placeholder(call.target, np.int64)
-        if not any(e.name == "buf_key" for e in prog.table):  # radix without a candidate buffer
+        if not any(e.name == "buf_key" for e in schedule.table):  # radix without a candidate buffer
             constants["buf_key"] = placeholder(call.target, info.key_dtype)
             constants["buf_idx"] = placeholder(call.target, np.uint32)
-        self.sequence = _Sequence(call, prog, constants, [*prog.before, *prog.family])
-        if prog.chunks:
+        self.sequence = _Sequence(call, schedule, constants, [*schedule.before, *schedule.family])
+        if schedule.chunks:
             self.sequence.ops.append((False, None))  # where the chunks run
-        for step in prog.after:
+        for step in schedule.after:
             self.sequence._add(step, call)
         self.chunks = []
         seq = self.sequence
         self._chunk_sources = tuple(seq._resolve(name) for name in ("in", "out_vals", "out_idx", "extents"))
         sequences = {}
-        for start, stop, chunk in prog.chunks:
+        for start, stop, chunk in schedule.chunks:
             if id(chunk) not in sequences:
                 sequences[id(chunk)] = _Sequence(call, chunk, constants, chunk.family)
             self.chunks.append((start, stop, sequences[id(chunk)]))
         # One launch without scratch (most single-launch families): :meth:`direct` slots the
         # arrays straight into its argument list.
-        self.single = None
+        self.single: tuple = ()  # the one launch's function, geometry, arguments and slots
         self.direct = self.run
-        if len(self.sequence.ops) == 1 and self.sequence.ops[0][0] and not prog.nbytes:
+        if len(self.sequence.ops) == 1 and self.sequence.ops[0][0] and not schedule.nbytes:
             fn, grid, block, shared, template, at_call, _ = self.sequence.launches[0]
             slots = {j: i for i, j in at_call}
             self.single = (
@@ -369,7 +371,7 @@ class Prepared:
         """The steps for one call: ``a`` the input with its rows' axis last, ``values`` and
         ``indices`` the (rows, k) outputs (None where they are staged in the scratch). Returns
         the scratch views (the staged outputs among them)."""
-        nbytes = self.program.nbytes
+        nbytes = self.schedule.nbytes
         buffer = _workspace.take(xp, self.target, self.device, nbytes) if nbytes else None
         if not self.chunks:
             return self.sequence.run(xp, (a, extents, values, indices), buffer)
@@ -380,7 +382,7 @@ class Prepared:
 
     def _run_chunks(self, xp, per_call, views, buffer) -> None:
         """A chunked family's prepared sequence per chunk of rows, on views of the input, its
-        extents and the outputs (each where the program's aliases put it: a per-call array or a
+        extents and the outputs (each where the schedule's aliases put it: a per-call array or a
         scratch array such as multiblock's ``idx64``)."""
         call = self.call
         rows, n = call.rows, call.req.n
@@ -393,7 +395,7 @@ class Prepared:
         if not segments:
             # The rows collapse to one stride (or the input was copied): a 2-D view of the same
             # memory, whose row slices start at the chunk's first row.
-            row_stride, col_stride = self.program.scalars["row_stride"], self.program.scalars["col_stride"]
+            row_stride, col_stride = self.schedule.scalars["row_stride"], self.schedule.scalars["col_stride"]
             itemsize = base.dtype.itemsize
             as_rows = xp.lib.stride_tricks.as_strided(
                 base, shape=(rows, n), strides=(row_stride * itemsize, col_stride * itemsize)
@@ -408,7 +410,7 @@ class Prepared:
     def listing(self) -> list:
         """The launches as plan() lists them: every step, a chunked family's per chunk of rows,
         each with its global bytes (the family's formula, in its steps)."""
-        cxx, program = self.call.info.cxx, self.program
+        cxx, schedule = self.call.info.cxx, self.schedule
 
         def listed(steps: list, count: int = 1) -> list:
             return [
@@ -418,16 +420,16 @@ class Prepared:
                 for step in steps
             ]
 
-        out = listed([*program.before, *program.family])
+        out = listed([*schedule.before, *schedule.family])
         counts: dict = {}
-        for _, _, chunk in program.chunks:
+        for _, _, chunk in schedule.chunks:
             counts[id(chunk)] = counts.get(id(chunk), 0) + 1
         seen = set()
-        for _, _, chunk in program.chunks:
+        for _, _, chunk in schedule.chunks:
             if id(chunk) not in seen:
                 seen.add(id(chunk))
                 out += listed(chunk.family, counts[id(chunk)])
-        return out + listed(program.after)
+        return out + listed(schedule.after)
 
 
 _NO_VIEWS: dict = {}
@@ -489,4 +491,4 @@ def _launch_of(step, cxx: str):
     return Launch(name, step.grid, step.block, step.shared_bytes)
 
 
-__all__ = ["DESCRIPTORS", "PER_CALL", "Prepared", "Program", "facts"]
+__all__ = ["DESCRIPTORS", "PER_CALL", "Prepared", "Schedule", "facts"]

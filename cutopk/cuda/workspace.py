@@ -26,6 +26,8 @@ give it back to the driver). Do not release while graphs captured over it will b
 from __future__ import annotations
 
 import threading
+import types
+from typing import Any
 
 import numpy as np
 
@@ -38,8 +40,8 @@ class Workspace:
 
     __slots__ = ("buffer", "captured", "kept")
 
-    def __init__(self):
-        self.buffer = None
+    def __init__(self) -> None:
+        self.buffer: Any = None  # a NumPy or CuPy array
         self.captured = False
         self.kept: list = []
 
@@ -55,7 +57,7 @@ _SIM_ALL: dict[int, Workspace] = {}  # by thread id, for release and statistics
 ALLOCATIONS = [0]  # buffers allocated since the process started (statistics and tests)
 
 
-def current(target: str, device: int) -> tuple[Workspace, object]:
+def current(target: str, device: int) -> tuple[Workspace, Any]:
     """``(workspace, stream)`` of the current stream on ``device`` (stream None on the simulator)."""
     if target == "sim":
         ws = getattr(_SIM, "ws", None)
@@ -75,7 +77,7 @@ def current(target: str, device: int) -> tuple[Workspace, object]:
     return ws, stream
 
 
-def take(xp, target: str, device: int, nbytes: int):
+def take(xp: types.ModuleType, target: str, device: int, nbytes: int) -> Any:
     """A 1-D uint8 buffer of at least ``nbytes`` bytes for one call on the current stream of
     ``device``: the stream's workspace, grown first (by ``xp.empty``) when it is smaller (never while the stream
     captures a graph: then RuntimeError)."""

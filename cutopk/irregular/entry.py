@@ -3,14 +3,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 
 from .._core.entry import is_torch_tensor, requires_grad
-from .._core.result import TopK
+from .._core.result import Array, DType, Integer, TopK
 from . import merge, segmented
 
 
-def merge_top_k(parts, k, /, *, mode: str = "largest", sorted: bool | str = True, nan: str = "last") -> TopK:
+def merge_top_k(
+    parts: Sequence[TopK | Sequence[Array]],
+    k: Integer,
+    /,
+    *,
+    mode: str = "largest",
+    sorted: bool | str = True,
+    nan: str = "last",
+) -> TopK:
     """The exact top K of the union of partial top-K results, as :func:`top_k` on the whole.
 
     Parameters
@@ -65,15 +76,15 @@ def merge_top_k(parts, k, /, *, mode: str = "largest", sorted: bool | str = True
 
 
 def segmented_top_k(
-    data,
-    offsets,
-    k,
+    data: Array,
+    offsets: Array,
+    k: Integer,
     /,
     *,
     mode: str = "largest",
     sorted: bool | str = True,
     nan: str = "last",
-    index_dtype=np.int64,
+    index_dtype: DType = np.int64,
     backend: str = "auto",
     algorithm: str = "auto",
     max_length: int | None = None,
@@ -144,7 +155,7 @@ def segmented_top_k(
     )
 
 
-def _first_values(parts):
+def _first_values(parts: Any) -> Array | None:  # Any: anything is looked at, then checked
     """The first part's values when ``parts`` looks like a sequence of pairs, else None."""
     if (
         type(parts) in (list, tuple)

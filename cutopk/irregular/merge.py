@@ -100,7 +100,8 @@ def _convert(pairs: list):
                     f"parts[{i}].{name}: expected a {'GPU' if kind == 'cupy' else 'CPU'} array like "
                     f"parts[0].values, got a {'GPU' if this == 'cupy' else 'CPU'} array"
                 )
-    back, scope = None, contextlib.nullcontext()
+    back = None
+    scope: contextlib.AbstractContextManager = contextlib.nullcontext()
     converted = []
     for i, (values, indices) in enumerate(pairs):
         pair = []

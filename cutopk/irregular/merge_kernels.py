@@ -82,11 +82,12 @@ def merge(target: str, pairs, k: int, largest: bool, by_index: bool, nan_first: 
             shared_mem=shared,
         )
         previous = (out_vals, out_idx, out_pos)
+    assert previous is not None  # groups() gives one group at least
     values, indices, where = previous
     shape = (*batch, k)
     if native is not vdt:
         values = values.astype(vdt)
-    return values.reshape(shape), indices.reshape(shape), where.reshape(shape) if positions else None
+    return values.reshape(shape), indices.reshape(shape), where.reshape(shape) if where is not None else None
 
 
 def _rows_of(xp, a, rows: int, dtype):

@@ -187,6 +187,7 @@ def segmented_top_k(
         raise renamed(exc, "data") from None
     # The checks of top_k, in its order: a backend/array mismatch first.
     resolved = _checks.resolve_backend(backend, kind)
+    scope: contextlib.AbstractContextManager
     try:
         if kind == "numpy":
             arr, back = _interop.as_host(data)

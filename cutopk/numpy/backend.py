@@ -747,6 +747,7 @@ def _order_winners(cols: np.ndarray, keys: np.ndarray | None, order: str) -> np.
     """Order winners given in ascending index order, with their keys."""
     if order != "value":
         return cols
+    assert keys is not None, "an order by value comes with the winners' keys"
     rows, k = cols.shape
     bits = max(1, (k - 1).bit_length())
     if 8 * keys.itemsize + bits > 64:
@@ -849,6 +850,7 @@ def _select_half(x: np.ndarray, k: int, largest: bool, nan_first: bool, order: s
         sample = positive if where is None else positive.take(where, axis=1)
         # The positive side: int16 bits, the preference direction as asked.
         pivot = _pivot_of(sample, k, n, largest)
+        view: np.ndarray | None
         view, view_largest, low, high = positive, largest, 1, inf
         if not (pivot > 0).all():
             # The negative side: uint16 bits, larger magnitudes larger, so the direction flips.
@@ -864,8 +866,8 @@ def _select_half(x: np.ndarray, k: int, largest: bool, nan_first: bool, order: s
             bad = (won < low) | (won > high)
             if not bad.any():
                 return cols
-            bad = bad.any(axis=1)
-            cols[bad] = _select_half_general(x[bad], k, largest, nan_first, order)
+            bad_rows = bad.any(axis=1)
+            cols[bad_rows] = _select_half_general(x[bad_rows], k, largest, nan_first, order)
             return cols
     return _select_half_general(x, k, largest, nan_first, order)
 

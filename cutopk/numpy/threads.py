@@ -45,8 +45,13 @@ import os
 import statistics
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+import types
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # for the annotations: the probes import NumPy where they run
+    import numpy
 
 ENV_VAR = "CUTOPK_NUM_THREADS"
 
@@ -122,7 +127,7 @@ def _keep_off(cpu: int | None) -> None:
         pass
 
 
-def _check(n, source: str) -> int:
+def _check(n: Any, source: str) -> int:  # Any: what is not an integer is refused here
     """``n`` as a positive int: anything ``operator.index`` accepts (NumPy integers too), not a
     bool. Not an integer (``2.0``, ``"2"``, a bool): ``TypeError``, as for ``k``; below 1:
     ``ValueError``."""
@@ -227,14 +232,14 @@ _SHORT_ELEMENTS, _SHORT_CALLS = 1 << 15, 64  # some 1.5 us a call: the GIL's tur
 _BLOCK_ROWS, _BLOCK_COLS, _BLOCK_RUNS = 8192, 16, 5
 
 
-def _probe_pass(a) -> int:
+def _probe_pass(a: numpy.ndarray) -> int:
     return int((a > 0.5).sum())
 
 
 class _Block:
     """A probe block: its input and memory of its own for the results."""
 
-    def __init__(self, np, elements: int, calls: int):
+    def __init__(self, np: types.ModuleType, elements: int, calls: int) -> None:
         self.a = np.linspace(0.0, 1.0, elements, dtype=np.float32)
         self.mask = np.empty(elements, dtype=bool)
         self.calls = calls
@@ -264,7 +269,9 @@ def _probe_sort(block: _Block) -> None:
 PROBES = {"sort": _probe_sort, "scan": _probe_scan}
 
 
-def _inline_and_pooled(fn, items: list, runs: int, stat=statistics.median) -> tuple[float, float]:
+def _inline_and_pooled(
+    fn: Callable, items: list, runs: int, stat: Callable[[list[float]], float] = statistics.median
+) -> tuple[float, float]:
     """Seconds (``stat`` of ``runs``) of ``fn`` over ``items`` in this thread, and on two threads."""
     inline, pooled = [], []
     for _ in range(runs):
@@ -345,7 +352,7 @@ def _verifying() -> bool:
     return _state["costs"] is not None and _state["costs"] is _state.get("measured")
 
 
-def verdict(key, threads: int, ceiling: int, why: str) -> tuple[int, str]:
+def verdict(key: Hashable, threads: int, ceiling: int, why: str) -> tuple[int, str]:
     """The model's ``(threads, why)`` (of ``ceiling`` threads) for a call of shape ``key``
     (hashable), as the trials of that shape have settled it; while they run, the model's
     count, marked as being measured."""
@@ -361,7 +368,7 @@ def verdict(key, threads: int, ceiling: int, why: str) -> tuple[int, str]:
     return threads, f"{why}; being measured on the calls themselves"
 
 
-def trial(key, threads: int) -> int:
+def trial(key: Hashable, threads: int) -> int:
     """The thread count the next call of shape ``key`` runs on while its trials last (see
     ``TRIALS``): one thread and ``threads`` by turns; 0 when they are over (or not wanted)."""
     if threads <= 1 or not _verifying():
@@ -379,7 +386,7 @@ def trial(key, threads: int) -> int:
     return 1 if len(entry[1]) <= len(entry.get(threads, ())) else threads
 
 
-def record(key, threads: int, seconds: float) -> None:
+def record(key: Hashable, threads: int, seconds: float) -> None:
     """One trial call of shape ``key`` took ``seconds`` on ``threads`` threads; the last one
     settles the shape's verdict: the split's count, or 1."""
     entry = _trials.get(key)
@@ -442,7 +449,9 @@ def threads_for(
 _decisions: dict = {}  # threads_for's answers, with the costs they were worked out under
 
 
-def _threads_for(measured, threads, element_passes, family, block_calls, blocks) -> tuple[int, str]:
+def _threads_for(
+    measured: tuple, threads: int, element_passes: float, family: str, block_calls: int, blocks: int
+) -> tuple[int, str]:
     task_s, element_s, efficiencies, call_s = measured
     # A float for every family (tests inject that), else the family's own.
     efficiency = efficiencies if isinstance(efficiencies, float) else efficiencies[family]
@@ -488,7 +497,7 @@ def _submit(fn: Callable, copies: int) -> None:
             pool.submit(fn)
 
 
-def run(fn: Callable, items: Sequence, threads: int) -> list:
+def run(fn: Callable, items: Sequence | numpy.ndarray, threads: int) -> list:
     """``[fn(item) for item in items]``, on up to ``threads`` threads, this one included.
 
     The items are handed out one at a time to whichever thread is free (blocks cost unequal

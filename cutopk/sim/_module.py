@@ -227,7 +227,8 @@ def _dim3(value, what: str) -> tuple[int, int, int]:
     dims = (value,) if isinstance(value, (int, np.integer)) else tuple(value)
     if not 1 <= len(dims) <= 3 or any(int(d) < 0 for d in dims):
         raise ValueError(f"{what}: expected an int or up to 3 non-negative ints, got {value!r}")
-    return (*(int(d) for d in dims), *(1,) * (3 - len(dims)))
+    x, y, z = (*(int(d) for d in dims), 1, 1)[:3]
+    return x, y, z
 
 
 def _env_flag(name: str) -> bool:

@@ -13,6 +13,8 @@ import bisect
 import itertools
 import re
 
+from .. import _c_declarations as _c
+
 _ALIGN = r"__align__\s*\(\s*(?P<{0}>\d+)\s*\)\s*"
 _TYPE = r"(?P<type>(?:[\w:]+(?:\s*<[^;{}()]*?>)?[\s\*&]*?)+?)"
 
@@ -36,56 +38,17 @@ STATIC = re.compile(
     + r")?"
     r"(?P<name>[A-Za-z_]\w*)\s*(?P<dims>(?:\[[^\];]+\]\s*)*);"
 )
-_GLOBAL = re.compile(r"\b__global__\s+")
-_BOUNDS_OPEN = re.compile(r"__launch_bounds__\s*\(")
-_CLUSTER_OPEN = re.compile(r"__cluster_dims__\s*\(")
-_PREPROCESSOR = re.compile(r"#[^\n]*\n\s*")
-_VOID = re.compile(r"void\s+")
-_NAME = re.compile(r"(?P<name>[A-Za-z_]\w*)\s*\(")
-_SPACE = re.compile(r"\s*")
-
-
-def _closing(text: str, at: int) -> int:
-    """The index just past the parenthesis that closes the one before ``at`` (or the end)."""
-    depth = 1
-    while at < len(text) and depth:
-        depth += {"(": 1, ")": -1}.get(text[at], 0)
-        at += 1
-    return at
-
-
-def kernels(text: str) -> list[tuple[str, int, int]]:
-    """Each ``__global__`` function of ``text``: its name, where its declaration starts, and the
-    index just past its parameter list's opening parenthesis. ``__launch_bounds__`` may come
-    before or after ``void``, span lines and nest parentheses to any depth
-    (``sizeof(T) == 8 ? (sizeof(T) > 4 ? 4 : 3) : 2``); ``__cluster_dims__(...)`` and
-    preprocessor lines (an ``#if`` around it) may come before the name."""
-    found = []
-    for g in _GLOBAL.finditer(text):
-        at, void = g.end(), False
-        while True:
-            if m := _BOUNDS_OPEN.match(text, at) or _CLUSTER_OPEN.match(text, at):
-                at = _SPACE.match(text, _closing(text, m.end())).end()
-            elif m := _PREPROCESSOR.match(text, at):
-                at = m.end()
-            elif not void and (m := _VOID.match(text, at)):
-                at, void = m.end(), True
-            else:
-                break
-        if void and (m := _NAME.match(text, at)):
-            found.append((m["name"], g.start(), m.end()))
-    return found
 
 
 def cluster_dims(text: str) -> dict[str, tuple[int, int, int]]:
     """The compile-time cluster shape (``__cluster_dims__(x, y, z)`` between ``__global__`` and
     the name) of each kernel of ``text`` that names one: the shape its launches take."""
     out = {}
-    for name, start, end in kernels(text):
-        m = re.search(r"__cluster_dims__\s*\(([^()]*)\)", text[start:end])
-        if m:
-            dims = tuple(int(d, 0) for d in m[1].split(","))
-            out[name] = (*dims, *(1,) * (3 - len(dims)))
+    for kernel in _c.kernels(text):
+        m = re.search(r"__cluster_dims__\s*\(([^()]*)\)", text[kernel.start : kernel.open_at])
+        if kernel.name and m:
+            x, y, z = (*(int(d, 0) for d in m[1].split(",")), 1, 1)[:3]
+            out[kernel.name] = (x, y, z)
     return out
 
 
@@ -99,7 +62,9 @@ def _scopes(source: str) -> tuple[list[tuple[int, int]], list[tuple[int, bool]]]
     A brace opened after ``namespace x`` or ``extern "C"`` keeps file scope; any other brace at
     file scope (a function body; a class body cannot declare ``__shared__``) starts code scope.
     """
-    skipped, changes, stack = [], [(0, False)], []
+    skipped: list[tuple[int, int]] = []
+    changes: list[tuple[int, bool]] = [(0, False)]
+    stack: list[bool] = []
     last_stop = 0
     for m in _TOKEN.finditer(source):
         tok = m.group()
@@ -199,48 +164,10 @@ def rewrite_shared(source: str) -> str:
 def plain_kernels(source: str) -> list[str]:
     """Names of the kernels that are not templates (those CuPy finds without name expressions)."""
     names = []
-    for name, start, _ in kernels(source):
-        before = source[max(0, start - 400) : start]
-        tail = re.split(r"[;}]", before)[-1]
-        if "template" not in tail and name not in names:
-            names.append(name)
+    for kernel in _c.kernels(_c.strip_comments(source)):
+        if kernel.name and kernel.template is None and kernel.name not in names:
+            names.append(kernel.name)
     return names
-
-
-_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
-_OBJECT_MACRO = re.compile(
-    r"^[ \t]*#[ \t]*define[ \t]+(?P<name>[A-Za-z_]\w*)(?![\w(])(?P<body>(?:[^\n\\]|\\.)*)$", re.M | re.S
-)
-_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
-# Words that end a parameter's type rather than name it: ``unsigned int`` is an unnamed parameter.
-_TYPE_WORDS = frozenset(
-    "bool char short int long signed unsigned float double void const volatile __restrict__ __restrict "
-    "restrict __half __nv_bfloat16 typename struct class union enum".split()
-)
-
-
-def _split_top_level(text: str) -> list[str]:
-    """``text`` split at the commas outside brackets (a template argument list keeps its commas)."""
-    parts, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
-        if ch in "(<[{":
-            depth += 1
-        elif ch in ")>]}":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            parts.append(text[start:i])
-            start = i + 1
-    parts.append(text[start:])
-    return parts
-
-
-def _parameter_name(declaration: str) -> str:
-    """The name a parameter declaration gives (``const T* __restrict__ in`` -> ``in``), "" if none."""
-    declaration = re.sub(r"\[[^\]]*\]", " ", declaration.split("=")[0]).strip()
-    m = re.search(r"([A-Za-z_]\w*)\s*$", declaration)
-    if not m or m[1] in _TYPE_WORDS or not declaration[: m.start()].strip():
-        return ""
-    return m[1]
 
 
 def kernel_parameter_names(source: str) -> dict[str, list[tuple[str, ...]]]:
@@ -250,25 +177,21 @@ def kernel_parameter_names(source: str) -> dict[str, list[tuple[str, ...]]]:
     are not (such a list gets names only as far as they can be read).
 
     The compiled signature has types but no names; these names only label error messages, so a
-    list that cannot be read is simply absent.
+    list that cannot be read (macros that expand without end) is simply absent.
     """
-    text = _COMMENT.sub(" ", source)
-    macros = {m["name"]: m["body"].replace("\\\n", " ").strip() for m in _OBJECT_MACRO.finditer(text)}
-
-    def expand(fragment: str, depth: int = 0) -> str:
-        if depth > 8:
-            return fragment
-        return _IDENTIFIER.sub(
-            lambda m: expand(macros[m[0]], depth + 1) if m[0] in macros else m[0], fragment
-        )
-
+    text = _c.strip_comments(source)
+    macros = _c.object_macros(text)
     found: dict[str, list[tuple[str, ...]]] = {}
-    for name, _, open_at in kernels(text):
-        end = _closing(text, open_at)
-        inner = expand(text[open_at : end - 1]).strip()
-        names = () if inner in ("", "void") else tuple(_parameter_name(p) for p in _split_top_level(inner))
-        if names not in found.setdefault(name, []):
-            found[name].append(names)
+    for kernel in _c.kernels(text):
+        if not kernel.name:
+            continue
+        try:
+            inner = _c.expand(text[kernel.open_at : kernel.close_at - 1], macros)
+        except _c.MacroLoopError:
+            continue
+        names = tuple(name for name, _ in _c.parameters(inner))
+        if names not in found.setdefault(kernel.name, []):
+            found[kernel.name].append(names)
     return found
 
 

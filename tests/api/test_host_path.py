@@ -120,7 +120,7 @@ def test_a_cached_k_never_answers_a_refused_one():
 
 
 def test_the_cache_is_bounded(monkeypatch):
-    cache = _call.PlanCache(maxsize=4)
+    cache = _call.CallCache(maxsize=4)
     monkeypatch.setattr(_call, "CACHE", cache)
     for n in range(5, 15):
         cutopk.top_k(np.zeros(n), 1)
@@ -133,7 +133,7 @@ def test_a_repeated_numpy_array_call_is_one_miss_then_hits(backend, monkeypatch)
     # top_k's short path for a NumPy array looks the signature up itself: a miss there must not
     # be counted twice (once there, once by the full preamble it falls back to).
     backend = usable(backend)
-    cache = _call.PlanCache()
+    cache = _call.CallCache()
     monkeypatch.setattr(_call, "CACHE", cache)
     x = make_values(np.random.default_rng(5), np.float32, (3, 50), "few_distinct")
     results = [cutopk.top_k(x, 4, backend=backend) for _ in range(4)]
@@ -145,7 +145,7 @@ def test_a_repeated_numpy_array_call_is_one_miss_then_hits(backend, monkeypatch)
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_the_cache_under_threads(backend, monkeypatch):
     backend = usable(backend)
-    monkeypatch.setattr(_call, "CACHE", _call.PlanCache(maxsize=3))  # constant eviction too
+    monkeypatch.setattr(_call, "CACHE", _call.CallCache(maxsize=3))  # constant eviction too
     rng = np.random.default_rng(3)
     inputs = [make_values(rng, np.float32, (4, n), "ties") for n in (50, 60, 70, 80, 90)]
     expected = [reference_top_k(x, 4) for x in inputs]
@@ -419,7 +419,7 @@ def test_a_warm_call_of_every_family_allocates_its_outputs_and_plans_nothing(sha
         cutopk.top_k(x, k, backend="sim", **kw)
         planned = []
         monkeypatch.setattr(_dispatch, "plan", lambda *a, **k_: planned.append(a))
-        monkeypatch.setattr(_runner, "Program", lambda *a: planned.append(a))
+        monkeypatch.setattr(_runner, "Schedule", lambda *a: planned.append(a))
         allocations, allocated = rec.allocations, len(rec.allocated)
         cutopk.top_k(x, k, backend="sim", **kw)
         assert rec.allocations - allocations == 2  # values and indices: the scratch is the workspace's

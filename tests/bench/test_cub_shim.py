@@ -107,7 +107,7 @@ def test_nvcc_command_puts_cccl_first_and_links_the_runtime_statically(tmp_path)
 
 
 def test_unknown_dtype_is_refused_before_the_library_is_called():
-    lib = object.__new__(cub.Library)  # no library behind it: the check comes first
+    lib = object.__new__(cub.CubLibrary)  # no library behind it: the check comes first
     with pytest.raises(ValueError, match=r"dtype: the CUB shim takes .*'int32'"):
         lib.call(False, "int32", True, 0, 0, 0, 0, 0, 1, 10, 2, 0)
 
@@ -161,7 +161,7 @@ def test_a_library_without_an_entry_point_is_refused(tmp_path):
     with pytest.raises(
         cub.CubUnavailable, match=r"has no cutopk_cub_\w+: built from another source\? rebuild it"
     ):
-        cub.Library(lib)
+        cub.CubLibrary(lib)
 
 
 def test_available_says_why_not_instead_of_raising(monkeypatch, tmp_path):
@@ -272,7 +272,7 @@ def built(tmp_path_factory):
     except cub.CubUnavailable as exc:
         pytest.skip(f"no CCCL >= 3.3 headers: {exc}")
     out = cub.build("sm_90", tmp_path_factory.mktemp("cub") / "libcutopk_cub.so", include)
-    return cub.Library(out), include
+    return cub.CubLibrary(out), include
 
 
 def test_the_shim_compiles_with_nvcc_and_exports_its_entry_points(built):

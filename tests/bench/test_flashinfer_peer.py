@@ -303,7 +303,7 @@ def test_the_built_library_holds_sm_90a_code_and_loads_without_a_gpu():
         pytest.skip("cuobjdump is not on PATH, nor is the nvidia-cuda-cuobjdump wheel installed")
     listing = subprocess.run([tool, "--list-elf", str(path)], capture_output=True, text=True).stdout
     assert "sm_90a" in listing
-    lib = fi.Library(path)  # the CUDA runtime is linked statically and starts only on a CUDA call
+    lib = fi.FlashInferLibrary(path)  # the CUDA runtime is linked statically and starts only on a CUDA call
     assert lib.version == fi.VERSION and lib.has_cub
     assert lib.dll.cutopk_fi_row_states_bytes() == 1 << 20
     # Argument checks that run before any CUDA call: a null pointer or K above the row is refused.

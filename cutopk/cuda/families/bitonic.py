@@ -27,6 +27,7 @@ def why_not(n: int, k: int, key_bytes: int, device) -> str | None:
 
 def geometry(rows: int, n: int, k: int, key_bytes: int, device) -> Geometry:
     padded = size(n, key_bytes, device)
+    assert padded is not None, "why_not() refuses a row that does not fit"
     # One thread per compare-exchange pair (size / 2), at most BITONIC_THREADS: a short row
     # does not hold a block of 512 threads that mostly wait at the barriers.
     threads = min(BITONIC_THREADS, max(32, padded // 2))

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..kernel_constants import CLUSTER_BLOCKS, RESIDENT_THREADS
+from ..kernel_constants import CLUSTER_BLOCKS as _CLUSTER_BLOCKS
+from ..kernel_constants import RESIDENT_THREADS
 from .common import OUTPUTS, ROWS, SELECT, Facts, Geometry, Part, Step, no_scratch, read_once_bytes
 from .resident import BINS, MAX_K, STATIC_BYTES, _round16
 from .resident import front_bytes as _resident_front
@@ -17,7 +18,7 @@ ARGUMENTS = {"cluster_topk": (*ROWS, *SELECT, "slice", *OUTPUTS)}
 KERNELS = tuple(ARGUMENTS)  # the kernels of kernels/cluster.cu
 SCALAR_TYPES = {"slice": np.int32}
 # The entry point names its cluster shape at compile time (cutopk/cuda/kernel_source.py).
-CLUSTER_BLOCKS = {"cluster_topk": CLUSTER_BLOCKS}
+CLUSTER_BLOCKS = {"cluster_topk": _CLUSTER_BLOCKS}
 BLOCKS = CLUSTER_BLOCKS["cluster_topk"]
 SLICE_ALIGN = 32  # elements: slices start on whole 16-byte vectors of every element type
 __all__ = ["MAX_K"]

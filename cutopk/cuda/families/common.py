@@ -5,16 +5,19 @@ the families' ``global_bytes`` are built from."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import NamedTuple
 
 import numpy as np
 
 
-class Scratch(NamedTuple):
+@dataclasses.dataclass(frozen=True)
+class Scratch:
     """One scratch array of a launch: its name (the kernel parameter it is passed as), its element
     type (a NumPy dtype name, ``"key"`` for the unsigned key of the input's width, or ``"value"``
-    for the input's own type, of the same width) and its number of elements."""
+    for the input's own type, of the same width) and its number of elements. (A dataclass, not a
+    NamedTuple: a tuple's field ``count`` would hide ``tuple.count``.)"""
 
     name: str
     dtype: str

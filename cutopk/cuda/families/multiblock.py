@@ -206,7 +206,7 @@ def slices(rows: int, n: int, device) -> tuple[int, int]:
     """
     wave = BLOCKS_PER_SM * device.sm_count
     most = max(1, -(-n // MIN_SLICE))
-    best = None
+    best: tuple[float, int, int] | None = None
     for waves in range(2, MAX_WAVES + 1):
         per_row = max(1, min(most, waves * wave // max(1, rows)))
         slice_ = -(-n // per_row)
@@ -216,6 +216,7 @@ def slices(rows: int, n: int, device) -> tuple[int, int]:
         fill = total / (-(-total // wave) * wave)
         if best is None or fill > best[0] + 1e-9:
             best = (fill, per_row, slice_)
+    assert best is not None  # MAX_WAVES >= 2: the loop ran
     return best[1], best[2]
 
 
@@ -226,6 +227,7 @@ def geometry(rows: int, n: int, k: int, key_bytes: int, device) -> Geometry:
     cap, bucket_cap, rank = caps(n, k, key_bytes, per_row)
     here = sorts_in_block(k, key_bytes, device)
     tile = order_tile(k, key_bytes, device)
+    shared = shared_bytes(k, key_bytes, here)
     params = {
         "blocks_per_row": per_row,
         "slice": slice_,
@@ -239,7 +241,7 @@ def geometry(rows: int, n: int, k: int, key_bytes: int, device) -> Geometry:
         # digit_pass's dynamic shared memory (with sort_here, the finishing block sorts the K
         # winners there; else order.cu orders them in tiles of order_tile pairs, merging
         # order_ways runs a pass).
-        "order_shared": shared_bytes(k, key_bytes, here),
+        "order_shared": shared,
         "sort_here": here,
         "order_tile": tile,
         "order_ways": order.merge_ways(k, tile),
@@ -247,7 +249,7 @@ def geometry(rows: int, n: int, k: int, key_bytes: int, device) -> Geometry:
     row_bytes = sum(e.nbytes(key_bytes) for e in scratch(1, n, k, params))
     chunk = max(1, min(rows, MAX_ROWS, SCRATCH_LIMIT // row_bytes))
     params["rows_per_chunk"] = chunk
-    return Geometry("digit_pass", per_row * chunk, MULTIBLOCK_THREADS, params["order_shared"], params)
+    return Geometry("digit_pass", per_row * chunk, MULTIBLOCK_THREADS, shared, params)
 
 
 def counts_ties(params: dict) -> bool:

@@ -59,6 +59,7 @@ def why_not(n: int, k: int, key_bytes: int, device) -> str | None:
 
 def geometry(rows: int, n: int, k: int, key_bytes: int, device) -> Geometry:
     c = cap(k, key_bytes, device)
+    assert c is not None, "why_not() refuses a request whose K winners do not fit"
     shared = (pow2_at_least(k) + c) * (8 + key_bytes)
     params = {"cap": c, "buffer": buffer(rows, n, key_bytes, c)}
     return Geometry("radix_topk", rows, RADIX_THREADS, shared, params)
