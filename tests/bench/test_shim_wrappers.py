@@ -72,7 +72,7 @@ def _build(tmp_path_factory, name: str, source: str):
 
 @pytest.fixture(scope="module")
 def cub_lib(tmp_path_factory):
-    return cub.Library(_build(tmp_path_factory, "cub_standin", CUB_STANDIN))
+    return cub.CubLibrary(_build(tmp_path_factory, "cub_standin", CUB_STANDIN))
 
 
 @pytest.fixture(scope="module")
