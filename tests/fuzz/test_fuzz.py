@@ -14,7 +14,7 @@ import itertools
 
 import numpy as np
 import pytest
-from hypothesis import given, note
+from hypothesis import given, note, settings
 from hypothesis import strategies as st
 from support.backends import BACKEND_PARAMS, cuda_is_standin, require, to_backend, to_host
 from support.inputs import DISTRIBUTIONS, DTYPES, LAYOUTS, dtype_of, make_layout, make_values
@@ -27,6 +27,15 @@ from cutopk.cuda.families import multiblock as _multiblock
 # The simulator runs every CUDA thread as a fiber: keep its inputs small.
 # Rows up to these lengths. The CuPy stand-in runs the "cuda" kernels on the simulator: sim sizes there.
 MAX_N = {"numpy": 3000, "sim": 700, "cuda": 700 if cuda_is_standin() else 100_000}
+
+
+def budget(backend):
+    """The hypothesis budget of a fuzz test on ``backend``: the profile's, but a fifth of it for
+    the CuPy stand-in, which runs the kernels on the simulator that the "sim" runs already fuzz
+    (its own share is the CuPy launcher's glue); the full profile on a real GPU."""
+    if backend == "cuda" and cuda_is_standin():
+        return settings(max_examples=max(10, settings.default.max_examples // 5))
+    return lambda test: test
 
 
 def boundary_tie(x: np.ndarray, k: int, axis: int) -> np.ndarray:
@@ -126,6 +135,7 @@ def _check_all_algorithms(backend, case):
 def test_fuzz_every_backend_and_algorithm(backend):
     require(backend)
 
+    @budget(backend)
     @given(fuzz_cases(MAX_N[backend]))
     def run(case):
         _check_all_algorithms(backend, case)
@@ -143,6 +153,7 @@ def test_fuzz_lengths(backend):
     every family that reads them in its kernels."""
     require(backend)
 
+    @budget(backend)
     @given(fuzz_cases(MAX_N[backend]), st.data())
     def run(case, data):
         x, k, kwargs = case
@@ -184,6 +195,7 @@ def test_fuzz_segmented(backend):
     starts, every forced family, against the reference segment by segment."""
     require(backend)
 
+    @budget(backend)
     @given(st.data())
     def run(data):
         dtype = dtype_of(data.draw(st.sampled_from(DTYPES)))
@@ -233,6 +245,7 @@ def test_fuzz_merge(backend):
     the merge must equal top_k on the whole row."""
     require(backend)
 
+    @budget(backend)
     @given(fuzz_cases(MAX_N["numpy"]), st.data())
     def run(case, data):
         x, k, kwargs = case
