@@ -36,10 +36,11 @@ class Workspace:
     """The buffer of one (device, stream): ``buffer`` (a 1-D uint8 array, None before the first
     use), and ``kept``, the buffers replaced after a capture used them."""
 
-    __slots__ = ("buffer", "captured", "kept")
+    __slots__ = ("buffer", "captured", "kept", "tickets")
 
     def __init__(self):
         self.buffer = None
+        self.tickets = None  # uint32 arrival tickets, zeroed (see :func:`tickets`)
         self.captured = False
         self.kept: list = []
 
@@ -104,6 +105,29 @@ def take(xp, target: str, device: int, nbytes: int):
     return new
 
 
+def tickets(xp, target: str, device: int, count: int):
+    """A 1-D uint32 array of at least ``count`` arrival tickets for one call on the current stream
+    of ``device``, every one 0. The kernels that take tickets (kernels/split.cu) leave each one 0
+    when they finish, so the array is zeroed once, by ``xp.zeros`` when it is allocated or grown,
+    never by a memset per call (a call stays one launch, and a CUDA graph's replays find them 0).
+    Per stream, like the workspace: calls on two streams may run at once and never share a
+    ticket. Never grown while the stream captures a graph (then RuntimeError, as :func:`take`)."""
+    ws, stream = current(target, device)
+    held = ws.tickets
+    if held is not None and held.size >= count:
+        return held
+    if stream is not None and stream.is_capturing():
+        raise RuntimeError(
+            f"top_k: this call needs {count} arrival tickets on stream {stream.ptr:#x} of device {device}, "
+            "which is capturing a CUDA graph (nothing may be allocated then); run the same call once on "
+            "this stream before capturing"
+        )
+    if held is not None and ws.captured:
+        ws.kept.append(held)  # a captured graph still uses them
+    ws.tickets = xp.zeros(max(count, 2 * (0 if held is None else held.size), 64), dtype=np.uint32)
+    return ws.tickets
+
+
 def release_workspace(device: int | None = None) -> int:
     """Drop the cached scratch buffers of ``device`` (a CUDA device id; None: every device and the
     simulator's), returning their memory to the allocator's pool. Returns the bytes released.
@@ -123,7 +147,8 @@ def release_workspace(device: int | None = None) -> int:
                 del _CUDA[key]
         for ws in spaces:
             released += ws.nbytes + sum(b.nbytes for b in ws.kept)
-            ws.buffer, ws.kept, ws.captured = None, [], False
+            released += 0 if ws.tickets is None else ws.tickets.nbytes
+            ws.buffer, ws.kept, ws.captured, ws.tickets = None, [], False, None
     return released
 
 
