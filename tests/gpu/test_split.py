@@ -4,8 +4,9 @@ fallback for long rows on GPUs without clusters) on the simulator (and a GPU whe
 bit against the reference: every dtype, ties across slices, NaN rules, -0.0, ``lengths=``,
 rows no longer than K, strided rows, blocks started in shuffled orders, the tickets left zeroed.
 
-The slice target is lowered (``small_slices``) so that rows of a few thousand elements take
-several blocks on the simulator: each block is 512 simulated threads."""
+The slice target is lowered and the candidates' traffic left unbounded (``small_slices``), so that
+rows of a few thousand elements take several blocks on the simulator: each block is 512 simulated
+threads."""
 
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ SLICE = 1024  # elements per block in these tests: a 6000-long row takes 6 block
 @pytest.fixture(autouse=True)
 def small_slices(monkeypatch):
     monkeypatch.setattr(_split, "TARGET_SLICE", SLICE)
+    monkeypatch.setattr(_split, "CANDIDATE_SHARE", 100.0)  # the candidates' traffic: no bound here
     _call.CACHE.clear()  # plans made with the family's own target must not serve these
     yield
     _call.CACHE.clear()

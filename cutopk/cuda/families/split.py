@@ -33,6 +33,11 @@ SLICE_ALIGN = 32  # elements: slices start on whole 16-byte vectors of every ele
 # block adds up to K candidates that the merging block reads again (and global traffic twice).
 # A design estimate (32 keys per thread of 512): no GPU has measured the family yet.
 TARGET_SLICE = 16384
+# The candidates' share of the row's bytes that the block count aims to stay within: they are
+# written and read back (2 x blocks x min(K, slice) x (key + 4) bytes), so long rows with a large K
+# take fewer, longer slices (down to the fewest that fit shared memory), keeping the launch near
+# one read of the row (issue 37's target: 1.1 x input and output bytes). A design estimate too.
+CANDIDATE_SHARE = 0.1
 __all__ = ["MAX_K"]
 
 
@@ -52,13 +57,16 @@ def _room(k: int, key_bytes: int, device) -> int:
 
 
 def blocks_of(n: int, k: int, key_bytes: int, device) -> int | None:
-    """Blocks per row for a row of ``n``: about n / TARGET_SLICE, at least enough that a slice fits
-    and few enough that the candidates fit the merging block; None when no count fits."""
+    """Blocks per row for a row of ``n``: about n / TARGET_SLICE, fewer where the candidates would
+    pass CANDIDATE_SHARE of the row's bytes, at least enough that a slice fits and few enough that
+    the candidates fit the merging block; None when no count fits."""
     room = _room(k, key_bytes, device)
     if room <= 0:
         return None
     least = max(1, math.ceil(n / max(1, room // SLICE_ALIGN * SLICE_ALIGN)))
-    want = max(least, min(math.ceil(n / TARGET_SLICE), MAX_BLOCKS))
+    per_block = 2 * min(k, TARGET_SLICE) * (key_bytes + 4)  # candidate bytes moved per block
+    frugal = max(1, math.floor(CANDIDATE_SHARE * n * key_bytes / max(1, per_block)))
+    want = max(least, min(math.ceil(n / TARGET_SLICE), frugal, MAX_BLOCKS))
     for blocks in range(want, least - 1, -1):  # the first that fits, from the wanted count down
         if blocks <= MAX_BLOCKS and _held(n, k, blocks) <= room:
             return blocks
