@@ -233,6 +233,7 @@ def choose(
     earlier = _earlier(rows, n, k, key_bytes, device)
     if (
         earlier == "multiblock"
+        and not device.clusters  # sm_90 has cluster; rows past a cluster keep multiblock (unmeasured)
         and rows <= RESIDENT_MAX_ROWS
         and n >= RESIDENT_MIN_N
         and _split.why_not(n, k, key_bytes, device) is None
