@@ -30,6 +30,7 @@ import threading
 import numpy as np
 
 GROWTH = 1.25  # a buffer grows to at least this times its size: few regrowths on rising needs
+MIN_TICKETS = 64  # arrival tickets allocated at least: one small array serves most batches
 
 
 class Workspace:
@@ -124,7 +125,7 @@ def tickets(xp, target: str, device: int, count: int):
         )
     if held is not None and ws.captured:
         ws.kept.append(held)  # a captured graph still uses them
-    ws.tickets = xp.zeros(max(count, 2 * (0 if held is None else held.size), 64), dtype=np.uint32)
+    ws.tickets = xp.zeros(max(count, 2 * (0 if held is None else held.size), MIN_TICKETS), dtype=np.uint32)
     return ws.tickets
 
 

@@ -33,8 +33,8 @@ SLICE_ALIGN = 32  # elements: slices start on whole 16-byte vectors of every ele
 # block adds up to K candidates that the merging block reads again (and global traffic twice).
 # A design estimate (32 keys per thread of 512): no GPU has measured the family yet.
 TARGET_SLICE = 16384
-# The candidates' share of the row's bytes that the block count aims to stay within: they are
-# written and read back (2 x blocks x min(K, slice) x (key + 4) bytes), so long rows with a large K
+# The candidates' share of the row's bytes that the block count aims to stay within (blocks x
+# min(K, slice) x (key + 4) bytes, written, then read back by the merge), so long rows with a large K
 # take fewer, longer slices (down to the fewest that fit shared memory), keeping the launch near
 # one read of the row (issue 37's target: 1.1 x input and output bytes). A design estimate too.
 CANDIDATE_SHARE = 0.1
@@ -64,7 +64,7 @@ def blocks_of(n: int, k: int, key_bytes: int, device) -> int | None:
     if room <= 0:
         return None
     least = max(1, math.ceil(n / max(1, room // SLICE_ALIGN * SLICE_ALIGN)))
-    per_block = 2 * min(k, TARGET_SLICE) * (key_bytes + 4)  # candidate bytes moved per block
+    per_block = min(k, TARGET_SLICE) * (key_bytes + 4)  # candidate bytes per block
     frugal = max(1, math.floor(CANDIDATE_SHARE * n * key_bytes / max(1, per_block)))
     want = max(least, min(math.ceil(n / TARGET_SLICE), frugal, MAX_BLOCKS))
     for blocks in range(want, least - 1, -1):  # the first that fits, from the wanted count down
@@ -117,13 +117,13 @@ def scratch(rows: int, n: int, k: int, params: dict) -> tuple:
 
 
 def global_bytes(rows: int, n: int, k: int, key_bytes: int, index_bytes: int, params: dict) -> int:
-    """The input read once and the outputs written, plus the candidates written and read back by
-    the merging block (each block's min(K, slice) keys and 32-bit indices), their counts and the
-    tickets."""
+    """The input read once and the outputs written, plus the candidates (each block's min(K, slice)
+    keys and 32-bit indices), their counts and the tickets: each sector once, as every family
+    counts (the merging block reads back sectors the launch wrote moments before)."""
     blocks = params["blocks"]
     candidates = rows * blocks * min(k, params["slice"])
-    moved = 2 * (sectors(candidates * key_bytes) + sectors(candidates * 4) + sectors(rows * blocks * 4))
-    return read_once_bytes(rows, n, k, key_bytes, index_bytes, params) + moved + 2 * sectors(rows * 4)
+    moved = sectors(candidates * key_bytes) + sectors(candidates * 4) + sectors(rows * blocks * 4)
+    return read_once_bytes(rows, n, k, key_bytes, index_bytes, params) + moved + sectors(rows * 4)
 
 
 def part(facts: Facts) -> Part:
