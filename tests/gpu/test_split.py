@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from support.backends import BACKEND_PARAMS, require, to_backend, to_host
 from support.inputs import DTYPES, dtype_of, make_values
-from support.reference import assert_same_padded, reference_with_lengths
+from support.reference import assert_same, assert_same_padded, reference_with_lengths
 from test_kernels import run_case
 
 import cutopk
@@ -170,3 +170,38 @@ def test_blocks_and_limits():
     reason = _dispatch.why_not("split", 262144, 2048, 4, t4)  # 60 KB cannot merge 2048 x blocks
     assert reason is not None and "candidates" in reason
     assert "at most k=2048" in _dispatch.why_not("split", 10**5, 4096, 4, a100)
+
+
+def test_a_captured_graph_replays_with_the_tickets_it_left_zeroed(cupy):
+    host = np.random.default_rng(47).standard_normal((3, 5000)).astype(np.float32)
+    x = cupy.asarray(host)
+    want = cutopk.top_k(host, 100, backend="numpy")
+    s = cupy.cuda.Stream(non_blocking=True)
+    with s:
+        cutopk.top_k(x, 100, algorithm="split")  # the warm-up: the scratch buffer and the tickets
+        s.begin_capture()
+        try:
+            r = cutopk.top_k(x, 100, algorithm="split")
+        finally:
+            graph = s.end_capture()
+        for _ in range(3):  # no memset between replays: each one's last blocks reset the tickets
+            graph.launch()
+            s.synchronize()
+            assert_same((r.values.get(), r.indices.get()), want)
+        assert not _workspace.current("cuda", 0)[0].tickets.get().any()
+
+
+def test_a_capture_that_would_grow_the_tickets_says_to_warm_up_first(cupy):
+    x = cupy.asarray(np.random.default_rng(48).standard_normal((200, 1500)).astype(np.float32))
+    s = cupy.cuda.Stream(non_blocking=True)
+    with s:
+        cutopk.top_k(x, 50, algorithm="sort")  # a scratch buffer large enough, no tickets yet
+        cutopk.top_k(x[:2], 50, algorithm="split")  # the fewest tickets: fewer than 200 rows
+        s.begin_capture()
+        try:
+            with pytest.raises(
+                RuntimeError, match=r"arrival tickets .* capturing a CUDA graph .* run the same"
+            ):
+                cutopk.top_k(x, 50, algorithm="split")
+        finally:
+            s.end_capture()
