@@ -80,9 +80,10 @@ RESIDENT_MIN_N = 8192
 # earlier families would take several launches (multiblock: 4 dependent launches, H200
 # full-llm.csv llm 1..256 x 128256..262144, 50.0-634.6 us): several blocks per row, each holding
 # a slice, the last to arrive merging their candidates, one launch and the row read once. The
-# choice rests on plan()'s counts (1 launch against 4; the candidates written and read back add
-# at most 2 x blocks x K x (key + 4) bytes): no GPU has measured split, nor split against
-# multiblock on one shape. Where the earlier choice is one launch already (radix), it stays.
+# choice rests on plan()'s counts (1 launch against 4; the candidates add blocks x min(K, slice)
+# x (key + 4) bytes, aimed at a tenth of the row's: on an A100's facts less traffic than
+# multiblock's on each of issue 37's 125 cases it takes): no GPU has measured split, nor split
+# against multiblock on one shape. Where the earlier choice is one launch already (radix), it stays.
 RADIX_MAX_K = _radix.MAX_K
 RADIX_MAX_N = _radix.MAX_N
 SHARED_BYTES = 48 * 1024  # dynamic shared memory a block gets without opting in, on every GPU
