@@ -20,7 +20,7 @@
 //    of the K pairs and the values re-read from the input at the winning indices.
 // Ties, NaN, -0.0: by the keys (key_traits.cuh) and positions, as above. Rows: regular, lengths or
 // CSR segments (row_extent.cuh), the length read in the same launch; slices past it are empty.
-// Dtypes: all. Limits (cutopk/cuda/families/split.py): K <= 2048, blocks <= SPLIT_MAX_BLOCKS; a
+// Dtypes: all. Limits (cutopk/cuda/families/split.py): K <= 2048, blocks <= MAX_BLOCKS (256); a
 // block's dynamic shared memory holds max(slice, blocks x min(K, slice)) keys after
 // onchip::front_bytes. Threads per block: CUTOPK_RESIDENT_THREADS (512).
 #include "constants.cuh"
@@ -32,7 +32,7 @@
 namespace cutopk::split {
 
 // Blocks per row at most: the merge's block scan over the blocks' counts takes one per thread.
-constexpr int MAX_BLOCKS = 256;
+constexpr int MAX_BLOCKS = CUTOPK_SPLIT_MAX_BLOCKS;
 static_assert(MAX_BLOCKS < CUTOPK_RESIDENT_THREADS, "one thread per block's count, one for the total");
 
 // A block's shared scalars (static shared memory, about 1.5 KB).

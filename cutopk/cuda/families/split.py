@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from ..kernel_constants import RESIDENT_THREADS
+from ..kernel_constants import RESIDENT_THREADS, SPLIT_MAX_BLOCKS
 from .common import OUTPUTS, ROWS, SELECT, Facts, Geometry, Part, Scratch, Step, read_once_bytes, sectors
 from .resident import MAX_K, _round16
 from .resident import front_bytes as _front_bytes
@@ -23,8 +23,8 @@ ARGUMENTS = {
 }  # fmt: skip
 KERNELS = tuple(ARGUMENTS)  # the kernels of kernels/split.cu
 SCALAR_TYPES = {"slice": np.int32, "blocks": np.int32}
-# Blocks per row at most (kernels/split.cu's MAX_BLOCKS: the merge scans one count per thread).
-MAX_BLOCKS = 256
+# Blocks per row at most (kernels/constants.cuh: the merge scans one count per thread).
+MAX_BLOCKS = SPLIT_MAX_BLOCKS
 # The kernel's static shared memory (its Shared struct: bucket, two block scans' scratch, the
 # merge's 257 bases: about 1.6 KB), kept out of the dynamic shared memory it is planned with.
 STATIC_BYTES = 2048
