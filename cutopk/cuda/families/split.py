@@ -30,7 +30,7 @@ MAX_BLOCKS = SPLIT_MAX_BLOCKS
 STATIC_BYTES = 2048
 SLICE_ALIGN = 32  # elements: slices start on whole 16-byte vectors of every element type
 # Elements a block aims to hold: more blocks per row spread a long row over more SMs, but every
-# block adds up to K candidates that the merging block reads again (and global traffic twice).
+# block adds up to K candidates that the merging block reads again (global traffic and its work).
 # A design estimate (32 keys per thread of 512): no GPU has measured the family yet.
 TARGET_SLICE = 16384
 # The candidates' share of the row's bytes that the block count aims to stay within (blocks x
@@ -64,6 +64,8 @@ def blocks_of(n: int, k: int, key_bytes: int, device) -> int | None:
     if room <= 0:
         return None
     least = max(1, math.ceil(n / max(1, room // SLICE_ALIGN * SLICE_ALIGN)))
+    if least > MAX_BLOCKS:
+        return None  # (and the search below stays within MAX_BLOCKS steps)
     per_block = min(k, TARGET_SLICE) * (key_bytes + 4)  # candidate bytes per block
     frugal = max(1, math.floor(CANDIDATE_SHARE * n * key_bytes / max(1, per_block)))
     want = max(least, min(math.ceil(n / TARGET_SLICE), frugal, MAX_BLOCKS))
