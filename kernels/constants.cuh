@@ -40,6 +40,8 @@
 #define CUTOPK_RESIDENT_DIGIT_BITS 12
 // cluster: blocks per row (a thread-block cluster, sm_90): 8, CUDA's portable cluster size.
 #define CUTOPK_CLUSTER_BLOCKS 8
+// split: blocks per row at most (the merging block scans their candidate counts, one a thread).
+#define CUTOPK_SPLIT_MAX_BLOCKS 256
 
 // Independent loads each thread of a streaming pass issues before it transforms any
 // (row_loads.cuh); 16-byte loads on the contiguous path.

@@ -30,7 +30,7 @@ import sys
 
 # Kernels that stream rows through kernels/row_loads.cuh (contiguous path: 16-byte loads), by
 # their extern "C" entry points' names (<kernel>_<dtype>, cutopk/cuda/kernel_source.py).
-STREAMING = re.compile(r"^(radix_topk|warp_radix_topk|digit_pass|resident_topk)_[a-z]")
+STREAMING = re.compile(r"^(radix_topk|warp_radix_topk|digit_pass|resident_topk|split_topk)_[a-z]")
 # Kernels that read spread positions (no vector loads) but must keep several loads in flight.
 SAMPLED = re.compile(r"^sample_threshold_[a-z]")
 CAS_LOOP = re.compile(r"\bATOMS\.(CAS|CAST)\b|\bCAST\.SPIN\b")

@@ -17,6 +17,7 @@ from .families import cluster as _cluster
 from .families import multiblock as _multiblock
 from .families import radix as _radix
 from .families import resident as _resident
+from .families import split as _split
 from .families import thread_row as _thread_row
 from .families import warp_row as _warp_row
 from .families.common import order_tile, pow2_at_least, scratch_bytes
@@ -75,6 +76,14 @@ RESIDENT_MIN_N = 8192
 # once. The issue's rows of 65536..262144 (H200 full-llm.csv: llm 1..256 x 128256..262144,
 # multiblock 50.0-634.6 us, 4 launches; full-moe-indexer.csv: indexer 1..64 x 65536/131072,
 # multiblock 58.8-329.7 us). No GPU has measured cluster yet: same bounds as resident's.
+# split: on devices without clusters (sm_75, sm_80), the rows resident cannot hold, where the
+# earlier families would take several launches (multiblock: 4 dependent launches, H200
+# full-llm.csv llm 1..256 x 128256..262144, 50.0-634.6 us): several blocks per row, each holding
+# a slice, the last to arrive merging their candidates, one launch and the row read once. The
+# choice rests on plan()'s counts (1 launch against 4; the candidates add blocks x min(K, slice)
+# x (key + 4) bytes, aimed at a tenth of the row's: on an A100's facts less traffic than
+# multiblock's on each of issue 37's 125 cases it takes): no GPU has measured split, nor split
+# against multiblock on one shape. Where the earlier choice is one launch already (radix), it stays.
 RADIX_MAX_K = _radix.MAX_K
 RADIX_MAX_N = _radix.MAX_N
 SHARED_BYTES = 48 * 1024  # dynamic shared memory a block gets without opting in, on every GPU
@@ -222,6 +231,20 @@ def choose(
         and _cluster.why_not(n, k, key_bytes, device) is None
     ):
         return "cluster"  # longer ones on a cluster's shared memory (sm_90)
+    earlier = _earlier(rows, n, k, key_bytes, device)
+    if (
+        earlier == "multiblock"
+        and not device.clusters  # sm_90 has cluster; rows past a cluster keep multiblock (unmeasured)
+        and rows <= RESIDENT_MAX_ROWS
+        and n >= RESIDENT_MIN_N
+        and _split.why_not(n, k, key_bytes, device) is None
+    ):
+        return "split"  # without clusters: one launch instead of multiblock's four
+    return earlier
+
+
+def _earlier(rows: int, n: int, k: int, key_bytes: int, device: Device) -> str:
+    """The choice for the rows that no one-launch family of :func:`choose` takes."""
     multiblock = _multiblock.why_not(n, k, key_bytes, device) is None
     if rows < MULTIBLOCK_FEW_ROWS_PER_SM * device.sm_count and n >= MULTIBLOCK_MIN_N and multiblock:
         return "multiblock"  # few long rows: spread each row over many blocks

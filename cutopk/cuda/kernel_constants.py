@@ -82,6 +82,8 @@ MULTIBLOCK_DIGIT_BITS = _value("MULTIBLOCK_DIGIT_BITS")
 RESIDENT_DIGIT_BITS = _value("RESIDENT_DIGIT_BITS")
 # cluster: blocks per row (one thread-block cluster).
 CLUSTER_BLOCKS = _value("CLUSTER_BLOCKS")
+# split: blocks per row at most.
+SPLIT_MAX_BLOCKS = _value("SPLIT_MAX_BLOCKS")
 # Independent loads per thread of a streaming pass (kernels/row_loads.cuh).
 STREAM_LOADS = _value("STREAM_LOADS")
 # The kinds of batch a kernel reads (kernels/row_extent.cuh).

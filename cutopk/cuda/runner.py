@@ -187,6 +187,7 @@ class _Sequence:
             self._add(step, call)
         # (buffer, (scratch views, launches with their views))
         self._carved: tuple[object, Any] = (_UNSET, None)
+        self._tickets: Any = None  # the ticket array the carved views were made with
 
     def _resolve(self, name: str):
         """Where a value comes from: ("call", index), ("scratch", name) or ("const", value)."""
@@ -259,11 +260,12 @@ class _Sequence:
         self.launches.append(launch)
         self._memo[memo] = launch
 
-    def carved(self, buffer):
-        """The scratch views and the launches filled with them, for ``buffer`` (carved again only
-        when the workspace's buffer changed)."""
+    def carved(self, buffer, tickets=None):
+        """The scratch views and the launches filled with them, for ``buffer`` and ``tickets``
+        (the stream's zeroed arrival tickets, for a table with TICKET entries; carved again only
+        when the workspace's buffer or tickets changed)."""
         cached_buffer, carved = self._carved
-        if cached_buffer is buffer:
+        if cached_buffer is buffer and self._tickets is tickets:
             return carved
         views = {}
         if buffer is not None:
@@ -271,6 +273,8 @@ class _Sequence:
             views = _common.carve(region, self.schedule.table, self.key_dtype, self.value_dtype)
             for name, shape in self.schedule.shapes.items():
                 views[name] = views[name].reshape(shape)
+        if tickets is not None:
+            views.update(_common.carve_tickets(tickets, self.schedule.table))
         filled = []
         for fn, grid, block, shared, template, at_call, at_scratch in self.launches:
             args = list(template)
@@ -279,15 +283,17 @@ class _Sequence:
             filled.append((fn, grid, block, shared, args, at_call))
         copies = [self._copy_views(copy, views) for copy in self.copies]
         carved = (views, filled, _compiled(self.ops, filled, copies, views))
+        self._tickets = tickets
         self._carved = (buffer, carved)  # one assignment: a thread reads either pair, never half
         return carved
 
-    def run(self, xp, per_call, buffer, between=None) -> dict:
+    def run(self, xp, per_call, buffer, between=None, tickets=None) -> dict:
         """The steps for one call (``per_call``: the arrays of :data:`PER_CALL`); ``between``:
-        called where a chunked family's chunks go (after the steps before the family's)."""
+        called where a chunked family's chunks go (after the steps before the family's);
+        ``tickets``: the stream's zeroed arrival tickets, where the table has TICKET entries."""
         cached_buffer, carved = self._carved
-        if cached_buffer is not buffer:
-            carved = self.carved(buffer)
+        if cached_buffer is not buffer or self._tickets is not tickets:
+            carved = self.carved(buffer, tickets)
         carved[2](xp, per_call, between)
         return carved[0]
 
@@ -326,6 +332,13 @@ class Prepared:
             constants["buf_key"] = placeholder(call.target, info.key_dtype)
             constants["buf_idx"] = placeholder(call.target, np.uint32)
         self.sequence = _Sequence(call, schedule, constants, [*schedule.before, *schedule.family])
+        # Arrival tickets (split): the stream's zeroed array, not the scratch buffer. Only a
+        # family of one chunk of rows takes them.
+        self.tickets = _common.ticket_count(schedule.table)
+        if self.tickets and schedule.chunks:
+            raise RuntimeError(
+                f"{call.plan.algorithm}: arrival tickets in a family that runs per chunk of rows"
+            )
         if schedule.chunks:
             self.sequence.ops.append((False, None))  # where the chunks run
         for step in schedule.after:
@@ -374,7 +387,9 @@ class Prepared:
         nbytes = self.schedule.nbytes
         buffer = _workspace.take(xp, self.target, self.device, nbytes) if nbytes else None
         if not self.chunks:
-            return self.sequence.run(xp, (a, extents, values, indices), buffer)
+            count = self.tickets
+            tickets = _workspace.tickets(xp, self.target, self.device, count) if count else None
+            return self.sequence.run(xp, (a, extents, values, indices), buffer, tickets=tickets)
         per_call = (a, extents, values, indices)
         return self.sequence.run(
             xp, per_call, buffer, lambda views: self._run_chunks(xp, per_call, views, buffer)

@@ -32,16 +32,18 @@ from typing import Any
 import numpy as np
 
 GROWTH = 1.25  # a buffer grows to at least this times its size: few regrowths on rising needs
+MIN_TICKETS = 64  # arrival tickets allocated at least: one small array serves most batches
 
 
 class Workspace:
     """The buffer of one (device, stream): ``buffer`` (a 1-D uint8 array, None before the first
     use), and ``kept``, the buffers replaced after a capture used them."""
 
-    __slots__ = ("buffer", "captured", "kept")
+    __slots__ = ("buffer", "captured", "kept", "tickets")
 
     def __init__(self) -> None:
         self.buffer: Any = None  # a NumPy or CuPy array
+        self.tickets: Any = None  # uint32 arrival tickets, zeroed (see :func:`tickets`)
         self.captured = False
         self.kept: list = []
 
@@ -106,6 +108,29 @@ def take(xp: types.ModuleType, target: str, device: int, nbytes: int) -> Any:
     return new
 
 
+def tickets(xp: Any, target: str, device: int, count: int) -> Any:
+    """A 1-D uint32 array of at least ``count`` arrival tickets for one call on the current stream
+    of ``device``, every one 0. The kernels that take tickets (kernels/split.cu) leave each one 0
+    when they finish, so the array is zeroed once, by ``xp.zeros`` when it is allocated or grown,
+    never by a memset per call (a call stays one launch, and a CUDA graph's replays find them 0).
+    Per stream, like the workspace: calls on two streams may run at once and never share a
+    ticket. Never grown while the stream captures a graph (then RuntimeError, as :func:`take`)."""
+    ws, stream = current(target, device)
+    held = ws.tickets
+    if held is not None and held.size >= count:
+        return held
+    if stream is not None and stream.is_capturing():
+        raise RuntimeError(
+            f"top_k: this call needs {count} arrival tickets on stream {stream.ptr:#x} of device {device}, "
+            "which is capturing a CUDA graph (nothing may be allocated then); run the same call once on "
+            "this stream before capturing"
+        )
+    if held is not None and ws.captured:
+        ws.kept.append(held)  # a captured graph still uses them
+    ws.tickets = xp.zeros(max(count, 2 * (0 if held is None else held.size), MIN_TICKETS), dtype=np.uint32)
+    return ws.tickets
+
+
 def release_workspace(device: int | None = None) -> int:
     """Drop the cached scratch buffers of ``device`` (a CUDA device id; None: every device and the
     simulator's), returning their memory to the allocator's pool. Returns the bytes released.
@@ -125,7 +150,8 @@ def release_workspace(device: int | None = None) -> int:
                 del _CUDA[key]
         for ws in spaces:
             released += ws.nbytes + sum(b.nbytes for b in ws.kept)
-            ws.buffer, ws.kept, ws.captured = None, [], False
+            released += 0 if ws.tickets is None else ws.tickets.nbytes
+            ws.buffer, ws.kept, ws.captured, ws.tickets = None, [], False, None
     return released
 
 

@@ -30,8 +30,9 @@ DEV = d.Device()
         (16384, 16385, 64, 4, "radix"),  # longer rows: a block each
         (16384, 2048, 129, 4, "bitonic"),  # K beyond the warp's shared pairs
         (16384, 256, 64, 4, "bitonic"),  # short rows with K > 32: the block sort
-        (1, 128256, 50, 4, "multiblock"),  # LLM sampling at batch 1: few long rows
-        (65, 128256, 50, 4, "multiblock"),  # no cliff past 64 rows: still fewer than 2 per SM
+        (1, 128256, 50, 4, "split"),  # LLM sampling at batch 1: few long rows, one launch
+        (65, 128256, 50, 4, "split"),  # (split: 17 blocks a row; was multiblock's 4 launches)
+        (257, 128256, 50, 4, "multiblock"),  # past the one-launch families' 256 rows
         (263, 65536, 50, 4, "multiblock"),
         (264, 65536, 50, 4, "radix"),  # 2 rows per SM: a block per row fills the GPU
         (263, 65535, 50, 4, "radix"),  # too short to split
@@ -158,18 +159,23 @@ def test_multiblock_grids_are_whole_waves(rows):
 def test_multiblock_buffers_of_many_rows_stay_below_the_input():
     # Up to 2 rows per SM take multiblock now: 256 rows of 2^16 float32 must not allocate
     # candidate buffers of a whole row each (3x the input, with the old floor of 2^16 keys).
-    p = d.plan(256, 1 << 16, 8, 4, DEV, copy=False)
-    assert p.algorithm == "multiblock" and p.scratch_bytes < 256 * (1 << 16) * 4
+    # (Auto gives them split now, one launch: multiblock is forced.)
+    p = d.plan(256, 1 << 16, 8, 4, DEV, copy=False, algorithm="multiblock")
+    assert p.scratch_bytes < 256 * (1 << 16) * 4
     # One row: the candidates take three times the keys expected to reach the threshold.
-    assert d.plan(1, 1 << 16, 8, 4, DEV, copy=False).params["cap"] == 3 * 14 * 16 + 256
+    assert (
+        d.plan(1, 1 << 16, 8, 4, DEV, copy=False, algorithm="multiblock").params["cap"] == 3 * 14 * 16 + 256
+    )
 
 
 def test_few_rows_rule_follows_the_device():
-    # Long rows go multiblock below MULTIBLOCK_FEW_ROWS_PER_SM rows per SM of the device in hand.
-    small = d.Device(sm_count=20)
-    assert d.choose(39, 1 << 20, 10, 4, small) == "multiblock"
-    assert d.choose(40, 1 << 20, 10, 4, small) == "radix"
-    assert d.choose(200, 1 << 20, 10, 4, DEV) == "multiblock"
+    # Long rows go multiblock below MULTIBLOCK_FEW_ROWS_PER_SM rows per SM of the device in hand
+    # (past the 256 rows that split, one launch, takes first).
+    large = d.Device(sm_count=200)
+    assert d.choose(399, 1 << 20, 10, 4, large) == "multiblock"
+    assert d.choose(400, 1 << 20, 10, 4, large) == "radix"
+    assert d.choose(263, 1 << 20, 10, 4, DEV) == "multiblock"
+    assert d.choose(200, 1 << 20, 10, 4, DEV) == "split"
 
 
 def test_multiblock_chunks_of_rows():
@@ -230,9 +236,10 @@ def test_multiblock_sorts_the_winners_in_shared_memory():
     # pow2(K) (key, 64-bit index) pairs and the static part in a block's shared memory: in 48 KB,
     # K <= 2048 for 32-bit keys and for 64-bit keys; larger K is ordered apart (order.cu's tiles
     # and merges over the K pairs, then gather_values), never by sorting the rows.
-    assert d.plan(1, 2**20, 2048, 4, DEV, copy=False).params["order_shared"] == 2048 * 12
-    assert d.plan(1, 2**20, 2048, 8, DEV, copy=False).params["order_shared"] == 2048 * 16
-    assert d.plan(1, 2**20, 10, 4, DEV, copy=False).params["order_shared"] == 2048 * 4  # the counts
+    forced = {"copy": False, "algorithm": "multiblock"}  # auto gives split some of these
+    assert d.plan(1, 2**20, 2048, 4, DEV, **forced).params["order_shared"] == 2048 * 12
+    assert d.plan(1, 2**20, 2048, 8, DEV, **forced).params["order_shared"] == 2048 * 16
+    assert d.plan(1, 2**20, 10, 4, DEV, **forced).params["order_shared"] == 2048 * 4  # the counts
     p = d.plan(1, 2**20, 2049, 4, DEV, copy=False)
     assert p.algorithm == "multiblock" and not p.params["sort_here"] and p.params["order_shared"] == 2048 * 4
     assert p.params["order_tile"] == 4096  # one tile of 48 KB: no merge

@@ -6,9 +6,12 @@ opt-in shared memory, thread-block clusters), ``cutopk.plan()`` lists one launch
 The resident family (a row in one block's shared memory) covers the rows that fit on chip: n up to
 about 52K float32 or 104K float16 keys; the cluster family (a thread-block cluster of 8 blocks per
 row, sm_90) the longer ones, so the whole grid is covered on an H100. On sm_75/sm_80 (no clusters)
-the one-launch fallback for the longer rows is not written yet: those cases are listed in
-NOT_COVERED_WITHOUT_CLUSTERS, and a test checks that the list is exactly the cases that miss the
-target on an A100's facts, so neither a regression nor a newly covered case goes unseen."""
+the split family (several blocks per row, the last to arrive merging their candidates) takes the
+longer rows in one launch where the earlier families took several: on an A100's facts every case
+is one launch, and the candidates it passes through global memory put the cases listed in
+OVER_TRAFFIC_WITHOUT_CLUSTERS (float32 rows, K = 2048) just above 1.1 x; a test checks
+that the list is exactly the cases that miss the target, so neither a regression nor a newly
+covered case goes unseen."""
 
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ H100 = _dispatch.Device(
 A100 = _dispatch.Device(
     sm_count=108, shared_bytes=_dispatch.shared_limit(48 * 1024, 163 * 1024), clusters=False
 )
+T4 = _dispatch.Device(sm_count=40, shared_bytes=_dispatch.shared_limit(48 * 1024, 64 * 1024), clusters=False)
 ROWS = (1, 4, 16, 64, 256)
 NS = (8192, 32000, 65536, 131072, 262144)
 KS = (1, 50, 256, 512, 1024, 2048)
@@ -38,14 +42,18 @@ GRID = [
     if k <= n // 4
 ]
 # Without clusters, rows too long for one block's shared memory (an A100's 159 KB: about 37K
-# float32 or 74K float16 keys) take the earlier families: multiblock (several launches) for fewer
-# rows than 2 per SM or K beyond 1024; radix (one launch, its small candidate buffer within the
-# traffic bound) else.
-NOT_COVERED_WITHOUT_CLUSTERS = {
+# float32 or 74K float16 keys) take split (one launch) where the earlier families took several
+# (multiblock: fewer rows than 2 per SM, or K beyond 1024), radix (one launch already) else.
+# split's candidates (blocks x K pairs through global memory) pass 1.1 x for the largest K: the
+# fewest blocks whose slices fit shared memory still publish 8 x 2048 pairs on a float32 row.
+LONG_WITHOUT_CLUSTERS = {
     (rows, n, k, dtype)
     for rows, n, k, dtype in GRID
-    if ((dtype == "float32" and n >= 65536) or (dtype == "float16" and n >= 131072))
-    and (rows < 2 * 108 or k > 1024)
+    if (dtype == "float32" and n >= 65536) or (dtype == "float16" and n >= 131072)
+}
+SPLIT_WITHOUT_CLUSTERS = {case for case in LONG_WITHOUT_CLUSTERS if case[0] < 2 * 108 or case[2] > 1024}
+OVER_TRAFFIC_WITHOUT_CLUSTERS = {
+    (rows, n, k, dtype) for rows, n, k, dtype in SPLIT_WITHOUT_CLUSTERS if k == 2048 and dtype == "float32"
 }
 LONG = {(rows, n, k, dtype) for rows, n, k, dtype in GRID if n * np.dtype(dtype).itemsize > 200_000}
 TRAFFIC_LIMIT = 1.1
@@ -70,14 +78,20 @@ def a100(monkeypatch):
     _call.CACHE.clear()
 
 
+@pytest.fixture
+def t4(monkeypatch):
+    _use(monkeypatch, T4)
+    yield
+    _call.CACHE.clear()
+
+
 def _plan(rows, n, k, dtype):
     # np.empty does not touch its pages: the largest input (256 x 262144 float32) costs no memory.
     return cutopk.plan(np.empty((rows, n), dtype), k, backend="sim")
 
 
 def _meets(plan, rows, n, k, dtype) -> bool:
-    itemsize = np.dtype(dtype).itemsize
-    moved = rows * n * itemsize + rows * k * (itemsize + 8)  # input, values, int64 indices
+    moved = _moved(rows, n, k, dtype)  # input, values, int64 indices
     launches = sum(launch.count for launch in plan.launches)
     return launches == 1 and plan.global_bytes <= TRAFFIC_LIMIT * moved
 
@@ -85,9 +99,7 @@ def _meets(plan, rows, n, k, dtype) -> bool:
 @pytest.mark.parametrize(("rows", "n", "k", "dtype"), sorted(GRID))
 def test_one_launch_and_one_read(h100, rows, n, k, dtype):
     plan = _plan(rows, n, k, dtype)
-    assert plan.algorithm == (
-        "resident" if (rows, n, k, dtype) not in NOT_COVERED_WITHOUT_CLUSTERS else "cluster"
-    ) or (plan.algorithm in ("resident", "cluster")), plan
+    assert plan.algorithm == ("cluster" if (rows, n, k, dtype) in LONG_WITHOUT_CLUSTERS else "resident"), plan
     assert _meets(plan, rows, n, k, dtype), plan
 
 
@@ -97,10 +109,38 @@ def test_the_whole_grid_is_covered_on_an_h100(h100):
     assert len(LONG) == 150
 
 
-def test_without_clusters_the_cases_not_covered_are_exactly_those_listed(a100):
-    missed = {case for case in GRID if not _meets(_plan(*case), *case)}
-    assert missed == NOT_COVERED_WITHOUT_CLUSTERS
-    assert len(NOT_COVERED_WITHOUT_CLUSTERS) == 125  # the sm_75/80 one-launch fallback is not written
+def test_without_clusters_every_case_is_one_launch(a100):
+    plans = {case: _plan(*case) for case in GRID}
+    assert {case for case, plan in plans.items() if plan.launch_count != 1} == set()
+    assert {case for case, plan in plans.items() if plan.algorithm == "split"} == SPLIT_WITHOUT_CLUSTERS
+    assert len(SPLIT_WITHOUT_CLUSTERS) == 125  # the cases multiblock took in several launches
+    missed = {case for case, plan in plans.items() if not _meets(plan, *case)}
+    assert missed == OVER_TRAFFIC_WITHOUT_CLUSTERS
+    assert len(missed) == 15
+    worst = max(plan.global_bytes / _moved(*case) for case, plan in plans.items())
+    assert worst < 1.125  # float32, K = 2048: 8 slices of 32768, each publishing 2048 pairs
+
+
+def test_on_a_t4_split_takes_one_launch_where_its_candidates_fit(t4):
+    # sm_75's 64 KB (60 KB planned) hold a 2048-candidate merge for few blocks only: the longest
+    # rows with K >= 1024 (float32) keep multiblock's launches.
+    plans = {case: _plan(*case) for case in GRID}
+    split = {case for case, plan in plans.items() if plan.algorithm == "split"}
+    assert all(plans[case].launch_count == 1 for case in split) and len(split) == 128
+    several = {case for case, plan in plans.items() if plan.launch_count != 1}
+    unfit = {
+        (rows, n, k, dtype)
+        for rows, n, k, dtype in GRID
+        if _dispatch.why_not("split", n, k, np.dtype(dtype).itemsize, T4) is not None
+    }
+    assert several and several <= unfit
+    assert {plans[case].algorithm for case in several} == {"multiblock"}
+    assert len(several) == 32
+
+
+def _moved(rows, n, k, dtype) -> int:
+    itemsize = np.dtype(dtype).itemsize
+    return rows * n * itemsize + rows * k * (itemsize + 8)
 
 
 @pytest.mark.parametrize("rows", [257, 1024])
@@ -116,7 +156,11 @@ def test_dispatch_routes_latency_bound_rows_that_fit():
     assert choose(16, 65536, 512, 2, H100) == "resident"  # float16: was multiblock
     assert choose(16, 65536, 512, 4, H100) == "cluster"  # float32: 8 blocks' shared memory
     assert choose(256, 262144, 2048, 4, H100) == "cluster"
-    assert choose(16, 65536, 512, 4, A100) == "multiblock"  # no clusters before sm_90
+    assert choose(16, 65536, 512, 4, A100) == "split"  # no clusters before sm_90: was multiblock
+    assert choose(256, 131072, 512, 4, A100) == "radix"  # one launch already: unchanged
+    t4 = _dispatch.Device(sm_count=40, shared_bytes=_dispatch.shared_limit(48 * 1024, 64 * 1024))
+    assert choose(1, 131072, 512, 4, t4) == "split"
+    assert choose(1, 262144, 2048, 4, t4) == "multiblock"  # 60 KB cannot merge the candidates
     assert choose(4, 4096, 512, 4, H100) != "resident"  # shorter rows: unchanged
     assert choose(4, 8192, 4096, 4, H100) != "resident"  # K beyond 2048
     assert choose(4, 8192, 512, 4, _dispatch.Device()) != "resident"  # 48 KB: does not fit

@@ -27,6 +27,7 @@ CALLS = [
     ((3, 2000), 40, {"algorithm": "radix"}),
     ((3, 2000), 40, {"algorithm": "resident"}),
     ((2, 2000), 40, {"algorithm": "cluster"}),
+    ((2, 2000), 40, {"algorithm": "split"}),
     ((300, 40), 5, {"algorithm": "radix", "axis": 0}),  # rows along an outer axis: transposed
     ((2, 5000), 40, {"algorithm": "multiblock"}),
     ((2, 200_000), 2000, {"algorithm": "multiblock"}),

@@ -10,6 +10,7 @@ import pytest
 
 import cutopk
 from cutopk._bench.recording import recording_launches
+from cutopk.cuda import workspace as _workspace
 
 # (shape, k, keyword arguments): every family, with and without scratch, one chunk of rows.
 CASES = [
@@ -23,6 +24,7 @@ CASES = [
     ((600, 50), 10, {"algorithm": "radix", "axis": 0}),  # the tiled transpose first
     ((4, 8000), 2000, {"algorithm": "resident"}),  # the row and the K winners in shared memory
     ((2, 20_000), 1000, {"algorithm": "cluster"}),  # 8 blocks a row, one launch
+    ((2, 20_000), 1000, {"algorithm": "split"}),  # blocks a row, candidates and tickets, one launch
     ((2, 5000), 40, {"algorithm": "multiblock"}),  # no sampled threshold
     ((2, 5000), 40, {"algorithm": "multiblock", "index_dtype": np.int32}),
     ((1, 100_000), 2048, {"algorithm": "multiblock"}),  # the family's largest K (48 KB)
@@ -65,8 +67,10 @@ def test_plan_reports_the_launches_and_scratch_that_run(shape, k, kw):
     if "algorithm" in kw:
         assert plan.algorithm == kw["algorithm"]
     assert _planned(plan) == shapes
-    # The outputs, and the call's whole scratch in one allocation of the bytes plan() reports.
-    assert sorted(cold) == sorted(outputs + ([plan.scratch_bytes] if plan.scratch_bytes else []))
+    # The outputs, and the call's whole scratch in one allocation of the bytes plan() reports
+    # (split's arrival tickets apart: the stream's zeroed array, made once).
+    tickets = [_workspace.MIN_TICKETS * 4] if plan.algorithm == "split" else []
+    assert sorted(cold) == sorted(outputs + tickets + ([plan.scratch_bytes] if plan.scratch_bytes else []))
     assert warm == outputs  # a warm call allocates its outputs only
 
 

@@ -36,6 +36,7 @@ CASES = [
     ((600, 50), 10, {"algorithm": "radix", "axis": 0}),  # the tiled transpose first
     ((4, 8000), 1000, {"algorithm": "resident"}),  # the row read once, the rest on chip
     ((2, 20_000), 1000, {"algorithm": "cluster"}),  # the same over a cluster's shared memory
+    ((2, 20_000), 1000, {"algorithm": "split"}),  # the same, the candidates through global memory
     ((2, 20_000), 40, {"algorithm": "multiblock"}),  # winners ordered in shared memory
     ((1, 40_000), 2000, {"algorithm": "multiblock"}),  # the largest K sorted in 48 KB
     ((1, 40_000), 5000, {"algorithm": "multiblock"}),  # K ordered apart: order.cu, gather_values

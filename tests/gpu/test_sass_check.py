@@ -122,7 +122,7 @@ def test_the_rules_name_the_entry_points_of_the_streaming_kernels():
     # entry point of a streaming kernel, and no other.
     from cutopk.cuda import launcher as _launcher
 
-    streaming = {"radix_topk", "warp_radix_topk", "digit_pass", "resident_topk"}
+    streaming = {"radix_topk", "warp_radix_topk", "digit_pass", "resident_topk", "split_topk"}
     names = [n for p in _launcher.programs() for n in p.kernels]
     assert "radix_topk_float32" in names and "warp_radix_topk_uint8" in names
     for name in names:

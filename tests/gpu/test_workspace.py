@@ -25,6 +25,7 @@ SCRATCH_CASES = [
     ((2, 5000), 40, {"algorithm": "multiblock", "index_dtype": np.int32}),
     ((1, 100_000), 2000, {"algorithm": "multiblock"}),  # a sampled threshold, K large
     ((600, 50), 10, {"algorithm": "radix", "axis": 0}),
+    ((2, 20_000), 100, {"algorithm": "split"}),  # candidates in the buffer, tickets beside it
 ]
 
 

@@ -35,6 +35,7 @@ SHAPES = {
     "resident": (3000, 40),  # 64-bit keys fit 48 KB of shared memory
     "cluster": (3000, 40),  # 8 slices of 384
     "multiblock": (6000, 30),
+    "split": (17000, 30),  # 2 slices of 8512
     "sort": (700, 12),
 }
 FAMILIES = tuple(SHAPES)

@@ -139,7 +139,7 @@ def test_no_host_wait_per_call_on_cupy_arrays(cupy, case):
 
 
 @pytest.mark.parametrize(
-    "family", ["warp_row", "thread_row", "warp_radix", "bitonic", "radix", "multiblock", "sort"]
+    "family", ["warp_row", "thread_row", "warp_radix", "bitonic", "radix", "split", "multiblock", "sort"]
 )
 def test_no_host_wait_with_device_lengths_on_every_family(cupy, family):
     n = 1000 if family == "warp_row" else N  # warp_row takes rows of at most 1024

@@ -19,6 +19,7 @@ ALGORITHMS = [
     "radix",
     "resident",
     "cluster",
+    "split",
     "multiblock",
     "sort",
 ]

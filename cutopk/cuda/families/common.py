@@ -24,12 +24,37 @@ class Scratch:
     count: int
 
     def resolve(self, key_dtype, value_dtype=None) -> np.dtype:
+        if self.dtype == TICKET:
+            return np.dtype(np.uint32)
         if self.dtype == "value" and value_dtype is not None:
             return np.dtype(value_dtype)
         return np.dtype(key_dtype) if self.dtype in ("key", "value") else np.dtype(self.dtype)
 
     def nbytes(self, key_bytes: int) -> int:
+        if self.dtype == TICKET:
+            return 0  # not in the scratch buffer: the stream's zeroed tickets (see TICKET)
         return self.count * (key_bytes if self.dtype in ("key", "value") else np.dtype(self.dtype).itemsize)
+
+
+# A Scratch dtype: uint32 arrival tickets that must be 0 when a launch starts and that the kernel
+# leaves 0 when it ends (kernels/split.cu). They come from the stream's zeroed ticket array
+# (cutopk/cuda/workspace.tickets), not from the scratch buffer, whose bytes other calls reuse.
+TICKET = "ticket"
+
+
+def ticket_count(table) -> int:
+    """The tickets a scratch table's TICKET entries take together."""
+    return sum(entry.count for entry in table if entry.dtype == TICKET)
+
+
+def carve_tickets(tickets, table) -> dict:
+    """Each TICKET entry of a scratch table, by name, as consecutive views of ``tickets``."""
+    out, start = {}, 0
+    for entry in table:
+        if entry.dtype == TICKET:
+            out[entry.name] = tickets[start : start + entry.count]
+            start += entry.count
+    return out
 
 
 class Geometry(NamedTuple):
@@ -71,6 +96,8 @@ def carve(buffer, table, key_dtype, value_dtype=None) -> dict:
     starts, _ = offsets(table, key_dtype.itemsize)
     out = {}
     for entry, start in zip(table, starts, strict=True):
+        if entry.dtype == TICKET:
+            continue  # not carved from the buffer (carve_tickets)
         dtype = entry.resolve(key_dtype, value_dtype)
         out[entry.name] = buffer[start : start + entry.count * dtype.itemsize].view(dtype)
     return out

@@ -13,6 +13,7 @@ from . import (
     radix,
     resident,
     sort,
+    split,
     thread_row,
     transpose,
     warp_radix,
@@ -27,6 +28,7 @@ FAMILIES = {
     "radix": radix,
     "resident": resident,
     "cluster": cluster,
+    "split": split,
     "multiblock": multiblock,
     "sort": sort,
 }
