@@ -31,11 +31,11 @@ _ORDER_NAMES = _top_k_op.ORDER_NAMES
 def _offsets_tensor(offsets):
     if isinstance(offsets, torch.Tensor):
         return offsets
-    if isinstance(offsets, np.ndarray):
+    if type(offsets) is np.ndarray:  # not a masked array: from_numpy would drop its mask
         return torch.from_numpy(offsets)
     if isinstance(offsets, (list, tuple)) and offsets and all(type(o) is int for o in offsets):
         return torch.tensor(offsets, dtype=torch.int64)
-    return None  # an empty list, a mixed one: the plain path reports it
+    return None  # an empty list, a mixed one, a masked array: the plain path reports it
 
 
 def call_segmented(data, offsets, k, mode, sorted_, nan, index_dtype, backend, algorithm):
@@ -121,10 +121,9 @@ segmented_top_k.register_autograd(_segmented_backward, setup_context=_segmented_
 
 
 def call_merge(parts, k, mode, sorted_, nan):
-    """``(values, indices)`` from the operator when every part is a pair of torch tensors, or
-    None (the plain path then serves the call, or raises the usual error)."""
-    if type(parts) not in (list, tuple) or not parts:
-        return None
+    """``(values, indices)`` from the operator when every part of ``parts`` (a non-empty list or
+    tuple whose first part is a pair: :func:`cutopk.merge_top_k` calls this only then) is a pair
+    of torch tensors, or None (the plain path then serves the call, or raises the usual error)."""
     pairs = [p for p in parts if isinstance(p, (tuple, list))]  # TopK is a tuple
     if len(pairs) != len(parts) or any(len(p) != 2 for p in pairs):
         return None
