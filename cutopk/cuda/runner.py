@@ -258,11 +258,8 @@ class _Sequence:
         self._memo[memo] = launch
 
     def carved(self, buffer):
-        """The scratch views and the launches filled with them, for ``buffer`` (carved again only
-        when the workspace's buffer changed)."""
-        cached_buffer, carved = self._carved
-        if cached_buffer is buffer:
-            return carved
+        """The scratch views and the launches filled with them, for ``buffer`` (:meth:`run` calls
+        this only when the workspace's buffer changed; threads that race there carve alike)."""
         views = {}
         if buffer is not None:
             region = buffer[self.offset :] if self.offset else buffer
