@@ -220,3 +220,12 @@ def test_merge_parts_off_the_schema_keep_the_plain_paths_errors():
         cutopk.merge_top_k([(v0, i0), (v1, i1, i1)], 2)
     with pytest.raises(ValueError, match=r"^mode: expected one of 'largest', 'smallest', got 1$"):
         cutopk.merge_top_k([(v0, i0), (v1, i1)], 2, mode=1)
+
+
+def test_merge_off_the_schema_under_no_grad_records_nothing():
+    parts = [(v, i.numpy()) for v, i in _merge_parts()]
+    with torch.no_grad():
+        r = cutopk.merge_top_k(parts, 5)
+    assert r.values.grad_fn is None and not r.values.requires_grad
+    want = cutopk.merge_top_k([(v.detach(), i) for v, i in parts], 5)
+    assert torch.equal(r.values, want.values) and torch.equal(r.indices, want.indices)

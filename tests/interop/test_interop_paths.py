@@ -51,3 +51,15 @@ def test_cutopk_dask_without_dask_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "dask.array", None)  # import dask.array raises ImportError
     with pytest.raises(ImportError, match=r"^cutopk\.dask needs dask\[array\]: import of dask\.array halted"):
         cdask.top_k(X, 2)
+
+
+@pytest.mark.parametrize("ml_dtypes", ["installed", "missing"])
+def test_a_bfloat16_torch_out_for_another_dtype_is_refused_by_its_dtype(monkeypatch, ml_dtypes):
+    """Whether ml_dtypes is there or not: the misfit is the dtype, not a missing package."""
+    torch = pytest.importorskip("torch", reason="torch outputs need torch")
+    if ml_dtypes == "missing":
+        monkeypatch.setitem(sys.modules, "ml_dtypes", None)  # import ml_dtypes raises ImportError
+    out = (torch.empty(3, 2, dtype=torch.bfloat16), torch.empty(3, 2, dtype=torch.int64))
+    for a in (X, torch.from_numpy(X)):
+        with pytest.raises(TypeError, match=r"^out: values must have dtype float32, got bfloat16$"):
+            cutopk.top_k(a, 2, out=out)
