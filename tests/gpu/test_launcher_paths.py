@@ -79,3 +79,18 @@ def test_misaligned_strided_inputs_share_one_aligned_call():
         _, _, _, call, cached = _call.prepare(x, 5, -1, "largest", True, "last", np.int64, "sim", "auto")
         aligned.append(call._variants["aligned"])
     assert cached and aligned[0] is aligned[1]
+
+
+def test_kernels_are_looked_up_by_a_supported_element_types_cxx_name():
+    from cutopk.cuda import launcher as _launcher
+
+    family_modules = _launcher._build_module("sim", "float")  # compiles nothing until a kernel is asked for
+    with pytest.raises(
+        KeyError, match=r"no kernel 'no_such_kernel<float>' for element type 'float' in any family"
+    ):
+        family_modules.get_function("no_such_kernel<float>")
+    with pytest.raises(
+        ValueError, match=r"^cxx: expected the C\+\+ name of a supported element type, got 'complex'$"
+    ):
+        _launcher._build_module("sim", "complex").get_function("warp_row_topk<complex, 4>")
+    assert family_modules.modules == {}
