@@ -202,8 +202,12 @@ class _Sequence:
     def _add(self, step, call) -> None:
         if not step.kernel:  # an array-library copy
             dst, src, *shape = step.copy
+            try:
+                ends = self._resolve(dst), self._resolve(src)
+            except KeyError as exc:
+                raise RuntimeError(f"{step.library}: no array {exc.args[0]!r} in the call") from None
             self.ops.append((False, len(self.copies)))
-            self.copies.append((self._resolve(dst), self._resolve(src), tuple(shape)))
+            self.copies.append((*ends, tuple(shape)))
             return
         memo = (
             step.kernel,

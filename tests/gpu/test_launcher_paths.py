@@ -94,3 +94,33 @@ def test_kernels_are_looked_up_by_a_supported_element_types_cxx_name():
     ):
         _launcher._build_module("sim", "complex").get_function("warp_row_topk<complex, 4>")
     assert family_modules.modules == {}
+
+
+@pytest.mark.parametrize("where", ["kernel", "copy"])
+def test_a_family_step_naming_no_value_of_the_call_is_a_clear_error(monkeypatch, where):
+    """A family table naming an array the call does not have (a developer's slip) fails while
+    the call is prepared, naming the kernel and the parameter, before anything is launched."""
+    from cutopk.cuda.families import common as _common
+    from cutopk.cuda.families import registry as _registry
+
+    real = _registry.part
+
+    def with_a_slip(algorithm, facts):
+        part = real(algorithm, facts)
+        first = part.steps[0]
+        if where == "kernel":
+            slip = first._replace(args=(*first.args, ("out_vals", "no_such_array")))
+        else:
+            slip = _common.Step("", False, (1,), 1, library="a copy", copy=("no_such_array", "in", 2, 50, 50))
+        return part._replace(steps=[slip, *part.steps[1:]])
+
+    monkeypatch.setattr(_registry, "part", with_a_slip)
+    _call.CACHE.clear()
+    x = np.zeros((2, 50), np.float32)
+    message = {
+        "kernel": r"^warp_row_topk: no value for its parameter 'out_vals' \('no_such_array'\)$",
+        "copy": r"^a copy: no array 'no_such_array' in the call$",
+    }[where]
+    with pytest.raises(RuntimeError, match=message):
+        cutopk.top_k(x, 3, backend="sim")
+    _call.CACHE.clear()  # nor may a later test reuse a call prepared under the patch
