@@ -163,19 +163,16 @@ def as_host(a) -> tuple[Any, Callable[[Any], Any]]:
     return host_view(t), back
 
 
-def host_view(t, name: str = "a"):
+def host_view(t):
     """A NumPy view of a strided torch CPU tensor's memory; a bfloat16 one crosses as int16 bits
-    reinterpreted as ``ml_dtypes.bfloat16`` (NumPy's DLPack has no bfloat16)."""
+    reinterpreted as ``ml_dtypes.bfloat16`` (NumPy's DLPack has no bfloat16). Every caller has
+    refused bfloat16 before where ml_dtypes is missing (bfloat16 is then no supported dtype)."""
     import torch
 
     if t.dtype != torch.bfloat16:
         return np.from_dlpack(t)
-    try:
-        import ml_dtypes
-    except ImportError:
-        raise TypeError(
-            f"{name}: a bfloat16 tensor on the CPU needs the ml_dtypes package (pip install ml_dtypes)"
-        ) from None
+    import ml_dtypes
+
     return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
 
 

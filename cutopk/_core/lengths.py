@@ -54,6 +54,10 @@ def check(lengths, arr, req: _checks.Request):
         raise TypeError(f"lengths: expected an integer array, got {type(lengths).__qualname__}")
     module = type(lengths).__module__.split(".")[0]
     if module == "torch":
+        # Refused by its torch dtype: a bfloat16 tensor would need ml_dtypes just to be viewed.
+        name = str(lengths.dtype).removeprefix("torch.")
+        if not name.startswith(("int", "uint")):
+            raise TypeError(f"lengths: expected an integer array, got dtype {name}")
         from .._interop import host_view, plain_tensor
 
         lengths = host_view(plain_tensor(lengths, "lengths")) if lengths.device.type == "cpu" else lengths
@@ -61,7 +65,7 @@ def check(lengths, arr, req: _checks.Request):
             lengths = xp.from_dlpack(lengths)
     if not isinstance(lengths, np.ndarray) and xp is np:
         raise TypeError(
-            f"lengths: expected a NumPy integer array for a NumPy input, got {type(lengths).__qualname__}"
+            f"lengths: expected a NumPy integer array for a NumPy input, got {module}.{type(lengths).__qualname__}"
         )
     if np.dtype(lengths.dtype).kind not in "iu":
         raise TypeError(f"lengths: expected an integer array, got dtype {lengths.dtype}")

@@ -19,17 +19,17 @@ def _overlap(a, b) -> bool:
     return cupy.may_share_memory(a, b)
 
 
-def _as_backend_array(obj, name: str, arr):
+def _as_backend_array(obj, name: str, dtype, arr):
     """The output ``obj`` as an array of the input's backend (a view of the same memory)."""
     if isinstance(arr, np.ndarray):
         if isinstance(obj, np.ndarray) and not isinstance(obj, np.ma.MaskedArray):
             return obj
         if type(obj).__module__.split(".")[0] == "torch" and obj.device.type == "cpu":
-            return _torch_view(obj, name, "cpu")
+            return _torch_view(obj, name, "cpu", dtype)
         raise _fail(TypeError, name, f"must be a NumPy array like the input, got {type(obj).__qualname__}")
     module = type(obj).__module__.split(".")[0]
     if module == "torch" and obj.device.type == "cuda":
-        return _torch_view(obj, name, "cuda")
+        return _torch_view(obj, name, "cuda", dtype)
     if module != "cupy":
         raise _fail(
             TypeError,
@@ -39,11 +39,14 @@ def _as_backend_array(obj, name: str, arr):
     return obj
 
 
-def _torch_view(t, name: str, device: str):
+def _torch_view(t, name: str, device: str, dtype):
     import torch
 
     if t.layout is not torch.strided or t.is_quantized:
         raise _fail(TypeError, name, f"must be a dense tensor, got layout {t.layout}, dtype {t.dtype}")
+    if t.dtype == torch.bfloat16 and dtype.name != "bfloat16":
+        # Refused by its torch dtype: viewing it would need ml_dtypes, only to refuse it then.
+        raise _fail(TypeError, name, f"must have dtype {dtype}, got bfloat16")
     if t.is_neg() or t.is_conj():
         raise _fail(ValueError, name, "is a lazily negated or conjugated view; pass a plain tensor")
     if t.requires_grad:
@@ -51,7 +54,7 @@ def _torch_view(t, name: str, device: str):
     if device == "cpu":
         from .._interop import host_view
 
-        return host_view(t, f"out: {name}")
+        return host_view(t)
     import cupy
 
     from .._interop import from_dlpack
@@ -87,7 +90,7 @@ def check(out, call, arr):
 
 
 def _checked(obj, name: str, dtype, shape, arr):
-    view = obj if type(obj) is type(arr) else _as_backend_array(obj, name, arr)
+    view = _as_backend_array(obj, name, dtype, arr)
     if view.shape != shape:
         raise _fail(ValueError, name, f"must have shape {shape}, got {tuple(view.shape)}")
     if view.dtype != dtype:

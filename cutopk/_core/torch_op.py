@@ -93,7 +93,7 @@ def call(a, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm, length
         return None
     order = _checks.ORDERS.get(sorted_) if isinstance(sorted_, (bool, str)) else None
     dtype = _index_dtype(index_dtype)
-    if isinstance(lengths, np.ndarray):
+    if type(lengths) is np.ndarray:  # not a masked array: from_numpy would drop its mask
         lengths = torch.from_numpy(lengths)
     if isinstance(axis, np.integer):
         axis = int(axis)

@@ -185,9 +185,8 @@ class _Sequence:
         self._memo: dict = {}  # launches by their step: a repeated step is resolved once
         for step in steps:
             self._add(step, call)
-        # (buffer, (scratch views, launches with their views))
-        self._carved: tuple[object, Any] = (_UNSET, None)
-        self._tickets: Any = None  # the ticket array the carved views were made with
+        # (buffer, tickets, (scratch views, launches with their views))
+        self._carved: tuple[object, Any, Any] = (_UNSET, None, None)
 
     def _resolve(self, name: str):
         """Where a value comes from: ("call", index), ("scratch", name) or ("const", value)."""
@@ -205,8 +204,12 @@ class _Sequence:
     def _add(self, step, call) -> None:
         if not step.kernel:  # an array-library copy
             dst, src, *shape = step.copy
+            try:
+                ends = self._resolve(dst), self._resolve(src)
+            except KeyError as exc:
+                raise RuntimeError(f"{step.library}: no array {exc.args[0]!r} in the call") from None
             self.ops.append((False, len(self.copies)))
-            self.copies.append((self._resolve(dst), self._resolve(src), tuple(shape)))
+            self.copies.append((*ends, tuple(shape)))
             return
         memo = (
             step.kernel,
@@ -262,11 +265,9 @@ class _Sequence:
 
     def carved(self, buffer, tickets=None):
         """The scratch views and the launches filled with them, for ``buffer`` and ``tickets``
-        (the stream's zeroed arrival tickets, for a table with TICKET entries; carved again only
-        when the workspace's buffer or tickets changed)."""
-        cached_buffer, carved = self._carved
-        if cached_buffer is buffer and self._tickets is tickets:
-            return carved
+        (the stream's zeroed arrival tickets, for a table with TICKET entries). :meth:`run` calls
+        this only when the workspace's buffer or tickets changed; threads that race there carve
+        alike."""
         views = {}
         if buffer is not None:
             region = buffer[self.offset :] if self.offset else buffer
@@ -283,16 +284,17 @@ class _Sequence:
             filled.append((fn, grid, block, shared, args, at_call))
         copies = [self._copy_views(copy, views) for copy in self.copies]
         carved = (views, filled, _compiled(self.ops, filled, copies, views))
-        self._tickets = tickets
-        self._carved = (buffer, carved)  # one assignment: a thread reads either pair, never half
+        # One assignment: a thread reads either triple, never views of one stream's tickets
+        # paired with another's.
+        self._carved = (buffer, tickets, carved)
         return carved
 
     def run(self, xp, per_call, buffer, between=None, tickets=None) -> dict:
         """The steps for one call (``per_call``: the arrays of :data:`PER_CALL`); ``between``:
         called where a chunked family's chunks go (after the steps before the family's);
         ``tickets``: the stream's zeroed arrival tickets, where the table has TICKET entries."""
-        cached_buffer, carved = self._carved
-        if cached_buffer is not buffer or self._tickets is not tickets:
+        cached_buffer, cached_tickets, carved = self._carved
+        if cached_buffer is not buffer or cached_tickets is not tickets:
             carved = self.carved(buffer, tickets)
         carved[2](xp, per_call, between)
         return carved[0]

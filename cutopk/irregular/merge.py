@@ -163,7 +163,7 @@ def renamed(exc: TypeError, name: str) -> TypeError:
     return TypeError(f"{name}{message[1:]}" if message.startswith("a:") else message)
 
 
-def _check_k(k, total: int) -> int:
+def check_k(k, total: int) -> int:
     k = _checks.as_index(k, "k")
     if k < 0 or k > total:
         raise ValueError(
@@ -182,7 +182,7 @@ def merge_top_k(parts, k, mode: str = "largest", sorted_=True, nan: str = "last"
     kind, pairs, back, scope = _convert(pairs)
     vdt, idt, batch = _check_arrays(pairs)
     total = sum(int(v.shape[-1]) for v, _ in pairs)
-    k = _check_k(k, total)
+    k = check_k(k, total)
     xp = _interop.array_module(kind)
     with scope:
         found = None

@@ -31,11 +31,11 @@ _ORDER_NAMES = _top_k_op.ORDER_NAMES
 def _offsets_tensor(offsets):
     if isinstance(offsets, torch.Tensor):
         return offsets
-    if isinstance(offsets, np.ndarray):
+    if type(offsets) is np.ndarray:  # not a masked array: from_numpy would drop its mask
         return torch.from_numpy(offsets)
     if isinstance(offsets, (list, tuple)) and offsets and all(type(o) is int for o in offsets):
         return torch.tensor(offsets, dtype=torch.int64)
-    return None  # an empty list, a mixed one: the plain path reports it
+    return None  # an empty list, a mixed one, a masked array: the plain path reports it
 
 
 def call_segmented(data, offsets, k, mode, sorted_, nan, index_dtype, backend, algorithm):
@@ -121,10 +121,9 @@ segmented_top_k.register_autograd(_segmented_backward, setup_context=_segmented_
 
 
 def call_merge(parts, k, mode, sorted_, nan):
-    """``(values, indices)`` from the operator when every part is a pair of torch tensors, or
-    None (the plain path then serves the call, or raises the usual error)."""
-    if type(parts) not in (list, tuple) or not parts:
-        return None
+    """``(values, indices)`` from the operator when every part of ``parts`` (a non-empty list or
+    tuple whose first part is a pair: :func:`cutopk.merge_top_k` calls this only then) is a pair
+    of torch tensors, or None (the plain path then serves the call, or raises the usual error)."""
     pairs = [p for p in parts if isinstance(p, (tuple, list))]  # TopK is a tuple
     if len(pairs) != len(parts) or any(len(p) != 2 for p in pairs):
         return None
@@ -167,18 +166,33 @@ def _(values, indices, k, mode="largest", sorted="value", nan="last"):
         raise ValueError(
             f"parts: expected one or more parts, as many values as indices, got {len(values)} and {len(indices)}"
         )
+    # The shapes checked as the plain path checks them (cutopk/irregular/merge.py), with its
+    # messages: a misfit is an error here too, never an output of the first part's batch shape.
     first = values[0]
-    for v, i in zip(values, indices, strict=True):
-        if v.dim() != first.dim() or i.dim() != first.dim():
-            raise ValueError("parts: expected every part's values and indices to have one rank")
+    for p, (v, i) in enumerate(zip(values, indices, strict=True)):
         if v.dtype != first.dtype or i.dtype != indices[0].dtype:
             raise TypeError("parts: expected one values dtype and one index dtype across the parts")
+        if v.dim() == 0:
+            raise ValueError(f"parts[{p}].values: expected an array of rank >= 1, got a rank-0 array")
+        if i.shape != v.shape:
+            raise ValueError(
+                f"parts[{p}].indices: expected the shape of parts[{p}].values {tuple(v.shape)}, "
+                f"got {tuple(i.shape)}"
+            )
+        if v.shape[:-1] != first.shape[:-1]:
+            raise ValueError(
+                f"parts[{p}]: expected shape {(*first.shape[:-1], '*')} (that of parts[0] except "
+                f"the last axis), got {tuple(v.shape)}"
+            )
     for name, value, choices in (("mode", mode, _checks.MODES), ("sorted", sorted, _ORDER_NAMES),
                                  ("nan", nan, _checks.NAN_POLICIES)):  # fmt: skip
         _checks.check_choice(name, value, choices)
     total = sum(v.shape[-1] for v in values)
-    torch._check(k >= 0, lambda: f"k: expected k >= 0, got k={k}")
-    torch._check(k <= total, lambda: f"k: expected k <= {total} (the candidates in all parts), got k={k}")
+    if isinstance(k, int) and isinstance(total, int):
+        merge.check_k(k, total)
+    else:  # symbolic: the guards the compiled graph runs under
+        torch._check(k >= 0, lambda: f"k: expected k >= 0, got k={k}")
+        torch._check(k <= total, lambda: f"k: expected k <= {total} (the candidates in all parts), got k={k}")
     shape = (*first.shape[:-1], k)
     return (
         first.new_empty(shape),

@@ -1,0 +1,97 @@
+"""The fake implementations of ``torch.ops.cutopk.segmented_top_k`` and ``merge_top_k`` (what
+meta tensors and torch.compile see): every misfit the plain path refuses without reading data is
+refused with the plain path's message, never answered with a made-up shape; and the operators
+called directly with as many values as indices, or not."""
+
+from __future__ import annotations
+
+import pytest
+
+import cutopk
+
+torch = pytest.importorskip("torch", reason="the torch operators need torch")
+
+
+def _both(device: str):
+    """Constructors of float32 values and int64 indices on ``device``."""
+    return (
+        lambda *shape: torch.zeros(*shape, device=device),
+        lambda *shape: torch.zeros(*shape, device=device, dtype=torch.int64),
+    )
+
+
+def _raises_alike(call, error, message):
+    """``call(device)`` raises ``error`` matching ``message`` on CPU tensors (the plain path) and
+    on meta tensors (the operator's fake implementation)."""
+    for device in ("cpu", "meta"):
+        with pytest.raises(error, match=message):
+            call(device)
+
+
+SEGMENTED_MISFITS = [
+    (lambda v, i: (v(2, 3), i(3)), ValueError, r"^data: expected a 1-D array, got shape \(2, 3\)$"),
+    (lambda v, i: (v(6), v(3)), TypeError, r"^offsets: expected an integer array, got dtype (torch\.)?float32$"),
+    (lambda v, i: (v(6), i(3, 2)), ValueError, r"^offsets: expected a 1-D array of S \+ 1 positions, got shape \(3, 2\)$"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("args", "error", "message"), SEGMENTED_MISFITS)
+def test_segmented_misfits_are_refused_on_meta_tensors_as_on_the_cpu(args, error, message):
+    _raises_alike(lambda device: cutopk.segmented_top_k(*args(*_both(device)), 1), error, message)
+
+
+def test_segmented_on_meta_tensors_gives_the_shapes():
+    v, i = _both("meta")
+    r = cutopk.segmented_top_k(v(6), i(4), 2, index_dtype=torch.int32)
+    assert r.values.device.type == "meta" and r.values.shape == (3, 2) and r.indices.dtype == torch.int32
+
+
+MERGE_MISFITS = [
+    (lambda v, i: [(v(2, 3), i(2, 3)), (v(4, 3), i(4, 3))], 2, ValueError,
+     r"^parts\[1\]: expected shape \(2, '\*'\) \(that of parts\[0\] except the last axis\), got \(4, 3\)$"),
+    (lambda v, i: [(v(2, 3), i(2, 3)), (v(3), i(3))], 2, ValueError,
+     r"^parts\[1\]: expected shape \(2, '\*'\) \(that of parts\[0\] except the last axis\), got \(3,\)$"),
+    (lambda v, i: [(v(2, 3), i(2, 3)), (v(2, 3), i(2, 2))], 2, ValueError,
+     r"^parts\[1\]\.indices: expected the shape of parts\[1\]\.values \(2, 3\), got \(2, 2\)$"),
+    (lambda v, i: [(v(()), i(()))], 0, ValueError, r"^parts\[0\]\.values: expected an array of rank >= 1, got a rank-0 array$"),
+    (lambda v, i: [(v(2, 3), i(2, 3)), (v(2, 4), i(2, 4))], 8, ValueError,
+     r"^k: expected 0 <= k <= 7 \(the number of candidates in all parts together\), got k=8$"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("parts", "k", "error", "message"), MERGE_MISFITS)
+def test_merge_misfits_are_refused_on_meta_tensors_as_on_the_cpu(parts, k, error, message):
+    _raises_alike(lambda device: cutopk.merge_top_k(parts(*_both(device)), k), error, message)
+
+
+def test_merge_dtype_misfits_are_refused_on_meta_tensors():
+    v, i = _both("meta")
+    for other in [(v(2, 3).double(), i(2, 3)), (v(2, 3), i(2, 3).int())]:
+        with pytest.raises(
+            TypeError, match=r"^parts: expected one values dtype and one index dtype across the parts$"
+        ):
+            cutopk.merge_top_k([(v(2, 3), i(2, 3)), other], 2)
+
+
+def test_merge_on_meta_tensors_gives_the_shapes():
+    v, i = _both("meta")
+    r = cutopk.merge_top_k([(v(2, 5, 3), i(2, 5, 3)), (v(2, 5, 4), i(2, 5, 4))], 6)
+    assert r.values.device.type == "meta" and r.values.shape == (2, 5, 6) and r.indices.dtype == torch.int64
+
+
+def test_the_merge_operator_needs_as_many_values_as_indices():
+    cutopk.merge_top_k([(torch.zeros(1, 1), torch.zeros(1, 1, dtype=torch.int64))], 1)  # registers it
+    op = torch.ops.cutopk.merge_top_k
+    for device, message in [
+        ("cpu", r"^parts: expected as many values as indices, got 2 and 1$"),
+        ("meta", r"^parts: expected one or more parts, as many values as indices, got 2 and 1$"),
+    ]:
+        v, i = _both(device)
+        with pytest.raises(ValueError, match=message):
+            op([v(2, 3), v(2, 3)], [i(2, 3)], 2)
+    values = [torch.tensor([[4.0, 1.0, 0.0]]), torch.tensor([[6.0, 4.0, 2.0]])]
+    indices = [torch.tensor([[5, 0, 2]]), torch.tensor([[7, 3, 9]])]
+    got_values, got_indices, where = op(values, indices, 3)
+    # 4.0 ties at indices 5 and 3: the lower index first.
+    assert got_values.tolist() == [[6.0, 4.0, 4.0]] and got_indices.tolist() == [[7, 3, 5]]
+    assert where.tolist() == [[3, 4, 0]]  # the winners' places along the concatenated parts
