@@ -63,7 +63,9 @@ class _Segmented(torch.autograd.Function):
     @staticmethod
     def forward(ctx, data, starts_of, select):
         values, indices = select(data.detach())
-        starts = torch.as_tensor(starts_of(data.shape[0]), device=data.device)
+        starts = starts_of(data.shape[0])
+        if not isinstance(starts, torch.Tensor):  # host offsets, checked on the host
+            starts = torch.as_tensor(starts, device=data.device)
         ctx.save_for_backward(indices, starts)
         ctx.n = data.shape[0]
         ctx.mark_non_differentiable(indices)

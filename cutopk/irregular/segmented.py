@@ -42,7 +42,7 @@ import contextlib
 
 import numpy as np
 
-from .._core.entry import check_algorithm_name
+from .._core.entry import check_algorithm_name, is_torch_tensor
 from .._core.result import TopK
 from .._core.select import select as _top_k
 from .._request import checks as _checks
@@ -356,12 +356,23 @@ def _gather(data, starts, lengths, worst):
 
 def differentiable(data, offsets, k, mode, sorted_, nan, index_dtype, backend, algorithm, max_length=None):
     """``(select, starts_of)`` for :func:`cutopk._core.autograd.segmented_top_k`: the selection from
-    the detached data, and each segment's start in data of length n (the offsets, checked on the
-    host: with offsets on the device, the gradient's route reads them back, once per call)."""
+    the detached data, and each segment's start in data of length n: host offsets checked on the
+    host; offsets in a CUDA tensor as they lie, never read back (the kernels check them, and a
+    bad segment comes back as padding, which passes no gradient)."""
 
     def run(detached):
         return segmented_top_k(
             detached, offsets, k, mode, sorted_, nan, index_dtype, backend, algorithm, max_length
         )
 
-    return run, lambda n: check_offsets(offsets, n)[:-1]
+    def starts_of(n):
+        if _is_device_tensor(offsets) and offsets.ndim == 1 and offsets.shape[0] >= 1:
+            return offsets[:-1].long()
+        return check_offsets(offsets, n)[:-1]
+
+    return run, starts_of
+
+
+def _is_device_tensor(value) -> bool:
+    """Whether ``value`` is a torch tensor on a GPU (checked without importing torch)."""
+    return is_torch_tensor(value) and value.device.type != "cpu"

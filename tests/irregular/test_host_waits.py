@@ -326,3 +326,28 @@ def test_max_length_on_torch_tensors_is_checked_as_on_numpy():
     got = cutopk.segmented_top_k(tensor, offsets, 5, max_length=3000)
     want = cutopk.segmented_top_k(data, offsets, 5)
     assert_same_padded((got.values.detach().numpy(), got.indices.numpy()), tuple(want))
+
+
+def test_segmented_with_max_length_and_gradients_on_torch_tensors_makes_no_host_wait(torch_cuda):
+    """``max_length=`` with data that requires grad takes the autograd route (the operator has
+    no such argument): the segments' starts for the backward come from the device offsets as
+    they lie, never read back (a bad segment is padding, which passes no gradient)."""
+    _, tc = torch_cuda
+    host = _values(5, (N,))
+    data = tc.to_cuda(host).requires_grad_()
+    offsets = tc.to_cuda(OFFSETS)
+
+    def call():
+        return cutopk.segmented_top_k(data, offsets, K, max_length=N)
+
+    reads, syncs, log = _waits(call)
+    assert (reads, syncs) == (0, 0), log
+    values, indices = call()
+    values.sum().backward()
+    want = np.zeros(N, dtype=np.float32)
+    for s, lo in enumerate(OFFSETS[:-1]):
+        for i in indices[s].cpu().numpy():
+            if i >= 0:
+                want[lo + i] += 1
+    np.testing.assert_array_equal(data.grad.cpu().numpy(), want)
+    assert want.sum() > 0
