@@ -269,7 +269,7 @@ constexpr int STAGE_WARPS = CUTOPK_MULTIBLOCK_THREADS / 32;
 // 8 keys, for 16-bit keys; two rounds of 32-bit keys). 8 KB a block for every key width: the keys
 // are re-read at the flush (from L1) rather than staged, which would take 3 x that for 64-bit
 // keys, and more static shared memory would push K = 4096's finishing sort off sm_75's 64 KB.
-constexpr int STAGE_SIZE = 256;
+constexpr int STAGE_SIZE = CUTOPK_MULTIBLOCK_STAGE;
 static_assert(STAGE_SIZE >= 32 * 8, "a stage holds a round of a warp's runs of 16-bit keys");
 
 // Appends the `fill` candidates a warp has staged (offsets from `begin` in `stage`) to the row's
