@@ -17,9 +17,13 @@
 //               input, or the candidate buffer once the row has moved there), counts the digit of
 //               the keys still in the race in shared memory and adds its counts to the row's
 //               histogram. Pass 1 also stages the keys that reach the threshold, with their
-//               indices, in the candidate buffer (any order); with more than one digit, the keys
-//               above it, and each block counts the keys equal to it (tie_counts[row][block],
-//               32-bit: rows are shorter than 2^32). Then __threadfence() and an atomic arrival
+//               indices, in the candidate buffer (any order); with more than one digit, pass 1
+//               is the streaming filter instead (filter_slice): it only compares each key with
+//               the threshold and counts the keys equal to it (tie_counts[row][block], 32-bit:
+//               rows are shorter than 2^32), stages the keys above it, and counts the top digit
+//               of those alone, so the histogram holds the candidates only; a row whose
+//               threshold fails then starts over on the input (BEHIND, below). Then
+//               __threadfence() and an atomic arrival
 //               ticket: the block that arrives last (whatever order the blocks ran in: no block
 //               ever waits for another) finds the bucket of the K-th key, re-zeroes the histogram
 //               for the next pass and updates the state:
@@ -30,7 +34,11 @@
 //                   repeating): in pass 2 every block writes its share of the candidates and the
 //                   blocks whose slices hold the lowest-index ties (the counts of the slices
 //                   before theirs say which) write those, in index order; else the input (rare:
-//                   one read per pass, same launches);
+//                   one read per pass, same launches): after the filter, whose histogram says
+//                   nothing of the other keys, the row starts over at its top digit in pass 2
+//                   (BEHIND), one digit behind, and its last launch resolves two digits
+//                   (finish_behind: the last one counted over the bucket buffer, or over the
+//                   input by the finishing block alone when that overflowed);
 //                 - a bucket taken whole ends the selection early (COLLECT): in the next pass
 //                   every block writes its keys at or above the bucket as winners, its last block
 //                   orders them, and later passes return at once (FINISHED);
@@ -50,13 +58,15 @@
 // Rows: regular, with lengths, or CSR segments (row_extent.cuh): every kernel takes the row's start
 // and length from row_extent and never reads past the length. A row of length L <= K has L winners
 // (`k_row`): it is collected whole in pass 1, and its last K - L outputs are padding (-1, 0).
-// Reads of the input: 1 on the usual data (pass 1; later passes read the candidates); one per
-// pass for a row whose candidates failed (all keys equal, or too many reaching the threshold).
+// Reads of the input: 1 on the usual data (pass 1; later passes read the candidates, shared out
+// by their count); one per pass for a row whose candidates failed (too many keys above the
+// threshold, or too few reaching it), and one more by a single block when such a row's last
+// bucket overflows its buffer.
 // Dtypes: all (KeyTraits). Threads per block: CUTOPK_MULTIBLOCK_THREADS. Shared memory (dynamic):
 // the larger of the digit's counts (4 bytes per bin) and, with `sort_here`, pow2(K) (key, index)
-// pairs. Any K (n < 2^32). Scratch per row (the family's named table):
-// state, one 32-bit count per bin, the candidate and bucket buffers (key and 64-bit index each),
-// K winners.
+// pairs; static: the filter's stages (CUTOPK_MULTIBLOCK_STAGE offsets per warp, 8 KB) and
+// scalars. Any K (n < 2^32). Scratch per row (the family's named table): state, one 32-bit count
+// per bin, the candidate and bucket buffers (key and 64-bit index each), K winners.
 #include "constants.cuh"
 #include "key_traits.cuh"
 #include "row_extent.cuh"
