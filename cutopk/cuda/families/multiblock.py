@@ -357,7 +357,11 @@ def global_bytes(
 
     sample_threshold: the states, the zeroed histograms, the sampled runs (a sector each). Pass 1: the
     input, the states, the digit's counts, the staged candidates (keys and indices), each slice's
-    count of the threshold's ties. Each later
+    count of the threshold's ties. With a threshold and keys of more than one digit pass 1 is the
+    streaming filter (kernels/multiblock.cu, filter_slice): the same sectors (its flushes re-read
+    the candidates' keys in sectors the pass has just read), fewer instructions, its digit counted
+    over the candidates alone; a row whose threshold fails starts over on the input (one read per
+    pass, not modelled: spread keys never do). Each later
     pass: the candidates' keys (the input again for rows without a threshold) and the digit's
     counts, until the bucket of the K-th key is expected to hold one key (taken whole: spread
     keys stop early); the pass after it collects the winners (their pairs, their indices in the
