@@ -34,6 +34,9 @@
 #define CUTOPK_MULTIBLOCK_STATE_BYTES 96
 #define CUTOPK_MULTIBLOCK_SAMPLES 4096
 #define CUTOPK_MULTIBLOCK_DIGIT_BITS 11
+// multiblock: offsets of candidates each warp of pass 1's streaming filter stages in shared memory
+// before it flushes them (4 bytes each: 8 KB a block of static shared memory).
+#define CUTOPK_MULTIBLOCK_STAGE 256
 
 // resident: the widest digit (2^12 bins: the top digit of a float32 key is its sign, 8 exponent
 // bits and 3 mantissa bits, so that values of one binade still split 8 ways).

@@ -17,9 +17,13 @@
 //               input, or the candidate buffer once the row has moved there), counts the digit of
 //               the keys still in the race in shared memory and adds its counts to the row's
 //               histogram. Pass 1 also stages the keys that reach the threshold, with their
-//               indices, in the candidate buffer (any order); with more than one digit, the keys
-//               above it, and each block counts the keys equal to it (tie_counts[row][block],
-//               32-bit: rows are shorter than 2^32). Then __threadfence() and an atomic arrival
+//               indices, in the candidate buffer (any order); with more than one digit, pass 1
+//               is the streaming filter instead (filter_slice): it only compares each key with
+//               the threshold and counts the keys equal to it (tie_counts[row][block], 32-bit:
+//               rows are shorter than 2^32), stages the keys above it, and counts the top digit
+//               of those alone, so the histogram holds the candidates only; a row whose
+//               threshold fails then starts over on the input (BEHIND, below). Then
+//               __threadfence() and an atomic arrival
 //               ticket: the block that arrives last (whatever order the blocks ran in: no block
 //               ever waits for another) finds the bucket of the K-th key, re-zeroes the histogram
 //               for the next pass and updates the state:
@@ -30,7 +34,11 @@
 //                   repeating): in pass 2 every block writes its share of the candidates and the
 //                   blocks whose slices hold the lowest-index ties (the counts of the slices
 //                   before theirs say which) write those, in index order; else the input (rare:
-//                   one read per pass, same launches);
+//                   one read per pass, same launches): after the filter, whose histogram says
+//                   nothing of the other keys, the row starts over at its top digit in pass 2
+//                   (BEHIND), one digit behind, and its last launch resolves two digits
+//                   (finish_behind: the last one counted over the bucket buffer, or over the
+//                   input by the finishing block alone when that overflowed);
 //                 - a bucket taken whole ends the selection early (COLLECT): in the next pass
 //                   every block writes its keys at or above the bucket as winners, its last block
 //                   orders them, and later passes return at once (FINISHED);
@@ -50,13 +58,15 @@
 // Rows: regular, with lengths, or CSR segments (row_extent.cuh): every kernel takes the row's start
 // and length from row_extent and never reads past the length. A row of length L <= K has L winners
 // (`k_row`): it is collected whole in pass 1, and its last K - L outputs are padding (-1, 0).
-// Reads of the input: 1 on the usual data (pass 1; later passes read the candidates); one per
-// pass for a row whose candidates failed (all keys equal, or too many reaching the threshold).
+// Reads of the input: 1 on the usual data (pass 1; later passes read the candidates, shared out
+// by their count); one per pass for a row whose candidates failed (too many keys above the
+// threshold, or too few reaching it), and one more by a single block when such a row's last
+// bucket overflows its buffer.
 // Dtypes: all (KeyTraits). Threads per block: CUTOPK_MULTIBLOCK_THREADS. Shared memory (dynamic):
 // the larger of the digit's counts (4 bytes per bin) and, with `sort_here`, pow2(K) (key, index)
-// pairs. Any K (n < 2^32). Scratch per row (the family's named table):
-// state, one 32-bit count per bin, the candidate and bucket buffers (key and 64-bit index each),
-// K winners.
+// pairs; static: the filter's stages (CUTOPK_MULTIBLOCK_STAGE offsets per warp, 8 KB) and
+// scalars. Any K (n < 2^32). Scratch per row (the family's named table): state, one 32-bit count
+// per bin, the candidate and bucket buffers (key and 64-bit index each), K winners.
 #include "constants.cuh"
 #include "key_traits.cuh"
 #include "row_extent.cuh"
@@ -76,6 +86,12 @@ enum Mode : int {
 };
 // Where a row's elements are read from.
 enum Source : int { ON_INPUT = 0, ON_CANDIDATES = 1 };
+// State::staging. NO_THRESHOLD: none sampled (short rows). FILTER: pass 1 stages the keys that
+// reach the threshold (with more than one digit, the keys above it, by the streaming filter,
+// counting the ties); after pass 1 it is NO_THRESHOLD again, or BEHIND: the threshold failed
+// (too few keys reached it, or more than the buffer holds), the row restarts on the input at its
+// top digit in pass 2, and its last launch resolves its last two digits (finish_behind).
+enum Staging : int { NO_THRESHOLD = 0, FILTER = 1, BEHIND = 2 };
 // Where the finishing block took the last bucket's winners from (tests read it).
 // WHOLE: every key at or above a bucket taken whole, written by every block (COLLECT).
 // FROM_TIES: the candidates and the threshold's lowest-index ties, written by every block (TIES).
@@ -101,7 +117,7 @@ struct State {
   Source source;
   int k_row;    // the row's winners: min(K, its length); the rest is padding
   int passes;   // launches that did work on the row (a finished row's later launches return at once)
-  int staging;  // pass 1 stages the keys that reach `threshold` (above it, with more than one digit)
+  int staging;  // Staging: whether pass 1 filters against `threshold`, or the row is one digit behind
   Gathered gathered;
 };
 static_assert(sizeof(State) == CUTOPK_MULTIBLOCK_STATE_BYTES, "MULTIBLOCK_STATE_BYTES in kernels/constants.cuh");
@@ -246,6 +262,104 @@ __device__ __forceinline__ void append(unsigned picks, const typename KeyTraits<
       }
       ++at;
     }
+}
+
+// Pass 1 of a row with a sampled threshold (issue 39, item 3): the streaming filter. Nearly every
+// key of a long row falls below the threshold, so the loop over the slice only transforms, compares
+// and counts the threshold's ties, with the next tile's 16-byte loads in flight (row_loads.cuh);
+// no histogram, no shared atomic, no warp match per element (tools/check_sass.py keeps ATOMS and
+// MATCH out of this function: it is __noinline__ so that its code is a range of its own in SASS).
+// The few keys above the threshold are compacted per warp into a stage in shared memory (their
+// offsets in the slice: a warp scan, plain stores) and flushed by flush_stage, which appends them
+// to the candidate buffer with one global atomic per warp and counts their top digit: the digit
+// histogram of pass 1 is built over the candidates alone, which hold every winner when the
+// threshold holds (the finishing block checks that; else the row starts over, BEHIND).
+constexpr int STAGE_WARPS = CUTOPK_MULTIBLOCK_THREADS / 32;
+// Offsets a warp stages before it flushes: at least one round of the warp's runs (32 lanes x up to
+// 8 keys, for 16-bit keys; two rounds of 32-bit keys). 8 KB a block for every key width: the keys
+// are re-read at the flush (from L1) rather than staged, which would take 3 x that for 64-bit
+// keys, and more static shared memory would push K = 4096's finishing sort off sm_75's 64 KB.
+constexpr int STAGE_SIZE = CUTOPK_MULTIBLOCK_STAGE;
+static_assert(STAGE_SIZE >= 32 * 8, "a stage holds a round of a warp's runs of 16-bit keys");
+
+// Appends the `fill` candidates a warp has staged (offsets from `begin` in `stage`) to the row's
+// candidate buffer at positions one atomic per warp hands out on `counter` (any order: every
+// reader goes by the stored indices), and counts their digit [low, low + width) in `counts`
+// (lanes with equal digits add once together). Positions from `cap` on are not written; the
+// counter counts them all, so a count past `cap` tells the finishing block that the buffer
+// overflowed; it returns true then (the warp's), and the warp stages no more (the row starts
+// over). Every lane of the warp calls it with the same `fill`. Scalars only, no pointer to a
+// local: anything passed in memory would give the kernel a stack frame.
+template <class T>
+__device__ __noinline__ bool flush_stage(const typename KeyTraits<T>::Key* bits, long long stride, bool largest,
+                                         bool nan_first, long long begin, const unsigned* stage, int fill,
+                                         unsigned long long* counter, long long cap,
+                                         typename KeyTraits<T>::Key* dst_key, long long* dst_idx, unsigned int* counts,
+                                         int low, unsigned mask) {
+  typedef typename KeyTraits<T>::Key Key;
+  __syncwarp();  // the lanes' staged offsets are visible to the whole warp
+  const int lane = threadIdx.x & 31;
+  unsigned long long base = 0;
+  if (lane == 0) base = atomicAdd(counter, (unsigned long long)fill);
+  base = __shfl_sync(0xffffffffu, base, 0);
+  for (int j0 = 0; j0 < fill; j0 += 32) {  // whole rounds: every lane reaches the digit count's match
+    const int j = j0 + lane;
+    const bool valid = j < fill;
+    const long long i = begin + (valid ? stage[j] : 0u);
+    const Key key = valid ? KeyTraits<T>::from_bits(bits[i * stride], largest, nan_first) : Key(0);
+    if (valid && base + j < (unsigned long long)cap) {
+      dst_key[base + j] = key;
+      dst_idx[base + j] = i;
+    }
+    count_digit_at<Key>(counts, key, valid, low, mask, true);
+  }
+  __syncwarp();  // every lane has read the stage before it is refilled
+  return base + fill > (unsigned long long)cap;
+}
+
+// Pass 1's loop over this block's slice [begin, end) of the input (see above): stages and flushes
+// the keys above `threshold`, and returns this thread's count of keys equal to it. The whole
+// block calls it (stream_row's runs are warp-synchronous).
+template <class T>
+__device__ __noinline__ unsigned filter_slice(const typename KeyTraits<T>::Key* bits, long long stride, bool largest,
+                                              bool nan_first, long long begin, long long end,
+                                              typename KeyTraits<T>::Key threshold, unsigned long long* counter,
+                                              long long cap, typename KeyTraits<T>::Key* dst_key, long long* dst_idx,
+                                              unsigned int* counts, int low, unsigned mask) {
+  typedef typename KeyTraits<T>::Key Key;
+  __shared__ unsigned s_stage[STAGE_WARPS][STAGE_SIZE];
+  unsigned* stage = s_stage[threadIdx.x >> 5];
+  int fill = 0;       // offsets staged by this warp (the same in every lane)
+  bool full = false;  // the candidate buffer overflowed (the same in every lane)
+  unsigned ties = 0;  // this thread's keys equal to the threshold
+  stream_row(bits, stride, begin, end, threadIdx.x, blockDim.x, [&](const auto& run) {
+    unsigned picks = 0;  // bit e: element e of the run is above the threshold
+#pragma unroll
+    for (int e = 0; e < CUTOPK_RUN_SIZE(run); ++e) {
+      const Key key = KeyTraits<T>::from_bits(run.bits[e], largest, nan_first);
+      const bool valid = e < run.count;
+      picks |= (unsigned)(valid && key > threshold) << e;
+      ties += valid && key == threshold;
+    }
+    if (full || !__any_sync(0xffffffffu, picks != 0)) return;  // the usual case; the same in the whole warp
+    int total;
+    int at = fill + warp_scan(__popc(picks), &total);
+    if (fill + total > STAGE_SIZE) {  // the same in the whole warp
+      full = flush_stage<T>(bits, stride, largest, nan_first, begin, stage, fill, counter, cap, dst_key, dst_idx,
+                            counts, low, mask);
+      at -= fill;
+      fill = 0;
+      if (full) return;
+    }
+#pragma unroll
+    for (int e = 0; e < CUTOPK_RUN_SIZE(run); ++e)
+      if ((picks >> e) & 1u) stage[at++] = (unsigned)(run.first + e - begin);  // slices are < 2^32 long
+    fill += total;
+  });
+  if (fill && !full)
+    flush_stage<T>(bits, stride, largest, nan_first, begin, stage, fill, counter, cap, dst_key, dst_idx, counts, low,
+                   mask);
+  return ties;
 }
 
 // The bucket holding the `needed`-th key counting down from the largest digit, over `bins` shared
@@ -601,6 +715,47 @@ __device__ __forceinline__ void gather_threshold_ties(const Row<T>& input, const
   }
 }
 
+// The finishing block of a row one digit behind (BEHIND), in the last launch: `*f` holds the bucket
+// of its next-to-last digit (prefix above f->cut, the last digit's width; f->needed winners in it)
+// inside the bucket the launch counted (`cut`, `prefix`: `above` keys of it above f's bucket). The
+// last digit is counted over the bucket buffer (`staged`: every key of the counted bucket, the
+// launch's blocks staged them) or, when it overflowed, over the input by this block alone (slow,
+// and only for rows whose sampled threshold failed); then the winners are gathered as after a
+// last digit, and *f holds the K-th key.
+template <class T>
+__device__ __forceinline__ void finish_behind(const Row<T>& input, bool staged, const typename KeyTraits<T>::Key* bkey,
+                                              const long long* bidx, long long bcount, int cut,
+                                              unsigned long long prefix, long long above, State* f,
+                                              typename KeyTraits<T>::Key* win_key, long long* win_idx,
+                                              unsigned long long* cursor, unsigned int* counts) {
+  typedef typename KeyTraits<T>::Key Key;
+  const int width = f->cut, bins = 1 << width;
+  const unsigned long long bucket = f->prefix;
+  for (int d = threadIdx.x; d < bins; d += blockDim.x) counts[d] = 0;
+  __syncthreads();
+  const long long count = staged ? bcount : input.length;
+  for (long long j = threadIdx.x; j < count; j += blockDim.x) {
+    const Key key = staged ? __ldcg(bkey + j) : input.key(input.bits[j * input.stride]);
+    if (high(key, width) == bucket) atomicAdd(&counts[key & (Key)(bins - 1)], 1u);
+  }
+  __syncthreads();
+  long long above_last;
+  const int digit = block_find_bucket(counts, bins, f->needed, &above_last);
+  const Key kth = static_cast<Key>((bucket << width) | (unsigned long long)digit);
+  const long long ties = counts[digit];
+  f->needed -= above_last;
+  f->bucket = ties;
+  f->prefix = kth;
+  f->cut = 0;
+  f->width = 0;
+  __syncthreads();  // every thread has read counts[digit]: the gathering reuses the shared memory
+  if (staged)
+    gather_from_buffer<Key>(bkey, bidx, bcount, cut, prefix, kth, f->needed, ties, input.length, win_key, win_idx,
+                            cursor, counts);
+  else
+    gather_from_input<T>(input, cut, prefix, kth, above + above_last, f->needed, win_key, win_idx, cursor);
+}
+
 // One digit pass (or the collection of a row whose bucket was taken whole), for every row at
 // once: grid (blocks per row, rows). The block that finishes a row's pass last updates its state;
 // see the file's header.
@@ -627,12 +782,20 @@ digit_pass(MB_PASS_PARAMS) {
   const bool top = s.cut >= KEY_BITS;  // pass 1: every key is in the race
   const int low = s.cut - s.width;     // the digit's lowest bit (SELECT)
   const bool last_digit = select && low == 0;
-  const bool stage_cand = select && top && s.staging;
-  const bool stage_bucket = last_digit && !top;  // with one digit, pass 1's candidates serve instead
-  const bool write_winners = last_digit || !select;
+  const bool stage_cand = select && top && s.staging == FILTER;
+  // Pass 1 with a threshold and keys of more than one digit: the streaming filter (filter_slice).
+  const bool filter = strict && stage_cand;
+  // A row one digit behind, in the last launch: it counts its next-to-last digit here, stages its
+  // bucket and writes the winners above it; the finishing block resolves the last digit too.
+  const bool penultimate = select && s.staging == BEHIND && low > 0 && digit_width(KEY_BITS, low) == low;
+  const bool stage_bucket = (last_digit || penultimate) && !top;  // with one digit, pass 1's candidates serve
+  const bool write_winners = last_digit || penultimate || !select;
   const Row<T> r = row_of<T>(in, n, row_stride, col_stride, extents, rows_kind, largest, nan_first, cand_key, cand_idx,
                              cap, s.source == ON_CANDIDATES, (long long)s.cand_count, row);
-  const long long per = r.from_cand ? cand_slice : slice;
+  // A pass over the candidates shares out the ones pass 1 staged (not the buffer's capacity) over
+  // every block of the row, in whole runs of 32.
+  const long long cand_per = ((r.length + gridDim.x - 1) / gridDim.x + 31) / 32 * 32;
+  const long long per = r.from_cand ? max(32ll, cand_per) : slice;
   const long long begin = (long long)blockIdx.x * per;
   unsigned int* counts = reinterpret_cast<unsigned int*>(smem);
   const int digit_bins = select ? 1 << s.width : 0;
@@ -648,6 +811,11 @@ digit_pass(MB_PASS_PARAMS) {
                                    cand_idx, cap, false, 0, row);
     gather_threshold_ties<T>(input, s, st, slice, cand_slice, cand_key + row * cap, cand_idx + row * cap,
                              tie_counts + row * gridDim.x, win_key + row * k, win_idx + row * k);
+  } else if (filter) {
+    if constexpr (8 * sizeof(Key) > CUTOPK_MULTIBLOCK_DIGIT_BITS)  // `filter` is false for one digit
+      at_threshold =
+          filter_slice<T>(r.bits, r.stride, r.largest, r.nan_first, begin, min(r.length, begin + per), threshold,
+                          &st->cand_count, cap, cand_key + row * cap, cand_idx + row * cap, counts, low, mask);
   } else {
     stream_row(r.bits, r.stride, begin, min(r.length, begin + per), threadIdx.x, blockDim.x, [&](const auto& run) {
       Key keys[CUTOPK_RUN_SIZE(run)];
@@ -659,8 +827,7 @@ digit_pass(MB_PASS_PARAMS) {
         const unsigned long long hi = high(keys[e], s.cut);
         const bool in_race = valid && hi == s.prefix;
         if (select) count_digit_at<Key>(counts, keys[e], in_race, low, mask, top);
-        reach |= (unsigned)(valid && (strict ? keys[e] > threshold : keys[e] >= threshold)) << e;
-        if (strict && stage_cand) at_threshold += valid && keys[e] == threshold;
+        reach |= (unsigned)(valid && keys[e] >= threshold) << e;  // one digit (else filter_slice stages)
         bucket |= (unsigned)in_race << e;
         win |= (unsigned)(valid && (select ? hi > s.prefix : hi >= s.prefix)) << e;
       }
@@ -707,13 +874,17 @@ digit_pass(MB_PASS_PARAMS) {
     f.prefix = (s.prefix << s.width) | (unsigned long long)digit;
     f.cut = low;
     f.width = digit_width(KEY_BITS, low);
-    __syncthreads();  // every thread has read counts[digit]: the gathering reuses the shared memory
-    if (top) {        // after pass 1: the candidates hold every winner when at least k_row keys reached the threshold
+    __syncthreads();       // every thread has read counts[digit]: the gathering reuses the shared memory
+    bool restart = false;  // the threshold failed after the filter: the row starts over (BEHIND)
+    // After pass 1 (not a row that starts over, whose top digit is counted in pass 2): the
+    // candidates hold every winner when at least k_row keys reached the threshold.
+    if (top && s.staging != BEHIND) {
       const bool held =
-          s.staging && f.cand_count >= (unsigned long long)s.k_row && f.cand_count <= (unsigned long long)cap;
+          s.staging == FILTER && f.cand_count >= (unsigned long long)s.k_row && f.cand_count <= (unsigned long long)cap;
       f.source = held ? ON_CANDIDATES : ON_INPUT;
-      f.staging = 0;
-      if (strict && s.staging && !held && f.cand_count <= (unsigned long long)cap) {  // the same in the whole block
+      f.staging = NO_THRESHOLD;
+      if (strict && s.staging == FILTER && !held &&
+          f.cand_count <= (unsigned long long)cap) {  // the same in the whole block
         long long part = 0, ties;
         for (long long j = threadIdx.x; j < gridDim.x; j += blockDim.x)
           part += (long long)__ldcg(tie_counts + row * gridDim.x + j);
@@ -727,9 +898,30 @@ digit_pass(MB_PASS_PARAMS) {
           f.cut = 0;
         }
       }
+      // The filter counted the candidates' digits alone: unless they hold the winners (or the
+      // threshold's ties make up the rest) the histogram says nothing of the row, which starts
+      // over at its top digit on the input; its last launch catches up (finish_behind).
+      restart = filter && !held && f.mode != TIES;
+      if (restart) {
+        f.staging = BEHIND;
+        f.prefix = 0;
+        f.cut = KEY_BITS;
+        f.width = digit_width(KEY_BITS, KEY_BITS);
+        f.needed = s.k_row;
+        f.bucket = s.bucket;
+      }
     }
-    if (f.mode == TIES) {
-      // pass 2 gathers the row
+    if (f.mode == TIES || restart) {
+      // pass 2 gathers the row, or counts its top digit
+    } else if (penultimate) {  // the next-to-last digit of a row one behind: the last one as well, then gather
+      finish = true;
+      const Row<T> input = row_of<T>(in, n, row_stride, col_stride, extents, rows_kind, largest, nan_first, cand_key,
+                                     cand_idx, cap, false, 0, row);
+      const bool staged = stage_bucket && f.bucket_count <= (unsigned long long)bucket_cap;
+      f.gathered = staged ? FROM_BUCKET : FROM_INPUT;
+      finish_behind<T>(input, staged, bucket_key + row * bucket_cap, bucket_idx + row * bucket_cap,
+                       (long long)f.bucket_count, s.cut, s.prefix, above, &f, win_key + row * k, win_idx + row * k,
+                       cursor, counts);
     } else if (low == 0) {  // the last digit: the K-th key is `prefix`; gather the bucket's winners
       const Key kth = static_cast<Key>(f.prefix);
       finish = true;

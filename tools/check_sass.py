@@ -6,7 +6,10 @@ fails when a streaming kernel cannot run at the memory-bandwidth limit:
   what a 64-bit shared-memory atomicAdd compiles to), the sign of a histogram with the wrong
   counter width;
 * a streaming kernel issues its global loads one at a time: nowhere in its code do
-  ``min_loads`` global loads go out before the first instruction that uses one of them.
+  ``min_loads`` global loads go out before the first instruction that uses one of them;
+* the streaming filter of the multi-block select's pass 1 (kernels/multiblock.cu,
+  ``filter_slice``: keys of more than one digit) holds a shared-memory atomic (``ATOMS``) or a
+  warp match (``MATCH``), or is not there to check (see :func:`streaming_loop`).
 
     python tools/check_sass.py OBJECT_OR_CUBIN [--min-loads 4]
 
@@ -33,6 +36,12 @@ import sys
 STREAMING = re.compile(r"^(radix_topk|warp_radix_topk|digit_pass|resident_topk|split_topk)_[a-z]")
 # Kernels that read spread positions (no vector loads) but must keep several loads in flight.
 SAMPLED = re.compile(r"^sample_threshold_[a-z]")
+# Kernels whose pass 1 streams through a filter with no per-element histogram: the multi-block
+# select's digit_pass for every dtype but the 8-bit ones (one digit: no filter).
+FILTERED = re.compile(r"^digit_pass_(?!u?int8(?:_|$))[a-z]")
+# What the filter's loop must not hold: a shared-memory atomic or a warp match per element is
+# what made pass 1 bound by instruction issue (issue 39).
+HISTOGRAM_OP = re.compile(r"^(ATOMS|MATCH)\b")
 CAS_LOOP = re.compile(r"\bATOMS\.(CAS|CAST)\b|\bCAST\.SPIN\b")
 WIDE_LOAD = re.compile(r"\bLDG\.E\.128\b")
 GLOBAL_LOAD = re.compile(r"^LDG\.")
@@ -130,6 +139,33 @@ def loads_in_flight(instructions: Code) -> int:
     return best
 
 
+def callees(instructions: Code) -> list[Code]:
+    """The code of each function a kernel calls (the targets of its ``CALL.REL``): ptxas lays a
+    kernel's ``__noinline__`` callees out after the kernel's own code, one after the other, so each
+    runs from its target address to the next target (the last to the end of the listing)."""
+    targets = sorted(
+        {
+            int(m[1], 16)
+            for _, _, text in instructions
+            if text.startswith("CALL.REL") and (m := TARGET.search(text.partition(" ")[2]))
+        }
+    )
+    ends = [*targets[1:], None] if targets else []
+    return [
+        [ins for ins in instructions if start <= ins[0] and (end is None or ins[0] < end)]
+        for start, end in zip(targets, ends, strict=True)
+    ]
+
+
+def streaming_loop(instructions: Code) -> Code | None:
+    """The code of the one callee of a kernel that issues 128-bit global loads: the marker by which
+    the SASS shows the streaming filter (kernels/multiblock.cu keeps ``filter_slice`` out of line
+    with ``__noinline__``, and the one other callee, ``flush_stage``, loads scalars). None when
+    no callee, or more than one, loads 128 bits: the filter was inlined, or the marker is gone."""
+    loops = [c for c in callees(instructions) if any(WIDE_LOAD.search(t) for _, _, t in c)]
+    return loops[0] if len(loops) == 1 else None
+
+
 @dataclasses.dataclass
 class Finding:
     arch: str
@@ -145,6 +181,7 @@ def check(
     streaming=STREAMING,
     sampled=SAMPLED,
     min_loads: int = 4,
+    filtered=FILTERED,
 ) -> list[Finding]:
     found = []
     for (arch, name), code in sorted(functions.items()):
@@ -161,7 +198,33 @@ def check(
                         arch, name, f"at most {flight} global loads in flight before a use (want {min_loads})"
                     )
                 )
+        if filtered.search(name):
+            found += _filter_findings(arch, name, code, min_loads)
     return found
+
+
+def _filter_findings(arch: str, name: str, code: Code, min_loads: int) -> list[Finding]:
+    loop = streaming_loop(code)
+    if loop is None:
+        return [
+            Finding(arch, name, "no out-of-line streaming filter (one callee with 128-bit loads) to check")
+        ]
+    out = []
+    ops = [t for _, _, t in loop if HISTOGRAM_OP.match(t)]
+    if ops:
+        out.append(
+            Finding(arch, name, f"shared-memory atomic or warp match in the streaming filter ({ops[0]})")
+        )
+    flight = loads_in_flight(loop)
+    if flight < min_loads:
+        out.append(
+            Finding(
+                arch,
+                name,
+                f"the streaming filter has at most {flight} global loads in flight (want {min_loads})",
+            )
+        )
+    return out
 
 
 def main(argv=None) -> int:

@@ -78,6 +78,8 @@ WARP_RADIX_MAX_K = _value("WARP_RADIX_MAX_K")
 MULTIBLOCK_STATE_BYTES = _value("MULTIBLOCK_STATE_BYTES")
 MULTIBLOCK_SAMPLES = _value("MULTIBLOCK_SAMPLES")
 MULTIBLOCK_DIGIT_BITS = _value("MULTIBLOCK_DIGIT_BITS")
+# multiblock: candidate offsets a warp of pass 1's streaming filter stages in shared memory.
+MULTIBLOCK_STAGE = _value("MULTIBLOCK_STAGE")
 # resident: the widest digit (2^12 bins).
 RESIDENT_DIGIT_BITS = _value("RESIDENT_DIGIT_BITS")
 # cluster: blocks per row (one thread-block cluster).

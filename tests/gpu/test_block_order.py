@@ -9,6 +9,7 @@ from unittest import mock
 
 import numpy as np
 import pytest
+from support.multiblock_state import BEHIND, MB_STATE, NO_THRESHOLD, record_states
 from support.reference import assert_same, reference_top_k
 
 import cutopk
@@ -85,3 +86,29 @@ def test_multiblock_nans_and_lengths_in_any_block_order(block_seed):
             order=True,
         )
         assert (indices[row, taken:] == -1).all() and (values[row, taken:] == 0).all()
+
+
+def test_multiblock_rows_whose_threshold_fails_in_any_block_order(block_seed, monkeypatch):
+    # Pass 1's filter with a candidate buffer too small for spread rows (they start over on the
+    # input and resolve their last two digits in the last launch), next to a row whose sample
+    # sees only planted keys (too few reach the threshold) and a row of one value.
+    from cutopk.cuda.families import multiblock as _multiblock
+
+    original = _multiblock.caps
+    monkeypatch.setattr(
+        _multiblock,
+        "caps",
+        lambda n, k, kb, per: (60, original(n, k, kb, per)[1], _multiblock.sample_rank(n, k)[0]),
+    )
+    rng = np.random.default_rng(17)
+    x = rng.standard_normal((3, 40_000)).astype(np.float32)
+    planted = np.unique([_multiblock.sample_positions(40_000, 4, skew)[:64] for skew in range(8)])
+    x[1, planted] = 9.0
+    x[2] = 1.5
+    recorded = record_states(monkeypatch)
+    for k in (1, 100, 2048):
+        _check(x, k)
+        _check(x, k, mode="smallest", sorted="index")
+    # k = 2048: rows 0 and 1 start over (row 1: fewer than K planted keys); row 2 ends in its ties.
+    state = recorded[4].view(MB_STATE)
+    assert list(state["staging"]) == [BEHIND, BEHIND, NO_THRESHOLD], state

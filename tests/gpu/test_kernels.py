@@ -18,6 +18,7 @@ import pytest
 from support.backends import BACKEND_PARAMS, cuda_is_standin, require, require_clusters, to_backend, to_host
 from support.inputs import DISTRIBUTIONS, DTYPES, LAYOUTS, dtype_of, make_layout, make_values
 from support.multiblock_state import (
+    BEHIND,
     FINISHED,
     FROM_BUCKET,
     FROM_CANDIDATES,
@@ -249,8 +250,9 @@ def test_multiblock_every_way_a_row_finishes(backend, small_slices, monkeypatch)
     # 1: all equal: the K-th key is the threshold, no key lies above it: pass 2 gathers the first
     # K of its ties (all in the first slice) and the last pass returns at once.
     x[1] = 0.25
-    # 2: the sample sees only keys planted at its positions, fewer than K: the row stays on the
-    # input, the last bucket is small.
+    # 2: the sample sees only keys planted at its positions, fewer than K: the filter's threshold
+    # fails, the row starts over on the input (BEHIND) and its last launch resolves two digits
+    # (the bucket buffer of 4 overflows: the last digit counted on the input).
     # (The sample's first 6 runs, wherever the row starts relative to a 32-byte boundary.)
     planted = np.unique([_multiblock.sample_positions(n, 4, skew)[:48] for skew in range(8)])
     assert len(planted) < k
@@ -281,7 +283,8 @@ def test_multiblock_every_way_a_row_finishes(backend, small_slices, monkeypatch)
     assert list(state["source"]) == [ON_CANDIDATES, ON_CANDIDATES, ON_INPUT, ON_CANDIDATES, ON_CANDIDATES,
                                      ON_CANDIDATES, ON_CANDIDATES, ON_CANDIDATES, ON_CANDIDATES]  # fmt: skip
     # Spread rows end in the bucket buffer, or earlier when a bucket happens to be taken whole.
-    assert set(state["gathered"][[0, 2, 6, 7]]) <= {FROM_BUCKET, WHOLE}
+    assert set(state["gathered"][[0, 6, 7]]) <= {FROM_BUCKET, WHOLE}
+    assert state["gathered"][2] == FROM_INPUT and list(state["staging"]) == [0, 0, BEHIND, 0, 0, 0, 0, 0, 0]
     assert list(state["gathered"][[1, 3, 4, 5, 8]]) == [
         FROM_TIES,
         WHOLE,

@@ -77,6 +77,48 @@ extern "C" __global__ void stream_good(const Vec* __restrict__ in, long long nv,
   __syncthreads();
   for (int d = threadIdx.x; d < 256; d += blockDim.x) hist[d] = h[d];
 }
+
+// Streaming filters kept out of line (__noinline__), as kernels/multiblock.cu's filter_slice: four
+// 16-byte loads in flight, the keys above a threshold counted; `Histogram` also counts every
+// element's top byte in shared memory (what the rule keeps out of the loop).
+template <bool Histogram>
+__device__ __noinline__ unsigned filter(const Vec* __restrict__ in, long long nv, unsigned threshold, unsigned* h) {
+  unsigned above = 0;
+  for (long long t = 0; t < nv; t += 4LL * blockDim.x) {
+    Vec v[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const long long at = t + j * (long long)blockDim.x + threadIdx.x;
+      v[j] = at < nv ? in[at] : Vec{};
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        above += v[j].w[e] > threshold;
+        if (Histogram) atomicAdd(&h[v[j].w[e] >> 24], 1u);
+      }
+  }
+  return above;
+}
+
+template <bool Histogram>
+__device__ void filter_kernel(const Vec* __restrict__ in, long long nv, unsigned threshold, unsigned* out) {
+  __shared__ unsigned h[256];
+  for (int d = threadIdx.x; d < 256; d += blockDim.x) h[d] = 0;
+  __syncthreads();
+  const unsigned above = filter<Histogram>(in, nv, threshold, h);
+  atomicAdd(&h[0], above);  // after the loop, in the kernel's own code: allowed
+  __syncthreads();
+  for (int d = threadIdx.x; d < 256; d += blockDim.x) out[d] = h[d];
+}
+
+extern "C" __global__ void filter_good(const Vec* in, long long nv, unsigned threshold, unsigned* out) {
+  filter_kernel<false>(in, nv, threshold, out);
+}
+extern "C" __global__ void filter_histogram(const Vec* in, long long nv, unsigned threshold, unsigned* out) {
+  filter_kernel<true>(in, nv, threshold, out);
+}
 """
 
 
@@ -117,6 +159,31 @@ def test_four_vector_loads_in_flight_pass(planted):
     assert check_sass.loads_in_flight(code) >= 4
 
 
+def filter_findings(functions, name):
+    mine = {key: code for key, code in functions.items() if key[1] == name}
+    assert mine, f"{name} is not in the disassembly"
+    return [f.problem for f in check_sass.check(mine, streaming=re.compile("^$"), filtered=re.compile(r"^"))]
+
+
+def test_an_out_of_line_filter_without_shared_atomics_passes(planted):
+    assert filter_findings(planted, "filter_good") == []
+    code = next(c for (_, n), c in planted.items() if n == "filter_good")
+    loop = check_sass.streaming_loop(code)
+    assert loop is not None and any("LDG.E.128" in t for _, _, t in loop)
+    assert loop[0][0] > code[0][0]  # a callee's code, after the kernel's own
+
+
+def test_a_shared_histogram_in_the_filter_fails(planted):
+    problems = filter_findings(planted, "filter_histogram")
+    assert any("shared-memory atomic or warp match in the streaming filter" in p for p in problems), problems
+
+
+def test_a_kernel_without_an_out_of_line_filter_fails(planted):
+    # stream_good streams in its own code: no callee to check, which the rule reports.
+    problems = filter_findings(planted, "stream_good")
+    assert any("no out-of-line streaming filter" in p for p in problems), problems
+
+
 def test_the_rules_name_the_entry_points_of_the_streaming_kernels():
     # The rules find kernels by the names the launcher compiles (cutopk/cuda/kernel_source.py): every
     # entry point of a streaming kernel, and no other.
@@ -129,3 +196,5 @@ def test_the_rules_name_the_entry_points_of_the_streaming_kernels():
         base = re.sub(r"_(u?int\d+|b?float\d+)(_\w+)?$", "", name)
         assert bool(check_sass.STREAMING.search(name)) == (base in streaming), name
         assert bool(check_sass.SAMPLED.search(name)) == (base == "sample_threshold"), name
+        one_digit = name in ("digit_pass_int8", "digit_pass_uint8")
+        assert bool(check_sass.FILTERED.search(name)) == (base == "digit_pass" and not one_digit), name

@@ -29,6 +29,7 @@ from ..kernel_constants import (
     KEYS_THREADS,
     MULTIBLOCK_DIGIT_BITS,
     MULTIBLOCK_SAMPLES,
+    MULTIBLOCK_STAGE,
     MULTIBLOCK_STATE_BYTES,
     MULTIBLOCK_THREADS,
 )
@@ -71,8 +72,10 @@ ROOM_DIVISOR = 8
 # The rows the scratch bound is stated for (the dispatcher sends rows of 2^16 and more here).
 MIN_N = 1 << 16
 MAX_N = 1 << 32  # 32-bit counts: a block's shared counts, the rows' histograms
-# digit_pass's static shared memory (scalars and block scans' sums), next to its dynamic part.
-STATIC_SHARED = 2048
+# digit_pass's static shared memory, next to its dynamic part: scalars and block scans' sums
+# (1120 bytes from ptxas, rounded up), and the streaming filter's stage of candidate offsets, 4
+# bytes each per warp.
+STATIC_SHARED = 2048 + 4 * MULTIBLOCK_STAGE * (MULTIBLOCK_THREADS // 32)
 # The finishing block sorts the K winners in shared memory while pow2(K) is at most this many
 # pairs and fits the device (48 KB for 32-bit keys: every digit_pass block carries that shared
 # memory, 4 blocks per SM on an H100 still). Larger K (issue 39: K = 65536 sorted whole rows) is
@@ -356,7 +359,11 @@ def global_bytes(
 
     sample_threshold: the states, the zeroed histograms, the sampled runs (a sector each). Pass 1: the
     input, the states, the digit's counts, the staged candidates (keys and indices), each slice's
-    count of the threshold's ties. Each later
+    count of the threshold's ties. With a threshold and keys of more than one digit pass 1 is the
+    streaming filter (kernels/multiblock.cu, filter_slice): the same sectors (its flushes re-read
+    the candidates' keys in sectors the pass has just read), fewer instructions, its digit counted
+    over the candidates alone; a row whose threshold fails starts over on the input (one read per
+    pass, not modelled: spread keys never do). Each later
     pass: the candidates' keys (the input again for rows without a threshold) and the digit's
     counts, until the bucket of the K-th key is expected to hold one key (taken whole: spread
     keys stop early); the pass after it collects the winners (their pairs, their indices in the
