@@ -132,7 +132,7 @@ def split(name: str, rows: int, n: int, step: int, threads: int) -> tuple[int, s
 
 
 def route_on(x: np.ndarray, k: int, threads: int) -> tuple[str, int, int]:
-    """:func:`_route` on exactly ``threads`` threads."""
+    """:func:`route` on exactly ``threads`` threads."""
     rows, n = x.shape
     native = x.dtype == x.dtype.newbyteorder("=")
     method = _compiled.choose_method(x, k) if native else None
