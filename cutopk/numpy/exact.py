@@ -1,5 +1,6 @@
-"""The exact selection by keys of the NumPy backend, shared by its row routes (:mod:`cutopk.numpy.backend`)
-and its long-row route (:mod:`cutopk.numpy.long_rows`)."""
+"""The exact selection by keys of the NumPy backend, shared by its row routes (:mod:`cutopk.numpy.backend`,
+:mod:`cutopk.numpy.pivot_filter`, :mod:`cutopk.numpy.outer_axis`) and its long-row route
+(:mod:`cutopk.numpy.long_rows`), and the ordering of winners found in index order."""
 
 from __future__ import annotations
 
@@ -95,3 +96,29 @@ def true_positions(mask: np.ndarray, words: np.ndarray | None = None) -> np.ndar
     pos <<= 3
     pos += inner & 7
     return pos
+
+
+def order_winners(cols: np.ndarray, keys: np.ndarray | None, order: str) -> np.ndarray:
+    """Order winners given in ascending index order, with their keys (``order`` "value": by
+    key, ties in index order; else as they are). Shared by every route that finds its winners
+    in index order."""
+    if order != "value":
+        return cols
+    assert keys is not None, "an order by value comes with the winners' keys"
+    rows, k = cols.shape
+    bits = max(1, (k - 1).bit_length())
+    if 8 * keys.itemsize + bits > 64:
+        # ~key turns "largest key first" into an ascending sort; stability keeps ties in index order.
+        return np.take_along_axis(cols, np.argsort(~keys, axis=1, kind="stable"), axis=1)
+    # One sort of composites (inverted key, winner's place): distinct, so the sort needs no
+    # stability and NumPy's SIMD sort of uint64 serves (256x64: 36 us against 169 us for the
+    # stable argsort; 4x512: 10 against 21 us).
+    comp = np.invert(keys).astype(np.uint64)
+    comp <<= np.uint64(bits)
+    comp |= np.arange(k, dtype=np.uint64)
+    comp.sort(axis=1)
+    comp &= np.uint64((1 << bits) - 1)
+    place = comp.astype(np.int64)
+    if rows > 1:
+        place += np.arange(0, rows * k, k)[:, None]
+    return np.ascontiguousarray(cols).ravel().take(place)

@@ -105,17 +105,17 @@ def test_special_values_ties_and_every_order(n, mode, nan):
 def test_long_rows_small_k_take_the_prefilter_and_stay_exact(mode, nan, monkeypatch):
     """Rows long enough for the sampled pivot (NumPy's own sort of bfloat16 is not NaN-safe; the
     pivot may be anything and the answer must still be exact)."""
-    from cutopk.numpy import backend as _numpy_backend
+    from cutopk.numpy import pivot_filter as _pivot_filter
 
     used = []
-    original = _numpy_backend._select_prefiltered
+    original = _pivot_filter.select_prefiltered
 
     def spy(*args):
         found = original(*args)
         used.append(found is not None)
         return found
 
-    monkeypatch.setattr(_numpy_backend, "_select_prefiltered", spy)
+    monkeypatch.setattr(_pivot_filter, "select_prefiltered", spy)
     rng = np.random.default_rng(1)
     normal = rng.standard_normal((4, 6000)).astype(np.float32).astype(BF16)  # many ties: 8-bit mantissa
     raw = normal.view(np.uint16)

@@ -9,6 +9,9 @@ from support.reference import check_top_k, reference_top_k
 
 import cutopk
 from cutopk.numpy import backend as _numpy_backend
+from cutopk.numpy import exact as _numpy_exact
+from cutopk.numpy import outer_axis as _outer_axis
+from cutopk.numpy import pivot_filter as _pivot_filter
 
 NS = (1, 31, 32, 33, 1023, 1024, 1025, 5000)
 KS = (0, 1, 31, 32, 33, 256, 1024, "n")
@@ -158,8 +161,8 @@ def test_prefilter_settles_ties_at_the_pivot(monkeypatch):
     x = np.zeros((4, 8192), dtype=np.float32)
     x[:, 5] = 1
     x[2, 7000] = -0.0  # ties with +0.0
-    monkeypatch.setattr(_numpy_backend, "_select_exact", None)
-    cols = _numpy_backend._select_prefiltered(x, 64, True, False, "index")
+    monkeypatch.setattr(_numpy_exact, "select_exact", None)
+    cols = _pivot_filter.select_prefiltered(x, 64, True, False, "index")
     assert cols.tolist() == [[*range(64)]] * 4
     monkeypatch.undo()
     check_top_k(x, 64)
@@ -249,8 +252,8 @@ def test_outer_axis_is_filtered_in_place(dtype, monkeypatch):
     """Axis 0 of C arrays (whole, column slices, reversed) with K small against the axis: the
     in-place outer filter, with ties, NaNs, all-equal and short columns beside usual ones."""
     calls = []
-    original = _numpy_backend._select_outer
-    monkeypatch.setattr(_numpy_backend, "_select_outer", lambda *a: calls.append(1) or original(*a))
+    original = _outer_axis.select_outer
+    monkeypatch.setattr(_outer_axis, "select_outer", lambda *a: calls.append(1) or original(*a))
     rng = np.random.default_rng(12)
     base = make_values(rng, dtype_of(dtype), (3000, 70), "uniform")
     base[:, 3] = base[0, 3]  # an all-equal column

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from support.reference import check_top_k
 
-from cutopk.numpy import backend as _numpy
+from cutopk.numpy import pivot_filter as _pivot_filter
 
 N = 2048  # long enough for the pivot filter at these K (K <= N / 16)
 
@@ -76,13 +76,13 @@ def test_half_float_rows_answered_on_bits_and_the_general_way_side_by_side(dtype
     x[2, 5] = np.nan if mode == "largest" else -np.nan  # sorts first in the bits' order
     x = x.astype(_dtype(dtype))
     general_rows = []
-    original = _numpy._select_half_general
+    original = _pivot_filter.select_half_general
 
     def spy(block, *args):
         general_rows.append(block.shape[0])
         return original(block, *args)
 
-    monkeypatch.setattr(_numpy, "_select_half_general", spy)
+    monkeypatch.setattr(_pivot_filter, "select_half_general", spy)
     check_top_k(x, 32, mode=mode)
     assert general_rows == [1]
     general_rows.clear()

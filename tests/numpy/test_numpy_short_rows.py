@@ -8,7 +8,7 @@ import pytest
 from support.reference import check_top_k
 
 import cutopk
-from cutopk.numpy import backend as _numpy
+from cutopk.numpy import routes as _numpy_routes
 from cutopk.numpy import threads as _numpy_threads
 
 DTYPES = ("float32", "float16", "bfloat16", "int8", "uint8", "int16", "uint16", "int32", "uint32")
@@ -75,8 +75,8 @@ def test_prepared_call_handles_nan_and_other_layouts():
 
 @pytest.mark.parametrize("threads", (1, 2, 3))
 def test_short_rows_identical_on_every_thread_count(threads, monkeypatch):
-    monkeypatch.setattr(_numpy, "PARALLEL_MIN_ELEMENTS", 1)
-    monkeypatch.setattr(_numpy, "SORTED_BLOCK_ELEMENTS", 512)  # many blocks
+    monkeypatch.setattr(_numpy_routes, "PARALLEL_MIN_ELEMENTS", 1)
+    monkeypatch.setattr(_numpy_routes, "SORTED_BLOCK_ELEMENTS", 512)  # many blocks
     monkeypatch.setitem(_numpy_threads._state, "costs", (0.0, 1.0, 1.0, 0.0))  # splitting always pays
     monkeypatch.setitem(_numpy_threads._state, "cpus", 4)  # counts above the CPUs are not tried
     x = _values(np.random.default_rng(3), np.dtype("float32"), (5000, 16))
@@ -153,7 +153,7 @@ def test_plan_counts_the_blocks_of_the_route(monkeypatch):
     monkeypatch.setitem(_numpy_threads._state, "costs", (0.0, 1e-9, 1.0, 1e-6))
     with _numpy_threads.num_threads(2):
         p = cutopk.plan(np.zeros((131072, 16), np.float32), 4).params
-    calls = _numpy.ROUTE_SPLIT["sorted"][1] * 8
+    calls = _numpy_routes.ROUTE_SPLIT["sorted"][1] * 8
     assert p["route"] == "sorted" and f"{calls} NumPy calls a thread" in p["threads_why"]
 
 

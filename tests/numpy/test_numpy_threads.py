@@ -20,6 +20,8 @@ import cutopk
 from cutopk.numpy import backend as _numpy_backend
 from cutopk.numpy import exact as _numpy_exact
 from cutopk.numpy import long_rows as _long_rows
+from cutopk.numpy import pivot_filter as _numpy_pivot_filter
+from cutopk.numpy import routes as _numpy_routes
 from cutopk.numpy import threads as _threads
 
 THREADS = (1, 2, 3, 7)
@@ -32,17 +34,17 @@ def tiny_ranges(monkeypatch):
     monkeypatch.setattr(_long_rows, "LONG_ROW_MIN_N", 64)
     monkeypatch.setattr(_long_rows, "RANGE_ELEMENTS", 37)
     monkeypatch.setattr(_long_rows, "CANDIDATE_SHARE", 1 / 8)
-    monkeypatch.setattr(_numpy_backend, "BLOCK_BYTES", 64)  # many row blocks too
-    monkeypatch.setattr(_numpy_backend, "FILTER_BLOCK_BYTES", 64)
-    monkeypatch.setattr(_numpy_backend, "PARALLEL_MIN_ELEMENTS", 1)  # threads even on tiny inputs
+    monkeypatch.setattr(_numpy_routes, "BLOCK_BYTES", 64)  # many row blocks too
+    monkeypatch.setattr(_numpy_routes, "FILTER_BLOCK_BYTES", 64)
+    monkeypatch.setattr(_numpy_routes, "PARALLEL_MIN_ELEMENTS", 1)  # threads even on tiny inputs
     monkeypatch.setitem(_threads._state, "costs", (0.0, 1.0, 1.0, 0.0))  # splitting always pays
 
 
 @pytest.mark.parametrize("threads", THREADS)
 def test_row_blocks_on_threads(threads, monkeypatch):
-    monkeypatch.setattr(_numpy_backend, "BLOCK_BYTES", 2048)
-    monkeypatch.setattr(_numpy_backend, "FILTER_BLOCK_BYTES", 2048)
-    monkeypatch.setattr(_numpy_backend, "PARALLEL_MIN_ELEMENTS", 1)
+    monkeypatch.setattr(_numpy_routes, "BLOCK_BYTES", 2048)
+    monkeypatch.setattr(_numpy_routes, "FILTER_BLOCK_BYTES", 2048)
+    monkeypatch.setattr(_numpy_routes, "PARALLEL_MIN_ELEMENTS", 1)
     monkeypatch.setitem(_threads._state, "costs", (0.0, 1.0, 1.0, 0.0))  # splitting always pays
     rng = np.random.default_rng(threads)
     x = rng.integers(0, 5, (301, 700)).astype(np.float32)
@@ -180,9 +182,9 @@ def test_identical_for_every_thread_count(seed, n, rows, k_share, levels, dtype,
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(_long_rows, "LONG_ROW_MIN_N", 50)
         mp.setattr(_long_rows, "RANGE_ELEMENTS", 23)
-        mp.setattr(_numpy_backend, "BLOCK_BYTES", 256)
-        mp.setattr(_numpy_backend, "FILTER_BLOCK_BYTES", 512)
-        mp.setattr(_numpy_backend, "PARALLEL_MIN_ELEMENTS", 1)
+        mp.setattr(_numpy_routes, "BLOCK_BYTES", 256)
+        mp.setattr(_numpy_routes, "FILTER_BLOCK_BYTES", 512)
+        mp.setattr(_numpy_routes, "PARALLEL_MIN_ELEMENTS", 1)
         mp.setitem(_threads._state, "costs", (0.0, 1.0, 1.0, 0.0))  # splitting always pays
         for threads in THREADS:
             with _threads.num_threads(threads):
@@ -230,8 +232,8 @@ def test_outer_axis_identical_for_every_thread_count(seed, n, cols, k, levels, n
     x = rng.integers(0, levels, (n, cols)).astype(np.float32)
     x[rng.random(x.shape) < 0.03] = np.nan
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(_numpy_backend, "OUTER_BLOCK_BYTES", 4096 * 7)  # a few columns per block
-        mp.setattr(_numpy_backend, "PARALLEL_MIN_ELEMENTS", 1)
+        mp.setattr(_numpy_routes, "OUTER_BLOCK_BYTES", 4096 * 7)  # a few columns per block
+        mp.setattr(_numpy_routes, "PARALLEL_MIN_ELEMENTS", 1)
         mp.setitem(_threads._state, "costs", (0.0, 1.0, 1.0, 0.0))  # splitting always pays
         for threads in THREADS:
             with _threads.num_threads(threads):
@@ -250,9 +252,9 @@ def test_blocks_really_run_on_several_threads(monkeypatch):
         return original(*args)
 
     monkeypatch.setattr(_numpy_backend, "select_rows", spy)
-    monkeypatch.setattr(_numpy_backend, "PARALLEL_MIN_ELEMENTS", 1)
+    monkeypatch.setattr(_numpy_routes, "PARALLEL_MIN_ELEMENTS", 1)
     monkeypatch.setitem(_threads._state, "costs", (0.0, 1.0, 1.0, 0.0))  # splitting always pays
-    monkeypatch.setattr(_numpy_backend, "BLOCK_BYTES", 512)
+    monkeypatch.setattr(_numpy_routes, "BLOCK_BYTES", 512)
     x = np.random.default_rng(0).random((400, 100))
     with _threads.num_threads(4):
         for _ in range(20):  # scheduling may hand every block to one thread once
@@ -297,11 +299,11 @@ def test_pivot_filter_with_ties_and_few_levels(seed, n, rows, k, levels, flat_ma
     if dtype.startswith("float") and levels > 1:
         x[rng.random(x.shape) < 0.05] = np.nan
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(_numpy_backend, "FLAT_MAX_CANDIDATES", flat_max)
+        mp.setattr(_numpy_pivot_filter, "FLAT_MAX_CANDIDATES", flat_max)
         mp.setattr(_numpy_exact, "FIRST_TRUE_MAX_COLUMNS", 1024)  # several chunks of the tie count
-        mp.setattr(_numpy_backend, "PARALLEL_MIN_ELEMENTS", 1)
+        mp.setattr(_numpy_routes, "PARALLEL_MIN_ELEMENTS", 1)
         mp.setitem(_threads._state, "costs", (0.0, 1.0, 1.0, 0.0))  # splitting always pays
-        mp.setattr(_numpy_backend, "FILTER_BLOCK_BYTES", 4096)
+        mp.setattr(_numpy_routes, "FILTER_BLOCK_BYTES", 4096)
         for threads in (1, 3):
             with _threads.num_threads(threads):
                 check_top_k(x, k, mode=mode, nan=nan, sorted=order)
@@ -314,7 +316,7 @@ def test_a_forked_child_gets_a_pool_of_its_own():
 
     x = np.random.default_rng(0).random((64, 5000))
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(_numpy_backend, "PARALLEL_MIN_ELEMENTS", 1)
+        mp.setattr(_numpy_routes, "PARALLEL_MIN_ELEMENTS", 1)
         mp.setitem(_threads._state, "costs", (0.0, 1.0, 1.0, 0.0))  # splitting always pays
         with _threads.num_threads(3):
             want = cutopk.top_k(x, 4).indices  # the parent's pool now exists
