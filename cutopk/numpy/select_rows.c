@@ -298,58 +298,41 @@ static ALWAYS_INLINE int keys_of(void* keys, const char* src, int64_t count, int
   }
 }
 
-/* Two copies per width, each vectorised once: full chunks (a constant count, no remainder loop)
+/* Two copies, each vectorised once per width: full chunks (a constant count, no remainder loop)
  * and the rest; inlined into every caller, they made the build 5x slower. */
-static __attribute__((noinline)) int make_chunk_keys_8(void* keys, const char* src, int64_t stride,
-                                                       const struct key_rule* rule, uint64_t threshold) {
-  return keys_of(keys, src, CHUNK, stride, rule, threshold, 1);
-}
-static __attribute__((noinline)) int make_chunk_keys_16(void* keys, const char* src, int64_t stride,
-                                                        const struct key_rule* rule, uint64_t threshold) {
-  return keys_of(keys, src, CHUNK, stride, rule, threshold, 2);
-}
-static __attribute__((noinline)) int make_chunk_keys_32(void* keys, const char* src, int64_t stride,
-                                                        const struct key_rule* rule, uint64_t threshold) {
-  return keys_of(keys, src, CHUNK, stride, rule, threshold, 4);
-}
-static __attribute__((noinline)) int make_chunk_keys_64(void* keys, const char* src, int64_t stride,
-                                                        const struct key_rule* rule, uint64_t threshold) {
-  return keys_of(keys, src, CHUNK, stride, rule, threshold, 8);
-}
-static __attribute__((noinline)) int make_keys_8(void* keys, const char* src, int64_t count, int64_t stride,
-                                                 const struct key_rule* rule, uint64_t threshold) {
-  return keys_of(keys, src, count, stride, rule, threshold, 1);
-}
-static __attribute__((noinline)) int make_keys_16(void* keys, const char* src, int64_t count, int64_t stride,
-                                                  const struct key_rule* rule, uint64_t threshold) {
-  return keys_of(keys, src, count, stride, rule, threshold, 2);
-}
-static __attribute__((noinline)) int make_keys_32(void* keys, const char* src, int64_t count, int64_t stride,
-                                                  const struct key_rule* rule, uint64_t threshold) {
-  return keys_of(keys, src, count, stride, rule, threshold, 4);
-}
-static __attribute__((noinline)) int make_keys_64(void* keys, const char* src, int64_t count, int64_t stride,
-                                                  const struct key_rule* rule, uint64_t threshold) {
-  return keys_of(keys, src, count, stride, rule, threshold, 8);
-}
-
-/* make_keys_W for the width `bytes`: a full chunk's copy where count is CHUNK. */
-static ALWAYS_INLINE int make_keys(void* keys, const char* src, int64_t count, int64_t stride,
-                                   const struct key_rule* rule, uint64_t threshold, int bytes) {
+static __attribute__((noinline)) int make_chunk_keys(void* keys, const char* src, int64_t stride,
+                                                     const struct key_rule* rule, uint64_t threshold, int bytes) {
   switch (bytes) {
     case 1:
-      return count == CHUNK ? make_chunk_keys_8(keys, src, stride, rule, threshold)
-                            : make_keys_8(keys, src, count, stride, rule, threshold);
+      return keys_of(keys, src, CHUNK, stride, rule, threshold, 1);
     case 2:
-      return count == CHUNK ? make_chunk_keys_16(keys, src, stride, rule, threshold)
-                            : make_keys_16(keys, src, count, stride, rule, threshold);
+      return keys_of(keys, src, CHUNK, stride, rule, threshold, 2);
     case 4:
-      return count == CHUNK ? make_chunk_keys_32(keys, src, stride, rule, threshold)
-                            : make_keys_32(keys, src, count, stride, rule, threshold);
+      return keys_of(keys, src, CHUNK, stride, rule, threshold, 4);
     default:
-      return count == CHUNK ? make_chunk_keys_64(keys, src, stride, rule, threshold)
-                            : make_keys_64(keys, src, count, stride, rule, threshold);
+      return keys_of(keys, src, CHUNK, stride, rule, threshold, 8);
   }
+}
+static __attribute__((noinline)) int make_part_keys(void* keys, const char* src, int64_t count, int64_t stride,
+                                                    const struct key_rule* rule, uint64_t threshold, int bytes) {
+  switch (bytes) {
+    case 1:
+      return keys_of(keys, src, count, stride, rule, threshold, 1);
+    case 2:
+      return keys_of(keys, src, count, stride, rule, threshold, 2);
+    case 4:
+      return keys_of(keys, src, count, stride, rule, threshold, 4);
+    default:
+      return keys_of(keys, src, count, stride, rule, threshold, 8);
+  }
+}
+
+/* The keys of `count` elements from `src` (`stride` bytes apart) into keys[], by the full chunk's
+ * copy where count is CHUNK; returns whether any key is above `threshold`. */
+static ALWAYS_INLINE int make_keys(void* keys, const char* src, int64_t count, int64_t stride,
+                                   const struct key_rule* rule, uint64_t threshold, int bytes) {
+  return count == CHUNK ? make_chunk_keys(keys, src, stride, rule, threshold, bytes)
+                        : make_part_keys(keys, src, count, stride, rule, threshold, bytes);
 }
 
 /* Which keys of a full chunk are above the threshold, as a bit mask (bit i: keys[i]), where the
@@ -1117,8 +1100,7 @@ static void count_row_8(const struct cutopk_rows* r, const struct key_rule* rule
     int64_t count = n - col < CHUNK ? n - col : CHUNK;
     /* Keys at or above t: above t - 1 (t == 0: every key, which `any` need not tell). */
     uint8_t below = (uint8_t)(t ? t - 1 : 0);
-    int any = count == CHUNK ? make_chunk_keys_8(keys, row + col * stride, stride, rule, below)
-                             : make_keys_8(keys, row + col * stride, count, stride, rule, below);
+    int any = make_keys(keys, row + col * stride, count, stride, rule, below, 1);
     if (!any && t) continue;
     if (HAVE_ABOVE_MASK && t && count == CHUNK) { /* the keys at or above t, one step each */
       for (uint64_t at_least = above_mask_8(keys, below); at_least; at_least &= at_least - 1) {
@@ -1245,7 +1227,7 @@ static void count_row_16(const struct cutopk_rows* r, const struct key_rule* rul
   memset(tables, 0, sizeof tables);
   int64_t col = 0;
   for (; col + CHUNK <= n; col += CHUNK) {
-    make_chunk_keys_16(keys + col, row + col * stride, stride, rule, 0);
+    make_chunk_keys(keys + col, row + col * stride, stride, rule, 0, 2);
     for (int64_t i = 0; i < CHUNK; i += 4) {
       tables[0][keys[col + i] >> 8]++;
       tables[1][keys[col + i + 1] >> 8]++;
@@ -1253,7 +1235,7 @@ static void count_row_16(const struct cutopk_rows* r, const struct key_rule* rul
       tables[3][keys[col + i + 3] >> 8]++;
     }
   }
-  if (col < n) make_keys_16(keys + col, row + col * stride, n - col, stride, rule, 0);
+  if (col < n) make_part_keys(keys + col, row + col * stride, n - col, stride, rule, 0, 2);
   for (int64_t i = col; i < n; i++) tables[0][keys[i] >> 8]++;
   int64_t above_hi;
   const int hi = kth_bin(tables, k, &above_hi);
