@@ -100,75 +100,260 @@ struct key_rule {
   uint64_t inf_bits; /* +inf's bits */
 };
 
-/* keys_of's loops for one element kind, a constant here so that the compiler makes one loop per
- * kind and stride: over keys[0..count) from `p` (contiguous) or `src` (`stride` bytes apart),
- * each key also compared with `threshold` into `any`. */
-#define KEY_LOOPS(W, KIND)                                                                \
-  do {                                                                                    \
-    if (stride == (int64_t)sizeof(*keys))                                                 \
-      for (int64_t i = 0; i < count; i++) {                                               \
-        keys[i] = key_##W(p[i], KIND, flip, inf, nan_key);                                \
-        any |= (__typeof__(any))(keys[i] > threshold);                                    \
-      }                                                                                   \
-    else                                                                                  \
-      for (int64_t i = 0; i < count; i++) {                                               \
-        keys[i] = key_##W(*(const loose_t*)(src + i * stride), KIND, flip, inf, nan_key); \
-        any |= (__typeof__(any))(keys[i] > threshold);                                    \
-      }                                                                                   \
-  } while (0)
+/* Functions written once for every key width take `bytes` (1, 2, 4 or 8), and those written once
+ * for both composite types `wide` (u128 over uint64_t): always inlined, and called with constants
+ * only, so that the compiler makes one copy per width whose loops run on the width's own type
+ * (the vectoriser then fills a vector with as many keys as fit). Keys travel between them as
+ * uint64_t; key arrays are read and written through key_at/key_put. */
+#define ALWAYS_INLINE inline __attribute__((always_inline))
 
-/* For each key width W (bits) with unsigned type KT and signed type ST, and each composite
- * type CT (u64 with 32-bit halves, u128 with 64-bit halves): make_keys, the selection and the
- * sort. */
-#define DEFINE_KEYS(W, KT, ST)                                                                                 \
-  /* The keys of `count` elements from `src` (`stride` bytes apart) into keys[]; returns                       \
-   * whether any key is above `threshold`. One loop per element kind and stride, each                          \
-   * vectorised. */                                                                                            \
-  static inline KT key_##W(KT b, int kind, KT flip, KT inf, KT nan_key) {                                      \
-    const KT sign = (KT)((KT)1 << (W - 1));                                                                    \
-    if (kind == KIND_UNSIGNED) return (KT)(b ^ flip);                                                          \
-    if (kind == KIND_SIGNED) return (KT)(b ^ sign ^ flip);                                                     \
-    /* Negative numbers bit-inverted, positive ones with the sign bit set: unsigned order is                   \
-     * numeric order. -0.0 (key sign - 1) moves up to +0.0's key (sign). */                                    \
-    KT key = (KT)(b ^ ((KT)((ST)b >> (W - 1)) | sign));                                                        \
-    key = (KT)(key + (KT)(key == (KT)(sign - 1)));                                                             \
-    key = (KT)(key ^ flip);                                                                                    \
-    KT is_nan = (KT)(0 - (KT)((KT)(b & (KT)~sign) > inf));                                                     \
-    return (KT)((key & (KT)~is_nan) | (nan_key & is_nan));                                                     \
-  }                                                                                                            \
-  static inline __attribute__((always_inline)) int keys_of_##W(                                                \
-      KT* keys, const char* src, int64_t count, int64_t stride, const struct key_rule* rule, KT threshold) {   \
-    typedef KT __attribute__((may_alias, aligned(1))) loose_t;                                                 \
-    const KT flip = (KT)rule->flip, inf = (KT)rule->inf_bits, nan_key = (KT)rule->nan_key;                     \
-    KT any = 0;                                                                                                \
-    const loose_t* p = (const loose_t*)src;                                                                    \
-    switch (rule->kind) {                                                                                      \
-      case KIND_UNSIGNED:                                                                                      \
-        KEY_LOOPS(W, KIND_UNSIGNED);                                                                           \
-        break;                                                                                                 \
-      case KIND_SIGNED:                                                                                        \
-        KEY_LOOPS(W, KIND_SIGNED);                                                                             \
-        break;                                                                                                 \
-      default:                                                                                                 \
-        KEY_LOOPS(W, KIND_FLOAT);                                                                              \
-    }                                                                                                          \
-    return any != 0;                                                                                           \
-  }                                                                                                            \
-  /* Two copies, each vectorised once: full chunks (a constant count, no remainder loop) and                   \
-   * the rest; inlined into every caller, they made the build 5x slower. */                                    \
-  static __attribute__((noinline)) int make_chunk_keys_##W(KT* keys, const char* src, int64_t stride,          \
-                                                           const struct key_rule* rule, KT threshold) {        \
-    return keys_of_##W(keys, src, CHUNK, stride, rule, threshold);                                             \
-  }                                                                                                            \
-  static __attribute__((noinline)) int make_keys_##W(KT* keys, const char* src, int64_t count, int64_t stride, \
-                                                     const struct key_rule* rule, KT threshold) {              \
-    return keys_of_##W(keys, src, count, stride, rule, threshold);                                             \
+/* The key transform, one function per width: the arithmetic on the width's own type is what the
+ * vectoriser needs (the same steps on uint64_t, truncated, run 5-8x slower for 16 and 32 bits).
+ * Negative floats bit-inverted, positive ones with the sign bit set: unsigned order is numeric
+ * order; -0.0 (key sign - 1) moves up to +0.0's key (sign); a NaN (above +inf's bits, sign
+ * cleared) gets nan_key; flip inverts the key for smallest. */
+static inline uint8_t key_8(uint8_t b, int kind, uint8_t flip, uint8_t inf, uint8_t nan_key) {
+  /* No 8-bit float: unsigned and signed only (the request refuses KIND_FLOAT here). */
+  (void)inf, (void)nan_key;
+  return (uint8_t)(kind == KIND_SIGNED ? b ^ 0x80u ^ flip : b ^ flip);
+}
+static inline uint16_t key_16(uint16_t b, int kind, uint16_t flip, uint16_t inf, uint16_t nan_key) {
+  const uint16_t sign = 0x8000u;
+  if (kind == KIND_UNSIGNED) return (uint16_t)(b ^ flip);
+  if (kind == KIND_SIGNED) return (uint16_t)(b ^ sign ^ flip);
+  uint16_t key = (uint16_t)(b ^ ((uint16_t)((int16_t)b >> 15) | sign));
+  key = (uint16_t)((key + (key == sign - 1)) ^ flip);
+  uint16_t is_nan = (uint16_t)(0 - ((uint16_t)(b & ~sign) > inf));
+  return (uint16_t)((key & ~is_nan) | (nan_key & is_nan));
+}
+static inline uint32_t key_32(uint32_t b, int kind, uint32_t flip, uint32_t inf, uint32_t nan_key) {
+  const uint32_t sign = 0x80000000u;
+  if (kind == KIND_UNSIGNED) return b ^ flip;
+  if (kind == KIND_SIGNED) return b ^ sign ^ flip;
+  uint32_t key = b ^ ((uint32_t)((int32_t)b >> 31) | sign);
+  key = (key + (key == sign - 1)) ^ flip;
+  uint32_t is_nan = 0 - (uint32_t)((b & ~sign) > inf);
+  return (key & ~is_nan) | (nan_key & is_nan);
+}
+static inline uint64_t key_64(uint64_t b, int kind, uint64_t flip, uint64_t inf, uint64_t nan_key) {
+  const uint64_t sign = 0x8000000000000000u;
+  if (kind == KIND_UNSIGNED) return b ^ flip;
+  if (kind == KIND_SIGNED) return b ^ sign ^ flip;
+  uint64_t key = b ^ ((uint64_t)((int64_t)b >> 63) | sign);
+  key = (key + (key == sign - 1)) ^ flip;
+  uint64_t is_nan = 0 - (uint64_t)((b & ~sign) > inf);
+  return (key & ~is_nan) | (nan_key & is_nan);
+}
+
+/* The key of element bits `b` of `bytes` bytes. */
+static ALWAYS_INLINE uint64_t key_of(uint64_t b, int bytes, int kind, uint64_t flip, uint64_t inf, uint64_t nan_key) {
+  switch (bytes) {
+    case 1:
+      return key_8((uint8_t)b, kind, (uint8_t)flip, (uint8_t)inf, (uint8_t)nan_key);
+    case 2:
+      return key_16((uint16_t)b, kind, (uint16_t)flip, (uint16_t)inf, (uint16_t)nan_key);
+    case 4:
+      return key_32((uint32_t)b, kind, (uint32_t)flip, (uint32_t)inf, (uint32_t)nan_key);
+    default:
+      return key_64(b, kind, flip, inf, nan_key);
   }
+}
 
-DEFINE_KEYS(8, uint8_t, int8_t)
-DEFINE_KEYS(16, uint16_t, int16_t)
-DEFINE_KEYS(32, uint32_t, int32_t)
-DEFINE_KEYS(64, uint64_t, int64_t)
+/* The bits of the element at `p` (any alignment). */
+static ALWAYS_INLINE uint64_t load_bits(const char* p, int bytes) {
+  uint8_t b8;
+  uint16_t b16;
+  uint32_t b32;
+  uint64_t b64;
+  switch (bytes) {
+    case 1:
+      memcpy(&b8, p, 1);
+      return b8;
+    case 2:
+      memcpy(&b16, p, 2);
+      return b16;
+    case 4:
+      memcpy(&b32, p, 4);
+      return b32;
+    default:
+      memcpy(&b64, p, 8);
+      return b64;
+  }
+}
+
+/* keys[i] of an array of keys of `bytes` bytes, and its store. */
+static ALWAYS_INLINE uint64_t key_at(const void* keys, int64_t i, int bytes) {
+  switch (bytes) {
+    case 1:
+      return ((const uint8_t*)keys)[i];
+    case 2:
+      return ((const uint16_t*)keys)[i];
+    case 4:
+      return ((const uint32_t*)keys)[i];
+    default:
+      return ((const uint64_t*)keys)[i];
+  }
+}
+static ALWAYS_INLINE void key_put(void* keys, int64_t i, uint64_t key, int bytes) {
+  switch (bytes) {
+    case 1:
+      ((uint8_t*)keys)[i] = (uint8_t)key;
+      break;
+    case 2:
+      ((uint16_t*)keys)[i] = (uint16_t)key;
+      break;
+    case 4:
+      ((uint32_t*)keys)[i] = (uint32_t)key;
+      break;
+    default:
+      ((uint64_t*)keys)[i] = key;
+  }
+}
+
+/* a > b on the width's own type: in a vectorised loop the compare's lanes then have the keys'
+ * width (on uint64_t, a loop of 8-bit keys would compare 8 of them per vector, not 32). */
+static ALWAYS_INLINE uint8_t key_above(uint64_t a, uint64_t b, int bytes) {
+  switch (bytes) {
+    case 1:
+      return (uint8_t)a > (uint8_t)b;
+    case 2:
+      return (uint16_t)a > (uint16_t)b;
+    case 4:
+      return (uint32_t)a > (uint32_t)b;
+    default:
+      return a > b;
+  }
+}
+
+/* Whether some a > b, across the keys of a loop: one accumulator of each width, of which the
+ * width's own is used (the others stay 0 and fold away). A reduction in the keys' own type keeps
+ * it in the keys' vectors; one of any other type makes the vectoriser convert every compare
+ * (float32 keys with a byte-wide flag: 1.46x the time of 1x2**21 k=64, AVX2). */
+struct hits {
+  uint8_t h8;
+  uint16_t h16;
+  uint32_t h32;
+  uint64_t h64;
+};
+static ALWAYS_INLINE void note_above(struct hits* h, uint64_t a, uint64_t b, int bytes) {
+  switch (bytes) {
+    case 1:
+      h->h8 |= (uint8_t)((uint8_t)a > (uint8_t)b);
+      break;
+    case 2:
+      h->h16 |= (uint16_t)((uint16_t)a > (uint16_t)b);
+      break;
+    case 4:
+      h->h32 |= (uint32_t)((uint32_t)a > (uint32_t)b);
+      break;
+    default:
+      h->h64 |= (uint64_t)(a > b);
+  }
+}
+static ALWAYS_INLINE int any_hit(const struct hits* h) {
+  return (h->h8 | h->h16 | h->h32 | h->h64) != 0;
+}
+
+/* The greater and the lesser key, chosen on the width's own type (as key_above: a choice
+ * between uint64_t values made after a narrow compare left the loop of maxima over 16-bit keys
+ * unvectorised, METHOD_RANK 1.5x slower). */
+static ALWAYS_INLINE uint64_t key_max(uint64_t a, uint64_t b, int bytes) {
+  switch (bytes) {
+    case 1:
+      return (uint8_t)a > (uint8_t)b ? (uint8_t)a : (uint8_t)b;
+    case 2:
+      return (uint16_t)a > (uint16_t)b ? (uint16_t)a : (uint16_t)b;
+    case 4:
+      return (uint32_t)a > (uint32_t)b ? (uint32_t)a : (uint32_t)b;
+    default:
+      return a > b ? a : b;
+  }
+}
+static ALWAYS_INLINE uint64_t key_min(uint64_t a, uint64_t b, int bytes) {
+  switch (bytes) {
+    case 1:
+      return (uint8_t)a < (uint8_t)b ? (uint8_t)a : (uint8_t)b;
+    case 2:
+      return (uint16_t)a < (uint16_t)b ? (uint16_t)a : (uint16_t)b;
+    case 4:
+      return (uint32_t)a < (uint32_t)b ? (uint32_t)a : (uint32_t)b;
+    default:
+      return a < b ? a : b;
+  }
+}
+
+/* keys_of's loop for one element kind, a constant here so that the compiler makes one loop per
+ * kind and stride: over keys[0..count) from `src` (`stride` bytes apart), each key also
+ * compared with `threshold`; returns whether any is above it. */
+static ALWAYS_INLINE int key_loop(void* keys, const char* src, int64_t count, int64_t stride,
+                                  const struct key_rule* rule, uint64_t threshold, int bytes, int kind) {
+  const uint64_t flip = rule->flip, inf = rule->inf_bits, nan_key = rule->nan_key;
+  struct hits any = {0, 0, 0, 0};
+  if (stride == bytes)
+    for (int64_t i = 0; i < count; i++) {
+      uint64_t key = key_of(load_bits(src + i * bytes, bytes), bytes, kind, flip, inf, nan_key);
+      key_put(keys, i, key, bytes);
+      note_above(&any, key, threshold, bytes);
+    }
+  else
+    for (int64_t i = 0; i < count; i++) {
+      uint64_t key = key_of(load_bits(src + i * stride, bytes), bytes, kind, flip, inf, nan_key);
+      key_put(keys, i, key, bytes);
+      note_above(&any, key, threshold, bytes);
+    }
+  return any_hit(&any);
+}
+
+/* The keys of `count` elements from `src` (`stride` bytes apart) into keys[]; returns whether
+ * any key is above `threshold`. One loop per element kind and stride, each vectorised. */
+static ALWAYS_INLINE int keys_of(void* keys, const char* src, int64_t count, int64_t stride,
+                                 const struct key_rule* rule, uint64_t threshold, int bytes) {
+  switch (rule->kind) {
+    case KIND_UNSIGNED:
+      return key_loop(keys, src, count, stride, rule, threshold, bytes, KIND_UNSIGNED);
+    case KIND_SIGNED:
+      return key_loop(keys, src, count, stride, rule, threshold, bytes, KIND_SIGNED);
+    default:
+      return key_loop(keys, src, count, stride, rule, threshold, bytes, KIND_FLOAT);
+  }
+}
+
+/* Two copies, each vectorised once per width: full chunks (a constant count, no remainder loop)
+ * and the rest; inlined into every caller, they made the build 5x slower. */
+static __attribute__((noinline)) int make_chunk_keys(void* keys, const char* src, int64_t stride,
+                                                     const struct key_rule* rule, uint64_t threshold, int bytes) {
+  switch (bytes) {
+    case 1:
+      return keys_of(keys, src, CHUNK, stride, rule, threshold, 1);
+    case 2:
+      return keys_of(keys, src, CHUNK, stride, rule, threshold, 2);
+    case 4:
+      return keys_of(keys, src, CHUNK, stride, rule, threshold, 4);
+    default:
+      return keys_of(keys, src, CHUNK, stride, rule, threshold, 8);
+  }
+}
+static __attribute__((noinline)) int make_part_keys(void* keys, const char* src, int64_t count, int64_t stride,
+                                                    const struct key_rule* rule, uint64_t threshold, int bytes) {
+  switch (bytes) {
+    case 1:
+      return keys_of(keys, src, count, stride, rule, threshold, 1);
+    case 2:
+      return keys_of(keys, src, count, stride, rule, threshold, 2);
+    case 4:
+      return keys_of(keys, src, count, stride, rule, threshold, 4);
+    default:
+      return keys_of(keys, src, count, stride, rule, threshold, 8);
+  }
+}
+
+/* The keys of `count` elements from `src` (`stride` bytes apart) into keys[], by the full chunk's
+ * copy where count is CHUNK; returns whether any key is above `threshold`. */
+static ALWAYS_INLINE int make_keys(void* keys, const char* src, int64_t count, int64_t stride,
+                                   const struct key_rule* rule, uint64_t threshold, int bytes) {
+  return count == CHUNK ? make_chunk_keys(keys, src, stride, rule, threshold, bytes)
+                        : make_part_keys(keys, src, count, stride, rule, threshold, bytes);
+}
 
 /* Which keys of a full chunk are above the threshold, as a bit mask (bit i: keys[i]), where the
  * machine compares unsigned vectors into mask registers (AVX-512BW): a chunk holding keys above
@@ -264,107 +449,171 @@ static inline uint64_t above_mask_64(const uint64_t* keys, uint64_t t) {
 }
 #endif
 
-#define DEFINE_ORDERING(NAME, CT)                                                               \
-  static void insertion_desc_##NAME(CT* a, int64_t m) {                                         \
-    for (int64_t i = 1; i < m; i++) {                                                           \
-      CT v = a[i];                                                                              \
-      int64_t j = i;                                                                            \
-      while (j > 0 && a[j - 1] < v) {                                                           \
-        a[j] = a[j - 1];                                                                        \
-        j--;                                                                                    \
-      }                                                                                         \
-      a[j] = v;                                                                                 \
-    }                                                                                           \
-  }                                                                                             \
-  /* A min-heap sift: heapsort into descending order, quicksort's guard against bad pivots. */  \
-  static void sift_##NAME(CT* a, int64_t root, int64_t m) {                                     \
-    CT v = a[root];                                                                             \
-    for (;;) {                                                                                  \
-      int64_t child = 2 * root + 1;                                                             \
-      if (child >= m) break;                                                                    \
-      if (child + 1 < m && a[child + 1] < a[child]) child++;                                    \
-      if (!(a[child] < v)) break;                                                               \
-      a[root] = a[child];                                                                       \
-      root = child;                                                                             \
-    }                                                                                           \
-    a[root] = v;                                                                                \
-  }                                                                                             \
-  static void heapsort_desc_##NAME(CT* a, int64_t m) {                                          \
-    for (int64_t i = m / 2 - 1; i >= 0; i--) sift_##NAME(a, i, m);                              \
-    for (int64_t end = m - 1; end > 0; end--) {                                                 \
-      CT t = a[0];                                                                              \
-      a[0] = a[end];                                                                            \
-      a[end] = t;                                                                               \
-      sift_##NAME(a, 0, end);                                                                   \
-    }                                                                                           \
-  }                                                                                             \
-  /* Partition a[0..m) (m > 2, values distinct) around a median of three, through tmp[0..m): */ \
-  /* returns p with a[0..p) > a[p] > a[p+1..m). Out of place and branch-free: every element is  \
-   * written to both ends of tmp and one end moves on (in place, each step would wait for the   \
-   * store of the step before). */                                                              \
-  static int64_t partition_desc_##NAME(CT* a, int64_t m, CT* tmp) {                             \
-    int64_t mid = m / 2, last = m - 1, median;                                                  \
-    if (a[0] > a[mid])                                                                          \
-      median = a[mid] > a[last] ? mid : (a[0] > a[last] ? last : 0);                            \
-    else                                                                                        \
-      median = a[0] > a[last] ? 0 : (a[mid] > a[last] ? last : mid);                            \
-    CT pivot = a[median];                                                                       \
-    a[median] = a[last];                                                                        \
-    int64_t lo = 0, hi = last;                                                                  \
-    for (int64_t i = 0; i < last; i++) {                                                        \
-      CT v = a[i];                                                                              \
-      int above = v > pivot;                                                                    \
-      tmp[lo] = v;                                                                              \
-      tmp[hi] = v;                                                                              \
-      lo += above;                                                                              \
-      hi -= !above;                                                                             \
-    }                                                                                           \
-    tmp[lo] = pivot; /* lo == hi */                                                             \
-    memcpy(a, tmp, (size_t)m * sizeof(CT));                                                     \
-    return lo;                                                                                  \
-  }                                                                                             \
-  static void sort_desc_##NAME(CT* a, int64_t m, CT* tmp, int depth) {                          \
-    while (m > 24) {                                                                            \
-      if (depth-- == 0) {                                                                       \
-        heapsort_desc_##NAME(a, m);                                                             \
-        return;                                                                                 \
-      }                                                                                         \
-      int64_t p = partition_desc_##NAME(a, m, tmp);                                             \
-      /* Recurse into the smaller side, loop on the larger: O(log m) stack. */                  \
-      if (p < m - p - 1) {                                                                      \
-        sort_desc_##NAME(a, p, tmp, depth);                                                     \
-        a += p + 1;                                                                             \
-        m -= p + 1;                                                                             \
-      } else {                                                                                  \
-        sort_desc_##NAME(a + p + 1, m - p - 1, tmp, depth);                                     \
-        m = p;                                                                                  \
-      }                                                                                         \
-    }                                                                                           \
-    insertion_desc_##NAME(a, m);                                                                \
-  }                                                                                             \
-  /* Move the k largest of a[0..m) (distinct) to a[0..k), the k-th largest to a[k-1]. */        \
-  static void select_desc_##NAME(CT* a, int64_t m, int64_t k, CT* tmp) {                        \
-    int depth = 64;                                                                             \
-    while (m > 24) {                                                                            \
-      if (depth-- == 0) {                                                                       \
-        heapsort_desc_##NAME(a, m); /* O(m log m) at worst */                                   \
-        return;                                                                                 \
-      }                                                                                         \
-      int64_t p = partition_desc_##NAME(a, m, tmp);                                             \
-      if (p == k - 1) return;                                                                   \
-      if (p > k - 1) {                                                                          \
-        m = p;                                                                                  \
-      } else {                                                                                  \
-        a += p + 1;                                                                             \
-        m -= p + 1;                                                                             \
-        k -= p + 1;                                                                             \
-      }                                                                                         \
-    }                                                                                           \
-    insertion_desc_##NAME(a, m);                                                                \
+/* above_mask_W for the width `bytes`. */
+static ALWAYS_INLINE uint64_t above_mask(const void* keys, uint64_t t, int bytes) {
+  switch (bytes) {
+    case 1:
+      return above_mask_8(keys, (uint8_t)t);
+    case 2:
+      return above_mask_16(keys, (uint16_t)t);
+    case 4:
+      return above_mask_32(keys, (uint32_t)t);
+    default:
+      return above_mask_64(keys, t);
   }
+}
 
-DEFINE_ORDERING(u64, uint64_t)
-DEFINE_ORDERING(u128, u128)
+/* Whether any of keys[from..to) is above t (no branch inside: vectorised). */
+static ALWAYS_INLINE int any_above(const void* keys, int64_t from, int64_t to, uint64_t t, int bytes) {
+  struct hits hit = {0, 0, 0, 0};
+  for (int64_t i = from; i < to; i++) note_above(&hit, key_at(keys, i, bytes), t, bytes);
+  return any_hit(&hit);
+}
+
+/* The ordering of composites, written once for both composite types: `wide` (a constant at every
+ * call, so that each always-inlined body is compiled once per type) picks u128 over uint64_t.
+ * The values are read and written through comp_at/comp_put, whose u128 arithmetic folds to
+ * 64 bits where `wide` is 0 (both sides of every comparison are widened 64-bit values). */
+static ALWAYS_INLINE u128 comp_at(const void* a, int64_t i, int wide) {
+  return wide ? ((const u128*)a)[i] : ((const uint64_t*)a)[i];
+}
+static ALWAYS_INLINE void comp_put(void* a, int64_t i, u128 v, int wide) {
+  if (wide)
+    ((u128*)a)[i] = v;
+  else
+    ((uint64_t*)a)[i] = (uint64_t)v;
+}
+/* a + i composites. */
+static ALWAYS_INLINE void* comp_skip(void* a, int64_t i, int wide) {
+  return (char*)a + i * (wide ? (int64_t)sizeof(u128) : (int64_t)sizeof(uint64_t));
+}
+
+static ALWAYS_INLINE void insertion_desc(void* a, int64_t m, int wide) {
+  for (int64_t i = 1; i < m; i++) {
+    u128 v = comp_at(a, i, wide);
+    int64_t j = i;
+    while (j > 0 && comp_at(a, j - 1, wide) < v) {
+      comp_put(a, j, comp_at(a, j - 1, wide), wide);
+      j--;
+    }
+    comp_put(a, j, v, wide);
+  }
+}
+
+/* A min-heap sift: heapsort into descending order, quicksort's guard against bad pivots. */
+static ALWAYS_INLINE void sift(void* a, int64_t root, int64_t m, int wide) {
+  u128 v = comp_at(a, root, wide);
+  for (;;) {
+    int64_t child = 2 * root + 1;
+    if (child >= m) break;
+    if (child + 1 < m && comp_at(a, child + 1, wide) < comp_at(a, child, wide)) child++;
+    if (!(comp_at(a, child, wide) < v)) break;
+    comp_put(a, root, comp_at(a, child, wide), wide);
+    root = child;
+  }
+  comp_put(a, root, v, wide);
+}
+
+static ALWAYS_INLINE void heapsort_desc(void* a, int64_t m, int wide) {
+  for (int64_t i = m / 2 - 1; i >= 0; i--) sift(a, i, m, wide);
+  for (int64_t end = m - 1; end > 0; end--) {
+    u128 t = comp_at(a, 0, wide);
+    comp_put(a, 0, comp_at(a, end, wide), wide);
+    comp_put(a, end, t, wide);
+    sift(a, 0, end, wide);
+  }
+}
+
+/* Partition a[0..m) (m > 2, values distinct) around a median of three, through tmp[0..m):
+ * returns p with a[0..p) > a[p] > a[p+1..m). Out of place and branch-free: every element is
+ * written to both ends of tmp and one end moves on (in place, each step would wait for the
+ * store of the step before). */
+static ALWAYS_INLINE int64_t partition_desc(void* a, int64_t m, void* tmp, int wide) {
+  int64_t mid = m / 2, last = m - 1, median;
+  u128 first = comp_at(a, 0, wide), middle = comp_at(a, mid, wide), end = comp_at(a, last, wide);
+  if (first > middle)
+    median = middle > end ? mid : (first > end ? last : 0);
+  else
+    median = first > end ? 0 : (middle > end ? last : mid);
+  u128 pivot = comp_at(a, median, wide);
+  comp_put(a, median, end, wide);
+  int64_t lo = 0, hi = last;
+  for (int64_t i = 0; i < last; i++) {
+    u128 v = comp_at(a, i, wide);
+    int above = v > pivot;
+    comp_put(tmp, lo, v, wide);
+    comp_put(tmp, hi, v, wide);
+    lo += above;
+    hi -= !above;
+  }
+  comp_put(tmp, lo, pivot, wide); /* lo == hi */
+  memcpy(a, tmp, (size_t)m * (wide ? sizeof(u128) : sizeof(uint64_t)));
+  return lo;
+}
+
+static void sort_desc_u64(uint64_t* a, int64_t m, uint64_t* tmp, int depth);
+static void sort_desc_u128(u128* a, int64_t m, u128* tmp, int depth);
+
+static ALWAYS_INLINE void sort_desc(void* a, int64_t m, void* tmp, int depth, int wide) {
+  while (m > 24) {
+    if (depth-- == 0) {
+      heapsort_desc(a, m, wide);
+      return;
+    }
+    int64_t p = partition_desc(a, m, tmp, wide);
+    /* Recurse into the smaller side, loop on the larger: O(log m) stack. */
+    void* small = a;
+    int64_t small_m = p;
+    if (p < m - p - 1) {
+      a = comp_skip(a, p + 1, wide);
+      m -= p + 1;
+    } else {
+      small = comp_skip(a, p + 1, wide);
+      small_m = m - p - 1;
+      m = p;
+    }
+    if (wide)
+      sort_desc_u128(small, small_m, tmp, depth);
+    else
+      sort_desc_u64(small, small_m, tmp, depth);
+  }
+  insertion_desc(a, m, wide);
+}
+
+/* Move the k largest of a[0..m) (distinct) to a[0..k), the k-th largest to a[k-1]. */
+static ALWAYS_INLINE void select_desc(void* a, int64_t m, int64_t k, void* tmp, int wide) {
+  int depth = 64;
+  while (m > 24) {
+    if (depth-- == 0) {
+      heapsort_desc(a, m, wide); /* O(m log m) at worst */
+      return;
+    }
+    int64_t p = partition_desc(a, m, tmp, wide);
+    if (p == k - 1) return;
+    if (p > k - 1) {
+      m = p;
+    } else {
+      a = comp_skip(a, p + 1, wide);
+      m -= p + 1;
+      k -= p + 1;
+    }
+  }
+  insertion_desc(a, m, wide);
+}
+
+/* The two instances of each, which the rest of the file calls. */
+static void sort_desc_u64(uint64_t* a, int64_t m, uint64_t* tmp, int depth) {
+  sort_desc(a, m, tmp, depth, 0);
+}
+static void sort_desc_u128(u128* a, int64_t m, u128* tmp, int depth) {
+  sort_desc(a, m, tmp, depth, 1);
+}
+static void select_desc_u64(uint64_t* a, int64_t m, int64_t k, uint64_t* tmp) {
+  select_desc(a, m, k, tmp, 0);
+}
+static void select_desc_u128(u128* a, int64_t m, int64_t k, u128* tmp) {
+  select_desc(a, m, k, tmp, 1);
+}
 
 static int sort_depth(int64_t m) {
   int depth = 0;
@@ -375,114 +624,147 @@ static int sort_depth(int64_t m) {
   return depth;
 }
 
-/* The selection of one row, for key width W (type KT) and composite type CT of HALF bits. */
-#define DEFINE_ROW(W, KT, NAME, CT, HALF)                                                                        \
-  static void select_row_##W##_##NAME(const struct cutopk_rows* r, const struct key_rule* rule, const char* row, \
-                                      CT* buf, CT* tmp, int64_t capacity, int64_t* out) {                        \
-    const int64_t n = r->n, k = r->k, stride = r->col_stride;                                                    \
-    const CT low_mask = (CT)(((CT)1 << HALF) - 1);                                                               \
-    KT keys[CHUNK];                                                                                              \
-    int64_t kept = 0, col = 0;                                                                                   \
-    KT threshold = 0;                                                                                            \
-    int sampled = 0;                                                                                             \
-    if (n >= SAMPLE_MIN_N && k <= n / SAMPLE_MIN_SHARE) {                                                        \
-      /* A sample's key that about 2K + 32 elements of the row reach sets a first threshold: */                  \
-      /* the scan then keeps keys at or above it. Should fewer than K reach it (an unlucky */                    \
-      /* sample), the row is read again the plain way below: the answer never depends on it. */                  \
-      int64_t step = n / SAMPLE, rank = (2 * k + 32) * SAMPLE / n;                                               \
-      rank = rank < 1 ? 1 : rank;                                                                                \
-      for (int64_t i = 0; i < SAMPLE; i++) {                                                                     \
-        KT bits;                                                                                                 \
-        memcpy(&bits, row + i * step * stride, sizeof bits);                                                     \
-        KT key = key_##W(bits, rule->kind, (KT)rule->flip, (KT)rule->inf_bits, (KT)rule->nan_key);               \
-        buf[i] = ((CT)key << HALF) | (low_mask & ~(CT)(i * step));                                               \
-      }                                                                                                          \
-      select_desc_##NAME(buf, SAMPLE, rank, tmp);                                                                \
-      KT pivot = (KT)(buf[rank - 1] >> HALF);                                                                    \
-      sampled = pivot > 0;                                                                                       \
-      threshold = (KT)(pivot - 1); /* keys above pivot - 1: keys at or above the pivot */                        \
-    } else if (n >= 2 * k) {                                                                                     \
-      /* Shorter rows: the least of the K maxima down slices of K (METHOD_RANK's bound) is a */                  \
-      /* key that K distinct elements reach: the scan keeps keys at or above it. */                              \
-      KT* most = (KT*)tmp;                                                                                       \
-      KT* slice = most + k;                                                                                      \
-      make_keys_##W(most, row, k, stride, rule, 0);                                                              \
-      for (int64_t s = k; s + k <= n; s += k) {                                                                  \
-        make_keys_##W(slice, row + s * stride, k, stride, rule, 0);                                              \
-        for (int64_t j = 0; j < k; j++) most[j] = slice[j] > most[j] ? slice[j] : most[j];                       \
-      }                                                                                                          \
-      KT bound = most[0];                                                                                        \
-      for (int64_t j = 1; j < k; j++) bound = most[j] < bound ? most[j] : bound;                                 \
-      sampled = bound > 0;                                                                                       \
-      threshold = (KT)(bound - 1);                                                                               \
-    }                                                                                                            \
-  plain:                                                                                                         \
-    if (!sampled) {                                                                                              \
-      /* The first K elements enter unconditionally; the least of them sets the threshold. */                    \
-      while (col < k) {                                                                                          \
-        int64_t count = k - col < CHUNK ? k - col : CHUNK;                                                       \
-        make_keys_##W(keys, row + col * stride, count, stride, rule, 0);                                         \
-        for (int64_t i = 0; i < count; i++) buf[kept++] = ((CT)keys[i] << HALF) | (low_mask & ~(CT)(col + i));   \
-        col += count;                                                                                            \
-      }                                                                                                          \
-      CT least = buf[0];                                                                                         \
-      for (int64_t i = 1; i < k; i++) least = buf[i] < least ? buf[i] : least;                                   \
-      threshold = (KT)(least >> HALF);                                                                           \
-    }                                                                                                            \
-    while (col < n) {                                                                                            \
-      int64_t count = n - col < CHUNK ? n - col : CHUNK;                                                         \
-      if (count == CHUNK ? make_chunk_keys_##W(keys, row + col * stride, stride, rule, threshold)                \
-                         : make_keys_##W(keys, row + col * stride, count, stride, rule, threshold)) {            \
-        if (kept + count > capacity) { /* keep the K best, raise the threshold */                                \
-          select_desc_##NAME(buf, kept, k, tmp);                                                                 \
-          kept = k;                                                                                              \
-          threshold = (KT)(buf[k - 1] >> HALF);                                                                  \
-        }                                                                                                        \
-        if (HAVE_ABOVE_MASK && count == CHUNK) {                                                                 \
-          uint64_t above = above_mask_##W(keys, threshold);                                                      \
-          while (above) {                                                                                        \
-            int i = __builtin_ctzll(above);                                                                      \
-            above &= above - 1;                                                                                  \
-            buf[kept++] = ((CT)keys[i] << HALF) | (low_mask & ~(CT)(col + i));                                   \
-          }                                                                                                      \
-        } else {                                                                                                 \
-          /* Parts of 16 with no key above the threshold are passed over; in the others, */                      \
-          /* branch-free, every key is written and only those above the threshold are kept. */                   \
-          for (int64_t j = 0; j < count; j += 16) {                                                              \
-            int64_t end = count - j < 16 ? count : j + 16;                                                       \
-            KT hit = 0;                                                                                          \
-            for (int64_t i = j; i < end; i++) hit |= (KT)(keys[i] > threshold);                                  \
-            if (!hit) continue;                                                                                  \
-            for (int64_t i = j; i < end; i++) {                                                                  \
-              buf[kept] = ((CT)keys[i] << HALF) | (low_mask & ~(CT)(col + i));                                   \
-              kept += keys[i] > threshold;                                                                       \
-            }                                                                                                    \
-          }                                                                                                      \
-        }                                                                                                        \
-      }                                                                                                          \
-      col += count;                                                                                              \
-    }                                                                                                            \
-    if (sampled && kept < k) { /* fewer than K at or above the sample's key: no refill ran */                    \
-      sampled = 0;                                                                                               \
-      kept = col = 0;                                                                                            \
-      goto plain;                                                                                                \
-    }                                                                                                            \
-    if (kept > k) select_desc_##NAME(buf, kept, k, tmp);                                                         \
-    if (r->order == ORDER_INDEX) {                                                                               \
-      /* The inverted columns alone, sorted descending: the columns ascending. */                                \
-      for (int64_t i = 0; i < k; i++) buf[i] &= low_mask;                                                        \
-    }                                                                                                            \
-    sort_desc_##NAME(buf, k, tmp, sort_depth(k));                                                                \
-    for (int64_t i = 0; i < k; i++) out[i] = (int64_t)(low_mask & ~buf[i]);                                      \
-  }
+/* A composite of `key` and column `col` (key in the high half, the inverted column in the low
+ * one), as a u128 that holds a uint64_t where not `wide`; its key, and its column. */
+static ALWAYS_INLINE u128 compose(uint64_t key, int64_t col, int wide) {
+  if (wide) return (u128)key << 64 | (uint64_t)~(uint64_t)col;
+  return (uint64_t)key << 32 | (uint32_t)~(uint32_t)col;
+}
+static ALWAYS_INLINE uint64_t comp_key(u128 c, int wide) {
+  return wide ? (uint64_t)(c >> 64) : (uint64_t)c >> 32;
+}
+static ALWAYS_INLINE int64_t comp_col(u128 c, int wide) {
+  return wide ? (int64_t)(uint64_t)~(uint64_t)c : (int64_t)(uint32_t)~(uint32_t)c;
+}
 
-DEFINE_ROW(8, uint8_t, u64, uint64_t, 32)
-DEFINE_ROW(16, uint16_t, u64, uint64_t, 32)
-DEFINE_ROW(32, uint32_t, u64, uint64_t, 32)
-DEFINE_ROW(8, uint8_t, u128, u128, 64)
-DEFINE_ROW(16, uint16_t, u128, u128, 64)
-DEFINE_ROW(32, uint32_t, u128, u128, 64)
-DEFINE_ROW(64, uint64_t, u128, u128, 64)
+static ALWAYS_INLINE void select_comps(void* a, int64_t m, int64_t k, void* tmp, int wide) {
+  if (wide)
+    select_desc_u128(a, m, k, tmp);
+  else
+    select_desc_u64(a, m, k, tmp);
+}
+
+/* select_row's first threshold from a sample, for rows of at least SAMPLE_MIN_N with K at most a
+ * SAMPLE_MIN_SHARE-th of them: the key that about 2K + 32 elements of the row reach, read from
+ * SAMPLE evenly spaced keys, less one (the scan keeps keys above the threshold: at or above the
+ * sample's key). Returns 0 where that key is 0 (no threshold below it: the plain way). */
+static ALWAYS_INLINE int sample_threshold(const struct cutopk_rows* r, const struct key_rule* rule, const char* row,
+                                          void* buf, void* tmp, uint64_t* threshold, int bytes, int wide) {
+  const int64_t n = r->n, k = r->k, stride = r->col_stride;
+  int64_t step = n / SAMPLE, rank = (2 * k + 32) * SAMPLE / n;
+  rank = rank < 1 ? 1 : rank;
+  for (int64_t i = 0; i < SAMPLE; i++) {
+    uint64_t key =
+        key_of(load_bits(row + i * step * stride, bytes), bytes, rule->kind, rule->flip, rule->inf_bits, rule->nan_key);
+    comp_put(buf, i, compose(key, i * step, wide), wide);
+  }
+  select_comps(buf, SAMPLE, rank, tmp, wide);
+  uint64_t pivot = comp_key(comp_at(buf, rank - 1, wide), wide);
+  *threshold = pivot - 1;
+  return pivot > 0;
+}
+
+/* select_row's first threshold on other rows of at least 2K: the least of the K maxima down the
+ * row's slices of K (column j of every slice; METHOD_RANK's bound), a key that K distinct
+ * elements reach, less one. tmp holds 2K keys. Returns 0 where that key is 0. */
+static ALWAYS_INLINE int slice_threshold(const struct cutopk_rows* r, const struct key_rule* rule, const char* row,
+                                         void* tmp, uint64_t* threshold, int bytes) {
+  const int64_t n = r->n, k = r->k, stride = r->col_stride;
+  void* most = tmp;
+  void* slice = (char*)tmp + k * bytes;
+  make_keys(most, row, k, stride, rule, 0, bytes);
+  for (int64_t s = k; s + k <= n; s += k) {
+    make_keys(slice, row + s * stride, k, stride, rule, 0, bytes);
+    for (int64_t j = 0; j < k; j++)
+      key_put(most, j, key_max(key_at(slice, j, bytes), key_at(most, j, bytes), bytes), bytes);
+  }
+  uint64_t bound = key_at(most, 0, bytes);
+  for (int64_t j = 1; j < k; j++) bound = key_min(bound, key_at(most, j, bytes), bytes);
+  *threshold = bound - 1;
+  return bound > 0;
+}
+
+/* The plain way's start: the first K elements enter unconditionally, and the least of them is
+ * the threshold. Returns the threshold; buf[0..k) holds them. */
+static ALWAYS_INLINE uint64_t enter_first_k(const struct cutopk_rows* r, const struct key_rule* rule, const char* row,
+                                            void* buf, int bytes, int wide) {
+  const int64_t k = r->k, stride = r->col_stride;
+  uint64_t keys[CHUNK];
+  for (int64_t col = 0; col < k; col += CHUNK) {
+    int64_t count = k - col < CHUNK ? k - col : CHUNK;
+    make_keys(keys, row + col * stride, count, stride, rule, 0, bytes);
+    for (int64_t i = 0; i < count; i++) comp_put(buf, col + i, compose(key_at(keys, i, bytes), col + i, wide), wide);
+  }
+  u128 least = comp_at(buf, 0, wide);
+  for (int64_t i = 1; i < k; i++) least = comp_at(buf, i, wide) < least ? comp_at(buf, i, wide) : least;
+  return comp_key(least, wide);
+}
+
+/* The scan of select_row from column `col` on, with `kept` composites in buf and the given
+ * threshold: every key above the threshold enters buf; a full buf keeps its K best and raises
+ * the threshold. Returns the number kept. */
+static ALWAYS_INLINE int64_t scan_above(const struct cutopk_rows* r, const struct key_rule* rule, const char* row,
+                                        int64_t col, int64_t kept, uint64_t threshold, void* buf, void* tmp,
+                                        int64_t capacity, int bytes, int wide) {
+  const int64_t n = r->n, k = r->k, stride = r->col_stride;
+  uint64_t keys[CHUNK]; /* CHUNK keys of `bytes` bytes each */
+  for (; col < n; col += CHUNK) {
+    int64_t count = n - col < CHUNK ? n - col : CHUNK;
+    if (!make_keys(keys, row + col * stride, count, stride, rule, threshold, bytes)) continue;
+    if (kept + count > capacity) { /* keep the K best, raise the threshold */
+      select_comps(buf, kept, k, tmp, wide);
+      kept = k;
+      threshold = comp_key(comp_at(buf, k - 1, wide), wide);
+    }
+    if (HAVE_ABOVE_MASK && count == CHUNK) {
+      for (uint64_t above = above_mask(keys, threshold, bytes); above; above &= above - 1) {
+        int i = __builtin_ctzll(above);
+        comp_put(buf, kept++, compose(key_at(keys, i, bytes), col + i, wide), wide);
+      }
+      continue;
+    }
+    /* Parts of 16 with no key above the threshold are passed over; in the others, branch-free,
+     * every key is written and only those above the threshold are kept. */
+    for (int64_t j = 0; j < count; j += 16) {
+      int64_t end = count - j < 16 ? count : j + 16;
+      if (!any_above(keys, j, end, threshold, bytes)) continue;
+      for (int64_t i = j; i < end; i++) {
+        uint64_t key = key_at(keys, i, bytes);
+        comp_put(buf, kept, compose(key, col + i, wide), wide);
+        kept += key_above(key, threshold, bytes);
+      }
+    }
+  }
+  return kept;
+}
+
+/* The selection of one row (METHOD_THRESHOLD), keys of `bytes` bytes in composites of type
+ * u128 where `wide`, else uint64_t: buf and tmp hold `capacity` composites each. */
+static ALWAYS_INLINE void select_row(const struct cutopk_rows* r, const struct key_rule* rule, const char* row,
+                                     void* buf, void* tmp, int64_t capacity, int64_t* out, int bytes, int wide) {
+  const int64_t n = r->n, k = r->k;
+  uint64_t threshold = 0;
+  int sampled = 0;
+  if (n >= SAMPLE_MIN_N && k <= n / SAMPLE_MIN_SHARE)
+    sampled = sample_threshold(r, rule, row, buf, tmp, &threshold, bytes, wide);
+  else if (n >= 2 * k)
+    sampled = slice_threshold(r, rule, row, tmp, &threshold, bytes);
+  int64_t kept = sampled ? scan_above(r, rule, row, 0, 0, threshold, buf, tmp, capacity, bytes, wide) : 0;
+  /* Fewer than K at or above the first threshold (no refill ran: an unlucky sample), or none
+   * set: the plain way, so that the answer never depends on the sample. */
+  if (kept < k) {
+    threshold = enter_first_k(r, rule, row, buf, bytes, wide);
+    kept = scan_above(r, rule, row, k, k, threshold, buf, tmp, capacity, bytes, wide);
+  }
+  if (kept > k) select_comps(buf, kept, k, tmp, wide);
+  if (r->order == ORDER_INDEX) /* the inverted columns alone, sorted descending: the columns ascending */
+    for (int64_t i = 0; i < k; i++) comp_put(buf, i, compose(0, comp_col(comp_at(buf, i, wide), wide), wide), wide);
+  if (wide)
+    sort_desc_u128(buf, k, tmp, sort_depth(k));
+  else
+    sort_desc_u64(buf, k, tmp, sort_depth(k));
+  for (int64_t i = 0; i < k; i++) out[i] = comp_col(comp_at(buf, i, wide), wide);
+}
 
 /* METHOD_INSERT and METHOD_COLUMNS: each row's K best so far, kept sorted (keys descending,
  * ties in index order) in a key array `tk` and a column array `tc`. The row is read in index
@@ -505,178 +787,265 @@ static void emit_columns(const int64_t* tc, int64_t k, int order, int64_t* out) 
   if (order == ORDER_INDEX) sort_columns(out, k);
 }
 
-#define DEFINE_INSERT(W, KT)                                                                                         \
-  /* Put (key, col) into tk/tc[0..m], which hold m sorted entries (the slot m is free or is the                      \
-   * dropped K-th). */                                                                                               \
-  static inline void insert_##W(KT* tk, int64_t* tc, int64_t m, KT key, int64_t col) {                               \
-    int64_t p = m;                                                                                                   \
-    while (p > 0 && tk[p - 1] < key) {                                                                               \
-      tk[p] = tk[p - 1];                                                                                             \
-      tc[p] = tc[p - 1];                                                                                             \
-      p--;                                                                                                           \
-    }                                                                                                                \
-    tk[p] = key;                                                                                                     \
-    tc[p] = col;                                                                                                     \
-  }                                                                                                                  \
-  /* insert_W over a full list (key above the K-th's, which drops out), without branches: each                       \
-   * slot takes the one above it, the new key, or stays, by two comparisons with the old keys. */                    \
-  static inline void replace_##W(KT* tk, int64_t* tc, int64_t k, KT key, int64_t col) {                              \
-    for (int64_t p = k - 1; p > 0; p--) {                                                                            \
-      KT above = tk[p - 1], here = tk[p];                                                                            \
-      int64_t above_c = tc[p - 1], here_c = tc[p];                                                                   \
-      int moves = above < key, enters = here < key;                                                                  \
-      tk[p] = moves ? above : enters ? key : here;                                                                   \
-      tc[p] = moves ? above_c : enters ? col : here_c;                                                               \
-    }                                                                                                                \
-    int top = tk[0] < key;                                                                                           \
-    tk[0] = top ? key : tk[0];                                                                                       \
-    tc[0] = top ? col : tc[0];                                                                                       \
-  }                                                                                                                  \
-  /* METHOD_INSERT: one row, read a chunk of keys at a time; a chunk with no key above the K-th                      \
-   * kept is passed over whole. O(N) compares plus O(K) per entry (about K ln(N/K) entries on                        \
-   * shuffled data, N on a rising row): for small K. */                                                              \
-  static void insert_row_##W(const struct cutopk_rows* r, const struct key_rule* rule, const char* row, KT* tk,      \
-                             int64_t* tc, int64_t* out) {                                                            \
-    const int64_t n = r->n, k = r->k, stride = r->col_stride;                                                        \
-    KT keys[CHUNK];                                                                                                  \
-    int64_t m = 0;                                                                                                   \
-    for (int64_t col = 0; col < n; col += CHUNK) {                                                                   \
-      int64_t count = n - col < CHUNK ? n - col : CHUNK, i = 0;                                                      \
-      int full = m == k;                                                                                             \
-      KT threshold = full ? tk[k - 1] : 0;                                                                           \
-      int any = count == CHUNK ? make_chunk_keys_##W(keys, row + col * stride, stride, rule, threshold)              \
-                               : make_keys_##W(keys, row + col * stride, count, stride, rule, threshold);            \
-      if (full && !any) continue;                                                                                    \
-      if (HAVE_ABOVE_MASK && full && count == CHUNK) {                                                               \
-        /* Only the keys above the chunk's first threshold can enter: one step each. */                              \
-        for (uint64_t above = above_mask_##W(keys, threshold); above; above &= above - 1) {                          \
-          int a = __builtin_ctzll(above);                                                                            \
-          if (keys[a] > tk[k - 1]) replace_##W(tk, tc, k, keys[a], col + a);                                         \
-        }                                                                                                            \
-        continue;                                                                                                    \
-      }                                                                                                              \
-      for (; m < k && i < count; i++, m++) insert_##W(tk, tc, m, keys[i], col + i);                                  \
-      for (; i < count; i++)                                                                                         \
-        if (keys[i] > tk[k - 1]) replace_##W(tk, tc, k, keys[i], col + i);                                           \
-    }                                                                                                                \
-    emit_columns(tc, k, r->order, out);                                                                              \
-  }                                                                                                                  \
-  /* METHOD_INSERT on rows of at most CHUNK: the keys of as many whole rows as a chunk holds are                     \
-   * made in one call where the rows follow one another in memory (one per row otherwise), then                      \
-   * each row is selected from them: a call per row would cost more than a short row's work. */                      \
-  static void insert_short_rows_##W(const struct cutopk_rows* r, const struct key_rule* rule, KT* tk, int64_t* tc) { \
-    const int64_t n = r->n, k = r->k, per = CHUNK / n, width = (int64_t)sizeof(KT);                                  \
-    const int packed = r->col_stride == width && r->row_stride == n * width;                                         \
-    KT keys[CHUNK];                                                                                                  \
-    for (int64_t i = 0; i < r->rows; i += per) {                                                                     \
-      int64_t count = r->rows - i < per ? r->rows - i : per;                                                         \
-      const char* first = r->data + i * r->row_stride;                                                               \
-      if (packed && count * n == CHUNK)                                                                              \
-        make_chunk_keys_##W(keys, first, width, rule, 0);                                                            \
-      else if (packed)                                                                                               \
-        make_keys_##W(keys, first, count * n, width, rule, 0);                                                       \
-      else                                                                                                           \
-        for (int64_t j = 0; j < count; j++)                                                                          \
-          make_keys_##W(keys + j * n, first + j * r->row_stride, n, r->col_stride, rule, 0);                         \
-      for (int64_t j = 0; j < count; j++) {                                                                          \
-        const KT* row = keys + j * n;                                                                                \
-        for (int64_t c = 0; c < k; c++) insert_##W(tk, tc, c, row[c], c);                                            \
-        for (int64_t c = k; c < n; c++)                                                                              \
-          if (row[c] > tk[k - 1]) replace_##W(tk, tc, k, row[c], c);                                                 \
-        emit_columns(tc, k, r->order, r->out + (i + j) * k);                                                         \
-      }                                                                                                              \
-    }                                                                                                                \
-  }                                                                                                                  \
-  /* METHOD_COLUMNS: `cols` rows side by side whose elements lie closer across the rows than                         \
-   * along them (an outer axis: rows[j][i] at row_stride * j + col_stride * i). The keys of                          \
-   * element i of every row are made in one vectorised loop, read as they lie (for an outer axis                     \
-   * of a C array, one contiguous run), and compared with each row's K-th kept key in another.                       \
-   * Row j keeps tk/tc[j*k .. j*k + k) and its K-th key in kth[j]. */                                                \
-  static void insert_columns_##W(const struct cutopk_rows* r, const struct key_rule* rule, const char* first,        \
-                                 int64_t cols, KT* tk, int64_t* tc, KT* kth, int64_t* out) {                         \
-    const int64_t n = r->n, k = r->k;                                                                                \
-    KT keys[CHUNK];                                                                                                  \
-    for (int64_t i = 0; i < n; i++) {                                                                                \
-      const char* src = first + i * r->col_stride;                                                                   \
-      if (cols == CHUNK)                                                                                             \
-        make_chunk_keys_##W(keys, src, r->row_stride, rule, 0);                                                      \
-      else                                                                                                           \
-        make_keys_##W(keys, src, cols, r->row_stride, rule, 0);                                                      \
-      if (i < k) {                                                                                                   \
-        for (int64_t j = 0; j < cols; j++) insert_##W(tk + j * k, tc + j * k, i, keys[j], i);                        \
-        if (i == k - 1)                                                                                              \
-          for (int64_t j = 0; j < cols; j++) kth[j] = tk[j * k + k - 1];                                             \
-        continue;                                                                                                    \
-      }                                                                                                              \
-      /* Parts of 16 rows with no key above their K-th are passed over. */                                           \
-      for (int64_t j0 = 0; j0 < cols; j0 += 16) {                                                                    \
-        int64_t end = cols - j0 < 16 ? cols : j0 + 16;                                                               \
-        KT hit = 0;                                                                                                  \
-        for (int64_t j = j0; j < end; j++) hit |= (KT)(keys[j] > kth[j]);                                            \
-        if (!hit) continue;                                                                                          \
-        for (int64_t j = j0; j < end; j++)                                                                           \
-          if (keys[j] > kth[j]) {                                                                                    \
-            insert_##W(tk + j * k, tc + j * k, k - 1, keys[j], i);                                                   \
-            kth[j] = tk[j * k + k - 1];                                                                              \
-          }                                                                                                          \
-      }                                                                                                              \
-    }                                                                                                                \
-    for (int64_t j = 0; j < cols; j++) emit_columns(tc + j * k, k, r->order, out + j * k);                           \
+/* Put (key, col) into tk/tc[0..m], which hold m sorted entries (the slot m is free or is the
+ * dropped K-th). */
+static ALWAYS_INLINE void insert_kept(void* tk, int64_t* tc, int64_t m, uint64_t key, int64_t col, int bytes) {
+  int64_t p = m;
+  while (p > 0 && key_above(key, key_at(tk, p - 1, bytes), bytes)) {
+    key_put(tk, p, key_at(tk, p - 1, bytes), bytes);
+    tc[p] = tc[p - 1];
+    p--;
   }
+  key_put(tk, p, key, bytes);
+  tc[p] = col;
+}
 
-DEFINE_INSERT(8, uint8_t)
-DEFINE_INSERT(16, uint16_t)
-DEFINE_INSERT(32, uint32_t)
-DEFINE_INSERT(64, uint64_t)
-
-/* METHOD_RANK (rows below 2**32, keys of up to 32 bits, small K): the row's keys are made
- * whole, then a bound: cut the row into slices of K, the least of the K maxima down the slices
- * (column j of every slice) is a key that K distinct elements reach, so the K-th key is at
- * least that. The keys at or above it are the candidates (about 2K-3K on shuffled data), as
- * composites (key, inverted column): distinct, a larger one preferred, ties to the lower index
- * included. Each candidate's rank is the number of candidates above it (a vectorised count, no
- * branches), and the first K ranks are the answer in value order. A row with more than
- * `room` candidates (ties at the bound, a rising row) goes to METHOD_INSERT instead. */
-#define DEFINE_RANK(W, KT)                                                                                       \
-  static int rank_row_##W(const struct cutopk_rows* r, const struct key_rule* rule, const char* row, KT* keys,   \
-                          KT* most, uint64_t* cand, int64_t room, int64_t* out) {                                \
-    const int64_t n = r->n, k = r->k, stride = r->col_stride;                                                    \
-    int64_t col = 0;                                                                                             \
-    for (; col + CHUNK <= n; col += CHUNK) make_chunk_keys_##W(keys + col, row + col * stride, stride, rule, 0); \
-    if (col < n) make_keys_##W(keys + col, row + col * stride, n - col, stride, rule, 0);                        \
-    for (int64_t j = 0; j < k; j++) most[j] = keys[j];                                                           \
-    for (int64_t s = k; s + k <= n; s += k)                                                                      \
-      for (int64_t j = 0; j < k; j++) most[j] = keys[s + j] > most[j] ? keys[s + j] : most[j];                   \
-    KT bound = most[0];                                                                                          \
-    for (int64_t j = 1; j < k; j++) bound = most[j] < bound ? most[j] : bound;                                   \
-    int64_t c = 0, i = 0;                                                                                        \
-    if (HAVE_ABOVE_MASK && bound > 0) /* keys above bound - 1, a chunk at a time: one step each */               \
-      for (; i + CHUNK <= n; i += CHUNK) {                                                                       \
-        uint64_t above = above_mask_##W(keys + i, (KT)(bound - 1));                                              \
-        if (__builtin_popcountll(above) > room - c) return 0;                                                    \
-        for (; above; above &= above - 1) {                                                                      \
-          int64_t a = i + __builtin_ctzll(above);                                                                \
-          cand[c++] = (uint64_t)keys[a] << 32 | (uint32_t)~(uint32_t)a;                                          \
-        }                                                                                                        \
-      }                                                                                                          \
-    for (; i < n; i++) {                                                                                         \
-      cand[c] = (uint64_t)keys[i] << 32 | (uint32_t)~(uint32_t)i;                                                \
-      c += keys[i] >= bound;                                                                                     \
-      if (c == room) return 0;                                                                                   \
-    }                                                                                                            \
-    int64_t written = 0;                                                                                         \
-    for (int64_t i = 0; i < c; i++) {                                                                            \
-      uint64_t v = cand[i];                                                                                      \
-      int64_t rank = 0;                                                                                          \
-      for (int64_t j = 0; j < c; j++) rank += cand[j] > v;                                                       \
-      if (rank < k) out[r->order == ORDER_VALUE ? rank : written++] = (int64_t)(uint32_t)~(uint32_t)v;           \
-    }                                                                                                            \
-    return 1;                                                                                                    \
+/* insert_kept over a full list (key above the K-th's, which drops out), without branches: each
+ * slot takes the one above it, the new key, or stays, by two comparisons with the old keys. */
+static ALWAYS_INLINE void replace_kept(void* tk, int64_t* tc, int64_t k, uint64_t key, int64_t col, int bytes) {
+  for (int64_t p = k - 1; p > 0; p--) {
+    uint64_t above = key_at(tk, p - 1, bytes), here = key_at(tk, p, bytes);
+    int64_t above_c = tc[p - 1], here_c = tc[p];
+    int moves = key_above(key, above, bytes), enters = key_above(key, here, bytes);
+    key_put(tk, p, moves ? above : enters ? key : here, bytes);
+    tc[p] = moves ? above_c : enters ? col : here_c;
   }
+  uint64_t top = key_at(tk, 0, bytes);
+  int tops = key_above(key, top, bytes);
+  key_put(tk, 0, tops ? key : top, bytes);
+  tc[0] = tops ? col : tc[0];
+}
 
-DEFINE_RANK(8, uint8_t)
-DEFINE_RANK(16, uint16_t)
-DEFINE_RANK(32, uint32_t)
+/* METHOD_INSERT: one row, read a chunk of keys at a time; a chunk with no key above the K-th
+ * kept is passed over whole. O(N) compares plus O(K) per entry (about K ln(N/K) entries on
+ * shuffled data, N on a rising row): for small K. */
+static ALWAYS_INLINE void insert_row(const struct cutopk_rows* r, const struct key_rule* rule, const char* row,
+                                     void* tk, int64_t* tc, int64_t* out, int bytes) {
+  const int64_t n = r->n, k = r->k, stride = r->col_stride;
+  uint64_t keys[CHUNK]; /* CHUNK keys of `bytes` bytes each */
+  int64_t m = 0;
+  for (int64_t col = 0; col < n; col += CHUNK) {
+    int64_t count = n - col < CHUNK ? n - col : CHUNK, i = 0;
+    int full = m == k;
+    uint64_t threshold = full ? key_at(tk, k - 1, bytes) : 0;
+    int any = make_keys(keys, row + col * stride, count, stride, rule, threshold, bytes);
+    if (full && !any) continue;
+    if (HAVE_ABOVE_MASK && full && count == CHUNK) {
+      /* Only the keys above the chunk's first threshold can enter: one step each. */
+      for (uint64_t above = above_mask(keys, threshold, bytes); above; above &= above - 1) {
+        int a = __builtin_ctzll(above);
+        uint64_t key = key_at(keys, a, bytes);
+        if (key_above(key, key_at(tk, k - 1, bytes), bytes)) replace_kept(tk, tc, k, key, col + a, bytes);
+      }
+      continue;
+    }
+    for (; m < k && i < count; i++, m++) insert_kept(tk, tc, m, key_at(keys, i, bytes), col + i, bytes);
+    for (; i < count; i++) {
+      uint64_t key = key_at(keys, i, bytes);
+      if (key_above(key, key_at(tk, k - 1, bytes), bytes)) replace_kept(tk, tc, k, key, col + i, bytes);
+    }
+  }
+  emit_columns(tc, k, r->order, out);
+}
+
+/* METHOD_INSERT on rows of at most CHUNK: the keys of as many whole rows as a chunk holds are
+ * made in one call where the rows follow one another in memory (one per row otherwise), then
+ * each row is selected from them: a call per row would cost more than a short row's work. */
+static ALWAYS_INLINE void insert_short_rows(const struct cutopk_rows* r, const struct key_rule* rule, void* tk,
+                                            int64_t* tc, int bytes) {
+  const int64_t n = r->n, k = r->k, per = CHUNK / n;
+  const int packed = r->col_stride == bytes && r->row_stride == n * bytes;
+  uint64_t keys[CHUNK]; /* CHUNK keys of `bytes` bytes each */
+  for (int64_t i = 0; i < r->rows; i += per) {
+    int64_t count = r->rows - i < per ? r->rows - i : per;
+    const char* first = r->data + i * r->row_stride;
+    if (packed)
+      make_keys(keys, first, count * n, bytes, rule, 0, bytes);
+    else
+      for (int64_t j = 0; j < count; j++)
+        make_keys((char*)keys + j * n * bytes, first + j * r->row_stride, n, r->col_stride, rule, 0, bytes);
+    for (int64_t j = 0; j < count; j++) {
+      const char* row = (const char*)keys + j * n * bytes;
+      for (int64_t c = 0; c < k; c++) insert_kept(tk, tc, c, key_at(row, c, bytes), c, bytes);
+      for (int64_t c = k; c < n; c++) {
+        uint64_t key = key_at(row, c, bytes);
+        if (key_above(key, key_at(tk, k - 1, bytes), bytes)) replace_kept(tk, tc, k, key, c, bytes);
+      }
+      emit_columns(tc, k, r->order, r->out + (i + j) * k);
+    }
+  }
+}
+
+/* METHOD_COLUMNS: `cols` rows side by side whose elements lie closer across the rows than along
+ * them (an outer axis: rows[j][i] at row_stride * j + col_stride * i). The keys of element i of
+ * every row are made in one vectorised loop, read as they lie (for an outer axis of a C array,
+ * one contiguous run), and compared with each row's K-th kept key in another. Row j keeps
+ * tk/tc[j*k .. j*k + k) and its K-th key in kth[j]. */
+static ALWAYS_INLINE void insert_columns(const struct cutopk_rows* r, const struct key_rule* rule, const char* first,
+                                         int64_t cols, void* tk, int64_t* tc, void* kth, int64_t* out, int bytes) {
+  const int64_t n = r->n, k = r->k;
+  uint64_t keys[CHUNK]; /* CHUNK keys of `bytes` bytes each */
+  for (int64_t i = 0; i < n; i++) {
+    make_keys(keys, first + i * r->col_stride, cols, r->row_stride, rule, 0, bytes);
+    if (i < k) {
+      for (int64_t j = 0; j < cols; j++)
+        insert_kept((char*)tk + j * k * bytes, tc + j * k, i, key_at(keys, j, bytes), i, bytes);
+      if (i == k - 1)
+        for (int64_t j = 0; j < cols; j++) key_put(kth, j, key_at(tk, j * k + k - 1, bytes), bytes);
+      continue;
+    }
+    /* Parts of 16 rows with no key above their K-th are passed over. */
+    for (int64_t j0 = 0; j0 < cols; j0 += 16) {
+      int64_t end = cols - j0 < 16 ? cols : j0 + 16;
+      struct hits hit = {0, 0, 0, 0};
+      for (int64_t j = j0; j < end; j++) note_above(&hit, key_at(keys, j, bytes), key_at(kth, j, bytes), bytes);
+      if (!any_hit(&hit)) continue;
+      for (int64_t j = j0; j < end; j++)
+        if (key_above(key_at(keys, j, bytes), key_at(kth, j, bytes), bytes)) {
+          insert_kept((char*)tk + j * k * bytes, tc + j * k, k - 1, key_at(keys, j, bytes), i, bytes);
+          key_put(kth, j, key_at(tk, j * k + k - 1, bytes), bytes);
+        }
+    }
+  }
+  for (int64_t j = 0; j < cols; j++) emit_columns(tc + j * k, k, r->order, out + j * k);
+}
+
+/* METHOD_RANK (rows below 2**32, keys of up to 32 bits, small K): the row's keys are made whole,
+ * then a bound: cut the row into slices of K, the least of the K maxima down the slices (column
+ * j of every slice) is a key that K distinct elements reach, so the K-th key is at least that.
+ * The keys at or above it are the candidates (about 2K-3K on shuffled data), as composites
+ * (key, inverted column): distinct, a larger one preferred, ties to the lower index included.
+ * Each candidate's rank is the number of candidates above it (a vectorised count, no branches),
+ * and the first K ranks are the answer in value order. A row with more than `room` candidates
+ * (ties at the bound, a rising row) goes to METHOD_INSERT instead: returns 0. */
+static ALWAYS_INLINE int rank_row(const struct cutopk_rows* r, const struct key_rule* rule, const char* row, void* keys,
+                                  void* most, uint64_t* cand, int64_t room, int64_t* out, int bytes) {
+  const int64_t n = r->n, k = r->k, stride = r->col_stride;
+  for (int64_t col = 0; col < n; col += CHUNK)
+    make_keys((char*)keys + col * bytes, row + col * stride, n - col < CHUNK ? n - col : CHUNK, stride, rule, 0, bytes);
+  for (int64_t j = 0; j < k; j++) key_put(most, j, key_at(keys, j, bytes), bytes);
+  for (int64_t s = k; s + k <= n; s += k)
+    for (int64_t j = 0; j < k; j++)
+      key_put(most, j, key_max(key_at(keys, s + j, bytes), key_at(most, j, bytes), bytes), bytes);
+  uint64_t bound = key_at(most, 0, bytes);
+  for (int64_t j = 1; j < k; j++) bound = key_min(bound, key_at(most, j, bytes), bytes);
+  int64_t c = 0, i = 0;
+  if (HAVE_ABOVE_MASK && bound > 0) /* keys above bound - 1, a chunk at a time: one step each */
+    for (; i + CHUNK <= n; i += CHUNK) {
+      uint64_t above = above_mask((const char*)keys + i * bytes, bound - 1, bytes);
+      if (__builtin_popcountll(above) > room - c) return 0;
+      for (; above; above &= above - 1) {
+        int64_t a = i + __builtin_ctzll(above);
+        cand[c++] = key_at(keys, a, bytes) << 32 | (uint32_t)~(uint32_t)a;
+      }
+    }
+  for (; i < n; i++) {
+    uint64_t key = key_at(keys, i, bytes);
+    cand[c] = key << 32 | (uint32_t)~(uint32_t)i;
+    c += !key_above(bound, key, bytes);
+    if (c == room) return 0;
+  }
+  int64_t written = 0;
+  for (int64_t i = 0; i < c; i++) {
+    uint64_t v = cand[i];
+    int64_t rank = 0;
+    for (int64_t j = 0; j < c; j++) rank += cand[j] > v;
+    if (rank < k) out[r->order == ORDER_VALUE ? rank : written++] = (int64_t)(uint32_t)~(uint32_t)v;
+  }
+  return 1;
+}
+
+/* Each method's row function for the request's width: one function holding a copy per width
+ * (each with constant `bytes`), so that the copies are compiled once and shared by callers. */
+static __attribute__((noinline)) void insert_row_any(const struct cutopk_rows* r, const struct key_rule* rule,
+                                                     const char* row, void* tk, int64_t* tc, int64_t* out) {
+  switch (r->width) {
+    case 1:
+      insert_row(r, rule, row, tk, tc, out, 1);
+      break;
+    case 2:
+      insert_row(r, rule, row, tk, tc, out, 2);
+      break;
+    case 4:
+      insert_row(r, rule, row, tk, tc, out, 4);
+      break;
+    default:
+      insert_row(r, rule, row, tk, tc, out, 8);
+  }
+}
+static __attribute__((noinline)) void insert_short_rows_any(const struct cutopk_rows* r, const struct key_rule* rule,
+                                                            void* tk, int64_t* tc) {
+  switch (r->width) {
+    case 1:
+      insert_short_rows(r, rule, tk, tc, 1);
+      break;
+    case 2:
+      insert_short_rows(r, rule, tk, tc, 2);
+      break;
+    case 4:
+      insert_short_rows(r, rule, tk, tc, 4);
+      break;
+    default:
+      insert_short_rows(r, rule, tk, tc, 8);
+  }
+}
+static __attribute__((noinline)) void insert_columns_any(const struct cutopk_rows* r, const struct key_rule* rule,
+                                                         const char* first, int64_t cols, void* tk, int64_t* tc,
+                                                         void* kth, int64_t* out) {
+  switch (r->width) {
+    case 1:
+      insert_columns(r, rule, first, cols, tk, tc, kth, out, 1);
+      break;
+    case 2:
+      insert_columns(r, rule, first, cols, tk, tc, kth, out, 2);
+      break;
+    case 4:
+      insert_columns(r, rule, first, cols, tk, tc, kth, out, 4);
+      break;
+    default:
+      insert_columns(r, rule, first, cols, tk, tc, kth, out, 8);
+  }
+}
+/* Widths 1, 2 and 4 only (the request checks). */
+static __attribute__((noinline)) int rank_row_any(const struct cutopk_rows* r, const struct key_rule* rule,
+                                                  const char* row, void* keys, void* most, uint64_t* cand, int64_t room,
+                                                  int64_t* out) {
+  switch (r->width) {
+    case 1:
+      return rank_row(r, rule, row, keys, most, cand, room, out, 1);
+    case 2:
+      return rank_row(r, rule, row, keys, most, cand, room, out, 2);
+    default:
+      return rank_row(r, rule, row, keys, most, cand, room, out, 4);
+  }
+}
+/* 32-bit halves hold a column while n fits in 32 bits; 64-bit keys need the wide composite. */
+static __attribute__((noinline)) void select_row_any(const struct cutopk_rows* r, const struct key_rule* rule,
+                                                     const char* row, void* buf, void* tmp, int64_t capacity,
+                                                     int64_t* out, int wide) {
+  switch (r->width * 2 + wide) {
+    case 2:
+      select_row(r, rule, row, buf, tmp, capacity, out, 1, 0);
+      break;
+    case 4:
+      select_row(r, rule, row, buf, tmp, capacity, out, 2, 0);
+      break;
+    case 8:
+      select_row(r, rule, row, buf, tmp, capacity, out, 4, 0);
+      break;
+    case 3:
+      select_row(r, rule, row, buf, tmp, capacity, out, 1, 1);
+      break;
+    case 5:
+      select_row(r, rule, row, buf, tmp, capacity, out, 2, 1);
+      break;
+    case 9:
+      select_row(r, rule, row, buf, tmp, capacity, out, 4, 1);
+      break;
+    default:
+      select_row(r, rule, row, buf, tmp, capacity, out, 8, 1);
+  }
+}
 
 /* METHOD_RANK's call: its buffers, and METHOD_INSERT's for the rows it hands over. */
 static int select_ranked(const struct cutopk_rows* r, const struct key_rule* rule) {
@@ -691,17 +1060,7 @@ static int select_ranked(const struct cutopk_rows* r, const struct key_rule* rul
   for (int64_t i = 0; i < r->rows; i++) {
     const char* row = r->data + i * r->row_stride;
     int64_t* out = r->out + i * k;
-    switch (r->width) {
-      case 1:
-        if (!rank_row_8(r, rule, row, keys, most, cand, room, out)) insert_row_8(r, rule, row, tk, tc, out);
-        break;
-      case 2:
-        if (!rank_row_16(r, rule, row, keys, most, cand, room, out)) insert_row_16(r, rule, row, tk, tc, out);
-        break;
-      default:
-        if (!rank_row_32(r, rule, row, keys, most, cand, room, out)) insert_row_32(r, rule, row, tk, tc, out);
-        break;
-    }
+    if (!rank_row_any(r, rule, row, keys, most, cand, room, out)) insert_row_any(r, rule, row, tk, tc, out);
   }
   free(buf);
   return STATUS_OK;
@@ -761,8 +1120,7 @@ static void count_row_8(const struct cutopk_rows* r, const struct key_rule* rule
     int64_t count = n - col < CHUNK ? n - col : CHUNK;
     /* Keys at or above t: above t - 1 (t == 0: every key, which `any` need not tell). */
     uint8_t below = (uint8_t)(t ? t - 1 : 0);
-    int any = count == CHUNK ? make_chunk_keys_8(keys, row + col * stride, stride, rule, below)
-                             : make_keys_8(keys, row + col * stride, count, stride, rule, below);
+    int any = make_keys(keys, row + col * stride, count, stride, rule, below, 1);
     if (!any && t) continue;
     if (HAVE_ABOVE_MASK && t && count == CHUNK) { /* the keys at or above t, one step each */
       for (uint64_t at_least = above_mask_8(keys, below); at_least; at_least &= at_least - 1) {
@@ -889,7 +1247,7 @@ static void count_row_16(const struct cutopk_rows* r, const struct key_rule* rul
   memset(tables, 0, sizeof tables);
   int64_t col = 0;
   for (; col + CHUNK <= n; col += CHUNK) {
-    make_chunk_keys_16(keys + col, row + col * stride, stride, rule, 0);
+    make_chunk_keys(keys + col, row + col * stride, stride, rule, 0, 2);
     for (int64_t i = 0; i < CHUNK; i += 4) {
       tables[0][keys[col + i] >> 8]++;
       tables[1][keys[col + i + 1] >> 8]++;
@@ -897,7 +1255,7 @@ static void count_row_16(const struct cutopk_rows* r, const struct key_rule* rul
       tables[3][keys[col + i + 3] >> 8]++;
     }
   }
-  if (col < n) make_keys_16(keys + col, row + col * stride, n - col, stride, rule, 0);
+  if (col < n) make_part_keys(keys + col, row + col * stride, n - col, stride, rule, 0, 2);
   for (int64_t i = col; i < n; i++) tables[0][keys[i] >> 8]++;
   int64_t above_hi;
   const int hi = kth_bin(tables, k, &above_hi);
@@ -958,20 +1316,7 @@ static int select_kept(const struct cutopk_rows* r, const struct key_rule* rule)
   void* tk = buf + side * k * 8;
   void* kth = buf + side * k * 16;
   if (r->method == METHOD_INSERT && r->n <= CHUNK) {
-    switch (r->width) {
-      case 1:
-        insert_short_rows_8(r, rule, tk, tc);
-        break;
-      case 2:
-        insert_short_rows_16(r, rule, tk, tc);
-        break;
-      case 4:
-        insert_short_rows_32(r, rule, tk, tc);
-        break;
-      default:
-        insert_short_rows_64(r, rule, tk, tc);
-        break;
-    }
+    insert_short_rows_any(r, rule, tk, tc);
     free(buf);
     return STATUS_OK;
   }
@@ -979,37 +1324,10 @@ static int select_kept(const struct cutopk_rows* r, const struct key_rule* rule)
     const char* row = r->data + i * r->row_stride;
     int64_t* out = r->out + i * k;
     int64_t cols = r->rows - i < side ? r->rows - i : side;
-    if (r->method == METHOD_INSERT) {
-      switch (r->width) {
-        case 1:
-          insert_row_8(r, rule, row, tk, tc, out);
-          break;
-        case 2:
-          insert_row_16(r, rule, row, tk, tc, out);
-          break;
-        case 4:
-          insert_row_32(r, rule, row, tk, tc, out);
-          break;
-        default:
-          insert_row_64(r, rule, row, tk, tc, out);
-          break;
-      }
-    } else {
-      switch (r->width) {
-        case 1:
-          insert_columns_8(r, rule, row, cols, tk, tc, kth, out);
-          break;
-        case 2:
-          insert_columns_16(r, rule, row, cols, tk, tc, kth, out);
-          break;
-        case 4:
-          insert_columns_32(r, rule, row, cols, tk, tc, kth, out);
-          break;
-        default:
-          insert_columns_64(r, rule, row, cols, tk, tc, kth, out);
-          break;
-      }
-    }
+    if (r->method == METHOD_INSERT)
+      insert_row_any(r, rule, row, tk, tc, out);
+    else
+      insert_columns_any(r, rule, row, cols, tk, tc, kth, out);
   }
   free(buf);
   return STATUS_OK;
@@ -1041,34 +1359,7 @@ EXPORT int cutopk_select_rows(const struct cutopk_rows* r) {
   for (int64_t i = 0; i < r->rows; i++) {
     const char* row = r->data + i * r->row_stride;
     int64_t* out = r->out + i * r->k;
-    if (!wide) {
-      switch (r->width) {
-        case 1:
-          select_row_8_u64(r, &rule, row, composites, tmp, capacity, out);
-          break;
-        case 2:
-          select_row_16_u64(r, &rule, row, composites, tmp, capacity, out);
-          break;
-        default:
-          select_row_32_u64(r, &rule, row, composites, tmp, capacity, out);
-          break;
-      }
-    } else {
-      switch (r->width) {
-        case 1:
-          select_row_8_u128(r, &rule, row, composites, tmp, capacity, out);
-          break;
-        case 2:
-          select_row_16_u128(r, &rule, row, composites, tmp, capacity, out);
-          break;
-        case 4:
-          select_row_32_u128(r, &rule, row, composites, tmp, capacity, out);
-          break;
-        default:
-          select_row_64_u128(r, &rule, row, composites, tmp, capacity, out);
-          break;
-      }
-    }
+    select_row_any(r, &rule, row, composites, tmp, capacity, out, wide);
   }
   free(buf);
   return STATUS_OK;
