@@ -35,7 +35,7 @@
  * ones and 64-bit keys 128-bit composites.
  *
  * Other methods (the request's `method`; issue 42), each exact on every input it takes, chosen
- * by the caller for speed (cutopk/numpy/backend.py's _compiled_method):
+ * by the caller for speed (cutopk/numpy/compiled.py's choose_method):
  * - METHOD_INSERT (short rows, small K): the K best so far kept sorted, an element entering
  *   only above the K-th; rows of at most CHUNK have the keys of several rows made at once.
  * - METHOD_COUNT (8- and 16-bit elements): a 256-bin count per row gives the K-th key (16 bits:
