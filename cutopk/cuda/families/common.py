@@ -38,7 +38,7 @@ class Scratch:
 
 # A Scratch dtype: uint32 arrival tickets that must be 0 when a launch starts and that the kernel
 # leaves 0 when it ends (kernels/split.cu). They come from the stream's zeroed ticket array
-# (cutopk/cuda/workspace.tickets), not from the scratch buffer, whose bytes other calls reuse.
+# (`tickets` in cutopk/cuda/workspace.py), not from the scratch buffer, whose bytes other calls reuse.
 TICKET = "ticket"
 
 
