@@ -97,13 +97,18 @@ def closing(text: str, at: int) -> int:
 def split_top_level(text: str) -> list[str]:
     """``text`` split at the commas outside brackets (a template argument list keeps its
     commas), each part stripped."""
-    parts, depth, start = [], 0, 0
+    # Angle brackets count only outside parentheses: in ``N = (3 > 2)`` the ``>`` compares.
+    parts, parens, angles, start = [], 0, 0, 0
     for i, ch in enumerate(text):
-        if ch in "(<[{":
-            depth += 1
-        elif ch in ")>]}":
-            depth -= 1
-        elif ch == "," and depth == 0:
+        if ch in "([{":
+            parens += 1
+        elif ch in ")]}":
+            parens -= 1
+        elif ch == "<" and parens == 0:
+            angles += 1
+        elif ch == ">" and parens == 0:
+            angles -= 1
+        elif ch == "," and parens == 0 and angles == 0:
             parts.append(text[start:i])
             start = i + 1
     parts.append(text[start:])

@@ -177,8 +177,9 @@ def _parse(source: str, where: str) -> dict[str, _Declaration]:
 
 
 def _template_parameter(text: str) -> tuple[str, str]:
-    """A template parameter's kind and name: ``int ITEMS`` -> ``("int", "ITEMS")``."""
-    kind, name = text.rsplit(None, 1)
+    """A template parameter's kind and name: ``int ITEMS`` -> ``("int", "ITEMS")``; a default
+    (``int N = 4``) is dropped."""
+    kind, name = text.split("=", 1)[0].rsplit(None, 1)
     return kind, name
 
 

@@ -17,6 +17,7 @@ from cutopk._core import call as _call
 from cutopk.cuda import device as _device
 from cutopk.cuda import dispatch as _dispatch
 from cutopk.cuda import launcher as _launcher
+from cutopk.cuda.families import multiblock as _multiblock
 
 GPU_BACKENDS = [p for p in BACKEND_PARAMS if p.values[0] != "numpy"]
 H100_SHARED = _dispatch.shared_limit(48 * 1024, 227 * 1024)  # 227 KB opt-in, less the reserve
@@ -124,15 +125,17 @@ def test_order_tile():
 @pytest.mark.parametrize("backend", GPU_BACKENDS)
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int8", "uint16", "bfloat16"])
 def test_k_beyond_multiblocks_shared_memory_goes_to_another_family(backend, dtype, monkeypatch):
-    # 4 KB of shared memory: too little for multiblock's digit counts of 32- and 64-bit keys
-    # (2048 x 4 bytes), so it refuses, saying why; auto sends long rows to another family, still
-    # exact. 8- and 16-bit keys' 256 counts fit: their K = 200 winners are ordered apart.
+    # 12 KB of shared memory: too little for multiblock's digit counts of 32- and 64-bit keys
+    # (2048 x 4 bytes) beside its static 10 KB (the filter's stages), so it refuses, saying why;
+    # auto sends long rows to another family, still exact. 8- and 16-bit keys' 256 counts fit,
+    # but not a sort of 256 pairs: their K = 200 winners are ordered apart.
     require(backend)
-    use_device(monkeypatch, backend, 4096)
+    assert _multiblock.STATIC_SHARED + 4 * 256 <= 12288 < _multiblock.STATIC_SHARED + 4 * 2048
+    use_device(monkeypatch, backend, 12288)
     rng = np.random.default_rng(13)
     x = make_values(rng, dtype_of(dtype), (2, 70_000), "nan" if "float" in dtype else "few_distinct")
     if dtype_of(dtype).itemsize >= 4:
-        with pytest.raises(ValueError, match=r"for a digit's counts of .*; this device gives a block 4096"):
+        with pytest.raises(ValueError, match=r"for a digit's counts of .*; this device gives a block 12288"):
             cutopk.top_k(to_backend(x, backend), 200, algorithm="multiblock", backend=backend)
         assert cutopk.plan(to_backend(x, backend), 200, backend=backend).algorithm != "multiblock"
     else:

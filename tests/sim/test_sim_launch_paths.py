@@ -23,7 +23,10 @@ def test_a_region_too_large_to_count_is_an_error_and_counting_goes_on():
     far = np.lib.stride_tricks.as_strided(x, shape=(2,), strides=(1 << 60,))
     out = np.full(4, -1.0, np.float32)
     before = len(counting.traffic)
-    with pytest.raises(sim.SimError, match=r"^kernel 'copy': cannot count the traffic of 2 array regions$"):
+    # One region or two: `out` may lie inside the 2**60 bytes after `x` (then they merge).
+    with pytest.raises(
+        sim.SimError, match=r"^kernel 'copy': cannot count the traffic of [12] array regions$"
+    ):
         counting.get_function("copy")((1,), (4,), (far, out, np.int64(1)))
     assert len(counting.traffic) == before and (out == -1).all()  # not run, not recorded
     counting.get_function("copy")((1,), (4,), (x, out, np.int64(4)))

@@ -67,15 +67,6 @@ def test_shared_declarations_inside_comments_are_left_as_written():
     assert out.count("cutopk_sim::shared_at(") == 1
 
 
-def test_macros_that_expand_into_each_other_end_and_leave_the_names():
-    source = """
-    #define A B
-    #define B A
-    extern "C" __global__ void k(A x, const float* y) {}
-    """
-    assert _rewrite.kernel_parameter_names(source) == {"k": [("x", "y")]}
-
-
 def test_a_kernel_defined_twice_alike_is_listed_once_and_differing_ones_each():
     source = """
     #if FAST
