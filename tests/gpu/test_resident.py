@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from support.backends import BACKEND_PARAMS, require, to_backend, to_host
+from support.backends import BACKEND_PARAMS, require, to_backend
+from support.family_checks import LENGTHS_ORDERS, check_lengths, signed_zeros_and_nans
 from support.inputs import DTYPES, dtype_of, make_values
-from support.reference import assert_same_padded, reference_with_lengths
 from test_kernels import run_case
 from test_kernels_rows import H100_SHARED, use_device
 
@@ -68,12 +68,7 @@ def test_ties(backend, monkeypatch):
 @pytest.mark.parametrize("backend", GPU_BACKENDS)
 def test_nan_rules_and_signed_zeros(backend):
     require(backend)
-    rng = np.random.default_rng(23)
-    x = rng.standard_normal((3, 3000)).astype(np.float32)
-    x[:, ::7] = np.nan
-    x[:, 1::11] = -0.0
-    x[:, 2::11] = 0.0
-    x[1] = np.where(x[1] > 0, 0.0, -0.0)  # a row of zeros of both signs: ties by index
+    x = signed_zeros_and_nans(np.random.default_rng(23), 3, 3000)  # row 1: zeros, ties by index
     x[2, :100] = np.inf
     x[2, 100:200] = -np.inf
     for mode in ("largest", "smallest"):
@@ -107,17 +102,7 @@ def test_lengths_read_by_the_kernel(backend, dtype, monkeypatch):
     k = 512
     plan = cutopk.plan(to_backend(x, backend), k, lengths=to_backend(lengths, backend), backend=backend)
     assert plan.algorithm == "resident" and plan.batch.startswith("lengths read by the kernels"), plan
-    for order, mode, nan in (
-        (True, "largest", "last"),
-        ("index", "smallest", "largest"),
-        (False, "largest", "largest"),
-    ):
-        got = cutopk.top_k(
-            to_backend(x, backend), k, lengths=to_backend(lengths, backend), backend=backend,
-            sorted=order, mode=mode, nan=nan,
-        )  # fmt: skip
-        want = reference_with_lengths(x, k, lengths, mode=mode, sorted=order, nan=nan)
-        assert_same_padded(tuple(to_host(r) for r in got), want, index_dtype=np.int64, order=order)
+    check_lengths(backend, x, k, lengths, (*LENGTHS_ORDERS, (False, "largest", "largest")))
 
 
 @pytest.mark.parametrize("backend", GPU_BACKENDS)

@@ -14,9 +14,10 @@ from unittest import mock
 
 import numpy as np
 import pytest
-from support.backends import BACKEND_PARAMS, require, to_backend, to_host
+from support.backends import BACKEND_PARAMS, require, to_backend
+from support.family_checks import check_lengths, signed_zeros_and_nans
 from support.inputs import DTYPES, dtype_of, make_values
-from support.reference import assert_same, assert_same_padded, reference_with_lengths
+from support.reference import assert_same
 from test_kernels import run_case
 
 import cutopk
@@ -81,12 +82,7 @@ def test_ties_across_slices(backend):
 @pytest.mark.parametrize("backend", GPU_BACKENDS)
 def test_nan_rules_and_signed_zeros(backend):
     require(backend)
-    rng = np.random.default_rng(43)
-    x = rng.standard_normal((2, 5000)).astype(np.float32)
-    x[:, ::7] = np.nan
-    x[:, 1::11] = -0.0
-    x[:, 2::11] = 0.0
-    x[1] = np.where(x[1] > 0, 0.0, -0.0)
+    x = signed_zeros_and_nans(np.random.default_rng(43), 2, 5000)
     for mode in ("largest", "smallest"):
         for nan in ("last", "largest"):
             run_case(backend, x, 900, mode=mode, nan=nan, algorithm="split")
@@ -102,13 +98,7 @@ def test_lengths_read_by_the_kernel(backend, dtype):
     k = 500
     plan = forced(backend, x, k, lengths=to_backend(lengths, backend))
     assert plan.batch.startswith("lengths read by the kernels"), plan
-    for order, mode, nan in ((True, "largest", "last"), ("index", "smallest", "largest")):
-        got = cutopk.top_k(
-            to_backend(x, backend), k, lengths=to_backend(lengths, backend), backend=backend,
-            algorithm="split", sorted=order, mode=mode, nan=nan,
-        )  # fmt: skip
-        want = reference_with_lengths(x, k, lengths, mode=mode, sorted=order, nan=nan)
-        assert_same_padded(tuple(to_host(r) for r in got), want, index_dtype=np.int64, order=order)
+    check_lengths(backend, x, k, lengths, algorithm="split")
 
 
 @pytest.mark.parametrize("backend", GPU_BACKENDS)
