@@ -11,7 +11,7 @@ import threading
 import numpy as np
 import pytest
 from support.backends import BACKEND_PARAMS, require, to_backend, to_host, usable
-from support.inputs import make_values
+from support.inputs import make_values, misaligned
 from support.reference import assert_same, reference_top_k
 
 import cutopk
@@ -246,24 +246,6 @@ def test_a_strided_byte_swapped_input_gives_the_native_answer(backend, dtype, vi
             np.testing.assert_array_equal(got.values, want.values, err_msg=algorithm)
 
 
-def _misaligned(values: np.ndarray, backend: str):
-    """``values`` copied into an array that starts 2 bytes into its buffer."""
-    size = values.nbytes
-    if backend == "cuda":
-        import cupy
-
-        # Written byte by byte: CuPy's copy of whole float32s to this address faults on a GPU.
-        buf = cupy.zeros(size + 2, np.uint8)
-        buf[2:] = cupy.asarray(np.ascontiguousarray(values).view(np.uint8).ravel())
-        x = cupy.ndarray(values.shape, values.dtype, buf.data + 2)
-        assert x.data.ptr % values.dtype.itemsize
-        return x
-    x = np.zeros(size + 2, np.uint8)[2:].view(values.dtype).reshape(values.shape)
-    x[...] = values
-    assert not x.flags.aligned
-    return x
-
-
 @pytest.mark.parametrize("backend", BACKEND_PARAMS)
 @pytest.mark.parametrize("view", ["whole", "columns", "transposed"])
 def test_a_misaligned_input_gives_the_aligned_answer(backend, view):
@@ -272,7 +254,7 @@ def test_a_misaligned_input_gives_the_aligned_answer(backend, view):
     require(backend)
     values = make_values(np.random.default_rng(5), np.float32, (4, 300), "ties")
     pick = {"whole": lambda a: a, "columns": lambda a: a[:, 1::3], "transposed": lambda a: a.T}[view]
-    x, aligned = pick(_misaligned(values, backend)), pick(to_backend(values, backend))
+    x, aligned = pick(misaligned(values, backend)), pick(to_backend(values, backend))
     algorithms = ["auto"] if backend == "numpy" else cutopk.algorithms(backend)
     for algorithm in algorithms:
         lengths = to_backend(np.arange(x.shape[0]) % 5 + 3, backend)
@@ -285,7 +267,7 @@ def test_a_misaligned_input_gives_the_aligned_answer(backend, view):
             got = cutopk.top_k(x, 3, **kw)
             assert to_host(got.indices).tolist() == to_host(want.indices).tolist(), algorithm
             assert to_host(got.values).tolist() == to_host(want.values).tolist(), algorithm
-    data = _misaligned(values[0], backend)
+    data = misaligned(values[0], backend)
     got = cutopk.segmented_top_k(data, [0, 7, 7, 300], 2, backend=backend)
     want = cutopk.segmented_top_k(to_backend(values[0], backend), [0, 7, 7, 300], 2, backend=backend)
     assert to_host(got.indices).tolist() == to_host(want.indices).tolist()
@@ -296,7 +278,7 @@ def test_misaligned_outputs_are_refused_on_the_kernel_backends(backend):
     require(backend)
     x = to_backend(np.arange(40.0, dtype=np.float32).reshape(4, 10), backend)
     values, indices = (
-        _misaligned(np.zeros((4, 2), np.float32), backend),
+        misaligned(np.zeros((4, 2), np.float32), backend),
         to_backend(np.zeros((4, 2), np.int64), backend),
     )
     with pytest.raises(ValueError, match=r"out: values must be aligned to its element size \(4 bytes\)"):
@@ -310,7 +292,7 @@ def test_misaligned_lengths_are_read_from_an_aligned_copy(backend, dtype):
     would: it is copied byte by byte first."""
     require(backend)
     x = to_backend(np.arange(40.0, dtype=np.float32).reshape(4, 10), backend)
-    lengths = _misaligned(np.array([10, 3, 0, 1], dtype), "cuda" if backend == "cuda" else "numpy")
+    lengths = misaligned(np.array([10, 3, 0, 1], dtype), "cuda" if backend == "cuda" else "numpy")
     r = cutopk.top_k(x, 2, lengths=lengths, backend=backend)
     assert to_host(r.indices).tolist() == [[9, 8], [2, 1], [-1, -1], [0, -1]]
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from support.backends import cuda_is_standin, require
+from support.inputs import misaligned
 
 import cutopk
 from cutopk.cuda.families import merge as _family
@@ -29,15 +30,6 @@ def _parts(rng):
     return [(left.values, left.indices), (right.values, right.indices + 10)]
 
 
-def _misaligned(cupy, values: np.ndarray):
-    """``values`` copied, byte by byte, into a CuPy array 2 bytes into its buffer."""
-    buf = cupy.zeros(values.nbytes + 2, np.uint8)
-    buf[2:] = cupy.asarray(np.ascontiguousarray(values).view(np.uint8).ravel())
-    x = cupy.ndarray(values.shape, values.dtype, buf.data + 2)
-    assert x.data.ptr % values.dtype.itemsize
-    return x
-
-
 @pytest.mark.parametrize("layout", ["strided", "misaligned"])
 def test_strided_and_misaligned_gpu_parts_give_the_host_answer(cupy, monkeypatch, layout):
     host = _parts(np.random.default_rng(3))
@@ -53,7 +45,7 @@ def test_strided_and_misaligned_gpu_parts_give_the_host_answer(cupy, monkeypatch
             parts.append((wide_v[:, ::2], wide_i[:, ::2]))
         assert not parts[0][0].flags.c_contiguous
     else:
-        parts = [(_misaligned(cupy, v), _misaligned(cupy, i)) for v, i in host]
+        parts = [(misaligned(v, "cuda"), misaligned(i, "cuda")) for v, i in host]
     got = cutopk.merge_top_k(parts, 7)
     assert isinstance(got.values, cupy.ndarray)
     np.testing.assert_array_equal(got.indices.get(), want.indices)

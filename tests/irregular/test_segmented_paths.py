@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from support.backends import cuda_is_standin, require
+from support.inputs import misaligned
 
 import cutopk
 
@@ -28,15 +29,6 @@ def cupy():
     return cupy
 
 
-def _misaligned(cupy, values: np.ndarray):
-    """``values`` copied, byte by byte, into a CuPy array 2 bytes into its buffer."""
-    buf = cupy.zeros(values.nbytes + 2, np.uint8)
-    buf[2:] = cupy.asarray(np.ascontiguousarray(values).view(np.uint8).ravel())
-    x = cupy.ndarray(values.shape, values.dtype, buf.data + 2)
-    assert x.data.ptr % values.dtype.itemsize
-    return x
-
-
 def _assert_answer(got) -> None:
     host = [np.asarray(a.get() if hasattr(a, "get") else a) for a in got]
     assert host[0].dtype == np.float32 and host[1].dtype == np.int64
@@ -49,7 +41,7 @@ def test_cupy_offsets_with_host_data_are_read_back(cupy, backend, layout):
     """Host data with offsets on the device: the offsets are copied to the host and checked
     there (a misaligned view through a byte copy: CuPy's own copy of it faults on a GPU)."""
     require(backend)
-    offsets = cupy.asarray(OFFSETS) if layout == "aligned" else _misaligned(cupy, OFFSETS.astype(np.int64))
+    offsets = cupy.asarray(OFFSETS) if layout == "aligned" else misaligned(OFFSETS.astype(np.int64), "cuda")
     got = cutopk.segmented_top_k(DATA, offsets, 2, backend=backend)
     assert isinstance(got.values, np.ndarray)
     _assert_answer(got)
@@ -63,7 +55,7 @@ def test_cupy_offsets_with_host_data_are_read_back(cupy, backend, layout):
 def test_misaligned_device_offsets_with_device_data(cupy):
     """Device offsets that start 2 bytes into their buffer are copied aligned before the kernels
     (or CuPy's cast) read them."""
-    got = cutopk.segmented_top_k(cupy.asarray(DATA), _misaligned(cupy, OFFSETS.astype(np.int64)), 2)
+    got = cutopk.segmented_top_k(cupy.asarray(DATA), misaligned(OFFSETS.astype(np.int64), "cuda"), 2)
     assert isinstance(got.values, cupy.ndarray)
     _assert_answer(got)
 

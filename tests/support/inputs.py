@@ -118,3 +118,22 @@ def make_layout(base: np.ndarray, layout: str) -> np.ndarray:
     if layout == "zero_stride":
         return np.broadcast_to(base[..., :1, :], base.shape)
     raise ValueError(layout)
+
+
+def misaligned(values: np.ndarray, backend: str):
+    """``values`` copied into an array that starts 2 bytes into its buffer (a CuPy array for
+    ``backend="cuda"``, else NumPy): not aligned to its element size."""
+    size = values.nbytes
+    if backend == "cuda":
+        import cupy
+
+        # Written byte by byte: CuPy's copy of whole float32s to this address faults on a GPU.
+        buf = cupy.zeros(size + 2, np.uint8)
+        buf[2:] = cupy.asarray(np.ascontiguousarray(values).view(np.uint8).ravel())
+        x = cupy.ndarray(values.shape, values.dtype, buf.data + 2)
+        assert x.data.ptr % values.dtype.itemsize
+        return x
+    x = np.zeros(size + 2, np.uint8)[2:].view(values.dtype).reshape(values.shape)
+    x[...] = values
+    assert not x.flags.aligned
+    return x
