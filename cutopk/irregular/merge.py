@@ -141,19 +141,24 @@ def _check_arrays(pairs: list) -> tuple[np.dtype, np.dtype, tuple]:
             raise TypeError(
                 f"parts[{i}].indices: expected dtype {idt} like parts[0].indices, got {indices.dtype}"
             )
-        if values.ndim == 0:
-            raise ValueError(f"parts[{i}].values: expected an array of rank >= 1, got a rank-0 array")
-        if indices.shape != values.shape:
-            raise ValueError(
-                f"parts[{i}].indices: expected the shape of parts[{i}].values {values.shape}, "
-                f"got {indices.shape}"
-            )
-        if values.shape[:-1] != values0.shape[:-1]:
-            raise ValueError(
-                f"parts[{i}]: expected shape {(*values0.shape[:-1], '*')} (that of parts[0] except "
-                f"the last axis), got {values.shape}"
-            )
+        check_part_shape(i, tuple(values.shape), tuple(indices.shape), tuple(values0.shape))
     return vdt, idt, values0.shape[:-1]
+
+
+def check_part_shape(i: int, values: tuple, indices: tuple, first: tuple) -> None:
+    """Part ``i``'s values and indices shapes against each other and against part 0's values
+    shape ``first`` (shared with the torch operator's fake implementation, for one message)."""
+    if len(values) == 0:
+        raise ValueError(f"parts[{i}].values: expected an array of rank >= 1, got a rank-0 array")
+    if indices != values:
+        raise ValueError(
+            f"parts[{i}].indices: expected the shape of parts[{i}].values {values}, got {indices}"
+        )
+    if values[:-1] != first[:-1]:
+        raise ValueError(
+            f"parts[{i}]: expected shape {(*first[:-1], '*')} (that of parts[0] except "
+            f"the last axis), got {values}"
+        )
 
 
 def renamed(exc: TypeError, name: str) -> TypeError:

@@ -172,18 +172,7 @@ def _(values, indices, k, mode="largest", sorted="value", nan="last"):
     for p, (v, i) in enumerate(zip(values, indices, strict=True)):
         if v.dtype != first.dtype or i.dtype != indices[0].dtype:
             raise TypeError("parts: expected one values dtype and one index dtype across the parts")
-        if v.dim() == 0:
-            raise ValueError(f"parts[{p}].values: expected an array of rank >= 1, got a rank-0 array")
-        if i.shape != v.shape:
-            raise ValueError(
-                f"parts[{p}].indices: expected the shape of parts[{p}].values {tuple(v.shape)}, "
-                f"got {tuple(i.shape)}"
-            )
-        if v.shape[:-1] != first.shape[:-1]:
-            raise ValueError(
-                f"parts[{p}]: expected shape {(*first.shape[:-1], '*')} (that of parts[0] except "
-                f"the last axis), got {tuple(v.shape)}"
-            )
+        merge.check_part_shape(p, tuple(v.shape), tuple(i.shape), tuple(first.shape))
     for name, value, choices in (("mode", mode, _checks.MODES), ("sorted", sorted, _ORDER_NAMES),
                                  ("nan", nan, _checks.NAN_POLICIES)):  # fmt: skip
         _checks.check_choice(name, value, choices)
