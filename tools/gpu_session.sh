@@ -10,8 +10,8 @@
 #
 #   run(command="bash tools/gpu_session.sh scoreboard", carry=["build/cub", "build/flashinfer"], timeout_s=540)
 #
-# then copies $OUT/results/<date>-<device>/ (scoreboard.csv/.json, the irregular table, profile/)
-# under benchmarks/results/ and $OUT/scoreboard.log beside it.
+# then copies $OUT/results/<date>-<device>/ (scoreboard.csv/.json, the irregular table) under
+# benchmarks/results/, with $OUT/scoreboard.log and $OUT/profile.tar.gz (ncu's files) beside it.
 #
 # Phases:
 #   scoreboard  at most SCOREBOARD_S seconds (default 480): benchmarks/scoreboard.py, cutopk against
@@ -170,6 +170,11 @@ scoreboard() {
     else
       echo "ncu wrote no report (see $dir/profile/ncu.log)" | tee "$dir/profile/SKIPPED.txt"
     fi
+  fi
+  # The device tool returns files at most two folders below $OUT: profile/ (three down) travels
+  # back as one archive beside the logs.
+  if [ -z "${DRY_RUN:-}" ] && [ -d "$dir/profile" ]; then
+    tar -czf "$out/profile.tar.gz" -C "$dir" profile && rm -r "$dir/profile"
   fi
   echo "scoreboard phase: $((SECONDS - t0)) s"
   return $rc
