@@ -27,9 +27,12 @@ def device_facts(target: str, device: int) -> _dispatch.Device:
         return _dispatch.Device(clusters=True)  # the simulator runs thread-block clusters
     import cupy
 
-    attrs = cupy.cuda.Device(device).attributes
+    handle = cupy.cuda.Device(device)
+    attrs = handle.attributes
     shared = _dispatch.shared_limit(
         attrs["MaxSharedMemoryPerBlock"], attrs.get("MaxSharedMemoryPerBlockOptin", 0)
     )
-    clusters = attrs.get("ComputeCapabilityMajor", 0) >= 9
+    # CuPy's attribute dictionary has no compute capability: its `compute_capability` ("90") does.
+    # Reading the dictionary made every real GPU look cluster-less (H100 scoreboard, 2026-11-26).
+    clusters = int(handle.compute_capability) >= 90
     return _dispatch.Device(sm_count=attrs["MultiProcessorCount"], shared_bytes=shared, clusters=clusters)
