@@ -190,7 +190,9 @@ def flashinfer_route(x, axis: int, case, sort: bool) -> Route:
     lib, reason = flashinfer.available(flashinfer.arch_of(device.compute_capability))
     if lib is None:
         return Route(name, None, reason)
-    return flashinfer.route(x, axis, case, lib, int(device.compute_capability) // 10, sort)
+    attrs = device.attributes
+    limits = (attrs["MultiProcessorCount"], attrs.get("MaxSharedMemoryPerBlockOptin", 0))
+    return flashinfer.route(x, axis, case, lib, int(device.compute_capability) // 10, sort, limits)
 
 
 def _cpus() -> int:

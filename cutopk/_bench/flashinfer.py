@@ -33,6 +33,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import hashlib
+import math
 import os
 import pathlib
 
@@ -191,9 +192,23 @@ def available(arch: str = DEFAULT_ARCH) -> tuple[FlashInferLibrary | None, str |
         return None, str(exc)
 
 
-def route(x, axis: int, case, lib: FlashInferLibrary, major: int, sort: bool):
+def multi_cta_blocks(n: int, dtype: str, shared_optin: int) -> int:
+    """The blocks per row ``RadixTopKMultiCTA`` launches (FlashInfer 0.7.2.post1, ``topk.cuh``, not
+    deterministic): each holds a chunk of the row's keys in its shared memory, beside 2,080 bytes
+    of histograms and scalars."""
+    key_bytes = 4 if dtype == "float32" else 2  # its ordered key type: uint32 or uint16
+    fixed = -(-4 * (256 + 256 + 5) // 16) * 16
+    vec = math.gcd(16 // key_bytes, n)
+    chunk = max((shared_optin - fixed) // key_bytes // vec * vec, vec * 1024)
+    return -(-n // chunk)
+
+
+def route(
+    x, axis: int, case, lib: FlashInferLibrary, major: int, sort: bool, limits: tuple[int, int] | None = None
+):
     """FlashInfer's top-K of the CuPy array ``x`` (see the module doc): ``sort`` for the
-    ``flashinfer`` peer, else ``flashinfer-unsorted``."""
+    ``flashinfer`` peer, else ``flashinfer-unsorted``. ``limits``: the device's SMs and opt-in
+    shared bytes per block, to refuse a launch that would never end (below)."""
     import cupy
     import torch
 
@@ -230,8 +245,22 @@ def route(x, axis: int, case, lib: FlashInferLibrary, major: int, sort: bool):
 
         return Route(name, call_cub, sorts=False, detail="CUB DeviceBatchedTopK (FlashInfer's cub backend)")
 
-    row_states = torch.zeros(int(lib.dll.cutopk_fi_row_states_bytes()), dtype=torch.uint8, device=dev)
     algorithm = lib.native_algorithm(dtype, rows, n, k)
+    if (
+        algorithm == "RadixTopKMultiCTA"
+        and limits
+        and (blocks := multi_cta_blocks(n, dtype, limits[1])) > limits[0]
+    ):
+        # Its blocks of a row wait for one another at a barrier in global memory, and one block of
+        # that size fills an SM: with more blocks than SMs the first ones wait forever for the rest.
+        # flashinfer.top_k launches it all the same (1 x 16777216 hung an H100 on 2026-11-26).
+        return Route(
+            name,
+            None,
+            f"FlashInfer's RadixTopKMultiCTA would launch {blocks} blocks per row that wait for each "
+            f"other, more than this GPU's {limits[0]} SMs hold at once: it never ends",
+        )
+    row_states = torch.zeros(int(lib.dll.cutopk_fi_row_states_bytes()), dtype=torch.uint8, device=dev)
 
     def call():
         vals = torch.empty(rows, k, dtype=t.dtype, device=dev)

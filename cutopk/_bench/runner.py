@@ -18,7 +18,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .._core import entry
-from . import baselines, check, env, grid, inputs, report, timing
+from . import baselines, check, env, grid, inputs, report, timing, watchdog
 
 GIB = 1 << 30
 CPU_FULL_MAX_ELEMENTS = 1 << 24  # the full grid on the CPU leaves out larger cases unless told otherwise
@@ -36,6 +36,8 @@ class Session:
     self_check_max: int = 1 << 27
     cub: dict | None = None  # the CUB shim's version and library, or why it is unavailable
     flashinfer: dict | None = None  # the FlashInfer shim's likewise
+    # Ends the run, naming the step, when a call never returns (a hung kernel cannot be interrupted).
+    watchdog: watchdog.Watchdog = dataclasses.field(default_factory=lambda: watchdog.Watchdog(0))
 
 
 def _free_device_bytes() -> int:
@@ -139,13 +141,15 @@ def measure(case: grid.Case, session: Session) -> dict:
     ours = baselines.cutopk_route(x, axis, case.k, case.mode)
     assert ours.call is not None  # cutopk's own route is never skipped
     try:
-        first = ours.call()
-        expected = {"largest": check.to_numpy(first.values)}
+        with session.watchdog.watch(f"{case.label()}: cutopk"):
+            first = ours.call()
+            expected = {"largest": check.to_numpy(first.values)}
         if session.gpu:
             result["self_check"], ref = self_check(x_host, axis, case, first, session.self_check_max)
             if ref is not None:
                 expected["largest"] = ref
-        t = session.timer(ours.call)
+        with session.watchdog.watch(f"{case.label()}: cutopk, timed"):
+            t = session.timer(ours.call)
     except Exception as exc:  # noqa: BLE001 - cutopk failing on a case is reported, and the run goes on
         result["cutopk"] = {"note": _error(exc)}
         return result
@@ -178,15 +182,17 @@ def _measure_peer(route, case, x, x_host, axis, expected, ours_t, session, items
                 "note": f"needs about {need / GIB:.1f} GiB, {free / GIB:.1f} GiB free",
             }
     try:
-        answer = route.call()  # also the warm-up (and JAX's compilation)
-        if route.nan not in expected:
-            rule = entry.top_k(x, case.k, axis=axis, mode=case.mode, nan=route.nan)
-            expected[route.nan] = check.to_numpy(rule.values)
-        problem = check.check(x_host, axis, expected[route.nan], answer, route.sorts)
+        with session.watchdog.watch(f"{case.label()}: {route.name}"):  # the check waits for it
+            answer = route.call()  # also the warm-up (and JAX's compilation)
+            if route.nan not in expected:
+                rule = entry.top_k(x, case.k, axis=axis, mode=case.mode, nan=route.nan)
+                expected[route.nan] = check.to_numpy(rule.values)
+            problem = check.check(x_host, axis, expected[route.nan], answer, route.sorts)
         del answer
         if problem:
             return {"status": "mismatch", "note": problem}
-        t = session.timer(route.call, own_stream=route.own_stream)
+        with session.watchdog.watch(f"{case.label()}: {route.name}, timed"):
+            t = session.timer(route.call, own_stream=route.own_stream)
     except Exception as exc:  # noqa: BLE001 - a peer failing (memory, dtype, layout) is reported
         _release(session.gpu)
         return {"status": "error", "note": _error(exc)}
@@ -253,6 +259,7 @@ def start(repeat: int | None, peers: tuple[str, ...]) -> Session:
             peers,
             cub=_cub_facts(facts, peers),
             flashinfer=_flashinfer_facts(facts, peers),
+            watchdog=watchdog.Watchdog(watchdog.limit_from_env()),
         )
     if baselines.missing("torch") is None:
         import torch

@@ -127,7 +127,8 @@ def test_flashinfer_route_says_why_the_shim_is_missing_or_hands_over_to_it(monke
     monkeypatch.setattr(fi, "available", lambda arch: (lib, None))
     monkeypatch.setattr(fi, "route", lambda *args: seen.append(args) or "the shim's route")
     assert baselines.flashinfer_route(x, 1, case, sort=False) == "the shim's route"
-    assert seen == [(x, 1, case, lib, int(cc) // 10, False)]  # the major version
+    # the major version, and the SMs and opt-in shared bytes (a launch wider than the GPU is refused)
+    assert seen == [(x, 1, case, lib, int(cc) // 10, False, (132, 227 * 1024))]
 
 
 def test_a_flashinfer_peer_asked_for_says_what_it_lacks(monkeypatch):

@@ -451,3 +451,30 @@ def test_unsorted_backend_agrees_with_the_wheels_own_dispatch():
             )
             mine = fi.unsorted_backend(case.rows, case.n, case.k, case.dtype, major)
             assert (mine == "cub") == cub, (major, case.label())
+
+
+def test_multi_cta_blocks_follow_flashinfers_chunking():
+    h100 = 227 * 1024  # opt-in shared bytes per block
+    assert fi.multi_cta_blocks(1 << 20, "float32", h100) == 19  # (232448 - 2080) // 4 = 57592 keys a block
+    assert fi.multi_cta_blocks(1 << 24, "float32", h100) == 292
+    assert fi.multi_cta_blocks(1 << 24, "bfloat16", h100) == 146
+    assert fi.multi_cta_blocks(3000, "float32", h100) == 1
+    assert fi.multi_cta_blocks(8192, "float32", 16 * 1024) == 2  # a chunk is never below 1024 vectors
+
+
+def test_route_refuses_a_multi_cta_launch_wider_than_the_gpu(monkeypatch):
+    """RadixTopKMultiCTA's blocks of a row wait for one another: more blocks than SMs never end."""
+    pytest.importorskip("torch", reason="the route is made on torch's stream")
+    cp = types.ModuleType("cupy")
+    cp.uint16 = np.uint16
+    monkeypatch.setitem(sys.modules, "cupy", cp)
+    lib = FakeLibrary()
+    lib.native_algorithm = lambda dtype, rows, n, k: "RadixTopKMultiCTA"
+    h100 = (132, 227 * 1024)
+    for n, refused in ((1 << 24, True), (1 << 20, False)):
+        x = np.zeros((1, n), np.float32).view(DevArray)
+        for sort in (True, False):
+            route = fi.route(x, 1, grid.Case("huge", 1, n, 65536), lib, 9, sort=sort, limits=h100)
+            assert (route.call is None) is refused, (n, sort)
+            if refused:
+                assert "292 blocks per row" in route.reason and "132 SMs" in route.reason
