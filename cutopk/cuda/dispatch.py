@@ -71,6 +71,13 @@ THREAD_ROW_MIN_ROWS = 256
 # the issue's shapes (256 rows: two waves of one block per SM on 132 SMs), not a crossover.
 RESIDENT_MAX_ROWS = 256
 RESIDENT_MIN_N = 8192
+# Measured since (benchmarks/results/2026-11-26-nvidia-h100-80gb-hbm3, against torch.topk in the
+# same run): resident wins at 8192 (indexer 1/16/64 x 8192 k=512 and 2048: 30.3-47.6 us, 1.5-2.9x
+# torch) and loses at 32000 (llm 1..32 x 32000: 77-94 us, 0.84-1.17x torch), where the H200 run's
+# radix took 42-56 us (1.4-2.2x torch there). So rows longer than RESIDENT_RADIX_MIN_N and shorter
+# than multiblock's rows go to radix where its K fits, as before resident; the crossover between
+# 8192 and 32000 is not measured (16384: the middle, in octaves).
+RESIDENT_RADIX_MIN_N = 16384
 # cluster: the same rows when they are too long for one block but fit the shared memory of a
 # thread-block cluster of 8 (sm_90: about 390K float32 keys on an H100), one launch, the row read
 # once. The issue's rows of 65536..262144 (H200 full-llm.csv: llm 1..256 x 128256..262144,
@@ -84,6 +91,12 @@ RESIDENT_MIN_N = 8192
 # x (key + 4) bytes, aimed at a tenth of the row's: on an A100's facts less traffic than
 # multiblock's on each of issue 37's 125 cases it takes): no GPU has measured split, nor split
 # against multiblock on one shape. Where the earlier choice is one launch already (radix), it stays.
+# Measured since, on an H100 (benchmarks/results/2026-11-26-nvidia-h100-80gb-hbm3, where a device
+# facts defect sent sm_90 rows to split): 1 and 8 rows of 128256..262144 took 53-111 us, 1.0-1.8x
+# torch.topk; 32 rows 0.76-1.0x; 128 and 256 rows 0.65-0.87x at 6-7% of the copy bandwidth, where
+# the H200 run's multiblock had 1.26-1.58x torch on the same shapes. So split takes at most
+# SPLIT_MAX_ROWS rows (the 16 between the measured 8 and 32 is not measured).
+SPLIT_MAX_ROWS = 16
 RADIX_MAX_K = _radix.MAX_K
 RADIX_MAX_N = _radix.MAX_N
 SHARED_BYTES = 48 * 1024  # dynamic shared memory a block gets without opting in, on every GPU
@@ -219,28 +232,26 @@ def choose(
         return "warp_row"
     if rows >= WARP_RADIX_MIN_ROWS and k <= WARP_RADIX_MAX_K and WARP_ROW_SHORT_N < n <= WARP_RADIX_MAX_N:
         return "warp_radix"
-    if (
-        rows <= RESIDENT_MAX_ROWS
-        and n >= RESIDENT_MIN_N
-        and _resident.why_not(n, k, key_bytes, device) is None
-    ):
+    on_chip = rows <= RESIDENT_MAX_ROWS and n >= RESIDENT_MIN_N and not _radix_measured_faster(n, k)
+    if on_chip and _resident.why_not(n, k, key_bytes, device) is None:
         return "resident"  # latency-bound rows that fit on chip: one launch, one read
-    if (
-        rows <= RESIDENT_MAX_ROWS
-        and n >= RESIDENT_MIN_N
-        and _cluster.why_not(n, k, key_bytes, device) is None
-    ):
+    if on_chip and _cluster.why_not(n, k, key_bytes, device) is None:
         return "cluster"  # longer ones on a cluster's shared memory (sm_90)
     earlier = _earlier(rows, n, k, key_bytes, device)
     if (
         earlier == "multiblock"
         and not device.clusters  # sm_90 has cluster; rows past a cluster keep multiblock (unmeasured)
-        and rows <= RESIDENT_MAX_ROWS
+        and rows <= SPLIT_MAX_ROWS
         and n >= RESIDENT_MIN_N
         and _split.why_not(n, k, key_bytes, device) is None
     ):
         return "split"  # without clusters: one launch instead of multiblock's four
     return earlier
+
+
+def _radix_measured_faster(n: int, k: int) -> bool:
+    """Rows between resident's measured win and multiblock's rows, with a K radix takes."""
+    return RESIDENT_RADIX_MIN_N < n < MULTIBLOCK_MIN_N and k <= RADIX_MAX_K
 
 
 def _earlier(rows: int, n: int, k: int, key_bytes: int, device: Device) -> str:

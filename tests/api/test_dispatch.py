@@ -31,7 +31,8 @@ DEV = d.Device()
         (16384, 2048, 129, 4, "bitonic"),  # K beyond the warp's shared pairs
         (16384, 256, 64, 4, "bitonic"),  # short rows with K > 32: the block sort
         (1, 128256, 50, 4, "split"),  # LLM sampling at batch 1: few long rows, one launch
-        (65, 128256, 50, 4, "split"),  # (split: 17 blocks a row; was multiblock's 4 launches)
+        (16, 128256, 50, 4, "split"),  # (split: 17 blocks a row; was multiblock's 4 launches)
+        (17, 128256, 50, 4, "multiblock"),  # more rows: split lost to it (H100, 128 and 256 rows)
         (257, 128256, 50, 4, "multiblock"),  # past the one-launch families' 256 rows
         (263, 65536, 50, 4, "multiblock"),
         (264, 65536, 50, 4, "radix"),  # 2 rows per SM: a block per row fills the GPU
@@ -170,12 +171,13 @@ def test_multiblock_buffers_of_many_rows_stay_below_the_input():
 
 def test_few_rows_rule_follows_the_device():
     # Long rows go multiblock below MULTIBLOCK_FEW_ROWS_PER_SM rows per SM of the device in hand
-    # (past the 256 rows that split, one launch, takes first).
+    # (past the 16 rows that split, one launch, takes first).
     large = d.Device(sm_count=200)
     assert d.choose(399, 1 << 20, 10, 4, large) == "multiblock"
     assert d.choose(400, 1 << 20, 10, 4, large) == "radix"
     assert d.choose(263, 1 << 20, 10, 4, DEV) == "multiblock"
-    assert d.choose(200, 1 << 20, 10, 4, DEV) == "split"
+    assert d.choose(200, 1 << 20, 10, 4, DEV) == "multiblock"
+    assert d.choose(16, 1 << 20, 10, 4, DEV) == "split"
 
 
 def test_multiblock_chunks_of_rows():
