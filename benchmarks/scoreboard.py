@@ -81,7 +81,8 @@ def list_plan(reference: pathlib.Path, limit: float) -> int:
     """Print the cases, their reasons, estimates, FlashInfer's route; return how many fit."""
     rows, model = sb.plan(reference, limit)
     print(f"cost model ({model.source}): {model.start:.1f} s to start, {model.per_case:.2f} s per case "
-          f"+ {model.per_gelement:.1f} s per 1e9 elements, {sb.NVRTC_S:g} s for NVRTC's cold compiles")  # fmt: skip
+          f"+ {model.per_gelement:.1f} s per 1e9 elements, {sb.NVRTC_S:g} s for NVRTC's cold compiles, cases x {model.scale:g} "
+          "(the CUB and FlashInfer peers)")  # fmt: skip
     for i, (case, why, est, fits) in enumerate(rows, 1):
         backend = fi.refusal(case.mode, case.dtype, case.layout, case.n, case.k)
         if backend is None:

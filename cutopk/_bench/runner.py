@@ -412,8 +412,9 @@ def run(
             table.note(case.label(), "case skipped", why)
             continue
         table.progress(i, case.label())
+        started = time.monotonic()
         try:
-            results.append(measure(case, session))
+            results.append(measure(case, session) | {"wall_s": round(time.monotonic() - started, 2)})
         except KeyboardInterrupt:
             print("\ninterrupted: writing what was measured")
             break

@@ -76,9 +76,19 @@ def test_a_tight_budget_leaves_cases_out_and_a_loose_one_takes_all():
     assert 0 < len(fitting) < len(tight) and model.start + scoreboard.NVRTC_S + sum(fitting) <= 60
 
 
-def test_the_whole_set_fits_the_phases_share_of_eight_minutes():
-    rows, _ = scoreboard.plan(budget=330)
-    assert all(fits for *_, fits in rows), [c.label() for c, _, _, fits in rows if not fits]
+def test_the_llm_and_indexer_cases_fit_the_phases_share_of_eight_minutes():
+    # The whole set does not: on the H100 its first 117 cases took 130-190 s (PEERS_SCALE).
+    rows, model = scoreboard.plan(budget=330)
+    assert model.scale == scoreboard.PEERS_SCALE > 1
+    llm = set(scoreboard.llm_cases())
+    assert all(fits for case, _, _, fits in rows if case in llm)
+    assert not all(fits for *_, fits in rows)
+
+
+def test_the_scaled_estimate_of_the_h100_runs_cases_is_within_its_measured_bounds():
+    rows, _ = scoreboard.plan(budget=1e9)
+    first = sum(est for _, _, est, _ in rows[:117])
+    assert 130 <= first <= 230, first
 
 
 def test_the_runner_starts_no_case_its_estimate_says_would_end_late(tmp_path, monkeypatch):
