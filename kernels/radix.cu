@@ -67,6 +67,190 @@ __device__ __forceinline__ void write_row(Key* win_key, unsigned long long* win_
   }
 }
 
+// A row shorter than K: every element wins, in one read (the caller orders and pads them).
+template <class T, class Key>
+__device__ __forceinline__ void take_whole_row(const T* base, long long col_stride, long long length, int largest,
+                                               int nan_first, Key* win_key, unsigned long long* win_idx) {
+  stream_row(row_bits(base), col_stride, 0, length, threadIdx.x, blockDim.x, [&](const auto& run) {
+#pragma unroll
+    for (int e = 0; e < CUTOPK_RUN_SIZE(run); ++e)
+      if (e < run.count) {
+        win_key[run.first + e] = KeyTraits<T>::from_bits(run.bits[e], largest, nan_first);
+        win_idx[run.first + e] = (unsigned long long)(run.first + e);
+      }
+  });
+}
+
+// 2. One read of the row: keys above the bucket (digits at `now.shift` above `now.prefix`) join
+// the winners (any order: the final sort restores it), the bucket's (key, index) pairs go to the
+// buffer in index order (block prefix sums, never atomics).
+template <class T, class Key>
+__device__ __forceinline__ void move_bucket_to_buffer(const T* base, long long col_stride, long long len,
+                                                      const DigitState& now, int largest, int nan_first, Key* win_key,
+                                                      unsigned long long* win_idx, Key* bkey, unsigned* bidx,
+                                                      int* s_above, int* s_scan) {
+  long long taken = 0;  // bucket keys moved so far: the same in every thread
+  stream_row(row_bits(base), col_stride, 0, len, threadIdx.x, blockDim.x, [&](const auto& run) {
+    Key keys[CUTOPK_RUN_SIZE(run)];
+    int members = 0;
+#pragma unroll
+    for (int e = 0; e < CUTOPK_RUN_SIZE(run); ++e) {
+      keys[e] = KeyTraits<T>::from_bits(run.bits[e], largest, nan_first);
+      const Key digits = static_cast<Key>(keys[e] >> now.shift);
+      if (e < run.count && digits > static_cast<Key>(now.prefix)) {
+        const int slot = atomicAdd(s_above, 1);  // order is restored by the final sort
+        win_key[slot] = keys[e];
+        win_idx[slot] = (unsigned long long)(run.first + e);
+      }
+      members += e < run.count && digits == static_cast<Key>(now.prefix);
+    }
+    int total;
+    long long at = taken + block_scan(members, s_scan, &total);
+#pragma unroll
+    for (int e = 0; e < CUTOPK_RUN_SIZE(run); ++e)
+      if (e < run.count && static_cast<Key>(keys[e] >> now.shift) == static_cast<Key>(now.prefix)) {
+        bkey[at] = keys[e];
+        bidx[at] = (unsigned)(run.first + e);
+        ++at;
+      }
+    taken += total;
+  });
+}
+
+// The state the block shares across the steps: references to separate __shared__ variables (one
+// __shared__ struct of them made nvcc 13.0's 8-bit builds 60% longer, at 124-128 registers).
+struct Shared {
+  unsigned int* hist;  // [256]
+  DigitState& state;   // shift: the digit being counted (lowered after each pass)
+  long long& len;      // elements in the current source
+  int& buffered;       // whether the source is the candidate buffer (else the row)
+  int& above;          // winners above the bucket placed so far (< K)
+  int& cands;
+  int* scan;  // [33]: block_scan's
+};
+
+// 1. Digit passes (and 2. the move to the buffer) until the bucket of the K-th key holds at most
+// `cap` keys or every bit is resolved; `sh.state` then names the bucket (its shift not lowered).
+template <class T, class Key>
+__device__ __forceinline__ void find_bucket(Shared& sh, const T* base, long long col_stride, int largest, int nan_first,
+                                            int cap, long long buf_cap, Key* win_key, unsigned long long* win_idx,
+                                            Key* bkey, unsigned* bidx) {
+  const int KEY_BITS = 8 * sizeof(Key);
+  while (true) {
+    for (int d = threadIdx.x; d < 256; d += blockDim.x) sh.hist[d] = 0;
+    __syncthreads();
+    const DigitState st = sh.state;
+    const bool buffered = sh.buffered;
+    const long long len = sh.len;
+    const bool top = st.shift + 8 >= KEY_BITS;
+    const Key* src = buffered ? bkey : row_bits(base);
+    stream_row(src, buffered ? 1 : col_stride, 0, len, threadIdx.x, blockDim.x, [&](const auto& run) {
+      count_run<T>(sh.hist, run, buffered, largest, nan_first, st.shift, st.prefix, top);
+    });
+    __syncthreads();
+    if (threadIdx.x < 32) {
+      DigitState s = st;
+      digit_step(sh.hist, &s);
+      if (threadIdx.x == 0) sh.state = s;
+    }
+    __syncthreads();
+    const DigitState now = sh.state;  // the same in every thread
+    if (now.bucket <= (unsigned long long)cap || now.shift == 0) break;
+    if (!buffered && now.bucket <= (unsigned long long)buf_cap) {
+      move_bucket_to_buffer<T>(base, col_stride, len, now, largest, nan_first, win_key, win_idx, bkey, bidx, &sh.above,
+                               sh.scan);
+      if (threadIdx.x == 0) {
+        sh.buffered = 1;
+        sh.len = (long long)now.bucket;
+      }
+    }
+    __syncthreads();  // every thread has read the state before thread 0 moves to the next digit
+    if (threadIdx.x == 0) sh.state.shift -= 8;
+    __syncthreads();
+  }
+}
+
+// 3a. The bucket fits shared memory: one read puts the keys above it (winners) and its keys
+// (candidates, at kp) in shared memory; the candidates sorted by (key, index) give the first
+// `fin.needed` winners still missing, ties at the boundary to lower indices.
+template <class T, class Key>
+__device__ __forceinline__ void take_from_bucket(Shared& sh, const Key* src, bool buffered, long long col_stride,
+                                                 long long len, const DigitState& fin, int above, int kp, int largest,
+                                                 int nan_first, Key* win_key, unsigned long long* win_idx,
+                                                 const unsigned* bidx) {
+  typedef unsigned long long Index;
+  const Key prefix = static_cast<Key>(fin.prefix);
+  Key* cand_key = win_key + kp;
+  Index* cand_idx = win_idx + kp;
+  stream_row(src, buffered ? 1 : col_stride, 0, len, threadIdx.x, blockDim.x, [&](const auto& run) {
+#pragma unroll
+    for (int e = 0; e < CUTOPK_RUN_SIZE(run); ++e) {
+      const Key key = buffered ? run.bits[e] : KeyTraits<T>::from_bits(run.bits[e], largest, nan_first);
+      const Key digits = static_cast<Key>(key >> fin.shift);
+      if (e < run.count && digits >= prefix) {
+        const Index index = buffered ? (Index)bidx[run.first + e] : (Index)(run.first + e);
+        // Any order: the winners by the final sort, the candidates by the sort below.
+        const int slot = digits > prefix ? atomicAdd(&sh.above, 1) : kp + atomicAdd(&sh.cands, 1);
+        win_key[slot] = key;  // cand_key == win_key + kp, cand_idx == win_idx + kp
+        win_idx[slot] = index;
+      }
+    }
+  });
+  __syncthreads();
+  const int cands = sh.cands;
+  const int padded = pow2_at_least(cands);
+  for (int i = cands + threadIdx.x; i < padded; i += blockDim.x) {
+    cand_key[i] = 0;
+    cand_idx[i] = ~0ull;
+  }
+  __syncthreads();
+  block_bitonic<false>(cand_key, cand_idx, padded);
+  for (int j = threadIdx.x; j < fin.needed; j += blockDim.x) {
+    win_key[above + j] = cand_key[j];
+    win_idx[above + j] = cand_idx[j];
+  }
+}
+
+// 3b. Every bit is resolved (shift == 0) and more than `cap` keys equal the K-th key: the keys
+// above it win, and the first `fin.needed` equal ones in index order (block prefix sums; the
+// buffer is in index order too).
+template <class T, class Key>
+__device__ __forceinline__ void take_first_ties(Shared& sh, const Key* src, bool buffered, long long col_stride,
+                                                long long len, const DigitState& fin, int above, int largest,
+                                                int nan_first, Key* win_key, unsigned long long* win_idx,
+                                                const unsigned* bidx) {
+  typedef unsigned long long Index;
+  const Key prefix = static_cast<Key>(fin.prefix);
+  long long taken = 0;  // equal keys seen so far: the same in every thread
+  stream_row(src, buffered ? 1 : col_stride, 0, len, threadIdx.x, blockDim.x, [&](const auto& run) {
+    Key keys[CUTOPK_RUN_SIZE(run)];
+    int ties = 0;
+#pragma unroll
+    for (int e = 0; e < CUTOPK_RUN_SIZE(run); ++e) {
+      keys[e] = buffered ? run.bits[e] : KeyTraits<T>::from_bits(run.bits[e], largest, nan_first);
+      const Index index = buffered && e < run.count ? (Index)bidx[run.first + e] : (Index)(run.first + e);
+      if (e < run.count && keys[e] > prefix) {
+        const int slot = atomicAdd(&sh.above, 1);
+        win_key[slot] = keys[e];
+        win_idx[slot] = index;
+      }
+      ties += e < run.count && keys[e] == prefix;
+    }
+    int total;
+    long long position = taken + block_scan(ties, sh.scan, &total);
+#pragma unroll
+    for (int e = 0; e < CUTOPK_RUN_SIZE(run); ++e)
+      if (e < run.count && keys[e] == prefix) {
+        if (position < fin.needed) {
+          win_key[above + position] = keys[e];
+          win_idx[above + position] = buffered ? (Index)bidx[run.first + e] : (Index)(run.first + e);
+        }
+        ++position;
+      }
+    taken += total;
+  });
+}
+
 // One block per SM named explicitly (up to 128 registers): with the block size alone ptxas capped
 // the kernel at 64 registers and spilled.
 template <class T>
@@ -77,181 +261,56 @@ radix_topk(const T* __restrict__ in, long long rows, long long n, long long row_
            T* __restrict__ out_vals, void* __restrict__ out_idx, int index_bytes) {
   typedef typename KeyTraits<T>::Key Key;
   typedef unsigned long long Index;
-  const int KEY_BITS = 8 * sizeof(Key);
   const int kp = pow2_at_least(k);
   extern __shared__ __align__(16) unsigned char smem[];
-  Index* win_idx = reinterpret_cast<Index*>(smem);
-  Index* cand_idx = win_idx + kp;
-  Key* win_key = reinterpret_cast<Key*>(cand_idx + cap);
-  Key* cand_key = win_key + kp;
-  __shared__ unsigned int hist[256];
-  __shared__ DigitState s_state;  // shift: the digit being counted (lowered after each pass)
-  __shared__ long long s_len;     // elements in the current source
-  __shared__ int s_buffered;      // whether the source is the candidate buffer (else the row)
-  __shared__ int s_above;         // winners above the bucket placed so far (< K)
+  Index* win_idx = reinterpret_cast<Index*>(smem);            // then the candidates' indices (cap)
+  Key* win_key = reinterpret_cast<Key*>(win_idx + kp + cap);  // then the candidates' keys
+  __shared__ unsigned int s_hist[256];
+  __shared__ DigitState s_state;
+  __shared__ long long s_len;
+  __shared__ int s_buffered;
+  __shared__ int s_above;
   __shared__ int s_cands;
-  __shared__ int s_scan[33];  // block_scan's
+  __shared__ int s_scan[33];
+  Shared sh{s_hist, s_state, s_len, s_buffered, s_above, s_cands, s_scan};
 
   const long long row = blockIdx.x;
   const RowExtent extent = row_extent(row, n, row_stride, col_stride, extents, rows_kind);
   const T* base = in + extent.start;
   if (extent.length < k) {  // the same in the whole block
-    // A row shorter than K: every element wins, in one read; then padding.
-    const int count = (int)extent.length;
-    stream_row(row_bits(base), col_stride, 0, extent.length, threadIdx.x, blockDim.x, [&](const auto& run) {
-#pragma unroll
-      for (int e = 0; e < CUTOPK_RUN_SIZE(run); ++e)
-        if (e < run.count) {
-          win_key[run.first + e] = KeyTraits<T>::from_bits(run.bits[e], largest, nan_first);
-          win_idx[run.first + e] = (Index)(run.first + e);
-        }
-    });
+    take_whole_row(base, col_stride, extent.length, largest, nan_first, win_key, win_idx);
     __syncthreads();
-    write_row(win_key, win_idx, count, k, kp, by_index, base, col_stride, out_vals, out_idx, index_bytes, row);
+    write_row(win_key, win_idx, (int)extent.length, k, kp, by_index, base, col_stride, out_vals, out_idx, index_bytes,
+              row);
     return;
   }
   Key* bkey = buf_key + row * buf_cap;
   unsigned* bidx = buf_idx + row * buf_cap;
   if (threadIdx.x == 0) {
-    s_state.prefix = 0;
-    s_state.needed = k;
-    s_state.bucket = 0;
-    s_state.shift = KEY_BITS - 8;
-    s_len = extent.length;
-    s_buffered = 0;
-    s_above = 0;
+    sh.state.prefix = 0;
+    sh.state.needed = k;
+    sh.state.bucket = 0;
+    sh.state.shift = 8 * sizeof(Key) - 8;
+    sh.len = extent.length;
+    sh.buffered = 0;
+    sh.above = 0;
   }
   __syncthreads();
-
-  // 1. Digit passes (and 2. the move to the buffer).
-  while (true) {
-    for (int d = threadIdx.x; d < 256; d += blockDim.x) hist[d] = 0;
-    __syncthreads();
-    const DigitState st = s_state;
-    const bool buffered = s_buffered;
-    const long long len = s_len;
-    const bool top = st.shift + 8 >= KEY_BITS;
-    const Key* src = buffered ? bkey : row_bits(base);
-    stream_row(src, buffered ? 1 : col_stride, 0, len, threadIdx.x, blockDim.x, [&](const auto& run) {
-      count_run<T>(hist, run, buffered, largest, nan_first, st.shift, st.prefix, top);
-    });
-    __syncthreads();
-    if (threadIdx.x < 32) {
-      DigitState s = st;
-      digit_step(hist, &s);
-      if (threadIdx.x == 0) s_state = s;
-    }
-    __syncthreads();
-    const DigitState now = s_state;  // the same in every thread
-    if (now.bucket <= (unsigned long long)cap || now.shift == 0) break;
-    if (!buffered && now.bucket <= (unsigned long long)buf_cap) {
-      // 2. Move the bucket to the buffer in index order; keys above it are winners.
-      long long taken = 0;  // bucket keys moved so far: the same in every thread
-      stream_row(row_bits(base), col_stride, 0, len, threadIdx.x, blockDim.x, [&](const auto& run) {
-        Key keys[CUTOPK_RUN_SIZE(run)];
-        int members = 0;
-#pragma unroll
-        for (int e = 0; e < CUTOPK_RUN_SIZE(run); ++e) {
-          keys[e] = KeyTraits<T>::from_bits(run.bits[e], largest, nan_first);
-          const Key digits = static_cast<Key>(keys[e] >> now.shift);
-          if (e < run.count && digits > static_cast<Key>(now.prefix)) {
-            const int slot = atomicAdd(&s_above, 1);  // order is restored by the final sort
-            win_key[slot] = keys[e];
-            win_idx[slot] = (Index)(run.first + e);
-          }
-          members += e < run.count && digits == static_cast<Key>(now.prefix);
-        }
-        int total;
-        long long at = taken + block_scan(members, s_scan, &total);
-#pragma unroll
-        for (int e = 0; e < CUTOPK_RUN_SIZE(run); ++e)
-          if (e < run.count && static_cast<Key>(keys[e] >> now.shift) == static_cast<Key>(now.prefix)) {
-            bkey[at] = keys[e];
-            bidx[at] = (unsigned)(run.first + e);
-            ++at;
-          }
-        taken += total;
-      });
-      if (threadIdx.x == 0) {
-        s_buffered = 1;
-        s_len = (long long)now.bucket;
-      }
-    }
-    __syncthreads();  // every thread has read the state before thread 0 moves to the next digit
-    if (threadIdx.x == 0) s_state.shift -= 8;
-    __syncthreads();
-  }
+  find_bucket(sh, base, col_stride, largest, nan_first, cap, buf_cap, win_key, win_idx, bkey, bidx);
 
   // 3. Compaction (from the row or the buffer). The shift was not lowered: the bucket is the
   // keys whose bits at and above `shift` equal `prefix`.
-  const DigitState fin = s_state;
-  const Key prefix = static_cast<Key>(fin.prefix);
-  const bool buffered = s_buffered;
-  const long long len = s_len;
+  const DigitState fin = sh.state;
+  const bool buffered = sh.buffered;
+  const long long len = sh.len;
   const int above = k - (int)fin.needed;
   const Key* src = buffered ? bkey : row_bits(base);
-  if (threadIdx.x == 0) s_cands = 0;
+  if (threadIdx.x == 0) sh.cands = 0;
   __syncthreads();
-  if (fin.bucket <= (unsigned long long)cap) {
-    stream_row(src, buffered ? 1 : col_stride, 0, len, threadIdx.x, blockDim.x, [&](const auto& run) {
-#pragma unroll
-      for (int e = 0; e < CUTOPK_RUN_SIZE(run); ++e) {
-        const Key key = buffered ? run.bits[e] : KeyTraits<T>::from_bits(run.bits[e], largest, nan_first);
-        const Key digits = static_cast<Key>(key >> fin.shift);
-        if (e < run.count && digits >= prefix) {
-          const Index index = buffered ? (Index)bidx[run.first + e] : (Index)(run.first + e);
-          // Any order: the winners by the final sort, the candidates by the sort below.
-          const int slot = digits > prefix ? atomicAdd(&s_above, 1) : kp + atomicAdd(&s_cands, 1);
-          win_key[slot] = key;  // cand_key == win_key + kp, cand_idx == win_idx + kp
-          win_idx[slot] = index;
-        }
-      }
-    });
-    __syncthreads();
-    const int cands = s_cands;
-    const int padded = pow2_at_least(cands);
-    for (int i = cands + threadIdx.x; i < padded; i += blockDim.x) {
-      cand_key[i] = 0;
-      cand_idx[i] = ~0ull;
-    }
-    __syncthreads();
-    block_bitonic<false>(cand_key, cand_idx, padded);
-    for (int j = threadIdx.x; j < fin.needed; j += blockDim.x) {
-      win_key[above + j] = cand_key[j];
-      win_idx[above + j] = cand_idx[j];
-    }
-  } else {
-    // Every bit is resolved (shift == 0) and more than `cap` keys equal the K-th key: take the
-    // first `needed` of them in index order (the buffer is in index order too).
-    long long taken = 0;  // equal keys seen so far: the same in every thread
-    stream_row(src, buffered ? 1 : col_stride, 0, len, threadIdx.x, blockDim.x, [&](const auto& run) {
-      Key keys[CUTOPK_RUN_SIZE(run)];
-      int ties = 0;
-#pragma unroll
-      for (int e = 0; e < CUTOPK_RUN_SIZE(run); ++e) {
-        keys[e] = buffered ? run.bits[e] : KeyTraits<T>::from_bits(run.bits[e], largest, nan_first);
-        const Index index = buffered && e < run.count ? (Index)bidx[run.first + e] : (Index)(run.first + e);
-        if (e < run.count && keys[e] > prefix) {
-          const int slot = atomicAdd(&s_above, 1);
-          win_key[slot] = keys[e];
-          win_idx[slot] = index;
-        }
-        ties += e < run.count && keys[e] == prefix;
-      }
-      int total;
-      long long position = taken + block_scan(ties, s_scan, &total);
-#pragma unroll
-      for (int e = 0; e < CUTOPK_RUN_SIZE(run); ++e)
-        if (e < run.count && keys[e] == prefix) {
-          if (position < fin.needed) {
-            win_key[above + position] = keys[e];
-            win_idx[above + position] = buffered ? (Index)bidx[run.first + e] : (Index)(run.first + e);
-          }
-          ++position;
-        }
-      taken += total;
-    });
-  }
+  if (fin.bucket <= (unsigned long long)cap)
+    take_from_bucket<T>(sh, src, buffered, col_stride, len, fin, above, kp, largest, nan_first, win_key, win_idx, bidx);
+  else
+    take_first_ties<T>(sh, src, buffered, col_stride, len, fin, above, largest, nan_first, win_key, win_idx, bidx);
   __syncthreads();
 
   // 4. Order the K winners and write them.
