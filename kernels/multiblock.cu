@@ -756,6 +756,147 @@ __device__ __forceinline__ void finish_behind(const Row<T>& input, bool staged, 
     gather_from_input<T>(input, cut, prefix, kth, above + above_last, f->needed, win_key, win_idx, cursor);
 }
 
+// Pass 1's counting and staging without the streaming filter (one digit, no threshold, or a
+// later pass): every key of the block's slice in the race counts its digit; the keys reaching the
+// threshold, the bucket's keys and the winners above it go to their buffers as asked.
+template <class T>
+__device__ __forceinline__ void count_and_stage(const Row<T>& r, long long begin, long long end, const State& s,
+                                                State* st, bool select, bool top, int low, unsigned mask,
+                                                typename KeyTraits<T>::Key threshold, unsigned int* counts,
+                                                bool stage_cand, long long cap, typename KeyTraits<T>::Key* cand_key,
+                                                long long* cand_idx, bool stage_bucket, long long bucket_cap,
+                                                typename KeyTraits<T>::Key* bucket_key, long long* bucket_idx,
+                                                bool write_winners, int k, typename KeyTraits<T>::Key* win_key,
+                                                long long* win_idx) {
+  typedef typename KeyTraits<T>::Key Key;
+  bool cand_full = false, bucket_full = false, winners_full = false;  // this warp's buffers overflowed
+  stream_row(r.bits, r.stride, begin, end, threadIdx.x, blockDim.x, [&](const auto& run) {
+    Key keys[CUTOPK_RUN_SIZE(run)];
+    unsigned reach = 0, bucket = 0, win = 0;  // bit e: element e of the run reaches the threshold, ...
+#pragma unroll
+    for (int e = 0; e < CUTOPK_RUN_SIZE(run); ++e) {
+      keys[e] = r.key(run.bits[e]);
+      const bool valid = e < run.count;
+      const unsigned long long hi = high(keys[e], s.cut);
+      const bool in_race = valid && hi == s.prefix;
+      if (select) count_digit_at<Key>(counts, keys[e], in_race, low, mask, top);
+      reach |= (unsigned)(valid && keys[e] >= threshold) << e;  // one digit (else filter_slice stages)
+      bucket |= (unsigned)in_race << e;
+      win |= (unsigned)(valid && (select ? hi > s.prefix : hi >= s.prefix)) << e;
+    }
+    if (stage_cand) append<T>(reach, keys, run, r, &st->cand_count, cap, cand_key, cand_idx, &cand_full);
+    if (stage_bucket)
+      append<T>(bucket, keys, run, r, &st->bucket_count, bucket_cap, bucket_key, bucket_idx, &bucket_full);
+    if (write_winners) append<T>(win, keys, run, r, &st->winners, k, win_key, win_idx, &winners_full);
+  });
+}
+
+// The end of a block's pass: its ties at the threshold (`ties`, when `count_ties`) and digit counts
+// added to the row's, then its arrival ticket. Returns whether it is the row's last block to
+// arrive, the one that finishes the pass (the same in the whole block); the other blocks' writes
+// are visible to it then.
+__device__ __forceinline__ bool arrive(unsigned int at_threshold, bool count_ties, const unsigned int* counts,
+                                       int digit_bins, unsigned int* row_hist, unsigned int* tie_count,
+                                       unsigned long long* arrived, unsigned int* s_at_threshold, int* s_last) {
+  if (at_threshold) atomicAdd(s_at_threshold, at_threshold);
+  __syncthreads();
+  if (count_ties && threadIdx.x == 0) *tie_count = *s_at_threshold;
+  for (int d = threadIdx.x; d < digit_bins; d += blockDim.x)
+    if (counts[d]) atomicAdd(&row_hist[d], counts[d]);
+  // Everything this block wrote is visible device-wide before its ticket is.
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) *s_last = atomicAdd(arrived, 1ull) == gridDim.x - 1;
+  __syncthreads();
+  if (!*s_last) return false;
+  __threadfence();  // the other blocks' writes, seen after their tickets
+  return true;
+}
+
+// The finishing block's digit: the row's counts (read through L2, the histogram zeroed for the
+// next pass) give the bin of the K-th key; `f` narrows to it. Returns the keys above that bin.
+__device__ __forceinline__ long long next_digit(const State& s, State* f, unsigned int* row_hist, unsigned int* counts,
+                                                int digit_bins, int low, int key_bits) {
+  for (int d = threadIdx.x; d < digit_bins; d += blockDim.x) {
+    counts[d] = __ldcg(row_hist + d);
+    row_hist[d] = 0;  // ready for the next pass
+  }
+  __syncthreads();
+  long long above;
+  const int digit = block_find_bucket(counts, digit_bins, s.needed, &above);
+  f->needed = s.needed - above;
+  f->bucket = counts[digit];
+  f->prefix = (s.prefix << s.width) | (unsigned long long)digit;
+  f->cut = low;
+  f->width = digit_width(key_bits, low);
+  __syncthreads();  // every thread has read counts[digit]: the gathering reuses the shared memory
+  return above;
+}
+
+// The finishing block after pass 1: the candidates hold every winner when at least k_row keys
+// reached the threshold; else, with the threshold's ties counted (`tie_counts`, one per block of
+// the row), the K-th key may be the threshold itself (TIES). Returns whether the row starts over
+// (BEHIND): the filter counted the candidates' digits alone, so unless they hold the winners (or
+// the ties make up the rest) the histogram says nothing of the row, which starts over at its top
+// digit on the input; its last launch catches up (finish_behind).
+__device__ __forceinline__ bool after_first_pass(const State& s, State* f, bool strict, bool filter, long long cap,
+                                                 int key_bits, const unsigned int* tie_counts, long long* tie_sums) {
+  const bool held =
+      s.staging == FILTER && f->cand_count >= (unsigned long long)s.k_row && f->cand_count <= (unsigned long long)cap;
+  f->source = held ? ON_CANDIDATES : ON_INPUT;
+  f->staging = NO_THRESHOLD;
+  if (strict && s.staging == FILTER && !held && f->cand_count <= (unsigned long long)cap) {  // the same in the block
+    long long part = 0, ties;
+    for (long long j = threadIdx.x; j < gridDim.x; j += blockDim.x) part += (long long)__ldcg(tie_counts + j);
+    block_scan(part, tie_sums, &ties);
+    if ((long long)f->cand_count + ties >= s.k_row) {  // the K-th key is the threshold
+      f->mode = TIES;
+      f->source = ON_CANDIDATES;
+      f->gathered = FROM_TIES;
+      f->prefix = s.threshold;
+      f->needed = s.k_row - (long long)f->cand_count;
+      f->cut = 0;
+    }
+  }
+  const bool restart = filter && !held && f->mode != TIES;
+  if (restart) {
+    f->staging = BEHIND;
+    f->prefix = 0;
+    f->cut = key_bits;
+    f->width = digit_width(key_bits, key_bits);
+    f->needed = s.k_row;
+    f->bucket = s.bucket;
+  }
+  return restart;
+}
+
+// The finishing block of the last digit: the K-th key is `f->prefix`; the bucket's winners come
+// from the bucket's buffer when it holds them (`staged`), else from the candidates, else from
+// the input.
+template <class T>
+__device__ __forceinline__ void gather_last_digit(const Row<T>& input, const State& s, State* f, bool staged,
+                                                  const typename KeyTraits<T>::Key* bucket_key,
+                                                  const long long* bucket_idx,
+                                                  const typename KeyTraits<T>::Key* cand_key, const long long* cand_idx,
+                                                  long long above, long long n, typename KeyTraits<T>::Key* win_key,
+                                                  long long* win_idx, unsigned long long* cursor,
+                                                  unsigned int* counts) {
+  typedef typename KeyTraits<T>::Key Key;
+  const Key kth = static_cast<Key>(f->prefix);
+  if (staged) {
+    f->gathered = FROM_BUCKET;
+    gather_from_buffer<Key>(bucket_key, bucket_idx, (long long)f->bucket_count, s.cut, s.prefix, kth, f->needed,
+                            f->bucket, n, win_key, win_idx, cursor, counts);
+  } else if (f->source == ON_CANDIDATES) {
+    f->gathered = FROM_CANDIDATES;
+    gather_from_buffer<Key>(cand_key, cand_idx, (long long)f->cand_count, s.cut, s.prefix, kth, f->needed, f->bucket, n,
+                            win_key, win_idx, cursor, counts);
+  } else {
+    f->gathered = FROM_INPUT;
+    gather_from_input<T>(input, s.cut, s.prefix, kth, above, f->needed, win_key, win_idx, cursor);
+  }
+}
+
 // One digit pass (or the collection of a row whose bucket was taken whole), for every row at
 // once: grid (blocks per row, rows). The block that finishes a row's pass last updates its state;
 // see the file's header.
@@ -804,7 +945,6 @@ digit_pass(MB_PASS_PARAMS) {
   __syncthreads();
   const unsigned mask = (1u << s.width) - 1u;
   const Key threshold = static_cast<Key>(s.threshold);
-  bool cand_full = false, bucket_full = false, winners_full = false;  // this warp's buffers overflowed
   unsigned int at_threshold = 0;  // this thread's keys equal to the threshold (pass 1, strict)
   if (s.mode == TIES) {
     const Row<T> input = row_of<T>(in, n, row_stride, col_stride, extents, rows_kind, largest, nan_first, cand_key,
@@ -817,41 +957,14 @@ digit_pass(MB_PASS_PARAMS) {
           filter_slice<T>(r.bits, r.stride, r.largest, r.nan_first, begin, min(r.length, begin + per), threshold,
                           &st->cand_count, cap, cand_key + row * cap, cand_idx + row * cap, counts, low, mask);
   } else {
-    stream_row(r.bits, r.stride, begin, min(r.length, begin + per), threadIdx.x, blockDim.x, [&](const auto& run) {
-      Key keys[CUTOPK_RUN_SIZE(run)];
-      unsigned reach = 0, bucket = 0, win = 0;  // bit e: element e of the run reaches the threshold, ...
-#pragma unroll
-      for (int e = 0; e < CUTOPK_RUN_SIZE(run); ++e) {
-        keys[e] = r.key(run.bits[e]);
-        const bool valid = e < run.count;
-        const unsigned long long hi = high(keys[e], s.cut);
-        const bool in_race = valid && hi == s.prefix;
-        if (select) count_digit_at<Key>(counts, keys[e], in_race, low, mask, top);
-        reach |= (unsigned)(valid && keys[e] >= threshold) << e;  // one digit (else filter_slice stages)
-        bucket |= (unsigned)in_race << e;
-        win |= (unsigned)(valid && (select ? hi > s.prefix : hi >= s.prefix)) << e;
-      }
-      if (stage_cand)
-        append<T>(reach, keys, run, r, &st->cand_count, cap, cand_key + row * cap, cand_idx + row * cap, &cand_full);
-      if (stage_bucket)
-        append<T>(bucket, keys, run, r, &st->bucket_count, bucket_cap, bucket_key + row * bucket_cap,
-                  bucket_idx + row * bucket_cap, &bucket_full);
-      if (write_winners)
-        append<T>(win, keys, run, r, &st->winners, k, win_key + row * k, win_idx + row * k, &winners_full);
-    });
+    count_and_stage<T>(r, begin, min(r.length, begin + per), s, st, select, top, low, mask, threshold, counts,
+                       stage_cand, cap, cand_key + row * cap, cand_idx + row * cap, stage_bucket, bucket_cap,
+                       bucket_key + row * bucket_cap, bucket_idx + row * bucket_cap, write_winners, k,
+                       win_key + row * k, win_idx + row * k);
   }
-  if (at_threshold) atomicAdd(&s_at_threshold, at_threshold);
-  __syncthreads();
-  if (strict && stage_cand && threadIdx.x == 0) tie_counts[row * gridDim.x + blockIdx.x] = s_at_threshold;
-  for (int d = threadIdx.x; d < digit_bins; d += blockDim.x)
-    if (counts[d]) atomicAdd(&hist[row * bins + d], counts[d]);
-  // Everything this block wrote is visible device-wide before its ticket is.
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) s_last = atomicAdd(&st->arrived, 1ull) == gridDim.x - 1;
-  __syncthreads();
-  if (!s_last) return;  // the same for the whole block
-  __threadfence();      // the other blocks' writes, seen after their tickets
+  if (!arrive(at_threshold, strict && stage_cand, counts, digit_bins, hist + row * bins,
+              tie_counts + row * gridDim.x + blockIdx.x, &st->arrived, &s_at_threshold, &s_last))
+    return;  // the same for the whole block
 
   // The finishing block. Counters written by atomics are read through L2.
   State f = s;
@@ -862,55 +975,10 @@ digit_pass(MB_PASS_PARAMS) {
   f.passes = s.passes + 1;
   bool finish = !select;
   if (select) {
-    for (int d = threadIdx.x; d < digit_bins; d += blockDim.x) {
-      counts[d] = __ldcg(hist + row * bins + d);
-      hist[row * bins + d] = 0;  // ready for the next pass
-    }
-    __syncthreads();
-    long long above;
-    const int digit = block_find_bucket(counts, digit_bins, s.needed, &above);
-    f.needed = s.needed - above;
-    f.bucket = counts[digit];
-    f.prefix = (s.prefix << s.width) | (unsigned long long)digit;
-    f.cut = low;
-    f.width = digit_width(KEY_BITS, low);
-    __syncthreads();       // every thread has read counts[digit]: the gathering reuses the shared memory
-    bool restart = false;  // the threshold failed after the filter: the row starts over (BEHIND)
-    // After pass 1 (not a row that starts over, whose top digit is counted in pass 2): the
-    // candidates hold every winner when at least k_row keys reached the threshold.
-    if (top && s.staging != BEHIND) {
-      const bool held =
-          s.staging == FILTER && f.cand_count >= (unsigned long long)s.k_row && f.cand_count <= (unsigned long long)cap;
-      f.source = held ? ON_CANDIDATES : ON_INPUT;
-      f.staging = NO_THRESHOLD;
-      if (strict && s.staging == FILTER && !held &&
-          f.cand_count <= (unsigned long long)cap) {  // the same in the whole block
-        long long part = 0, ties;
-        for (long long j = threadIdx.x; j < gridDim.x; j += blockDim.x)
-          part += (long long)__ldcg(tie_counts + row * gridDim.x + j);
-        block_scan(part, tie_sums, &ties);
-        if ((long long)f.cand_count + ties >= s.k_row) {  // the K-th key is the threshold
-          f.mode = TIES;
-          f.source = ON_CANDIDATES;
-          f.gathered = FROM_TIES;
-          f.prefix = s.threshold;
-          f.needed = s.k_row - (long long)f.cand_count;
-          f.cut = 0;
-        }
-      }
-      // The filter counted the candidates' digits alone: unless they hold the winners (or the
-      // threshold's ties make up the rest) the histogram says nothing of the row, which starts
-      // over at its top digit on the input; its last launch catches up (finish_behind).
-      restart = filter && !held && f.mode != TIES;
-      if (restart) {
-        f.staging = BEHIND;
-        f.prefix = 0;
-        f.cut = KEY_BITS;
-        f.width = digit_width(KEY_BITS, KEY_BITS);
-        f.needed = s.k_row;
-        f.bucket = s.bucket;
-      }
-    }
+    const long long above = next_digit(s, &f, hist + row * bins, counts, digit_bins, low, KEY_BITS);
+    // After pass 1 (not a row that starts over, whose top digit is counted in pass 2).
+    const bool restart = top && s.staging != BEHIND &&
+                         after_first_pass(s, &f, strict, filter, cap, KEY_BITS, tie_counts + row * gridDim.x, tie_sums);
     if (f.mode == TIES || restart) {
       // pass 2 gathers the row, or counts its top digit
     } else if (penultimate) {  // the next-to-last digit of a row one behind: the last one as well, then gather
@@ -923,24 +991,13 @@ digit_pass(MB_PASS_PARAMS) {
                        (long long)f.bucket_count, s.cut, s.prefix, above, &f, win_key + row * k, win_idx + row * k,
                        cursor, counts);
     } else if (low == 0) {  // the last digit: the K-th key is `prefix`; gather the bucket's winners
-      const Key kth = static_cast<Key>(f.prefix);
       finish = true;
-      if (stage_bucket && f.bucket_count <= (unsigned long long)bucket_cap) {
-        f.gathered = FROM_BUCKET;
-        gather_from_buffer<Key>(bucket_key + row * bucket_cap, bucket_idx + row * bucket_cap, (long long)f.bucket_count,
-                                s.cut, s.prefix, kth, f.needed, f.bucket, n, win_key + row * k, win_idx + row * k,
-                                cursor, counts);
-      } else if (f.source == ON_CANDIDATES) {
-        f.gathered = FROM_CANDIDATES;
-        gather_from_buffer<Key>(cand_key + row * cap, cand_idx + row * cap, (long long)f.cand_count, s.cut, s.prefix,
-                                kth, f.needed, f.bucket, n, win_key + row * k, win_idx + row * k, cursor, counts);
-      } else {
-        f.gathered = FROM_INPUT;
-        const Row<T> input = row_of<T>(in, n, row_stride, col_stride, extents, rows_kind, largest, nan_first, cand_key,
-                                       cand_idx, cap, false, 0, row);
-        gather_from_input<T>(input, s.cut, s.prefix, kth, above, f.needed, win_key + row * k, win_idx + row * k,
-                             cursor);
-      }
+      const bool staged = stage_bucket && f.bucket_count <= (unsigned long long)bucket_cap;
+      const Row<T> input = row_of<T>(in, n, row_stride, col_stride, extents, rows_kind, largest, nan_first, cand_key,
+                                     cand_idx, cap, false, 0, row);
+      gather_last_digit<T>(input, s, &f, staged, bucket_key + row * bucket_cap, bucket_idx + row * bucket_cap,
+                           cand_key + row * cap, cand_idx + row * cap, above, n, win_key + row * k, win_idx + row * k,
+                           cursor, counts);
     } else if (f.bucket == f.needed) {
       f.mode = COLLECT;  // the bucket is taken whole: the next launch writes its keys and those above
     }
