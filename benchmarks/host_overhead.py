@@ -232,6 +232,15 @@ def gpu_rows(calls: int, repeat: int) -> list[dict]:
 # The scoreboard's small, latency-bound rows (issue 39: no cutopk call under 30 us on an H100).
 CUPY_SHAPES = [((1, 8192), 512), ((1, 32000), 50), ((8, 128256), 50), ((64, 8192), 2048)]
 CUPY_DTYPES = ("float32", "bfloat16")
+# Families of several launches or with scratch (the workspace and its tickets), forced on one shape.
+CUPY_FORCED = [((8, 128256), 50, "split"), ((8, 128256), 50, "multiblock")]
+
+
+def _cupy_cases() -> list[tuple]:
+    """``(shape, k, dtype, algorithm)`` of every CuPy-path row."""
+    cases = [(shape, k, dtype, "auto") for shape, k in CUPY_SHAPES for dtype in CUPY_DTYPES]
+    return cases + [(shape, k, "float32", algorithm) for shape, k, algorithm in CUPY_FORCED]
+
 
 # The steps of a warm call: each the cumulative profile time of the functions named (in the file
 # named), less the steps named after it that run inside them. What no step names is the entry's
@@ -246,13 +255,13 @@ STEPS = (
     ("launch call (a no-op here)", (("host_overhead.py", "__call__"),), ()),
     (
         "launch arguments (runner)",
-        (("cuda/runner.py", "_direct_single"), ("cuda/runner.py", "run")),
+        (("cuda/runner.py", "Prepared._direct_single"), ("cuda/runner.py", "Prepared.run")),
         ("workspace and tickets", "launch call (a no-op here)"),
     ),
     ("alignment check", (("cuda/launcher.py", "_aligned"),), ()),
     (
         "prepared call: alignment, outputs' shapes (GpuCall.run / plain)",
-        (("cuda/launcher.py", "run"), ("cuda/launcher.py", "plain")),
+        (("cuda/launcher.py", "GpuCall.run"), ("cuda/launcher.py", "plain")),
         ("outputs: allocation (thin allocator)", "launch arguments (runner)", "workspace and tickets",
          "launch call (a no-op here)", "alignment check"),
     ),
@@ -336,13 +345,28 @@ def thin_cupy():
             _workspace.release_workspace()
 
 
+def _matches(file: str, line: int, func: str, where: str, name: str) -> bool:
+    """Whether a profile entry is the function ``name`` of the file ending in ``where``: a plain
+    name matches every function so named there; ``Class.method`` only that method (its line)."""
+    if not file.endswith(where):
+        return False
+    if "." not in name:
+        return func == name
+    import importlib
+
+    module = importlib.import_module("cutopk." + where.removesuffix(".py").replace("/", "."))
+    owner, _, method = name.partition(".")
+    code = getattr(getattr(getattr(module, owner, None), method, None), "__code__", None)
+    return code is not None and func == code.co_name and line == code.co_firstlineno
+
+
 def _steps_of(stats, per_call_scale: float) -> dict[str, float]:
     """Each step's µs per call from a profile (cumulative times, scaled to the unprofiled run)."""
     out: dict[str, float] = {}
     for label, names, inner in STEPS:
         total = 0.0
-        for (file, _, func), (_, _, _, cum, _) in stats.stats.items():
-            if any(file.endswith(f) and func == n for f, n in names):
+        for (file, line, func), (_, _, _, cum, _) in stats.stats.items():
+            if any(_matches(file, line, func, f, n) for f, n in names):
                 total += cum
         out[label] = max(0.0, total * per_call_scale - sum(out[i] for i in inner))
     return out
@@ -367,41 +391,40 @@ def cupy_path_rows(calls: int, repeat: int, profile: bool) -> list[dict]:
 
     rows = []
     with thin_cupy() as (cupy, launches, alloc):
-        for (rows_, n), k in CUPY_SHAPES:
-            for dtype in CUPY_DTYPES:
-                x = cupy.asarray(np.zeros((rows_, n), _dtype(dtype)))
+        for (rows_, n), k, dtype, algorithm in _cupy_cases():
+            x = cupy.asarray(np.zeros((rows_, n), _dtype(dtype)))
 
-                def call(x=x, k=k):  # as the scoreboard calls it (cutopk/_bench/baselines.py)
-                    return cutopk.top_k(x, k, axis=1, mode="largest", nan="largest")
+            def call(x=x, k=k, algorithm=algorithm):  # as the scoreboard calls it (_bench/baselines.py)
+                return cutopk.top_k(x, k, axis=1, mode="largest", nan="largest", algorithm=algorithm)
 
-                first = first_call_us(call, repeat)
-                call()
-                before = (launches[0], alloc.count)
-                call()
-                per = (launches[0] - before[0], alloc.count - before[1])
-                cached = cpu_per_call_us(call, calls, repeat)
-                wall = per_call_us(call, calls, repeat)
-                row = {
-                    "case": f"{rows_}x{n} k={k} {dtype}",
-                    "algorithm": cutopk.plan(x, k).algorithm,
-                    "cached_us": cached,
-                    "wall_us": wall,
-                    "first_us": first,
-                    "launches": per[0],
-                    "allocations": per[1],
-                }
-                if profile:
-                    prof = cProfile.Profile()
-                    prof.enable()
-                    for _ in range(calls):
-                        call()
-                    prof.disable()
-                    stats = pstats.Stats(prof)
-                    profiled = stats.total_tt / calls * 1e6
-                    steps = _steps_of(stats, cached / profiled / calls * 1e6)
-                    steps[REST] = max(0.0, cached - sum(steps.values()))
-                    row["steps"] = steps
-                rows.append(row)
+            first = first_call_us(call, repeat)
+            call()
+            before = (launches[0], alloc.count)
+            call()
+            per = (launches[0] - before[0], alloc.count - before[1])
+            cached = cpu_per_call_us(call, calls, repeat)
+            wall = per_call_us(call, calls, repeat)
+            row = {
+                "case": f"{rows_}x{n} k={k} {dtype}" + ("" if algorithm == "auto" else f" ({algorithm})"),
+                "algorithm": cutopk.plan(x, k, algorithm=algorithm).algorithm,
+                "cached_us": cached,
+                "wall_us": wall,
+                "first_us": first,
+                "launches": per[0],
+                "allocations": per[1],
+            }
+            if profile:
+                prof = cProfile.Profile()
+                prof.enable()
+                for _ in range(calls):
+                    call()
+                prof.disable()
+                stats = pstats.Stats(prof)
+                profiled = stats.total_tt / calls * 1e6
+                steps = _steps_of(stats, cached / profiled / calls * 1e6)
+                steps[REST] = max(0.0, cached - sum(steps.values()))
+                row["steps"] = steps
+            rows.append(row)
     return rows
 
 

@@ -16,6 +16,8 @@ from . import lengths as lengths_
 from .result import Array, DType, Integer, TopK
 from .select import select
 
+_new_tuple = tuple.__new__  # what a NamedTuple's __new__ calls
+
 
 def top_k(
     a: Array,
@@ -91,8 +93,8 @@ def top_k(
                 return TopK(*call.run(a))
         else:
             call = _call.cached_cupy(a, k, axis, mode, sorted, nan, index_dtype, backend, algorithm)
-            if call is not None:
-                return TopK(*call.plain(a))
+            if call is not None:  # the pair made a TopK as its __new__ does, without that frame
+                return _new_tuple(TopK, call.plain(a))
     if out is None and is_torch_tensor(a):
         # The registered operator (one opaque node to torch.compile, its own autograd formula).
         from . import torch_op
