@@ -194,14 +194,15 @@ def cached_cupy(a, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm)
     it: no wrapping, no CuPy probe, the result arrays returned as they are. CuPy is not imported
     here: an array of it exists only once it is."""
     cupy = sys.modules.get("cupy")
-    if cupy is None or type(a) is not cupy.ndarray:
+    # getattr: a module named "cupy" that is not CuPy has no ndarray (and no array is one of it).
+    if cupy is None or type(a) is not getattr(cupy, "ndarray", None):
         return None
     device = a.data.device_id
     if device != cupy.cuda.runtime.getDevice():
         return None  # prepare() makes the array's device current first
     try:
         return CACHE.hit(
-            _signature(cupy.ndarray, a, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm, device)
+            _signature(type(a), a, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm, device)
         )
     except TypeError:  # an unhashable argument: prepare() checks it
         return None
