@@ -15,6 +15,8 @@ Cython), so what is timed is cutopk's own Python plus a few cheap stand-in calls
 Times are this thread's CPU time (``time.thread_time_ns``; least of ``--repeat`` runs): the
 machine is shared, and the wall clock (also reported) times the neighbours too. The steps of a
 warm call come from cProfile (each step's cumulative time, scaled to the unprofiled total).
+Where CuPy has a GPU, the same rows run on it instead, with real CuPy (launches and allocations
+real, not counted, no synchronisation inside a timed run): cutopk's Python and CuPy's together.
 
 **The simulator-target grid** (issue 28):
 
@@ -250,9 +252,9 @@ STEPS = (
     ("call cache: key and lookup", (("_core/call.py", "_signature"), ("_core/call.py", "get"), ("_core/call.py", "hit")), ()),
     ("input kind, backend, CuPy probe, device (wrap)", (("_core/call.py", "_wrap"),), ()),
     ("short path: CuPy type and device", (("_core/call.py", "cached_cupy"),), ("call cache: key and lookup",)),
-    ("outputs: allocation (thin allocator)", (("host_overhead.py", "empty"),), ()),
+    ("outputs: allocation (thin allocator)", (("host_overhead.py", "empty"), ("_creation/basic.py", "empty")), ()),
     ("workspace and tickets", (("cuda/workspace.py", "take"), ("cuda/workspace.py", "tickets")), ()),
-    ("launch call (a no-op here)", (("host_overhead.py", "__call__"),), ()),
+    ("launch call (a no-op here)", (("host_overhead.py", "__call__"), ("~", "cupy.cuda.function.Function")), ()),
     (
         "launch arguments (runner)",
         (("cuda/runner.py", "Prepared._direct_single"), ("cuda/runner.py", "Prepared.run")),
@@ -345,9 +347,38 @@ def thin_cupy():
             _workspace.release_workspace()
 
 
+def _gpu_cupy():
+    """CuPy with a GPU, or None (then the stand-in's modules are what ``import cupy`` finds)."""
+    try:
+        import cupy
+
+        if cupy.__name__ == "standin.cupy":  # installed already (a test): no GPU behind it
+            return None
+        if cupy.cuda.runtime.getDeviceCount() > 0:
+            return cupy
+    except Exception:  # noqa: BLE001 - no CuPy, or one without a usable GPU
+        for name in [n for n in sys.modules if n.split(".")[0] in ("cupy", "cupyx", "cupy_backends")]:
+            del sys.modules[name]
+    return None
+
+
+@contextlib.contextmanager
+def real_cupy(cupy):
+    """On a GPU: CuPy as it is (real launches and allocations, which are not counted); yields
+    ``(cupy, None, None)``."""
+    _call.CACHE.clear()
+    try:
+        yield cupy, None, None
+    finally:
+        _call.CACHE.clear()
+        cupy.cuda.Device().synchronize()
+
+
 def _matches(file: str, line: int, func: str, where: str, name: str) -> bool:
     """Whether a profile entry is the function ``name`` of the file ending in ``where``: a plain
     name matches every function so named there; ``Class.method`` only that method (its line)."""
+    if where == "~":  # a C or Cython function: CuPy's launch, say
+        return file == "~" and name in func
     if not file.endswith(where):
         return False
     if "." not in name:
@@ -390,18 +421,22 @@ def cupy_path_rows(calls: int, repeat: int, profile: bool) -> list[dict]:
     import pstats
 
     rows = []
-    with thin_cupy() as (cupy, launches, alloc):
+    gpu = _gpu_cupy()
+    with thin_cupy() if gpu is None else real_cupy(gpu) as (cupy, launches, alloc):
         for (rows_, n), k, dtype, algorithm in _cupy_cases():
-            x = cupy.asarray(np.zeros((rows_, n), _dtype(dtype)))
+            x = cupy.asarray(np.random.default_rng(0).random((rows_, n)).astype(_dtype(dtype)))
 
             def call(x=x, k=k, algorithm=algorithm):  # as the scoreboard calls it (_bench/baselines.py)
                 return cutopk.top_k(x, k, axis=1, mode="largest", nan="largest", algorithm=algorithm)
 
+            call()  # on a GPU: the modules compiled (or loaded) before any timing
             first = first_call_us(call, repeat)
             call()
-            before = (launches[0], alloc.count)
-            call()
-            per = (launches[0] - before[0], alloc.count - before[1])
+            per: tuple = ("-", "-")  # not counted on a GPU
+            if launches is not None:
+                before = (launches[0], alloc.count)
+                call()
+                per = (launches[0] - before[0], alloc.count - before[1])
             cached = cpu_per_call_us(call, calls, repeat)
             wall = per_call_us(call, calls, repeat)
             row = {
@@ -412,6 +447,7 @@ def cupy_path_rows(calls: int, repeat: int, profile: bool) -> list[dict]:
                 "first_us": first,
                 "launches": per[0],
                 "allocations": per[1],
+                "gpu": gpu is not None,
             }
             if profile:
                 prof = cProfile.Profile()
@@ -429,8 +465,11 @@ def cupy_path_rows(calls: int, repeat: int, profile: bool) -> list[dict]:
 
 
 def cupy_report(rows: list[dict]) -> str:
+    title = "## CuPy path (the stand-in, launches no-ops, thin allocator): host time per warm call"
+    if rows and rows[0]["gpu"]:
+        title = "## CuPy path on a GPU (real CuPy: launches and allocations run, uncounted): host time per warm call"
     lines = [
-        "## CuPy path (the stand-in, launches no-ops, thin allocator): host time per warm call",
+        title,
         "",
         "| case | algorithm | warm µs (CPU time) | warm µs (wall) | first call µs | launches | allocations |",
         "|---|---|---:|---:|---:|---:|---:|",
