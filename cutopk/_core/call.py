@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import math
 import operator
+import sys
 import threading
 
 import numpy as np
@@ -179,6 +180,29 @@ def cached_ndarray(a, k, axis, mode, sorted_, nan, index_dtype, backend, algorit
     try:
         return CACHE.hit(
             _signature(np.ndarray, a, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm, -1)
+        )
+    except TypeError:  # an unhashable argument: prepare() checks it
+        return None
+
+
+def cached_cupy(a, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm):
+    """The prepared call of a CuPy array's signature when it is cached and the array lies on the
+    current device, else None: the short path of :func:`cutopk.top_k` on a GPU array (issue 39).
+
+    Only an exact ``cupy.ndarray`` (its array kind is its type's, so the checks of the cached
+    signature's first call hold for it) on the current device (no device scope to enter) takes
+    it: no wrapping, no CuPy probe, the result arrays returned as they are. CuPy is not imported
+    here: an array of it exists only once it is."""
+    cupy = sys.modules.get("cupy")
+    # getattr: a module named "cupy" that is not CuPy has no ndarray (and no array is one of it).
+    if cupy is None or type(a) is not getattr(cupy, "ndarray", None):
+        return None
+    device = a.data.device_id
+    if device != cupy.cuda.runtime.getDevice():
+        return None  # prepare() makes the array's device current first
+    try:
+        return CACHE.hit(
+            _signature(type(a), a, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm, device)
         )
     except TypeError:  # an unhashable argument: prepare() checks it
         return None

@@ -16,6 +16,8 @@ from . import lengths as lengths_
 from .result import Array, DType, Integer, TopK
 from .select import select
 
+_new_tuple = tuple.__new__  # what a NamedTuple's __new__ calls
+
 
 def top_k(
     a: Array,
@@ -84,11 +86,16 @@ def top_k(
     >>> cutopk.top_k(x, 1, mode="smallest", nan="largest").indices.ravel().tolist()
     [0, 0]
     """
-    if type(a) is np.ndarray and lengths is None and out is None:  # a repeated call, in few steps
-        call = _call.cached_ndarray(a, k, axis, mode, sorted, nan, index_dtype, backend, algorithm)
-        if call is not None:
-            return TopK(*call.run(a))
-    elif out is None and is_torch_tensor(a):
+    if lengths is None and out is None:  # a repeated call, in few steps
+        if type(a) is np.ndarray:
+            call = _call.cached_ndarray(a, k, axis, mode, sorted, nan, index_dtype, backend, algorithm)
+            if call is not None:
+                return TopK(*call.run(a))
+        else:
+            call = _call.cached_cupy(a, k, axis, mode, sorted, nan, index_dtype, backend, algorithm)
+            if call is not None:  # the pair made a TopK as its __new__ does, without that frame
+                return _new_tuple(TopK, call.plain(a))
+    if out is None and is_torch_tensor(a):
         # The registered operator (one opaque node to torch.compile, its own autograd formula).
         from . import torch_op
 

@@ -294,6 +294,43 @@ class GpuCall:
         # (A non-native input is read through run()'s byte-swapped copy, aligned: no check.)
         self.aligned_strides = all(st % self.dtype.itemsize == 0 for st in strides)
         self.check_alignment = self.native is self.dtype
+        # run(a) without out= or extents, bound once: what a warm call of cutopk.top_k runs.
+        self.plain = self._plain()
+
+    def _plain(self):
+        """``plain(a) -> (values, indices)``: :meth:`run` without ``out`` or extents, as one
+        function with everything but the input's address resolved (issue 39: a warm call's
+        Python is the launch latency of small rows). Where the outputs need moving, the input
+        a copy or the rows a kind of their own, it is :meth:`run` itself."""
+        if not (self.direct and self.rows_kind == _kernel_constants.ROWS_REGULAR and self.aligned_strides):
+            return self.run
+        xp = self.xp
+        empty, shape, out_shape = xp.empty, self.rows_k, self.out_shape
+        value_dtype, index_dtype = self.native, self.req.index_dtype
+        itemsize, reshape, slow = self.dtype.itemsize, self.reshape_out, self.run
+        runner = self.runner
+        assert runner is not None  # direct: there are launches
+        # Bound now: a test that patches the runner's class has done so before this call was made.
+        launch = runner.direct
+        on_host = xp is np
+        fail = self._raise_memory_error
+
+        def plain(a):
+            # The kernels read whole elements: a view some bytes into its buffer goes the slow way
+            # (an aligned copy). The strides were checked with the signature.
+            if (not a.flags.aligned) if on_host else a.data.ptr % itemsize:
+                return slow(a)
+            values, indices = empty(shape, value_dtype), empty(shape, index_dtype)
+            try:
+                launch(xp, a, values, indices, None)
+            except Exception as exc:
+                fail(exc)
+                raise
+            if reshape:
+                return values.reshape(out_shape), indices.reshape(out_shape)
+            return values, indices
+
+        return plain
 
     def with_rows(self, rows_kind: int) -> GpuCall:
         """This signature's call over rows of ``rows_kind`` (planned once, kept with this one)."""

@@ -386,11 +386,11 @@ class Prepared:
         """The steps for one call: ``a`` the input with its rows' axis last, ``values`` and
         ``indices`` the (rows, k) outputs (None where they are staged in the scratch). Returns
         the scratch views (the staged outputs among them)."""
-        nbytes = self.schedule.nbytes
-        buffer = _workspace.take(xp, self.target, self.device, nbytes) if nbytes else None
+        nbytes, count = self.schedule.nbytes, self.tickets  # no tickets in a chunked family
+        buffer = tickets = None
+        if nbytes or count:
+            buffer, tickets = _workspace.take(xp, self.target, self.device, nbytes, count)
         if not self.chunks:
-            count = self.tickets
-            tickets = _workspace.tickets(xp, self.target, self.device, count) if count else None
             return self.sequence.run(xp, (a, extents, values, indices), buffer, tickets=tickets)
         per_call = (a, extents, values, indices)
         return self.sequence.run(

@@ -79,11 +79,19 @@ def current(target: str, device: int) -> tuple[Workspace, Any]:
     return ws, stream
 
 
-def take(xp: types.ModuleType, target: str, device: int, nbytes: int) -> Any:
-    """A 1-D uint8 buffer of at least ``nbytes`` bytes for one call on the current stream of
-    ``device``: the stream's workspace, grown first (by ``xp.empty``) when it is smaller (never while the stream
-    captures a graph: then RuntimeError)."""
+def take(xp: types.ModuleType, target: str, device: int, nbytes: int, count: int = 0) -> tuple[Any, Any]:
+    """``(buffer, tickets)`` for one call on the current stream of ``device``, from one look-up of
+    the stream's workspace: a 1-D uint8 buffer of at least ``nbytes`` bytes (:func:`_buffer`;
+    None for none) and a 1-D uint32 array of at least ``count`` zeroed arrival tickets
+    (:func:`_tickets`; None for none)."""
     ws, stream = current(target, device)
+    buffer = _buffer(ws, stream, xp, device, nbytes) if nbytes else None
+    return buffer, (_tickets(ws, stream, xp, device, count) if count else None)
+
+
+def _buffer(ws: Workspace, stream, xp: types.ModuleType, device: int, nbytes: int) -> Any:
+    """The stream's workspace buffer, grown first (by ``xp.empty``) when it is smaller than
+    ``nbytes`` (never while the stream captures a graph: then RuntimeError)."""
     buffer = ws.buffer
     capturing = stream is not None and stream.is_capturing()
     if buffer is not None and buffer.nbytes >= nbytes:
@@ -108,14 +116,13 @@ def take(xp: types.ModuleType, target: str, device: int, nbytes: int) -> Any:
     return new
 
 
-def tickets(xp: Any, target: str, device: int, count: int) -> Any:
-    """A 1-D uint32 array of at least ``count`` arrival tickets for one call on the current stream
-    of ``device``, every one 0. The kernels that take tickets (kernels/split.cu) leave each one 0
-    when they finish, so the array is zeroed once, by ``xp.zeros`` when it is allocated or grown,
-    never by a memset per call (a call stays one launch, and a CUDA graph's replays find them 0).
-    Per stream, like the workspace: calls on two streams may run at once and never share a
-    ticket. Never grown while the stream captures a graph (then RuntimeError, as :func:`take`)."""
-    ws, stream = current(target, device)
+def _tickets(ws: Workspace, stream, xp: Any, device: int, count: int) -> Any:
+    """The stream's arrival tickets, at least ``count`` of them, every one 0. The kernels that
+    take tickets (kernels/split.cu) leave each one 0 when they finish, so the array is zeroed
+    once, by ``xp.zeros`` when it is allocated or grown, never by a memset per call (a call stays
+    one launch, and a CUDA graph's replays find them 0). Per stream, like the workspace: calls on
+    two streams may run at once and never share a ticket. Never grown while the stream captures a
+    graph (then RuntimeError, as :func:`_buffer`)."""
     held = ws.tickets
     if held is not None and held.size >= count:
         return held
