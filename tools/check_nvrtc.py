@@ -388,7 +388,12 @@ def main(argv=None) -> int:
         return install(*args.install)
     if args.worker:
         report = check_folder(
-            pathlib.Path(args.worker), args.arch, args.programs, args.alone, tuple(args.ptx_arch)
+            pathlib.Path(args.worker),
+            args.arch,
+            args.programs,
+            args.alone,
+            tuple(args.ptx_arch),
+            args.ptx_only,
         )
         print(json.dumps(report))
         return 0
@@ -397,7 +402,8 @@ def main(argv=None) -> int:
     with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:
         reports = list(
             pool.map(
-                lambda f: run_worker(f, args.arch, args.programs, args.alone, args.ptx_arch), args.folders
+                lambda f: run_worker(f, args.arch, args.programs, args.alone, args.ptx_arch, args.ptx_only),
+                args.folders,
             )
         )
     failures = []

@@ -6,6 +6,7 @@ of the check itself, and of the multiblock State's layout check, need none."""
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import re
@@ -120,6 +121,23 @@ def test_ptx_compiles_for_compute_not_sm_and_reports_errors_and_unlowered_names(
     )
     assert "identifier x is undefined" in failures[0]
     assert failures[1] == "NVRTC 12.9, compute_75 (PTX): the name expression b did not lower"
+
+
+def test_the_ptx_options_reach_each_folders_worker(monkeypatch, capsys):
+    seen = []
+
+    def run(cmd, **kwargs):
+        seen.append(cmd)
+        report = {"folder": cmd[3], "version": "13.0", "builds": [], "seconds": {}, "failures": []}
+        return subprocess.CompletedProcess(cmd, 0, stdout=json.dumps(report) + "\n", stderr="")
+
+    monkeypatch.setattr(check_nvrtc.subprocess, "run", run)
+    argv = ["a", "b", "--arch", "90", "--ptx-only", "--ptx-arch", "75", "--no-alone"]
+    assert check_nvrtc.main(argv) == 0
+    assert [cmd[2:] for cmd in seen] == [
+        ["--worker", f, "--arch", "90", "--ptx-arch", "75", "--ptx-only", "--no-alone"] for f in "ab"
+    ]
+    assert check_nvrtc.main(["a"]) == 0 and seen[-1][2:] == ["--worker", "a", "--arch", "75", "80", "90"]
 
 
 def _mb_state_block(source: str) -> str:
