@@ -65,6 +65,23 @@ def pytest_runtest_logreport(report):
         _record_skip(report)
 
 
+# The AddressSanitizer run's subset (tests/support/selection.py; CUTOPK_FULL_MATRIX=1 runs all).
+def pytest_collection_modifyitems(config, items):
+    from support.selection import ASAN_SUBSET, asan_keeps
+
+    if not ASAN_SUBSET:
+        return
+    keep = [asan_keeps(getattr(getattr(i, "callspec", None), "params", {})) for i in items]
+    kept = [i for i, k in zip(items, keep, strict=True) if k]
+    dropped = [i for i, k in zip(items, keep, strict=True) if not k]
+    if dropped:  # reported by pytest as deselected, and named here
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+        print(
+            f"\nthe ASan subset (tests/conftest.py): {len(dropped)} deselected; CUTOPK_FULL_MATRIX=1 runs all"
+        )
+
+
 @pytest.fixture(autouse=True)
 def standin_state():
     """With the CuPy stand-in, each test starts on device 0 with no stream captured, and leaves

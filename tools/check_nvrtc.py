@@ -3,7 +3,7 @@ does, and fail on a compile error, a name expression that does not lower, any re
 any local-memory stack frame; and compile each kernel file alone (``-I kernels``), so that every
 file includes what it uses. No GPU needed.
 
-    python tools/check_nvrtc.py DIR [DIR ...] [--arch 75 80 90] [--jobs N]
+    python tools/check_nvrtc.py DIR [DIR ...] [--arch 75 80 90] [--ptx-only] [--ptx-arch 75] [--jobs N]
     python tools/check_nvrtc.py --install DIR VERSION     # VERSION: 12.9, 13.0 or 13.x (the newest)
 
 Each DIR is a ``pip install --target`` folder of NVRTC wheels (``--install`` makes one; see
@@ -17,6 +17,16 @@ NVRTC knows the architecture), ``--device-as-default-execution-space``; every na
 added before the compile and lowered after it. ``--ptxas-options=-v`` is added to read the
 register report from the program log. Programs with the same source text are compiled once with
 the union of their name expressions (the kernels each instantiation compiles are the same).
+
+``--ptx-only``: the ``--arch`` targets to PTX (compute_XX) instead of cubins: the front end
+only, no ptxas, so no register report and no spill check; for an NVRTC whose ptxas is checked
+elsewhere (CI: NVRTC 13.0.88's ptxas is nvcc 13.0.88's, which tools/check_kernels.py runs on
+every kernel for sm_75/80/90). ``--ptx-arch A``: also compile, to PTX for compute_A, the
+programs whose source branches on ``__CUDA_ARCH__`` (cluster.cu): there the front end sees other
+code on A than on the ``--arch`` targets, while every other program's front-end work is the same
+on every architecture. PTX costs about 0.4 of a cubin (measured, NVRTC 13.x, 6 programs: 8.0 CPU
+s to compute_90 PTX, 19.5 s to sm_90 cubins, 25.9 s to sm_75 cubins). CI (.ci/run) uses both to
+keep the older NVRTCs' check to fewer cubin architectures without leaving a branch unparsed.
 """
 
 from __future__ import annotations
@@ -220,15 +230,50 @@ def compile_errors(log: str, limit: int) -> str:
     return "\n    " + "\n    ".join(errors[:limit])
 
 
-def check_folder(folder: pathlib.Path, archs: list[str], programs: bool, alone: bool) -> dict:
-    """One NVRTC folder, in this process: the report as a dict."""
+def arch_dependent(source: str) -> bool:
+    """Whether the front end sees other code on other architectures (``#if __CUDA_ARCH__``)."""
+    return "__CUDA_ARCH__" in source
+
+
+def ptx_failures(nvrtc, version: str, folder: pathlib.Path, arch: str, programs) -> list[str]:
+    """Compile ``programs`` ((index, count, source, name expressions)) to PTX for compute_``arch``:
+    the front end only (no ptxas, so no register report): what fails to compile or to lower."""
+    where = f"NVRTC {version}, compute_{arch} (PTX)"
+    options = [o.replace(f"-arch=sm_{arch}", f"-arch=compute_{arch}") for o in cupy_options(folder, arch)]
+    failures = []
+    for i, count, source, names in programs:
+        ok, log, lowered = nvrtc.compile(source, "cutopk.cu", options, names)
+        if not ok:
+            failures.append(
+                f"{where}: program {i + 1} of {count} does not compile ({kernel_file(source, log)}):"
+                + compile_errors(log, 20)
+            )
+            continue
+        failures += [
+            f"{where}: the name expression {n} did not lower" for n, low in lowered.items() if low is None
+        ]
+    return failures
+
+
+def check_folder(
+    folder: pathlib.Path,
+    archs: list[str],
+    programs: bool,
+    alone: bool,
+    ptx_archs: tuple[str, ...] = (),
+    ptx_only: bool = False,
+) -> dict:
+    """One NVRTC folder, in this process: the report as a dict. ``ptx_only``: the ``archs`` to
+    PTX (no cubins, no register report); ``ptx_archs``: the programs that branch on
+    ``__CUDA_ARCH__`` to PTX for these as well."""
     from cutopk.cuda import launcher as _launcher
 
     nvrtc = Nvrtc(find_library(folder))
     version = "{}.{}".format(*nvrtc.version)
     report = {"folder": str(folder), "version": version, "failures": [], "builds": [], "seconds": {}}
     merged = merged_programs() if programs else []
-    for arch in archs if programs else []:
+    indexed = [(i, len(merged), source, names) for i, (source, names, _) in enumerate(merged)]
+    for arch in archs if programs and not ptx_only else []:
         t0 = time.perf_counter()
         for i, (source, names, kernels) in enumerate(merged):
             where = f"NVRTC {version}, sm_{arch}"
@@ -244,6 +289,14 @@ def check_folder(folder: pathlib.Path, archs: list[str], programs: bool, alone: 
             report["builds"] += rows
             report["failures"] += failures
         report["seconds"][f"sm_{arch}"] = round(time.perf_counter() - t0, 1)
+    ptx = [(arch, indexed) for arch in archs if ptx_only] + [
+        (arch, [p for p in indexed if arch_dependent(p[2])]) for arch in ptx_archs
+    ]
+    for arch, chosen in ptx if programs else []:
+        t0 = time.perf_counter()
+        report["failures"] += ptx_failures(nvrtc, version, folder, arch, chosen)
+        report["ptx_programs"] = report.get("ptx_programs", 0) + len(chosen)
+        report["seconds"][f"compute_{arch}"] = round(time.perf_counter() - t0, 1)
     if alone:
         t0 = time.perf_counter()
         kernels = str(_launcher.kernel_dir())
@@ -271,9 +324,15 @@ def kernel_file(source: str, log: str) -> str:
     return ", ".join(files) or "see the log"
 
 
-def run_worker(folder: str, archs: list[str], programs: bool, alone: bool) -> dict:
+def run_worker(
+    folder: str, archs: list[str], programs: bool, alone: bool, ptx_archs=(), ptx_only=False
+) -> dict:
     """check_folder in a child process (its own NVRTC library)."""
     cmd = [sys.executable, __file__, "--worker", folder, "--arch", *archs]
+    if ptx_archs:
+        cmd += ["--ptx-arch", *ptx_archs]
+    if ptx_only:
+        cmd.append("--ptx-only")
     if not alone:
         cmd.append("--no-alone")
     if not programs:
@@ -306,6 +365,17 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folders", nargs="*", help="pip --target folders of NVRTC wheels")
     parser.add_argument("--arch", nargs="+", default=["75", "80", "90"])
+    parser.add_argument(
+        "--ptx-arch",
+        nargs="+",
+        default=[],
+        help="also compile the programs that branch on __CUDA_ARCH__ to PTX for these (front end only)",
+    )
+    parser.add_argument(
+        "--ptx-only",
+        action="store_true",
+        help="the --arch targets to PTX only: the front end, no ptxas (no register or spill check)",
+    )
     parser.add_argument("--jobs", type=int, default=1, help="folders checked at once")
     parser.add_argument("--no-alone", dest="alone", action="store_false", help="skip the file-alone check")
     parser.add_argument(
@@ -317,12 +387,25 @@ def main(argv=None) -> int:
     if args.install:
         return install(*args.install)
     if args.worker:
-        print(json.dumps(check_folder(pathlib.Path(args.worker), args.arch, args.programs, args.alone)))
+        report = check_folder(
+            pathlib.Path(args.worker),
+            args.arch,
+            args.programs,
+            args.alone,
+            tuple(args.ptx_arch),
+            args.ptx_only,
+        )
+        print(json.dumps(report))
         return 0
     if not args.folders:
         parser.error("give at least one NVRTC folder (make one with --install DIR VERSION)")
     with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:
-        reports = list(pool.map(lambda f: run_worker(f, args.arch, args.programs, args.alone), args.folders))
+        reports = list(
+            pool.map(
+                lambda f: run_worker(f, args.arch, args.programs, args.alone, args.ptx_arch, args.ptx_only),
+                args.folders,
+            )
+        )
     failures = []
     for rep in reports:
         builds = rep["builds"]
@@ -331,7 +414,8 @@ def main(argv=None) -> int:
             regs[r["arch"]] = max(regs.get(r["arch"], 0), r["regs"])
         print(
             f"NVRTC {rep['version']} ({rep['folder']}): {len(builds)} kernel builds, "
-            f"max registers {', '.join(f'{a} {v}' for a, v in sorted(regs.items()))}; "
+            + (f"{rep['ptx_programs']} programs to PTX only, " if rep.get("ptx_programs") else "")
+            + f"max registers {', '.join(f'{a} {v}' for a, v in sorted(regs.items()))}; "
             f"seconds {', '.join(f'{k} {v}' for k, v in rep['seconds'].items())}; "
             f"{len(rep['failures'])} failures"
         )

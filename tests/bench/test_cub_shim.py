@@ -7,8 +7,12 @@ before any CUDA call. Nothing here runs CUB: that needs a GPU (tools/gpu_session
 from __future__ import annotations
 
 import ctypes
+import hashlib
+import os
+import pathlib
 import re
 import shutil
+import subprocess
 import types
 
 import numpy as np
@@ -16,6 +20,7 @@ import pytest
 
 import cutopk
 from cutopk._bench import check, cub, grid, inputs
+from cutopk._host_build import cache_home
 
 # --- the declarations against the C source ------------------------------------------------------
 
@@ -271,8 +276,30 @@ def built(tmp_path_factory):
         include = cub.cccl_include()
     except cub.CubUnavailable as exc:
         pytest.skip(f"no CCCL >= 3.3 headers: {exc}")
-    out = cub.build("sm_90", tmp_path_factory.mktemp("cub") / "libcutopk_cub.so", include)
+    out = tmp_path_factory.mktemp("cub") / "libcutopk_cub.so"
+    shutil.copyfile(cached_build(include), out)
     return cub.CubLibrary(out), include
+
+
+def cached_build(include) -> pathlib.Path:
+    """The shim for sm_90, built by cub.build into the user's cache under a hash of everything
+    that goes into it (the source, the nvcc command line, nvcc's version, CUB's version), as the
+    simulator keeps its modules: CI runs this file in every run, and the build is about a minute
+    of one CPU core (100 s in a CI run), the same minute each time the inputs are the same.
+    CUTOPK_FULL_MATRIX=1 builds it afresh."""
+    nvcc = shutil.which("nvcc")
+    version = subprocess.run([nvcc, "--version"], capture_output=True, text=True, check=False).stdout
+    parts = (cub.SOURCE.read_text(), *cub.nvcc_command(pathlib.Path("OUT"), "sm_90", pathlib.Path("INCLUDE")))
+    key = hashlib.sha256("\0".join((*parts, version, str(cub.cub_version(include)))).encode()).hexdigest()[
+        :32
+    ]
+    cached = cache_home() / "cutopk" / "cub" / f"{key}.so"
+    if os.environ.get("CUTOPK_FULL_MATRIX") == "1" or not cached.is_file():
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cached.with_name(f"{key}-{os.getpid()}.so")
+        cub.build("sm_90", tmp, include)
+        tmp.replace(cached)  # atomic: a concurrent build of the same key is harmless
+    return cached
 
 
 def test_the_shim_compiles_with_nvcc_and_exports_its_entry_points(built):

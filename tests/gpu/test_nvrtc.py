@@ -6,6 +6,7 @@ of the check itself, and of the multiblock State's layout check, need none."""
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import re
@@ -81,6 +82,64 @@ def test_every_kernel_file_is_checked_alone():
     assert "constants.cuh" in names and "entry.cuh" in names
 
 
+def test_the_programs_that_branch_on_the_architecture_are_the_cluster_family():
+    # --ptx-arch compiles these for the other architecture: every other program's front-end work
+    # is the same on every architecture, so a new `#if __CUDA_ARCH__` must show up here.
+    branching = [s for s, _, _ in check_nvrtc.merged_programs() if check_nvrtc.arch_dependent(s)]
+    cluster = [p.source for p in _launcher.programs() if p.family == "cluster"]
+    assert branching and sorted(branching) == sorted(cluster)
+
+
+class _FakeNvrtc:
+    """NVRTC's compile, answered from a table: (ok, log, lowered) per call, options recorded."""
+
+    def __init__(self, *answers):
+        self.answers, self.options = list(answers), []
+
+    def compile(self, source, name, options, names):
+        self.options.append(options)
+        return self.answers.pop(0)
+
+
+def test_ptx_compiles_for_compute_not_sm_and_reports_errors_and_unlowered_names(tmp_path):
+    for sub in ("nvidia/cu13/include/nv", "nvidia/cu13/include/cccl"):
+        (tmp_path / sub).mkdir(parents=True)
+    (tmp_path / "nvidia/cu13/include/cuda_fp16.h").write_text("")
+    fake = _FakeNvrtc(
+        (True, "", {"a": "_Z1av"}),
+        (False, "cutopk.cu(3): error: identifier x is undefined", {}),
+        (True, "", {"b": None}),
+    )
+    programs = [(i, 3, "// ---- cluster.cu\nx\nx\n", ["a"]) for i in range(3)]
+    failures = check_nvrtc.ptx_failures(fake, "12.9", tmp_path, "75", programs)
+    assert all(
+        "-arch=compute_75" in o and not any("sm_" in x or "ptxas" in x for x in o) for o in fake.options
+    )
+    assert len(failures) == 2
+    assert failures[0].startswith(
+        "NVRTC 12.9, compute_75 (PTX): program 2 of 3 does not compile (kernels/cluster.cu)"
+    )
+    assert "identifier x is undefined" in failures[0]
+    assert failures[1] == "NVRTC 12.9, compute_75 (PTX): the name expression b did not lower"
+
+
+def test_the_ptx_options_reach_each_folders_worker(monkeypatch, capsys):
+    seen = []
+
+    def run(cmd, **kwargs):
+        seen.append(cmd)
+        report = {"folder": cmd[3], "version": "13.0", "builds": [], "seconds": {}, "failures": []}
+        return subprocess.CompletedProcess(cmd, 0, stdout=json.dumps(report) + "\n", stderr="")
+
+    monkeypatch.setattr(check_nvrtc.subprocess, "run", run)
+    argv = ["a", "b", "--arch", "90", "--ptx-only", "--ptx-arch", "75", "--no-alone"]
+    assert check_nvrtc.main(argv) == 0
+    assert [cmd[2:] for cmd in seen] == [
+        ["--worker", f, "--arch", "90", "--ptx-arch", "75", "--ptx-only", "--no-alone"] for f in "ab"
+    ]
+    assert check_nvrtc.main(["a"]) == 0 and seen[-1][2:] == ["--worker", "a", "--arch", "75", "80", "90"]
+
+
 def _mb_state_block(source: str) -> str:
     # multiblock::State, its enums and its layout checks: plain C++ from multiblock.cu.
     start = source.index("// What a launch does for a row.")
@@ -128,6 +187,18 @@ def test_kernel_files_compile_alone_with_nvrtc(folder):
         check=False,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("folder", FOLDERS)
+def test_ptx_only_and_the_pre_sm90_branch_compile_with_nvrtc(folder):
+    # .ci/run's subset for an older NVRTC: the front end only, every program for compute_90 and
+    # the branching ones (cluster.cu) for compute_75 too; no cubin, so no register report.
+    tool = [sys.executable, str(ROOT / "tools/check_nvrtc.py"), folder]
+    cmd = [*tool, "--arch", "90", "--ptx-only", "--ptx-arch", "75", "--no-alone"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert ": 0 kernel builds, " in proc.stdout and " programs to PTX only, " in proc.stdout
 
 
 @needs_nvrtc

@@ -1,0 +1,33 @@
+"""Which tests a run selects, where a run asks for a stated subset (each with the flag for the
+full set).
+
+CI's AddressSanitizer run of the simulator (.ci/run: ``CUTOPK_SIM_ASAN=1``) runs a subset of the
+kernel tests it is given; ``CUTOPK_FULL_MATRIX=1`` runs all of them. ASan finds a global access
+out of bounds, and where a kernel reads and writes depends on the extents (n, k, row lengths,
+strides, the heads and tails of a tile) and on the key's width, not on the element type's other
+traits, the mode, the order or the NaN policy: the subset keeps every extent case and one
+element type per key width (tests/conftest.py deselects the rest, visibly; test_kernels.py's
+matrix takes every extent of the full matrix once).
+"""
+
+from __future__ import annotations
+
+import os
+
+ASAN_DTYPES = ("int8", "float16", "float32", "uint64")  # 1, 2, 4, 8 bytes (test_extents' CI set)
+ASAN_SUBSET = os.environ.get("CUTOPK_SIM_ASAN") == "1" and os.environ.get("CUTOPK_FULL_MATRIX") != "1"
+
+
+def asan_keeps(params: dict) -> bool:
+    """Whether the ASan subset keeps a test with these parameters: a ``dtype`` parameter must be
+    one of ASAN_DTYPES; test_hard_inputs' (distribution, algorithm) pairs are thinned to every
+    third along a diagonal, so that each algorithm still meets three or four distributions (ties,
+    NaN, sorted runs, ...) and each distribution three or four algorithms."""
+    if "dtype" in params and str(params["dtype"]) not in ASAN_DTYPES:
+        return False
+    if "dist" in params and "algorithm" in params:
+        from cutopk.cuda.dispatch import ALGORITHMS
+        from support.inputs import DISTRIBUTIONS
+
+        return (DISTRIBUTIONS.index(params["dist"]) + ALGORITHMS.index(params["algorithm"])) % 3 == 0
+    return True
