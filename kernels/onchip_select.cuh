@@ -111,6 +111,34 @@ __device__ __forceinline__ Held<Key> held_keys(const Key* keys, int i, int end) 
   return h;
 }
 
+// Stores keys i .. i + count - 1: one 16-byte store where the run is whole and 16-byte aligned in
+// shared memory (a contiguous row that starts 16-byte aligned), else one store each (four 4-byte
+// stores of a lane 16 bytes from the next are 4-way bank conflicts).
+template <class Key>
+__device__ __forceinline__ void store_held(Key* keys, int i, int count, const Held<Key>& h) {
+  constexpr int E = KEYS_PER_VEC<Key>;
+  if (count == E && i % E == 0) {
+    Vec16 v;
+    constexpr int PER_WORD = sizeof(Key) >= 4 ? 1 : 4 / (int)sizeof(Key);  // keys per 32-bit word
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+      if constexpr (sizeof(Key) == 8) {
+        v.w[w] = (unsigned)((unsigned long long)h.k[w / 2] >> (32 * (w % 2)));
+      } else {
+        unsigned word = 0;
+#pragma unroll
+        for (int j = 0; j < PER_WORD; ++j) word |= (unsigned)h.k[w * PER_WORD + j] << (8 * (int)sizeof(Key) * j);
+        v.w[w] = word;
+      }
+    }
+    *reinterpret_cast<Vec16*>(keys + i) = v;
+  } else {
+#pragma unroll
+    for (int e = 0; e < E; ++e)
+      if (e < count) keys[i + e] = h.k[e];
+  }
+}
+
 __device__ __forceinline__ void zero_bins(unsigned* hist, int bins) {
   for (int d = threadIdx.x; d < bins; d += blockDim.x) hist[d] = 0;
 }
@@ -122,12 +150,13 @@ __device__ __forceinline__ void load_row(const T* base, long long col_stride, in
   typedef typename KeyTraits<T>::Key Key;
   const unsigned mask = (1u << bits) - 1;
   stream_row(row_bits(base), col_stride, 0, len, threadIdx.x, blockDim.x, [&](const auto& run) {
+    constexpr int E = CUTOPK_RUN_SIZE(run);
+    Held<Key> h;
 #pragma unroll
-    for (int e = 0; e < CUTOPK_RUN_SIZE(run); ++e) {
-      const Key key = KeyTraits<T>::from_bits(run.bits[e], largest, nan_first);
-      if (e < run.count) keys[run.first + e] = key;
-      count_digit(hist, (unsigned)(key >> shift) & mask, e < run.count);
-    }
+    for (int e = 0; e < E; ++e) h.k[e] = KeyTraits<T>::from_bits(run.bits[e], largest, nan_first);
+    store_held(keys, (int)run.first, run.count, h);
+#pragma unroll
+    for (int e = 0; e < E; ++e) count_digit(hist, (unsigned)(h.k[e] >> shift) & mask, e < run.count);
   });
 }
 
@@ -255,30 +284,44 @@ template <class Key>
 __device__ __forceinline__ void place_winners(const Key* keys, int len, long long first, Bucket b, Counts c,
                                               int up_base, int member_base, int above, Key* win_key,
                                               unsigned* win_idx) {
+  constexpr int E = KEYS_PER_VEC<Key>;
   const int lane = threadIdx.x & 31;
-  const unsigned lower = (1u << lane) - 1;  // the lanes before this one
   int lo;
   const int hi = warp_segment(len, &lo);
   int up_rank = up_base + (int)(c.before >> 32);
   const int up_end = up_rank + (int)(c.mine >> 32);
   int rank = member_base + (int)(c.before & 0xffffffffu);
-  for (int i = lo + lane; i - lane < hi && (up_rank < up_end || rank < b.needed); i += 32) {
-    const Key key = i < hi ? keys[i] : Key(0);
-    const unsigned long long high = high_bits(key, b.shift);
-    const unsigned up = __ballot_sync(FULL, i < hi && high > b.prefix);
-    const unsigned member = __ballot_sync(FULL, i < hi && high == b.prefix);
-    if ((up >> lane) & 1) {
-      const int slot = up_rank + __popc(up & lower);
-      win_key[slot] = key;
-      win_idx[slot] = (unsigned)(first + i);
+  // A step: lane l holds keys lo + s + E l .. + E - 1 (16 bytes), so index order is lane order,
+  // then e; the lanes' counts (above in the high 16 bits, members in the low: at most 32 E each)
+  // go through one warp scan for the ranks of the lanes before.
+  for (int s = 0; lo + s < hi && (up_rank < up_end || rank < b.needed); s += 32 * E) {
+    const int i = lo + s + E * lane;
+    const Held<Key> h = held_keys(keys, i, hi);
+    int count = 0;
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      const unsigned long long high = high_bits(h.k[e], b.shift);
+      count += i + e < hi && high > b.prefix ? 1 << 16 : i + e < hi && high == b.prefix ? 1 : 0;
     }
-    const int r = rank + __popc(member & lower);
-    if (((member >> lane) & 1) && r < b.needed) {
-      win_key[above + r] = key;
-      win_idx[above + r] = (unsigned)(first + i);
+    int total;
+    const int before = warp_scan(count, &total);
+    int up_slot = up_rank + (before >> 16), r = rank + (before & 0xffff);
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      const unsigned long long high = high_bits(h.k[e], b.shift);
+      if (i + e < hi && high > b.prefix) {
+        win_key[up_slot] = h.k[e];
+        win_idx[up_slot++] = (unsigned)(first + i + e);
+      } else if (i + e < hi && high == b.prefix) {
+        if (r < b.needed) {
+          win_key[above + r] = h.k[e];
+          win_idx[above + r] = (unsigned)(first + i + e);
+        }
+        ++r;
+      }
     }
-    up_rank += __popc(up);
-    rank += __popc(member);
+    up_rank += total >> 16;
+    rank += total & 0xffff;
   }
 }
 
