@@ -63,6 +63,82 @@ __device__ __forceinline__ void count_digit(unsigned* hist, unsigned digit, bool
   if (counted && lane == (unsigned)(__ffs(peers) - 1)) atomicAdd(&hist[digit], (unsigned)__popc(peers));
 }
 
+// Lanes of a warp at most this many of which count: a plain shared atomic each (at worst that
+// many adds to one counter in a row), cheaper than __match_any_sync, which a refine pass would
+// otherwise issue for nearly every element (a bucket of 1/16 of the row has a member in 87% of
+// the warp's 32 keys) although its members are few and spread (issue 39).
+constexpr int SPARSE_LANES = 8;
+
+// count_digit for keys of which few may count (the refine passes): plain atomics when at most
+// SPARSE_LANES lanes count, else warp-aggregated. Every lane of the warp calls it.
+__device__ __forceinline__ void count_sparse_digit(unsigned* hist, unsigned digit, bool counted) {
+  const unsigned counting = __ballot_sync(FULL, counted);
+  if (counting == 0) return;
+  if (__popc(counting) <= SPARSE_LANES) {
+    if (counted) atomicAdd(&hist[digit], 1u);
+    return;
+  }
+  const unsigned lane = threadIdx.x & 31;
+  const unsigned peers = __match_any_sync(FULL, counted ? digit : BINS + lane);  // idle lanes: alone
+  if (counted && lane == (unsigned)(__ffs(peers) - 1)) atomicAdd(&hist[digit], (unsigned)__popc(peers));
+}
+
+// Keys per 16-byte shared-memory load (the scans of the held keys: one LDS.128 and KEYS_PER_VEC
+// independent keys per thread and step, not one key and its dependent chain).
+template <class Key>
+constexpr int KEYS_PER_VEC = 16 / (int)sizeof(Key);
+
+// Held keys i .. i + E - 1 (i a multiple of E, the keys starting 16-byte aligned: front_bytes is a
+// multiple of 16), those at or past `end` as 0: one 16-byte load where all E are before `end`,
+// else one load each (the last vector of a row whose bytes are not a multiple of 16 would read
+// past the end of shared memory).
+template <class Key>
+struct Held {
+  Key k[KEYS_PER_VEC<Key>];
+};
+template <class Key>
+__device__ __forceinline__ Held<Key> held_keys(const Key* keys, int i, int end) {
+  constexpr int E = KEYS_PER_VEC<Key>;
+  Held<Key> h;
+  if (i + E <= end) {
+    const Vec16 v = *reinterpret_cast<const Vec16*>(keys + i);
+#pragma unroll
+    for (int e = 0; e < E; ++e) h.k[e] = vec_element<Key>(v, e);
+  } else {
+#pragma unroll
+    for (int e = 0; e < E; ++e) h.k[e] = i + e < end ? keys[i + e] : Key(0);
+  }
+  return h;
+}
+
+// Stores keys i .. i + count - 1: one 16-byte store where the run is whole and 16-byte aligned in
+// shared memory (a contiguous row that starts 16-byte aligned), else one store each (four 4-byte
+// stores of a lane 16 bytes from the next are 4-way bank conflicts).
+template <class Key>
+__device__ __forceinline__ void store_held(Key* keys, int i, int count, const Held<Key>& h) {
+  constexpr int E = KEYS_PER_VEC<Key>;
+  if (count == E && i % E == 0) {
+    Vec16 v;
+    constexpr int PER_WORD = sizeof(Key) >= 4 ? 1 : 4 / (int)sizeof(Key);  // keys per 32-bit word
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+      if constexpr (sizeof(Key) == 8) {
+        v.w[w] = (unsigned)((unsigned long long)h.k[w / 2] >> (32 * (w % 2)));
+      } else {
+        unsigned word = 0;
+#pragma unroll
+        for (int j = 0; j < PER_WORD; ++j) word |= (unsigned)h.k[w * PER_WORD + j] << (8 * (int)sizeof(Key) * j);
+        v.w[w] = word;
+      }
+    }
+    *reinterpret_cast<Vec16*>(keys + i) = v;
+  } else {
+#pragma unroll
+    for (int e = 0; e < E; ++e)
+      if (e < count) keys[i + e] = h.k[e];
+  }
+}
+
 __device__ __forceinline__ void zero_bins(unsigned* hist, int bins) {
   for (int d = threadIdx.x; d < bins; d += blockDim.x) hist[d] = 0;
 }
@@ -74,12 +150,13 @@ __device__ __forceinline__ void load_row(const T* base, long long col_stride, in
   typedef typename KeyTraits<T>::Key Key;
   const unsigned mask = (1u << bits) - 1;
   stream_row(row_bits(base), col_stride, 0, len, threadIdx.x, blockDim.x, [&](const auto& run) {
+    constexpr int E = CUTOPK_RUN_SIZE(run);
+    Held<Key> h;
 #pragma unroll
-    for (int e = 0; e < CUTOPK_RUN_SIZE(run); ++e) {
-      const Key key = KeyTraits<T>::from_bits(run.bits[e], largest, nan_first);
-      if (e < run.count) keys[run.first + e] = key;
-      count_digit(hist, (unsigned)(key >> shift) & mask, e < run.count);
-    }
+    for (int e = 0; e < E; ++e) h.k[e] = KeyTraits<T>::from_bits(run.bits[e], largest, nan_first);
+    store_held(keys, (int)run.first, run.count, h);
+#pragma unroll
+    for (int e = 0; e < E; ++e) count_digit(hist, (unsigned)(h.k[e] >> shift) & mask, e < run.count);
   });
 }
 
@@ -112,18 +189,25 @@ __device__ __forceinline__ void choose_bin(const unsigned* hist, int bits, Bucke
   __syncthreads();
 }
 
-// 3. Counts the next digit (`bits` bits below b.shift) of the keys in bucket b, from shared memory.
-// The trip count is the same in every thread of a warp (count_digit's votes).
+// 3. Counts the next digit (`bits` bits below b.shift) of the keys in bucket b, from shared memory:
+// a 16-byte vector of keys per thread and step (lanes on consecutive vectors: no bank conflict),
+// the bucket's members counted by count_sparse_digit. The trip count is the same in every thread
+// of a warp (its votes); keys past `len` in the last vector are not counted.
 template <class Key>
 __device__ __forceinline__ void refine(const Key* keys, int len, Bucket b, int bits, unsigned* hist) {
+  constexpr int E = KEYS_PER_VEC<Key>;
   const int shift = b.shift - bits;
   const unsigned mask = (1u << bits) - 1;
   zero_bins(hist, 1 << bits);
   __syncthreads();
-  for (int i0 = 0; i0 < len; i0 += blockDim.x) {
-    const int i = i0 + (int)threadIdx.x;
-    const Key key = i < len ? keys[i] : Key(0);
-    count_digit(hist, (unsigned)(key >> shift) & mask, i < len && high_bits(key, b.shift) == b.prefix);
+  for (int v0 = 0; v0 < len; v0 += E * (int)blockDim.x) {
+    const int i = v0 + E * (int)threadIdx.x;
+    const Held<Key> h = held_keys(keys, i, len);
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      const Key key = h.k[e];
+      count_sparse_digit(hist, (unsigned)(key >> shift) & mask, i + e < len && high_bits(key, b.shift) == b.prefix);
+    }
   }
   __syncthreads();
 }
@@ -164,18 +248,28 @@ __device__ __forceinline__ int warp_segment(int len, int* lo) {
   return min(len, *lo + segment);
 }
 
+// The counts need no order: each lane adds up its own 16-byte vectors of the warp's segment (whose
+// start is a multiple of 32 keys, so 16-byte aligned), then the warp sums its lanes (shuffles):
+// no vote per key.
 template <class Key>
 __device__ __forceinline__ Counts count_winners(const Key* keys, int len, Bucket b, unsigned long long* scan) {
+  constexpr int E = KEYS_PER_VEC<Key>;
   const int lane = threadIdx.x & 31;
   int lo;
   const int hi = warp_segment(len, &lo);
-  unsigned long long mine = 0;
-  for (int i = lo + lane; i - lane < hi; i += 32) {
-    const unsigned long long high = i < hi ? high_bits(keys[i], b.shift) : 0ull;
-    const unsigned up = __ballot_sync(FULL, i < hi && high > b.prefix);
-    const unsigned member = __ballot_sync(FULL, i < hi && high == b.prefix);
-    mine += ((unsigned long long)__popc(up) << 32) + (unsigned long long)__popc(member);
+  unsigned up = 0, member = 0;
+  for (int i = lo + E * lane; i < hi; i += 32 * E) {
+    const Held<Key> h = held_keys(keys, i, hi);
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      const unsigned long long high = high_bits(h.k[e], b.shift);
+      up += i + e < hi && high > b.prefix;
+      member += i + e < hi && high == b.prefix;
+    }
   }
+  unsigned long long mine = ((unsigned long long)up << 32) + member;
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) mine += __shfl_xor_sync(FULL, mine, offset);
   Counts c;
   c.mine = mine;
   c.before = __shfl_sync(FULL, block_scan(lane == 0 ? mine : 0ull, scan, &c.block), 0);
@@ -190,30 +284,81 @@ template <class Key>
 __device__ __forceinline__ void place_winners(const Key* keys, int len, long long first, Bucket b, Counts c,
                                               int up_base, int member_base, int above, Key* win_key,
                                               unsigned* win_idx) {
+  constexpr int E = KEYS_PER_VEC<Key>;
   const int lane = threadIdx.x & 31;
-  const unsigned lower = (1u << lane) - 1;  // the lanes before this one
   int lo;
   const int hi = warp_segment(len, &lo);
   int up_rank = up_base + (int)(c.before >> 32);
   const int up_end = up_rank + (int)(c.mine >> 32);
   int rank = member_base + (int)(c.before & 0xffffffffu);
-  for (int i = lo + lane; i - lane < hi && (up_rank < up_end || rank < b.needed); i += 32) {
-    const Key key = i < hi ? keys[i] : Key(0);
-    const unsigned long long high = high_bits(key, b.shift);
-    const unsigned up = __ballot_sync(FULL, i < hi && high > b.prefix);
-    const unsigned member = __ballot_sync(FULL, i < hi && high == b.prefix);
-    if ((up >> lane) & 1) {
-      const int slot = up_rank + __popc(up & lower);
-      win_key[slot] = key;
-      win_idx[slot] = (unsigned)(first + i);
+  // A step: lane l holds keys lo + s + E l .. + E - 1 (16 bytes), so index order is lane order,
+  // then e; the lanes' counts (above in the high 16 bits, members in the low: at most 32 E each)
+  // go through one warp scan for the ranks of the lanes before.
+  for (int s = 0; lo + s < hi && (up_rank < up_end || rank < b.needed); s += 32 * E) {
+    const int i = lo + s + E * lane;
+    const Held<Key> h = held_keys(keys, i, hi);
+    int count = 0;
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      const unsigned long long high = high_bits(h.k[e], b.shift);
+      count += i + e < hi && high > b.prefix ? 1 << 16 : i + e < hi && high == b.prefix ? 1 : 0;
     }
-    const int r = rank + __popc(member & lower);
-    if (((member >> lane) & 1) && r < b.needed) {
-      win_key[above + r] = key;
-      win_idx[above + r] = (unsigned)(first + i);
+    int total;
+    const int before = warp_scan(count, &total);
+    int up_slot = up_rank + (before >> 16), r = rank + (before & 0xffff);
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      const unsigned long long high = high_bits(h.k[e], b.shift);
+      if (i + e < hi && high > b.prefix) {
+        win_key[up_slot] = h.k[e];
+        win_idx[up_slot++] = (unsigned)(first + i + e);
+      } else if (i + e < hi && high == b.prefix) {
+        if (r < b.needed) {
+          win_key[above + r] = h.k[e];
+          win_idx[above + r] = (unsigned)(first + i + e);
+        }
+        ++r;
+      }
     }
-    up_rank += __popc(up);
-    rank += __popc(member);
+    up_rank += total >> 16;
+    rank += total & 0xffff;
+  }
+}
+
+// 4'. The winners of bucket b when all its members win (b.count == b.needed: the usual end of
+// find_bucket; not after ties, where members are ranked by index): every key at or above the
+// bucket, placed in any order, since order_and_write sorts them by a total order. One pass of
+// 16-byte vectors: each warp step takes its slots with one atomicAdd on `*taken` (0 on entry,
+// visible to all after a barrier), the lanes' places from the E ballots; no count_winners pass.
+template <class Key>
+__device__ __forceinline__ void gather_winners(const Key* keys, int len, Bucket b, int* taken, Key* win_key,
+                                               unsigned* win_idx) {
+  constexpr int E = KEYS_PER_VEC<Key>;
+  const int lane = threadIdx.x & 31;
+  const unsigned lower = (1u << lane) - 1;  // the lanes before this one
+  for (int v0 = 0; v0 < len; v0 += E * (int)blockDim.x) {
+    const int i = v0 + E * (int)threadIdx.x;
+    const Held<Key> h = held_keys(keys, i, len);
+    unsigned wins[E];
+    int step = 0;  // this warp's winners in this step
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      wins[e] = __ballot_sync(FULL, i + e < len && high_bits(h.k[e], b.shift) >= b.prefix);
+      step += __popc(wins[e]);
+    }
+    if (step == 0) continue;  // the same in the whole warp
+    int slot = 0;
+    if (lane == 0) slot = atomicAdd(taken, step);
+    slot = __shfl_sync(FULL, slot, 0);
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      if ((wins[e] >> lane) & 1) {
+        const int at = slot + __popc(wins[e] & lower);
+        win_key[at] = h.k[e];
+        win_idx[at] = (unsigned)(i + e);
+      }
+      slot += __popc(wins[e]);
+    }
   }
 }
 

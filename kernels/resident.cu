@@ -49,6 +49,7 @@ resident_topk(const T* __restrict__ in, long long rows, long long n, long long r
   __shared__ Bucket s_bucket;
   __shared__ int s_scan[33];                  // choose_bin's block scans
   __shared__ unsigned long long s_scan2[33];  // count_winners' (two counts packed)
+  __shared__ int s_taken;                     // gather_winners' slots taken
   const int kp = pow2_at_least(k);
   unsigned* hist = reinterpret_cast<unsigned*>(smem);
   Key* win_key = reinterpret_cast<Key*>(smem);  // over the histogram, once it is dead
@@ -61,15 +62,22 @@ resident_topk(const T* __restrict__ in, long long rows, long long n, long long r
   const int len = (int)extent.length;  // < 2^31: the row fits in shared memory
   const int k_row = k < len ? k : len;
   zero_bins(hist, 1 << first_bits);
-  if (threadIdx.x == 0) s_bucket = Bucket{0ull, k_row, len, KEY_BITS};  // every key, k_row winners to take
+  if (threadIdx.x == 0) {
+    s_bucket = Bucket{0ull, k_row, len, KEY_BITS};  // every key, k_row winners to take
+    s_taken = 0;
+  }
   __syncthreads();
   load_row(base, col_stride, len, largest, nan_first, KEY_BITS - first_bits, first_bits, keys, hist);
   __syncthreads();
   if (len > k && k > 0) find_bucket(keys, len, first_bits, hist, &s_bucket, s_scan, [&](int) { return hist; });
   const Bucket b = s_bucket;  // a row of at most K keeps the whole row as its bucket
   __syncthreads();            // the histogram is read no more: the winners go over it
-  const Counts c = count_winners(keys, len, b, s_scan2);
-  place_winners(keys, len, 0, b, c, 0, 0, k_row - b.needed, win_key, win_idx);
+  if (b.count == b.needed) {  // every member wins: no ranking by index (the same in every thread)
+    gather_winners(keys, len, b, &s_taken, win_key, win_idx);
+  } else {
+    const Counts c = count_winners(keys, len, b, s_scan2);
+    place_winners(keys, len, 0, b, c, 0, 0, k_row - b.needed, win_key, win_idx);
+  }
   order_and_write(win_key, win_idx, k_row, k, kp, by_index, base, col_stride, out_vals, out_idx, index_bytes, row);
 }
 

@@ -9,7 +9,12 @@ fails when a streaming kernel cannot run at the memory-bandwidth limit:
   ``min_loads`` global loads go out before the first instruction that uses one of them;
 * the streaming filter of the multi-block select's pass 1 (kernels/multiblock.cu,
   ``filter_slice``: keys of more than one digit) holds a shared-memory atomic (``ATOMS``) or a
-  warp match (``MATCH``), or is not there to check (see :func:`streaming_loop`).
+  warp match (``MATCH``), or is not there to check (see :func:`streaming_loop`);
+* an on-chip select (resident, split, cluster: kernels/onchip_select.cuh) scans its held keys
+  one key per thread and step with a warp vote or match per key: an innermost loop that reads
+  shared memory but not global memory, holds a ``VOTE`` or ``MATCH``, and has no 16-byte shared
+  load (``LDS.128``). That was the refine, count and place loops' shape before issue 39: a
+  dependent load-vote-match-atomic chain per key, latency-bound with one block per row.
 
     python tools/check_sass.py OBJECT_OR_CUBIN [--min-loads 4]
 
@@ -42,6 +47,11 @@ FILTERED = re.compile(r"^digit_pass_(?!u?int8(?:_|$))[a-z]")
 # What the filter's loop must not hold: a shared-memory atomic or a warp match per element is
 # what made pass 1 bound by instruction issue (issue 39).
 HISTOGRAM_OP = re.compile(r"^(ATOMS|MATCH)\b")
+# Kernels that hold a row (or slice) as keys in shared memory and scan it (onchip_select.cuh).
+ON_CHIP = re.compile(r"^(resident_topk|split_topk|cluster_topk)_[a-z]")
+WARP_VOTE = re.compile(r"^(VOTE|MATCH)\b")
+SHARED_LOAD = re.compile(r"^LDS\b")
+WIDE_SHARED_LOAD = re.compile(r"^LDS(\.U)?\.128\b")  # sm_75 spells it LDS.U.128
 CAS_LOOP = re.compile(r"\bATOMS\.(CAS|CAST)\b|\bCAST\.SPIN\b")
 WIDE_LOAD = re.compile(r"\bLDG\.E\.128\b")
 GLOBAL_LOAD = re.compile(r"^LDG\.")
@@ -157,6 +167,36 @@ def callees(instructions: Code) -> list[Code]:
     ]
 
 
+def innermost_loops(instructions: Code) -> list[Code]:
+    """The bodies of the loops that hold no other loop: from the target of a backward branch to
+    the branch, where no other backward branch lies in between."""
+    backs = []
+    for addr, _predicated, text in instructions:
+        if text.startswith("BRA") and (m := TARGET.search(text.partition(" ")[2])) and int(m[1], 16) <= addr:
+            backs.append((int(m[1], 16), addr))
+    return [
+        [ins for ins in instructions if start <= ins[0] <= end]
+        for start, end in backs
+        if not any((s, e) != (start, end) and start <= s and e <= end for s, e in backs)
+    ]
+
+
+def key_at_a_time_scans(instructions: Code) -> list[Code]:
+    """Innermost loops that scan shared memory (no global load) with a warp vote or match, one
+    scalar shared load at a time: no ``LDS.128``."""
+    out = []
+    for loop in innermost_loops(instructions):
+        ops = [t.split()[0] for _, _, t in loop]
+        if (
+            any(SHARED_LOAD.match(o) for o in ops)
+            and any(WARP_VOTE.match(o) for o in ops)
+            and not any(GLOBAL_LOAD.match(o) for o in ops)
+            and not any(WIDE_SHARED_LOAD.match(o) for o in ops)
+        ):
+            out.append(loop)
+    return out
+
+
 def streaming_loop(instructions: Code) -> Code | None:
     """The code of the one callee of a kernel that issues 128-bit global loads: the marker by which
     the SASS shows the streaming filter (kernels/multiblock.cu keeps ``filter_slice`` out of line
@@ -182,6 +222,7 @@ def check(
     sampled=SAMPLED,
     min_loads: int = 4,
     filtered=FILTERED,
+    on_chip=ON_CHIP,
 ) -> list[Finding]:
     found = []
     for (arch, name), code in sorted(functions.items()):
@@ -200,6 +241,16 @@ def check(
                 )
         if filtered.search(name):
             found += _filter_findings(arch, name, code, min_loads)
+        if on_chip.search(name):
+            for loop in key_at_a_time_scans(code):
+                found.append(
+                    Finding(
+                        arch,
+                        name,
+                        f"a scan of the held keys at {loop[0][0]:#x} reads one key per thread and step "
+                        "with a warp vote or match per key (want 16-byte LDS.128 vectors)",
+                    )
+                )
     return found
 
 

@@ -132,3 +132,25 @@ def test_capacity_and_refusals():
     assert _dispatch.why_not("resident", 8192, 512, 2, _dispatch.Device()) is None
     shared = _dispatch.plan(4, 8192, 2048, 4, h100, copy=False, algorithm="resident").shared_bytes
     assert shared == _resident.front_bytes(2048, 4) + 8192 * 4 == 16384 + 8192 * 4
+
+
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
+def test_scans_of_16_byte_vectors_at_the_edges(backend):
+    # The held-key scans (issue 39) read 16 bytes a step and store a whole aligned run at once:
+    # rows that start off a 16-byte boundary (one store per key), lengths that leave a partial
+    # last vector, and refine passes where a warp counts few members (plain atomics), many
+    # (warp-aggregated) or a mix of both, ending in the one-pass gather or the index-ranked place.
+    require(backend)
+    rng = np.random.default_rng(27)
+    x = (1 + rng.random((3, 4003))).astype(np.float32)
+    x[0, : 4003 // 3] = 1.5 + rng.random(4003 // 3).astype(np.float32) * 1e-3  # a third in one top bin
+    x[1] = 1.25 + rng.random(4003).astype(np.float32) * 1e-3  # every key in one top bin
+    for k in (1, 50, 700):
+        run_case(backend, x, k, algorithm="resident")
+        run_case(backend, x[:, 1:], k, algorithm="resident")  # rows 4 bytes past a 16-byte boundary
+    h = make_values(rng, dtype_of("float16"), (2, 4005), "few_distinct")  # ties at the K-th place
+    run_case(backend, h, 1, algorithm="resident")
+    run_case(backend, h[:, 3:], 700, algorithm="resident", mode="smallest")
+    b = make_values(rng, np.int8, (2, 4001), "few_distinct")
+    run_case(backend, b, 33, algorithm="resident", sorted="index")
+    run_case(backend, b[:, 5:], 1, algorithm="resident")

@@ -119,6 +119,37 @@ extern "C" __global__ void filter_good(const Vec* in, long long nv, unsigned thr
 extern "C" __global__ void filter_histogram(const Vec* in, long long nv, unsigned threshold, unsigned* out) {
   filter_kernel<true>(in, nv, threshold, out);
 }
+
+// Refine passes over keys held in shared memory (onchip_select.cuh): the next digit of the keys
+// with a given prefix counted, warp-aggregated. One key per thread and step: the rule's target.
+__device__ void count_held(const unsigned* keys, int i, int len, unsigned prefix, unsigned* h) {
+  const unsigned key = i < len ? keys[i] : 0u;
+  const bool counted = i < len && (key >> 24) == prefix;
+  if (!__any_sync(0xffffffffu, counted)) return;
+  const unsigned peers = __match_any_sync(0xffffffffu, counted ? (key >> 12) & 4095u : 4096u + threadIdx.x % 32);
+  if (counted && threadIdx.x % 32 == __ffs(peers) - 1) atomicAdd(&h[(key >> 12) & 4095u], __popc(peers));
+}
+extern "C" __global__ void held_key_at_a_time(int len, unsigned prefix, unsigned* out) {
+  extern __shared__ unsigned held[];  // 4096 counters, then the keys
+  for (int i0 = 0; i0 < len; i0 += blockDim.x) count_held(held + 4096, i0 + threadIdx.x, len, prefix, held);
+  __syncthreads();
+  out[threadIdx.x] = held[threadIdx.x];
+}
+// The same with a 16-byte vector of keys per thread and step: passes.
+extern "C" __global__ void held_vectors(int len, unsigned prefix, unsigned* out) {
+  extern __shared__ unsigned held[];
+  for (int v0 = 0; v0 < len; v0 += 4 * blockDim.x) {
+    const int i = v0 + 4 * threadIdx.x;
+    const Vec v = i + 4 <= len ? *reinterpret_cast<const Vec*>(held + 4096 + i) : Vec{};
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const bool counted = i + 4 <= len && (v.w[e] >> 24) == prefix;
+      if (__popc(__ballot_sync(0xffffffffu, counted)) && counted) atomicAdd(&held[(v.w[e] >> 12) & 4095u], 1u);
+    }
+  }
+  __syncthreads();
+  out[threadIdx.x] = held[threadIdx.x];
+}
 """
 
 
@@ -184,6 +215,27 @@ def test_a_kernel_without_an_out_of_line_filter_fails(planted):
     assert any("no out-of-line streaming filter" in p for p in problems), problems
 
 
+def on_chip_findings(functions, name):
+    mine = {key: code for key, code in functions.items() if key[1] == name}
+    assert mine, f"{name} is not in the disassembly"
+    none = re.compile("^$")
+    return [
+        f.problem
+        for f in check_sass.check(mine, streaming=none, sampled=none, filtered=none, on_chip=re.compile(r"^"))
+    ]
+
+
+def test_a_held_key_scan_one_key_at_a_time_fails(planted):
+    problems = on_chip_findings(planted, "held_key_at_a_time")
+    assert any("reads one key per thread and step" in p for p in problems), problems
+
+
+def test_a_held_key_scan_of_16_byte_vectors_passes(planted):
+    assert on_chip_findings(planted, "held_vectors") == []
+    code = next(c for (_, n), c in planted.items() if n == "held_vectors")
+    assert any(any("LDS.128" in t for _, _, t in loop) for loop in check_sass.innermost_loops(code))
+
+
 def test_the_rules_name_the_entry_points_of_the_streaming_kernels():
     # The rules find kernels by the names the launcher compiles (cutopk/cuda/kernel_source.py): every
     # entry point of a streaming kernel, and no other.
@@ -198,3 +250,6 @@ def test_the_rules_name_the_entry_points_of_the_streaming_kernels():
         assert bool(check_sass.SAMPLED.search(name)) == (base == "sample_threshold"), name
         one_digit = name in ("digit_pass_int8", "digit_pass_uint8")
         assert bool(check_sass.FILTERED.search(name)) == (base == "digit_pass" and not one_digit), name
+        assert bool(check_sass.ON_CHIP.search(name)) == (
+            base in ("resident_topk", "split_topk", "cluster_topk")
+        ), name
