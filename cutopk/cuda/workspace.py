@@ -89,7 +89,7 @@ def take(xp: types.ModuleType, target: str, device: int, nbytes: int, count: int
     return buffer, (_tickets(ws, stream, xp, device, count) if count else None)
 
 
-def _buffer(ws: Workspace, stream, xp: types.ModuleType, device: int, nbytes: int) -> Any:
+def _buffer(ws: Workspace, stream: Any, xp: types.ModuleType, device: int, nbytes: int) -> Any:
     """The stream's workspace buffer, grown first (by ``xp.empty``) when it is smaller than
     ``nbytes`` (never while the stream captures a graph: then RuntimeError)."""
     buffer = ws.buffer
@@ -116,7 +116,7 @@ def _buffer(ws: Workspace, stream, xp: types.ModuleType, device: int, nbytes: in
     return new
 
 
-def _tickets(ws: Workspace, stream, xp: Any, device: int, count: int) -> Any:
+def _tickets(ws: Workspace, stream: Any, xp: Any, device: int, count: int) -> Any:
     """The stream's arrival tickets, at least ``count`` of them, every one 0. The kernels that
     take tickets (kernels/split.cu) leave each one 0 when they finish, so the array is zeroed
     once, by ``xp.zeros`` when it is allocated or grown, never by a memset per call (a call stays
