@@ -88,16 +88,22 @@ def _strided_view(base, case):
     return np.lib.stride_tricks.as_strided(base, (case.rows, case.n), (case.n * item, item)), 1
 
 
-def per_call_us(fn, calls: int, repeat: int) -> float:
-    """Median over ``repeat`` runs of the mean time of ``calls`` calls, in microseconds."""
+def _runs_us(fn, calls: int, repeat: int, clock) -> list[float]:
+    """The mean time of ``calls`` calls by ``clock`` (ns), in microseconds, for each of ``repeat``
+    runs after one warm-up call."""
     fn()
     runs = []
     for _ in range(repeat):
-        t0 = time.perf_counter_ns()
+        t0 = clock()
         for _ in range(calls):
             fn()
-        runs.append((time.perf_counter_ns() - t0) / calls / 1e3)
-    return statistics.median(runs)
+        runs.append((clock() - t0) / calls / 1e3)
+    return runs
+
+
+def per_call_us(fn, calls: int, repeat: int) -> float:
+    """Median over ``repeat`` runs of the mean time of ``calls`` calls, in microseconds."""
+    return statistics.median(_runs_us(fn, calls, repeat, time.perf_counter_ns))
 
 
 def first_call_us(fn, repeat: int) -> float:
@@ -406,14 +412,7 @@ def _steps_of(stats, per_call_scale: float) -> dict[str, float]:
 def cpu_per_call_us(fn, calls: int, repeat: int) -> float:
     """The least over ``repeat`` runs of the mean CPU time of this thread over ``calls`` calls, in
     µs: the machine this runs on is shared, and wall-clock loops there time the neighbours too."""
-    fn()
-    runs = []
-    for _ in range(repeat):
-        t0 = time.thread_time_ns()
-        for _ in range(calls):
-            fn()
-        runs.append((time.thread_time_ns() - t0) / calls / 1e3)
-    return min(runs)
+    return min(_runs_us(fn, calls, repeat, time.thread_time_ns))
 
 
 def cupy_path_rows(calls: int, repeat: int, profile: bool) -> list[dict]:
