@@ -147,12 +147,26 @@ def test_c_function_lengths_see_kernels_behind_macros_and_skip_lambdas():
     assert c_function_lengths(source) == {"kernel": 6, "g": 3}
 
 
+_ENTRY_POINT = re.compile(r"^CUTOPK_KERNEL\((?:[^()]|\([^()]*\))*\)\s*\n\s*(\w+)\(", flags=re.M)
+
+
+def kernel_entry_points(source: str) -> list[str]:
+    """The names of the kernels declared by ``CUTOPK_KERNEL(...)`` (its arguments may span lines)."""
+    return _ENTRY_POINT.findall(_strip_c(source))
+
+
+def test_kernel_entry_points_span_macro_lines():
+    source = "CUTOPK_KERNEL(64, 2)\nplain(int x) {\n}\nCUTOPK_KERNEL(64, a ? 4\n  : (b ? 2 : 3))\nwide(int x) {\n}\n"
+    assert kernel_entry_points(source) == ["plain", "wide"]
+
+
 @pytest.mark.parametrize("path", sorted([*KERNELS.glob("*.cu"), *KERNELS.glob("*.cuh")]), ids=_name)
 def test_kernel_function_size(path):
     source = path.read_text()
     lengths = c_function_lengths(source)
     # Every kernel entry point is found (else the parser missed definitions and the check is void).
-    kernels = re.findall(r"^CUTOPK_KERNEL\([^\n]*\n\s*(\w+)\(", _strip_c(source), flags=re.M)
+    kernels = kernel_entry_points(source)
+    assert len(kernels) == len(re.findall(r"^CUTOPK_KERNEL\(", _strip_c(source), flags=re.M))
     assert set(kernels) <= set(lengths), (
         f"{_name(path)}: kernels the parser missed: {set(kernels) - set(lengths)}"
     )
