@@ -257,12 +257,12 @@ def test_module_options_are_checked(monkeypatch):
 
 
 def test_unreadable_process_map_counts_as_no_asan_runtime(monkeypatch):
-    from cutopk.sim import _module
+    from cutopk import _host_build
 
     def no_proc(*args, **kwargs):
         raise OSError("no /proc")
 
-    monkeypatch.setattr(_module, "open", no_proc, raising=False)
+    monkeypatch.setattr(_host_build, "open", no_proc, raising=False)
     with pytest.raises(
         sim.SimUnavailableError, match="asan=True needs the AddressSanitizer runtime loaded first"
     ):
