@@ -93,7 +93,7 @@ class NumpyCall:
         _checks.check_algorithm(req.algorithm, "numpy", _numpy_backend.ALGORITHMS)
         self.req = req
         self.shape, self.strides, self.dtype = tuple(shape), tuple(strides), np.dtype(dtype)
-        self.run_numpy = _numpy_backend.prepared(self.shape, self.strides, self.dtype, req)
+        self.run_numpy = _numpy_backend.runner(self.shape, self.strides, self.dtype, req)
         self.result_shape = tuple(req.k if i == req.axis else s for i, s in enumerate(self.shape))
 
     def run(self, a, out=None):

@@ -8,8 +8,8 @@ thread only where the pool's cost model, measured on the running machine, predic
 split by turns, confirm it (``threads.trial``; ``plan().params["threads_why"]`` says why). A row too long
 for one block goes to ``long_rows``, which cuts it into column ranges instead and merges their
 candidates exactly. Every block writes its own rows of the result, so the answer is the same
-for every thread count. A cached call on a small C-contiguous input runs a function prepared
-for its shape (``short_rows.prepared``): no checks, no thread count, one stable argsort of the values (or
+for every thread count. A cached call on a small C-contiguous input runs a function made for
+its shape (its runner: ``short_rows.runner``): no checks, no thread count, one stable argsort of the values (or
 of composite keys). Within a block, by row length:
 
 - **At least 8192, K at most a 64th of the row and at most 512: the compiled route** (``native``,
@@ -54,7 +54,7 @@ Measured on one 1 x 50,000,000 float32 row: see benchmarks/results/2026-11-23-cp
 
 The modules, one per route: the choice and its tuning constants in ``routes`` (the compiled
 route's in ``compiled``), ``short_rows``, ``pivot_filter``, ``outer_axis``, ``long_rows``,
-``exact``; this one holds the entry points (:func:`top_k`, :func:`prepared`, :func:`describe`)
+``exact``; this one holds the entry points (:func:`top_k`, :func:`runner`, :func:`describe`)
 and the blocks' loop (:func:`select`, :func:`select_rows`).
 """
 
@@ -135,15 +135,15 @@ def _row_starts(rows: int, n: int) -> np.ndarray:
     return starts
 
 
-def prepared(shape: tuple, strides: tuple, dtype: np.dtype, req: Request) -> Callable[[np.ndarray], tuple]:
-    """The function that runs ``req`` on arrays of this shape, strides and dtype (a cached call's
-    work: see ``cutopk._core.call``): for a small C-contiguous input along its last axis a function
-    with everything but the data worked out once (``short_rows.prepared``), else :func:`top_k`."""
+def runner(shape: tuple, strides: tuple, dtype: np.dtype, req: Request) -> Callable[[np.ndarray], tuple]:
+    """The runner of ``req`` on arrays of this shape, strides and dtype: the function a cached call
+    runs (see ``cutopk._core.call``). For a small C-contiguous input along its last axis, one with
+    everything but the data worked out once (``short_rows.runner``), else :func:`top_k`."""
 
     def general(a):
         return top_k(a, req)
 
-    run = _short_rows.prepared(shape, strides, dtype, req, general)
+    run = _short_rows.runner(shape, strides, dtype, req, general)
     return general if run is None else run
 
 
