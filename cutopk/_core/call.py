@@ -110,7 +110,7 @@ class NumpyCall:
         import dataclasses
 
         from ..numpy import backend as _numpy_backend
-        from ..numpy import native as _native
+        from ..numpy import compiled as _native  # the compiled route (issue 40: one name)
 
         req, itemsize = self.req, self.dtype.itemsize
         rows = math.prod(s for i, s in enumerate(self.shape) if i != req.axis)

@@ -91,7 +91,7 @@ def number_bounds(dtype: np.dtype) -> tuple[int, int] | None:
 def select_sorted(
     x: np.ndarray, k: int, largest: bool, nan_first: bool, order: str, rest: Callable[..., np.ndarray]
 ) -> np.ndarray:
-    """Top K of short rows (``x``: C-contiguous, native, at most 32 bits per element) through
+    """Top K of short rows (``x``: C-contiguous, native byte order, at most 32 bits per element) through
     one sort of composite keys per row: the element's number in preference order
     (:func:`order_numbers`) in the high bits and its column in the low bits. Composites are
     distinct, so the first K of the ascending sort are the answer in the SPEC.md order, ties by
