@@ -398,7 +398,7 @@ class Runner:
         )
 
     def _run_chunks(self, xp, per_call, views, buffer) -> None:
-        """A chunked family's prepared sequence per chunk of rows, on views of the input, its
+        """A chunked family's resolved sequence per chunk of rows, on views of the input, its
         extents and the outputs (each where the schedule's aliases put it: a per-call array or a
         scratch array such as multiblock's ``idx64``)."""
         call = self.call

@@ -262,7 +262,17 @@ def test_unreadable_process_map_counts_as_no_asan_runtime(monkeypatch):
     def no_proc(*args, **kwargs):
         raise OSError("no /proc")
 
+    def maps_with_asan(*args, **kwargs):
+        import io
+
+        return io.StringIO("7f00-7f01 r-xp 0 0:0 0 /usr/lib/libasan.so.8\n")
+
+    # The process map is what tells (so a map naming libasan counts as the runtime loaded)...
+    monkeypatch.setattr(_host_build, "open", maps_with_asan, raising=False)
+    assert _host_build.asan_loaded()
+    # ...and one that cannot be read counts as no runtime: asan=True is refused, not loaded.
     monkeypatch.setattr(_host_build, "open", no_proc, raising=False)
+    assert not _host_build.asan_loaded()
     with pytest.raises(
         sim.SimUnavailableError, match="asan=True needs the AddressSanitizer runtime loaded first"
     ):
