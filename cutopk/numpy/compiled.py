@@ -304,7 +304,7 @@ def _obstacle() -> tuple[str | None, str | None, tuple[str, ...]]:
         return None, why, flags
     if ASAN_FLAGS[0] in flags and not asan_loaded():  # loading it would abort the process
         why = (
-            f"{ASAN_ENV_VAR}=1 needs AddressSanitizer's runtime loaded first: "
+            f"{setting(ASAN_ENV_VAR)[0]}=1 needs AddressSanitizer's runtime loaded first: "
             "LD_PRELOAD=$(cc -print-file-name=libasan.so)"
         )
         return None, why, flags

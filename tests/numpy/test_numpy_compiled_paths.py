@@ -104,6 +104,10 @@ def test_the_variables_earlier_names_still_work_with_a_deprecation_warning(fresh
     monkeypatch.setenv("CUTOPK_NATIVE_ASAN", "1")
     with pytest.warns(DeprecationWarning, match="CUTOPK_NATIVE_ASAN is deprecated"):
         assert compiled.ASAN_FLAGS[0] in compiled.build_flags()
+    # A reason names the variable the user set.
+    monkeypatch.setattr(compiled, "find_compiler", lambda: (["cc"], None))
+    monkeypatch.setattr(compiled, "asan_loaded", lambda: False)
+    assert compiled._obstacle()[1].startswith("CUTOPK_NATIVE_ASAN=1 needs AddressSanitizer's runtime")
     # The new names win over the old ones, and say so in the reason.
     monkeypatch.setenv("CUTOPK_COMPILED", "off")
     monkeypatch.setenv("CUTOPK_COMPILED_CACHE", str(tmp_path / "new-cache"))
