@@ -1,8 +1,8 @@
 """The NumPy backend's compiled route against its NumPy routes, one thread each, on the CPU grid.
 
 For each case of the quick CPU grid and ``cpu_numpy.EXTRA_CASES``: cutopk on one thread as it
-runs by default (``cutopk-1t``: ``CUTOPK_NATIVE`` unset, the route the backend picks, ``plan()``'s
-``route``), with the compiled route turned off (``CUTOPK_NATIVE=0``: the NumPy routes), and ``torch.topk`` on
+runs by default (``cutopk-1t``: ``CUTOPK_COMPILED`` unset, the route the backend picks, ``plan()``'s
+``route``), with the compiled route turned off (``CUTOPK_COMPILED=0``: the NumPy routes), and ``torch.topk`` on
 one thread when torch is installed. The answers are checked identical first; the times are
 medians of ``--repeat`` turns (routes alternate within a turn), each the mean of as many calls
 as fit in some 2 ms. Prints a Markdown table::
@@ -23,7 +23,7 @@ from cpu_numpy import EXTRA_CASES
 
 import cutopk
 from cutopk._bench import grid, inputs
-from cutopk.numpy import native
+from cutopk.numpy import compiled as compiled_route
 
 
 def _timed(call) -> float:
@@ -37,20 +37,20 @@ def _timed(call) -> float:
             return elapsed / count
 
 
-def _with_native(allowed: bool, call):
+def _with_compiled(allowed: bool, call):
     def run():
-        before = os.environ.get(native.ENV_VAR)
+        before = os.environ.get(compiled_route.ENV_VAR)
         if allowed:
-            os.environ.pop(native.ENV_VAR, None)
+            os.environ.pop(compiled_route.ENV_VAR, None)
         else:
-            os.environ[native.ENV_VAR] = "0"
+            os.environ[compiled_route.ENV_VAR] = "0"
         try:
             return call()
         finally:
             if before is None:
-                os.environ.pop(native.ENV_VAR, None)
+                os.environ.pop(compiled_route.ENV_VAR, None)
             else:
-                os.environ[native.ENV_VAR] = before
+                os.environ[compiled_route.ENV_VAR] = before
 
     return run
 
@@ -67,7 +67,7 @@ def main() -> None:
         torch = None
     print(
         f"{platform.processor() or platform.machine()}, one thread each; compiled route: "
-        f"{native.unavailable_reason() or 'available'}; NumPy {np.__version__}"
+        f"{compiled_route.unavailable_reason() or 'available'}; NumPy {np.__version__}"
         + (f", torch {torch.__version__}" if torch else "")
     )
     print()
@@ -84,7 +84,7 @@ def main() -> None:
             def ours(x=x, case=case, axis=axis):
                 return cutopk.top_k(x, case.k, axis=axis, mode=case.mode)
 
-            compiled, numpy_routes = _with_native(True, ours), _with_native(False, ours)
+            compiled, numpy_routes = _with_compiled(True, ours), _with_compiled(False, ours)
             a, b = compiled(), numpy_routes()
             assert np.array_equal(a.indices, b.indices), case
             routes = {"compiled": compiled, "numpy": numpy_routes}

@@ -1,7 +1,7 @@
 """Shared object files built with the host's compiler, once, into a cache folder.
 
 Used by the simulator (``cutopk.sim``: the kernels as C++) and by the NumPy backend's compiled
-route (``cutopk.numpy.native``): a build is named by a hash of everything that goes into it,
+route (``cutopk.numpy.compiled``): a build is named by a hash of everything that goes into it,
 made in a build folder of its own inside the cache (``.cutopk-build-<host>-<pid>-*``) and moved
 into place atomically, so a concurrent build of the same name is harmless and a failed one
 leaves nothing behind. A build folder whose process died (killed during a build: SIGTERM skips

@@ -265,10 +265,10 @@ def start(repeat: int | None, peers: tuple[str, ...]) -> Session:
         import torch
 
         torch.set_num_threads(1)  # the NumPy backend is single-threaded: compare like with like
-    from ..numpy import native, threads
+    from ..numpy import compiled, threads
 
     task_s, _, efficiency, _ = threads.costs()
-    compiled = native.unavailable_reason()
+    compiled_why = compiled.unavailable_reason()
     speedups = ", ".join(f"{1 + e:.2f}x on {family} blocks" for family, e in efficiency.items())
     print(
         f"no GPU found ({reason}): benchmarking the NumPy backend on the CPU against NumPy's own "
@@ -277,7 +277,7 @@ def start(repeat: int | None, peers: tuple[str, ...]) -> Session:
         f"{threads.get_num_threads()} threads where its cost model says they pay (measured now: "
         f"{task_s * 1e6:.0f} us per task handed over, two threads {speedups}); the cutopk-1thread and "
         "torch-threads columns compare at one thread and at torch's default; the compiled route for "
-        f"long rows: {'built' if compiled is None else 'not used, ' + compiled}"
+        f"long rows: {'built' if compiled_why is None else 'not used, ' + compiled_why}"
     )
     return Session(False, timing.CpuTimer(repeat or 7), None, peers)
 

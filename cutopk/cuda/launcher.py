@@ -275,7 +275,7 @@ class GpuCall:
         self.device = device
         self.module = _module(self.target, self.info.cxx, device) if self.launches else None
         # The launches, resolved once (cutopk/cuda/runner.py): a call only slots in its arrays.
-        self.runner = _runner.Prepared(self, placeholder) if self.launches else None
+        self.runner = _runner.Runner(self, placeholder) if self.launches else None
         # The scratch one call takes from the stream's workspace (what plan() reports).
         self.workspace_bytes = self.runner.schedule.nbytes if self.runner is not None else 0
         self.rows_k = (self.rows, req.k)

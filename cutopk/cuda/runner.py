@@ -1,16 +1,16 @@
 """The one runner of kernel launches: every family's launches as data (a list of
-:class:`~cutopk.cuda.families.common.Step`), prepared once per call signature and run per call.
+:class:`~cutopk.cuda.families.common.Step`), resolved once per call signature and run per call.
 
-:class:`Prepared` turns a planned call (``launcher.GpuCall``) into its steps: the tiled transpose
+:class:`Runner` turns a planned call (``launcher.GpuCall``) into its steps: the tiled transpose
 or copy of the input first when the plan says so, then the family's launches (its
 :class:`~cutopk.cuda.families.common.Part`, from ``families.registry.part``: the same for every
 family, so this module names none), then the array-library copies that finish it. ``plan()``
-lists the same steps (:meth:`Prepared.listing`), so it cannot disagree with what runs. Each
+lists the same steps (:meth:`Runner.listing`), so it cannot disagree with what runs. Each
 launch is resolved once: the kernel function (opted in to its shared memory), the grid, block
 and shared bytes, and an argument list whose scalars are converted to their C types already;
 only the per-call arrays (the input, the extents, the outputs) and the scratch views are
 slotted in per call. The resolved sequence runs as one generated
-function (:func:`_compiled`) with every launch written out: no loop or branch per launch.
+function (:func:`_generated`) with every launch written out: no loop or branch per launch.
 
 A call's scratch is one table (the family's named entries, the copy of the input, staged outputs,
 the int64 indices) carved from the stream's cached workspace (:mod:`cutopk.cuda.workspace`): a
@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from . import kernel_source as _kernel_source
-from . import rows as _rows
+from . import shared_memory as _shared_memory
 from . import workspace as _workspace
 from .families import common as _common
 from .families import registry as _registry
@@ -70,7 +70,7 @@ def facts(call, rows: int) -> _common.Facts:
 
 
 class Schedule:
-    """A call's steps and scratch, as data (what :class:`Prepared` resolves and runs): ``table`` (the scratch, one workspace buffer),
+    """A call's steps and scratch, as data (what :class:`Runner` resolves and runs): ``table`` (the scratch, one workspace buffer),
     ``before`` and ``after`` (the steps around the family's), ``family`` (the family's steps, or
     per chunk of rows in :attr:`chunks` when its plan names ``rows_per_chunk``), the scalars every
     step may take by name, and which value each of ``in``/``out_vals``/``out_idx`` is (a
@@ -249,7 +249,7 @@ class _Sequence:
             elif kind == "scratch":
                 at_scratch.append((i, where))
         fn = call.module.get_function(name)
-        _rows.opt_in(fn, step.shared_bytes, call.target)
+        _shared_memory.opt_in(fn, step.shared_bytes, call.target)
         self.ops.append((True, len(self.launches)))
         launch = (
             fn,
@@ -283,7 +283,7 @@ class _Sequence:
                 args[i] = views[name]
             filled.append((fn, grid, block, shared, args, at_call))
         copies = [self._copy_views(copy, views) for copy in self.copies]
-        carved = (views, filled, _compiled(self.ops, filled, copies, views))
+        carved = (views, filled, _generated(self.ops, filled, copies, views))
         # One assignment: a thread reads either triple, never views of one stream's tickets
         # paired with another's.
         self._carved = (buffer, tickets, carved)
@@ -319,7 +319,7 @@ class _Sequence:
         return tuple(out)
 
 
-class Prepared:
+class Runner:
     """A call signature's launches, resolved once; :meth:`run` launches them for one call."""
 
     def __init__(self, call, placeholder):
@@ -398,7 +398,7 @@ class Prepared:
         )
 
     def _run_chunks(self, xp, per_call, views, buffer) -> None:
-        """A chunked family's prepared sequence per chunk of rows, on views of the input, its
+        """A chunked family's resolved sequence per chunk of rows, on views of the input, its
         extents and the outputs (each where the schedule's aliases put it: a per-call array or a
         scratch array such as multiblock's ``idx64``)."""
         call = self.call
@@ -453,7 +453,7 @@ _NO_VIEWS: dict = {}
 _UNSET = object()
 
 
-def _compiled(ops: list, launches: list, copies: list, views: dict):
+def _generated(ops: list, launches: list, copies: list, views: dict):
     """The steps of a sequence as one Python function ``run(xp, per_call, between)``, generated
     once per carved workspace: a launch is one call with its argument tuple written out (its
     constant runs prebuilt, the per-call arrays slotted in by name), so a call pays no loop, no
@@ -492,7 +492,7 @@ def _compiled(ops: list, launches: list, copies: list, views: dict):
 
 @functools.lru_cache(maxsize=256)
 def _code(source: str):
-    """The compiled :func:`_compiled` source: the text depends only on the sequence's shape (its
+    """The code object of :func:`_generated`'s source: the text depends only on the sequence's shape (its
     names), so calls of many signatures share it and a first call seldom compiles."""
     return compile(source, "<cutopk launch sequence>", "exec")
 
@@ -508,4 +508,4 @@ def _launch_of(step, cxx: str):
     return Launch(name, step.grid, step.block, step.shared_bytes)
 
 
-__all__ = ["DESCRIPTORS", "PER_CALL", "Prepared", "Schedule", "facts"]
+__all__ = ["DESCRIPTORS", "PER_CALL", "Runner", "Schedule", "facts"]

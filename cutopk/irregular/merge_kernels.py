@@ -18,7 +18,7 @@ import numpy as np
 from .. import _interop
 from .._request import dtypes as _dtypes
 from ..cuda import launcher as _launcher
-from ..cuda import rows as _rows
+from ..cuda import shared_memory as _shared_memory
 from ..cuda.families import merge as _family
 
 
@@ -74,7 +74,7 @@ def merge(target: str, pairs, k: int, largest: bool, by_index: bool, nan_first: 
             args.update({f"v{s}": v, f"i{s}": i, f"w{s}": np.int64(w), f"o{s}": np.int64(o)})
         candidates = sum(int(slot[2]) for slot in slots)
         shared = _family.shared_bytes(candidates, info.itemsize)
-        _rows.opt_in(fn, shared, target)
+        _shared_memory.opt_in(fn, shared, target)
         fn(
             (max(1, rows),),
             (_family.THREADS,),

@@ -8,20 +8,20 @@ thread only where the pool's cost model, measured on the running machine, predic
 split by turns, confirm it (``threads.trial``; ``plan().params["threads_why"]`` says why). A row too long
 for one block goes to ``long_rows``, which cuts it into column ranges instead and merges their
 candidates exactly. Every block writes its own rows of the result, so the answer is the same
-for every thread count. A cached call on a small C-contiguous input runs a function prepared
-for its shape (``short_rows.prepared``): no checks, no thread count, one stable argsort of the values (or
+for every thread count. A cached call on a small C-contiguous input runs a function made for
+its shape (its runner: ``short_rows.runner``): no checks, no thread count, one stable argsort of the values (or
 of composite keys). Within a block, by row length:
 
-- **At least 8192, K at most a 64th of the row and at most 512: the compiled route** (``native``,
-  ``select_rows.c`` built with the machine's C compiler on first use): one C call per block
-  reads each row once against a running threshold (see ``native.py``); where it cannot run (no
-  compiler, ``CUTOPK_NATIVE=0``), the NumPy routes below, with the same answers.
+- **At least 8192, K at most a 64th of the row and at most 512: the compiled route** (``compiled``,
+  ``compiled.c`` built with the machine's C compiler on first use): one C call per block
+  reads each row once against a running threshold (see ``compiled.py``); where it cannot run (no
+  compiler, ``CUTOPK_COMPILED=0``), the NumPy routes below, with the same answers.
 - **Shorter rows, and an outer axis, on the compiled route too** (issue 42; ``compiled.choose_method``):
-  8-bit elements by counting (``native-count``; 16-bit ones too where K is large against the
+  8-bit elements by counting (``compiled-count``; 16-bit ones too where K is large against the
   row, on long rows above the threshold scan's K, and K = 1), K up to 8 by the ranks of the candidates
-  above a bound (``native-rank``; 64-bit elements: sorted lists, ``native-insert``), larger K up to an eighth of the row by the threshold scan (``native``);
+  above a bound (``compiled-rank``; 64-bit elements: sorted lists, ``compiled-insert``), larger K up to an eighth of the row by the threshold scan (``compiled``);
   rows side by side in memory (an outer axis) 64 at a time where they lie, no transposed copy
-  (``native-columns``, K up to 64). Where the route cannot run, the NumPy routes below.
+  (``compiled-columns``, K up to 64). Where the route cannot run, the NumPy routes below.
 
 - **Up to 64, elements of up to 32 bits** (and up to 256 in a small call): one sort of int64
   composites per row (``short_rows.select_sorted``: the element's number in preference order, then its
@@ -53,8 +53,8 @@ an axis that no 2-D view can describe, such as the middle axis of a 3-D array, i
 Measured on one 1 x 50,000,000 float32 row: see benchmarks/results/2026-11-23-cpu-numpy.md.
 
 The modules, one per route: the choice and its tuning constants in ``routes`` (the compiled
-route's in ``compiled``), ``short_rows``, ``pivot_filter``, ``outer_axis``, ``long_rows``,
-``exact``; this one holds the entry points (:func:`top_k`, :func:`prepared`, :func:`describe`)
+route's in ``compiled_choice``), ``short_rows``, ``pivot_filter``, ``outer_axis``, ``long_rows``,
+``exact``, ``compiled`` (the compiled route); this one holds the entry points (:func:`top_k`, :func:`runner`, :func:`describe`)
 and the blocks' loop (:func:`select`, :func:`select_rows`).
 """
 
@@ -70,8 +70,8 @@ from .._request import dtypes as _dtypes
 from .._request.checks import Request, check_algorithm
 from .._request.keys import preference_keys
 from . import compiled as _compiled
+from . import compiled_choice as _compiled_choice
 from . import long_rows as _long_rows
-from . import native as _native
 from . import outer_axis as _outer_axis
 from . import pivot_filter as _pivot_filter
 from . import routes as _routes
@@ -135,15 +135,15 @@ def _row_starts(rows: int, n: int) -> np.ndarray:
     return starts
 
 
-def prepared(shape: tuple, strides: tuple, dtype: np.dtype, req: Request) -> Callable[[np.ndarray], tuple]:
-    """The function that runs ``req`` on arrays of this shape, strides and dtype (a cached call's
-    work: see ``cutopk._core.call``): for a small C-contiguous input along its last axis a function
-    with everything but the data worked out once (``short_rows.prepared``), else :func:`top_k`."""
+def runner(shape: tuple, strides: tuple, dtype: np.dtype, req: Request) -> Callable[[np.ndarray], tuple]:
+    """The runner of ``req`` on arrays of this shape, strides and dtype: the function a cached call
+    runs (see ``cutopk._core.call``). For a small C-contiguous input along its last axis, one with
+    everything but the data worked out once (``short_rows.runner``), else :func:`top_k`."""
 
     def general(a):
         return top_k(a, req)
 
-    run = _short_rows.prepared(shape, strides, dtype, req, general)
+    run = _short_rows.runner(shape, strides, dtype, req, general)
     return general if run is None else run
 
 
@@ -162,13 +162,13 @@ def _rows(a: np.ndarray, req: Request):
 def describe(a, req: Request) -> dict:
     """What :func:`top_k` does with ``a`` (for ``cutopk.plan``), without touching the data:
     ``route`` (``sort``, ``composite``, ``filter``, ``filter-outer``, ``exact``, ``all``,
-    ``long-rows``, ``native``: the compiled route), ``compiled`` (None where the compiled
+    ``long-rows``, ``compiled``: the compiled route), ``compiled`` (None where the compiled
     route can run, else why not), ``threads``, ``copy`` (the whole input is copied once: an axis no 2-D view
     describes) and ``block_copies`` (rows are copied a block at a time, at most one block per
     thread at once: rows not contiguous, or a non-native byte order)."""
     a = np.asarray(a)
     x, _, copied = _rows(a, req)
-    compiled = _native.unavailable_reason()
+    compiled = _compiled.unavailable_reason()
     if req.k == 0 or x.size == 0:
         return {
             "route": "none",
@@ -180,7 +180,7 @@ def describe(a, req: Request) -> dict:
         }
     name, threads, _, why = _routes.route(x, req.k, _threads.get_num_threads())
     native = x.dtype == x.dtype.newbyteorder("=")
-    in_place = ("filter-outer", "long-rows", *_compiled.COMPILED_METHODS)
+    in_place = ("filter-outer", "long-rows", *_compiled_choice.COMPILED_METHODS)
     blocks = name not in in_place and not (x.flags.c_contiguous and native)
     return {
         "route": name,
@@ -223,9 +223,9 @@ def _select_on(x, k: int, largest: bool, nan_first: bool, order: str, name: str,
 
     def one(start: int) -> None:
         block = x[start : start + step]
-        if name in _compiled.COMPILED_METHODS:  # the rows as they lie, any strides
-            method = _compiled.COMPILED_METHODS[name]
-            _native.select(block, k, largest, nan_first, order, idx[start : start + step], method=method)
+        if name in _compiled_choice.COMPILED_METHODS:  # the rows as they lie, any strides
+            method = _compiled_choice.COMPILED_METHODS[name]
+            _compiled.select(block, k, largest, nan_first, order, idx[start : start + step], method=method)
             return
         if outer:
             idx[start : start + step] = _outer_axis.select_outer(block.T, k, largest, nan_first, order)

@@ -1,101 +1,456 @@
-"""The compiled route's share of the NumPy backend's choice: which rows ``select_rows.c``
-(:mod:`cutopk.numpy.native`) takes, by which of its methods, and the measurements behind each
-threshold.
+"""The NumPy backend's compiled route: ``compiled.c``, built with the machine's C compiler.
 
-Kept apart from :mod:`cutopk.numpy.routes` because its thresholds come from their own benchmarks
-(the C file against the NumPy routes, issue 42) and change when the C file does, not when the
-NumPy routes do; :func:`choose_method` is the one place that decides, ``routes.route_on`` and
-``plan()`` read it.
+One C function selects the top K of a block of rows as they lie in memory (any strides, any
+alignment, native byte order, every dtype the backend takes): one pass over each row with a
+running threshold, vectorised by the compiler, then a sort of the K (see the C file's header).
+It needs no NumPy call per row and holds no GIL, so blocks of rows on the backend's thread pool
+run side by side.
+
+The library is built by the first call that takes the route (some 1.5 s; ``-march=native``),
+never by ``cutopk.plan()`` (:func:`planning`, :func:`status`), into ``$CUTOPK_COMPILED_CACHE`` or
+``$XDG_CACHE_HOME/cutopk/compiled`` (an absolute one; else ``~/.cache/cutopk/compiled``) under a
+name that hashes the source, the compiler, its flags and the processor, with a build record
+beside it (size, SHA-256, ABI, compiler, flags: ``cutopk._host_build``) that is checked before
+the library is loaded: a file cut short would kill the process with SIGBUS when mapped. One
+that does not fit its record, does not load, lacks the entry points or has another ABI is
+closed and built again, once. A compiler that rejects ``-march=native`` gets the portable
+build. The compiler: ``$CC`` (a command line; one that names no program is the reason the
+route does not run, never passed over), else ``cc``, ``gcc`` or ``clang``. Where none is found,
+or the build fails, the backend runs its NumPy routes, which give the same answers:
+:func:`unavailable_reason` says why, and ``cutopk.plan()`` shows it. ``CUTOPK_COMPILED=0`` turns
+the route off (the NumPy routes alone); it is read when it changes. The variables' names before
+issue 40 (``CUTOPK_NATIVE``, ``CUTOPK_NATIVE_CACHE``, ``CUTOPK_NATIVE_ASAN``) still work where
+the new name is unset, with a ``DeprecationWarning`` (:func:`setting`). A child forked while
+another thread builds gets a lock of its own and builds for itself.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import ctypes
+import functools
+import hashlib
+import os
+import pathlib
+import platform
+import shlex
+import shutil
+import threading
+import warnings
+from collections.abc import Iterator
+
 import numpy as np
 
-from . import native as _native
+from .._host_build import BuildError, asan_loaded, build_once, cache_home, record_fits
+from .._request import dtypes as _dtypes
 
-# The compiled route (``native``) takes rows at least this long with K at most this share of
-# them and at most NATIVE_MAX_K, where its sampled threshold scan beats the NumPy routes (one
-# thread, 2-core EPYC with AVX-512, benchmarks/results/2026-11-25-cpu-compiled-route.md:
-# 8x128256 k=50 1.4x, 20x100000 k=10 1.75x, 1x2**21 k=64 3.8x, 4x32000 float16 k=50 2.8x, with
-# a tenth NaN 6x, 4x65536 k=512 ties at K 2.7x; uniform 16x65536 k=512 0.9-1.0x, kept for the
-# ties). Shorter rows stay on the NumPy routes, whose per-block calls cost less than its
-# per-row selection there (1M elements in rows of 512-4096: float32 0.64-1.58x, int8
-# 0.75-1.94x, float16 0.73-1.00x; at 8192 with K <= n/64, 1.2-2.3x).
-NATIVE_MIN_N = 8192
-NATIVE_MAX_K_SHARE = 1 / 64
-NATIVE_MAX_K = 512
-# Shorter rows (issue 42) take the compiled route too, by the C file's other methods (each
-# exact on any input; chosen here by speed, benchmarks/results/2026-11-26-cpu-short-rows.md):
-# 8-bit elements in rows of at least COUNT_MIN_N a counting selection ("count"); K up to
-# RANK_MAX_K the ranks of the candidates at or above a bound ("rank"; 64-bit elements, K up to
-# INSERT_MAX_K, a sorted list of the K best, "insert"); larger K up to SHORT_MAX_K_SHARE of the
-# row the threshold scan from the same bound. C alone, one thread, loaded 2-core EPYC with
-# AVX2, CPU time, rank / threshold: 16384x128 k=4 4.2 / 7.0 ms, k=8 5.6 / 7.1, k=16 11.5 / 9.4;
-# 2048x1024 k=8 3.4 / 5.7, k=16 3.8 / 3.4; 65536x8 k=2 3.1 / 5.3; uint64 16384x128 insert /
-# threshold k=4 7.1 / 9.8, k=8 12.9 / 12.1. An outer axis: the rows side by side in memory,
-# COLUMNS_BLOCK at a time, read where they lie ("columns", K up to COLUMNS_MAX_K: its sorted
-# lists cost O(K) an entry).
-COUNT_MIN_N = 256
-# 16-bit elements are counted in two levels (the high byte, then the low byte of the K-th key's
-# bin: ``count_row_16``), whose fixed cost per row (two sets of 4 x 256 counts) the selection
-# methods beat on short rows and small K. The counts take: rows of at least 8192 with K above
-# the threshold scan's, 8-bit ones too (against the NumPy routes before: 64x16384 int16 k=1024
-# 2.9x, k=2048 4.6x; 16x65536 k=4096 2.8x; float16 3.5-6.4x; int8 64x65536 k=4096 4.1x,
-# 256x16384 k=1024 4.1x); shorter rows of at least COUNT16_MIN_N with K at least
-# COUNT16_MIN_K_SHARE of them (against the threshold scan, uniform int16: 1024 k=64 1.6x, k=128
-# 2.0x; 4096 k=256 2.3x; 20 distinct values 1024 k=64 0.8x, k=128 1.3x; beyond N/8, against
-# the NumPy routes, 5-5.7x); and K = 1 from COUNT_MIN_N (the ranks' bound is then the row's
-# maximum, over slices of one: 1024 k=1 3.6x, 4096 4.9x, 256 1.8x; 20 values 1.0-1.1x). Rows of
-# 256 with more K, 128-element rows and K of 2-32 elsewhere keep their methods (count 0.4-1.2x).
-# CPU time, one thread, loaded 2-core EPYC with AVX2: benchmarks/results/2026-11-26-cpu-short-rows.md.
-COUNT16_MIN_N = 1024
-COUNT16_MIN_K_SHARE = 1 / 16
-# Counts and columns are 32-bit in the C file.
-COUNT_MAX_N = (1 << 32) - 1
-RANK_MAX_K = 8
-INSERT_MAX_K = 4
-SHORT_MAX_K_SHARE = 1 / 8
-COLUMNS_MAX_K = 64
-# Fewer rows side by side than this keep the NumPy routes: each step of the C loop would read
-# a few elements for the cost of a call (4 rows of 10**6 along axis 0: long-row ranges).
-COLUMNS_MIN_ROWS = 16
-COLUMNS_BLOCK = 64
-# The route names (plan()'s "route") of the compiled route's methods, and back.
-COMPILED_ROUTES = {
-    "threshold": "native",
-    "insert": "native-insert",
-    "rank": "native-rank",
-    "count": "native-count",
-    "columns": "native-columns",
+SOURCE = pathlib.Path(__file__).with_name("compiled.c")
+ENV_VAR = "CUTOPK_COMPILED"
+CACHE_ENV_VAR = "CUTOPK_COMPILED_CACHE"
+# -O3 and the machine's own vector instructions for the vectoriser (the key and threshold
+# loops: 1x2**21 float32 k=64 in 0.67 ms with SSE2 alone, 0.27 ms with AVX-512). The cache key
+# holds the processor's description, so another machine sharing the cache builds its own.
+FLAGS = (
+    "-O3",
+    "-march=native",
+    "-std=gnu11",
+    "-fPIC",
+    "-shared",
+    "-fvisibility=hidden",
+    "-fno-strict-aliasing",
+)
+# CUTOPK_COMPILED_ASAN=1: the build is instrumented by AddressSanitizer (its runtime must then be
+# preloaded: LD_PRELOAD=$(cc -print-file-name=libasan.so)); .ci/run's sanitizer step.
+ASAN_ENV_VAR = "CUTOPK_COMPILED_ASAN"
+ASAN_FLAGS = ("-fsanitize=address", "-fno-omit-frame-pointer", "-g")
+# The variables' names before issue 40 gave the route one name ("native" also meant byte order):
+# users set them, so each is still read where its new name is unset, with a DeprecationWarning.
+DEPRECATED_ENV_VARS = {
+    ENV_VAR: "CUTOPK_NATIVE",
+    CACHE_ENV_VAR: "CUTOPK_NATIVE_CACHE",
+    ASAN_ENV_VAR: "CUTOPK_NATIVE_ASAN",
 }
-COMPILED_METHODS = {route: method for method, route in COMPILED_ROUTES.items()}
+_warned: set[str] = set()
+# The C file's ABI number and the size of its struct cutopk_rows (cutopk_compiled_abi()).
+ABI = 3
+
+# The C file's enums.
+_KIND_UNSIGNED, _KIND_SIGNED, _KIND_FLOAT = 0, 1, 2
+_ORDER = {"value": 0, "index": 1, "none": 1}  # "none" takes index order, as the NumPy routes do
+_STATUS_NO_MEMORY, _STATUS_BAD_REQUEST = 1, 2
+# The C file's enum method: how select() selects (see the C file).
+METHODS = {"threshold": 0, "insert": 1, "count": 2, "columns": 3, "rank": 4}
 
 
-def choose_method(x: np.ndarray, k: int) -> str | None:
-    """How the compiled route (``native.select``) selects ``x`` (2-D, native byte order), one of
-    ``native.METHODS``, or None where it does not take it (or is not built, or turned off)."""
-    rows, n = x.shape
-    if k >= n:
-        return None  # every element (the "all" route) or a row shorter than K: no selection
-    outer = rows > 1 and x.strides[0] == x.itemsize
-    if outer:  # rows read side by side, a block of CHUNK at a time, where they lie
-        method = "columns" if k <= COLUMNS_MAX_K and rows >= COLUMNS_MIN_ROWS else None
-    elif n >= NATIVE_MIN_N:
-        if k <= min(NATIVE_MAX_K, n * NATIVE_MAX_K_SHARE):
-            method = "threshold"
-        else:  # a larger K: 8- and 16-bit keys counted, the rest on the NumPy routes
-            method = "count" if x.itemsize <= 2 and n <= COUNT_MAX_N else None
-    elif x.itemsize == 1 and n >= COUNT_MIN_N:
-        method = "count"
-    elif (
-        x.itemsize == 2
-        and n >= COUNT_MIN_N
-        and (k == 1 or (n >= COUNT16_MIN_N and k >= n * COUNT16_MIN_K_SHARE))
-    ):
-        method = "count"
-    elif k <= (RANK_MAX_K if x.itemsize <= 4 else INSERT_MAX_K):
-        method = "rank" if x.itemsize <= 4 else "insert"
-    else:
-        method = "threshold" if k <= n * SHORT_MAX_K_SHARE else None
-    return method if method is not None and _native.available() else None
+class Rows(ctypes.Structure):
+    """The C file's ``struct cutopk_rows``, field for field."""
+
+    _fields_ = (
+        ("data", ctypes.c_void_p),
+        ("rows", ctypes.c_int64),
+        ("n", ctypes.c_int64),
+        ("row_stride", ctypes.c_int64),
+        ("col_stride", ctypes.c_int64),
+        ("k", ctypes.c_int64),
+        ("out", ctypes.c_void_p),
+        ("inf_bits", ctypes.c_uint64),
+        ("width", ctypes.c_int32),
+        ("kind", ctypes.c_int32),
+        ("largest", ctypes.c_int32),
+        ("nan_first", ctypes.c_int32),
+        ("order", ctypes.c_int32),
+        ("method", ctypes.c_int32),
+    )
+
+
+_lock = threading.Lock()
+# "lib": the loaded function, or None with "why" saying why not; "env": the last CUTOPK_COMPILED
+# (variable, text) read and whether it allows the route; "path"/"cc": the library loaded and the compiler
+# command that built it.
+_state: dict = {"lib": None, "why": None, "tried": False, "env": (None, True), "path": None, "cc": None}
+# plan(): the route's state is reported, never built or loaded (see planning()).
+_planning: contextvars.ContextVar = contextvars.ContextVar("cutopk_compiled_planning", default=False)
+
+
+def _after_fork_in_child() -> None:
+    """A fork while another thread builds the library: that thread does not exist in the child,
+    and the lock it holds would never be released there. The child gets a lock of its own and,
+    where nothing was loaded yet, tries again itself."""
+    global _lock
+    _lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def find_compiler() -> tuple[list[str] | None, str | None]:
+    """``(command, None)``: the C compiler's command line, ``$CC`` (split as a shell would:
+    ``CC="ccache gcc"`` or ``CC="gcc -O0"`` too), else the first of ``cc``, ``gcc``, ``clang`` on
+    PATH; or ``(None, why)``. A ``$CC`` that names no program is the reason, never passed over
+    for another compiler: the user asked for that one."""
+    text = os.environ.get("CC")
+    if text is not None and text.strip():
+        try:
+            words = shlex.split(text)
+        except ValueError as exc:
+            return None, f"CC={text!r} cannot be split into words ({exc})"
+        found = shutil.which(words[0]) if words else None
+        if found is None:
+            return None, f"CC={text!r}: {words[0]!r} is not a program (a path, or a name on PATH)"
+        return [found, *words[1:]], None
+    for name in ("cc", "gcc", "clang"):
+        found = shutil.which(name)
+        if found:
+            return [found], None
+    return None, "no C compiler found (set CC, or install cc, gcc or clang)"
+
+
+def setting(name: str) -> tuple[str, str | None]:
+    """``(variable, text)`` of the route's environment variable ``name`` (``ENV_VAR``,
+    ``CACHE_ENV_VAR`` or ``ASAN_ENV_VAR``): its own value where it is set, else the value of its
+    deprecated earlier name (``DEPRECATED_ENV_VARS``) where that one is set, with a
+    ``DeprecationWarning`` the first time in the process, else ``(name, None)``."""
+    text = os.environ.get(name)
+    old = DEPRECATED_ENV_VARS[name]
+    if text is None and old in os.environ:
+        if old not in _warned:
+            _warned.add(old)
+            warnings.warn(f"{old} is deprecated: set {name} instead", DeprecationWarning, stacklevel=2)
+        return old, os.environ[old]
+    return name, text
+
+
+def compiler() -> str | None:
+    """The C compiler's command line as text (see :func:`find_compiler`), or None."""
+    command, _ = find_compiler()
+    return None if command is None else shlex.join(command)
+
+
+def cache_dir() -> pathlib.Path:
+    """Where the built library is kept: ``$CUTOPK_COMPILED_CACHE``, else
+    ``$XDG_CACHE_HOME/cutopk/compiled`` (``~/.cache/cutopk/compiled``; a relative
+    ``$XDG_CACHE_HOME`` is ignored, as the XDG specification says)."""
+    _, root = setting(CACHE_ENV_VAR)
+    if root:
+        return pathlib.Path(root)
+    return cache_home() / "cutopk" / "compiled"
+
+
+def _enabled() -> bool:
+    given = setting(ENV_VAR)
+    seen, allowed = _state["env"]
+    if given != seen:
+        text = given[1]
+        allowed = text is None or text.strip().lower() not in ("0", "off", "false", "no")
+        _state["env"] = (given, allowed)
+    return allowed
+
+
+@functools.cache
+def _processor() -> str:
+    """The processor's model and instruction-set flags (what ``-march=native`` builds for)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            lines = [line for line in f if line.startswith(("model name", "flags", "Features"))]
+        return "".join(sorted(set(lines)))
+    except OSError:
+        return platform.machine() + platform.processor()
+
+
+def build_flags() -> tuple[str, ...]:
+    """The compiler flags of this process's build: ``FLAGS``, and ``ASAN_FLAGS`` where
+    ``CUTOPK_COMPILED_ASAN=1``."""
+    return FLAGS + (ASAN_FLAGS if setting(ASAN_ENV_VAR)[1] == "1" else ())
+
+
+def library_path(cc: str, source: str, flags: tuple[str, ...]) -> pathlib.Path:
+    """Where the build of ``source`` by ``cc`` with ``flags`` is kept: named by a hash of them
+    and of the processor."""
+    key = hashlib.sha256("\0".join((source, cc, *flags, _processor())).encode()).hexdigest()[:32]
+    return cache_dir() / f"compiled-{key}.so"
+
+
+def _record(cc: str, flags: tuple[str, ...]) -> dict:
+    """What a build record holds beyond the file's size and SHA-256 (checked before loading)."""
+    return {"abi": (ABI << 32) | ctypes.sizeof(Rows), "compiler": cc, "flags": list(flags)}
+
+
+def build(cc: str, source: str, flags: tuple[str, ...] | None = None, rebuild: bool = False) -> pathlib.Path:
+    """Compile ``source`` with ``cc`` (a command line) and ``flags`` (default
+    :func:`build_flags`) into the cache, reused where its build record fits (the same source,
+    compiler, flags and processor; the file's size and SHA-256 as recorded); ``rebuild``: build
+    even so. Raises ``RuntimeError`` with the compiler's message when it fails."""
+    flags = build_flags() if flags is None else flags
+    try:
+        return build_once(
+            library_path(cc, source, flags),
+            SOURCE.name,
+            source,
+            lambda src, built, _: [[*shlex.split(cc), *flags, str(src), "-o", str(built)]],
+            record=_record(cc, flags),
+            rebuild=rebuild,
+        )
+    except BuildError as exc:
+        raise RuntimeError(f"{cc} could not compile {SOURCE.name}: {exc.stderr.strip()[-2000:]}") from None
+    except OSError as exc:  # the cache folder, or the compiler, cannot be used
+        raise RuntimeError(f"{cc} could not build into {cache_dir()}: {exc}") from None
+
+
+class LoadError(RuntimeError):
+    """A library that is not this module's: it does not load, lacks the entry points, or its
+    ABI is another."""
+
+
+def _close(lib) -> None:
+    """Unload ``lib``: else loading its path again, once rebuilt, gives back the same handle."""
+    try:
+        import _ctypes
+
+        _ctypes.dlclose(lib._handle)
+    except (ImportError, AttributeError, OSError):
+        pass
+
+
+def load(path: pathlib.Path):
+    """The library's ``cutopk_compiled_select``, ready for :func:`select`; :class:`LoadError` where
+    it does not load, lacks the entry points, or its ABI is not this module's (it is closed)."""
+    try:
+        lib = ctypes.CDLL(str(path))
+    except OSError as exc:
+        raise LoadError(f"{path} does not load: {exc}") from None
+    try:
+        abi, fn = lib.cutopk_compiled_abi, lib.cutopk_compiled_select
+    except AttributeError:
+        _close(lib)
+        raise LoadError(
+            f"{path} lacks the entry points (cutopk_compiled_abi, cutopk_compiled_select)"
+        ) from None
+    abi.restype, abi.argtypes = ctypes.c_int64, ()
+    found, expected = abi(), (ABI << 32) | ctypes.sizeof(Rows)
+    if found != expected:
+        _close(lib)
+        raise LoadError(f"the compiled route's ABI {found:#x} is not the expected {expected:#x}")
+    fn.restype, fn.argtypes = ctypes.c_int, (ctypes.POINTER(Rows),)
+    return fn
+
+
+def _build_and_load(cc: str, source: str, flags: tuple[str, ...]):
+    """Build (or find built) and load; a library that does not load is built again, once."""
+    path = build(cc, source, flags)
+    try:
+        fn = load(path)
+    except LoadError:
+        path = build(cc, source, flags, rebuild=True)
+        try:
+            fn = load(path)
+        except LoadError as exc:
+            raise LoadError(f"{exc} (built again by {cc}; it still does not load)") from None
+    _state["path"], _state["cc"] = path, cc
+    return fn
+
+
+def _portable(flags: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(f for f in flags if f != "-march=native")
+
+
+def _obstacle() -> tuple[str | None, str | None, tuple[str, ...]]:
+    """``(cc, why, flags)``: the compiler command and flags a build would use, or why none can
+    run (no compiler, a ``$CC`` that names none, a sanitizer build without its runtime)."""
+    command, why = find_compiler()
+    flags = build_flags()
+    if command is None:
+        return None, why, flags
+    if ASAN_FLAGS[0] in flags and not asan_loaded():  # loading it would abort the process
+        why = (
+            f"{setting(ASAN_ENV_VAR)[0]}=1 needs AddressSanitizer's runtime loaded first: "
+            "LD_PRELOAD=$(cc -print-file-name=libasan.so)"
+        )
+        return None, why, flags
+    return shlex.join(command), None, flags
+
+
+def _load():
+    """Build (once) and load the library; None, with the reason kept, where that fails."""
+    cc, why, flags = _obstacle()
+    if cc is None:
+        _state["why"] = why
+        return None
+    source = SOURCE.read_text()
+    try:
+        try:
+            return _build_and_load(cc, source, flags)
+        except LoadError:
+            raise
+        except RuntimeError:
+            # A compiler that does not know -march=native (some cross or older compilers):
+            # the portable build, vectorised for the processor family's baseline.
+            if "-march=native" not in flags:
+                raise
+            return _build_and_load(cc, source, _portable(flags))
+    except LoadError as exc:
+        _state["why"] = f"the compiled route's library cannot be used: {exc}"
+    except (OSError, RuntimeError) as exc:
+        _state["why"] = f"the compiled route could not be built: {exc}"
+    return None
+
+
+def _function():
+    if not _state["tried"]:
+        if _planning.get():  # plan(): nothing is built or loaded
+            return None
+        with _lock:
+            if not _state["tried"]:
+                _state["lib"] = _load()
+                _state["tried"] = True
+    return _state["lib"]
+
+
+@contextlib.contextmanager
+def planning() -> Iterator[None]:
+    """Within the block (``cutopk.plan``), :func:`available` and :func:`unavailable_reason`
+    build and load nothing: where the route was not tried yet, they answer whether it would
+    be (a compiler is found: the first call that takes the route builds it)."""
+    token = _planning.set(True)
+    try:
+        yield
+    finally:
+        _planning.reset(token)
+
+
+def unavailable_reason() -> str | None:
+    """Why the compiled route does not run in this process now, or None when it does (inside
+    :func:`planning`: would)."""
+    if not _enabled():
+        variable, text = setting(ENV_VAR)
+        return f"turned off by {variable}={text}"
+    if not _state["tried"] and _planning.get():
+        return _obstacle()[1]
+    if _function() is None:
+        return _state["why"]
+    return None
+
+
+def available() -> bool:
+    """Whether :func:`select` can run (the library built and loaded, not turned off; inside
+    :func:`planning`: would be)."""
+    return unavailable_reason() is None
+
+
+def status() -> dict:
+    """What ``cutopk.plan()`` says of the route where it can run, without building or loading
+    anything: ``compiled`` (loaded; built and not loaded yet; or not built yet, with the
+    library's path) and ``compiler`` (the command that built it, or would)."""
+    if _state["tried"] and _state["lib"] is not None:
+        return {"compiled": f"loaded from {_state['path']}", "compiler": _state["cc"]}
+    cc, _, flags = _obstacle()
+    if cc is None:  # the reason is plan()'s compiled_unavailable
+        return {}
+    source = SOURCE.read_text()
+    for candidate in (flags, _portable(flags)):
+        path = library_path(cc, source, candidate)
+        if record_fits(path, _record(cc, candidate)) is None:
+            return {
+                "compiled": f"built, loaded by the first call that takes the route: {path}",
+                "compiler": cc,
+            }
+    path = library_path(cc, source, flags)
+    return {
+        "compiled": f"not built: the first call that takes the route builds it (some seconds) into {path}",
+        "compiler": cc,
+    }
+
+
+@functools.cache
+def _element(dtype: np.dtype) -> tuple[int, int]:
+    """The C file's element kind and +inf's bits (floats) for ``dtype``."""
+    info = _dtypes.info(dtype)
+    if info.is_float:
+        inf = np.array(np.inf, dtype=dtype).view(info.key_dtype)[()]
+        return _KIND_FLOAT, int(inf)
+    return (_KIND_SIGNED if info.is_signed else _KIND_UNSIGNED), 0
+
+
+def select(
+    x: np.ndarray,
+    k: int,
+    largest: bool,
+    nan_first: bool,
+    order: str,
+    out: np.ndarray,
+    function=None,
+    method: str = "threshold",
+) -> None:
+    """Write the column indices of the top K of each row of ``x`` into ``out``.
+
+    ``x``: 2-D, any strides, native byte order, ``1 <= k <= x.shape[1]``; ``out``: a C-contiguous
+    int64 array of ``(rows, k)``. The order is ``order``'s ("value"; "index", or "none", which
+    gives index order as the NumPy routes do); ``method``, one of ``METHODS`` (the C file says
+    which inputs each suits; every one is exact; "count" takes 8- and 16-bit elements only, "rank"
+    up to 32 bits). Only where :func:`available`, or with
+    ``function`` from :func:`load` (another build: the tests' portable one)."""
+    kind, inf_bits = _element(x.dtype)
+    rows = Rows(
+        x.ctypes.data,
+        x.shape[0],
+        x.shape[1],
+        x.strides[0],
+        x.strides[1],
+        k,
+        out.ctypes.data,
+        inf_bits,
+        x.itemsize,
+        kind,
+        int(largest),
+        int(nan_first),
+        _ORDER[order],
+        METHODS[method],
+    )
+    status = (function or _function())(ctypes.byref(rows))
+    if status == _STATUS_NO_MEMORY:
+        raise MemoryError(
+            f"the compiled route could not allocate its buffer for k={k} (rows of {x.shape[1]})"
+        )
+    if status != 0:  # the backend's checks make this unreachable
+        raise RuntimeError(f"the compiled route refused its request (status {status})")

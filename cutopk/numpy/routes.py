@@ -4,7 +4,7 @@ Which route a 2-D ``(rows, n)`` call takes (``plan()``'s ``route``), on how many
 blocks of how many rows, and why: a pure function of the shape, strides, dtype and K (and of the
 thread pool's measured costs), kept apart from the routes themselves so that a threshold and
 the measurement behind it are read in one place, RAFT's ``select_k`` choice beside its
-algorithms. The compiled route's own thresholds are in :mod:`cutopk.numpy.compiled`; the routes
+algorithms. The compiled route's own thresholds are in :mod:`cutopk.numpy.compiled_choice`; the routes
 are :mod:`cutopk.numpy.short_rows`, :mod:`cutopk.numpy.pivot_filter`,
 :mod:`cutopk.numpy.outer_axis`, :mod:`cutopk.numpy.long_rows` and the exact path
 (:mod:`cutopk.numpy.exact`), run by :mod:`cutopk.numpy.backend`.
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import compiled as _compiled
+from . import compiled_choice as _compiled_choice
 from . import long_rows as _long_rows
 from . import threads as _threads
 
@@ -44,7 +44,7 @@ COMPOSITE_BLOCK_BYTES = 1 << 18
 SORTED_MAX_N = 64
 SORTED_BLOCK_ELEMENTS = 1 << 17
 # A cached call on at most this many elements, rows of at most TINY_MAX_N, C-contiguous along
-# the last axis, runs a function prepared for its shape (``prepared``): 1x128 k=8 in some
+# the last axis, runs a function made for its shape (``short_rows.runner``): 1x128 k=8 in some
 # 10 us where the general way takes 20 us.
 TINY_MAX_ELEMENTS = 1 << 13
 TINY_MAX_N = 256
@@ -69,12 +69,12 @@ ROUTE_PASSES = {
     "filter": 1,  # 8x128256 k=50: 1.0; 16x65536 k=512: 2.1; 1024x4096 int8 k=64: 5.1
     "filter-outer": 6,  # 4096x512 k=16 along axis 0: 14.7
     "long-rows": 1,  # 1x2**21 k=64: 1.5
-    "native": 0.5,  # 8x128256 k=50: 0.45; 1x2**21 k=64: 0.39; 4x32000 float16 k=50: 0.8; 16x65536 k=512: 1.6
+    "compiled": 0.5,  # 8x128256 k=50: 0.45; 1x2**21 k=64: 0.39; 4x32000 float16 k=50: 0.8; 16x65536 k=512: 1.6
     # Issue 42's methods (loaded machine, against the probe measured in the same run, 0.71 ns):
-    "native-insert": 6,  # as native-rank, of which it is the 64-bit twin (not measured apart)
-    "native-rank": 6,  # 16384x128 k=8: 6.7; 65536x8 k=2: 18; 131072x16 k=4: 15
-    "native-count": 2,  # 1024x4096 int8 k=64: 2.0
-    "native-columns": 8,  # 2048x1024 k=16 along axis 0: 9.4; 1024x1024: 8.2; 512x4096: 8.6
+    "compiled-insert": 6,  # as compiled-rank, of which it is the 64-bit twin (not measured apart)
+    "compiled-rank": 6,  # 16384x128 k=8: 6.7; 65536x8 k=2: 18; 131072x16 k=4: 15
+    "compiled-count": 2,  # 1024x4096 int8 k=64: 2.0
+    "compiled-columns": 8,  # 2048x1024 k=16 along axis 0: 9.4; 1024x1024: 8.2; 512x4096: 8.6
 }
 # Each route's probe family for the thread model (``threads.PROBES``) and the NumPy calls of one
 # of its blocks (or column ranges), some 1-3 us each whatever the block's size: a split adds them.
@@ -87,11 +87,11 @@ ROUTE_SPLIT = {
     "filter": ("scan", 60),
     "filter-outer": ("scan", 40),
     "long-rows": ("scan", 10),
-    "native": ("scan", 1),
-    "native-insert": ("scan", 1),
-    "native-rank": ("scan", 1),
-    "native-count": ("scan", 1),
-    "native-columns": ("scan", 1),
+    "compiled": ("scan", 1),
+    "compiled-insert": ("scan", 1),
+    "compiled-rank": ("scan", 1),
+    "compiled-count": ("scan", 1),
+    "compiled-columns": ("scan", 1),
 }
 
 
@@ -134,20 +134,20 @@ def split(name: str, rows: int, n: int, step: int, threads: int) -> tuple[int, s
 def route_on(x: np.ndarray, k: int, threads: int) -> tuple[str, int, int]:
     """:func:`route` on exactly ``threads`` threads."""
     rows, n = x.shape
-    native = x.dtype == x.dtype.newbyteorder("=")
-    method = _compiled.choose_method(x, k) if native else None
+    native_order = x.dtype == x.dtype.newbyteorder("=")
+    method = _compiled_choice.choose_method(x, k) if native_order else None
     if method is not None:
         step = min(max(1, FILTER_BLOCK_BYTES // (n * x.itemsize)), -(-rows // threads))
         if method == "columns":  # whole blocks of the C file's CHUNK rows side by side
-            step = -(-step // _compiled.COLUMNS_BLOCK) * _compiled.COLUMNS_BLOCK
-        return _compiled.COMPILED_ROUTES[method], threads, step
+            step = -(-step // _compiled_choice.COLUMNS_BLOCK) * _compiled_choice.COLUMNS_BLOCK
+        return _compiled_choice.COMPILED_ROUTES[method], threads, step
     if _long_rows.takes(rows, n, threads):
         return "long-rows", threads, 0
     filtered = n >= PREFILTER_MIN_N and k <= n * PREFILTER_MAX_K_SHARE
     # An outer axis (the batch contiguous, the selected axis strided): filter the input as it
     # lies, a block of columns at a time, instead of copying it transposed. Half floats
     # compare slowly: they are copied and filtered on their keys.
-    outer = filtered and native and x.strides[0] == x.itemsize and n > 1 and x.itemsize >= 4
+    outer = filtered and native_order and x.strides[0] == x.itemsize and n > 1 and x.itemsize >= 4
     block_bytes = OUTER_BLOCK_BYTES if outer else FILTER_BLOCK_BYTES if filtered else BLOCK_BYTES
     step = max(1, block_bytes // max(1, n * x.itemsize))
     step = min(step, -(-rows // threads))  # at least one block per thread

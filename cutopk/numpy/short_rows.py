@@ -4,7 +4,7 @@ Rows of up to ``routes.SORTED_MAX_N`` (or small calls up to ``routes.TINY_MAX_N`
 by one sort of int64 composites per row (:func:`select_sorted`: the element's number in
 preference order, then its column), rows up to ``routes.COMPOSITE_MAX_N`` by one partition of
 composite keys (:func:`select_composite`), and a cached call on a small C-contiguous input by a
-function prepared for its shape (:func:`prepared`). They share the order numbers
+function made for its shape (its runner: :func:`runner`). They share the order numbers
 (:func:`order_numbers`) and their bounds, which is why they live together, apart from the
 long-row routes whose cost is in reading the row, not in a call's fixed NumPy overhead.
 """
@@ -91,7 +91,7 @@ def number_bounds(dtype: np.dtype) -> tuple[int, int] | None:
 def select_sorted(
     x: np.ndarray, k: int, largest: bool, nan_first: bool, order: str, rest: Callable[..., np.ndarray]
 ) -> np.ndarray:
-    """Top K of short rows (``x``: C-contiguous, native, at most 32 bits per element) through
+    """Top K of short rows (``x``: C-contiguous, native byte order, at most 32 bits per element) through
     one sort of composite keys per row: the element's number in preference order
     (:func:`order_numbers`) in the high bits and its column in the low bits. Composites are
     distinct, so the first K of the ascending sort are the answer in the SPEC.md order, ties by
@@ -157,8 +157,8 @@ def select_composite(keys: np.ndarray, k: int, order: str) -> np.ndarray:
 
 
 def small_call(shape: tuple, strides: tuple, dtype: np.dtype, req: Request) -> bool:
-    """Whether a call on arrays of this shape, strides and dtype runs a function prepared for
-    its shape (:func:`prepared`): along the last axis, C-contiguous, native byte order, at most
+    """Whether a call on arrays of this shape, strides and dtype runs a function made for
+    its shape (:func:`runner`): along the last axis, C-contiguous, native byte order, at most
     32 bits per element, at most ``routes.TINY_MAX_ELEMENTS`` in rows of at most
     ``routes.TINY_MAX_N``, and 0 < K < N."""
     n, k = req.n, req.k
@@ -177,7 +177,7 @@ def small_call(shape: tuple, strides: tuple, dtype: np.dtype, req: Request) -> b
     )
 
 
-def prepared(
+def runner(
     shape: tuple, strides: tuple, dtype: np.dtype, req: Request, general: Callable[[np.ndarray], tuple]
 ) -> Callable[[np.ndarray], tuple] | None:
     """For a small call (:func:`small_call`), a function that runs ``req`` on arrays of this
@@ -197,7 +197,7 @@ def prepared(
 
 
 def _argsort_runner(rows: int, dtype: np.dtype, req: Request, out_shape: tuple, general: Callable):
-    """:func:`prepared` for NumPy's own float16/32 and integers: a stable argsort of the values
+    """:func:`runner` for NumPy's own float16/32 and integers: a stable argsort of the values
     (negated, or bit-inverted for integers, for largest) is the SPEC.md order outright. Floats
     compare -0.0 equal to +0.0 (stability keeps their index order) and NumPy sorts NaN last,
     where the "last" rule puts it; values come from the input, bit for bit. Where NaN is
@@ -256,7 +256,7 @@ def _argsort_runner(rows: int, dtype: np.dtype, req: Request, out_shape: tuple, 
 
 
 def _composite_runner(rows: int, dtype: np.dtype, req: Request, out_shape: tuple, general: Callable):
-    """:func:`prepared` through one sort of composite keys per row (as :func:`select_sorted`),
+    """:func:`runner` through one sort of composite keys per row (as :func:`select_sorted`),
     for the dtypes NumPy does not compare itself (bfloat16); a NaN goes the general way."""
     n, k, largest, order, index_dtype = req.n, req.k, req.largest, req.order, req.index_dtype
     col_bits = max(1, (n - 1).bit_length())

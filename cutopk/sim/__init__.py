@@ -6,6 +6,7 @@ compiler and run with every CUDA thread as a fiber, behind the interface of ``cu
 :class:`SimError`) naming the kernel, block, thread and source line.
 """
 
+from ._arguments import Parameter
 from ._errors import (
     BarrierDivergenceError,
     ClusterError,
@@ -20,8 +21,9 @@ from ._errors import (
     SimUnavailableError,
     WarpMaskError,
 )
-from ._module import Function, LaunchTraffic, Parameter, RawModule, counting_traffic
+from ._module import Function, RawModule
 from ._toolchain import unavailable_reason
+from ._traffic import LaunchTraffic, counting_traffic
 
 __all__ = [
     "BarrierDivergenceError",

@@ -1,234 +1,40 @@
-"""``RawModule`` and kernel launches for the CPU simulator, mirroring ``cupy.RawModule``."""
+"""``RawModule`` and its kernels (:class:`Function`) for the CPU simulator, mirroring
+``cupy.RawModule``: the source rewritten into a translation unit, built and loaded
+(``_library``), each launch marshalled and run in this process or a forked child, a fault raised
+as the :class:`~cutopk.sim.SimError` its code names. What a parameter takes (``_arguments``) and
+the counting of traffic (``_traffic``) live in modules of their own."""
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import mmap
 import os
 import pathlib
-import re
 import threading
 from collections.abc import Sequence
-from typing import NamedTuple
 
 import numpy as np
 
 from .._host_build import asan_loaded
 from . import _errors, _isolate, _lines, _rewrite, _staging, _toolchain
+from ._arguments import (
+    ANY_ELEMENT,
+    KIND_NAMES,
+    PRETTY_TYPE,
+    ElementRule,
+    Parameter,
+    byte_bounds,
+    describe_given,
+    dim3,
+    dtype_label,
+    python_scalar,
+    scalar_kind,
+)
+from ._library import MAX_PARAMS, ParamInfo, keep_warm, load
+from ._traffic import COUNTING, LaunchTraffic, traffic_spans
 
-# Fault handlers are process-wide, so one launch runs at a time in a process.
-_LAUNCH_LOCK = threading.Lock()
-# The modules launched most recently (least recent first) keep their fiber stacks and shared
-# memory between launches; older ones are trimmed (cutopk_sim_trim): a process can map only
-# vm.max_map_count regions, and a module's stacks for a block of 1024 threads take 2048. Besides
-# the count, the warm modules' fibers together stay within WARM_FIBERS (a launch of clusters keeps
-# a whole cluster resident: 8 blocks of 512 threads are 4096 fibers, 8192 maps, in one module).
-KEEP_WARM = 8
-WARM_FIBERS = 12288
-_WARM: dict[int, tuple[ctypes.CDLL, int]] = {}
-_MODULE_CACHE: dict[tuple, tuple[ctypes.CDLL, pathlib.Path]] = {}
-_MODULE_CACHE_LOCK = threading.Lock()
-
-MAX_PARAMS = 64
 DEFAULT_SPIN_BUDGET = 1 << 26
 DEFAULT_WATCHDOG_S = 60.0
-_KIND_NAMES = {
-    "p": "pointer",
-    "i": "signed integer",
-    "u": "unsigned integer",
-    "f": "floating-point number",
-    "h": "__half",
-    "b": "__nv_bfloat16",
-    "B": "bool",
-    "?": "value",
-}
-# Codes whose fault happened at an unknown place in the code: worth a look-up of the source line.
-_LOCATE = {4, 5, 8, 10}  # overrun, crash, hang, cluster misuse
-
-
-class LaunchTraffic(NamedTuple):
-    """The global-memory traffic of one launch (``RawModule(count_traffic=True)``, or any launch
-    inside :func:`counting_traffic`): bytes the kernel read and wrote in its array arguments'
-    memory, and the distinct 32-byte sectors it touched there (read or written). Shared memory,
-    the threads' own stacks and registers are not global memory and are not counted."""
-
-    kernel: str
-    grid: tuple[int, int, int]
-    block: tuple[int, int, int]
-    bytes_read: int
-    bytes_written: int
-    sectors: int
-
-    @property
-    def bytes(self) -> int:
-        """Bytes read and written."""
-        return self.bytes_read + self.bytes_written
-
-
-# The record lists of the counting_traffic() blocks now open: every launch is counted into each.
-_COUNTING: list[list[LaunchTraffic]] = []
-
-
-@contextlib.contextmanager
-def counting_traffic():
-    """Count the global-memory traffic of every simulator launch in the block, whichever module
-    makes it (the launcher's own modules included): yields the list of :class:`LaunchTraffic`
-    records, one per launch, in order. Each module builds its counting variant on its first
-    counted launch (a compile, cached on disk like any other).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from cutopk import sim
-    >>> mod = sim.RawModule(code='extern "C" __global__ void twice(float* x) { x[threadIdx.x] *= 2; }')
-    >>> with sim.counting_traffic() as records:
-    ...     mod.get_function("twice")((1,), (8,), (np.ones(8, np.float32),))
-    >>> records[0].bytes_read, records[0].bytes_written, records[0].sectors
-    (32, 32, 1)
-    """
-    records: list[LaunchTraffic] = []
-    _COUNTING.append(records)
-    try:
-        yield records
-    finally:
-        _COUNTING.remove(records)
-
-
-def _python_scalar(arg):
-    """A Python scalar as CuPy passes it to a kernel: int (and bool, an int) as int64, float as
-    float64, complex as complex128."""
-    if isinstance(arg, int):
-        return np.int64(arg)
-    if isinstance(arg, float):
-        return np.float64(arg)
-    if isinstance(arg, complex):
-        return np.complex128(arg)
-    return arg
-
-
-def _scalar_kind(dtype: np.dtype) -> str:
-    if dtype.name == "bfloat16":
-        return "b"
-    if dtype == np.float16:
-        return "h"
-    return {"i": "i", "u": "u", "f": "f", "b": "B"}.get(dtype.kind, "?")
-
-
-def _describe_given(arg, scalar) -> str:
-    kind = _scalar_kind(scalar.dtype)
-    return f"{type(arg).__module__}.{type(arg).__name__} ({scalar.dtype.itemsize}-byte {_KIND_NAMES[kind]})"
-
-
-class _ParamInfo(ctypes.Structure):
-    """``cutopk_sim::ParamInfo`` in runtime/sim_launch.h."""
-
-    _fields_ = [
-        ("kind", ctypes.c_char),
-        ("pointee", ctypes.c_char),
-        ("size", ctypes.c_ulonglong),
-        ("pointee_size", ctypes.c_ulonglong),
-        ("pointee_align", ctypes.c_ulonglong),
-        ("type", ctypes.c_char_p),
-    ]
-
-
-_PRETTY_TYPE = re.compile(r"\[(?:with )?T = (?P<type>.*)\]\s*$")
-# Pointees that take an array of any element type: void, plain char (raw memory), and what has
-# no NumPy counterpart (a function, an incomplete type).
-_ANY_ELEMENT = frozenset("vc?")
-
-
-class Parameter(NamedTuple):
-    """One kernel parameter, as the compiler sees it after template substitution.
-
-    ``type`` is the C++ spelling (``const float*``); ``name`` comes from the source ("" where it
-    cannot be read); ``kind``/``size`` as in :attr:`Function.params`; for a pointer, ``pointee`` is
-    the element's kind letter (or v void, c plain char, r struct/class/union, p pointer) with its
-    size and alignment.
-    """
-
-    position: int
-    name: str
-    type: str
-    kind: str
-    size: int
-    pointee: str = ""
-    pointee_size: int = 0
-    pointee_align: int = 1
-
-    def label(self) -> str:
-        """``name: type`` (or the type alone when the name is unknown)."""
-        return f"{self.name}: {self.type}" if self.name else self.type
-
-
-def _dtype_name(kind: str, size: int) -> str:
-    """The NumPy dtype standing for a C++ element of ``kind`` and ``size`` bytes."""
-    if kind in "iuf":
-        return {"i": "int", "u": "uint", "f": "float"}[kind] + str(8 * size)
-    return {"h": "float16", "b": "bfloat16", "B": "bool"}.get(kind, "?")
-
-
-class _ElementRule:
-    """Which array element types a pointer parameter takes, decided once per dtype."""
-
-    def __init__(self, param: Parameter):
-        self.param = param
-        self.align = max(1, param.pointee_align)
-        self._verdicts: dict[np.dtype, bool] = {}
-        kind, size = param.pointee, param.pointee_size
-        if kind == "r":
-            element = re.sub(r"\s*\*$", "", re.sub(r"\bconst\b|\bvolatile\b", "", param.type)).strip()
-            self.expected = (
-                f"a byte array (uint8 or int8: raw storage) or one of {size}-byte elements, "
-                f"for the {size}-byte {element}"
-            )
-        elif kind == "p":
-            self.expected = f"an array of {size}-byte integers (pointers), uint64 or int64"
-        else:
-            self.expected = f"an array of {_dtype_name(kind, size)}"
-
-    def accepts(self, dtype: np.dtype) -> bool:
-        verdict = self._verdicts.get(dtype)
-        if verdict is None:
-            verdict = self._verdicts[dtype] = self._decide(dtype)
-        return verdict
-
-    def _decide(self, dtype: np.dtype) -> bool:
-        kind, size = self.param.pointee, self.param.pointee_size
-        if not dtype.isnative or dtype.hasobject:
-            return False  # a kernel reads neither swapped bytes nor Python objects
-        if kind == "r":
-            # A struct has no NumPy dtype of its own: byte storage, or elements of its exact size
-            # (a structured dtype, complex64 for a float2), and the address is checked for alignment.
-            return (dtype.kind in "iu" and dtype.itemsize == 1) or dtype.itemsize == size
-        if kind == "p":
-            return dtype.kind in "iu" and dtype.itemsize == size
-        return _scalar_kind(dtype) == kind and dtype.itemsize == size
-
-
-def _byte_bounds(arg: np.ndarray, pointer: int) -> tuple[int, int]:
-    """The bytes ``[lo, hi)`` that ``arg`` (with data pointer ``pointer``) covers; what
-    ``np.lib.array_utils.byte_bounds`` gives, without its second ``__array_interface__``."""
-    if not arg.size:
-        return pointer, pointer
-    if arg.flags.c_contiguous or arg.flags.f_contiguous:
-        return pointer, pointer + arg.nbytes
-    lo = hi = pointer
-    for extent, stride in zip(arg.shape, arg.strides, strict=True):
-        if stride < 0:
-            lo += (extent - 1) * stride
-        else:
-            hi += (extent - 1) * stride
-    return lo, hi + arg.itemsize
-
-
-def _dim3(value, what: str) -> tuple[int, int, int]:
-    dims = (value,) if isinstance(value, (int, np.integer)) else tuple(value)
-    if not 1 <= len(dims) <= 3 or any(int(d) < 0 for d in dims):
-        raise ValueError(f"{what}: expected an int or up to 3 non-negative ints, got {value!r}")
-    x, y, z = (*(int(d) for d in dims), 1, 1)[:3]
-    return x, y, z
 
 
 def _env_flag(name: str) -> bool:
@@ -352,7 +158,7 @@ class RawModule:
         ]
         flags = tuple(o for o in options if o.startswith(("-D", "-U", "-I")))
         self._unit, self._flags = _rewrite.translation_unit(code, self._names), flags
-        self._lib, self.shared_object = _load(self._unit, flags, self.asan)
+        self._lib, self.shared_object = load(self._unit, flags, self.asan)
         self._counting_lib: tuple[ctypes.CDLL, pathlib.Path] | None = None
         if self.count_traffic:
             self._counting()
@@ -374,7 +180,7 @@ class RawModule:
                     f"counting global-memory traffic needs GCC (its kernel-address sanitizer's callbacks); "
                     f"the compiler is {_toolchain.compiler()}"
                 )
-            self._counting_lib = _load(self._unit, self._flags, False, traffic=True)
+            self._counting_lib = load(self._unit, self._flags, False, traffic=True)
         return self._counting_lib
 
     def _names_of(self, name: str, count: int) -> tuple[str, ...]:
@@ -404,52 +210,10 @@ class RawModule:
         return self._functions[name]
 
 
-def _keep_warm(lib: ctypes.CDLL, fibers: int = 0) -> None:
-    """Mark ``lib`` launched last (its launch keeping ``fibers`` threads' stacks); trim the modules
-    launched least recently past KEEP_WARM modules or WARM_FIBERS fibers (never ``lib``)."""
-    _, before = _WARM.pop(id(lib), (lib, 0))
-    _WARM[id(lib)] = (lib, max(before, fibers))
-    while len(_WARM) > 1 and (len(_WARM) > KEEP_WARM or sum(f for _, f in _WARM.values()) > WARM_FIBERS):
-        _WARM.pop(next(iter(_WARM)))[0].cutopk_sim_trim()
-
-
-def _load(
-    source: str, flags: tuple[str, ...], asan: bool, traffic: bool = False
-) -> tuple[ctypes.CDLL, pathlib.Path]:
-    key = (source, flags, asan, traffic)
-    with _MODULE_CACHE_LOCK:
-        entry = _MODULE_CACHE.get(key)
-        if entry is None:
-            path = _toolchain.build(source, flags, asan, traffic)
-            lib = ctypes.CDLL(str(path), mode=os.RTLD_LOCAL | os.RTLD_NOW)
-            lib.cutopk_sim_launch.restype = ctypes.c_int
-            lib.cutopk_sim_launch.argtypes = [
-                ctypes.c_int,
-                *[ctypes.c_uint] * 6,
-                ctypes.c_ulonglong,
-                ctypes.POINTER(ctypes.c_void_p),
-                ctypes.c_int,
-                ctypes.c_ulonglong,
-                ctypes.c_ulonglong,
-                ctypes.c_int,
-                ctypes.c_ulonglong,
-                ctypes.c_double,
-            ]
-            lib.cutopk_sim_describe.restype = ctypes.c_int
-            lib.cutopk_sim_describe.argtypes = [ctypes.c_int, ctypes.POINTER(_ParamInfo), ctypes.c_int]
-            lib.cutopk_sim_error.restype = ctypes.c_char_p
-            lib.cutopk_sim_fault_frames.restype = ctypes.c_int
-            lib.cutopk_sim_trim.restype = None
-            lib.cutopk_sim_set_cluster.restype = None
-            lib.cutopk_sim_set_cluster.argtypes = [ctypes.c_uint] * 3
-            if traffic:
-                lib.cutopk_sim_traffic_begin.restype = ctypes.c_int
-                lib.cutopk_sim_traffic_begin.argtypes = [ctypes.POINTER(ctypes.c_ulonglong), ctypes.c_int]
-                lib.cutopk_sim_traffic_end.restype = None
-                lib.cutopk_sim_traffic_end.argtypes = [ctypes.POINTER(ctypes.c_ulonglong)]
-            entry = _MODULE_CACHE[key] = (lib, path)
-    return entry
-
+# Fault handlers are process-wide, so one launch runs at a time in a process.
+_LAUNCH_LOCK = threading.Lock()
+# Codes whose fault happened at an unknown place in the code: worth a look-up of the source line.
+_LOCATE = {4, 5, 8, 10}  # overrun, crash, hang, cluster misuse
 
 # Blocks a thread-block cluster may hold without a non-portable opt-in (CUDA's portable maximum).
 MAX_CLUSTER_BLOCKS = 8
@@ -478,14 +242,14 @@ class Function:
         # launch asking for more dynamic shared memory than this fails, so a kernel must opt in
         # before it takes more than the default 48 KB.
         self.max_dynamic_shared_size_bytes = 48 * 1024
-        infos = (_ParamInfo * MAX_PARAMS)()
+        infos = (ParamInfo * MAX_PARAMS)()
         n = module._lib.cutopk_sim_describe(index, infos, MAX_PARAMS)
         if n > MAX_PARAMS:
             raise _errors.LaunchArgumentError(f"kernel {name!r} has {n} parameters, more than {MAX_PARAMS}")
         names = module._names_of(name, n)
         self.parameters = []
         for i, info in enumerate(infos[:n]):
-            pretty = _PRETTY_TYPE.search(info.type.decode(errors="replace"))
+            pretty = PRETTY_TYPE.search(info.type.decode(errors="replace"))
             self.parameters.append(
                 Parameter(
                     i,
@@ -501,7 +265,7 @@ class Function:
         self.params = [(p.kind, p.size) for p in self.parameters]
         # Per position: the element-type rule of a pointer parameter, None where any array goes.
         self._rules = [
-            _ElementRule(p) if p.kind == "p" and p.pointee not in _ANY_ELEMENT else None
+            ElementRule(p) if p.kind == "p" and p.pointee not in ANY_ELEMENT else None
             for p in self.parameters
         ]
 
@@ -536,15 +300,15 @@ class Function:
             limit). The kernel reaches them through ``cooperative_groups::this_cluster()``
             (cutopk/sim/runtime/sim_cluster.h). None: clusters of one block.
         """
-        grid3, block3 = _dim3(grid, "grid"), _dim3(block, "block")
+        grid3, block3 = dim3(grid, "grid"), dim3(block, "block")
         fixed = self.module.cluster_dims.get(self.name)  # __cluster_dims__: CUDA takes it at every launch
         if cluster is None:
             cluster = fixed or 1
-        elif fixed and _dim3(cluster, "cluster") != fixed:
+        elif fixed and dim3(cluster, "cluster") != fixed:
             raise ValueError(
                 f"kernel {self.name!r} is compiled for clusters {fixed}, launched with {cluster}"
             )
-        cluster3 = _dim3(cluster, "cluster")
+        cluster3 = dim3(cluster, "cluster")
         blocks = cluster3[0] * cluster3[1] * cluster3[2]
         if not 1 <= blocks <= MAX_CLUSTER_BLOCKS or any(g % c for g, c in zip(grid3, cluster3, strict=True)):
             raise ValueError(
@@ -572,13 +336,13 @@ class Function:
         values, regions = self._marshal(args)
         mod = self.module
         launch = (self._index, *grid3, *block3, int(shared_mem), cluster3)
-        counting = mod.count_traffic or bool(_COUNTING)
+        counting = mod.count_traffic or bool(COUNTING)
         lib, so = mod._counting() if counting else (mod._lib, mod.shared_object)
         with _LAUNCH_LOCK:
             nblocks = grid3[0] * grid3[1] * grid3[2]
             resident = nblocks if mod.resident_blocks < 1 else min(nblocks, mod.resident_blocks)
             resident = max(blocks, resident // blocks * blocks)  # whole clusters (sim_launch.h)
-            _keep_warm(lib, resident * threads)
+            keep_warm(lib, resident * threads)
             # The counts come back through a shared page: an isolated launch counts in its child.
             page = mmap.mmap(-1, 24) if counting else None
             counts = (ctypes.c_ulonglong * 3).from_buffer(page) if page is not None else None
@@ -604,7 +368,7 @@ class Function:
             if counts is not None and rc == 0:
                 record = LaunchTraffic(self.name, grid3, block3, *(int(c) for c in counts))
                 mod.traffic.append(record)
-                for records in _COUNTING:
+                for records in COUNTING:
                     records.append(record)
         if rc != 0:
             where = _lines.kernel_location(so, frames) if rc in _LOCATE else None
@@ -628,7 +392,7 @@ class Function:
             )
             if counts is not None:
                 # Views of one buffer, or arrays that touch, are one region: a sector is counted once.
-                spans = _traffic_spans(regions)
+                spans = traffic_spans(regions)
                 bounds = (ctypes.c_ulonglong * max(1, 2 * len(spans)))(*(b for span in spans for b in span))
                 if lib.cutopk_sim_traffic_begin(bounds, len(spans)) != 0:
                     return (9, f"cannot count the traffic of {len(spans)} array regions", [])
@@ -668,7 +432,7 @@ class Function:
                 rule = self._rules[position]
                 if rule is not None:
                     self._check_element(rule, arg, pointer)
-                lo, hi = _byte_bounds(arg, pointer)
+                lo, hi = byte_bounds(arg, pointer)
                 regions.append(_staging.Region(lo, hi, arg.flags.writeable))
                 values.append(pointer)
                 continue
@@ -677,16 +441,16 @@ class Function:
                     self._refuse(position, ", got None (a null pointer)")
                 values.append(0)
                 continue
-            scalar = _python_scalar(arg)
+            scalar = python_scalar(arg)
             if not isinstance(scalar, np.generic):
                 self._refuse(
                     position,
                     "; expected a NumPy array, a NumPy scalar or None, "
                     f"got {type(arg).__module__}.{type(arg).__name__}",
                 )
-            if kind == "p" or _scalar_kind(scalar.dtype) != kind or scalar.dtype.itemsize != size:
+            if kind == "p" or scalar_kind(scalar.dtype) != kind or scalar.dtype.itemsize != size:
                 note = " (Python ints are passed as int64, as CuPy does)" if isinstance(arg, int) else ""
-                self._refuse(position, f", got {_describe_given(arg, scalar)}{note}")
+                self._refuse(position, f", got {describe_given(arg, scalar)}{note}")
             values.append((ctypes.c_char * size).from_buffer_copy(scalar.tobytes()))
         return values, regions
 
@@ -696,15 +460,15 @@ class Function:
         article = "an" if str(size).startswith("8") or size in (11, 18) else "a"
         raise _errors.LaunchArgumentError(
             f"kernel {self.name!r}, argument {position}: the parameter is {article} {size}-byte "
-            f"{_KIND_NAMES[kind]}{given}"
+            f"{KIND_NAMES[kind]}{given}"
         )
 
-    def _check_element(self, rule: _ElementRule, arg: np.ndarray, pointer: int) -> None:
+    def _check_element(self, rule: ElementRule, arg: np.ndarray, pointer: int) -> None:
         """Raise if ``arg``'s element type or address does not suit the pointer parameter."""
         if not rule.accepts(arg.dtype):
             raise _errors.ElementTypeError(
                 f"kernel {self.name!r}, argument {rule.param.position} ({rule.param.label()}): "
-                f"expected {rule.expected}, got {_dtype_label(arg.dtype)} array"
+                f"expected {rule.expected}, got {dtype_label(arg.dtype)} array"
             )
         if pointer % rule.align:
             raise _errors.LaunchArgumentError(
@@ -712,20 +476,3 @@ class Function:
                 f"address {pointer:#x} is not a multiple of {rule.align}, the element's alignment "
                 "(a misaligned access faults on a GPU)"
             )
-
-
-def _traffic_spans(regions: list[_staging.Region]) -> list[tuple[int, int]]:
-    """The regions' bytes as disjoint sorted spans, overlapping or touching ones joined."""
-    spans: list[list[int]] = []
-    for r in sorted((r for r in regions if r.hi > r.lo), key=lambda r: r.lo):
-        if spans and r.lo <= spans[-1][1]:
-            spans[-1][1] = max(spans[-1][1], r.hi)
-        else:
-            spans.append([r.lo, r.hi])
-    return [(lo, hi) for lo, hi in spans]
-
-
-def _dtype_label(dtype: np.dtype) -> str:
-    """A dtype with its article, as an error message names it: ``a float64``, ``an int32``."""
-    name = str(dtype) if dtype.fields is None else f"structured {dtype.itemsize}-byte {dtype}"
-    return f"{'an' if name[0] in 'aeio' else 'a'} {name}"

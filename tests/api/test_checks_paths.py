@@ -1,4 +1,4 @@
-"""Argument checks (cutopk/_request/checks.py) on inputs the front door's other tests do not give:
+"""Argument checks (cutopk/_request/checks.py) on inputs the other tests of tests/api do not give:
 NumPy booleans for ``sorted``, and an unhashable value checked against a table of choices (the
 torch operator's ``sorted`` names)."""
 

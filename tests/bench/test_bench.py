@@ -763,18 +763,18 @@ def test_self_check_skips_large_cases_and_names_wrong_indices():
 
 def test_the_algorithm_column_names_the_cpu_route(monkeypatch):
     """Issue 36 item 11: every CPU case said ``select``, the compiled route's too."""
-    from cutopk.numpy import native
+    from cutopk.numpy import compiled
 
     long_rows, case = np.zeros((2, 9000), np.float32), grid.Case("t", 2, 9000, 10)
-    monkeypatch.setenv(native.ENV_VAR, "0")
+    monkeypatch.setenv(compiled.ENV_VAR, "0")
     assert runner._algorithm(long_rows, case, 1) == "select:filter"
     assert (
         runner._algorithm(np.zeros((64, 128), np.float32), grid.Case("t", 64, 128, 4), 1) == "select:sorted"
     )
-    monkeypatch.delenv(native.ENV_VAR)
-    if native.unavailable_reason() is not None:
-        pytest.skip(f"the compiled route cannot run here: {native.unavailable_reason()}")
-    assert runner._algorithm(long_rows, case, 1) == "select:native"
+    monkeypatch.delenv(compiled.ENV_VAR)
+    if compiled.unavailable_reason() is not None:
+        pytest.skip(f"the compiled route cannot run here: {compiled.unavailable_reason()}")
+    assert runner._algorithm(long_rows, case, 1) == "select:compiled"
 
 
 def test_a_plan_that_fails_is_shown_as_a_question_mark(monkeypatch):

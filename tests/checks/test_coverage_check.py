@@ -13,7 +13,7 @@ import coverage_check
 
 CUDA_PATH_FILES = [
     "cutopk/cuda/launcher.py",
-    "cutopk/cuda/rows.py",
+    "cutopk/cuda/shared_memory.py",
     "cutopk/cuda/device.py",
     "cutopk/_interop.py",
     "cutopk/_core/out.py",
@@ -59,8 +59,8 @@ def test_total_under_98_percent_fails():
 
 
 def test_cuda_path_module_under_95_percent_fails_but_another_module_does_not():
-    _, failures = coverage_check.check(data(**{"cuda/rows": 94.9, "numpy/backend": 50.0}))
-    assert failures == ["cutopk/cuda/rows.py: 94.90% < 95% (a CUDA-path module)"]
+    _, failures = coverage_check.check(data(**{"cuda/shared_memory": 94.9, "numpy/backend": 50.0}))
+    assert failures == ["cutopk/cuda/shared_memory.py: 94.90% < 95% (a CUDA-path module)"]
 
 
 def test_a_cuda_path_module_missing_from_the_data_fails():

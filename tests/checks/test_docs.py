@@ -1,15 +1,26 @@
-"""The documents: every path README.md and docs/ name (a Markdown link, or a backticked path or
-command) exists in the checkout."""
+"""Named paths exist: every path the documents (README.md, docs/, tests/README.md,
+benchmarks/README.md) name, as a Markdown link or a backticked path or command; and every path,
+folder and ``cutopk.*`` module the source files name in their comments and docstrings (issue 40:
+no comment may point a reader at a file that is gone). The dated records of benchmarks/results/
+name the files of the commit they measured, and are left as they are."""
 
 from __future__ import annotations
 
+import ast
+import io
 import pathlib
 import re
+import tokenize
 
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+DOCUMENTS = [
+    ROOT / "README.md",
+    *sorted((ROOT / "docs").rglob("*.md")),
+    ROOT / "tests" / "README.md",
+    ROOT / "benchmarks" / "README.md",
+]
 TOP = ("cutopk", "kernels", "tests", "docs", "benchmarks", "tools", ".ci", "specs")
 _LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 _CODE = re.compile(r"`([^`\n]+)`")
@@ -56,17 +67,35 @@ def test_named_paths_finds_links_paths_and_command_files():
 # file extension under one of the top folders). This file is left out: its own examples above
 # name made-up paths on purpose.
 SOURCES = [
-    path
-    for top in ("cutopk", "kernels", "tests", "benchmarks", "tools", ".ci")
-    for path in sorted((ROOT / top).rglob("*"))
-    if path.suffix in {".py", ".cu", ".cuh", ".h", ".c", ".sh", ""}
-    and path.is_file()
-    and path != pathlib.Path(__file__).resolve()
-    and "__pycache__" not in path.parts
+    *(
+        path
+        for top in ("cutopk", "kernels", "tests", "benchmarks", "tools", ".ci")
+        for path in sorted((ROOT / top).rglob("*"))
+        if path.suffix in {".py", ".cu", ".cuh", ".h", ".c", ".sh", ""}
+        and path.is_file()
+        and path != pathlib.Path(__file__).resolve()
+        and "__pycache__" not in path.parts
+    ),
+    ROOT / "pyproject.toml",
 ]
 _SOURCE_PATH = re.compile(
     r"(?<![\w./-])((?:cutopk|kernels|tests|benchmarks|tools|docs|\.ci)/[\w/.-]*\.(?:py|cuh|cu|h|c|sh|md|toml))\b"
 )
+
+
+# A path inside the package or the kernels named from where it lies (``numpy/backend.py``,
+# ``cuda/runner.py``, ``runtime/sim_launch.h``, ``common/keys.cuh``), and the folders it may lie in.
+_RELATIVE_PATH = re.compile(
+    r"(?<![\w./$-])((?:_core|_request|_bench|numpy|cuda|sim|irregular|families|runtime|common)/"
+    r"[\w/.-]*\.(?:py|cuh|cu|h|c))\b"
+)
+_RELATIVE_BASES = ("cutopk", "cutopk/cuda", "cutopk/sim", "kernels")
+# A folder of the checkout, named with its closing slash (``cutopk/cuda/families/``).
+_FOLDER = re.compile(
+    r"(?<![\w./$-])((?:cutopk|kernels|tests|benchmarks|tools|docs)/(?:[\w.-]+/)*)(?![\w.*<-])"
+)
+# A module of the package by its dotted name (``cutopk.numpy.compiled``, ``cutopk.sim.RawModule``).
+_MODULE = re.compile(r"(?<![\w.])(cutopk(?:\.[A-Za-z_]\w*)+)")
 
 
 def source_paths(text: str) -> list[str]:
@@ -74,16 +103,110 @@ def source_paths(text: str) -> list[str]:
     return [p for p in _SOURCE_PATH.findall(text) if "*" not in p]
 
 
-@pytest.mark.parametrize("source", SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
-def test_every_path_a_source_file_names_exists(source):
+def relative_paths(text: str) -> list[str]:
+    """The paths a source file names from inside the package or the kernels (``numpy/backend.py``)."""
+    return _RELATIVE_PATH.findall(text)
+
+
+def folders(text: str) -> list[str]:
+    """The checkout folders a source file names with a closing slash."""
+    return _FOLDER.findall(text)
+
+
+def commentary(path: pathlib.Path, text: str) -> str:
+    """The comments and docstrings of a source file: Python's ``#`` comments and docstrings, C
+    and CUDA's ``//`` and ``/* */`` comments, the ``#`` comments of shell scripts and TOML."""
+    if path.suffix == ".py":
+        parts = [
+            tok.string
+            for tok in tokenize.generate_tokens(io.StringIO(text).readline)
+            if tok.type == tokenize.COMMENT
+        ]
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                parts.append(ast.get_docstring(node, clean=False) or "")
+        return "\n".join(parts)
+    if path.suffix in {".cu", ".cuh", ".h", ".c"}:
+        return "\n".join(re.findall(r"//[^\n]*|/\*.*?\*/", text, flags=re.S))
+    return "\n".join(re.findall(r"#[^\n]*", text))
+
+
+def module_names(text: str) -> list[str]:
+    """The ``cutopk.*`` dotted names in ``text`` (a file name such as ``cutopk.cu`` is not one)."""
+    return [m for m in _MODULE.findall(text) if not re.fullmatch(r"cutopk\.(cu|cuh|h|c|py|so)", m)]
+
+
+def module_exists(name: str) -> bool:
+    """Whether ``name`` is a module (or folder) of the package, or a name its module defines or
+    imports (``cutopk.sim.RawModule``): read from the files, nothing imported."""
+    parts = name.split(".")
+    for i in range(len(parts), 0, -1):
+        inner = parts[1:i]
+        # cutopk.kernels is the checkout's kernels/ folder (pyproject.toml's package-dir).
+        base = (
+            ROOT.joinpath("kernels", *inner[1:])
+            if inner[:1] == ["kernels"]
+            else ROOT.joinpath("cutopk", *inner)
+        )
+        module = next((m for m in (base.with_suffix(".py"), base / "__init__.py") if m.is_file()), None)
+        if module is None and not base.is_dir():
+            continue
+        if i == len(parts):
+            return True
+        return module is not None and re.search(rf"\b{re.escape(parts[i])}\b", module.read_text()) is not None
+    return False
+
+
+def _read(source: pathlib.Path) -> str:
     try:
-        text = source.read_text()
+        return source.read_text()
     except UnicodeDecodeError:
         pytest.skip(f"{source.relative_to(ROOT)} is not text")
-    missing = sorted({p for p in source_paths(text) if not (ROOT / p).exists()})
+
+
+def _relative_exists(path: str, source: pathlib.Path) -> bool:
+    bases = [source.parent, *source.parents, *(ROOT / b for b in _RELATIVE_BASES)]
+    return any((base / path).exists() for base in bases)
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_path_a_source_file_names_exists(source):
+    text = _read(source)
+    missing = sorted(
+        {p for p in source_paths(text) if not (ROOT / p).exists()}
+        | {p for p in relative_paths(text) if not _relative_exists(p, source)}
+        | {p for p in folders(text) if not (ROOT / p).is_dir()}
+    )
     assert missing == [], f"{source.relative_to(ROOT)} names paths that do not exist: {missing}"
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_module_a_comment_or_docstring_names_exists(source):
+    missing = sorted({m for m in module_names(commentary(source, _read(source))) if not module_exists(m)})
+    assert missing == [], f"{source.relative_to(ROOT)} names modules that do not exist: {missing}"
 
 
 def test_source_paths_finds_paths_with_an_extension_only():
     text = "see cutopk/_request/keys.py, kernels/order.cu; not cutopk/cuda/ nor xcutopk/a.py or kernels/*.cu"
     assert source_paths(text) == ["cutopk/_request/keys.py", "kernels/order.cu"]
+
+
+def test_relative_paths_folders_and_modules_are_found_and_checked():
+    text = "see numpy/backend.py and cuda/gone.py; not xnumpy/a.py; kernels/common/ and cutopk/gone/"
+    assert relative_paths(text) == ["numpy/backend.py", "cuda/gone.py"]
+    assert folders(text) == ["kernels/common/", "cutopk/gone/"]
+    source = ROOT / "tests" / "checks" / "test_docs.py"
+    assert _relative_exists("numpy/backend.py", source) and not _relative_exists("cuda/gone.py", source)
+    assert module_names("cutopk.numpy.compiled, cutopk.cu and torch.ops.cutopk.x") == [
+        "cutopk.numpy.compiled"
+    ]
+    assert module_exists("cutopk.numpy.compiled") and module_exists("cutopk.sim.RawModule")
+    assert module_exists("cutopk.kernels") and module_exists("cutopk.sim.runtime")
+    assert not module_exists("cutopk.numpy.native") and not module_exists("cutopk.sim.NoSuchThing")
+
+
+def test_commentary_holds_comments_and_docstrings_not_code():
+    py = '"""Doc cutopk.a."""\nx = "cutopk.b"  # cutopk.z\n\n\ndef f():\n    """cutopk.d"""\n'
+    assert module_names(commentary(pathlib.Path("m.py"), py)) == ["cutopk.z", "cutopk.a", "cutopk.d"]
+    c = 'int x = 1; // cutopk.e\nconst char* s = "cutopk.f"; /* cutopk.g\n */\n'
+    assert module_names(commentary(pathlib.Path("k.cu"), c)) == ["cutopk.e", "cutopk.g"]

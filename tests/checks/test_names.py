@@ -1,12 +1,14 @@
 """One name per concept: no class name is defined twice in cutopk/ (two ``Program`` classes, one
 in the launcher and one in the runner, meant two different things under one word). A class
-defined inside a function counts too: a reader (and a traceback) sees only its name."""
+defined inside a function counts too: a reader (and a traceback) sees only its name. And the
+names issue 40 retired (a second name for one concept) do not come back."""
 
 from __future__ import annotations
 
 import ast
 import collections
 import pathlib
+import re
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[2] / "cutopk"
 
@@ -32,3 +34,45 @@ def test_the_check_sees_a_name_defined_in_two_modules(tmp_path):
     (package / "a.py").write_text("class Program:\n    pass\n")
     (package / "sub" / "b.py").write_text("def f():\n    class Program:\n        pass\n")
     assert class_definitions(package)["Program"] == ["pkg/a.py:1", "pkg/sub/b.py:2"]
+
+
+# Names issue 40 retired, each for the one name its concept keeps (docs/architecture.md, "One
+# name per concept"), and the files where the old word may still stand: the deprecated aliases
+# users set, and the file names of earlier versions' build folders that the cache cleaner knows.
+RETIRED = {
+    r"\bCUTOPK_NATIVE": ("numpy/compiled.py",),  # CUTOPK_COMPILED*; the aliases live there
+    # The compiled route; FlashInfer calls one of its own backends "native" (the benchmark's peer).
+    r"[\"']native(-\w+)?[\"']|\bcutopk_native|numpy/native|numpy\.native": (
+        "numpy/compiled.py",
+        "_bench/flashinfer.py",
+    ),
+    r"\bselect_rows\.c\b": ("_host_build.py",),  # compiled.c; an earlier version's build file
+    r"\bclass Prepared\b|\bdef prepared\(": (),  # a runner (the core's prepared call keeps the word)
+    r"\bcuda\.rows\b|\bcuda/rows\.py|from \. import rows\b|import rows as": (),  # cuda/shared_memory.py
+}
+
+
+def retired_names(root: pathlib.Path) -> dict[str, list[str]]:
+    """Where a retired name is used under ``root`` outside the files allowed to keep it."""
+    found: dict[str, list[str]] = collections.defaultdict(list)
+    for path in sorted([*root.rglob("*.py"), *root.rglob("*.c")]):
+        name = path.relative_to(root).as_posix()
+        text = path.read_text()
+        for pattern, allowed in RETIRED.items():
+            if name not in allowed:
+                found[pattern] += [
+                    f"{name}:{text.count(chr(10), 0, m.start()) + 1}" for m in re.finditer(pattern, text)
+                ]
+    return {pattern: where for pattern, where in found.items() if where}
+
+
+def test_retired_names_stay_retired():
+    assert retired_names(PACKAGE) == {}
+
+
+def test_the_retired_names_check_sees_an_old_name(tmp_path):
+    (tmp_path / "numpy").mkdir()
+    (tmp_path / "numpy" / "routes.py").write_text('ROUTE = "native-rank"\nENV = "CUTOPK_NATIVE"\n')
+    found = retired_names(tmp_path)
+    assert found[r"\bCUTOPK_NATIVE"] == ["numpy/routes.py:2"]
+    assert list(found.values())[1] == ["numpy/routes.py:1"]

@@ -75,7 +75,7 @@ def test_launch_bounds_without_a_kernel_name_are_refused():
 
 
 def test_more_shared_memory_than_the_device_has_is_refused_before_a_launch():
-    from cutopk.cuda import rows as _rows
+    from cutopk.cuda import shared_memory as _shared_memory
 
     class Kernel:  # nothing may be set on it
         __slots__ = ()
@@ -83,4 +83,4 @@ def test_more_shared_memory_than_the_device_has_is_refused_before_a_launch():
     with pytest.raises(
         ValueError, match=r"asks for 1000000000 bytes of shared memory, the device allows \d+"
     ):
-        _rows.opt_in(Kernel(), 10**9, "sim")
+        _shared_memory.opt_in(Kernel(), 10**9, "sim")

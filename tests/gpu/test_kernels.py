@@ -478,8 +478,8 @@ def test_out_of_memory_is_a_clear_memory_error(monkeypatch):
     def no_memory(*args, **kwargs):
         raise OutOfMemoryError("out of memory allocating 1,024 bytes")
 
-    monkeypatch.setattr(_runner.Prepared, "run", no_memory)  # every family's launches
-    monkeypatch.setattr(_runner.Prepared, "_direct_single", no_memory)  # one launch without scratch
+    monkeypatch.setattr(_runner.Runner, "run", no_memory)  # every family's launches
+    monkeypatch.setattr(_runner.Runner, "_direct_single", no_memory)  # one launch without scratch
     _call.CACHE.clear()  # calls prepared before the patch keep their own
     with pytest.raises(MemoryError, match=r"top_k: out of GPU memory running 'radix' on 2 rows of 5000"):
         cutopk.top_k(np.zeros((2, 5000), np.float32), 100, backend="sim")

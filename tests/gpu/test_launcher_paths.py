@@ -34,8 +34,8 @@ def test_a_launch_error_that_is_not_out_of_memory_propagates_unchanged(monkeypat
     def fail(*args, **kwargs):
         raise failure
 
-    monkeypatch.setattr(_runner.Prepared, "run", fail)  # every family's launches
-    monkeypatch.setattr(_runner.Prepared, "_direct_single", fail)  # one launch without scratch
+    monkeypatch.setattr(_runner.Runner, "run", fail)  # every family's launches
+    monkeypatch.setattr(_runner.Runner, "_direct_single", fail)  # one launch without scratch
     _call.CACHE.clear()  # calls prepared before the patch keep their own
     out = (np.zeros((2, 100), np.float32), np.zeros((2, 100), np.int64)) if into_out else None
     with pytest.raises(LaunchFailure) as caught:

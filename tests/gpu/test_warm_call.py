@@ -28,10 +28,10 @@ ONCE = (
     (_interop, "as_cupy"),
     (_interop, "import_cupy"),
     (_launcher.GpuCall, "__init__"),
-    (_runner.Prepared, "__init__"),
+    (_runner.Runner, "__init__"),
     (_runner._Sequence, "_add"),
     (_runner._Sequence, "carved"),
-    (_runner, "_compiled"),
+    (_runner, "_generated"),
 )
 
 

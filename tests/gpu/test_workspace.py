@@ -103,9 +103,9 @@ def test_a_cache_hit_plans_and_prepares_nothing_again(monkeypatch):
     x = np.zeros((6, 3000), np.float32)
     cutopk.top_k(x, 50, backend="sim", algorithm="sort")
     planned, prepared = [], []
-    plan, init = _dispatch.plan, _runner.Prepared.__init__
+    plan, init = _dispatch.plan, _runner.Runner.__init__
     monkeypatch.setattr(_dispatch, "plan", lambda *a, **kw: planned.append(a) or plan(*a, **kw))
-    monkeypatch.setattr(_runner.Prepared, "__init__", lambda self, *a: prepared.append(a) or init(self, *a))
+    monkeypatch.setattr(_runner.Runner, "__init__", lambda self, *a: prepared.append(a) or init(self, *a))
     for _ in range(3):
         cutopk.top_k(x, 50, backend="sim", algorithm="sort")
     assert planned == [] and prepared == []

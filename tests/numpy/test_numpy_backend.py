@@ -283,7 +283,7 @@ def test_describe_tells_the_route_and_the_copies():
         "threads_why": "",
         "copy": False,
         "block_copies": False,
-        "compiled": "turned off by CUTOPK_NATIVE=0",  # tests/numpy/conftest.py
+        "compiled": "turned off by CUTOPK_COMPILED=0",  # tests/numpy/conftest.py
     }
     assert describe(a, 16)["route"] == "filter" and not describe(a, 16)["block_copies"]
     assert describe(a, 600)["route"] == "exact"

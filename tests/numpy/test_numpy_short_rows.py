@@ -1,4 +1,4 @@
-"""The NumPy backend's short-row routes (one sort of composite keys per row, and the prepared
+"""The NumPy backend's short-row routes (one sort of composite keys per row, and the runner
 function of a small cached call) and its thread cost model."""
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def _values(rng, dtype: np.dtype, shape) -> np.ndarray:
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", [(700, 8), (300, 16), (200, 64), (4, 128), (30, 200)])
 def test_short_rows_match_the_reference(dtype, shape):
-    """700x8 .. 200x64 through select_sorted in row blocks; 2x128 and 30x200 through the prepared
+    """700x8 .. 200x64 through select_sorted in row blocks; 2x128 and 30x200 through the runner
     function of a small call: every mode, NaN rule and order, ties by lower index."""
     x = _values(np.random.default_rng(shape[1]), _dtype(dtype), shape)
     assert cutopk.plan(x, 2).params["route"] == "sorted"
@@ -304,12 +304,12 @@ def test_small_call_shapes_and_index_dtypes(shape, index_dtype):
 @pytest.mark.parametrize("dtype", (np.float32, np.float16, np.int16, np.uint8))
 @pytest.mark.parametrize("mode", ("largest", "smallest"))
 def test_small_one_row_call_cached_gives_the_reference_answer(shape, dtype, mode):
-    """The prepared one-row function (an argsort whose first K are the result as they lie):
+    """The one-row runner (an argsort whose first K are the result as they lie):
     the same answer on every call, ties and -0.0 included, in the input's batch shape."""
     x = np.random.default_rng(shape[-1]).integers(-3, 3, shape).astype(np.float32)
     x.flat[::4] = -0.0
     x = x.astype(dtype)
-    for _ in range(3):  # the first call plans; the later ones run the prepared function
+    for _ in range(3):  # the first call plans; the later ones run the runner
         r = check_top_k(x, 7, mode=mode)
         assert r.indices.flags.c_contiguous and r.values.flags.c_contiguous
         assert r.indices.shape == (*shape[:-1], 7)

@@ -257,12 +257,22 @@ def test_module_options_are_checked(monkeypatch):
 
 
 def test_unreadable_process_map_counts_as_no_asan_runtime(monkeypatch):
-    from cutopk.sim import _module
+    from cutopk import _host_build
 
     def no_proc(*args, **kwargs):
         raise OSError("no /proc")
 
-    monkeypatch.setattr(_module, "open", no_proc, raising=False)
+    def maps_with_asan(*args, **kwargs):
+        import io
+
+        return io.StringIO("7f00-7f01 r-xp 0 0:0 0 /usr/lib/libasan.so.8\n")
+
+    # The process map is what tells (so a map naming libasan counts as the runtime loaded)...
+    monkeypatch.setattr(_host_build, "open", maps_with_asan, raising=False)
+    assert _host_build.asan_loaded()
+    # ...and one that cannot be read counts as no runtime: asan=True is refused, not loaded.
+    monkeypatch.setattr(_host_build, "open", no_proc, raising=False)
+    assert not _host_build.asan_loaded()
     with pytest.raises(
         sim.SimUnavailableError, match="asan=True needs the AddressSanitizer runtime loaded first"
     ):

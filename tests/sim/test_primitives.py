@@ -304,8 +304,8 @@ def test_module_cache_and_two_modules_in_one_process(tmp_path, monkeypatch):
     built = list(tmp_path.glob("*.so"))
     assert len(built) == 1
     mtime = built[0].stat().st_mtime_ns
-    from cutopk.sim import _module
+    from cutopk.sim import _library
 
-    _module._MODULE_CACHE.clear()
+    _library._MODULE_CACHE.clear()
     sim.RawModule(code=code)
     assert built[0].stat().st_mtime_ns == mtime and len(list(tmp_path.glob("*.so"))) == 1

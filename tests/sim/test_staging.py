@@ -40,7 +40,7 @@ def test_changes_go_back_only_to_writeable_arguments():
 
 
 def test_byte_bounds_match_numpy():
-    from cutopk.sim._module import _byte_bounds
+    from cutopk.sim._arguments import byte_bounds
 
     base = np.arange(4 * 6 * 5, dtype=np.float32).reshape(4, 6, 5)
     views = [
@@ -57,7 +57,7 @@ def test_byte_bounds_match_numpy():
     for v in views:
         pointer = v.__array_interface__["data"][0]
         expected = np.lib.array_utils.byte_bounds(v) if v.size else (pointer, pointer)
-        assert _byte_bounds(v, pointer) == expected, (v.shape, v.strides)
+        assert byte_bounds(v, pointer) == expected, (v.shape, v.strides)
 
 
 class _FailingLibc:

@@ -56,7 +56,7 @@ const char* type_name() {
   return __PRETTY_FUNCTION__;
 }
 
-// One kernel parameter, for the launch-argument checks in Python (cutopk/sim/_module.py mirrors
+// One kernel parameter, for the launch-argument checks in Python (cutopk/sim/_library.py mirrors
 // this layout with ctypes).
 struct ParamInfo {
   char kind;                          // kind_of the parameter

@@ -1,5 +1,6 @@
-"""Shared memory beyond 48 KB for a launch (:func:`opt_in`); a call's steps are prepared and run
-by cutopk/cuda/runner.py. Shared by the CUDA and simulator targets, like ``launcher``.
+"""Dynamic shared memory beyond 48 KB: a kernel opts in before a launch takes it (:func:`opt_in`).
+Used by the runner (cutopk/cuda/runner.py) and the merge kernels, on the CUDA and simulator
+targets alike.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 /* Exact top-K of the rows of a strided 2-D array, on one CPU thread: the NumPy backend's
- * compiled route (cutopk/numpy/native.py builds this file with the machine's C compiler and
+ * compiled route (cutopk/numpy/compiled.py builds this file with the machine's C compiler and
  * calls it through ctypes; every block runs on the thread that calls, the GIL released).
  *
  * Algorithm, per row: each element's preference key (the twin of cutopk/_request/keys.py and
@@ -50,9 +50,9 @@
 
 #define EXPORT __attribute__((visibility("default")))
 
-/* The layout of struct cutopk_rows and the meaning of its fields; native.py checks both through
- * cutopk_native_abi() before the first call. */
-#define CUTOPK_NATIVE_ABI 3
+/* The layout of struct cutopk_rows and the meaning of its fields; compiled.py checks both through
+ * cutopk_compiled_abi() before the first call. */
+#define CUTOPK_COMPILED_ABI 3
 
 enum element_kind { KIND_UNSIGNED = 0, KIND_SIGNED = 1, KIND_FLOAT = 2 };
 enum winner_order { ORDER_VALUE = 0, ORDER_INDEX = 1 };
@@ -62,7 +62,7 @@ enum method { METHOD_THRESHOLD = 0, METHOD_INSERT = 1, METHOD_COUNT = 2, METHOD_
 /* METHOD_RANK's candidates at most (more: the row goes to METHOD_INSERT). */
 #define RANK_ROOM(k) (4 * (k) + 32)
 
-/* One call's rows and request (native.py's ctypes mirror, field for field). */
+/* One call's rows and request (compiled.py's ctypes mirror, field for field). */
 struct cutopk_rows {
   const char* data;   /* the first element of the first row */
   int64_t rows;       /* number of rows */
@@ -1294,8 +1294,8 @@ static int select_counted(const struct cutopk_rows* r, const struct key_rule* ru
   return STATUS_OK;
 }
 
-EXPORT int64_t cutopk_native_abi(void) {
-  return ((int64_t)CUTOPK_NATIVE_ABI << 32) | sizeof(struct cutopk_rows);
+EXPORT int64_t cutopk_compiled_abi(void) {
+  return ((int64_t)CUTOPK_COMPILED_ABI << 32) | sizeof(struct cutopk_rows);
 }
 
 /* The buffer's length for rows of n and a given k: K kept, room for at least max(K, MIN_SLACK)
@@ -1334,7 +1334,7 @@ static int select_kept(const struct cutopk_rows* r, const struct key_rule* rule)
 }
 
 /* The top K of every row: r->out gets each row's K columns in the order asked for. */
-EXPORT int cutopk_select_rows(const struct cutopk_rows* r) {
+EXPORT int cutopk_compiled_select(const struct cutopk_rows* r) {
   if (r->rows < 0 || r->n < 1 || r->k < 1 || r->k > r->n) return STATUS_BAD_REQUEST;
   if (r->width != 1 && r->width != 2 && r->width != 4 && r->width != 8) return STATUS_BAD_REQUEST;
   if (r->kind == KIND_FLOAT && r->width == 1) return STATUS_BAD_REQUEST;

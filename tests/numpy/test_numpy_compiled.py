@@ -1,4 +1,4 @@
-"""The NumPy backend's compiled route (cutopk/numpy/select_rows.c through ``native.select``):
+"""The NumPy backend's compiled route (cutopk/numpy/compiled.c through ``compiled.select``):
 bit for bit against the reference and the NumPy routes over every dtype, strides, mode, NaN
 rule and order; the sampled threshold and its fallback; the route's choice, ``plan()``, and the
 NumPy routes wherever it cannot run (turned off, no compiler, a failed build, a foreign ABI)."""
@@ -18,7 +18,7 @@ from support.reference import check_top_k, reference_top_k
 
 import cutopk
 from cutopk.numpy import backend as _numpy
-from cutopk.numpy import native
+from cutopk.numpy import compiled
 
 DTYPES = (
     "float16", "bfloat16", "float32", "float64",
@@ -27,7 +27,7 @@ DTYPES = (
 DISTS = ("uniform", "all_equal", "few_distinct", "nan", "inf", "zeros", "sorted", "reversed", "extremes")
 
 pytestmark = pytest.mark.skipif(
-    not native.available(), reason=f"compiled route: {native.unavailable_reason()}"
+    not compiled.available(), reason=f"compiled route: {compiled.unavailable_reason()}"
 )
 
 
@@ -44,14 +44,14 @@ def _portable_build():
 
     if platform.machine() not in ("x86_64", "AMD64"):
         return None
-    flags = tuple("-march=x86-64" if f == "-march=native" else f for f in native.build_flags())
-    return native.load(native.build(native.compiler(), native.SOURCE.read_text(), flags))
+    flags = tuple("-march=x86-64" if f == "-march=native" else f for f in compiled.build_flags())
+    return compiled.load(compiled.build(compiled.compiler(), compiled.SOURCE.read_text(), flags))
 
 
-BUILDS = {"native": None}
+BUILDS = {"march-native": None}
 
 
-@pytest.fixture(params=("native", "portable"))
+@pytest.fixture(params=("march-native", "portable"))
 def build(request):
     """Which build ``_compiled`` calls: this machine's, or the portable one."""
     if request.param == "portable":
@@ -69,7 +69,7 @@ _BUILD: dict = {"function": None}
 
 def _compiled(x, k, largest=True, nan_first=False, order="value"):
     out = np.full((x.shape[0], k), -1, np.int64)
-    native.select(x, k, largest, nan_first, order, out, _BUILD["function"])
+    compiled.select(x, k, largest, nan_first, order, out, _BUILD["function"])
     return out
 
 
@@ -156,10 +156,10 @@ def test_random_rows(dtype, rows, n, k_share, largest, nan_first, order, seed, s
 
 @pytest.mark.parametrize("dtype", ("float32", "float16", "bfloat16", "int64", "uint8"))
 def test_top_k_takes_the_compiled_route_and_matches_the_reference(dtype, monkeypatch):
-    monkeypatch.delenv(native.ENV_VAR, raising=False)
+    monkeypatch.delenv(compiled.ENV_VAR, raising=False)
     rng = np.random.default_rng(3)
     x = make_values(rng, _dtype(dtype), (3, 20000), "nan" if "float" in dtype else "uniform")
-    assert cutopk.plan(x, 50).params["route"] == "native"
+    assert cutopk.plan(x, 50).params["route"] == "compiled"
     assert "compiled_unavailable" not in cutopk.plan(x, 50).params
     for mode, nan, order in itertools.product(
         ("largest", "smallest"), ("last", "largest"), (True, "index", False)
@@ -168,20 +168,20 @@ def test_top_k_takes_the_compiled_route_and_matches_the_reference(dtype, monkeyp
     # Strided rows are read as they lie; an outer axis stays on the NumPy routes.
     check_top_k(x[:, ::-2], 40)
     check_top_k(x.T.copy().T, 40)
-    assert cutopk.plan(np.ascontiguousarray(x.T), 50, axis=0).params["route"] != "native"
+    assert cutopk.plan(np.ascontiguousarray(x.T), 50, axis=0).params["route"] != "compiled"
 
 
 def test_routes_by_row_length_and_k():
     def route(shape, k, dtype=np.float32):
         return cutopk.plan(np.zeros(shape, dtype), k).params["route"]
 
-    assert route((4, 8192), 128) == "native"
-    assert route((4, 8192), 129) != "native"  # K above a 64th of the row
-    assert route((4, 65536), 512) == "native"
-    assert route((4, 1 << 17), 513) != "native"  # K above NATIVE_MAX_K
-    assert route((4, 8191), 8) != "native"
-    assert route((1, 1 << 21), 64) == "native"  # instead of the long-row ranges
-    assert route((4, 8192), 8, np.dtype(">f4")) != "native"  # non-native byte order
+    assert route((4, 8192), 128) == "compiled"
+    assert route((4, 8192), 129) != "compiled"  # K above a 64th of the row
+    assert route((4, 65536), 512) == "compiled"
+    assert route((4, 1 << 17), 513) != "compiled"  # K above COMPILED_MAX_K
+    assert route((4, 8191), 8) != "compiled"
+    assert route((1, 1 << 21), 64) == "compiled"  # instead of the long-row ranges
+    assert route((4, 8192), 8, np.dtype(">f4")) != "compiled"  # non-native byte order
 
 
 def test_identical_answers_on_every_thread_count():
@@ -200,11 +200,11 @@ def _fresh_state() -> dict:
 
 
 @pytest.fixture
-def fresh_native(monkeypatch, tmp_path):
+def fresh_compiled(monkeypatch, tmp_path):
     """A process that has not tried to load the compiled route yet, with a cache of its own."""
-    monkeypatch.setattr(native, "_state", _fresh_state())
-    monkeypatch.delenv(native.ENV_VAR, raising=False)
-    monkeypatch.setenv(native.CACHE_ENV_VAR, str(tmp_path / "cache"))
+    monkeypatch.setattr(compiled, "_state", _fresh_state())
+    monkeypatch.delenv(compiled.ENV_VAR, raising=False)
+    monkeypatch.setenv(compiled.CACHE_ENV_VAR, str(tmp_path / "cache"))
 
 
 def _long_rows():
@@ -218,36 +218,36 @@ def _assert_numpy_routes(x, why: str):
 
 
 @pytest.mark.parametrize("text", ("0", "off", "false", "No"))
-def test_turned_off_by_the_environment(fresh_native, monkeypatch, text):
-    monkeypatch.setenv(native.ENV_VAR, text)
-    assert not native.available()
-    _assert_numpy_routes(_long_rows(), f"turned off by CUTOPK_NATIVE={text}")
-    monkeypatch.setenv(native.ENV_VAR, "1")
-    assert native.available()
+def test_turned_off_by_the_environment(fresh_compiled, monkeypatch, text):
+    monkeypatch.setenv(compiled.ENV_VAR, text)
+    assert not compiled.available()
+    _assert_numpy_routes(_long_rows(), f"turned off by CUTOPK_COMPILED={text}")
+    monkeypatch.setenv(compiled.ENV_VAR, "1")
+    assert compiled.available()
 
 
-def test_no_compiler_leaves_the_numpy_routes(fresh_native, monkeypatch, tmp_path):
+def test_no_compiler_leaves_the_numpy_routes(fresh_compiled, monkeypatch, tmp_path):
     monkeypatch.delenv("CC", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))  # no cc, gcc or clang on it
-    assert native.compiler() is None
+    assert compiled.compiler() is None
     _assert_numpy_routes(_long_rows(), "no C compiler found (set CC, or install cc, gcc or clang)")
 
 
 @pytest.mark.parametrize("march_native", (True, False))
-def test_a_failed_build_leaves_the_numpy_routes(fresh_native, monkeypatch, tmp_path, march_native):
+def test_a_failed_build_leaves_the_numpy_routes(fresh_compiled, monkeypatch, tmp_path, march_native):
     """Also retried without -march=native where the flags have it."""
-    monkeypatch.setenv(native.CACHE_ENV_VAR, str(tmp_path))
+    monkeypatch.setenv(compiled.CACHE_ENV_VAR, str(tmp_path))
     if not march_native:
-        monkeypatch.setattr(native, "FLAGS", tuple(f for f in native.FLAGS if f != "-march=native"))
+        monkeypatch.setattr(compiled, "FLAGS", tuple(f for f in compiled.FLAGS if f != "-march=native"))
     broken = tmp_path / "broken.c"
     broken.write_text("this is not C\n")
-    monkeypatch.setattr(native, "SOURCE", broken)
+    monkeypatch.setattr(compiled, "SOURCE", broken)
     _assert_numpy_routes(_long_rows(), "could not compile broken.c")
 
 
-def test_a_compiler_without_march_native_gets_the_portable_build(fresh_native, monkeypatch, tmp_path):
-    monkeypatch.setenv(native.CACHE_ENV_VAR, str(tmp_path / "cache"))
-    real = native.compiler()
+def test_a_compiler_without_march_native_gets_the_portable_build(fresh_compiled, monkeypatch, tmp_path):
+    monkeypatch.setenv(compiled.CACHE_ENV_VAR, str(tmp_path / "cache"))
+    real = compiled.compiler()
     picky = tmp_path / "picky-cc"
     picky.write_text(
         f'#!/bin/sh\nfor a in "$@"; do [ "$a" = -march=native ] && {{ echo "unknown: $a" >&2; exit 1; }}; done\n'
@@ -255,34 +255,34 @@ def test_a_compiler_without_march_native_gets_the_portable_build(fresh_native, m
     )
     picky.chmod(0o755)
     monkeypatch.setenv("CC", str(picky))
-    assert native.available(), native.unavailable_reason()
-    assert len(list((tmp_path / "cache").glob("select_rows-*.so"))) == 1  # the portable one
+    assert compiled.available(), compiled.unavailable_reason()
+    assert len(list((tmp_path / "cache").glob("compiled-*.so"))) == 1  # the portable one
     check_top_k(_long_rows(), 10)
 
 
-def test_a_foreign_abi_leaves_the_numpy_routes(fresh_native, monkeypatch):
-    monkeypatch.setattr(native, "ABI", native.ABI + 1)
+def test_a_foreign_abi_leaves_the_numpy_routes(fresh_compiled, monkeypatch):
+    monkeypatch.setattr(compiled, "ABI", compiled.ABI + 1)
     _assert_numpy_routes(_long_rows(), "is not the expected")
 
 
-def test_an_instrumented_build_needs_the_sanitizer_loaded_first(fresh_native, monkeypatch):
-    monkeypatch.setenv(native.ASAN_ENV_VAR, "1")
-    monkeypatch.setattr(native, "asan_loaded", lambda: False)
-    assert "-fsanitize=address" in native.build_flags()
+def test_an_instrumented_build_needs_the_sanitizer_loaded_first(fresh_compiled, monkeypatch):
+    monkeypatch.setenv(compiled.ASAN_ENV_VAR, "1")
+    monkeypatch.setattr(compiled, "asan_loaded", lambda: False)
+    assert "-fsanitize=address" in compiled.build_flags()
     _assert_numpy_routes(_long_rows(), "needs AddressSanitizer's runtime loaded first")
 
 
 def test_the_sanitizer_runtime_is_found_where_it_is_preloaded():
-    assert native.asan_loaded() == ("libasan" in os.environ.get("LD_PRELOAD", ""))
+    assert compiled.asan_loaded() == ("libasan" in os.environ.get("LD_PRELOAD", ""))
 
 
 def test_the_build_is_cached_by_source_and_flags(tmp_path, monkeypatch):
-    monkeypatch.setenv(native.CACHE_ENV_VAR, str(tmp_path))
-    cc = native.compiler()
-    first = native.build(cc, native.SOURCE.read_text())
+    monkeypatch.setenv(compiled.CACHE_ENV_VAR, str(tmp_path))
+    cc = compiled.compiler()
+    first = compiled.build(cc, compiled.SOURCE.read_text())
     stamp = first.stat().st_mtime_ns
-    assert native.build(cc, native.SOURCE.read_text()) == first and first.stat().st_mtime_ns == stamp
-    other = native.build(cc, native.SOURCE.read_text() + "\n/* changed */\n")
+    assert compiled.build(cc, compiled.SOURCE.read_text()) == first and first.stat().st_mtime_ns == stamp
+    other = compiled.build(cc, compiled.SOURCE.read_text() + "\n/* changed */\n")
     names = sorted(p.name for p in tmp_path.iterdir())  # each with its build record, nothing else
     assert other != first and names == sorted(
         f"{p.stem}{s}" for p in (first, other) for s in (".json", ".so")
@@ -294,13 +294,13 @@ def test_no_memory_is_a_memory_error(monkeypatch):
         def __call__(self, rows):
             return 1  # the C file's STATUS_NO_MEMORY
 
-    monkeypatch.setitem(native._state, "lib", Refusing())
-    monkeypatch.setitem(native._state, "tried", True)
+    monkeypatch.setitem(compiled._state, "lib", Refusing())
+    monkeypatch.setitem(compiled._state, "tried", True)
     with pytest.raises(MemoryError, match="k=3"):
-        native.select(np.zeros((1, 10), np.float32), 3, True, False, "value", np.empty((1, 3), np.int64))
-    monkeypatch.setitem(native._state, "lib", lambda rows: 2)
+        compiled.select(np.zeros((1, 10), np.float32), 3, True, False, "value", np.empty((1, 3), np.int64))
+    monkeypatch.setitem(compiled._state, "lib", lambda rows: 2)
     with pytest.raises(RuntimeError, match="status 2"):
-        native.select(np.zeros((1, 10), np.float32), 3, True, False, "value", np.empty((1, 3), np.int64))
+        compiled.select(np.zeros((1, 10), np.float32), 3, True, False, "value", np.empty((1, 3), np.int64))
 
 
 def test_reference_agrees_on_a_long_nan_row():
@@ -319,7 +319,7 @@ def test_reference_agrees_on_a_long_nan_row():
 
 # Issue 42: the C file's other methods (short rows, 8-bit counting, rows side by side) and the
 # routes that take them. Every method is exact on every input it accepts, whatever the speed.
-METHODS = tuple(native.METHODS)
+METHODS = tuple(compiled.METHODS)
 
 
 def _methods_for(x):
@@ -353,7 +353,7 @@ def test_every_method_matches_the_numpy_routes(dtype, n):
                 expected = _routes(view, k, largest, nan_first, order)
                 for method in _methods_for(view):
                     got = np.full((view.shape[0], k), -1, np.int64)
-                    native.select(view, k, largest, nan_first, order, got, method=method)
+                    compiled.select(view, k, largest, nan_first, order, got, method=method)
                     np.testing.assert_array_equal(
                         got, expected, err_msg=f"{method} {dist} {view.strides} k={k}"
                     )
@@ -372,7 +372,7 @@ def test_every_method_on_the_portable_build(dtype, build):
             expected = _routes(view, k, True, True, order)
             for method in _methods_for(view):
                 got = np.full((70, k), -1, np.int64)
-                native.select(view, k, True, True, order, got, _BUILD["function"], method=method)
+                compiled.select(view, k, True, True, order, got, _BUILD["function"], method=method)
                 np.testing.assert_array_equal(got, expected, err_msg=f"{method} {dist} k={k}")
 
 
@@ -407,7 +407,7 @@ def test_random_rows_by_every_method(
     if (method == "count" and dt.itemsize > 2) or (method == "rank" and dt.itemsize > 4):
         method = "insert"
     got = np.full((rows, k), -1, np.int64)
-    native.select(x, k, largest, nan_first, order, got, method=method)
+    compiled.select(x, k, largest, nan_first, order, got, method=method)
     np.testing.assert_array_equal(got, _routes(x, k, largest, nan_first, order))
 
 
@@ -434,7 +434,7 @@ def test_sixteen_bit_counts_settle_both_levels(dtype, build):
             (x, x[:, ::-1]), (1, 16, 17, n), modes, ("value", "index")
         ):
             got = np.full((3, k), -1, np.int64)
-            native.select(view, k, largest, nan_first, order, got, _BUILD["function"], method="count")
+            compiled.select(view, k, largest, nan_first, order, got, _BUILD["function"], method="count")
             np.testing.assert_array_equal(
                 got, _routes(view, k, largest, nan_first, order), err_msg=f"{bits[0, :3]} k={k}"
             )
@@ -446,39 +446,39 @@ def test_methods_refuse_elements_they_cannot_take(dtype, method):
     (the backend never asks otherwise); a refusal is an error, never a wrong answer."""
     x = np.zeros((2, 300), dtype)
     with pytest.raises(RuntimeError, match="status 2"):
-        native.select(x, 3, True, False, "value", np.empty((2, 3), np.int64), method=method)
+        compiled.select(x, 3, True, False, "value", np.empty((2, 3), np.int64), method=method)
 
 
 def test_short_rows_outer_axes_and_eight_bits_take_the_compiled_route():
     def route(shape, k, dtype=np.float32, axis=-1, order="C"):
         return cutopk.plan(np.zeros(shape, dtype, order=order), k, axis=axis).params["route"]
 
-    assert route((16384, 128), 8) == "native-rank"  # MoE routing
-    assert route((65536, 8), 2) == "native-rank"
-    assert route((1, 128), 8) == "native-rank"
-    assert route((2048, 1024), 8) == "native-rank"
-    assert route((2048, 1024), 4, np.float64) == "native-insert"  # no 96-bit composites
-    assert route((2048, 1024), 16) == "native"  # K above RANK_MAX_K: the threshold scan
-    assert route((1024, 4096), 64) == "native"
-    assert route((64, 64), 20) != "native"  # and above an eighth of the row: the NumPy routes
-    assert route((1024, 4096), 64, np.int8) == "native-count"
-    assert route((1024, 4096), 64, np.uint8) == "native-count"
-    assert route((1024, 100), 8, np.int8) == "native-rank"  # short 8-bit rows: no counts
-    assert route((64, 16384), 1024, np.int8) == "native-count"  # long rows, K above the scan's
-    assert route((64, 16384), 1024, np.float16) == "native-count"
-    assert route((64, 16384), 256, np.float16) == "native"  # K at most a 64th: the scan
-    assert route((64, 16384), 1024, np.float32) != "native-count"  # 32 bits: never counted
-    assert route((1024, 1024), 64, np.int16) == "native-count"  # 16 bits, K >= N/16
-    assert route((1024, 1024), 512, np.uint16) == "native-count"
-    assert route((1024, 1024), 32, np.int16) == "native"  # below N/16: the threshold scan
-    assert route((1024, 512), 64, np.int16) == "native"  # rows below COUNT16_MIN_N
-    assert route((1024, 256), 1, np.int16) == "native-count"  # K = 1
-    assert route((1024, 128), 1, np.int16) == "native-rank"
-    assert route((2048, 1024), 16, axis=0) == "native-columns"  # read in place
-    assert route((1024, 2048), 16, order="F") == "native-columns"
+    assert route((16384, 128), 8) == "compiled-rank"  # MoE routing
+    assert route((65536, 8), 2) == "compiled-rank"
+    assert route((1, 128), 8) == "compiled-rank"
+    assert route((2048, 1024), 8) == "compiled-rank"
+    assert route((2048, 1024), 4, np.float64) == "compiled-insert"  # no 96-bit composites
+    assert route((2048, 1024), 16) == "compiled"  # K above RANK_MAX_K: the threshold scan
+    assert route((1024, 4096), 64) == "compiled"
+    assert route((64, 64), 20) != "compiled"  # and above an eighth of the row: the NumPy routes
+    assert route((1024, 4096), 64, np.int8) == "compiled-count"
+    assert route((1024, 4096), 64, np.uint8) == "compiled-count"
+    assert route((1024, 100), 8, np.int8) == "compiled-rank"  # short 8-bit rows: no counts
+    assert route((64, 16384), 1024, np.int8) == "compiled-count"  # long rows, K above the scan's
+    assert route((64, 16384), 1024, np.float16) == "compiled-count"
+    assert route((64, 16384), 256, np.float16) == "compiled"  # K at most a 64th: the scan
+    assert route((64, 16384), 1024, np.float32) != "compiled-count"  # 32 bits: never counted
+    assert route((1024, 1024), 64, np.int16) == "compiled-count"  # 16 bits, K >= N/16
+    assert route((1024, 1024), 512, np.uint16) == "compiled-count"
+    assert route((1024, 1024), 32, np.int16) == "compiled"  # below N/16: the threshold scan
+    assert route((1024, 512), 64, np.int16) == "compiled"  # rows below COUNT16_MIN_N
+    assert route((1024, 256), 1, np.int16) == "compiled-count"  # K = 1
+    assert route((1024, 128), 1, np.int16) == "compiled-rank"
+    assert route((2048, 1024), 16, axis=0) == "compiled-columns"  # read in place
+    assert route((1024, 2048), 16, order="F") == "compiled-columns"
     assert route((2048, 1024), 65, axis=0) == "filter-outer"  # K above COLUMNS_MAX_K
     assert route((1 << 20, 4), 8, axis=0) == "long-rows"  # too few rows side by side
-    assert route((64, 16), 16) != "native"  # K = N: no selection
+    assert route((64, 16), 16) != "compiled"  # K = N: no selection
     params = cutopk.plan(np.zeros((2048, 1024), np.float32), 16, axis=0).params
     assert not params.get("block_copies") and not params.get("copy")  # no transposed copy
 
@@ -502,23 +502,23 @@ def test_short_rows_outer_axes_and_eight_bits_take_the_compiled_route():
     ],
 )
 def test_top_k_on_short_rows_matches_the_reference(shape, k, dtype, axis, monkeypatch):
-    monkeypatch.delenv(native.ENV_VAR, raising=False)
+    monkeypatch.delenv(compiled.ENV_VAR, raising=False)
     dt = _dtype(dtype)
     x = make_values(
         np.random.default_rng(len(shape) * k), dt, shape, "nan" if dt.kind == "f" else "few_distinct"
     )
-    assert cutopk.plan(x, k, axis=axis).params["route"].startswith("native")
+    assert cutopk.plan(x, k, axis=axis).params["route"].startswith("compiled")
     for mode, nan, order in itertools.product(("largest", "smallest"), ("last", "largest"), (True, "index")):
         check_top_k(x, k, axis=axis, mode=mode, nan=nan, sorted=order)
     check_top_k(x[..., ::-2] if axis == -1 else x[::-2], k, axis=axis)
 
 
 def test_without_the_compiled_route_short_rows_keep_the_numpy_routes(monkeypatch):
-    """CUTOPK_NATIVE=0: the NumPy routes of before, named in plan(), with the same answers."""
+    """CUTOPK_COMPILED=0: the NumPy routes of before, named in plan(), with the same answers."""
     x = make_values(np.random.default_rng(4), np.dtype(np.float32), (2048, 128), "few_distinct")
     y = make_values(np.random.default_rng(5), np.dtype(np.int8), (64, 4096), "uniform")
     on = [cutopk.top_k(x, 8), cutopk.top_k(x, 16, axis=0), cutopk.top_k(y, 64)]
-    monkeypatch.setenv(native.ENV_VAR, "0")
+    monkeypatch.setenv(compiled.ENV_VAR, "0")
     assert cutopk.plan(x, 8).params["route"] == "composite"
     assert cutopk.plan(x, 16, axis=0).params["route"] == "filter-outer"
     assert cutopk.plan(y, 64).params["route"] == "filter"

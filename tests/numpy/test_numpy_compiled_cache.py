@@ -1,9 +1,9 @@
-"""The compiled route's build and cache (cutopk/numpy/native.py, cutopk/_host_build.py), as a
+"""The compiled route's build and cache (cutopk/numpy/compiled.py, cutopk/_host_build.py), as a
 new user meets them (issue 36): a fork during the first build, a truncated, foreign or garbage
 library under the cache's name, a build killed by SIGTERM, a relative ``$XDG_CACHE_HOME``, a
 ``$CC`` that names no compiler or carries flags, and ``plan()``, which never builds.
 
-Every test works in a cache folder of its own (``CUTOPK_NATIVE_CACHE`` under ``tmp_path``). The
+Every test works in a cache folder of its own (``CUTOPK_COMPILED_CACHE`` under ``tmp_path``). The
 cases that crashed or hung the interpreter run in a subprocess with a timeout, so that a
 regression fails instead of killing or hanging the test run."""
 
@@ -27,11 +27,11 @@ from support.reference import check_top_k
 
 import cutopk
 from cutopk import _host_build
-from cutopk.numpy import native
+from cutopk.numpy import compiled
 from cutopk.sim import _toolchain as _sim_toolchain
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-CC = native.compiler()
+CC = compiled.compiler()
 
 pytestmark = pytest.mark.skipif(CC is None, reason="no C compiler: the compiled route cannot be built here")
 
@@ -44,10 +44,10 @@ def _state() -> dict:
 def cache(monkeypatch, tmp_path):
     """A process that has not tried to load the compiled route yet, and an empty cache."""
     folder = tmp_path / "cache"
-    monkeypatch.setattr(native, "_state", _state())
-    monkeypatch.delenv(native.ENV_VAR, raising=False)
-    monkeypatch.delenv(native.ASAN_ENV_VAR, raising=False)
-    monkeypatch.setenv(native.CACHE_ENV_VAR, str(folder))
+    monkeypatch.setattr(compiled, "_state", _state())
+    monkeypatch.delenv(compiled.ENV_VAR, raising=False)
+    monkeypatch.delenv(compiled.ASAN_ENV_VAR, raising=False)
+    monkeypatch.setenv(compiled.CACHE_ENV_VAR, str(folder))
     return folder
 
 
@@ -55,15 +55,15 @@ def cache(monkeypatch, tmp_path):
 def good_build(tmp_path_factory):
     """One build of the library with its record, copied into the tests' caches."""
     folder = tmp_path_factory.mktemp("good-build")
-    old = os.environ.get(native.CACHE_ENV_VAR)
-    os.environ[native.CACHE_ENV_VAR] = str(folder)
+    old = os.environ.get(compiled.CACHE_ENV_VAR)
+    os.environ[compiled.CACHE_ENV_VAR] = str(folder)
     try:
-        return native.build(CC, native.SOURCE.read_text(), native.build_flags())
+        return compiled.build(CC, compiled.SOURCE.read_text(), compiled.build_flags())
     finally:
         if old is None:
-            del os.environ[native.CACHE_ENV_VAR]
+            del os.environ[compiled.CACHE_ENV_VAR]
         else:
-            os.environ[native.CACHE_ENV_VAR] = old
+            os.environ[compiled.CACHE_ENV_VAR] = old
 
 
 def _record_of(library: pathlib.Path) -> pathlib.Path:
@@ -72,7 +72,7 @@ def _record_of(library: pathlib.Path) -> pathlib.Path:
 
 def _library(good: pathlib.Path) -> pathlib.Path:
     """Where this process's build is kept in the current cache (the good build's name)."""
-    return native.cache_dir() / good.name
+    return compiled.cache_dir() / good.name
 
 
 def _install(good: pathlib.Path) -> pathlib.Path:
@@ -98,7 +98,7 @@ def _long_rows():
 def _python(code: str, env: dict, timeout: float) -> subprocess.CompletedProcess:
     """``code`` in a fresh interpreter on this source tree, bounded by ``timeout`` seconds."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), **env}
-    env.pop(native.ENV_VAR, None)
+    env.pop(compiled.ENV_VAR, None)
     return subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)],
         cwd=ROOT,
@@ -144,7 +144,7 @@ def test_a_fork_during_the_first_build_gets_its_answer(tmp_path):
         import multiprocessing, sys, threading, time
         import numpy as np
         import cutopk
-        from cutopk.numpy import native
+        from cutopk.numpy import compiled
 
         x = np.random.default_rng(0).standard_normal((2, 9000)).astype(np.float32)
 
@@ -154,7 +154,7 @@ def test_a_fork_during_the_first_build_gets_its_answer(tmp_path):
         first = threading.Thread(target=indices)
         first.start()
         deadline = time.monotonic() + 60
-        while not native._lock.locked():  # the first build has started
+        while not compiled._lock.locked():  # the first build has started
             if time.monotonic() > deadline:
                 sys.exit("the first build never started")
             time.sleep(0.001)
@@ -163,10 +163,10 @@ def test_a_fork_during_the_first_build_gets_its_answer(tmp_path):
         first.join()
         expected = np.argsort(-x, axis=1, kind="stable")[:, :10].tolist()
         assert got == expected == indices(), (got, expected)
-        assert native.available(), native.unavailable_reason()
+        assert compiled.available(), compiled.unavailable_reason()
         print("ok")
     """
-    env = {native.CACHE_ENV_VAR: str(tmp_path / "cache"), "CC": _slow_cc(tmp_path, 1)}
+    env = {compiled.CACHE_ENV_VAR: str(tmp_path / "cache"), "CC": _slow_cc(tmp_path, 1)}
     proc = _python(code, env, timeout=240)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
 
@@ -192,10 +192,10 @@ def test_a_truncated_library_is_rebuilt_before_it_is_loaded(tmp_path, cache, goo
         params = cutopk.plan(x, 10).params
         print(params["route"], params["compiled"].split(" ")[0])
     """
-    env = {native.CACHE_ENV_VAR: str(cache), "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'tests'}"}
+    env = {compiled.CACHE_ENV_VAR: str(cache), "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'tests'}"}
     proc = _python(code, env, timeout=240)
     assert proc.returncode == 0, f"exit status {proc.returncode}: {proc.stderr[-3000:]}"
-    assert proc.stdout.split() == ["native", "native", "loaded"], proc.stdout
+    assert proc.stdout.split() == ["compiled", "compiled", "loaded"], proc.stdout
     assert _fits_its_record(out) and out.stat().st_size > size // 5
 
 
@@ -232,7 +232,7 @@ def test_a_foreign_or_garbage_library_is_rebuilt_once(tmp_path, cache, good_buil
     x = _long_rows()
     check_top_k(x, 10)
     params = cutopk.plan(x, 10).params
-    assert params["route"] == "native" and "compiled_unavailable" not in params, params
+    assert params["route"] == "compiled" and "compiled_unavailable" not in params, params
     assert params["compiled"] == f"loaded from {out}" and params["compiler"] == CC
     assert out.read_bytes() != bad and _fits_its_record(out)  # the rebuilt one
 
@@ -255,12 +255,12 @@ def test_a_killed_build_leaves_nothing_after_the_next_build(tmp_path, cache, mon
     output) stayed in the cache for good. The next build removes a folder whose process is
     gone."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", "from cutopk.numpy import native; print(native.available())"],
+        [sys.executable, "-c", "from cutopk.numpy import compiled; print(compiled.available())"],
         cwd=ROOT,
         env={
             **os.environ,
             "PYTHONPATH": str(ROOT),
-            native.CACHE_ENV_VAR: str(cache),
+            compiled.CACHE_ENV_VAR: str(cache),
             "CC": _slow_cc(tmp_path, 30),
         },
         start_new_session=True,  # the compiler's group, ended below
@@ -278,7 +278,7 @@ def test_a_killed_build_leaves_nothing_after_the_next_build(tmp_path, cache, mon
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
     assert any(p.is_dir() for p in cache.iterdir())  # left behind, as a killed build does
-    native.build(_garbage_cc(tmp_path), native.SOURCE.read_text())
+    compiled.build(_garbage_cc(tmp_path), compiled.SOURCE.read_text())
     assert not any(p.is_dir() for p in cache.iterdir()), sorted(cache.iterdir())
 
 
@@ -308,14 +308,14 @@ def test_old_build_folders_are_removed_and_nothing_else(tmp_path):
 
 
 def test_a_relative_xdg_cache_home_is_ignored(monkeypatch, tmp_path):
-    monkeypatch.delenv(native.CACHE_ENV_VAR, raising=False)
+    monkeypatch.delenv(compiled.CACHE_ENV_VAR, raising=False)
     monkeypatch.delenv("CUTOPK_SIM_CACHE", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.setenv("XDG_CACHE_HOME", "relcache")
-    assert native.cache_dir() == tmp_path / "home" / ".cache" / "cutopk" / "native"
+    assert compiled.cache_dir() == tmp_path / "home" / ".cache" / "cutopk" / "compiled"
     assert _sim_toolchain.cache_dir() == tmp_path / "home" / ".cache" / "cutopk" / "sim"
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert native.cache_dir() == tmp_path / "xdg" / "cutopk" / "native"
+    assert compiled.cache_dir() == tmp_path / "xdg" / "cutopk" / "compiled"
 
 
 # --- item 9: plan() never builds --------------------------------------------------------------
@@ -328,24 +328,24 @@ def test_plan_never_builds_and_says_whether_the_route_is_built(cache, monkeypatc
     def refuse(*args, **kwargs):
         raise AssertionError("plan() built the compiled route")
 
-    monkeypatch.setattr(native, "build_once", refuse)
+    monkeypatch.setattr(compiled, "build_once", refuse)
     start = time.perf_counter()
     small = cutopk.plan(np.zeros((2, 10), np.float32), 3).params
     long = cutopk.plan(_long_rows(), 10).params
     assert time.perf_counter() - start < 1.5
-    assert small["route"] != "native" and long["route"] == "native"
+    assert small["route"] != "compiled" and long["route"] == "compiled"
     for params in (small, long):
         assert params["compiled"].startswith("not built: the first call that takes the route builds it")
         assert params["compiler"] == CC and "compiled_unavailable" not in params
-    assert not cache.exists() and not native._state["tried"]
+    assert not cache.exists() and not compiled._state["tried"]
     _install(good_build)
     assert cutopk.plan(_long_rows(), 10).params["compiled"].startswith("built, loaded by the first call")
-    assert not native._state["tried"]
+    assert not compiled._state["tried"]
     monkeypatch.undo()  # build_once back (the cache fixture's settings with it, set again)
-    monkeypatch.setattr(native, "_state", _state())
-    monkeypatch.setenv(native.CACHE_ENV_VAR, str(cache))
-    monkeypatch.delenv(native.ENV_VAR, raising=False)
-    monkeypatch.delenv(native.ASAN_ENV_VAR, raising=False)
+    monkeypatch.setattr(compiled, "_state", _state())
+    monkeypatch.setenv(compiled.CACHE_ENV_VAR, str(cache))
+    monkeypatch.delenv(compiled.ENV_VAR, raising=False)
+    monkeypatch.delenv(compiled.ASAN_ENV_VAR, raising=False)
     check_top_k(_long_rows(), 10)
     assert cutopk.plan(_long_rows(), 10).params["compiled"] == f"loaded from {_library(good_build)}"
 
@@ -373,6 +373,6 @@ def test_cc_with_flags_builds_and_the_plan_names_it(cache, monkeypatch):
     x = _long_rows()
     check_top_k(x, 10)
     params = cutopk.plan(x, 10).params
-    assert params["route"] == "native" and params["compiler"] == f"{CC} -O0", params
-    record = json.loads(_record_of(native._state["path"]).read_text())
+    assert params["route"] == "compiled" and params["compiler"] == f"{CC} -O0", params
+    record = json.loads(_record_of(compiled._state["path"]).read_text())
     assert record["compiler"] == f"{CC} -O0"

@@ -1,0 +1,101 @@
+"""The compiled route's share of the NumPy backend's choice: which rows ``compiled.c``
+(:mod:`cutopk.numpy.compiled`) takes, by which of its methods, and the measurements behind each
+threshold.
+
+Kept apart from :mod:`cutopk.numpy.routes` because its thresholds come from their own benchmarks
+(the C file against the NumPy routes, issue 42) and change when the C file does, not when the
+NumPy routes do; :func:`choose_method` is the one place that decides, ``routes.route_on`` and
+``plan()`` read it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import compiled as _compiled
+
+# The compiled route (``compiled``) takes rows at least this long with K at most this share of
+# them and at most COMPILED_MAX_K, where its sampled threshold scan beats the NumPy routes (one
+# thread, 2-core EPYC with AVX-512, benchmarks/results/2026-11-25-cpu-compiled-route.md:
+# 8x128256 k=50 1.4x, 20x100000 k=10 1.75x, 1x2**21 k=64 3.8x, 4x32000 float16 k=50 2.8x, with
+# a tenth NaN 6x, 4x65536 k=512 ties at K 2.7x; uniform 16x65536 k=512 0.9-1.0x, kept for the
+# ties). Shorter rows stay on the NumPy routes, whose per-block calls cost less than its
+# per-row selection there (1M elements in rows of 512-4096: float32 0.64-1.58x, int8
+# 0.75-1.94x, float16 0.73-1.00x; at 8192 with K <= n/64, 1.2-2.3x).
+COMPILED_MIN_N = 8192
+COMPILED_MAX_K_SHARE = 1 / 64
+COMPILED_MAX_K = 512
+# Shorter rows (issue 42) take the compiled route too, by the C file's other methods (each
+# exact on any input; chosen here by speed, benchmarks/results/2026-11-26-cpu-short-rows.md):
+# 8-bit elements in rows of at least COUNT_MIN_N a counting selection ("count"); K up to
+# RANK_MAX_K the ranks of the candidates at or above a bound ("rank"; 64-bit elements, K up to
+# INSERT_MAX_K, a sorted list of the K best, "insert"); larger K up to SHORT_MAX_K_SHARE of the
+# row the threshold scan from the same bound. C alone, one thread, loaded 2-core EPYC with
+# AVX2, CPU time, rank / threshold: 16384x128 k=4 4.2 / 7.0 ms, k=8 5.6 / 7.1, k=16 11.5 / 9.4;
+# 2048x1024 k=8 3.4 / 5.7, k=16 3.8 / 3.4; 65536x8 k=2 3.1 / 5.3; uint64 16384x128 insert /
+# threshold k=4 7.1 / 9.8, k=8 12.9 / 12.1. An outer axis: the rows side by side in memory,
+# COLUMNS_BLOCK at a time, read where they lie ("columns", K up to COLUMNS_MAX_K: its sorted
+# lists cost O(K) an entry).
+COUNT_MIN_N = 256
+# 16-bit elements are counted in two levels (the high byte, then the low byte of the K-th key's
+# bin: ``count_row_16``), whose fixed cost per row (two sets of 4 x 256 counts) the selection
+# methods beat on short rows and small K. The counts take: rows of at least 8192 with K above
+# the threshold scan's, 8-bit ones too (against the NumPy routes before: 64x16384 int16 k=1024
+# 2.9x, k=2048 4.6x; 16x65536 k=4096 2.8x; float16 3.5-6.4x; int8 64x65536 k=4096 4.1x,
+# 256x16384 k=1024 4.1x); shorter rows of at least COUNT16_MIN_N with K at least
+# COUNT16_MIN_K_SHARE of them (against the threshold scan, uniform int16: 1024 k=64 1.6x, k=128
+# 2.0x; 4096 k=256 2.3x; 20 distinct values 1024 k=64 0.8x, k=128 1.3x; beyond N/8, against
+# the NumPy routes, 5-5.7x); and K = 1 from COUNT_MIN_N (the ranks' bound is then the row's
+# maximum, over slices of one: 1024 k=1 3.6x, 4096 4.9x, 256 1.8x; 20 values 1.0-1.1x). Rows of
+# 256 with more K, 128-element rows and K of 2-32 elsewhere keep their methods (count 0.4-1.2x).
+# CPU time, one thread, loaded 2-core EPYC with AVX2: benchmarks/results/2026-11-26-cpu-short-rows.md.
+COUNT16_MIN_N = 1024
+COUNT16_MIN_K_SHARE = 1 / 16
+# Counts and columns are 32-bit in the C file.
+COUNT_MAX_N = (1 << 32) - 1
+RANK_MAX_K = 8
+INSERT_MAX_K = 4
+SHORT_MAX_K_SHARE = 1 / 8
+COLUMNS_MAX_K = 64
+# Fewer rows side by side than this keep the NumPy routes: each step of the C loop would read
+# a few elements for the cost of a call (4 rows of 10**6 along axis 0: long-row ranges).
+COLUMNS_MIN_ROWS = 16
+COLUMNS_BLOCK = 64
+# The route names (plan()'s "route") of the compiled route's methods, and back.
+COMPILED_ROUTES = {
+    "threshold": "compiled",
+    "insert": "compiled-insert",
+    "rank": "compiled-rank",
+    "count": "compiled-count",
+    "columns": "compiled-columns",
+}
+COMPILED_METHODS = {route: method for method, route in COMPILED_ROUTES.items()}
+
+
+def choose_method(x: np.ndarray, k: int) -> str | None:
+    """How the compiled route (``compiled.select``) selects ``x`` (2-D, native byte order), one of
+    ``compiled.METHODS``, or None where it does not take it (or is not built, or turned off)."""
+    rows, n = x.shape
+    if k >= n:
+        return None  # every element (the "all" route) or a row shorter than K: no selection
+    outer = rows > 1 and x.strides[0] == x.itemsize
+    if outer:  # rows read side by side, a block of CHUNK at a time, where they lie
+        method = "columns" if k <= COLUMNS_MAX_K and rows >= COLUMNS_MIN_ROWS else None
+    elif n >= COMPILED_MIN_N:
+        if k <= min(COMPILED_MAX_K, n * COMPILED_MAX_K_SHARE):
+            method = "threshold"
+        else:  # a larger K: 8- and 16-bit keys counted, the rest on the NumPy routes
+            method = "count" if x.itemsize <= 2 and n <= COUNT_MAX_N else None
+    elif x.itemsize == 1 and n >= COUNT_MIN_N:
+        method = "count"
+    elif (
+        x.itemsize == 2
+        and n >= COUNT_MIN_N
+        and (k == 1 or (n >= COUNT16_MIN_N and k >= n * COUNT16_MIN_K_SHARE))
+    ):
+        method = "count"
+    elif k <= (RANK_MAX_K if x.itemsize <= 4 else INSERT_MAX_K):
+        method = "rank" if x.itemsize <= 4 else "insert"
+    else:
+        method = "threshold" if k <= n * SHORT_MAX_K_SHARE else None
+    return method if method is not None and _compiled.available() else None
