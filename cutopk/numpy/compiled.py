@@ -20,7 +20,7 @@ or the build fails, the backend runs its NumPy routes, which give the same answe
 :func:`unavailable_reason` says why, and ``cutopk.plan()`` shows it. ``CUTOPK_COMPILED=0`` turns
 the route off (the NumPy routes alone); it is read when it changes. The variables' names before
 issue 40 (``CUTOPK_NATIVE``, ``CUTOPK_NATIVE_CACHE``, ``CUTOPK_NATIVE_ASAN``) still work where
-the new name is unset, with a ``DeprecationWarning`` (:func:`setting`). A child forked while
+the new name is unset, with a ``FutureWarning`` (:func:`setting`). A child forked while
 another thread builds gets a lock of its own and builds for itself.
 """
 
@@ -65,7 +65,7 @@ FLAGS = (
 ASAN_ENV_VAR = "CUTOPK_COMPILED_ASAN"
 ASAN_FLAGS = ("-fsanitize=address", "-fno-omit-frame-pointer", "-g")
 # The variables' names before issue 40 gave the route one name ("native" also meant byte order):
-# users set them, so each is still read where its new name is unset, with a DeprecationWarning.
+# users set them, so each is still read where its new name is unset, with a FutureWarning.
 DEPRECATED_ENV_VARS = {
     ENV_VAR: "CUTOPK_NATIVE",
     CACHE_ENV_VAR: "CUTOPK_NATIVE_CACHE",
@@ -151,13 +151,13 @@ def setting(name: str) -> tuple[str, str | None]:
     """``(variable, text)`` of the route's environment variable ``name`` (``ENV_VAR``,
     ``CACHE_ENV_VAR`` or ``ASAN_ENV_VAR``): its own value where it is set, else the value of its
     deprecated earlier name (``DEPRECATED_ENV_VARS``) where that one is set, with a
-    ``DeprecationWarning`` the first time in the process, else ``(name, None)``."""
+    ``FutureWarning`` the first time in the process, else ``(name, None)``."""
     text = os.environ.get(name)
     old = DEPRECATED_ENV_VARS[name]
     if text is None and old in os.environ:
         if old not in _warned:
             _warned.add(old)
-            warnings.warn(f"{old} is deprecated: set {name} instead", DeprecationWarning, stacklevel=2)
+            warnings.warn(f"{old} is deprecated: set {name} instead", FutureWarning, stacklevel=2)
         return old, os.environ[old]
     return name, text
 

@@ -95,14 +95,14 @@ def test_the_variables_earlier_names_still_work_with_a_deprecation_warning(fresh
         monkeypatch.delenv(new, raising=False)
         monkeypatch.delenv(old, raising=False)
     monkeypatch.setenv("CUTOPK_NATIVE", "0")
-    with pytest.warns(DeprecationWarning, match="CUTOPK_NATIVE is deprecated: set CUTOPK_COMPILED instead"):
+    with pytest.warns(FutureWarning, match="CUTOPK_NATIVE is deprecated: set CUTOPK_COMPILED instead"):
         assert compiled.unavailable_reason() == "turned off by CUTOPK_NATIVE=0"
     assert not compiled.available()
     monkeypatch.setenv("CUTOPK_NATIVE_CACHE", str(tmp_path / "old-cache"))
-    with pytest.warns(DeprecationWarning, match="CUTOPK_NATIVE_CACHE is deprecated"):
+    with pytest.warns(FutureWarning, match="CUTOPK_NATIVE_CACHE is deprecated"):
         assert compiled.cache_dir() == tmp_path / "old-cache"
     monkeypatch.setenv("CUTOPK_NATIVE_ASAN", "1")
-    with pytest.warns(DeprecationWarning, match="CUTOPK_NATIVE_ASAN is deprecated"):
+    with pytest.warns(FutureWarning, match="CUTOPK_NATIVE_ASAN is deprecated"):
         assert compiled.ASAN_FLAGS[0] in compiled.build_flags()
     # A reason names the variable the user set.
     monkeypatch.setattr(compiled, "find_compiler", lambda: (["cc"], None))
