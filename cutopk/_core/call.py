@@ -1,12 +1,20 @@
-"""The one preamble of :func:`cutopk.top_k` and :func:`cutopk.plan`: the input as the backend
-takes it, the argument checks and the plan, cached per call signature.
+"""The one preamble of :func:`cutopk.top_k` and :func:`cutopk.plan`, and the seam to the
+backends: the input as the backend takes it, the argument checks and the prepared call, cached
+per call signature.
+
+A prepared call is a :class:`Call` (what the core asks of one: its request, ``plain``, ``run``,
+``describe``); each backend has one class of them (:class:`cutopk.numpy.call.NumpyCall`,
+:class:`cutopk.cuda.launcher.GpuCall`), made only here (:func:`_new_call`), and every one is kept
+in :data:`CACHE` under a key of :func:`cache_key`: plain rows (:func:`prepare`), rows of their own
+lengths (:func:`lengths_call`) and CSR segments (:func:`segments_call`).
 
 The first call with a signature (array type, shape, strides, dtype, k, axis, mode, sorted, nan,
-index dtype, backend, algorithm, device) checks every argument and plans; a repeated call looks
-its plan up and does only the per-call work: wrap the input, check ``out``, allocate the outputs
-and launch. A call that raises is never cached, so errors keep their types and messages and are
-raised before any work on every call. The key holds the *types* of the scalar arguments too:
-``k=True`` or ``sorted=1`` hash and compare equal to ``1`` and must not find a valid call's plan.
+index dtype, backend, algorithm, device, rows) checks every argument and plans; a repeated call
+looks its plan up and does only the per-call work: wrap the input, check ``out``, allocate the
+outputs and launch. A call that raises is never cached, so errors keep their types and messages
+and are raised before any work on every call. The key holds the *types* of the scalar arguments
+too: ``k=True`` or ``sorted=1`` hash and compare equal to ``1`` and must not find a valid call's
+plan.
 """
 
 from __future__ import annotations
