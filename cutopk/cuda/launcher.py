@@ -218,7 +218,8 @@ def _aligned(a, aligned_strides: bool) -> bool:
 class GpuCall:
     """Everything about one call signature (shape, strides, dtype, request, device) that does not
     depend on the data: checked and planned once, then :meth:`run` does only the per-call work
-    (the outputs, the launches, and any copy the plan names)."""
+    (the outputs, the launches, and any copy the plan names). The GPU backend's ``Call`` (the
+    protocol of cutopk/_core/call.py, which makes every one: plain rows, lengths, segments)."""
 
     def __init__(
         self,
