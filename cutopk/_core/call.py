@@ -149,20 +149,20 @@ def _value_of(k):
 
 
 def cache_key(
-    tp, shape, strides, dtype, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm, device,
-    rows=REGULAR, bound=None,
+    tp, shape, strides, dtype, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm, device, rows=None
 ) -> tuple:  # fmt: skip
     """The key of :data:`CACHE` for every prepared call: the input's type, shape, strides and
     dtype, the arguments of :func:`cutopk.top_k` (as given: the key is made before the checks),
-    the device, and the rows (``bound``: the position every CSR segment must end within).
-    TypeError where an argument is unhashable or ``k`` has no integer value."""
+    the device, and the rows: None for plain rows, :data:`LENGTHS`, or ``(SEGMENTS, bound)``
+    (the position every CSR segment must end within). TypeError where an argument is unhashable
+    or ``k`` has no integer value."""
     key = (
         tp, shape, strides, dtype, type(k), _value_of(k), type(axis), axis, mode, type(sorted_), sorted_, nan,
         index_dtype, backend, algorithm, device,
     )  # fmt: skip
-    # Plain rows (every warm call's key) hash nothing more: two more elements cost a warm CuPy
-    # call ~1% of its host time (benchmarks/host_overhead.py).
-    return key if rows == REGULAR else (key, rows, bound)
+    # Plain rows (every warm call's key) hash nothing more, and test one default: two elements
+    # and two defaults more cost a warm CuPy call ~1% of its host time (host_overhead.py).
+    return key if rows is None else (key, rows)
 
 
 def cached_ndarray(a, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm):
@@ -275,7 +275,7 @@ def segments_call(data, segments: int, width: int, k: int, order: str, mode: str
     # The data as one C-contiguous native 1-D array (row stride 0: rows start at their offsets).
     shape, strides = (segments, width), (0, dtype.itemsize)
     key = cache_key(type(data), shape, strides, dtype, k, 1, mode, order, nan, idt, backend, algorithm, device,
-                    SEGMENTS, bound)  # fmt: skip
+                    (SEGMENTS, bound))  # fmt: skip
     call = CACHE.get(key)
     if call is None:
         req = _checks.Request(

@@ -76,7 +76,7 @@ def test_segments_are_kept_under_the_cores_one_key():
     assert r.indices.tolist() == [[0, 2], [0, 1]]
     width, bound = 3, 1 << 62  # the longest segment; offsets checked on the host
     key = _call.cache_key(np.ndarray, (2, width), (0, 4), np.dtype(np.float32), 2, 1, "largest", "value", "last",
-                          np.dtype(np.int64), "sim", "auto", -1, _call.SEGMENTS, bound)  # fmt: skip
+                          np.dtype(np.int64), "sim", "auto", -1, (_call.SEGMENTS, bound))  # fmt: skip
     assert _call.CACHE.hit(key) is not None
     assert _call.CACHE.info()["size"] == 1
 
