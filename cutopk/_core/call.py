@@ -149,20 +149,21 @@ def _value_of(k):
 
 
 def cache_key(
-    tp, shape, strides, dtype, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm, device, rows=None
-) -> tuple:  # fmt: skip
+    tp, shape, strides, dtype, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm, where
+) -> tuple:
     """The key of :data:`CACHE` for every prepared call: the input's type, shape, strides and
     dtype, the arguments of :func:`cutopk.top_k` (as given: the key is made before the checks),
-    the device, and the rows: None for plain rows, :data:`LENGTHS`, or ``(SEGMENTS, bound)``
-    (the position every CSR segment must end within). TypeError where an argument is unhashable
-    or ``k`` has no integer value."""
-    key = (
+    and ``where``: the device id (-1 on the CPU) for plain rows; for rows of their own extents
+    ``(device, LENGTHS)`` or ``(device, SEGMENTS, bound)`` (the position every CSR segment must
+    end within). TypeError where an argument is unhashable or ``k`` has no integer value.
+
+    The rows share the device's element, and no argument has a default: a warm call's key is
+    then as quick to make as before issue 40 (an extra argument or a default cost ~25 ns of its
+    ~3.2 us, benchmarks/host_overhead.py)."""
+    return (
         tp, shape, strides, dtype, type(k), _value_of(k), type(axis), axis, mode, type(sorted_), sorted_, nan,
-        index_dtype, backend, algorithm, device,
+        index_dtype, backend, algorithm, where,
     )  # fmt: skip
-    # Plain rows (every warm call's key) hash nothing more, and test one default: two elements
-    # and two defaults more cost a warm CuPy call ~1% of its host time (host_overhead.py).
-    return key if rows is None else (key, rows)
 
 
 def cached_ndarray(a, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm):
@@ -253,7 +254,7 @@ def lengths_call(arr, call: Call) -> Call | None:
     mode, sorted_, nan, index_dtype, backend, algorithm = _checks.request_arguments(req)
     key = cache_key(
         type(arr), arr.shape, arr.strides, arr.dtype, req.k, req.axis, mode, sorted_, nan, index_dtype, backend,
-        algorithm, call.device, LENGTHS,
+        algorithm, (call.device, LENGTHS),
     )  # fmt: skip
     found = CACHE.get(key)
     if found is None:
@@ -274,8 +275,8 @@ def segments_call(data, segments: int, width: int, k: int, order: str, mode: str
     dtype = data.dtype.newbyteorder("=") if not data.dtype.isnative else data.dtype
     # The data as one C-contiguous native 1-D array (row stride 0: rows start at their offsets).
     shape, strides = (segments, width), (0, dtype.itemsize)
-    key = cache_key(type(data), shape, strides, dtype, k, 1, mode, order, nan, idt, backend, algorithm, device,
-                    (SEGMENTS, bound))  # fmt: skip
+    key = cache_key(type(data), shape, strides, dtype, k, 1, mode, order, nan, idt, backend, algorithm,
+                    (device, SEGMENTS, bound))  # fmt: skip
     call = CACHE.get(key)
     if call is None:
         req = _checks.Request(

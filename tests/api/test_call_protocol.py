@@ -76,7 +76,7 @@ def test_segments_are_kept_under_the_cores_one_key():
     assert r.indices.tolist() == [[0, 2], [0, 1]]
     width, bound = 3, 1 << 62  # the longest segment; offsets checked on the host
     key = _call.cache_key(np.ndarray, (2, width), (0, 4), np.dtype(np.float32), 2, 1, "largest", "value", "last",
-                          np.dtype(np.int64), "sim", "auto", -1, (_call.SEGMENTS, bound))  # fmt: skip
+                          np.dtype(np.int64), "sim", "auto", (-1, _call.SEGMENTS, bound))  # fmt: skip
     assert _call.CACHE.hit(key) is not None
     assert _call.CACHE.info()["size"] == 1
 
@@ -91,7 +91,7 @@ def test_a_call_with_lengths_is_keyed_apart_from_the_plain_call():
     plain = _call.cache_key(np.ndarray, x.shape, x.strides, x.dtype, 2, -1, "largest", True, "last", np.int64,
                             "sim", "auto", -1)  # fmt: skip
     lengths_key = _call.cache_key(np.ndarray, x.shape, x.strides, x.dtype, 2, 1, "largest", True, "last",
-                                  np.dtype(np.int64), "sim", "auto", -1, _call.LENGTHS)  # fmt: skip
+                                  np.dtype(np.int64), "sim", "auto", (-1, _call.LENGTHS))  # fmt: skip
     assert set(_call.CACHE._entries) == {plain, lengths_key}
 
 
