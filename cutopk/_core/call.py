@@ -121,9 +121,10 @@ class Call(Protocol):
 REGULAR, LENGTHS, SEGMENTS = "regular", "lengths", "segments"
 
 
-def _new_call(req, shape, strides, dtype, device: int, rows: str = REGULAR, bound: int = 1 << 62) -> Call:
+def _new_call(req, shape, strides, dtype, device: int, rows: str = REGULAR, bound: int | None = None) -> Call:
     """The call of ``req`` on arrays of ``shape``, ``strides`` and ``dtype`` on ``device``: the
-    one place a backend's call object is made (by ``req.backend``, checked)."""
+    one place a backend's call object is made (by ``req.backend``, checked). ``bound``: where
+    every CSR segment must end (rows SEGMENTS; None: the launcher's default, past any input)."""
     if req.backend == "numpy":  # the NumPy backend serves rows of their own lengths without one
         from ..numpy.call import NumpyCall
 
@@ -134,6 +135,8 @@ def _new_call(req, shape, strides, dtype, device: int, rows: str = REGULAR, boun
 
     kind = {REGULAR: _kernel_constants.ROWS_REGULAR, LENGTHS: _kernel_constants.ROWS_LENGTHS,
             SEGMENTS: _kernel_constants.ROWS_SEGMENTS}[rows]  # fmt: skip
+    if bound is None:
+        return GpuCall(shape, strides, dtype, req, device, kind)
     return GpuCall(shape, strides, dtype, req, device, kind, bound)
 
 
