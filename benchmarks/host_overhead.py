@@ -253,9 +253,10 @@ def _cupy_cases() -> list[tuple]:
 # The steps of a warm call: each the cumulative profile time of the functions named (in the file
 # named), less the steps named after it that run inside them. What no step names is the entry's
 # own glue (top_k, select, the result tuple). Both the code before issue 39's short path (_wrap,
-# prepare) and after it (cached_cupy, plain) are named, so one script times either tree.
+# prepare) and after it (cached_cupy, plain) are named, so one script times either tree (and the
+# call cache's key by its name before issue 40, _signature, and after, cache_key).
 STEPS = (
-    ("call cache: key and lookup", (("_core/call.py", "_signature"), ("_core/call.py", "get"), ("_core/call.py", "hit")), ()),
+    ("call cache: key and lookup", (("_core/call.py", "_signature"), ("_core/call.py", "cache_key"), ("_core/call.py", "get"), ("_core/call.py", "hit")), ()),
     ("input kind, backend, CuPy probe, device (wrap)", (("_core/call.py", "_wrap"),), ()),
     ("short path: CuPy type and device", (("_core/call.py", "cached_cupy"),), ("call cache: key and lookup",)),
     ("outputs: allocation (thin allocator)", (("host_overhead.py", "empty"), ("_creation/basic.py", "empty")), ()),

@@ -1,26 +1,33 @@
-"""The one preamble of :func:`cutopk.top_k` and :func:`cutopk.plan`: the input as the backend
-takes it, the argument checks and the plan, cached per call signature.
+"""The one preamble of :func:`cutopk.top_k` and :func:`cutopk.plan`, and the seam to the
+backends: the input as the backend takes it, the argument checks and the prepared call, cached
+per call signature.
+
+A prepared call is a :class:`Call` (what the core asks of one: its request, ``plain``, ``run``,
+``describe``); each backend has one class of them (:class:`cutopk.numpy.call.NumpyCall`,
+:class:`cutopk.cuda.launcher.GpuCall`), made only here (:func:`_new_call`), and every one is kept
+in :data:`CACHE` under a key of :func:`cache_key`: plain rows (:func:`prepare`), rows of their own
+lengths (:func:`lengths_call`) and CSR segments (:func:`segments_call`).
 
 The first call with a signature (array type, shape, strides, dtype, k, axis, mode, sorted, nan,
-index dtype, backend, algorithm, device) checks every argument and plans; a repeated call looks
-its plan up and does only the per-call work: wrap the input, check ``out``, allocate the outputs
-and launch. A call that raises is never cached, so errors keep their types and messages and are
-raised before any work on every call. The key holds the *types* of the scalar arguments too:
-``k=True`` or ``sorted=1`` hash and compare equal to ``1`` and must not find a valid call's plan.
+index dtype, backend, algorithm, device, rows) checks every argument and plans; a repeated call
+looks its plan up and does only the per-call work: wrap the input, check ``out``, allocate the
+outputs and launch. A call that raises is never cached, so errors keep their types and messages
+and are raised before any work on every call. The key holds the *types* of the scalar arguments
+too: ``k=True`` or ``sorted=1`` hash and compare equal to ``1`` and must not find a valid call's
+plan.
 """
 
 from __future__ import annotations
 
 import contextlib
-import math
 import operator
 import sys
 import threading
+from typing import Any, Protocol
 
 import numpy as np
 
 from .._request import checks as _checks
-from .._request import layout as _layout
 from .._request.plan import Launch, Plan
 
 CACHE_SIZE = 1024
@@ -84,76 +91,53 @@ def algorithm_names(backend: str) -> tuple[str, ...]:
     return _launcher.ALGORITHMS
 
 
-class NumpyCall:
-    """A checked request on the NumPy backend (its work is all per call)."""
+class Call(Protocol):
+    """A prepared call: one checked request on arrays of one signature, planned once. Each
+    backend has one class of them (:class:`cutopk.numpy.call.NumpyCall`,
+    :class:`cutopk.cuda.launcher.GpuCall`), made only by :func:`prepare`, :func:`lengths_call` and
+    :func:`segments_call` here, kept in :data:`CACHE` under a key of :func:`cache_key`."""
 
-    def __init__(self, shape, strides, dtype, req: _checks.Request):
-        from ..numpy import backend as _numpy_backend
+    req: _checks.Request
+    dtype: np.dtype  # the input's (the values' dtype)
+    result_shape: tuple[int, ...]
+    device: int  # -1 on the CPU
 
-        _checks.check_algorithm(req.algorithm, "numpy", _numpy_backend.ALGORITHMS)
-        self.req = req
-        self.shape, self.strides, self.dtype = tuple(shape), tuple(strides), np.dtype(dtype)
-        self.run_numpy = _numpy_backend.runner(self.shape, self.strides, self.dtype, req)
-        self.result_shape = tuple(req.k if i == req.axis else s for i, s in enumerate(self.shape))
+    def plain(self, a: Any) -> tuple[Any, Any]:
+        """``(values, indices)`` of ``a``: :meth:`run` without ``out`` or extents (a warm call)."""
+        ...
 
-    def run(self, a, out=None):
-        if out is None:
-            return self.run_numpy(a)
-        values, indices = self.run_numpy(a)
-        np.copyto(out[0], values)
-        np.copyto(out[1], indices)
-        return out
+    def run(self, a: Any, out: Any = None, extents: Any = None) -> Any:
+        """``(values, indices)`` of ``a``, into ``out`` when given (checked to fit); ``extents``:
+        the int64 lengths or CSR offsets of a call made with rows ``"lengths"`` or ``"segments"``."""
+        ...
 
-    def describe(self, cached: bool, arr) -> Plan:
-        """The NumPy backend's route for ``arr`` (read from its shape and strides only: the data is
-        never touched, and an input that needs a copy is described by a C-contiguous stand-in)."""
-        import dataclasses
-
-        from ..numpy import backend as _numpy_backend
-        from ..numpy import compiled as _native  # the compiled route (issue 40: one name)
-
-        req, itemsize = self.req, self.dtype.itemsize
-        rows = math.prod(s for i, s in enumerate(self.shape) if i != req.axis)
-        in_place = _layout.row_strides(self.shape, self.strides, itemsize, req.axis) is not None
-        with _native.planning():  # a plan never builds the compiled route, nor loads it
-            if in_place:
-                info = _numpy_backend.describe(arr, req)
-            else:  # the copy _numpy_backend makes is C-contiguous rows: describe one over a single element
-                stand_in = np.lib.stride_tricks.as_strided(
-                    np.zeros(1, self.dtype), (rows, req.n), (req.n * itemsize, itemsize), writeable=False
-                )
-                info = _numpy_backend.describe(stand_in, dataclasses.replace(req, axis=1))
-        copies = {}
-        if rows and req.k:
-            if not in_place:
-                copies["input: rows copied to row-major (no 2-D view of them)"] = rows * req.n * itemsize
-            elif info["block_copies"]:
-                copies["blocks of rows copied one at a time, in cache (strided or byte-swapped rows)"] = 0
-            if req.axis != len(self.shape) - 1:
-                copies[f"outputs: moved to axis {req.axis}"] = (
-                    rows * req.k * (itemsize + req.index_dtype.itemsize)
-                )
-        params = {"route": info["route"], "threads": info["threads"], "threads_why": info["threads_why"]}
-        if info["compiled"] is not None:  # why the compiled route cannot run here
-            params["compiled_unavailable"] = info["compiled"]
-        else:  # whether it is built and loaded, and which compiler built it (or would)
-            params.update(_native.status())
-        return Plan(
-            "numpy",
-            "select",
-            rows,
-            req.n,
-            req.k,
-            (),
-            _copy_lines(copies),
-            sum(copies.values()),
-            cached,
-            params,
-        )
+    def describe(self, cached: bool, arr: Any) -> Plan:
+        """What :func:`cutopk.plan` reports for ``arr`` (of this call's signature)."""
+        ...
 
 
-def _copy_lines(copies: dict) -> tuple[str, ...]:
-    return tuple(f"{what} ({size} bytes)" if size else what for what, size in copies.items())
+# The rows of a call (the kernels' ROWS_REGULAR, ROWS_LENGTHS, ROWS_SEGMENTS: kernels/row_extent.cuh):
+# every row n long; row r only its first lengths[r] elements; each row a CSR segment of one array.
+REGULAR, LENGTHS, SEGMENTS = "regular", "lengths", "segments"
+
+
+def _new_call(req, shape, strides, dtype, device: int, rows: str = REGULAR, bound: int | None = None) -> Call:
+    """The call of ``req`` on arrays of ``shape``, ``strides`` and ``dtype`` on ``device``: the
+    one place a backend's call object is made (by ``req.backend``, checked). ``bound``: where
+    every CSR segment must end (rows SEGMENTS; None: the launcher's default, past any input)."""
+    if req.backend == "numpy":  # the NumPy backend serves rows of their own lengths without one
+        from ..numpy.call import NumpyCall
+
+        assert rows == REGULAR, rows
+        return NumpyCall(shape, strides, dtype, req)
+    from ..cuda import kernel_constants as _kernel_constants
+    from ..cuda.launcher import GpuCall
+
+    kind = {REGULAR: _kernel_constants.ROWS_REGULAR, LENGTHS: _kernel_constants.ROWS_LENGTHS,
+            SEGMENTS: _kernel_constants.ROWS_SEGMENTS}[rows]  # fmt: skip
+    if bound is None:
+        return GpuCall(shape, strides, dtype, req, device, kind)
+    return GpuCall(shape, strides, dtype, req, device, kind, bound)
 
 
 def _value_of(k):
@@ -167,10 +151,21 @@ def _value_of(k):
     return (type(k), str(getattr(k, "dtype", "")), tuple(getattr(k, "shape", ())), operator.index(k))
 
 
-def _signature(tp, arr, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm, device):
+def cache_key(
+    tp, shape, strides, dtype, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm, where
+) -> tuple:
+    """The key of :data:`CACHE` for every prepared call: the input's type, shape, strides and
+    dtype, the arguments of :func:`cutopk.top_k` (as given: the key is made before the checks),
+    and ``where``: the device id (-1 on the CPU) for plain rows; for rows of their own extents
+    ``(device, LENGTHS)`` or ``(device, SEGMENTS, bound)`` (the position every CSR segment must
+    end within). TypeError where an argument is unhashable or ``k`` has no integer value.
+
+    The rows share the device's element, and no argument has a default: a warm call's key is
+    then as quick to make as before issue 40 (an extra argument or a default cost ~25 ns of its
+    ~3.2 us, benchmarks/host_overhead.py)."""
     return (
-        tp, arr.shape, arr.strides, arr.dtype, type(k), _value_of(k), type(axis), axis, mode, type(sorted_),
-        sorted_, nan, index_dtype, backend, algorithm, device,
+        tp, shape, strides, dtype, type(k), _value_of(k), type(axis), axis, mode, type(sorted_), sorted_, nan,
+        index_dtype, backend, algorithm, where,
     )  # fmt: skip
 
 
@@ -179,8 +174,9 @@ def cached_ndarray(a, k, axis, mode, sorted_, nan, index_dtype, backend, algorit
     path of :func:`cutopk.top_k` (no wrapping, no scope, results returned as they are)."""
     try:
         return CACHE.hit(
-            _signature(np.ndarray, a, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm, -1)
-        )
+            cache_key(np.ndarray, a.shape, a.strides, a.dtype, k, axis, mode, sorted_, nan, index_dtype, backend,
+                      algorithm, -1)
+        )  # fmt: skip
     except TypeError:  # an unhashable argument: prepare() checks it
         return None
 
@@ -202,8 +198,9 @@ def cached_cupy(a, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm)
         return None  # prepare() makes the array's device current first
     try:
         return CACHE.hit(
-            _signature(type(a), a, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm, device)
-        )
+            cache_key(type(a), a.shape, a.strides, a.dtype, k, axis, mode, sorted_, nan, index_dtype, backend,
+                      algorithm, device)
+        )  # fmt: skip
     except TypeError:  # an unhashable argument: prepare() checks it
         return None
 
@@ -226,66 +223,72 @@ def _wrap(a, backend):
 
 def prepare(a, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm):
     """``(arr, back, scope, call, cached)`` for one call: see :func:`_wrap`; ``call`` is the
-    prepared call (``.req``, ``.run(arr, out)``, ``.describe(cached)``)."""
+    prepared :class:`Call` of the input's signature."""
     if type(a) is np.ndarray:  # the common case, in as few steps as it takes
         arr, back, scope, device = a, None, None, -1
     else:
         arr, back, scope, device = _wrap(a, backend)
+    key: tuple | None
     try:
-        key = _signature(type(a), arr, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm, device)
+        key = cache_key(
+            type(a), arr.shape, arr.strides, arr.dtype, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm,
+            device,
+        )  # fmt: skip
         call = CACHE.get(key)
     except TypeError:  # an unhashable argument: checked (and refused or served) uncached
-        key = call = None
+        key, call = None, None
     if call is not None:
         return arr, back, scope, call, True
     req = _checks.normalize(arr, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm)
-    if req.backend == "numpy":
-        call = NumpyCall(arr.shape, arr.strides, arr.dtype, req)
-    else:
-        from ..cuda import launcher as _launcher
-
-        with scope if scope is not None else contextlib.nullcontext():
-            call = _launcher.GpuCall(arr.shape, arr.strides, arr.dtype, req, device)
+    with scope if scope is not None else contextlib.nullcontext():
+        call = _new_call(req, arr.shape, arr.strides, arr.dtype, device)
     if key is not None:
         CACHE.put(key, call)
     return arr, back, scope, call, False
 
 
-def describe_gpu_call(call, cached: bool) -> Plan:
-    """The public plan of a :class:`cutopk.cuda.launcher.GpuCall`."""
-    from ..cuda import launcher as _launcher
-
-    req, p = call.req, call.plan
-    copies = {}
-    item = call.dtype.itemsize
-    if call.launches:
-        if call.native is not call.dtype:
-            copies["input: byte-swapped to native order"] = call.rows * req.n * item
-        if p.transpose:
-            copies["input: rows along an outer axis copied to row-major by a tiled transpose"] = (
-                call.rows * req.n * item
-            )
-        elif p.copy:
-            why = "rows along an outer axis" if call.strides is not None else "batch axes do not collapse"
-            copies[f"input: copied to row-major ({why})"] = call.rows * req.n * item
-        if not call.last_axis:
-            copies[f"outputs: moved to axis {req.axis}"] = (
-                call.rows * req.k * (item + req.index_dtype.itemsize)
-            )
-    # The call's one workspace buffer (the family's table, the copy of the input, staged outputs),
-    # and the simulator's byte-swapped copy of a non-native input.
-    swapped = call.rows * req.n * item if call.native is not call.dtype else 0
-    scratch = call.workspace_bytes + swapped
-    return Plan(
-        req.backend, p.algorithm, call.rows, req.n, req.k, tuple(_launcher.launches(call)) if call.launches else (),
-        _copy_lines(copies), scratch if call.launches else 0, cached, dict(p.params),
+def lengths_call(arr, call: Call) -> Call | None:
+    """The call whose kernels read per-row lengths (every kernel family does), for ``arr``, the
+    input of ``call``'s signature; None on the NumPy backend (its generic route: masked rows).
+    Planned once per signature, in the device scope of the input (the caller's)."""
+    req = call.req
+    if req.backend == "numpy":
+        return None
+    mode, sorted_, nan, index_dtype, backend, algorithm = _checks.request_arguments(req)
+    key = cache_key(
+        type(arr), arr.shape, arr.strides, arr.dtype, req.k, req.axis, mode, sorted_, nan, index_dtype, backend,
+        algorithm, (call.device, LENGTHS),
     )  # fmt: skip
+    found = CACHE.get(key)
+    if found is None:
+        found = _new_call(req, arr.shape, arr.strides, arr.dtype, call.device, LENGTHS)
+        CACHE.put(key, found)
+    return found
 
 
-def describe(call, cached: bool, arr) -> Plan:
-    if isinstance(call, NumpyCall):
-        return call.describe(cached, arr)
-    return describe_gpu_call(call, cached)
+def segments_call(data, segments: int, width: int, k: int, order: str, mode: str, nan: str, idt, backend: str,
+                  algorithm: str, bound: int) -> Call:  # fmt: skip
+    """The GPU call that selects from ``segments`` CSR segments of the 1-D ``data`` in one launch
+    sequence, each segment a row of at most ``width`` elements with its own start and length
+    (kernels/row_extent.cuh), every one ending within ``bound``; arguments checked, ``backend``
+    resolved ("cuda" or "sim"), in ``data``'s device scope. Planned once per signature."""
+    from ..cuda import device as _device
+
+    device = _device.device_id(backend)
+    dtype = data.dtype.newbyteorder("=") if not data.dtype.isnative else data.dtype
+    # The data as one C-contiguous native 1-D array (row stride 0: rows start at their offsets).
+    shape, strides = (segments, width), (0, dtype.itemsize)
+    key = cache_key(type(data), shape, strides, dtype, k, 1, mode, order, nan, idt, backend, algorithm,
+                    (device, SEGMENTS, bound))  # fmt: skip
+    call = CACHE.get(key)
+    if call is None:
+        req = _checks.Request(
+            k=k, axis=1, n=width, largest=mode == "largest", order=order, nan_largest=nan == "largest",
+            index_dtype=idt, backend=backend, algorithm=algorithm,
+        )  # fmt: skip
+        call = _new_call(req, shape, strides, dtype, device, SEGMENTS, bound)
+        CACHE.put(key, call)
+    return call
 
 
-__all__ = ["CACHE", "Launch", "Plan", "describe", "prepare"]
+__all__ = ["CACHE", "Call", "Launch", "Plan", "cache_key", "lengths_call", "prepare", "segments_call"]

@@ -90,7 +90,7 @@ def top_k(
         if type(a) is np.ndarray:
             call = _call.cached_ndarray(a, k, axis, mode, sorted, nan, index_dtype, backend, algorithm)
             if call is not None:
-                return TopK(*call.run(a))
+                return TopK(*call.plain(a))
         else:
             call = _call.cached_cupy(a, k, axis, mode, sorted, nan, index_dtype, backend, algorithm)
             if call is not None:  # the pair made a TopK as its __new__ does, without that frame
@@ -158,17 +158,17 @@ def plan(
         a, k, axis, mode, sorted, nan, index_dtype, backend, algorithm
     )
     if lengths is None:
-        return _call.describe(call, cached, arr)
+        return call.describe(cached, arr)
     # The variant that reads the lengths is planned on the array's device too: its kernels are
     # loaded, and opted in to shared memory, on the device current while it is built.
     with scope if scope is not None else contextlib.nullcontext():
         _, longest = lengths_.check(lengths, arr, call.req)
         arr, call = lengths_.narrowed(arr, call, longest)
-        kernel_call = lengths_.kernel_call(call)
+        kernel_call = lengths_.kernel_call(arr, call)
     if kernel_call is not None:
-        planned = _call.describe(kernel_call, cached, arr)
+        planned = kernel_call.describe(cached, arr)
         return lengths_.describe_in_kernel(planned, arr.shape[call.req.axis], longest is not None)
-    return lengths_.describe(_call.describe(call, cached, arr), arr)
+    return lengths_.describe(call.describe(cached, arr), arr)
 
 
 def requires_grad(*arrays: Array) -> bool:

@@ -119,16 +119,12 @@ def narrowed(arr, call, longest: int | None):
     return view, call
 
 
-def kernel_call(call):
+def kernel_call(arr, call):
     """The prepared call whose kernels read the lengths themselves (every kernel family does), or
     None on the NumPy backend (the generic route)."""
-    from .call import NumpyCall
+    from . import call as _call
 
-    if isinstance(call, NumpyCall):
-        return None
-    from ..cuda import kernel_constants as _kernel_constants
-
-    return call.with_rows(_kernel_constants.ROWS_LENGTHS)
+    return _call.lengths_call(arr, call)
 
 
 def describe_in_kernel(plan, width: int, on_host: bool):

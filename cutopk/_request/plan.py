@@ -102,3 +102,9 @@ class Plan:
             lines.append(f"  global memory: {self.global_bytes} bytes moved (32-byte sectors, per launch)")
         lines.append("  copies: " + ("none" if not self.copies else "; ".join(self.copies)))
         return "\n".join(lines)
+
+
+def copy_lines(copies: dict[str, int]) -> tuple[str, ...]:
+    """:attr:`Plan.copies` from ``{what: bytes}`` (a size of 0 is left unsaid: a copy of unknown
+    size, made a block at a time)."""
+    return tuple(f"{what} ({size} bytes)" if size else what for what, size in copies.items())

@@ -18,6 +18,7 @@ from .._interop import array_module
 from .._request import dtypes as _dtypes
 from .._request import layout as _layout
 from .._request.checks import Request, check_algorithm
+from .._request.plan import Launch, Plan, copy_lines
 from . import device as _device
 from . import dispatch as _dispatch
 from . import kernel_constants as _kernel_constants
@@ -161,6 +162,13 @@ def _module(target: str, cxx: str, device: int | None = None) -> _Module:
     return mod
 
 
+def kernel_function(target: str, cxx: str, name: str, device: int | None = None):
+    """The compiled kernel ``name`` for element type ``cxx`` (its family's module built on first
+    use, on ``device``, default the current one): for launches outside a prepared call
+    (cutopk/cuda/merge_parts.py)."""
+    return _module(target, cxx, device).get_function(name)
+
+
 def _device_id(target: str) -> int:
     return _device.device_id(target)
 
@@ -210,7 +218,8 @@ def _aligned(a, aligned_strides: bool) -> bool:
 class GpuCall:
     """Everything about one call signature (shape, strides, dtype, request, device) that does not
     depend on the data: checked and planned once, then :meth:`run` does only the per-call work
-    (the outputs, the launches, and any copy the plan names)."""
+    (the outputs, the launches, and any copy the plan names). The GPU backend's ``Call`` (the
+    protocol of cutopk/_core/call.py, which makes every one: plain rows, lengths, segments)."""
 
     def __init__(
         self,
@@ -230,7 +239,7 @@ class GpuCall:
         # row_stride (a segment has no row stride of its own).
         self.segment_bound = segment_bound
         self._signature = (tuple(shape), tuple(strides), dtype, device)
-        self._variants: dict[int | str, GpuCall] = {}  # by rows_kind, and "aligned"
+        self._aligned: GpuCall | None = None  # the call run on an aligned copy of a misaligned input
         self.target = req.backend
         self.xp = array_module(self.target)
         self.dtype = np.dtype(dtype)
@@ -312,7 +321,7 @@ class GpuCall:
         assert runner is not None  # direct: there are launches
         # Bound now: a test that patches the runner's class has done so before this call was made.
         launch = runner.direct
-        on_host = xp is np
+        on_host = self.target != "cuda"  # the simulator's arrays are NumPy's (whatever xp a test puts in)
         fail = self._raise_memory_error
 
         def plain(a):
@@ -331,16 +340,6 @@ class GpuCall:
             return values, indices
 
         return plain
-
-    def with_rows(self, rows_kind: int) -> GpuCall:
-        """This signature's call over rows of ``rows_kind`` (planned once, kept with this one)."""
-        if rows_kind == self.rows_kind:
-            return self
-        call = self._variants.get(rows_kind)
-        if call is None:
-            shape, strides, dtype, device = self._signature
-            call = self._variants[rows_kind] = GpuCall(shape, strides, dtype, self.req, device, rows_kind)
-        return call
 
     def run(self, a, out=None, extents=None):
         """``(values, indices)`` of ``a`` (which has this call's signature), written into ``out``
@@ -411,12 +410,12 @@ class GpuCall:
         to C order and run by the call planned for that layout (kept with this one)."""
         call = self
         if not (a.flags.c_contiguous and self.aligned_strides):
-            aligned = self._variants.get("aligned")
+            aligned = self._aligned
             if aligned is None:
                 shape, _, dtype, device = self._signature
                 strides = _layout.c_strides(shape, self.dtype.itemsize)
                 aligned = GpuCall(shape, strides, dtype, self.req, device, self.rows_kind, self.segment_bound)
-                self._variants["aligned"] = aligned
+                self._aligned = aligned
             call = aligned
         if self.xp is np:
             return call.run(np.array(a, order="C", copy=True), out, extents)
@@ -426,6 +425,33 @@ class GpuCall:
         if self.last_axis:
             return arr.reshape(self.out_shape)
         return self.xp.ascontiguousarray(self.xp.moveaxis(arr.reshape(self.out_shape), -1, self.req.axis))
+
+    def describe(self, cached: bool, arr=None) -> Plan:
+        """The public plan of this call (:func:`cutopk.plan`): the launches in order, as the runner
+        runs them (a test compares them with the launches the simulator records), each with the
+        global bytes its step's formula gives (tests/gpu/test_family_traffic.py compares them
+        with the simulator's counts), the array library's steps around them, and every copy.
+        ``arr`` is unused: the signature says it all."""
+        req, p, runner = self.req, self.plan, self.runner
+        if runner is None:  # k == 0 or no rows: nothing runs, nothing is copied
+            return Plan(req.backend, p.algorithm, self.rows, req.n, req.k, (), (), 0, cached, dict(p.params))
+        before, after = _library_steps(self)
+        size = self.rows * req.n * self.dtype.itemsize
+        copies = {step.copy: step.size for step in before}
+        if p.transpose:
+            copies["input: rows along an outer axis copied to row-major by a tiled transpose"] = size
+        elif p.copy:
+            why = "rows along an outer axis" if self.strides is not None else "batch axes do not collapse"
+            copies[f"input: copied to row-major ({why})"] = size
+        copies.update((step.copy, step.size) for step in after)
+        launches = (*(s.launch for s in before), *runner.listing(), *(s.launch for s in after))
+        # The call's one workspace buffer (the family's table, the copy of the input, staged
+        # outputs), and the simulator's byte-swapped copy of a non-native input.
+        scratch = self.workspace_bytes + sum(step.size for step in before)
+        return Plan(
+            req.backend, p.algorithm, self.rows, req.n, req.k, launches, copy_lines(copies), scratch, cached,
+            dict(p.params),
+        )  # fmt: skip
 
     def _raise_memory_error(self, exc: Exception) -> None:
         """CuPy's OutOfMemoryError becomes the MemoryError that says what ran out; any other error
@@ -440,25 +466,27 @@ class GpuCall:
         ) from None
 
 
-def launches(call: GpuCall) -> list:
-    """The launches of a prepared call, in order, as :func:`cutopk.plan` reports them: the steps
-    the runner runs (a test compares them with the launches the simulator records), each with
-    the global bytes its step's formula gives (tests/gpu/test_family_traffic.py compares them with
-    the simulator's counts)."""
-    from .._request.plan import Launch
-
-    assert call.runner is not None, "a call without launches has none to list"
-    seq = call.runner.listing()
-    rows, k = call.rows, call.req.k
+def _library_steps(call: GpuCall) -> tuple[list[_LibraryStep], list[_LibraryStep]]:
+    """The array library's work around the kernels, ``(before, after)``: the byte swap of a
+    non-native input (the simulator's: a GPU array has native order) and the move of the outputs
+    to an outer axis. Each is both a copy and a library launch of :func:`cutopk.plan`."""
+    req, item = call.req, call.dtype.itemsize
     sectors = _common.sectors
-    data = sectors(rows * call.req.n * call.info.itemsize)  # the input
+    before: list[_LibraryStep] = []
+    after: list[_LibraryStep] = []
     if call.native is not call.dtype:
-        seq.insert(0, Launch("library: byte swap of the input", (), global_bytes=2 * data))
+        size = call.rows * req.n * item
+        launch = Launch("library: byte swap of the input", (), global_bytes=2 * sectors(size))
+        before.append(_LibraryStep("input: byte-swapped to native order", size, launch))
     if not call.last_axis:
-        outputs = 2 * (
-            sectors(rows * k * call.info.itemsize) + sectors(rows * k * call.req.index_dtype.itemsize)
-        )
-        seq.append(
-            Launch(f"library: outputs moved to axis {call.req.axis}", (), count=2, global_bytes=outputs)
-        )
-    return seq
+        values, indices = call.rows * req.k * item, call.rows * req.k * req.index_dtype.itemsize
+        moved = 2 * (sectors(values) + sectors(indices))
+        launch = Launch(f"library: outputs moved to axis {req.axis}", (), count=2, global_bytes=moved)
+        after.append(_LibraryStep(f"outputs: moved to axis {req.axis}", values + indices, launch))
+    return before, after
+
+
+class _LibraryStep(NamedTuple):
+    copy: str  # the line of Plan.copies
+    size: int  # its bytes
+    launch: Launch  # the line of Plan.launches, with the global bytes it moves

@@ -4,7 +4,7 @@
 sets of candidates, with indices in one common index space, and returns the top K of their union
 under SPEC.md's rules, exactly as ``top_k`` on the whole would.
 
-GPU parts (CuPy, CUDA torch) are merged by cutopk's own kernel (:mod:`cutopk.irregular.merge_kernels`,
+GPU parts (CuPy, CUDA torch) are merged by cutopk's own kernel (:mod:`cutopk.cuda.merge_parts`,
 kernels/merge.cu): the parts read where they lie, one launch for up to 8 parts, two for up to
 15, no host synchronisation. Rows with more candidates than a block's shared memory holds, and
 NumPy parts, take the library route below.
@@ -192,10 +192,10 @@ def merge_top_k(parts, k, mode: str = "largest", sorted_=True, nan: str = "last"
     with scope:
         found = None
         if kind == "cupy" and k and math.prod(batch):  # cutopk's own kernels, the parts in place
-            from . import merge_kernels as _merge_kernels
+            from ..cuda import merge_parts as _merge_parts
 
             by_index, nan_first = order != "value", nan == "largest" and mode == "largest"
-            found = _merge_kernels.merge("cuda", pairs, k, mode == "largest", by_index, nan_first, positions)
+            found = _merge_parts.merge("cuda", pairs, k, mode == "largest", by_index, nan_first, positions)
         if found is None:
             found = _merge(xp, pairs, k, mode, order, nan, vdt, idt, batch)
         values, indices, where = found

@@ -255,27 +255,11 @@ def kernel_call(
     the longest a segment may be (the host's bound); ``bound``: the position every segment must
     end within (the data's length, for offsets the host has not checked)."""
     from .._core import call as _call
-    from ..cuda import kernel_constants as _kernel_constants
-    from ..cuda import launcher as _launcher
 
     # Rows of `width`: the longest segment, or k when k is larger (the rest of a row is padding).
     width = max(longest, k, 1)
-    device = _launcher._device_id(backend)
-    dtype = data.dtype.newbyteorder("=") if not data.dtype.isnative else data.dtype
-    key = ("segments", backend, device, dtype, segments, width, k, order, options["mode"], options["nan"],
-           idt, options["algorithm"], bound)  # fmt: skip
-    call = _call.CACHE.get(key)
-    if call is None:
-        req = _checks.Request(
-            k=k, axis=1, n=width, largest=options["mode"] == "largest", order=order,
-            nan_largest=options["nan"] == "largest", index_dtype=idt, backend=backend,
-            algorithm=options["algorithm"],
-        )  # fmt: skip
-        # The data as one C-contiguous native 1-D array (row stride 0: rows start at their offsets).
-        shape, strides = (segments, width), (0, dtype.itemsize)
-        call = _launcher.GpuCall(shape, strides, dtype, req, device, _kernel_constants.ROWS_SEGMENTS, bound)
-        _call.CACHE.put(key, call)
-    return call
+    mode, nan, algorithm = options["mode"], options["nan"], options["algorithm"]
+    return _call.segments_call(data, segments, width, k, order, mode, nan, idt, backend, algorithm, bound)
 
 
 def _run_in_kernels(call, data, offsets):

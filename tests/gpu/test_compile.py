@@ -41,14 +41,14 @@ def _dtype(name: str) -> np.dtype:
 
 def _asked_for(dtype: np.dtype) -> list[str]:
     """The kernel names the launchers ask a module for, over CALLS (launches recorded, not run)."""
-    from cutopk.irregular import merge_kernels as _merge_kernels
+    from cutopk.cuda import merge_parts as _merge_parts
 
     with recording_launches(count_allocations=False) as rec:
         for shape, k, kw in CALLS:
             cutopk.top_k(np.zeros(shape, dtype), k, backend="sim", **kw)
         # merge_top_k's kernel (kernels/merge.cu), which no top_k call reaches.
         part = (np.zeros((2, 3), dtype), np.zeros((2, 3), np.int64))
-        _merge_kernels.merge("sim", [part, part], 3, True, False, False, False)
+        _merge_parts.merge("sim", [part, part], 3, True, False, False, False)
     return rec.launches
 
 

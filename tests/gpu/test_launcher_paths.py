@@ -1,6 +1,6 @@
 """The prepared GPU call (cutopk/cuda/launcher.py) on the simulator: a failed launch that is not
 out of memory reaches the caller as it was raised, on the in-place and the transposed layouts;
-a call asked for its own rows kind is itself; and a misaligned strided input is run, call after
+the call reading lengths is planned once, in the core's cache; and a misaligned strided input is run, call after
 call, by the one aligned-layout call planned for it."""
 
 from __future__ import annotations
@@ -44,16 +44,21 @@ def test_a_launch_error_that_is_not_out_of_memory_propagates_unchanged(monkeypat
     _call.CACHE.clear()  # nor may a later test reuse a call prepared under the patch
 
 
-def test_a_call_over_its_own_rows_kind_is_itself():
+def test_the_call_that_reads_lengths_is_planned_once_and_kept_in_the_core_cache():
     from cutopk.cuda import kernel_constants as _kernel_constants
 
-    _, _, _, call, _ = _call.prepare(np.zeros((3, 50), np.float32), 4, -1, "largest", True, "last",
-                                     np.int64, "sim", "auto")  # fmt: skip
-    lengths_call = call.with_rows(_kernel_constants.ROWS_LENGTHS)
+    _call.CACHE.clear()
+    x = np.zeros((3, 50), np.float32)
+    _, _, _, call, _ = _call.prepare(x, 4, -1, "largest", True, "last", np.int64, "sim", "auto")
+    lengths_call = _call.lengths_call(x, call)
     assert lengths_call is not call and lengths_call.rows_kind == _kernel_constants.ROWS_LENGTHS
-    assert lengths_call.with_rows(_kernel_constants.ROWS_LENGTHS) is lengths_call
-    assert call.with_rows(call.rows_kind) is call
-    assert call.with_rows(_kernel_constants.ROWS_LENGTHS) is lengths_call  # planned once
+    assert call.rows_kind == _kernel_constants.ROWS_REGULAR
+    assert _call.lengths_call(x, call) is lengths_call  # planned once
+    assert (
+        _call.CACHE.info()["size"] == 2
+    )  # the plain call and the one reading lengths, each keyed by the core
+    _, _, _, numpy_call, _ = _call.prepare(x, 4, -1, "largest", True, "last", np.int64, "numpy", "auto")
+    assert _call.lengths_call(x, numpy_call) is None  # the NumPy backend's generic route (masked rows)
 
 
 def _misaligned_columns(values: np.ndarray) -> np.ndarray:
@@ -77,7 +82,7 @@ def test_misaligned_strided_inputs_share_one_aligned_call():
         np.testing.assert_array_equal(got.indices, want.indices)
         np.testing.assert_array_equal(got.values, want.values)
         _, _, _, call, cached = _call.prepare(x, 5, -1, "largest", True, "last", np.int64, "sim", "auto")
-        aligned.append(call._variants["aligned"])
+        aligned.append(call._aligned)
     assert cached and aligned[0] is aligned[1]
 
 

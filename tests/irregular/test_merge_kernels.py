@@ -1,4 +1,4 @@
-"""merge_top_k in cutopk's own kernels (kernels/merge.cu, cutopk/irregular/merge_kernels.py): the
+"""merge_top_k in cutopk's own kernels (kernels/merge.cu, cutopk/cuda/merge_parts.py): the
 same results as the library route (concatenation, padding made least preferred, argsort by
 index, one top_k: cutopk/irregular/merge.py, on NumPy) for every dtype, ties across parts, NaN
 policies, orders, padding, unsorted parts, empty parts and more parts than one launch takes;
@@ -16,8 +16,8 @@ from support.backends import cuda_is_standin, require
 from support.inputs import DTYPES, dtype_of, make_values
 
 import cutopk
+from cutopk.cuda import merge_parts as _merge_parts
 from cutopk.irregular import merge as _merge
-from cutopk.irregular import merge_kernels as _merge_kernels
 
 ORDERS = ("value", "index", "none")
 POLICIES = (("largest", "last"), ("largest", "largest"), ("smallest", "last"), ("smallest", "largest"))
@@ -50,7 +50,7 @@ def make_parts(rng, dtype, rows, widths, sorted_, padding=True, dist="few_distin
 def check(parts, k, mode="largest", order="value", nan="last"):
     """The kernel on the simulator against the library route, bit for bit, positions too."""
     largest, nan_first = mode == "largest", nan == "largest" and mode == "largest"
-    got = _merge_kernels.merge("sim", parts, k, largest, order != "value", nan_first, True)
+    got = _merge_parts.merge("sim", parts, k, largest, order != "value", nan_first, True)
     assert got is not None
     vdt, idt = parts[0][0].dtype, parts[0][1].dtype
     batch = parts[0][0].shape[:-1]
@@ -116,7 +116,7 @@ def test_more_parts_than_one_launch_takes(count):
     k = min(10, sum(widths))
     for order in ("value", "index") if k else ():
         check(parts, k, order=order)
-    assert _merge_kernels._family.launches(count) == 1 + max(0, -(-(count - 8) // 7))
+    assert _merge_parts._family.launches(count) == 1 + max(0, -(-(count - 8) // 7))
 
 
 def test_strided_and_non_native_parts_and_a_batch_shape():
@@ -131,7 +131,7 @@ def test_strided_and_non_native_parts_and_a_batch_shape():
 
 def test_too_many_candidates_for_shared_memory_take_the_library_route(monkeypatch):
     wide = [(np.zeros((1, 40_000), np.float64), np.arange(40_000)[None])]
-    assert _merge_kernels.merge("sim", wide, 5, True, False, False, False) is None
+    assert _merge_parts.merge("sim", wide, 5, True, False, False, False) is None
 
 
 # ---- on the CuPy stand-in: the launches merge_top_k makes

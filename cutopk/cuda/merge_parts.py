@@ -7,6 +7,9 @@ For the CUDA backend (CuPy arrays) and the simulator (NumPy arrays, for the test
 launches. :func:`merge` returns None where the kernel cannot take the rows (more candidates per
 row than a block's shared memory holds): :mod:`cutopk.irregular.merge` then takes the library
 route.
+
+It lives in the CUDA backend, beside the launcher whose compiled modules it uses: the irregular
+inputs' package (cutopk/irregular/merge.py) calls :func:`merge`, and never the launcher itself.
 """
 
 from __future__ import annotations
@@ -17,9 +20,10 @@ import numpy as np
 
 from .. import _interop
 from .._request import dtypes as _dtypes
-from ..cuda import launcher as _launcher
-from ..cuda import shared_memory as _shared_memory
-from ..cuda.families import merge as _family
+from . import device as _device
+from . import launcher as _launcher
+from . import shared_memory as _shared_memory
+from .families import merge as _family
 
 
 def merge(target: str, pairs, k: int, largest: bool, by_index: bool, nan_first: bool, positions: bool):
@@ -27,20 +31,20 @@ def merge(target: str, pairs, k: int, largest: bool, by_index: bool, nan_first: 
     ``target``'s kind: "cuda" CuPy arrays on the current device, "sim" NumPy arrays), ``where``
     each winner's position along the parts' concatenated last axis (None unless ``positions``);
     or None when the kernel cannot take these rows."""
-    xp = _launcher.array_module(target)
+    xp = _launcher.array_module(target)  # the launcher's: a recording (cutopk/_bench/recording.py) patches it
     values0, indices0 = pairs[0]
     vdt, idt = values0.dtype, indices0.dtype
     batch = values0.shape[:-1]
     rows = math.prod(batch)
     info = _dtypes.check_dtype(vdt)
     widths = [int(v.shape[-1]) for v, _ in pairs]
-    device = _launcher._device_id(target)
-    limit = _launcher._device_facts(target, device).shared_bytes
+    device = _device.device_id(target)
+    limit = _device.device_facts(target, device).shared_bytes
     if _family.why_not(widths, k, info.itemsize, limit) is not None:
         return None
     native = vdt.newbyteorder("=") if not vdt.isnative else vdt  # NumPy only: CuPy is native
     flat = [(_rows_of(xp, v, rows, native), _rows_of(xp, i, rows, idt)) for v, i in pairs]
-    fn = _launcher._module(target, info.cxx, device).get_function(f"merge_parts<{info.cxx}>")
+    fn = _launcher.kernel_function(target, info.cxx, f"merge_parts<{info.cxx}>", device)
     offsets = np.concatenate([[0], np.cumsum(widths)]).tolist()
     fixed = {
         "rows": np.int64(rows), "k": np.int32(k), "largest": np.int32(largest),
