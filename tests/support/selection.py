@@ -31,3 +31,22 @@ def asan_keeps(params: dict) -> bool:
 
         return (DISTRIBUTIONS.index(params["dist"]) + ALGORITHMS.index(params["algorithm"])) % 3 == 0
     return True
+
+
+def shard(value: str | None) -> tuple[int, int] | None:
+    """``CUTOPK_TEST_SHARD=K/N`` (1 <= K <= N): the run keeps every N-th collected test from the
+    K-th on, so that N runs with K = 1..N share a test list between them, each test run once
+    (CI splits its AddressSanitizer run so between its two cores, .ci/run). None when unset."""
+    if not value:
+        return None
+    k, sep, n = value.partition("/")
+    if not (sep and k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n)):
+        raise ValueError(f"CUTOPK_TEST_SHARD must be K/N with 1 <= K <= N (like 1/2), got {value!r}")
+    return int(k), int(n)
+
+
+def shard_keeps(position: int, which: tuple[int, int] | None) -> bool:
+    """Whether shard ``which`` ((K, N), or None for no sharding) keeps the test collected at
+    ``position`` (from 0): round robin, so that neighbours (often a matrix's like-sized cases)
+    go to different shards."""
+    return which is None or position % which[1] == which[0] - 1
