@@ -67,12 +67,20 @@ def pytest_runtest_logreport(report):
         _record_skip(report)
 
 
-# The AddressSanitizer run's subset (tests/support/selection.py; CUTOPK_FULL_MATRIX=1 runs all),
-# then the shard of the tests left that CUTOPK_TEST_SHARD=K/N asks for. Last of the hooks, so that
-# the shards split what -k and -m leave.
+# The AddressSanitizer run's subset and, on the CuPy stand-in, the thinned "cuda" twins of the
+# simulator's cases (tests/support/selection.py; CUTOPK_FULL_MATRIX=1 runs all), then the shard
+# of the tests left that CUTOPK_TEST_SHARD=K/N asks for. Last of the hooks, so that the shards
+# split what -k and -m leave.
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
-    from support.selection import ASAN_SUBSET, asan_keeps, shard, shard_keeps
+    from support.selection import (
+        ASAN_SUBSET,
+        TWINS_THINNED,
+        asan_keeps,
+        shard,
+        shard_keeps,
+        standin_twin_keeps,
+    )
 
     try:
         which = shard(os.environ.get("CUTOPK_TEST_SHARD"))
@@ -84,6 +92,14 @@ def pytest_collection_modifyitems(config, items):
             items,
             [asan_keeps(getattr(getattr(i, "callspec", None), "params", {})) for i in items],
             "the ASan subset (tests/conftest.py): {} deselected; CUTOPK_FULL_MATRIX=1 runs all",
+        )
+    if STANDIN and TWINS_THINNED:
+        _deselect(
+            config,
+            items,
+            [standin_twin_keeps(getattr(getattr(i, "callspec", None), "params", {})) for i in items],
+            'the CuPy stand-in\'s "cuda" twins of simulator cases (tests/support/selection.py): '
+            "{} deselected; CUTOPK_FULL_MATRIX=1 runs all",
         )
     if which:
         _deselect(

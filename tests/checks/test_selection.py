@@ -13,7 +13,7 @@ import sys
 import gpu.test_kernels as kernels
 import pytest
 from support.inputs import DISTRIBUTIONS, DTYPES
-from support.selection import ASAN_DTYPES, asan_keeps, shard, shard_keeps
+from support.selection import ASAN_DTYPES, TWIN_DTYPES, asan_keeps, shard, shard_keeps, standin_twin_keeps
 
 from cutopk.cuda.dispatch import ALGORITHMS
 
@@ -100,3 +100,22 @@ def test_conftest_refuses_a_bad_shard_as_a_usage_error(request, monkeypatch):
     monkeypatch.setenv("CUTOPK_TEST_SHARD", "2/1")
     with pytest.raises(pytest.UsageError, match=r"CUTOPK_TEST_SHARD must be K/N .* got '2/1'"):
         hook(request.config, [])
+
+
+def test_the_standin_keeps_a_cuda_twin_per_key_width_and_a_third_of_the_distributions():
+    assert standin_twin_keeps({}) and standin_twin_keeps({"backend": "sim", "dtype": "int16"})
+    kept = [d for d in DTYPES if standin_twin_keeps({"backend": "cuda", "dtype": d})]
+    assert kept == [d for d in DTYPES if d in TWIN_DTYPES] and "bfloat16" in kept
+    import numpy as np
+
+    assert sorted({np.dtype(d).itemsize for d in ASAN_DTYPES}) == [1, 2, 4, 8]
+    dists = [d for d in DISTRIBUTIONS if standin_twin_keeps({"backend": "cuda", "dist": d})]
+    assert len(dists) == (len(DISTRIBUTIONS) + 2) // 3
+    for algorithm in ALGORITHMS:  # every algorithm still meets three or four distributions
+        met = [
+            d
+            for d in DISTRIBUTIONS
+            if standin_twin_keeps({"backend": "cuda", "dist": d, "algorithm": algorithm})
+        ]
+        assert 3 <= len(met) <= 4
+    assert standin_twin_keeps({"backend": "cuda", "dist": "a list of the test's own"})
