@@ -32,8 +32,10 @@ keep the older NVRTCs' check to fewer cubin architectures without leaving a bran
 nvcc's objects) on every cubin NVRTC returns, that is on the machine code CuPy would load; it
 fails where cuobjdump/nvdisasm are missing, and where a kernel build in ptxas's report is not in
 the disassembly. CI runs it on the newest 13.x for sm_75/80/90 instead of a second compile of
-every kernel with nvcc. It costs about 1 CPU s of cuobjdump per program and architecture (0.9-1.2
-s measured on two programs of 220-250 KB of cubin), some 70-90 s per architecture in all.
+every kernel with nvcc. It costs about 100 CPU s of cuobjdump per architecture (156 programs,
+0.9-1.2 s for the largest, of 220-250 KB): the 13.x check for sm_75/80/90 took 918 CPU s with it
+on 2026-11-27, about 614 s without it (the CI run of 2026-11-26), both on the loaded 2-core
+machine, 864 kernel builds disassembled and 0 findings.
 """
 
 from __future__ import annotations
