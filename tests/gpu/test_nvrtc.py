@@ -250,8 +250,9 @@ def test_kernel_files_compile_alone_with_nvrtc(folder):
 @needs_nvrtc
 @pytest.mark.parametrize("folder", FOLDERS)
 def test_ptx_only_and_the_pre_sm90_branch_compile_with_nvrtc(folder):
-    # .ci/run's subset for an older NVRTC: the front end only, every program for compute_90 and
-    # the branching ones (cluster.cu) for compute_75 too; no cubin, so no register report.
+    # --ptx-only: the front end only, every program for compute_90 and the branching ones
+    # (cluster.cu) for compute_75 too (.ci/run's subset uses --ptx-arch beside cubins); no cubin,
+    # so no register report.
     tool = [sys.executable, str(ROOT / "tools/check_nvrtc.py"), folder]
     cmd = [*tool, "--arch", "90", "--ptx-only", "--ptx-arch", "75", "--no-alone"]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
