@@ -67,21 +67,56 @@ def pytest_runtest_logreport(report):
         _record_skip(report)
 
 
-# The AddressSanitizer run's subset (tests/support/selection.py; CUTOPK_FULL_MATRIX=1 runs all).
+# The AddressSanitizer run's subset and, on the CuPy stand-in, the thinned "cuda" twins of the
+# simulator's cases (tests/support/selection.py; CUTOPK_FULL_MATRIX=1 runs all), then the shard
+# of the tests left that CUTOPK_TEST_SHARD=K/N asks for. Last of the hooks, so that the shards
+# split what -k and -m leave.
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
-    from support.selection import ASAN_SUBSET, asan_keeps
+    from support.selection import (
+        ASAN_SUBSET,
+        TWINS_THINNED,
+        asan_keeps,
+        shard,
+        shard_keeps,
+        standin_twin_keeps,
+    )
 
-    if not ASAN_SUBSET:
-        return
-    keep = [asan_keeps(getattr(getattr(i, "callspec", None), "params", {})) for i in items]
+    try:
+        which = shard(os.environ.get("CUTOPK_TEST_SHARD"))
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    if ASAN_SUBSET:
+        _deselect(
+            config,
+            items,
+            [asan_keeps(getattr(getattr(i, "callspec", None), "params", {})) for i in items],
+            "the ASan subset (tests/conftest.py): {} deselected; CUTOPK_FULL_MATRIX=1 runs all",
+        )
+    if STANDIN and TWINS_THINNED:
+        _deselect(
+            config,
+            items,
+            [standin_twin_keeps(getattr(getattr(i, "callspec", None), "params", {})) for i in items],
+            'the CuPy stand-in\'s "cuda" twins of simulator cases (tests/support/selection.py): '
+            "{} deselected; CUTOPK_FULL_MATRIX=1 runs all",
+        )
+    if which:
+        _deselect(
+            config,
+            items,
+            [shard_keeps(j, which) for j in range(len(items))],
+            f"shard {which[0]} of {which[1]} (CUTOPK_TEST_SHARD): {{}} deselected, run by the other shards",
+        )
+
+
+def _deselect(config, items, keep, message):
     kept = [i for i, k in zip(items, keep, strict=True) if k]
     dropped = [i for i, k in zip(items, keep, strict=True) if not k]
     if dropped:  # reported by pytest as deselected, and named here
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
-        print(
-            f"\nthe ASan subset (tests/conftest.py): {len(dropped)} deselected; CUTOPK_FULL_MATRIX=1 runs all"
-        )
+        print("\n" + message.format(len(dropped)))
 
 
 @pytest.fixture(autouse=True)

@@ -3,7 +3,7 @@ does, and fail on a compile error, a name expression that does not lower, any re
 any local-memory stack frame; and compile each kernel file alone (``-I kernels``), so that every
 file includes what it uses. No GPU needed.
 
-    python tools/check_nvrtc.py DIR [DIR ...] [--arch 75 80 90] [--ptx-only] [--ptx-arch 75] [--jobs N]
+    python tools/check_nvrtc.py DIR [DIR ...] [--arch 75 80 90] [--ptx-only] [--ptx-arch 75] [--sass] [--jobs N]
     python tools/check_nvrtc.py --install DIR VERSION     # VERSION: 12.9, 13.0 or 13.x (the newest)
 
 Each DIR is a ``pip install --target`` folder of NVRTC wheels (``--install`` makes one; see
@@ -20,13 +20,22 @@ the union of their name expressions (the kernels each instantiation compiles are
 
 ``--ptx-only``: the ``--arch`` targets to PTX (compute_XX) instead of cubins: the front end
 only, no ptxas, so no register report and no spill check; for an NVRTC whose ptxas is checked
-elsewhere (CI: NVRTC 13.0.88's ptxas is nvcc 13.0.88's, which tools/check_kernels.py runs on
-every kernel for sm_75/80/90). ``--ptx-arch A``: also compile, to PTX for compute_A, the
+elsewhere (NVRTC 13.0.88's ptxas is nvcc 13.0.88's, which tools/check_kernels.py runs on every
+kernel for sm_75/80/90). ``--ptx-arch A``: also compile, to PTX for compute_A, the
 programs whose source branches on ``__CUDA_ARCH__`` (cluster.cu): there the front end sees other
 code on A than on the ``--arch`` targets, while every other program's front-end work is the same
 on every architecture. PTX costs about 0.4 of a cubin (measured, NVRTC 13.x, 6 programs: 8.0 CPU
 s to compute_90 PTX, 19.5 s to sm_90 cubins, 25.9 s to sm_75 cubins). CI (.ci/run) uses both to
 keep the older NVRTCs' check to fewer cubin architectures without leaving a branch unparsed.
+
+``--sass``: the SASS check of tools/check_sass.py (the rules tools/check_kernels.py applies to
+nvcc's objects) on every cubin NVRTC returns, that is on the machine code CuPy would load; it
+fails where cuobjdump/nvdisasm are missing, and where a kernel build in ptxas's report is not in
+the disassembly. CI runs it on the newest 13.x for sm_75/80/90 instead of a second compile of
+every kernel with nvcc. It costs about 100 CPU s of cuobjdump per architecture (156 programs,
+0.9-1.2 s for the largest, of 220-250 KB): the 13.x check for sm_75/80/90 took 918 CPU s with it
+on 2026-11-27, about 614 s without it (the CI run of 2026-11-26), both on the loaded 2-core
+machine, 864 kernel builds disassembled and 0 findings.
 """
 
 from __future__ import annotations
@@ -39,10 +48,13 @@ import pathlib
 import re
 import subprocess
 import sys
+import tempfile
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tools"))
+import check_sass  # noqa: E402
 
 ENTRY = re.compile(r"Compiling entry function '(?P<name>[^']+)' for '(?P<arch>sm_\d+)'")
 SPILL = re.compile(
@@ -99,6 +111,11 @@ class Nvrtc:
 
     def compile(self, source: str, name: str, options: list[str], names: list[str]):
         """Compile; returns (ok, log, {name expression: lowered name or None})."""
+        return self.compile_cubin(source, name, options, names, cubin=False)[:3]
+
+    def compile_cubin(self, source: str, name: str, options: list[str], names: list[str], cubin=True):
+        """Compile; returns (ok, log, lowered, the cubin's bytes or None): the machine code CuPy
+        loads, for the SASS check (None for a PTX target or a failed compile)."""
         prog = ctypes.c_void_p()
         self._call("nvrtcCreateProgram", ctypes.byref(prog), source.encode(), name.encode(), 0, None, None)
         try:
@@ -117,7 +134,13 @@ class Nvrtc:
                     out = ctypes.c_char_p()
                     got = self.lib.nvrtcGetLoweredName(prog, n.encode(), ctypes.byref(out))
                     lowered[n] = out.value.decode() if got == 0 and out.value else None
-            return rc == 0, log, lowered
+            code = None
+            if rc == 0 and cubin:
+                self._call("nvrtcGetCUBINSize", prog, ctypes.byref(size))
+                data = ctypes.create_string_buffer(size.value)
+                self._call("nvrtcGetCUBIN", prog, data)
+                code = data.raw or None
+            return rc == 0, log, lowered, code
         finally:
             self.lib.nvrtcDestroyProgram(ctypes.byref(prog))
 
@@ -262,10 +285,11 @@ def check_folder(
     alone: bool,
     ptx_archs: tuple[str, ...] = (),
     ptx_only: bool = False,
+    sass: bool = False,
 ) -> dict:
     """One NVRTC folder, in this process: the report as a dict. ``ptx_only``: the ``archs`` to
     PTX (no cubins, no register report); ``ptx_archs``: the programs that branch on
-    ``__CUDA_ARCH__`` to PTX for these as well."""
+    ``__CUDA_ARCH__`` to PTX for these as well; ``sass``: the SASS check on every cubin."""
     from cutopk.cuda import launcher as _launcher
 
     nvrtc = Nvrtc(find_library(folder))
@@ -273,12 +297,17 @@ def check_folder(
     report = {"folder": str(folder), "version": version, "failures": [], "builds": [], "seconds": {}}
     merged = merged_programs() if programs else []
     indexed = [(i, len(merged), source, names) for i, (source, names, _) in enumerate(merged)]
-    for arch in archs if programs and not ptx_only else []:
+    sass_code: dict = {}
+    cubin_archs = archs if programs and not ptx_only else []
+    if sass and cubin_archs and check_sass.find_cuobjdump()[0] is None:
+        report["failures"].append(f"NVRTC {version}: the SASS check cannot run: {NO_CUOBJDUMP}")
+        sass = False
+    for arch in cubin_archs:
         t0 = time.perf_counter()
         for i, (source, names, kernels) in enumerate(merged):
             where = f"NVRTC {version}, sm_{arch}"
             options = cupy_options(folder, arch, ["--ptxas-options=-v"])
-            ok, log, lowered = nvrtc.compile(source, "cutopk.cu", options, names)
+            ok, log, lowered, cubin = nvrtc.compile_cubin(source, "cutopk.cu", options, names, cubin=sass)
             if not ok:
                 report["failures"].append(
                     f"{where}: program {i + 1} of {len(merged)} does not compile ({kernel_file(source, log)}):"
@@ -288,7 +317,12 @@ def check_folder(
             rows, failures = findings(where, log, lowered, kernels)
             report["builds"] += rows
             report["failures"] += failures
+            if sass:
+                sass_code.update(disassemble(cubin))
         report["seconds"][f"sm_{arch}"] = round(time.perf_counter() - t0, 1)
+    if sass and cubin_archs:
+        report["sass"] = len(sass_code)
+        report["failures"] += sass_failures(version, report["builds"], sass_code)
     ptx = [(arch, indexed) for arch in archs if ptx_only] + [
         (arch, [p for p in indexed if arch_dependent(p[2])]) for arch in ptx_archs
     ]
@@ -312,6 +346,30 @@ def check_folder(
     return report
 
 
+NO_CUOBJDUMP = "cuobjdump/nvdisasm not found (pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm)"
+
+
+def disassemble(cubin: bytes | None) -> dict:
+    """check_sass's {(arch, name): instructions} of one cubin (cuobjdump reads files only)."""
+    if not cubin:
+        return {}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = pathlib.Path(tmp) / "program.cubin"
+        path.write_bytes(cubin)
+        return check_sass.disassemble(str(path))
+
+
+def sass_failures(version: str, builds: list[dict], code: dict) -> list[str]:
+    """tools/check_sass.py's rules on the disassembled cubins of one NVRTC, and a failure for
+    every kernel build in ptxas's report that the disassembly lacks (the check saw all or fails)."""
+    missing = sorted({(r["arch"], r["name"]) for r in builds} - set(code))
+    failures = [
+        f"NVRTC {version}, {arch}: the SASS of {name} is not in the cubin's disassembly"
+        for arch, name in missing
+    ]
+    return failures + [f"NVRTC {version}, SASS check: {f}" for f in check_sass.check(code)]
+
+
 def kernel_file(source: str, log: str) -> str:
     """The kernel files the first errors of a program's log point into (the loader marks each
     file's start with a '// ---- NAME' line)."""
@@ -325,7 +383,7 @@ def kernel_file(source: str, log: str) -> str:
 
 
 def run_worker(
-    folder: str, archs: list[str], programs: bool, alone: bool, ptx_archs=(), ptx_only=False
+    folder: str, archs: list[str], programs: bool, alone: bool, ptx_archs=(), ptx_only=False, sass=False
 ) -> dict:
     """check_folder in a child process (its own NVRTC library)."""
     cmd = [sys.executable, __file__, "--worker", folder, "--arch", *archs]
@@ -333,6 +391,8 @@ def run_worker(
         cmd += ["--ptx-arch", *ptx_archs]
     if ptx_only:
         cmd.append("--ptx-only")
+    if sass:
+        cmd.append("--sass")
     if not alone:
         cmd.append("--no-alone")
     if not programs:
@@ -376,6 +436,11 @@ def main(argv=None) -> int:
         action="store_true",
         help="the --arch targets to PTX only: the front end, no ptxas (no register or spill check)",
     )
+    parser.add_argument(
+        "--sass",
+        action="store_true",
+        help="the SASS check (tools/check_sass.py) on every cubin; fails where cuobjdump is missing",
+    )
     parser.add_argument("--jobs", type=int, default=1, help="folders checked at once")
     parser.add_argument("--no-alone", dest="alone", action="store_false", help="skip the file-alone check")
     parser.add_argument(
@@ -394,6 +459,7 @@ def main(argv=None) -> int:
             args.alone,
             tuple(args.ptx_arch),
             args.ptx_only,
+            args.sass,
         )
         print(json.dumps(report))
         return 0
@@ -402,7 +468,9 @@ def main(argv=None) -> int:
     with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:
         reports = list(
             pool.map(
-                lambda f: run_worker(f, args.arch, args.programs, args.alone, args.ptx_arch, args.ptx_only),
+                lambda f: run_worker(
+                    f, args.arch, args.programs, args.alone, args.ptx_arch, args.ptx_only, args.sass
+                ),
                 args.folders,
             )
         )
@@ -415,6 +483,7 @@ def main(argv=None) -> int:
         print(
             f"NVRTC {rep['version']} ({rep['folder']}): {len(builds)} kernel builds, "
             + (f"{rep['ptx_programs']} programs to PTX only, " if rep.get("ptx_programs") else "")
+            + (f"{rep['sass']} kernel builds disassembled for the SASS check, " if "sass" in rep else "")
             + f"max registers {', '.join(f'{a} {v}' for a, v in sorted(regs.items()))}; "
             f"seconds {', '.join(f'{k} {v}' for k, v in rep['seconds'].items())}; "
             f"{len(rep['failures'])} failures"

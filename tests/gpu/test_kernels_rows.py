@@ -178,7 +178,10 @@ def test_outer_axis_plans_say_how_they_copy():
 def test_outer_axis_rows_through_the_tiled_transpose(backend, algorithm, monkeypatch):
     require_clusters(backend) if algorithm == "cluster" else require(backend)
     rng = np.random.default_rng(15)
-    x = make_values(rng, np.float32, (301, 97), "few_distinct")  # 97 rows of 301 along axis 0
+    # 97 rows of 301 along axis 0; 33 for a forced cluster, which simulates 8 x 512 threads a row
+    # (15x another family's time): still a full 32-row tile of the transpose and a partial one.
+    rows = 33 if algorithm == "cluster" else 97
+    x = make_values(rng, np.float32, (301, rows), "few_distinct")
     k = 20 if algorithm != "warp_row" else 16
     plan = cutopk.plan(to_backend(x, backend), k, axis=0, algorithm=algorithm, backend=backend)
     assert plan.copy and plan.launches[0].kernel.startswith("transpose_rows<")
@@ -198,7 +201,7 @@ def test_outer_axis_rows_through_the_tiled_transpose(backend, algorithm, monkeyp
     _call.CACHE.clear()
     run_case(backend, x, k, axis=0, algorithm=algorithm, sorted=True)
     run_case(backend, x[::-1], k, axis=0, algorithm=algorithm, sorted="index", mode="smallest", nan="largest")
-    assert calls == [(97, 301), (97, 301)]  # (rows, n): the rows went through the transpose kernel
+    assert calls == [(rows, 301), (rows, 301)]  # (rows, n): the rows went through the transpose kernel
 
 
 @pytest.mark.parametrize("backend", GPU_BACKENDS)

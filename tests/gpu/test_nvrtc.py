@@ -138,6 +138,64 @@ def test_the_ptx_options_reach_each_folders_worker(monkeypatch, capsys):
         ["--worker", f, "--arch", "90", "--ptx-arch", "75", "--ptx-only", "--no-alone"] for f in "ab"
     ]
     assert check_nvrtc.main(["a"]) == 0 and seen[-1][2:] == ["--worker", "a", "--arch", "75", "80", "90"]
+    assert check_nvrtc.main(["a", "--sass"]) == 0 and seen[-1][-1] == "--sass"
+
+
+def _wheel_folder(tmp_path):
+    for sub in ("nvidia/cu13/include/nv", "nvidia/cu13/include/cccl"):
+        (tmp_path / sub).mkdir(parents=True, exist_ok=True)
+    (tmp_path / "nvidia/cu13/include/cuda_fp16.h").write_text("")
+    return tmp_path
+
+
+class _FakeCubins:
+    """NVRTC with a cubin per compile: one program, two kernels, sm_80."""
+
+    version = (13, 5)
+
+    def compile_cubin(self, source, name, options, names, cubin=True):
+        log = _log("radix_topk_float32", 0, 0, 0) + _log("bitonic_topk_float32", 0, 0, 0)
+        return True, log, {}, b"CUBIN" if cubin else None
+
+
+def test_the_sass_check_runs_on_every_cubin_and_fails_naming_version_and_kernel(tmp_path, monkeypatch):
+    seen = []
+
+    def disassemble(cubin):
+        seen.append(cubin)
+        # radix_topk streams rows: one scalar load and no LDG.E.128 breaks two rules.
+        return {
+            ("sm_80", "radix_topk_float32"): [(0x10, False, "LDG.E R2, [R4.64]"), (0x20, False, "EXIT")],
+            ("sm_80", "bitonic_topk_float32"): [(0x10, False, "EXIT")],
+        }
+
+    monkeypatch.setattr(check_nvrtc, "find_library", lambda folder: folder)
+    monkeypatch.setattr(check_nvrtc, "Nvrtc", lambda lib: _FakeCubins())
+    monkeypatch.setattr(check_nvrtc, "merged_programs", lambda: [("src", [], ["radix_topk_float32"])])
+    monkeypatch.setattr(check_nvrtc, "disassemble", disassemble)
+    monkeypatch.setattr(check_nvrtc.check_sass, "find_cuobjdump", lambda: ("cuobjdump", {}))
+    report = check_nvrtc.check_folder(_wheel_folder(tmp_path), ["80"], True, False, sass=True)
+    assert seen == [b"CUBIN"] and report["sass"] == 2
+    assert report["failures"] == [
+        "NVRTC 13.5, SASS check: radix_topk_float32 (sm_80): no 128-bit global load (LDG.E.128) for contiguous rows",
+        "NVRTC 13.5, SASS check: radix_topk_float32 (sm_80): at most 1 global loads in flight before a use (want 4)",
+    ]
+    # Without --sass no cubin is asked for and nothing is disassembled.
+    report = check_nvrtc.check_folder(_wheel_folder(tmp_path), ["80"], True, False)
+    assert seen == [b"CUBIN"] and "sass" not in report and report["failures"] == []
+
+
+def test_a_build_missing_from_the_disassembly_or_no_cuobjdump_fails(tmp_path, monkeypatch):
+    builds = [{"arch": "sm_90", "name": "a"}, {"arch": "sm_90", "name": "b"}]
+    assert check_nvrtc.sass_failures("13.5", builds, {("sm_90", "a"): [(0, False, "EXIT")]}) == [
+        "NVRTC 13.5, sm_90: the SASS of b is not in the cubin's disassembly"
+    ]
+    monkeypatch.setattr(check_nvrtc, "find_library", lambda folder: folder)
+    monkeypatch.setattr(check_nvrtc, "Nvrtc", lambda lib: _FakeCubins())
+    monkeypatch.setattr(check_nvrtc, "merged_programs", lambda: [("src", [], [])])
+    monkeypatch.setattr(check_nvrtc.check_sass, "find_cuobjdump", lambda: (None, {}))
+    report = check_nvrtc.check_folder(_wheel_folder(tmp_path), ["80"], True, False, sass=True)
+    assert report["failures"] == [f"NVRTC 13.5: the SASS check cannot run: {check_nvrtc.NO_CUOBJDUMP}"]
 
 
 def _mb_state_block(source: str) -> str:
@@ -192,8 +250,9 @@ def test_kernel_files_compile_alone_with_nvrtc(folder):
 @needs_nvrtc
 @pytest.mark.parametrize("folder", FOLDERS)
 def test_ptx_only_and_the_pre_sm90_branch_compile_with_nvrtc(folder):
-    # .ci/run's subset for an older NVRTC: the front end only, every program for compute_90 and
-    # the branching ones (cluster.cu) for compute_75 too; no cubin, so no register report.
+    # --ptx-only: the front end only, every program for compute_90 and the branching ones
+    # (cluster.cu) for compute_75 too (.ci/run's subset uses --ptx-arch beside cubins); no cubin,
+    # so no register report.
     tool = [sys.executable, str(ROOT / "tools/check_nvrtc.py"), folder]
     cmd = [*tool, "--arch", "90", "--ptx-only", "--ptx-arch", "75", "--no-alone"]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)

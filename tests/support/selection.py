@@ -31,3 +31,53 @@ def asan_keeps(params: dict) -> bool:
 
         return (DISTRIBUTIONS.index(params["dist"]) + ALGORITHMS.index(params["algorithm"])) % 3 == 0
     return True
+
+
+# The CuPy stand-in's "cuda" twins of the simulator's cases: one element type per key width, and
+# bfloat16 (the one type whose CuPy array needs its own glue: CuPy 13 has none).
+TWIN_DTYPES = (*ASAN_DTYPES, "bfloat16")
+TWINS_THINNED = os.environ.get("CUTOPK_FULL_MATRIX") != "1"
+
+
+def standin_twin_keeps(params: dict) -> bool:
+    """Whether a test with these parameters runs on the CuPy stand-in (tests/standin) without
+    CUTOPK_FULL_MATRIX=1. The stand-in runs a ``"cuda"`` case's kernels on the same simulator as
+    its ``"sim"`` twin, which runs every case; what the "cuda" case adds is CuPy's side of the
+    launcher (arrays, streams, scratch, the launch sequence), which follows the key's width and
+    the algorithm but neither the other traits of the element type nor the values' distribution.
+    So a "cuda" case keeps TWIN_DTYPES of a ``dtype`` parameter, and a third of the
+    distributions of a ``dist`` parameter (the (distribution, algorithm) diagonal of the ASan
+    subset where an ``algorithm`` parameter goes with it). Other backends, and "cuda" cases
+    without these parameters, are all kept; on a real GPU every case runs."""
+    if params.get("backend") != "cuda":
+        return True
+    if "dtype" in params and str(params["dtype"]) not in TWIN_DTYPES:
+        return False
+    if "dist" in params:
+        from support.inputs import DISTRIBUTIONS
+
+        if params["dist"] not in DISTRIBUTIONS:
+            return True
+        if "algorithm" in params:
+            return asan_keeps({"dist": params["dist"], "algorithm": params["algorithm"]})
+        return DISTRIBUTIONS.index(params["dist"]) % 3 == 0
+    return True
+
+
+def shard(value: str | None) -> tuple[int, int] | None:
+    """``CUTOPK_TEST_SHARD=K/N`` (1 <= K <= N): the run keeps every N-th collected test from the
+    K-th on, so that N runs with K = 1..N share a test list between them, each test run once
+    (CI splits its AddressSanitizer run so between its two cores, .ci/run). None when unset."""
+    if not value:
+        return None
+    k, sep, n = value.partition("/")
+    if not (sep and k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n)):
+        raise ValueError(f"CUTOPK_TEST_SHARD must be K/N with 1 <= K <= N (like 1/2), got {value!r}")
+    return int(k), int(n)
+
+
+def shard_keeps(position: int, which: tuple[int, int] | None) -> bool:
+    """Whether shard ``which`` ((K, N), or None for no sharding) keeps the test collected at
+    ``position`` (from 0): round robin, so that neighbours (often a matrix's like-sized cases)
+    go to different shards."""
+    return which is None or position % which[1] == which[0] - 1
