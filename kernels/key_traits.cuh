@@ -42,19 +42,43 @@ __device__ __forceinline__ Key int_key(Key bits, bool is_signed, bool largest) {
   return largest ? key : static_cast<Key>(~key);
 }
 
+// The inverse of the key transform, where the key holds the element's bits: writes them to *bits
+// and returns true; false for the keys that canonicalised an element (a float's NaN keys, any sign
+// and payload, and the zero key, +0.0 or -0.0), whose bits must be read from the element itself.
+template <class Key>
+__device__ __forceinline__ bool float_bits_of_key(Key key, bool largest, Key* bits) {
+  const Key sign = static_cast<Key>(Key(1) << (sizeof(Key) * 8 - 1));
+  if (key == Key(0) || key == static_cast<Key>(~Key(0))) return false;  // NaN: no number maps there
+  const Key k = largest ? key : static_cast<Key>(~key);
+  if (k == sign) return false;  // +0.0 or -0.0
+  *bits = (k & sign) ? static_cast<Key>(k & static_cast<Key>(~sign)) : static_cast<Key>(~k);
+  return true;
+}
+
+template <class Key>
+__device__ __forceinline__ bool int_bits_of_key(Key key, bool is_signed, bool largest, Key* bits) {
+  const Key sign = static_cast<Key>(Key(1) << (sizeof(Key) * 8 - 1));
+  const Key k = largest ? key : static_cast<Key>(~key);
+  *bits = is_signed ? static_cast<Key>(k ^ sign) : k;
+  return true;
+}
+
 template <class T>
 struct KeyTraits;
 
-#define CUTOPK_INT_TRAITS(T, K, SIGNED)                                             \
-  template <>                                                                       \
-  struct KeyTraits<T> {                                                             \
-    typedef K Key;                                                                  \
-    static __device__ __forceinline__ Key from_bits(Key bits, bool largest, bool) { \
-      return int_key<K>(bits, SIGNED, largest);                                     \
-    }                                                                               \
-    static __device__ __forceinline__ Key to_key(T v, bool largest, bool n) {       \
-      return from_bits(bits_of<K>(v), largest, n);                                  \
-    }                                                                               \
+#define CUTOPK_INT_TRAITS(T, K, SIGNED)                                                    \
+  template <>                                                                              \
+  struct KeyTraits<T> {                                                                    \
+    typedef K Key;                                                                         \
+    static __device__ __forceinline__ Key from_bits(Key bits, bool largest, bool) {        \
+      return int_key<K>(bits, SIGNED, largest);                                            \
+    }                                                                                      \
+    static __device__ __forceinline__ Key to_key(T v, bool largest, bool n) {              \
+      return from_bits(bits_of<K>(v), largest, n);                                         \
+    }                                                                                      \
+    static __device__ __forceinline__ bool bits_of_key(Key key, bool largest, Key* bits) { \
+      return int_bits_of_key<K>(key, SIGNED, largest, bits);                               \
+    }                                                                                      \
   };
 CUTOPK_INT_TRAITS(signed char, unsigned char, true)
 CUTOPK_INT_TRAITS(short, unsigned short, true)
@@ -75,6 +99,9 @@ CUTOPK_INT_TRAITS(unsigned long long, unsigned long long, false)
     }                                                                                         \
     static __device__ __forceinline__ Key to_key(T v, bool largest, bool nan_first) {         \
       return from_bits(bits_of<K>(v), largest, nan_first);                                    \
+    }                                                                                         \
+    static __device__ __forceinline__ bool bits_of_key(Key key, bool largest, Key* bits) {    \
+      return float_bits_of_key<K>(key, largest, bits);                                        \
     }                                                                                         \
   };
 CUTOPK_FLOAT_TRAITS(__half, unsigned short, 0x7C00u)

@@ -52,7 +52,7 @@
 //               bitonic: by key, ties by index; or by index) and writes the indices and the values,
 //               re-read from the input by index; with `sort_here` 0 (K beyond what that sort holds)
 //               it leaves the K pairs in the winners' buffer, padded, for order.cu's tiles and
-//               merges over the K pairs alone, and sort.cu's gather_values writes the outputs.
+//               merges over the K pairs alone, the last merge (order_output) writing the outputs.
 // Ties: every buffer holds indices, so the lower-index rule never depends on the order in which
 // atomics handed out positions; the result is the same whatever order blocks run in.
 // Rows: regular, with lengths, or CSR segments (row_extent.cuh): every kernel takes the row's start
@@ -545,7 +545,7 @@ __device__ __forceinline__ void order_winners(const T* in, long long n, long lon
 }
 
 // Without `sort_here` (K too large for the finishing block's sort), the row's K pairs are ordered
-// by kernels/order.cu after the last pass, and sort.cu's gather_values writes the outputs: the
+// by kernels/order.cu after the last pass, whose last merge writes the outputs: the
 // finishing block only fills slots [k_row, k) with the pairs order_winners pads with (key 0,
 // indices from n on: they sort last in either order and become padding).
 template <class Key>
