@@ -17,9 +17,9 @@
 //                 re-read only where a key canonicalised the element: NaN, +-0.0), padding past
 //                 a row's length. No pass re-reads the indices and the input's values after it.
 // Orders: by_index 0 is the selection order (larger key first, then lower index: the tie rule),
-// 1 is ascending index. The tiles read 64-bit indices; the runs hold indices of `pos_bytes` (4:
-// multiblock's winners, whose positions and padding fit 32 bits, so 8-byte pairs for 32-bit keys
-// instead of 12; 8: the sort path). With `with_idx` 0 the index of a pair is its position in the
+// 1 is ascending index. Indices, read and written, are of `pos_bytes` (4: multiblock's winners,
+// whose positions and padding fit 32 bits, so 8-byte pairs for 32-bit keys instead of 12; 8: the
+// sort path). With `with_idx` 0 the index of a pair is its position in the
 // row (whole rows; `src_idx` is not read). Dtypes: all (KeyTraits<T>::Key). Limits:
 // tile * (8 + sizeof(Key)) bytes of dynamic shared memory; any row length. Threads per block:
 // min(512, tile / 2) and 256.
@@ -36,9 +36,16 @@ __device__ __forceinline__ bool precedes(Key ka, unsigned long long ia, Key kb, 
   return by_index ? ia < ib : before(ka, ia, kb, ib);
 }
 
+// A pair's index as stored: 4 bytes (`pos_bytes` 4: multiblock's K winners, positions below
+// 2^32) or 8. The width is the same for the whole launch: the branch never diverges.
+__device__ __forceinline__ unsigned long long load_pos(const void* idx, long long at, int pos_bytes) {
+  return pos_bytes == 4 ? (unsigned long long)static_cast<const unsigned*>(idx)[at]
+                        : static_cast<const unsigned long long*>(idx)[at];
+}
+
 template <class T>
 CUTOPK_KERNEL(CUTOPK_ORDER_TILE_THREADS)
-order_tiles(const typename KeyTraits<T>::Key* __restrict__ src_key, const long long* __restrict__ src_idx, int with_idx,
+order_tiles(const typename KeyTraits<T>::Key* __restrict__ src_key, const void* __restrict__ src_idx, int with_idx,
             long long rows, long long len, int tile, int by_index, int pos_bytes,
             typename KeyTraits<T>::Key* __restrict__ dst_key, void* __restrict__ dst_idx) {
   typedef typename KeyTraits<T>::Key Key;
@@ -56,7 +63,7 @@ order_tiles(const typename KeyTraits<T>::Key* __restrict__ src_key, const long l
     // Padding sorts last in both orders: the lowest key with the highest index.
     for (int j = threadIdx.x; j < tile; j += blockDim.x) {
       keys[j] = j < count ? src_key[at + j] : Key(0);
-      idx[j] = j < count ? (with_idx ? (Index)src_idx[at + j] : (Index)(first + j)) : ~0ull;
+      idx[j] = j < count ? (with_idx ? load_pos(src_idx, at + j, pos_bytes) : (Index)(first + j)) : ~0ull;
     }
     __syncthreads();
     if (by_index)
@@ -69,13 +76,6 @@ order_tiles(const typename KeyTraits<T>::Key* __restrict__ src_key, const long l
     }
     __syncthreads();  // the tile's shared memory is loaded again by the next iteration
   }
-}
-
-// A pair's index as stored: 4 bytes (`pos_bytes` 4: multiblock's K winners, positions below
-// 2^32) or 8. The width is the same for the whole launch: the branch never diverges.
-__device__ __forceinline__ unsigned long long load_pos(const void* idx, long long at, int pos_bytes) {
-  return pos_bytes == 4 ? (unsigned long long)static_cast<const unsigned*>(idx)[at]
-                        : static_cast<const unsigned long long*>(idx)[at];
 }
 
 // The pairs of the run [lo, hi) that come before (ka, ia): a binary search (runs are ordered).

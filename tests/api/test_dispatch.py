@@ -190,7 +190,7 @@ def test_multiblock_chunks_of_rows():
     assert p.scratch_bytes <= d.MULTIBLOCK_SCRATCH_LIMIT < p.scratch_bytes // chunk * (chunk + 1)
     assert p.grid == p.params["blocks_per_row"] * chunk
     # One row per chunk at least, however much scratch it takes.
-    p = d.plan(3, 2**32 - 1, 2000, 4, DEV, copy=False)
+    p = d.plan(3, 2**32 - 1, 2000, 8, DEV, copy=False)  # 64-bit keys: 1.3 GB of (key, position) pairs
     assert p.params["rows_per_chunk"] == 1 and p.scratch_bytes > d.MULTIBLOCK_SCRATCH_LIMIT
     assert d.plan(64, 2**20, 64, 4, DEV, copy=False).params["rows_per_chunk"] == 64
 

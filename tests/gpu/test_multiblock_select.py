@@ -158,17 +158,19 @@ def test_large_k_values_rebuilt_from_keys_are_the_inputs_own_bits(backend, dtype
         run_case(backend, x, k, algorithm="multiblock", mode=mode, sorted=order, nan=nan)
 
 
-def test_large_k_orders_8_byte_pairs_where_positions_fit_32_bits():
-    # The K winners' positions (and the padding's, n .. n + K) fit 32 bits below 2^32: the
-    # ordering's pairs take a 4-byte index (8-byte pairs for 32-bit keys instead of 12).
-    from cutopk.cuda.families import order as _order
+def test_buffers_hold_32_bit_positions():
+    # Every position is below 2^32 (and the winners' padding takes its slot, below K), so the
+    # candidate, bucket and winners' buffers and the ordering's runs hold 4-byte positions:
+    # 8-byte pairs for 32-bit keys instead of 12, for rows up to the family's 2^32 - 1.
+    from cutopk.cuda import dispatch as _dispatch
 
-    assert _order.pos_bytes(2**20, 65536) == 4 and _order.pos_bytes(2**32 - 2**16, 2**16 - 1) == 4
-    assert _order.pos_bytes(2**32 - 2**16, 2**16) == 8
     plan = cutopk.plan(np.zeros((1, 2**20), np.float32), 65536, backend="sim", algorithm="multiblock")
     assert not plan.params["sort_here"]
-    table = {e.name: e for e in _multiblock.scratch(1, 2**20, 65536, plan.params)}
-    assert table["order_idx"].dtype == table["order_idx2"].dtype == "uint32"
+    table = {e.name: e.dtype for e in _multiblock.scratch(1, 2**20, 65536, plan.params)}
+    names = ("cand_idx", "bucket_idx", "win_idx", "order_idx", "order_idx2")
+    assert {table[name] for name in names} == {"uint32"}, table
+    dev = _dispatch.Device()
+    assert _multiblock.why_not(2**32 - 1, 2**32 - 1, 4, dev) is None
 
 
 @pytest.mark.parametrize("backend", GPU_BACKENDS)

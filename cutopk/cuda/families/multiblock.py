@@ -9,7 +9,7 @@ one launch, and passes after a row is finished return at once, so the whole call
 captured in a CUDA graph. K beyond what the finishing block sorts (:func:`sorts_in_block`) adds
 :func:`ordering_steps`: order.cu's tiles and at most 2 merge passes over the K pairs, the last
 one writing the outputs (2 or 3 launches more, whatever n). Scratch: the table of :func:`scratch`,
-within ``n / 8`` (key, int64 index) pairs ``+ 16 * K`` per row for rows of at least
+within the bytes of ``n / 8`` (key, int64 index) pairs ``+ 16 * K`` per row for rows of at least
 :data:`MIN_N` elements (:func:`caps` sizes the buffers to that budget), plus 2 x K pairs to
 order a large K.
 
@@ -71,6 +71,10 @@ ROOM_DIVISOR = 8
 # The rows the scratch bound is stated for (the dispatcher sends rows of 2^16 and more here).
 MIN_N = 1 << 16
 MAX_N = 1 << 32  # 32-bit counts: a block's shared counts, the rows' histograms
+# Bytes of a position in the candidate, bucket and winners' buffers (kernels/multiblock.cu, Pos):
+# every position is below MAX_N, and the winners' padding takes its slot number (below K). The scratch budget of
+# caps() is still counted in (key, int64 index) pairs: the buffers take less than it.
+POS_BYTES = 4
 # digit_pass's static shared memory, next to its dynamic part: scalars and block scans' sums
 # (1120 bytes from ptxas, rounded up), and the streaming filter's stage of candidate offsets, 4
 # bytes each per warp.
@@ -273,13 +277,13 @@ def scratch(rows: int, n: int, k: int, params: dict) -> tuple:
         Scratch("state", "uint8", rows * MULTIBLOCK_STATE_BYTES),
         Scratch("hist", "uint32", rows * params["bins"]),
         Scratch("cand_key", "key", max(1, rows * cap)),
-        Scratch("cand_idx", "int64", max(1, rows * cap)),
+        Scratch("cand_idx", "uint32", max(1, rows * cap)),
         Scratch("bucket_key", "key", max(1, rows * bucket_cap)),
-        Scratch("bucket_idx", "int64", max(1, rows * bucket_cap)),
+        Scratch("bucket_idx", "uint32", max(1, rows * bucket_cap)),
         Scratch("win_key", "key", rows * k),
-        Scratch("win_idx", "int64", rows * k),
+        Scratch("win_idx", "uint32", rows * k),
         Scratch("tie_counts", "uint32", rows * params["blocks_per_row"] if counts_ties(params) else 1),
-        *([] if params.get("sort_here", True) else order.scratch("order", rows, k, order.pos_bytes(n, k))),
+        *([] if params.get("sort_here", True) else order.scratch("order", rows, k, POS_BYTES)),
     )
 
 
@@ -326,12 +330,12 @@ def steps(rows: int, key_bytes: int, params: dict, block: int) -> list:
 
 def ordering_steps(rows: int, n: int, k: int, key_bytes: int, params: dict, by_index: bool) -> list:
     """The launches after the last pass when the finishing block does not sort (``sort_here``
-    false): order.cu's tiles and merges over each row's K pairs (indices of 4 bytes where the
-    positions fit: :func:`order.pos_bytes`), the last merge writing the outputs (order_output:
-    the values rebuilt from the keys, padding past a row's length)."""
+    false): order.cu's tiles and merges over each row's K (key, 4-byte position) pairs, the last
+    merge writing the outputs (order_output: the values rebuilt from the keys, padding past a
+    row's length)."""
     seq, _ = order.steps(
         "order", rows, k, params["order_tile"], key_bytes, ("win_key", "win_idx"), True, by_index,
-        ways=params["order_ways"], pos=order.pos_bytes(n, k), output=True,
+        ways=params["order_ways"], pos=POS_BYTES, output=True,
     )  # fmt: skip
     return seq
 
@@ -371,7 +375,7 @@ def global_bytes(
     counts its digit and stages its bucket.
     """
     widths = digit_widths(8 * key_bytes)
-    pair = key_bytes + 8
+    pair = key_bytes + POS_BYTES
     state = _sectors(rows * MULTIBLOCK_STATE_BYTES)
     source = _sectors(rows * n * key_bytes)
     staged = expected_candidates(n, params)
@@ -380,7 +384,7 @@ def global_bytes(
     winners = _sectors(rows * k * pair)
     outputs = _sectors(rows * k * key_bytes) + _sectors(rows * k * index_bytes)
     values = min(rows * k * _SECTOR, source)  # the winners' values, one sector each at most
-    indices = min(rows * k * _SECTOR, _sectors(rows * staged * 8))
+    indices = min(rows * k * _SECTOR, _sectors(rows * staged * POS_BYTES))
     # The finishing block's winners and outputs; a pass over the candidates also reads the
     # winners' indices there and their values in the input (sectors a pass over the input has
     # already touched).

@@ -26,13 +26,6 @@ SCALAR_TYPES = {"ways": np.int32, "pos_bytes": np.int32}
 KERNELS = tuple(ARGUMENTS)  # the kernels of kernels/order.cu
 
 
-def pos_bytes(n: int, k: int) -> int:
-    """Bytes of a pair's index in the ordering of K winners of rows of ``n``: 4 while every
-    position fits 32 bits, padding included (multiblock pads a row's winners with positions
-    ``n .. n + K``), else 8. 8-byte pairs instead of 12 for 32-bit keys: a third less traffic."""
-    return 4 if n + k < 1 << 32 else 8
-
-
 def scratch(name: str, rows: int, length: int, pos: int = 8) -> list:
     """The two buffers of (key, index of ``pos`` bytes) pairs the steps named ``name`` sort
     through."""
