@@ -98,9 +98,9 @@ def test_large_k_ordering_moves_each_pair_three_times_and_writes_the_outputs(n):
 
 SHAPES = [((16, 65536), 2048, "float32"), ((16, 65536), 2048, "float16"), ((16, 65536), 2048, "bfloat16"),
           ((64, 131072), 2048, "float32")]  # fmt: skip
-_F32 = "1.74 x (input + output): the sample, candidates and re-read values cost ~0.9 x the input"
-_F16 = "2.2 x (input + output): the same costs against half the input bytes, and the bucket restaged"
-_LONG = "1.41 x (input + output): the winners' values re-read (~0.12 x the input) and more"
+_F32 = "1.63 x (input + output): the sample, candidates and re-read values cost ~0.7 x the input"
+_F16 = "1.94 x (input + output): the same costs against half the input bytes, and the bucket restaged"
+_LONG = "1.35 x (input + output): the winners' values re-read (~0.12 x the input) and more"
 OVER = {
     ((16, 65536), "float32"): _F32,
     ((16, 65536), "float16"): _F16,
