@@ -95,13 +95,16 @@ __device__ __forceinline__ long long count_before(const Key* keys, const void* i
 
 // Where pair t (row `row`, place i in it) goes when the groups of `ways` runs of `width` pairs are
 // merged: its place in its own run, plus the pairs of every other run of its group (empty past
-// the row's end) that come before it. Returns its place in the row.
+// the row's end) that come before it. Returns its place in the row. `width` and `ways` are powers
+// of two (tiles are, and so are the ways of order.py's merge_ways): shifts and masks, not 64-bit
+// divisions, which are calls in SASS that make the caller save its live registers (order_output
+// spilled 8 bytes on sm_90 with them).
 template <class Key>
 __device__ __forceinline__ long long merged_place(const Key* src_key, const void* src_idx, int pos_bytes, long long row,
                                                   long long i, long long len, long long width, int ways, Key key,
                                                   unsigned long long id, int by_index) {
-  const long long run = i / width;
-  const long long group = run / ways * ways;  // the group's first run
+  const long long run = i >> (__ffsll(width) - 1);
+  const long long group = run & ~(long long)(ways - 1);  // the group's first run
   const Key* pk = src_key + row * len;
   const void* pi = pos_bytes == 4 ? (const void*)(static_cast<const unsigned*>(src_idx) + row * len)
                                   : (const void*)(static_cast<const unsigned long long*>(src_idx) + row * len);
@@ -132,7 +135,7 @@ order_merge(const typename KeyTraits<T>::Key* __restrict__ src_key, const void* 
 
 // The last merge of multiblock's K winners, writing the outputs (no pass re-reading the indices
 // and the input's values after it): the index as int64, and the value rebuilt from the key where
-// the key says it (KeyTraits<T>::bits_of_key), else (NaN, zero keys: their sign and payload are not in the
+// the key says it (KeyTraits<T>::key_holds_bits), else (NaN, zero keys: their sign and payload are not in the
 // key) re-read from the input at the index. A position at or past the row's length is padding
 // (index -1, value 0). `len` is K: the outputs are rows x len.
 template <class T>
@@ -154,14 +157,13 @@ order_output(const T* __restrict__ in, long long n, long long row_stride, long l
     const RowExtent e = row_extent(row, n, row_stride, col_stride, extents, rows_kind);
     if (id >= (unsigned long long)e.length) {  // padding sorts last in either order
       write_padding(out_vals, (void*)out_idx, 8, to);
-      continue;
+    } else {
+      out_idx[to] = (long long)id;
+      if (KeyTraits<T>::key_holds_bits(key, largest))
+        reinterpret_cast<Key*>(out_vals)[to] = KeyTraits<T>::bits_of_key(key, largest);
+      else
+        out_vals[to] = in[e.start + (long long)id * col_stride];
     }
-    out_idx[to] = (long long)id;
-    Key bits;
-    if (KeyTraits<T>::bits_of_key(key, largest, &bits))
-      reinterpret_cast<Key*>(out_vals)[to] = bits;
-    else
-      out_vals[to] = in[e.start + (long long)id * col_stride];
   }
 }
 

@@ -53,6 +53,8 @@ def geometry(rows: int, length: int, tile: int, key_bytes: int, ways: int = 2):
     ``length`` pairs: one ``order_tiles``, then one ``order_merge`` per width (groups of ``ways``
     runs of ``width`` pairs merged)."""
     tile = min(tile, pow2_at_least(length))
+    # kernels/order.cu finds a pair's run and group by shifts and masks
+    assert tile & (tile - 1) == 0 and ways & (ways - 1) == 0, (tile, ways)
     threads = min(ORDER_TILE_THREADS, max(32, tile // 2))
     blocks = max(1, min(rows * -(-length // tile), MAX_BLOCKS))
     widths, width = [], tile
