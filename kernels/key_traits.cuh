@@ -42,19 +42,48 @@ __device__ __forceinline__ Key int_key(Key bits, bool is_signed, bool largest) {
   return largest ? key : static_cast<Key>(~key);
 }
 
+// The inverse of the key transform: the element's bits from its key, exact where the key holds
+// them (key_holds_bits); not for the keys that canonicalised an element (a float's NaN keys, any
+// sign and payload, and the zero key, +0.0 or -0.0), whose bits must be read from the element.
+template <class Key>
+__device__ __forceinline__ bool float_key_holds_bits(Key key, bool largest) {
+  const Key sign = static_cast<Key>(Key(1) << (sizeof(Key) * 8 - 1));
+  const Key k = largest ? key : static_cast<Key>(~key);
+  // NaN keys are the extremes (no number maps there), the zero key is +0.0's and -0.0's.
+  return key != Key(0) && key != static_cast<Key>(~Key(0)) && k != sign;
+}
+
+template <class Key>
+__device__ __forceinline__ Key float_bits_of_key(Key key, bool largest) {
+  const Key sign = static_cast<Key>(Key(1) << (sizeof(Key) * 8 - 1));
+  const Key k = largest ? key : static_cast<Key>(~key);
+  return (k & sign) ? static_cast<Key>(k & static_cast<Key>(~sign)) : static_cast<Key>(~k);
+}
+
+template <class Key>
+__device__ __forceinline__ Key int_bits_of_key(Key key, bool is_signed, bool largest) {
+  const Key sign = static_cast<Key>(Key(1) << (sizeof(Key) * 8 - 1));
+  const Key k = largest ? key : static_cast<Key>(~key);
+  return is_signed ? static_cast<Key>(k ^ sign) : k;
+}
+
 template <class T>
 struct KeyTraits;
 
-#define CUTOPK_INT_TRAITS(T, K, SIGNED)                                             \
-  template <>                                                                       \
-  struct KeyTraits<T> {                                                             \
-    typedef K Key;                                                                  \
-    static __device__ __forceinline__ Key from_bits(Key bits, bool largest, bool) { \
-      return int_key<K>(bits, SIGNED, largest);                                     \
-    }                                                                               \
-    static __device__ __forceinline__ Key to_key(T v, bool largest, bool n) {       \
-      return from_bits(bits_of<K>(v), largest, n);                                  \
-    }                                                                               \
+#define CUTOPK_INT_TRAITS(T, K, SIGNED)                                               \
+  template <>                                                                         \
+  struct KeyTraits<T> {                                                               \
+    typedef K Key;                                                                    \
+    static __device__ __forceinline__ Key from_bits(Key bits, bool largest, bool) {   \
+      return int_key<K>(bits, SIGNED, largest);                                       \
+    }                                                                                 \
+    static __device__ __forceinline__ Key to_key(T v, bool largest, bool n) {         \
+      return from_bits(bits_of<K>(v), largest, n);                                    \
+    }                                                                                 \
+    static __device__ __forceinline__ bool key_holds_bits(Key, bool) { return true; } \
+    static __device__ __forceinline__ Key bits_of_key(Key key, bool largest) {        \
+      return int_bits_of_key<K>(key, SIGNED, largest);                                \
+    }                                                                                 \
   };
 CUTOPK_INT_TRAITS(signed char, unsigned char, true)
 CUTOPK_INT_TRAITS(short, unsigned short, true)
@@ -75,6 +104,12 @@ CUTOPK_INT_TRAITS(unsigned long long, unsigned long long, false)
     }                                                                                         \
     static __device__ __forceinline__ Key to_key(T v, bool largest, bool nan_first) {         \
       return from_bits(bits_of<K>(v), largest, nan_first);                                    \
+    }                                                                                         \
+    static __device__ __forceinline__ bool key_holds_bits(Key key, bool largest) {            \
+      return float_key_holds_bits<K>(key, largest);                                           \
+    }                                                                                         \
+    static __device__ __forceinline__ Key bits_of_key(Key key, bool largest) {                \
+      return float_bits_of_key<K>(key, largest);                                              \
     }                                                                                         \
   };
 CUTOPK_FLOAT_TRAITS(__half, unsigned short, 0x7C00u)

@@ -52,7 +52,7 @@
 //               bitonic: by key, ties by index; or by index) and writes the indices and the values,
 //               re-read from the input by index; with `sort_here` 0 (K beyond what that sort holds)
 //               it leaves the K pairs in the winners' buffer, padded, for order.cu's tiles and
-//               merges over the K pairs alone, and sort.cu's gather_values writes the outputs.
+//               merges over the K pairs alone, the last merge (order_output) writing the outputs.
 // Ties: every buffer holds indices, so the lower-index rule never depends on the order in which
 // atomics handed out positions; the result is the same whatever order blocks run in.
 // Rows: regular, with lengths, or CSR segments (row_extent.cuh): every kernel takes the row's start
@@ -66,7 +66,7 @@
 // the larger of the digit's counts (4 bytes per bin) and, with `sort_here`, pow2(K) (key, index)
 // pairs; static: the filter's stages (CUTOPK_MULTIBLOCK_STAGE offsets per warp, 8 KB) and
 // scalars. Any K (n < 2^32). Scratch per row (the family's named table): state, one 32-bit count
-// per bin, the candidate and bucket buffers (key and 64-bit index each), K winners.
+// per bin, the candidate and bucket buffers (key and 32-bit position each), K winners.
 #include "constants.cuh"
 #include "key_traits.cuh"
 #include "row_extent.cuh"
@@ -76,6 +76,11 @@
 #include "entry.cuh"
 
 namespace cutopk::multiblock {
+
+// A position in a row, as the candidate, bucket and winners' buffers hold it: 32 bits, since rows
+// are shorter than 2^32 (and the winners' padding takes its slot number: see pad_winners): 8-byte
+// pairs for 32-bit keys instead of 12, in pass 1's staging and in every read of the buffers.
+typedef unsigned int Pos;
 
 // What a launch does for a row.
 enum Mode : int {
@@ -184,7 +189,7 @@ struct Row {
   const Key* bits;  // what the loader reads: the input's bits, or the candidates' keys
   long long stride;
   bool largest, nan_first, from_cand;
-  const long long* cand_idx;
+  const Pos* cand_idx;
   long long length;
   __device__ __forceinline__ Key key(Key b) const {
     return from_cand ? b : KeyTraits<T>::from_bits(b, largest, nan_first);
@@ -201,8 +206,8 @@ struct Row {
 template <class T>
 __device__ __forceinline__ Row<T> row_of(const T* in, long long n, long long row_stride, long long col_stride,
                                          const long long* extents, int rows_kind, int largest, int nan_first,
-                                         const typename KeyTraits<T>::Key* cand_key, const long long* cand_idx,
-                                         long long cap, bool from_cand, long long cand_count, long long row) {
+                                         const typename KeyTraits<T>::Key* cand_key, const Pos* cand_idx, long long cap,
+                                         bool from_cand, long long cand_count, long long row) {
   Row<T> r;
   r.from_cand = from_cand;
   const RowExtent e = row_extent(row, n, row_stride, col_stride, extents, rows_kind);
@@ -243,7 +248,7 @@ __device__ __forceinline__ void count_digit_at(unsigned int* hist, Key key, bool
 template <class T, class Run>
 __device__ __forceinline__ void append(unsigned picks, const typename KeyTraits<T>::Key* keys, const Run& run,
                                        const Row<T>& r, unsigned long long* counter, long long cap,
-                                       typename KeyTraits<T>::Key* dst_key, long long* dst_idx, bool* full) {
+                                       typename KeyTraits<T>::Key* dst_key, Pos* dst_idx, bool* full) {
   if (*full) return;  // the same in the whole warp
   int total;
   const int before = warp_scan(__popc(picks), &total);
@@ -258,7 +263,7 @@ __device__ __forceinline__ void append(unsigned picks, const typename KeyTraits<
     if ((picks >> e) & 1u) {
       if (at < cap) {
         dst_key[at] = keys[e];
-        dst_idx[at] = r.index(run.first + e);
+        dst_idx[at] = (Pos)r.index(run.first + e);
       }
       ++at;
     }
@@ -294,7 +299,7 @@ template <class T>
 __device__ __noinline__ bool flush_stage(const typename KeyTraits<T>::Key* bits, long long stride, bool largest,
                                          bool nan_first, long long begin, const unsigned* stage, int fill,
                                          unsigned long long* counter, long long cap,
-                                         typename KeyTraits<T>::Key* dst_key, long long* dst_idx, unsigned int* counts,
+                                         typename KeyTraits<T>::Key* dst_key, Pos* dst_idx, unsigned int* counts,
                                          int low, unsigned mask) {
   typedef typename KeyTraits<T>::Key Key;
   __syncwarp();  // the lanes' staged offsets are visible to the whole warp
@@ -309,7 +314,7 @@ __device__ __noinline__ bool flush_stage(const typename KeyTraits<T>::Key* bits,
     const Key key = valid ? KeyTraits<T>::from_bits(bits[i * stride], largest, nan_first) : Key(0);
     if (valid && base + j < (unsigned long long)cap) {
       dst_key[base + j] = key;
-      dst_idx[base + j] = i;
+      dst_idx[base + j] = (Pos)i;
     }
     count_digit_at<Key>(counts, key, valid, low, mask, true);
   }
@@ -324,7 +329,7 @@ template <class T>
 __device__ __noinline__ unsigned filter_slice(const typename KeyTraits<T>::Key* bits, long long stride, bool largest,
                                               bool nan_first, long long begin, long long end,
                                               typename KeyTraits<T>::Key threshold, unsigned long long* counter,
-                                              long long cap, typename KeyTraits<T>::Key* dst_key, long long* dst_idx,
+                                              long long cap, typename KeyTraits<T>::Key* dst_key, Pos* dst_idx,
                                               unsigned int* counts, int low, unsigned mask) {
   typedef typename KeyTraits<T>::Key Key;
   __shared__ unsigned s_stage[STAGE_WARPS][STAGE_SIZE];
@@ -503,10 +508,10 @@ sample_threshold(MB_INPUT, int rank, int k, State* __restrict__ state, unsigned 
 // The parameters of digit_pass, in this order.
 #define MB_PASS_PARAMS                                                                                               \
   MB_INPUT, long long slice, long long cand_slice, long long cap, typename KeyTraits<T>::Key *__restrict__ cand_key, \
-      long long *__restrict__ cand_idx, long long bucket_cap, typename KeyTraits<T>::Key *__restrict__ bucket_key,   \
-      long long *__restrict__ bucket_idx, int k, int by_index, int sort_here, State *__restrict__ state,             \
+      Pos *__restrict__ cand_idx, long long bucket_cap, typename KeyTraits<T>::Key *__restrict__ bucket_key,         \
+      Pos *__restrict__ bucket_idx, int k, int by_index, int sort_here, State *__restrict__ state,                   \
       unsigned int *__restrict__ hist, int bins, unsigned int *__restrict__ tie_counts,                              \
-      typename KeyTraits<T>::Key *__restrict__ win_key, long long *__restrict__ win_idx, T *__restrict__ out_vals,   \
+      typename KeyTraits<T>::Key *__restrict__ win_key, Pos *__restrict__ win_idx, T *__restrict__ out_vals,         \
       long long *__restrict__ out_idx
 
 // The finishing block's last step: the row's k_row winners (in win_key/win_idx, written by this
@@ -517,7 +522,7 @@ sample_threshold(MB_INPUT, int rank, int k, State* __restrict__ state, unsigned 
 template <class T>
 __device__ __forceinline__ void order_winners(const T* in, long long n, long long row_stride, long long col_stride,
                                               const long long* extents, int rows_kind, int k, int by_index, int k_row,
-                                              const typename KeyTraits<T>::Key* win_key, const long long* win_idx,
+                                              const typename KeyTraits<T>::Key* win_key, const Pos* win_idx,
                                               T* out_vals, long long* out_idx, unsigned char* smem, long long row) {
   typedef typename KeyTraits<T>::Key Key;
   typedef unsigned long long Index;
@@ -545,14 +550,16 @@ __device__ __forceinline__ void order_winners(const T* in, long long n, long lon
 }
 
 // Without `sort_here` (K too large for the finishing block's sort), the row's K pairs are ordered
-// by kernels/order.cu after the last pass, and sort.cu's gather_values writes the outputs: the
-// finishing block only fills slots [k_row, k) with the pairs order_winners pads with (key 0,
-// indices from n on: they sort last in either order and become padding).
+// by kernels/order.cu after the last pass, whose last merge writes the outputs: the
+// finishing block only fills slots [k_row, k) with padding pairs: key 0 and index j, the slot's
+// own number. Slots exist past k_row only when the row is shorter than K (k_row is its length),
+// so j is at or past the row's length, above every real index: they sort last in either order
+// and become padding, and they fit 32 bits whatever n.
 template <class Key>
-__device__ __forceinline__ void pad_winners(int k, int k_row, long long n, Key* win_key, long long* win_idx) {
+__device__ __forceinline__ void pad_winners(int k, int k_row, Key* win_key, Pos* win_idx) {
   for (int j = k_row + threadIdx.x; j < k; j += blockDim.x) {
     win_key[j] = Key(0);
-    win_idx[j] = n + j - k_row;
+    win_idx[j] = (Pos)j;
   }
 }
 
@@ -561,9 +568,8 @@ __device__ __forceinline__ void pad_winners(int k, int k_row, long long n, Key* 
 // the bit length of n), the finishing block alone. Read through L2: the buffer may have been written
 // by other blocks of this launch.
 template <class Key>
-__device__ __forceinline__ unsigned long long nth_tie_index(const Key* keys, const long long* idx, long long count,
-                                                            Key kth, long long needed, long long n,
-                                                            unsigned int* counts) {
+__device__ __forceinline__ unsigned long long nth_tie_index(const Key* keys, const Pos* idx, long long count, Key kth,
+                                                            long long needed, long long n, unsigned int* counts) {
   __shared__ unsigned long long s_prefix;
   __shared__ long long s_needed;
   int bits = 0;
@@ -602,11 +608,10 @@ __device__ __forceinline__ unsigned long long nth_tie_index(const Key* keys, con
 // keys above `kth` in the bucket, and of the keys equal to it the `needed` lowest indices) from a
 // buffer of (key, index) pairs in any order, `in_bucket` telling the bucket's keys from others.
 template <class Key>
-__device__ __forceinline__ void gather_from_buffer(const Key* keys, const long long* idx, long long count,
-                                                   int bucket_cut, unsigned long long bucket_prefix, Key kth,
-                                                   long long needed, long long ties, long long n, Key* win_key,
-                                                   long long* win_idx, unsigned long long* cursor,
-                                                   unsigned int* counts) {
+__device__ __forceinline__ void gather_from_buffer(const Key* keys, const Pos* idx, long long count, int bucket_cut,
+                                                   unsigned long long bucket_prefix, Key kth, long long needed,
+                                                   long long ties, long long n, Key* win_key, Pos* win_idx,
+                                                   unsigned long long* cursor, unsigned int* counts) {
   // All ties win, or the ones up to the needed-th smallest index.
   const unsigned long long last = ties == needed ? ~0ull : nth_tie_index<Key>(keys, idx, count, kth, needed, n, counts);
   for (long long j = threadIdx.x; j < count; j += blockDim.x) {
@@ -616,7 +621,7 @@ __device__ __forceinline__ void gather_from_buffer(const Key* keys, const long l
     if (key == kth && (unsigned long long)i > last) continue;
     const unsigned long long at = atomicAdd(cursor, 1ull);  // a shared cursor: any order
     win_key[at] = key;
-    win_idx[at] = i;
+    win_idx[at] = (Pos)i;
   }
   __syncthreads();
 }
@@ -627,7 +632,7 @@ __device__ __forceinline__ void gather_from_buffer(const Key* keys, const long l
 template <class T>
 __device__ __forceinline__ void gather_from_input(const Row<T>& r, int bucket_cut, unsigned long long bucket_prefix,
                                                   typename KeyTraits<T>::Key kth, long long above, long long needed,
-                                                  typename KeyTraits<T>::Key* win_key, long long* win_idx,
+                                                  typename KeyTraits<T>::Key* win_key, Pos* win_idx,
                                                   unsigned long long* cursor) {
   typedef typename KeyTraits<T>::Key Key;
   const int RUN = 16;  // consecutive elements per thread and step: ranks in index order from one block scan
@@ -654,7 +659,7 @@ __device__ __forceinline__ void gather_from_input(const Row<T>& r, int bucket_cu
       }
       const unsigned long long at = atomicAdd(cursor, 1ull);
       win_key[at] = key;
-      win_idx[at] = i;
+      win_idx[at] = (Pos)i;
     }
     block_scan(found, sums, &found_total);  // its barriers follow every read of s_ties and s_above
     if (threadIdx.x == 0) {
@@ -673,8 +678,8 @@ __device__ __forceinline__ void gather_from_input(const Row<T>& r, int bucket_cu
 template <class T>
 __device__ __forceinline__ void gather_threshold_ties(const Row<T>& input, const State& s, State* st, long long slice,
                                                       long long cand_slice, const typename KeyTraits<T>::Key* cand_key,
-                                                      const long long* cand_idx, const unsigned int* tie_counts,
-                                                      typename KeyTraits<T>::Key* win_key, long long* win_idx) {
+                                                      const Pos* cand_idx, const unsigned int* tie_counts,
+                                                      typename KeyTraits<T>::Key* win_key, Pos* win_idx) {
   typedef typename KeyTraits<T>::Key Key;
   const int RUN = 8;
   __shared__ long long sums[33];
@@ -709,7 +714,7 @@ __device__ __forceinline__ void gather_threshold_ties(const Row<T>& input, const
       if (rank++ >= s.needed) break;
       const unsigned long long at = atomicAdd(&st->winners, 1ull);
       win_key[at] = kth;
-      win_idx[at] = mine + e;
+      win_idx[at] = (Pos)(mine + e);
     }
     ranked += step;
   }
@@ -724,10 +729,9 @@ __device__ __forceinline__ void gather_threshold_ties(const Row<T>& input, const
 // last digit, and *f holds the K-th key.
 template <class T>
 __device__ __forceinline__ void finish_behind(const Row<T>& input, bool staged, const typename KeyTraits<T>::Key* bkey,
-                                              const long long* bidx, long long bcount, int cut,
-                                              unsigned long long prefix, long long above, State* f,
-                                              typename KeyTraits<T>::Key* win_key, long long* win_idx,
-                                              unsigned long long* cursor, unsigned int* counts) {
+                                              const Pos* bidx, long long bcount, int cut, unsigned long long prefix,
+                                              long long above, State* f, typename KeyTraits<T>::Key* win_key,
+                                              Pos* win_idx, unsigned long long* cursor, unsigned int* counts) {
   typedef typename KeyTraits<T>::Key Key;
   const int width = f->cut, bins = 1 << width;
   const unsigned long long bucket = f->prefix;
@@ -764,10 +768,10 @@ __device__ __forceinline__ void count_and_stage(const Row<T>& r, long long begin
                                                 State* st, bool select, bool top, int low, unsigned mask,
                                                 typename KeyTraits<T>::Key threshold, unsigned int* counts,
                                                 bool stage_cand, long long cap, typename KeyTraits<T>::Key* cand_key,
-                                                long long* cand_idx, bool stage_bucket, long long bucket_cap,
-                                                typename KeyTraits<T>::Key* bucket_key, long long* bucket_idx,
+                                                Pos* cand_idx, bool stage_bucket, long long bucket_cap,
+                                                typename KeyTraits<T>::Key* bucket_key, Pos* bucket_idx,
                                                 bool write_winners, int k, typename KeyTraits<T>::Key* win_key,
-                                                long long* win_idx) {
+                                                Pos* win_idx) {
   typedef typename KeyTraits<T>::Key Key;
   bool cand_full = false, bucket_full = false, winners_full = false;  // this warp's buffers overflowed
   stream_row(r.bits, r.stride, begin, end, threadIdx.x, blockDim.x, [&](const auto& run) {
@@ -875,12 +879,10 @@ __device__ __forceinline__ bool after_first_pass(const State& s, State* f, bool 
 // the input.
 template <class T>
 __device__ __forceinline__ void gather_last_digit(const Row<T>& input, const State& s, State* f, bool staged,
-                                                  const typename KeyTraits<T>::Key* bucket_key,
-                                                  const long long* bucket_idx,
-                                                  const typename KeyTraits<T>::Key* cand_key, const long long* cand_idx,
+                                                  const typename KeyTraits<T>::Key* bucket_key, const Pos* bucket_idx,
+                                                  const typename KeyTraits<T>::Key* cand_key, const Pos* cand_idx,
                                                   long long above, long long n, typename KeyTraits<T>::Key* win_key,
-                                                  long long* win_idx, unsigned long long* cursor,
-                                                  unsigned int* counts) {
+                                                  Pos* win_idx, unsigned long long* cursor, unsigned int* counts) {
   typedef typename KeyTraits<T>::Key Key;
   const Key kth = static_cast<Key>(f->prefix);
   if (staged) {
@@ -1008,7 +1010,7 @@ digit_pass(MB_PASS_PARAMS) {
       order_winners<T>(in, n, row_stride, col_stride, extents, rows_kind, k, by_index, s.k_row, win_key, win_idx,
                        out_vals, out_idx, smem, row);
     else
-      pad_winners<Key>(k, s.k_row, n, win_key + row * k, win_idx + row * k);
+      pad_winners<Key>(k, s.k_row, win_key + row * k, win_idx + row * k);
     f.mode = FINISHED;
   }
   if (threadIdx.x == 0) {

@@ -2,7 +2,7 @@
 // their pairs do not fit shared memory (multiblock's final ordering), or whole rows (the sort
 // path), with no library sort.
 //
-// Two kernels, launched by the steps of cutopk/cuda/families/order.py:
+// Three kernels, launched by the steps of cutopk/cuda/families/order.py:
 //   order_tiles   one block per tile of `tile` pairs (a power of two that fits shared memory):
 //                 a bitonic sort in shared memory, written back in order (runs of `tile`);
 //   order_merge   one pass merges groups of `ways` runs of `width` pairs into runs of ways * width:
@@ -11,13 +11,21 @@
 //                 each). Pairs are distinct in either order (indices are unique), so the places
 //                 form a permutation with no tie to break. log_ways(len / tile) passes, ping-pong
 //                 buffers: the sort path merges pairwise; multiblock's K winners take 2 passes at
-//                 most (ways = sqrt of the runs), so its launches do not grow with K.
+//                 most (ways = sqrt of the runs), so its launches do not grow with K;
+//   order_output  multiblock's last merge (one way: a copy, when one tile holds the K pairs),
+//                 writing the outputs itself: the values rebuilt from the keys (the input is
+//                 re-read only where a key canonicalised the element: NaN, +-0.0), padding past
+//                 a row's length. No pass re-reads the indices and the input's values after it.
 // Orders: by_index 0 is the selection order (larger key first, then lower index: the tie rule),
-// 1 is ascending index. Indices are 64-bit; with `with_idx` 0 the index of a pair is its position
-// in the row (whole rows; `src_idx` is not read). Dtypes: all (KeyTraits<T>::Key). Limits: tile * (8 + sizeof(Key))
-// bytes of dynamic shared memory; any row length. Threads per block: min(512, tile / 2) and 256.
+// 1 is ascending index. Indices, read and written, are of `pos_bytes` (4: multiblock's winners,
+// whose positions and padding fit 32 bits, so 8-byte pairs for 32-bit keys instead of 12; 8: the
+// sort path). With `with_idx` 0 the index of a pair is its position in the
+// row (whole rows; `src_idx` is not read). Dtypes: all (KeyTraits<T>::Key). Limits:
+// tile * (8 + sizeof(Key)) bytes of dynamic shared memory; any row length. Threads per block:
+// min(512, tile / 2) and 256.
 #include "constants.cuh"
 #include "key_traits.cuh"
+#include "row_extent.cuh"
 #include "block_sort.cuh"
 #include "entry.cuh"
 
@@ -28,11 +36,18 @@ __device__ __forceinline__ bool precedes(Key ka, unsigned long long ia, Key kb, 
   return by_index ? ia < ib : before(ka, ia, kb, ib);
 }
 
+// A pair's index as stored: 4 bytes (`pos_bytes` 4: multiblock's K winners, positions below
+// 2^32) or 8. The width is the same for the whole launch: the branch never diverges.
+__device__ __forceinline__ unsigned long long load_pos(const void* idx, long long at, int pos_bytes) {
+  return pos_bytes == 4 ? (unsigned long long)static_cast<const unsigned*>(idx)[at]
+                        : static_cast<const unsigned long long*>(idx)[at];
+}
+
 template <class T>
 CUTOPK_KERNEL(CUTOPK_ORDER_TILE_THREADS)
-order_tiles(const typename KeyTraits<T>::Key* __restrict__ src_key, const long long* __restrict__ src_idx, int with_idx,
-            long long rows, long long len, int tile, int by_index, typename KeyTraits<T>::Key* __restrict__ dst_key,
-            long long* __restrict__ dst_idx) {
+order_tiles(const typename KeyTraits<T>::Key* __restrict__ src_key, const void* __restrict__ src_idx, int with_idx,
+            long long rows, long long len, int tile, int by_index, int pos_bytes,
+            typename KeyTraits<T>::Key* __restrict__ dst_key, void* __restrict__ dst_idx) {
   typedef typename KeyTraits<T>::Key Key;
   typedef unsigned long long Index;
   extern __shared__ __align__(16) unsigned char smem[];
@@ -48,7 +63,7 @@ order_tiles(const typename KeyTraits<T>::Key* __restrict__ src_key, const long l
     // Padding sorts last in both orders: the lowest key with the highest index.
     for (int j = threadIdx.x; j < tile; j += blockDim.x) {
       keys[j] = j < count ? src_key[at + j] : Key(0);
-      idx[j] = j < count ? (with_idx ? (Index)src_idx[at + j] : (Index)(first + j)) : ~0ull;
+      idx[j] = j < count ? (with_idx ? load_pos(src_idx, at + j, pos_bytes) : (Index)(first + j)) : ~0ull;
     }
     __syncthreads();
     if (by_index)
@@ -57,7 +72,7 @@ order_tiles(const typename KeyTraits<T>::Key* __restrict__ src_key, const long l
       block_bitonic<false>(keys, idx, tile);
     for (int j = threadIdx.x; j < count; j += blockDim.x) {
       dst_key[at + j] = keys[j];
-      dst_idx[at + j] = (long long)idx[j];
+      store_index(dst_idx, at + j, idx[j], pos_bytes);
     }
     __syncthreads();  // the tile's shared memory is loaded again by the next iteration
   }
@@ -65,12 +80,12 @@ order_tiles(const typename KeyTraits<T>::Key* __restrict__ src_key, const long l
 
 // The pairs of the run [lo, hi) that come before (ka, ia): a binary search (runs are ordered).
 template <class Key>
-__device__ __forceinline__ long long count_before(const Key* keys, const long long* idx, long long lo, long long hi,
-                                                  Key ka, unsigned long long ia, int by_index) {
+__device__ __forceinline__ long long count_before(const Key* keys, const void* idx, int pos_bytes, long long lo,
+                                                  long long hi, Key ka, unsigned long long ia, int by_index) {
   const long long first = lo;
   while (lo < hi) {
     const long long mid = lo + ((hi - lo) >> 1);
-    if (precedes(keys[mid], (unsigned long long)idx[mid], ka, ia, by_index))
+    if (precedes(keys[mid], load_pos(idx, mid, pos_bytes), ka, ia, by_index))
       lo = mid + 1;
     else
       hi = mid;
@@ -78,30 +93,77 @@ __device__ __forceinline__ long long count_before(const Key* keys, const long lo
   return lo - first;
 }
 
+// Where pair t (row `row`, place i in it) goes when the groups of `ways` runs of `width` pairs are
+// merged: its place in its own run, plus the pairs of every other run of its group (empty past
+// the row's end) that come before it. Returns its place in the row. `width` and `ways` are powers
+// of two (tiles are, and so are the ways of order.py's merge_ways): shifts and masks, not 64-bit
+// divisions, which are calls in SASS that make the caller save its live registers (order_output
+// spilled 8 bytes on sm_90 with them).
+template <class Key>
+__device__ __forceinline__ long long merged_place(const Key* src_key, const void* src_idx, int pos_bytes, long long row,
+                                                  long long i, long long len, long long width, int ways, Key key,
+                                                  unsigned long long id, int by_index) {
+  const long long run = i >> (__ffsll(width) - 1);
+  const long long group = run & ~(long long)(ways - 1);  // the group's first run
+  const Key* pk = src_key + row * len;
+  const void* pi = pos_bytes == 4 ? (const void*)(static_cast<const unsigned*>(src_idx) + row * len)
+                                  : (const void*)(static_cast<const unsigned long long*>(src_idx) + row * len);
+  long long place = i - run * width;
+  for (long long q = group; q < group + ways && q * width < len; ++q)
+    if (q != run) place += count_before(pk, pi, pos_bytes, q * width, min(q * width + width, len), key, id, by_index);
+  return group * width + place;
+}
+
 template <class T>
 CUTOPK_KERNEL(CUTOPK_ORDER_MERGE_THREADS)
-order_merge(const typename KeyTraits<T>::Key* __restrict__ src_key, const long long* __restrict__ src_idx,
-            long long rows, long long len, long long width, int ways, int by_index,
-            typename KeyTraits<T>::Key* __restrict__ dst_key, long long* __restrict__ dst_idx) {
+order_merge(const typename KeyTraits<T>::Key* __restrict__ src_key, const void* __restrict__ src_idx, long long rows,
+            long long len, long long width, int ways, int by_index, int pos_bytes,
+            typename KeyTraits<T>::Key* __restrict__ dst_key, void* __restrict__ dst_idx) {
   typedef typename KeyTraits<T>::Key Key;
   const long long total = rows * len;
   for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < total;
        t += (long long)gridDim.x * blockDim.x) {
     const long long row = t / len, i = t - row * len;
-    const long long run = i / width;
-    const long long group = run / ways * ways;  // the group's first run
     const Key key = src_key[t];
-    const unsigned long long id = (unsigned long long)src_idx[t];
-    const Key* pk = src_key + row * len;
-    const long long* pi = src_idx + row * len;
-    // Its place in the merged run: its place in its own run, plus the pairs of every other run of
-    // the group (empty past the row's end) that come before it.
-    long long place = i - run * width;
-    for (long long q = group; q < group + ways && q * width < len; ++q)
-      if (q != run) place += count_before(pk, pi, q * width, min(q * width + width, len), key, id, by_index);
-    const long long to = row * len + group * width + place;
+    const unsigned long long id = load_pos(src_idx, t, pos_bytes);
+    const long long to =
+        row * len + merged_place(src_key, src_idx, pos_bytes, row, i, len, width, ways, key, id, by_index);
     dst_key[to] = key;
-    dst_idx[to] = (long long)id;
+    store_index(dst_idx, to, id, pos_bytes);
+  }
+}
+
+// The last merge of multiblock's K winners, writing the outputs (no pass re-reading the indices
+// and the input's values after it): the index as int64, and the value rebuilt from the key where
+// the key says it (KeyTraits<T>::key_holds_bits), else (NaN, zero keys: their sign and payload are not in the
+// key) re-read from the input at the index. A position at or past the row's length is padding
+// (index -1, value 0). `len` is K: the outputs are rows x len.
+template <class T>
+CUTOPK_KERNEL(CUTOPK_ORDER_MERGE_THREADS)
+order_output(const T* __restrict__ in, long long n, long long row_stride, long long col_stride,
+             const long long* __restrict__ extents, int rows_kind, int largest,
+             const typename KeyTraits<T>::Key* __restrict__ src_key, const void* __restrict__ src_idx, long long rows,
+             long long len, long long width, int ways, int by_index, int pos_bytes, T* __restrict__ out_vals,
+             long long* __restrict__ out_idx) {
+  typedef typename KeyTraits<T>::Key Key;
+  const long long total = rows * len;
+  for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < total;
+       t += (long long)gridDim.x * blockDim.x) {
+    const long long row = t / len, i = t - row * len;
+    const Key key = src_key[t];
+    const unsigned long long id = load_pos(src_idx, t, pos_bytes);
+    const long long to =
+        row * len + merged_place(src_key, src_idx, pos_bytes, row, i, len, width, ways, key, id, by_index);
+    const RowExtent e = row_extent(row, n, row_stride, col_stride, extents, rows_kind);
+    if (id >= (unsigned long long)e.length) {  // padding sorts last in either order
+      write_padding(out_vals, (void*)out_idx, 8, to);
+    } else {
+      out_idx[to] = (long long)id;
+      if (KeyTraits<T>::key_holds_bits(key, largest))
+        reinterpret_cast<Key*>(out_vals)[to] = KeyTraits<T>::bits_of_key(key, largest);
+      else
+        out_vals[to] = in[e.start + (long long)id * col_stride];
+    }
   }
 }
 

@@ -190,7 +190,7 @@ def test_multiblock_chunks_of_rows():
     assert p.scratch_bytes <= d.MULTIBLOCK_SCRATCH_LIMIT < p.scratch_bytes // chunk * (chunk + 1)
     assert p.grid == p.params["blocks_per_row"] * chunk
     # One row per chunk at least, however much scratch it takes.
-    p = d.plan(3, 2**32 - 1, 2000, 4, DEV, copy=False)
+    p = d.plan(3, 2**32 - 1, 2000, 8, DEV, copy=False)  # 64-bit keys: 1.3 GB of (key, position) pairs
     assert p.params["rows_per_chunk"] == 1 and p.scratch_bytes > d.MULTIBLOCK_SCRATCH_LIMIT
     assert d.plan(64, 2**20, 64, 4, DEV, copy=False).params["rows_per_chunk"] == 64
 
@@ -237,7 +237,7 @@ def test_multiblock_digits_and_launches():
 def test_multiblock_sorts_the_winners_in_shared_memory():
     # pow2(K) (key, 64-bit index) pairs and the static part in a block's shared memory: in 48 KB,
     # K <= 2048 for 32-bit keys and for 64-bit keys; larger K is ordered apart (order.cu's tiles
-    # and merges over the K pairs, then gather_values), never by sorting the rows.
+    # and merges over the K pairs, the last merge writing the outputs), never by sorting the rows.
     forced = {"copy": False, "algorithm": "multiblock"}  # auto gives split some of these
     assert d.plan(1, 2**20, 2048, 4, DEV, **forced).params["order_shared"] == 2048 * 12
     assert d.plan(1, 2**20, 2048, 8, DEV, **forced).params["order_shared"] == 2048 * 16
@@ -246,11 +246,17 @@ def test_multiblock_sorts_the_winners_in_shared_memory():
     assert p.algorithm == "multiblock" and not p.params["sort_here"] and p.params["order_shared"] == 2048 * 4
     assert p.params["order_tile"] == 4096  # one tile of 48 KB: no merge
     names = [s.kernel for s in _multiblock.ordering_steps(1, 2**20, 2049, 4, p.params, False)]
-    assert names == ["order_tiles", "gather_values"]
+    assert names == ["order_tiles", "order_output"]  # a merge of one run: the outputs written
     p = d.plan(1, 2**20, 65536, 4, DEV, copy=False)  # 16 tiles: two 4-way merges
     assert (p.params["order_tile"], p.params["order_ways"]) == (4096, 4)
     names = [s.kernel for s in _multiblock.ordering_steps(1, 2**20, 65536, 4, p.params, False)]
-    assert names == ["order_tiles", "order_merge", "order_merge", "gather_values"]
+    assert names == ["order_tiles", "order_merge", "order_output"]
+    # 96 KB tiles where the device has the shared memory (an H100's 227 KB): 8 runs, one merge.
+    big = d.Device(shared_bytes=d.shared_limit(48 * 1024, 227 * 1024))
+    p = d.plan(1, 2**20, 65536, 4, big, copy=False)
+    assert (p.params["order_tile"], p.params["order_ways"]) == (8192, 8)
+    names = [s.kernel for s in _multiblock.ordering_steps(1, 2**20, 65536, 4, p.params, False)]
+    assert names == ["order_tiles", "order_output"]
     assert d.why_not("multiblock", 2**20, 2**20, 4, DEV) is None
 
 

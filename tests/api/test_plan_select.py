@@ -60,7 +60,10 @@ def test_large_k_is_selected_then_ordered_in_a_fixed_number_of_launches(k, shape
 
 # Global traffic above the issue's bound by the formulas, not yet met (strict: a change that
 # meets one must move it to the passing list).
-OVER_LARGE_K = {(65536, (1, 2**20)): "1.61 x the bound: K is 6% of the row, 6 x K pairs move in the ordering"}
+OVER_LARGE_K = {
+    (65536, (1, 2**20)): "1.025 x the bound: K is 6% of the row; the winners' buffer between the "
+    "selection and the ordering (written, read back: 1 MB) is over the margin"
+}
 
 
 @pytest.mark.parametrize(
@@ -80,11 +83,24 @@ def test_large_k_traffic_within_the_issue_bound(k, shape):
     assert moved(p) <= rows * (1.3 * n * 4 + 4 * k * (4 + 8)), (moved(p) / (rows * n * 4), p.params)
 
 
+@pytest.mark.parametrize("n", [2**20, 2**24, 2**28])
+def test_large_k_ordering_moves_each_pair_three_times_and_writes_the_outputs(n):
+    # After the digit passes: the tiles read the K (key, int64 index) winners and write 8-byte
+    # pairs (4-byte positions), one merge reads them and writes the outputs (values rebuilt from
+    # the keys: no gather re-reading the indices and the input). 40 bytes a pair of 32-bit keys;
+    # before, 109 (12-byte pairs moved 6 times, then a gather of 37).
+    k = 65536
+    p = planned((1, n), k)
+    names = [launch.kernel.split("<")[0] for launch in p.launches]
+    assert names[-2:] == ["order_tiles", "order_output"], names
+    assert sum(launch.global_bytes for launch in p.launches[-2:]) <= k * (12 + 8 + 8 + 4 + 8)
+
+
 SHAPES = [((16, 65536), 2048, "float32"), ((16, 65536), 2048, "float16"), ((16, 65536), 2048, "bfloat16"),
           ((64, 131072), 2048, "float32")]  # fmt: skip
-_F32 = "1.74 x (input + output): the sample, candidates and re-read values cost ~0.9 x the input"
-_F16 = "2.2 x (input + output): the same costs against half the input bytes, and the bucket restaged"
-_LONG = "1.41 x (input + output): the winners' values re-read (~0.12 x the input) and more"
+_F32 = "1.63 x (input + output): the sample, candidates and re-read values cost ~0.7 x the input"
+_F16 = "1.94 x (input + output): the same costs against half the input bytes, and the bucket restaged"
+_LONG = "1.35 x (input + output): the winners' values re-read (~0.12 x the input) and more"
 OVER = {
     ((16, 65536), "float32"): _F32,
     ((16, 65536), "float16"): _F16,

@@ -1,7 +1,7 @@
 """Issue 39 on the simulator (and a GPU when present): the multi-block select's buffers for
 16-bit keys sized in elements (the sampled threshold holds on rows where K is a few percent of
 the row), and K too large for the finishing block ordered apart from the selection (order.cu
-over the K pairs, then gather_values), bit for bit against the reference, with ties, NaN,
+over the K pairs, the last merge writing the outputs), bit for bit against the reference, with ties, NaN,
 signed zeros, lengths= and chunks of rows.
 Shapes are small (the planned buffers scale with n and K, so a row of 8192 with K = 256 has the
 ratio of the issue's 65536 with K = 2048); the issue's own shapes are planned in
@@ -77,8 +77,9 @@ def test_16_bit_rows_take_the_sampled_threshold(backend, dtype, sampled_short_ro
 
 @pytest.fixture
 def ordered_apart(monkeypatch):
-    """K beyond 64 ordered after the selection (order.cu's tiles of 32 pairs and merges, then
-    gather_values), as K beyond 4096 is on a GPU: every step of that path at simulator sizes."""
+    """K beyond 64 ordered after the selection (order.cu's tiles of 32 pairs and merges, the last
+    one writing the outputs), as K beyond 4096 is on a GPU: every step of that path at simulator
+    sizes."""
     monkeypatch.setattr(_multiblock, "BLOCK_SORT_MAX", 64)
     monkeypatch.setattr(_multiblock, "ORDER_TILE", 32)
     monkeypatch.setattr(_multiblock, "MIN_SLICE", 512)
@@ -105,8 +106,9 @@ def test_large_k_is_ordered_after_the_selection(backend, dtype, ordered_apart, m
     x[2] = make_values(rng, dt, (3000,), "nan" if dt.kind == "f" or dtype == "bfloat16" else "extremes")
     x[3] = make_values(rng, dt, (3000,), "all_equal")
     # 100 pairs: 4 tiles, one 4-way merge; 700: 22 tiles, two 8-way merges (ways = 8 >= sqrt(22)).
-    assert ordering_launches(x, 100)[-3:] == ["order_tiles", "order_merge", "gather_values"]
-    assert ordering_launches(x, 700)[-4:] == ["order_tiles", "order_merge", "order_merge", "gather_values"]
+    # The last merge writes the outputs: no pass re-reads the indices and the values after it.
+    assert ordering_launches(x, 100)[-2:] == ["order_tiles", "order_output"]
+    assert ordering_launches(x, 700)[-3:] == ["order_tiles", "order_merge", "order_output"]
     for k, mode, order, nan in (
         (100, "largest", True, "last"),
         (700, "smallest", "index", "largest"),
@@ -115,6 +117,60 @@ def test_large_k_is_ordered_after_the_selection(backend, dtype, ordered_apart, m
     ):
         run_case(backend, x, k, algorithm="multiblock", mode=mode, sorted=order, nan=nan)
     run_case(backend, x[::-1, ::-2], 300, algorithm="multiblock", sorted=True, index_dtype=np.int32)
+    monkeypatch.setattr(_multiblock, "ORDER_TILE", 128)  # one tile: order_output only copies
+    _call.CACHE.clear()
+    assert ordering_launches(x, 100)[-2:] == ["order_tiles", "order_output"]
+    run_case(backend, x, 100, algorithm="multiblock", mode="smallest", nan="largest")
+
+
+def _nan_with_payloads(rng, dt, count) -> np.ndarray:
+    """``count`` NaNs of ``dt`` (a float type) with random nonzero payloads and signs, as bits."""
+    width = dt.itemsize * 8
+    mantissa = {16: 10 if dt == np.float16 else 7, 32: 23, 64: 52}[width]
+    exponent = ((1 << (width - 1 - mantissa)) - 1) << mantissa
+    payload = rng.integers(1, 1 << mantissa, count, dtype=np.uint64)
+    sign = rng.integers(0, 2, count, dtype=np.uint64) << np.uint64(width - 1)
+    return (payload | np.uint64(exponent) | sign).astype(f"u{dt.itemsize}")
+
+
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+def test_large_k_values_rebuilt_from_keys_are_the_inputs_own_bits(backend, dtype, ordered_apart):
+    # order_output rebuilds each value from its key; NaN keys (any sign and payload) and the zero
+    # key (+0.0 and -0.0) do not hold the element's bits, so those are read from the input: every
+    # output value must be the input's own element, bit for bit, at its index.
+    require(backend)
+    dt = dtype_of(dtype)
+    rng = np.random.default_rng(39)
+    x = make_values(rng, dt, (3, 3000), "uniform")
+    bits = x.view(f"u{dt.itemsize}")
+    for row in range(3):
+        place = rng.permutation(3000)
+        bits[row, place[:500]] = _nan_with_payloads(rng, dt, 500)
+        x[row, place[500:1100]] = -0.0
+        x[row, place[1100:1700]] = 0.0
+    for k, mode, order, nan in (
+        (1500, "largest", True, "last"),  # the zeros at the K-th place
+        (1500, "smallest", "index", "last"),
+        (700, "largest", True, "largest"),  # NaNs first
+        (2800, "smallest", False, "largest"),
+    ):
+        run_case(backend, x, k, algorithm="multiblock", mode=mode, sorted=order, nan=nan)
+
+
+def test_buffers_hold_32_bit_positions():
+    # Every position is below 2^32 (and the winners' padding takes its slot, below K), so the
+    # candidate, bucket and winners' buffers and the ordering's runs hold 4-byte positions:
+    # 8-byte pairs for 32-bit keys instead of 12, for rows up to the family's 2^32 - 1.
+    from cutopk.cuda import dispatch as _dispatch
+
+    plan = cutopk.plan(np.zeros((1, 2**20), np.float32), 65536, backend="sim", algorithm="multiblock")
+    assert not plan.params["sort_here"]
+    table = {e.name: e.dtype for e in _multiblock.scratch(1, 2**20, 65536, plan.params)}
+    names = ("cand_idx", "bucket_idx", "win_idx", "order_idx", "order_idx2")
+    assert {table[name] for name in names} == {"uint32"}, table
+    dev = _dispatch.Device()
+    assert _multiblock.why_not(2**32 - 1, 2**32 - 1, 4, dev) is None
 
 
 @pytest.mark.parametrize("backend", GPU_BACKENDS)

@@ -254,11 +254,14 @@ def gathered(count: int, source_bytes: int) -> int:
     return round(total * -math.expm1(-count / total)) * SECTOR
 
 
-def order_bytes(rows: int, length: int, key_bytes: int, merges: int, with_indices: bool = True) -> list:
+def order_bytes(
+    rows: int, length: int, key_bytes: int, merges: int, with_indices: bool = True, pos: int = 8
+) -> list:
     """Global bytes of order_pairs' launches over ``rows`` rows of ``length`` pairs
-    (kernels/order.cu): order_tiles reads the keys (and their int64 indices) and writes the
-    pairs; each of the ``merges`` order_merge launches reads and writes the pairs."""
-    keys, indices = sectors(rows * length * key_bytes), sectors(rows * length * 8)
+    (kernels/order.cu), their indices of ``pos`` bytes: order_tiles reads the keys (and their
+    indices) and writes the pairs; each of the ``merges`` order_merge launches reads and writes
+    the pairs."""
+    keys, indices = sectors(rows * length * key_bytes), sectors(rows * length * pos)
     tiles = keys + (indices if with_indices else 0) + keys + indices
     return [tiles] + [2 * (keys + indices)] * merges
 

@@ -7,9 +7,9 @@ all (2, 3, 4, 7 for 8-, 16-, 32-, 64-bit keys), whatever the data, lengths or or
 host synchronisation: a pass serves the rows on the input and those on the candidate buffer in
 one launch, and passes after a row is finished return at once, so the whole call can be
 captured in a CUDA graph. K beyond what the finishing block sorts (:func:`sorts_in_block`) adds
-:func:`ordering_steps`: order.cu's tiles and at most 2 merge passes over the K pairs, then
-sort.cu's gather_values (4 launches more, whatever n). Scratch: the table of :func:`scratch`,
-within ``n / 8`` (key, int64 index) pairs ``+ 16 * K`` per row for rows of at least
+:func:`ordering_steps`: order.cu's tiles and at most 2 merge passes over the K pairs, the last
+one writing the outputs (2 or 3 launches more, whatever n). Scratch: the table of :func:`scratch`,
+within the bytes of ``n / 8`` (key, int64 index) pairs ``+ 16 * K`` per row for rows of at least
 :data:`MIN_N` elements (:func:`caps` sizes the buffers to that budget), plus 2 x K pairs to
 order a large K.
 
@@ -26,7 +26,6 @@ import math
 import numpy as np
 
 from ..kernel_constants import (
-    KEYS_THREADS,
     MULTIBLOCK_DIGIT_BITS,
     MULTIBLOCK_SAMPLES,
     MULTIBLOCK_STAGE,
@@ -34,7 +33,7 @@ from ..kernel_constants import (
     MULTIBLOCK_THREADS,
 )
 from . import order
-from .common import Facts, Geometry, Part, Scratch, Step, copy_step, gather_bytes, pow2_at_least
+from .common import Facts, Geometry, Part, Scratch, Step, copy_step, pow2_at_least
 
 # The kernels' C parameters, in order (kernels/multiblock.cu; passed by name by the runner), and
 # the C types of the scalars that differ from the other families' (common.SCALAR_TYPES).
@@ -72,6 +71,10 @@ ROOM_DIVISOR = 8
 # The rows the scratch bound is stated for (the dispatcher sends rows of 2^16 and more here).
 MIN_N = 1 << 16
 MAX_N = 1 << 32  # 32-bit counts: a block's shared counts, the rows' histograms
+# Bytes of a position in the candidate, bucket and winners' buffers (kernels/multiblock.cu, Pos):
+# every position is below MAX_N, and the winners' padding takes its slot number (below K). The scratch budget of
+# caps() is still counted in (key, int64 index) pairs: the buffers take less than it.
+POS_BYTES = 4
 # digit_pass's static shared memory, next to its dynamic part: scalars and block scans' sums
 # (1120 bytes from ptxas, rounded up), and the streaming filter's stage of candidate offsets, 4
 # bytes each per warp.
@@ -80,11 +83,14 @@ STATIC_SHARED = 2048 + 4 * MULTIBLOCK_STAGE * (MULTIBLOCK_THREADS // 32)
 # pairs and fits the device (48 KB for 32-bit keys: every digit_pass block carries that shared
 # memory, 4 blocks per SM on an H100 still). Larger K (issue 39: K = 65536 sorted whole rows) is
 # ordered after the last pass by kernels/order.cu over the K pairs alone, in tiles of at most
-# ORDER_TILE pairs (several blocks per SM) and 2 merge passes at most, then sort.cu's
-# gather_values writes the outputs: 4 launches more, whatever n. Not measured on a GPU.
+# ORDER_TILE pairs and ORDER_TILE_SHARED bytes, and 2 merge passes at most, the last one
+# (order_output) writing the outputs: 2 or 3 launches more, whatever n. Tiles of 8192 pairs (96 KB
+# for 32-bit keys, one block per SM) order K = 65536 in 8 runs, merged in one pass: each merge
+# pass moves the K pairs twice, a larger tile only costs the tile sort's own stages (13 x 14 / 2
+# instead of 12 x 13 / 2). Traffic from plan() and the simulator; not measured on a GPU.
 BLOCK_SORT_MAX = 4096
-ORDER_TILE = 4096
-ORDER_TILE_SHARED = 48 * 1024  # and at most this much shared memory per tile
+ORDER_TILE = 8192
+ORDER_TILE_SHARED = 96 * 1024  # and at most this much shared memory per tile
 
 
 def digit_widths(key_bits: int) -> list[int]:
@@ -271,13 +277,13 @@ def scratch(rows: int, n: int, k: int, params: dict) -> tuple:
         Scratch("state", "uint8", rows * MULTIBLOCK_STATE_BYTES),
         Scratch("hist", "uint32", rows * params["bins"]),
         Scratch("cand_key", "key", max(1, rows * cap)),
-        Scratch("cand_idx", "int64", max(1, rows * cap)),
+        Scratch("cand_idx", "uint32", max(1, rows * cap)),
         Scratch("bucket_key", "key", max(1, rows * bucket_cap)),
-        Scratch("bucket_idx", "int64", max(1, rows * bucket_cap)),
+        Scratch("bucket_idx", "uint32", max(1, rows * bucket_cap)),
         Scratch("win_key", "key", rows * k),
-        Scratch("win_idx", "int64", rows * k),
+        Scratch("win_idx", "uint32", rows * k),
         Scratch("tie_counts", "uint32", rows * params["blocks_per_row"] if counts_ties(params) else 1),
-        *([] if params.get("sort_here", True) else order.scratch("order", rows, k)),
+        *([] if params.get("sort_here", True) else order.scratch("order", rows, k, POS_BYTES)),
     )
 
 
@@ -324,17 +330,14 @@ def steps(rows: int, key_bytes: int, params: dict, block: int) -> list:
 
 def ordering_steps(rows: int, n: int, k: int, key_bytes: int, params: dict, by_index: bool) -> list:
     """The launches after the last pass when the finishing block does not sort (``sort_here``
-    false): order.cu's tiles and merges over each row's K pairs (the last one writing the int64
-    indices to the output), then sort.cu's gather_values (the values re-read at those indices,
-    padding past a row's length)."""
+    false): order.cu's tiles and merges over each row's K (key, 4-byte position) pairs, the last
+    merge writing the outputs (order_output: the values rebuilt from the keys, padding past a
+    row's length)."""
     seq, _ = order.steps(
         "order", rows, k, params["order_tile"], key_bytes, ("win_key", "win_idx"), True, by_index,
-        ways=params["order_ways"], final_idx="out_idx",
+        ways=params["order_ways"], pos=POS_BYTES, output=True,
     )  # fmt: skip
-    grid = max(1, min(-(-(rows * k) // KEYS_THREADS), order.MAX_BLOCKS))
-    args = (("rows", rows), ("idx", "out_idx"), ("out", "out_vals"))
-    moved = gather_bytes(rows, k, n, key_bytes)
-    return [*seq, Step("gather_values", True, (grid,), KEYS_THREADS, 0, args, global_bytes=moved)]
+    return seq
 
 
 _SECTOR = 32  # bytes: the unit of global-memory traffic
@@ -372,7 +375,7 @@ def global_bytes(
     counts its digit and stages its bucket.
     """
     widths = digit_widths(8 * key_bytes)
-    pair = key_bytes + 8
+    pair = key_bytes + POS_BYTES
     state = _sectors(rows * MULTIBLOCK_STATE_BYTES)
     source = _sectors(rows * n * key_bytes)
     staged = expected_candidates(n, params)
@@ -381,13 +384,13 @@ def global_bytes(
     winners = _sectors(rows * k * pair)
     outputs = _sectors(rows * k * key_bytes) + _sectors(rows * k * index_bytes)
     values = min(rows * k * _SECTOR, source)  # the winners' values, one sector each at most
-    indices = min(rows * k * _SECTOR, _sectors(rows * staged * 8))
+    indices = min(rows * k * _SECTOR, _sectors(rows * staged * POS_BYTES))
     # The finishing block's winners and outputs; a pass over the candidates also reads the
     # winners' indices there and their values in the input (sectors a pass over the input has
     # already touched).
     finish = winners + outputs + (indices + values if staged else 0)
     if not params.get("sort_here", True):  # the K pairs stay in the winners' buffer (ordering_steps)
-        finish = winners
+        finish = winners + (indices if staged else 0)  # their indices read in the candidates
 
     def counts(p: int) -> int:  # the digit of pass p (1-based): its counts, added and re-zeroed
         return _sectors(rows * (1 << widths[p - 1]) * 4)

@@ -10,25 +10,31 @@ import math
 import numpy as np
 
 from ..kernel_constants import ORDER_MERGE_THREADS, ORDER_TILE_THREADS
-from .common import Scratch, Step, order_bytes, pow2_at_least
+from .common import Scratch, Step, order_bytes, pow2_at_least, sectors
 
 MAX_BLOCKS = 1 << 16  # the ordering kernels stride over what a grid this size does not cover
 _PAIRS = ("src_key", "src_idx")
+_MERGE = (*_PAIRS, "rows", "len", "width", "ways", "by_index", "pos_bytes")
+_INPUT = ("in", "n", "row_stride", "col_stride", "extents", "rows_kind", "largest")  # order_output's re-reads
+_TILES = ("with_idx", "rows", "len", "tile", "by_index", "pos_bytes")
 ARGUMENTS = {
-    "order_tiles": (*_PAIRS, "with_idx", "rows", "len", "tile", "by_index", "dst_key", "dst_idx"),
-    "order_merge": (*_PAIRS, "rows", "len", "width", "ways", "by_index", "dst_key", "dst_idx"),
+    "order_tiles": (*_PAIRS, *_TILES, "dst_key", "dst_idx"),
+    "order_merge": (*_MERGE, "dst_key", "dst_idx"),
+    "order_output": (*_INPUT, *_MERGE, "out_vals", "out_idx"),
 }
-SCALAR_TYPES = {"ways": np.int32}
+SCALAR_TYPES = {"ways": np.int32, "pos_bytes": np.int32}
 KERNELS = tuple(ARGUMENTS)  # the kernels of kernels/order.cu
 
 
-def scratch(name: str, rows: int, length: int) -> list:
-    """The two buffers of (key, int64 index) pairs the steps named ``name`` sort through."""
+def scratch(name: str, rows: int, length: int, pos: int = 8) -> list:
+    """The two buffers of (key, index of ``pos`` bytes) pairs the steps named ``name`` sort
+    through."""
+    index = "uint32" if pos == 4 else "int64"
     return [
         Scratch(f"{name}_key", "key", rows * length),
-        Scratch(f"{name}_idx", "int64", rows * length),
+        Scratch(f"{name}_idx", index, rows * length),
         Scratch(f"{name}_key2", "key", rows * length),
-        Scratch(f"{name}_idx2", "int64", rows * length),
+        Scratch(f"{name}_idx2", index, rows * length),
     ]
 
 
@@ -47,6 +53,8 @@ def geometry(rows: int, length: int, tile: int, key_bytes: int, ways: int = 2):
     ``length`` pairs: one ``order_tiles``, then one ``order_merge`` per width (groups of ``ways``
     runs of ``width`` pairs merged)."""
     tile = min(tile, pow2_at_least(length))
+    # kernels/order.cu finds a pair's run and group by shifts and masks
+    assert tile & (tile - 1) == 0 and ways & (ways - 1) == 0, (tile, ways)
     threads = min(ORDER_TILE_THREADS, max(32, tile // 2))
     blocks = max(1, min(rows * -(-length // tile), MAX_BLOCKS))
     widths, width = [], tile
@@ -59,18 +67,22 @@ def geometry(rows: int, length: int, tile: int, key_bytes: int, ways: int = 2):
 
 def steps(
     name: str, rows: int, length: int, tile: int, key_bytes: int, src: tuple, with_idx: bool, by_index: bool,
-    ways: int = 2, final_idx: str | None = None,
+    ways: int = 2, pos: int = 8, output: bool = False,
 ):  # fmt: skip
     """``(steps, (key, idx))``: the launches ordering ``rows`` rows of ``length`` pairs held by the
-    values ``src`` = ``(key, idx)`` (without ``with_idx``, index = position and ``idx`` is never
-    read) through the buffers of :func:`scratch` named ``name``, merging ``ways`` runs a pass,
-    and the names of the buffers that hold the result. ``final_idx``: where the last launch
-    writes its indices instead (an int64 array of ``rows * length``, e.g. the output)."""
+    values ``src`` = ``(key, int64 idx)`` (without ``with_idx``, index = position and ``idx`` is
+    never read) through the buffers of :func:`scratch` named ``name`` (indices of ``pos`` bytes),
+    merging ``ways`` runs a pass, and the names of the buffers that hold the result. With
+    ``output`` the last launch is ``order_output``, a merge that writes the call's ``out_vals``
+    and int64 ``out_idx`` instead (the values rebuilt from the keys; one run: a merge of one way,
+    a copy): nothing is returned then."""
     tile, grid, threads, shared, merge_grid, widths = geometry(rows, length, tile, key_bytes, ways)
+    if output and not widths:
+        widths = (tile,)  # one run: order_output only writes the outputs
     bufs = [(f"{name}_key", f"{name}_idx"), (f"{name}_key2", f"{name}_idx2")]
     key, idx = src
-    common = (("rows", rows), ("len", length), ("by_index", int(by_index)))
-    tiles_bytes, *merge_bytes = order_bytes(rows, length, key_bytes, len(widths), with_idx)
+    common = (("rows", rows), ("len", length), ("by_index", int(by_index)), ("pos_bytes", pos))
+    tiles_bytes, *merge_bytes = order_bytes(rows, length, key_bytes, len(widths), with_idx, pos)
     seq = [
         Step(
             "order_tiles", True, grid, threads, shared,
@@ -89,8 +101,18 @@ def steps(
             )
         )  # fmt: skip
         bufs.reverse()
-    if final_idx is not None:  # the last launch writes its indices there
+    if output:  # the last merge writes the outputs
         last = seq[-1]
-        seq[-1] = last._replace(args=tuple((p, final_idx if p == "dst_idx" else v) for p, v in last.args))
-        bufs[0] = (bufs[0][0], final_idx)
+        args = tuple(a for a in last.args if a[0] not in ("dst_key", "dst_idx"))
+        moved = output_bytes(rows, length, key_bytes, pos)
+        seq[-1] = last._replace(kernel="order_output", args=args, global_bytes=moved)
+        return seq, None
     return seq, bufs[0]
+
+
+def output_bytes(rows: int, k: int, key_bytes: int, pos: int) -> int:
+    """Global bytes of ``order_output``: the pairs read, the values (rebuilt from the keys: the
+    input is re-read only at NaN and zero keys, none among spread keys) and int64 indices
+    written."""
+    pairs = sectors(rows * k * key_bytes) + sectors(rows * k * pos)
+    return pairs + sectors(rows * k * key_bytes) + sectors(rows * k * 8)
