@@ -170,7 +170,7 @@ def cuda_backend() -> Backend:
         bandwidth=timer.copy_bandwidth(),
         cub=lib,
         cub_why=why,
-        facts=env.device_facts(),
+        facts=env.device_record(),
     )
 
 

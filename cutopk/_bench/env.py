@@ -54,7 +54,7 @@ def version(dist: str) -> str | None:
     return None
 
 
-def device_facts() -> dict:
+def device_record() -> dict:
     """Name, driver and runtime versions, memory, L2 size and SM count of CuPy's current GPU."""
     import cupy
 
@@ -89,7 +89,7 @@ def metadata(gpu: bool) -> dict:
         **{lib: version(lib) for lib in ("numpy", "cupy", "torch", "jax", "jaxlib", "ml_dtypes")},
     }
     if gpu:
-        meta.update(device_facts())
+        meta.update(device_record())
     return meta
 
 

@@ -243,7 +243,7 @@ def start(repeat: int | None, peers: tuple[str, ...]) -> Session:
     reason = env.gpu_unavailable()
     if reason is None:
         env.prepare_jax()
-        facts = env.device_facts()
+        facts = env.device_record()
         timer = timing.GpuTimer(repeat or 20)
         print(
             f"GPU found: {facts['device']} (compute capability {facts['compute_capability']}, driver "

@@ -444,7 +444,7 @@ class GpuCall:
             why = "rows along an outer axis" if self.strides is not None else "batch axes do not collapse"
             copies[f"input: copied to row-major ({why})"] = size
         copies.update((step.copy, step.size) for step in after)
-        launches = (*(s.launch for s in before), *runner.listing(), *(s.launch for s in after))
+        launches = (*(s.launch for s in before), *runner.launches(), *(s.launch for s in after))
         # The call's one workspace buffer (the family's table, the copy of the input, staged
         # outputs), and the simulator's byte-swapped copy of a non-native input.
         scratch = self.workspace_bytes + sum(step.size for step in before)

@@ -5,7 +5,7 @@
 or copy of the input first when the plan says so, then the family's launches (its
 :class:`~cutopk.cuda.families.common.Part`, from ``families.registry.part``: the same for every
 family, so this module names none), then the array-library copies that finish it. ``plan()``
-lists the same steps (:meth:`Runner.listing`), so it cannot disagree with what runs. Each
+lists the same steps (:meth:`Runner.launches`), so it cannot disagree with what runs. Each
 launch is resolved once: the kernel function (opted in to its shared memory), the grid, block
 and shared bytes, and an argument list whose scalars are converted to their C types already;
 only the per-call arrays (the input, the extents, the outputs) and the scratch views are
@@ -424,7 +424,7 @@ class Runner:
             part_extents = extents if regular else extents[start : stop + 1 if segments else stop]
             chunk.run(xp, (part, part_extents, values[start:stop], indices[start:stop]), buffer)
 
-    def listing(self) -> list:
+    def launches(self) -> list:
         """The launches as plan() lists them: every step, a chunked family's per chunk of rows,
         each with its global bytes (the family's formula, in its steps)."""
         cxx, schedule = self.call.info.cxx, self.schedule

@@ -49,6 +49,8 @@ RETIRED = {
     r"\bselect_rows\.c\b": ("_host_build.py",),  # compiled.c; an earlier version's build file
     r"\bclass Prepared\b|\bdef prepared\(": (),  # a runner (the core's prepared call keeps the word)
     r"\bcuda\.rows\b|\bcuda/rows\.py|from \. import rows\b|import rows as": (),  # cuda/shared_memory.py
+    r"\bdef listing\(|\.listing\(\)": (),  # a runner's launches, as plan() names them
+    r"\bdef device_facts\(\) -> dict": (),  # the benchmark's device_record (a Device is device facts)
 }
 
 
