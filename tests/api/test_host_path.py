@@ -253,7 +253,10 @@ def test_a_misaligned_input_gives_the_aligned_answer(backend, view):
     (a misaligned read faults on a GPU), on every backend, with and without lengths."""
     require(backend)
     values = make_values(np.random.default_rng(5), np.float32, (4, 300), "ties")
-    pick = {"whole": lambda a: a, "columns": lambda a: a[:, 1::3], "transposed": lambda a: a.T}[view]
+    # The transposed view: 32 of its 300 rows of 4 (its first element, the misaligned one,
+    # kept), which prove the same copy: all 300 cost ~40 s on the simulator (a forced "cluster"
+    # simulates 4096 threads a row).
+    pick = {"whole": lambda a: a, "columns": lambda a: a[:, 1::3], "transposed": lambda a: a.T[:32]}[view]
     x, aligned = pick(misaligned(values, backend)), pick(to_backend(values, backend))
     algorithms = ["auto"] if backend == "numpy" else cutopk.algorithms(backend)
     for algorithm in algorithms:
