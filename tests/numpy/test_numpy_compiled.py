@@ -199,12 +199,21 @@ def _fresh_state() -> dict:
     return {"lib": None, "why": None, "tried": False, "env": (None, True), "path": None, "cc": None}
 
 
+@pytest.fixture(scope="module")
+def shared_cache(tmp_path_factory):
+    """One cache folder for this module's fresh processes: a build in it serves the later tests
+    with the same flags (the four turned-off tests re-enable the route: one build, not four)."""
+    return tmp_path_factory.mktemp("compiled-cache")
+
+
 @pytest.fixture
-def fresh_compiled(monkeypatch, tmp_path):
-    """A process that has not tried to load the compiled route yet, with a cache of its own."""
+def fresh_compiled(monkeypatch, shared_cache, quick_builds):
+    """A process that has not tried to load the compiled route yet, with the module's cache and
+    quick (-O0) builds (tests/numpy/conftest.py): these tests check how the route is found,
+    turned off and refused, not the build's code."""
     monkeypatch.setattr(compiled, "_state", _fresh_state())
     monkeypatch.delenv(compiled.ENV_VAR, raising=False)
-    monkeypatch.setenv(compiled.CACHE_ENV_VAR, str(tmp_path / "cache"))
+    monkeypatch.setenv(compiled.CACHE_ENV_VAR, str(shared_cache))
 
 
 def _long_rows():
@@ -276,7 +285,7 @@ def test_the_sanitizer_runtime_is_found_where_it_is_preloaded():
     assert compiled.asan_loaded() == ("libasan" in os.environ.get("LD_PRELOAD", ""))
 
 
-def test_the_build_is_cached_by_source_and_flags(tmp_path, monkeypatch):
+def test_the_build_is_cached_by_source_and_flags(tmp_path, monkeypatch, quick_builds):
     monkeypatch.setenv(compiled.CACHE_ENV_VAR, str(tmp_path))
     cc = compiled.compiler()
     first = compiled.build(cc, compiled.SOURCE.read_text())

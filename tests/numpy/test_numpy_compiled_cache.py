@@ -40,8 +40,18 @@ def _state() -> dict:
     return {"lib": None, "why": None, "tried": False, "env": (None, True), "path": None, "cc": None}
 
 
+# These tests check the build's cache, locks and refusals, not the build's code: every build here,
+# in this process and in the subprocesses, is at -O0 (about 1.3 CPU s for compiled.c, not 8 s at
+# -O3; tests/numpy/conftest.py's quick_builds), the flags being part of the library's name.
+QUICK_FLAGS = "compiled.FLAGS = tuple('-O0' if f == '-O3' else f for f in compiled.FLAGS)"
+
+
+def _quick(flags: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple("-O0" if f == "-O3" else f for f in flags)
+
+
 @pytest.fixture
-def cache(monkeypatch, tmp_path):
+def cache(monkeypatch, tmp_path, quick_builds):
     """A process that has not tried to load the compiled route yet, and an empty cache."""
     folder = tmp_path / "cache"
     monkeypatch.setattr(compiled, "_state", _state())
@@ -58,7 +68,7 @@ def good_build(tmp_path_factory):
     old = os.environ.get(compiled.CACHE_ENV_VAR)
     os.environ[compiled.CACHE_ENV_VAR] = str(folder)
     try:
-        return compiled.build(CC, compiled.SOURCE.read_text(), compiled.build_flags())
+        return compiled.build(CC, compiled.SOURCE.read_text(), _quick(compiled.build_flags()))
     finally:
         if old is None:
             del os.environ[compiled.CACHE_ENV_VAR]
@@ -140,11 +150,12 @@ def _garbage_cc(tmp_path) -> str:
 def test_a_fork_during_the_first_build_gets_its_answer(tmp_path):
     """The child of a fork made while another thread builds the library used to wait for ever
     on the build lock held by a thread it does not have."""
-    code = """
+    code = f"""
         import multiprocessing, sys, threading, time
         import numpy as np
         import cutopk
         from cutopk.numpy import compiled
+        {QUICK_FLAGS}
 
         x = np.random.default_rng(0).standard_normal((2, 9000)).astype(np.float32)
 
@@ -181,10 +192,12 @@ def test_a_truncated_library_is_rebuilt_before_it_is_loaded(tmp_path, cache, goo
     out = _install(good_build)
     size = out.stat().st_size
     os.truncate(out, size // 5)
-    code = """
+    code = f"""
         import numpy as np
         import cutopk
+        from cutopk.numpy import compiled
         from support.reference import check_top_k
+        {QUICK_FLAGS}
 
         x = np.random.default_rng(8).standard_normal((2, 9000)).astype(np.float32)
         print(cutopk.plan(x, 10).params["route"])
@@ -343,6 +356,7 @@ def test_plan_never_builds_and_says_whether_the_route_is_built(cache, monkeypatc
     assert not compiled._state["tried"]
     monkeypatch.undo()  # build_once back (the cache fixture's settings with it, set again)
     monkeypatch.setattr(compiled, "_state", _state())
+    monkeypatch.setattr(compiled, "FLAGS", _quick(compiled.FLAGS))
     monkeypatch.setenv(compiled.CACHE_ENV_VAR, str(cache))
     monkeypatch.delenv(compiled.ENV_VAR, raising=False)
     monkeypatch.delenv(compiled.ASAN_ENV_VAR, raising=False)
