@@ -114,6 +114,29 @@ __device__ __forceinline__ long long merged_place(const Key* src_key, const void
   return group * width + place;
 }
 
+// Pair t of the runs being merged (rows of `len` pairs, one after another): its key, its position
+// and its row, and where it goes in the merged row (order_merge and order_output differ only in
+// what they write there).
+template <class Key>
+struct MergedPair {
+  Key key;
+  unsigned long long id;
+  long long row, to;
+};
+
+template <class Key>
+__device__ __forceinline__ MergedPair<Key> merged_pair(const Key* src_key, const void* src_idx, int pos_bytes,
+                                                       long long t, long long len, long long width, int ways,
+                                                       int by_index) {
+  MergedPair<Key> p;
+  p.row = t / len;
+  p.key = src_key[t];
+  p.id = load_pos(src_idx, t, pos_bytes);
+  p.to = p.row * len +
+         merged_place(src_key, src_idx, pos_bytes, p.row, t - p.row * len, len, width, ways, p.key, p.id, by_index);
+  return p;
+}
+
 template <class T>
 CUTOPK_KERNEL(CUTOPK_ORDER_MERGE_THREADS)
 order_merge(const typename KeyTraits<T>::Key* __restrict__ src_key, const void* __restrict__ src_idx, long long rows,
@@ -123,13 +146,9 @@ order_merge(const typename KeyTraits<T>::Key* __restrict__ src_key, const void* 
   const long long total = rows * len;
   for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < total;
        t += (long long)gridDim.x * blockDim.x) {
-    const long long row = t / len, i = t - row * len;
-    const Key key = src_key[t];
-    const unsigned long long id = load_pos(src_idx, t, pos_bytes);
-    const long long to =
-        row * len + merged_place(src_key, src_idx, pos_bytes, row, i, len, width, ways, key, id, by_index);
-    dst_key[to] = key;
-    store_index(dst_idx, to, id, pos_bytes);
+    const MergedPair<Key> p = merged_pair(src_key, src_idx, pos_bytes, t, len, width, ways, by_index);
+    dst_key[p.to] = p.key;
+    store_index(dst_idx, p.to, p.id, pos_bytes);
   }
 }
 
@@ -149,12 +168,11 @@ order_output(const T* __restrict__ in, long long n, long long row_stride, long l
   const long long total = rows * len;
   for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < total;
        t += (long long)gridDim.x * blockDim.x) {
-    const long long row = t / len, i = t - row * len;
-    const Key key = src_key[t];
-    const unsigned long long id = load_pos(src_idx, t, pos_bytes);
-    const long long to =
-        row * len + merged_place(src_key, src_idx, pos_bytes, row, i, len, width, ways, key, id, by_index);
-    const RowExtent e = row_extent(row, n, row_stride, col_stride, extents, rows_kind);
+    const MergedPair<Key> p = merged_pair(src_key, src_idx, pos_bytes, t, len, width, ways, by_index);
+    const Key key = p.key;
+    const unsigned long long id = p.id;
+    const long long to = p.to;
+    const RowExtent e = row_extent(p.row, n, row_stride, col_stride, extents, rows_kind);
     if (id >= (unsigned long long)e.length) {  // padding sorts last in either order
       write_padding(out_vals, (void*)out_idx, 8, to);
     } else {
