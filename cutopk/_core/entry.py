@@ -164,7 +164,7 @@ def plan(
     with scope if scope is not None else contextlib.nullcontext():
         _, longest = lengths_.check(lengths, arr, call.req)
         arr, call = lengths_.narrowed(arr, call, longest)
-        kernel_call = lengths_.kernel_call(arr, call)
+        kernel_call = _call.lengths_call(arr, call)
     if kernel_call is not None:
         planned = kernel_call.describe(cached, arr)
         return lengths_.describe_in_kernel(planned, arr.shape[call.req.axis], longest is not None)

@@ -119,14 +119,6 @@ def narrowed(arr, call, longest: int | None):
     return view, call
 
 
-def kernel_call(arr, call):
-    """The prepared call whose kernels read the lengths themselves (every kernel family does), or
-    None on the NumPy backend (the generic route)."""
-    from . import call as _call
-
-    return _call.lengths_call(arr, call)
-
-
 def describe_in_kernel(plan, width: int, on_host: bool):
     """The plan of a call whose kernels read the lengths: the input in place, no masked copy."""
     import dataclasses

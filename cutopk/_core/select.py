@@ -35,7 +35,7 @@ def _run_with_lengths(arr, back, scope, call, lengths, out) -> TopK:
         dst = _out.check(out, call, arr) if out is not None else None
         arr, call = lengths_.narrowed(arr, call, longest)
         req = call.req
-        kernel_call = lengths_.kernel_call(arr, call)
+        kernel_call = _call.lengths_call(arr, call)
         if kernel_call is not None:
             values, indices = kernel_call.run(arr, dst, extents=lens)
             if dst is not None:

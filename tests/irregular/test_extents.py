@@ -215,14 +215,13 @@ def test_unchecked_lengths_give_rows_of_padding_in_the_kernels(family):
     row (the ASan run in CI would catch a read past the input's end)."""
     require("sim")
     from cutopk._core import call as _call
-    from cutopk._core import lengths as _lengths
 
     n, k = SHAPES[family]
     rng = np.random.default_rng(12)
     x = make_values(rng, np.float32, (6, n), "uniform")
     bad = np.array([-5, n + 1, 2**40, 3, -(2**62), n], dtype=np.int64)
     call = _call.prepare(x, k, -1, "largest", True, "last", np.int64, "sim", family)[3]
-    values, indices = _lengths.kernel_call(x, call).run(x, extents=bad)
+    values, indices = _call.lengths_call(x, call).run(x, extents=bad)
     inside = np.where((bad >= 0) & (bad <= n), bad, 0)
     assert_same_padded((values, indices), reference_with_lengths(x, k, inside))
     assert (indices[[0, 1, 2, 4]] == -1).all() and (values[[0, 1, 2, 4]] == 0).all()
