@@ -25,21 +25,33 @@ __device__ __forceinline__ U bits_of(const T& v) {
   return *reinterpret_cast<const U*>(&v);
 }
 
+// The top bit of a key (a float's sign bit), and mode "smallest"'s inversion of a key (its own
+// inverse: the transform applies it, the inverse below undoes it).
+template <class Key>
+__device__ __forceinline__ Key top_bit() {
+  return static_cast<Key>(Key(1) << (sizeof(Key) * 8 - 1));
+}
+
+template <class Key>
+__device__ __forceinline__ Key as_largest(Key key, bool largest) {
+  return largest ? key : static_cast<Key>(~key);
+}
+
 template <class Key, Key NAN_ABOVE>
 __device__ __forceinline__ Key float_key(Key bits, bool largest, bool nan_first) {
-  const Key sign = static_cast<Key>(Key(1) << (sizeof(Key) * 8 - 1));
+  const Key sign = top_bit<Key>();
   if (static_cast<Key>(bits & static_cast<Key>(~sign)) > NAN_ABOVE)
     return nan_first ? static_cast<Key>(~Key(0)) : Key(0);
   Key key = (bits & sign) ? static_cast<Key>(~bits) : static_cast<Key>(bits | sign);
   if (key == static_cast<Key>(~sign)) key = sign;  // -0.0 ties with +0.0
-  return largest ? key : static_cast<Key>(~key);
+  return as_largest(key, largest);
 }
 
 template <class Key>
 __device__ __forceinline__ Key int_key(Key bits, bool is_signed, bool largest) {
-  const Key sign = static_cast<Key>(Key(1) << (sizeof(Key) * 8 - 1));
+  const Key sign = top_bit<Key>();
   Key key = is_signed ? static_cast<Key>(bits ^ sign) : bits;
-  return largest ? key : static_cast<Key>(~key);
+  return as_largest(key, largest);
 }
 
 // The inverse of the key transform: the element's bits from its key, exact where the key holds
@@ -47,23 +59,23 @@ __device__ __forceinline__ Key int_key(Key bits, bool is_signed, bool largest) {
 // sign and payload, and the zero key, +0.0 or -0.0), whose bits must be read from the element.
 template <class Key>
 __device__ __forceinline__ bool float_key_holds_bits(Key key, bool largest) {
-  const Key sign = static_cast<Key>(Key(1) << (sizeof(Key) * 8 - 1));
-  const Key k = largest ? key : static_cast<Key>(~key);
+  const Key sign = top_bit<Key>();
+  const Key k = as_largest(key, largest);
   // NaN keys are the extremes (no number maps there), the zero key is +0.0's and -0.0's.
   return key != Key(0) && key != static_cast<Key>(~Key(0)) && k != sign;
 }
 
 template <class Key>
 __device__ __forceinline__ Key float_bits_of_key(Key key, bool largest) {
-  const Key sign = static_cast<Key>(Key(1) << (sizeof(Key) * 8 - 1));
-  const Key k = largest ? key : static_cast<Key>(~key);
+  const Key sign = top_bit<Key>();
+  const Key k = as_largest(key, largest);
   return (k & sign) ? static_cast<Key>(k & static_cast<Key>(~sign)) : static_cast<Key>(~k);
 }
 
 template <class Key>
 __device__ __forceinline__ Key int_bits_of_key(Key key, bool is_signed, bool largest) {
-  const Key sign = static_cast<Key>(Key(1) << (sizeof(Key) * 8 - 1));
-  const Key k = largest ? key : static_cast<Key>(~key);
+  const Key sign = top_bit<Key>();
+  const Key k = as_largest(key, largest);
   return is_signed ? static_cast<Key>(k ^ sign) : k;
 }
 
