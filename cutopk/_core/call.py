@@ -61,6 +61,15 @@ class CallCache:
             self.hits += 1
         return entry
 
+    def get_or_make(self, key, make):
+        """The entry of ``key``; where there is none, ``make()``'s, kept under ``key``. Two threads
+        missing at once may both make one: the calls are equal, the later one is kept."""
+        entry = self.get(key)
+        if entry is None:
+            entry = make()
+            self.put(key, entry)
+        return entry
+
     def put(self, key, entry) -> None:
         with self._lock:
             self._entries[key] = entry
@@ -259,11 +268,9 @@ def lengths_call(arr, call: Call) -> Call | None:
         type(arr), arr.shape, arr.strides, arr.dtype, req.k, req.axis, mode, sorted_, nan, index_dtype, backend,
         algorithm, (call.device, LENGTHS),
     )  # fmt: skip
-    found = CACHE.get(key)
-    if found is None:
-        found = _new_call(req, arr.shape, arr.strides, arr.dtype, call.device, LENGTHS)
-        CACHE.put(key, found)
-    return found
+    return CACHE.get_or_make(
+        key, lambda: _new_call(req, arr.shape, arr.strides, arr.dtype, call.device, LENGTHS)
+    )
 
 
 def segments_call(data, segments: int, width: int, k: int, order: str, mode: str, nan: str, idt, backend: str,
@@ -280,15 +287,15 @@ def segments_call(data, segments: int, width: int, k: int, order: str, mode: str
     shape, strides = (segments, width), (0, dtype.itemsize)
     key = cache_key(type(data), shape, strides, dtype, k, 1, mode, order, nan, idt, backend, algorithm,
                     (device, SEGMENTS, bound))  # fmt: skip
-    call = CACHE.get(key)
-    if call is None:
+
+    def make() -> Call:
         req = _checks.Request(
             k=k, axis=1, n=width, largest=mode == "largest", order=order, nan_largest=nan == "largest",
             index_dtype=idt, backend=backend, algorithm=algorithm,
         )  # fmt: skip
-        call = _new_call(req, shape, strides, dtype, device, SEGMENTS, bound)
-        CACHE.put(key, call)
-    return call
+        return _new_call(req, shape, strides, dtype, device, SEGMENTS, bound)
+
+    return CACHE.get_or_make(key, make)
 
 
 __all__ = ["CACHE", "Call", "Launch", "Plan", "cache_key", "lengths_call", "prepare", "segments_call"]

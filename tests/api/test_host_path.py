@@ -129,6 +129,15 @@ def test_the_cache_is_bounded(monkeypatch):
     assert cutopk.plan(np.zeros(14), 1).cached and not cutopk.plan(np.zeros(5), 1).cached
 
 
+def test_get_or_make_makes_once_and_counts_one_miss():
+    cache = _call.CallCache()
+    made = []
+    for _ in range(3):
+        entry = cache.get_or_make("key", lambda: made.append(object()) or made[-1])
+    assert len(made) == 1 and entry is made[0]
+    assert cache.info() == {"hits": 2, "misses": 1, "size": 1, "maxsize": _call.CACHE_SIZE}
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_repeated_numpy_array_call_is_one_miss_then_hits(backend, monkeypatch):
     # top_k's short path for a NumPy array looks the signature up itself: a miss there must not
