@@ -213,6 +213,10 @@ def _select_on(x, k: int, largest: bool, nan_first: bool, order: str, name: str,
     if name == "long-rows" and rows == 1:  # the row's own result: no copy of a K-sized array
         return _long_rows.select_row(x[0], k, largest, nan_first, order, threads)[None, :]
     idx = np.empty((rows, k), dtype=np.int64)
+    if name in _compiled_choice.COMPILED_METHODS:  # one call: the C file shares the rows out
+        method = _compiled_choice.COMPILED_METHODS[name]
+        _compiled.select(x, k, largest, nan_first, order, idx, method=method, threads=threads)
+        return idx
     if name == "long-rows":
         for r in range(rows):
             idx[r] = _long_rows.select_row(x[r], k, largest, nan_first, order, threads)
@@ -223,10 +227,6 @@ def _select_on(x, k: int, largest: bool, nan_first: bool, order: str, name: str,
 
     def one(start: int) -> None:
         block = x[start : start + step]
-        if name in _compiled_choice.COMPILED_METHODS:  # the rows as they lie, any strides
-            method = _compiled_choice.COMPILED_METHODS[name]
-            _compiled.select(block, k, largest, nan_first, order, idx[start : start + step], method=method)
-            return
         if outer:
             idx[start : start + step] = _outer_axis.select_outer(block.T, k, largest, nan_first, order)
             return

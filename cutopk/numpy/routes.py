@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import compiled as _compiled
 from . import compiled_choice as _compiled_choice
 from . import long_rows as _long_rows
 from . import threads as _threads
@@ -54,8 +55,10 @@ SORT_MAX_N = 16
 # Blocks of an outer axis are filtered in place: wide blocks keep NumPy's inner loops long
 # (4096x256 float32 columns: 1.4 ms per comparison pass; whole 4096x512 rows: 0.8 ms per 1M).
 OUTER_BLOCK_BYTES = 16 << 20
-# Below this many elements a call never splits, whatever the cost model says.
+# Below this many elements a call never splits, whatever the cost model says; on the compiled
+# route (a handover of some microseconds, see threads.POOLS) below COMPILED_PARALLEL_MIN_ELEMENTS.
 PARALLEL_MIN_ELEMENTS = 1 << 16
+COMPILED_PARALLEL_MIN_ELEMENTS = 1 << 14
 # The work of each route for the thread cost model (``_threads.threads_for``), in
 # vectorised passes over the input: its one-thread time per element over the probe's time
 # per element (a comparison and a count), rounded down (2-core EPYC, NumPy 2.4; the ratio of
@@ -87,12 +90,15 @@ ROUTE_SPLIT = {
     "filter": ("scan", 60),
     "filter-outer": ("scan", 40),
     "long-rows": ("scan", 10),
-    "compiled": ("scan", 1),
-    "compiled-insert": ("scan", 1),
-    "compiled-rank": ("scan", 1),
-    "compiled-count": ("scan", 1),
-    "compiled-columns": ("scan", 1),
+    # One C call shares the rows out itself (compiled.c's pool: no NumPy call, no GIL turn).
+    "compiled": ("compiled", 0),
+    "compiled-insert": ("compiled", 0),
+    "compiled-rank": ("compiled", 0),
+    "compiled-count": ("compiled", 0),
+    "compiled-columns": ("compiled", 0),
 }
+# The compiled route's pool, measured by the C file's own probe (threads.pool_costs).
+_threads.POOLS["compiled"] = _compiled.measure_pool
 
 
 def route(x: np.ndarray, k: int, threads: int) -> tuple[str, int, int, str]:
@@ -103,9 +109,12 @@ def route(x: np.ndarray, k: int, threads: int) -> tuple[str, int, int, str]:
     if capped:  # more threads asked for than CPUs: the route as on the CPUs, the plan says so
         name, useful, step, why = route(x, k, threads)
         return name, useful, step, why + capped
-    if threads > 1 and rows * n < PARALLEL_MIN_ELEMENTS:
-        return (*route_on(x, k, 1), f"1 of {threads}: a small problem ({rows * n} elements)")
     name, planned, step = route_on(x, k, threads)
+    least = (
+        COMPILED_PARALLEL_MIN_ELEMENTS if name in _compiled_choice.COMPILED_METHODS else PARALLEL_MIN_ELEMENTS
+    )
+    if threads > 1 and rows * n < least:
+        return (*route_on(x, k, 1), f"1 of {threads}: a small problem ({rows * n} elements)")
     useful, why = split(name, rows, n, step, threads)
     if useful != threads:  # the route may differ on fewer threads (a row split for every core)
         name, planned, step = route_on(x, k, useful)
@@ -136,10 +145,8 @@ def route_on(x: np.ndarray, k: int, threads: int) -> tuple[str, int, int]:
     rows, n = x.shape
     native_order = x.dtype == x.dtype.newbyteorder("=")
     method = _compiled_choice.choose_method(x, k) if native_order else None
-    if method is not None:
-        step = min(max(1, FILTER_BLOCK_BYTES // (n * x.itemsize)), -(-rows // threads))
-        if method == "columns":  # whole blocks of the C file's CHUNK rows side by side
-            step = -(-step // _compiled_choice.COLUMNS_BLOCK) * _compiled_choice.COLUMNS_BLOCK
+    if method is not None:  # one C call; its pool shares rows (columns: CHUNK-row groups) out
+        step = _compiled_choice.COLUMNS_BLOCK if method == "columns" else 1
         return _compiled_choice.COMPILED_ROUTES[method], threads, step
     if _long_rows.takes(rows, n, threads):
         return "long-rows", threads, 0
