@@ -72,12 +72,15 @@ ROUTE_PASSES = {
     "filter": 1,  # 8x128256 k=50: 1.0; 16x65536 k=512: 2.1; 1024x4096 int8 k=64: 5.1
     "filter-outer": 6,  # 4096x512 k=16 along axis 0: 14.7
     "long-rows": 1,  # 1x2**21 k=64: 1.5
-    "compiled": 0.5,  # 8x128256 k=50: 0.45; 1x2**21 k=64: 0.39; 4x32000 float16 k=50: 0.8; 16x65536 k=512: 1.6
-    # Issue 42's methods (loaded machine, against the probe measured in the same run, 0.71 ns):
-    "compiled-insert": 6,  # as compiled-rank, of which it is the 64-bit twin (not measured apart)
-    "compiled-rank": 6,  # 16384x128 k=8: 6.7; 65536x8 k=2: 18; 131072x16 k=4: 15
-    "compiled-count": 2,  # 1024x4096 int8 k=64: 2.0
-    "compiled-columns": 8,  # 2048x1024 k=16 along axis 0: 9.4; 1024x1024: 8.2; 512x4096: 8.6
+    # The compiled route's methods, against the probe's loop in the same process, both by CPU
+    # time (time.thread_time: the machine was loaded, load average 5, and wall-clock passes
+    # moved with it; probe 0.65-0.70 ns, as the quiet machine's wall clock): issue 42's second
+    # look, where the earlier counts held half the work.
+    "compiled": 1,  # 8x128256 k=50: 1.0; 1x2**21 k=64: 1.2; 16x65536 k=512: 1.9; 1024x4096 k=64: 3.1
+    "compiled-insert": 5,  # uint64 16384x128 k=4: 5.6
+    "compiled-rank": 5,  # 16384x128 k=8: 5.5; 65536x8 k=2: 13.7; 131072x16 k=4: 13.2
+    "compiled-count": 1.5,  # int8 1024x4096 k=64: 1.8; 64x65536 k=4096: 1.9; int16 256x4096 k=512: 6.6
+    "compiled-columns": 6,  # 2048x1024 k=16 along axis 0: 6.0; 1024x1024: 8.1; 512x4096: 9.5
 }
 # Each route's probe family for the thread model (``threads.PROBES``) and the NumPy calls of one
 # of its blocks (or column ranges), some 1-3 us each whatever the block's size: a split adds them.
