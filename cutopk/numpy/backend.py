@@ -15,7 +15,9 @@ of composite keys). Within a block, by row length:
 - **At least 8192, K at most a 64th of the row and at most 512: the compiled route** (``compiled``,
   ``compiled.c`` built with the machine's C compiler on first use): one C call per block
   reads each row once against a running threshold (see ``compiled.py``); where it cannot run (no
-  compiler, ``CUTOPK_COMPILED=0``), the NumPy routes below, with the same answers.
+  compiler, ``CUTOPK_COMPILED=0``), the NumPy routes below, with the same answers. The compiled
+  route's call takes every row at once and shares them between threads itself (the C file's
+  pool: no block goes through the Python pool, a handover costs microseconds).
 - **Shorter rows, and an outer axis, on the compiled route too** (issue 42; ``compiled.choose_method``):
   8-bit elements by counting (``compiled-count``; 16-bit ones too where K is large against the
   row, on long rows above the threshold scan's K, and K = 1), K up to 8 by the ranks of the candidates

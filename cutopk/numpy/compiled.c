@@ -1,6 +1,7 @@
-/* Exact top-K of the rows of a strided 2-D array, on one CPU thread: the NumPy backend's
- * compiled route (cutopk/numpy/compiled.py builds this file with the machine's C compiler and
- * calls it through ctypes; every block runs on the thread that calls, the GIL released).
+/* Exact top-K of the rows of a strided 2-D array: the NumPy backend's compiled route
+ * (cutopk/numpy/compiled.py builds this file with the machine's C compiler and calls it through
+ * ctypes, the GIL released). A call's rows are shared between the calling thread and a pool of
+ * worker threads kept between calls (see "Threads" at the end); each row runs on one thread.
  *
  * Algorithm, per row: each element's preference key (the twin of cutopk/_request/keys.py and
  * kernels/key_traits.cuh: an unsigned integer of the element's width whose order is the

@@ -24,6 +24,11 @@ second thread adds, and what each NumPy call of a block costs while threads take
 GIL (on a virtual machine whose idle cores sleep, the turns are most of the cost of splitting a
 short call: see :func:`_measure`).
 
+The compiled route (``compiled.c``) splits its calls itself, between the caller and a pool of
+C threads of its own: for its routes the model reads that pool's costs (``POOLS``, measured by
+``compiled.measure_pool``: a handover of a few microseconds, no GIL turns) instead of this
+pool's, and this pool runs none of their blocks.
+
 A split the model promises is timed on the first calls of its shape, against one thread, before
 it is kept (:func:`trial`). The pool's workers are kept off the core of the thread that hands
 them work (:func:`_keep_off`: their own affinity, on Linux): on a virtual machine whose idle
