@@ -291,7 +291,7 @@ def pool_costs(family: str) -> tuple[float, float, bool]:
     measured at the first call (then kept), else ``POOL_GUESS`` and False."""
     known = _state["pools"].get(family)
     if known is None:
-        found = POOLS[family]()
+        found = POOLS[family]() if family in POOLS else None  # registered when routes.py loads
         if found is None:
             return (*POOL_GUESS, False)
         known = _state["pools"][family] = (float(found[0]), min(1.0, max(0.0, float(found[1]))))
