@@ -45,7 +45,9 @@
  * - METHOD_COLUMNS (rows side by side: an outer axis): CHUNK rows at once, each step reading
  *   the next element of every one of them where it lies, with METHOD_INSERT's sorted lists.
  */
+#define _GNU_SOURCE /* sched_getcpu, pthread_setaffinity_np: the workers' placement (Linux) */
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -1402,7 +1404,13 @@ static int select_block(const struct cutopk_rows* r) {
  * the child's first split starts workers of its own. Workers block every signal (the process's
  * handlers run on its own threads). The library's destructor (process exit, dlclose) stops and
  * joins the workers, which hold no lock while they wait. A worker that cannot be started leaves
- * its share to the others: the caller alone takes every piece there is. */
+ * its share to the others: the caller alone takes every piece there is.
+ *
+ * Placement (Linux): a worker that takes part in a job keeps off the CPU its caller ran on when
+ * it published the job (its own affinity: the process's CPUs but that one; set again only when
+ * the caller's CPU changes). On a virtual machine whose idle cores sleep, the scheduler may wake
+ * a worker on the caller's own core, where the two take turns instead of running side by side
+ * (the backend's Python pool met it too: threads.py's _keep_off). */
 #define POOL_MAX 255
 #define PIECES_PER_THREAD 4
 #define PIECES_MAX 0xffff
@@ -1417,6 +1425,7 @@ struct pool {
   _Atomic int threads;      /* the current job's threads: workers 1 .. threads - 1 take part */
   _Atomic int status;       /* the first piece's failure (STATUS_*), else STATUS_OK */
   _Atomic int stopping;
+  _Atomic int caller_cpu; /* the CPU the current job's caller ran on, or -1 */
   int sleepers, caller_waits, workers;
   pid_t pid; /* the process that started the workers */
   struct cutopk_rows job;
@@ -1522,14 +1531,34 @@ static uint32_t wait_for_job(uint32_t seen) {
   return gen;
 }
 
+#ifdef __linux__
+static cpu_set_t process_cpus; /* the CPUs the first splitting caller could run on */
+static int process_cpu_count;
+
+/* This worker kept off `cpu` (see "Placement"); `off`: the CPU it keeps off now. */
+static void keep_off(int cpu, int* off) {
+  if (cpu == *off || cpu < 0 || cpu >= CPU_SETSIZE || process_cpu_count < 2 || !CPU_ISSET(cpu, &process_cpus)) return;
+  cpu_set_t others = process_cpus;
+  CPU_CLR(cpu, &others);
+  if (pthread_setaffinity_np(pthread_self(), sizeof others, &others) == 0) *off = cpu;
+}
+#endif
+
 static void* worker(void* arg) {
   const int id = (int)(intptr_t)arg & 0xff; /* 1 .. POOL_MAX */
   uint32_t seen = (uint32_t)((uintptr_t)arg >> 8);
+  int off = -1;
   for (;;) {
     uint32_t gen = wait_for_job(seen);
     if (gen == seen) return NULL; /* stopping */
     seen = gen;
-    if (id < atomic_load_explicit(&pool.threads, memory_order_relaxed)) take_pieces(gen);
+    if (id >= atomic_load_explicit(&pool.threads, memory_order_relaxed)) continue;
+#ifdef __linux__
+    keep_off(atomic_load_explicit(&pool.caller_cpu, memory_order_relaxed), &off);
+#else
+    (void)off;
+#endif
+    take_pieces(gen);
   }
 }
 
@@ -1538,6 +1567,10 @@ static void pool_grow(int want, uint32_t gen) {
   if (want > POOL_MAX) want = POOL_MAX;
   if (pool.workers >= want) return;
   pthread_once(&fork_handler_once, register_fork_handler);
+#ifdef __linux__
+  if (process_cpu_count == 0 && sched_getaffinity(0, sizeof process_cpus, &process_cpus) == 0)
+    process_cpu_count = CPU_COUNT(&process_cpus);
+#endif
   sigset_t all, before;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &before); /* the workers inherit the mask */
@@ -1584,6 +1617,9 @@ static int select_split(const struct cutopk_rows* r, int threads, int64_t unit, 
   pool.unit = unit;
   pool.per = per;
   atomic_store_explicit(&pool.threads, threads, memory_order_relaxed);
+#ifdef __linux__
+  atomic_store_explicit(&pool.caller_cpu, sched_getcpu(), memory_order_relaxed);
+#endif
   atomic_store_explicit(&pool.finished, 0, memory_order_relaxed);
   atomic_store_explicit(&pool.status, STATUS_OK, memory_order_relaxed);
   pthread_mutex_lock(&pool.lock); /* published under the lock: a worker about to sleep sees it */
