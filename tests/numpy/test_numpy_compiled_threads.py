@@ -70,7 +70,8 @@ def spin(request):
 
 @pytest.mark.parametrize(
     ("dtype", "spin"),
-    [(d, "spin") for d in DTYPES] + [(d, "sleep") for d in ("float32", "int8", "uint64")],
+    [(d, "spin") for d in DTYPES if d not in ("int32", "bfloat16")]  # as float32, float16 there
+    + [(d, "sleep") for d in ("float32", "int8")],
     indirect=["spin"],
 )
 def test_every_method_on_every_thread_count(dtype, spin):
@@ -93,7 +94,7 @@ def test_every_method_on_every_thread_count(dtype, spin):
                     )
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(
     dtype=st.sampled_from(DTYPES),
     rows=st.integers(1, 200),
