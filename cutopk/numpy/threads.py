@@ -286,16 +286,31 @@ POOLS: dict[str, Callable[[], tuple[float, float] | None]] = {}
 POOL_GUESS = (20e-6, 0.8)
 
 
+# A pool's measurement is kept this many seconds, then taken again at the next split it could
+# make (some 5 ms): one taken while other work held the second core (a second thread measured
+# 1.00x as fast at a load average of 5) does not keep every later call of the process on one
+# thread, and a machine whose load changes is followed.
+POOL_MEASURE_S = 30.0
+
+
 def pool_costs(family: str) -> tuple[float, float, bool]:
     """``(handover_s, efficiency, measured)`` of the pool of ``family`` (a key of ``POOLS``):
-    measured at the first call (then kept), else ``POOL_GUESS`` and False."""
+    measured at the first call (then kept ``POOL_MEASURE_S``), else ``POOL_GUESS`` and False."""
     known = _state["pools"].get(family)
     if known is None:
         found = POOLS[family]() if family in POOLS else None  # registered when routes.py loads
         if found is None:
             return (*POOL_GUESS, False)
-        known = _state["pools"][family] = (float(found[0]), min(1.0, max(0.0, float(found[1]))))
-    return (*known, True)
+        efficiency = min(1.0, max(0.0, float(found[1])))
+        known = _state["pools"][family] = (float(found[0]), efficiency, time.monotonic())
+    return known[0], known[1], True
+
+
+def _expire_pool(family: str) -> None:
+    """Forget the pool's measurement once ``POOL_MEASURE_S`` old (see there)."""
+    known = _state["pools"].get(family)
+    if known is not None and time.monotonic() - known[2] > POOL_MEASURE_S:
+        del _state["pools"][family]
 
 
 def _inline_and_pooled(
@@ -468,14 +483,18 @@ def threads_for(
         return 1, "one thread asked for"
     measured = costs()
     key = (threads, element_passes, family, block_calls, blocks)
+    if family in POOLS:
+        _expire_pool(family)
     pool = _state["pools"].get(family)  # a pool's costs, once measured, change the answer
     known = _decisions.get(key)
-    if known is not None and known[0] is measured and known[1] is pool:  # the same costs
+    unmeasured = pool is None and family in POOLS  # a guess, or measured by this call
+    if known is not None and known[0] is measured and known[1] is pool and not unmeasured:
         return known[2]
     if len(_decisions) >= TRIAL_MAX_SHAPES:
         _decisions.clear()
-    answer = _decisions[key] = (measured, pool, _threads_for(measured, *key))
-    return answer[2]
+    answer = _threads_for(measured, *key)  # first: it may measure the pool
+    _decisions[key] = (measured, _state["pools"].get(family), answer)
+    return answer
 
 
 _decisions: dict = {}  # threads_for's answers, with the costs they were worked out under

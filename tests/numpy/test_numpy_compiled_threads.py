@@ -14,6 +14,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 import warnings
 import zlib
 
@@ -162,11 +163,12 @@ def test_the_cost_model_reads_the_pools_measured_costs(monkeypatch):
     monkeypatch.setitem(_threads._state, "measured", measured)
     monkeypatch.setattr(_threads, "_decisions", {})
     monkeypatch.setattr(_threads, "_trials", {})
-    monkeypatch.setitem(_threads._state, "pools", {"compiled": (2e-6, 0.9)})
+    now = time.monotonic()
+    monkeypatch.setitem(_threads._state, "pools", {"compiled": (2e-6, 0.9, now)})
     work = 100_000 * 6  # some 600 us of element-passes
     t, why = _threads.threads_for(2, work, "compiled", 0, 100)
     assert t == 2 and "2.0 us per handover" in why and "1.90x" in why, why
-    monkeypatch.setitem(_threads._state, "pools", {"compiled": (2e-6, 0.05)})  # a busy second core
+    monkeypatch.setitem(_threads._state, "pools", {"compiled": (2e-6, 0.05, now)})  # a busy second core
     t, why = _threads.threads_for(2, work, "compiled", 0, 100)
     assert t == 1 and "would not pay" in why, why
     monkeypatch.setitem(_threads._state, "pools", {})
@@ -175,6 +177,13 @@ def test_the_cost_model_reads_the_pools_measured_costs(monkeypatch):
     assert "not measured yet" in why, why
     t, why = _threads.threads_for(4, work, "compiled", 0, 2)  # two pieces: two threads at most
     assert t <= 2, why
+    # A measurement POOL_MEASURE_S old is taken again at the next decision.
+    monkeypatch.setitem(_threads.POOLS, "compiled", lambda: (3e-6, 0.9))
+    monkeypatch.setitem(
+        _threads._state, "pools", {"compiled": (2e-6, 0.05, now - _threads.POOL_MEASURE_S - 1)}
+    )
+    t, why = _threads.threads_for(2, work, "compiled", 0, 100)
+    assert t == 2 and "3.0 us per handover" in why, why
 
 
 def test_the_pool_probe_gives_a_handover_and_a_gain():
