@@ -49,7 +49,7 @@ import numpy as np
 import cutopk
 from cutopk._bench import baselines, check, env, grid, inputs
 from cutopk.numpy import compiled as compiled_route
-from cutopk.numpy import routes as _routes  # noqa: F401 - registers the compiled route's pool
+from cutopk.numpy import compiled_threads as _compiled_threads
 from cutopk.numpy import threads as _threads
 
 ROUTES = ("cutopk", "cutopk-1t", "naive", "argsort", "torch-1t", "torch")
@@ -218,7 +218,7 @@ def _compiled_text() -> str:
     why = compiled_route.unavailable_reason()
     if why is not None:
         return why
-    handover, efficiency, _ = _threads.pool_costs("compiled")
+    handover, efficiency, _ = _compiled_threads.pool_costs()
     return (
         f"built, its pool {handover * 1e6:.1f} us per handover, a second thread {1 + efficiency:.2f}x as fast"
     )

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import compiled as _compiled
 from . import compiled_choice as _compiled_choice
+from . import compiled_threads as _compiled_threads
 from . import long_rows as _long_rows
 from . import threads as _threads
 
@@ -93,15 +93,9 @@ ROUTE_SPLIT = {
     "filter": ("scan", 60),
     "filter-outer": ("scan", 40),
     "long-rows": ("scan", 10),
-    # One C call shares the rows out itself (compiled.c's pool: no NumPy call, no GIL turn).
-    "compiled": ("compiled", 0),
-    "compiled-insert": ("compiled", 0),
-    "compiled-rank": ("compiled", 0),
-    "compiled-count": ("compiled", 0),
-    "compiled-columns": ("compiled", 0),
 }
-# The compiled route's pool, measured by the C file's own probe (threads.pool_costs).
-_threads.POOLS["compiled"] = _compiled.measure_pool
+# The compiled route's calls are split by compiled.c's own pool, on its own costs (see
+# compiled_threads): not in ROUTE_SPLIT.
 
 
 def route(x: np.ndarray, k: int, threads: int) -> tuple[str, int, int, str]:
@@ -140,6 +134,8 @@ def split(name: str, rows: int, n: int, step: int, threads: int) -> tuple[int, s
     blocks = -(-rows // step) if step else rows * -(-n // _long_rows.RANGE_ELEMENTS)
     if blocks == 1 and threads > 1:  # nothing to share (a single row on the compiled route)
         return 1, f"1 of {threads}: one block ({rows} x {n})"
+    if name in _compiled_choice.COMPILED_METHODS:  # one C call: its pool shares the blocks out
+        return _compiled_threads.threads_for(threads, rows * n * ROUTE_PASSES[name], blocks)
     return _threads.threads_for(threads, rows * n * ROUTE_PASSES[name], *ROUTE_SPLIT[name], blocks)
 
 

@@ -25,9 +25,9 @@ GIL (on a virtual machine whose idle cores sleep, the turns are most of the cost
 short call: see :func:`_measure`).
 
 The compiled route (``compiled.c``) splits its calls itself, between the caller and a pool of
-C threads of its own: for its routes the model reads that pool's costs (``POOLS``, measured by
-``compiled.measure_pool``: a handover of a few microseconds, no GIL turns) instead of this
-pool's, and this pool runs none of their blocks.
+C threads of its own: its thread count comes from :mod:`cutopk.numpy.compiled_threads`, on that
+pool's measured costs (a handover of a few microseconds, no GIL turns), and this pool runs none
+of its blocks.
 
 A split the model promises is timed on the first calls of its shape, against one thread, before
 it is kept (:func:`trial`). The pool's workers are kept off the core of the thread that hands
@@ -72,7 +72,6 @@ _state: dict = {
     "env": ("", None),
     "costs": None,
     "measured": None,
-    "pools": {},
 }
 _UNSET = object()
 # num_threads's count, scoped to its block: None there means "the environment / CPU count".
@@ -217,7 +216,6 @@ def _forget_pool() -> None:
     global _lock
     _lock = threading.Lock()
     _state["pool"], _state["size"], _state["cpus"], _state["costs"] = None, 0, None, None
-    _state["pools"] = {}
     _trials.clear()
 
 
@@ -274,43 +272,6 @@ def _probe_sort(block: _Block) -> None:
 
 # The probe of each family of routes (the short-row sorts scale differently from the rest).
 PROBES = {"sort": _probe_sort, "scan": _probe_scan}
-# Families of routes that split a call's rows themselves, in compiled code with a pool of its
-# own (compiled.c's: a job handed over in microseconds, no GIL turns), and the function that
-# measures that pool on this machine: ``(handover seconds, efficiency)``, the extra seconds of a
-# call split in two over one on one thread and what a second thread adds (as in :func:`_measure`),
-# or None where it cannot run yet (a plan before the first build). Registered by the routes
-# (``routes.py``); measured once per process, at the first split they could make.
-POOLS: dict[str, Callable[[], tuple[float, float] | None]] = {}
-# Where a pool is not measured yet (plan() before the first build): a handover of this many
-# seconds and a second thread this much faster, said so in the plan's threads_why.
-POOL_GUESS = (20e-6, 0.8)
-
-
-# A pool's measurement is kept this many seconds, then taken again at the next split it could
-# make (some 5 ms): one taken while other work held the second core (a second thread measured
-# 1.00x as fast at a load average of 5) does not keep every later call of the process on one
-# thread, and a machine whose load changes is followed.
-POOL_MEASURE_S = 30.0
-
-
-def pool_costs(family: str) -> tuple[float, float, bool]:
-    """``(handover_s, efficiency, measured)`` of the pool of ``family`` (a key of ``POOLS``):
-    measured at the first call (then kept ``POOL_MEASURE_S``), else ``POOL_GUESS`` and False."""
-    known = _state["pools"].get(family)
-    if known is None:
-        found = POOLS[family]() if family in POOLS else None  # registered when routes.py loads
-        if found is None:
-            return (*POOL_GUESS, False)
-        efficiency = min(1.0, max(0.0, float(found[1])))
-        known = _state["pools"][family] = (float(found[0]), efficiency, time.monotonic())
-    return known[0], known[1], True
-
-
-def _expire_pool(family: str) -> None:
-    """Forget the pool's measurement once ``POOL_MEASURE_S`` old (see there)."""
-    known = _state["pools"].get(family)
-    if known is not None and time.monotonic() - known[2] > POOL_MEASURE_S:
-        del _state["pools"][family]
 
 
 def _inline_and_pooled(
@@ -396,6 +357,11 @@ def _verifying() -> bool:
     return _state["costs"] is not None and _state["costs"] is _state.get("measured")
 
 
+def measured() -> bool:
+    """Whether the model's costs were measured here (not set by hand: :func:`set_costs`, tests)."""
+    return _verifying()
+
+
 def verdict(key: Hashable, threads: int, ceiling: int, why: str) -> tuple[int, str]:
     """The model's ``(threads, why)`` (of ``ceiling`` threads) for a call of shape ``key``
     (hashable), as the trials of that shape have settled it; while they run, the model's
@@ -450,8 +416,6 @@ def set_costs(
     for every family (see :func:`_measure` for their meaning); ``None``: measure again at the
     next call that could split."""
     _trials.clear()
-    if task_s is None:
-        _state["pools"] = {}
     _state["costs"] = (
         None
         if task_s is None
@@ -483,18 +447,13 @@ def threads_for(
         return 1, "one thread asked for"
     measured = costs()
     key = (threads, element_passes, family, block_calls, blocks)
-    if family in POOLS:
-        _expire_pool(family)
-    pool = _state["pools"].get(family)  # a pool's costs, once measured, change the answer
     known = _decisions.get(key)
-    unmeasured = pool is None and family in POOLS  # a guess, or measured by this call
-    if known is not None and known[0] is measured and known[1] is pool and not unmeasured:
-        return known[2]
+    if known is not None and known[0] is measured:  # the same question under the same costs
+        return known[1]
     if len(_decisions) >= TRIAL_MAX_SHAPES:
         _decisions.clear()
-    answer = _threads_for(measured, *key)  # first: it may measure the pool
-    _decisions[key] = (measured, _state["pools"].get(family), answer)
-    return answer
+    answer = _decisions[key] = (measured, _threads_for(measured, *key))
+    return answer[1]
 
 
 _decisions: dict = {}  # threads_for's answers, with the costs they were worked out under
@@ -503,8 +462,6 @@ _decisions: dict = {}  # threads_for's answers, with the costs they were worked 
 def _threads_for(
     measured: tuple, threads: int, element_passes: float, family: str, block_calls: int, blocks: int
 ) -> tuple[int, str]:
-    if family in POOLS:
-        return _pool_threads_for(measured, threads, element_passes, family, blocks)
     task_s, element_s, efficiencies, call_s = measured
     # A float for every family (tests inject that), else the family's own.
     efficiency = efficiencies if isinstance(efficiencies, float) else efficiencies[family]
@@ -527,42 +484,6 @@ def _threads_for(
     if best_t == 1 or best > SPLIT_GAIN * work:
         return 1, f"1 of {asked}: splitting would not pay ({facts})"
     return best_t, f"{best_t} of {asked}: predicted {best * 1e6:.0f} us ({facts})"
-
-
-def _pool_threads_for(
-    measured: tuple, threads: int, element_passes: float, family: str, pieces: int
-) -> tuple[int, str]:
-    """:func:`threads_for` for a family of ``POOLS``: a call of ``pieces`` units (rows, or
-    groups of rows) that its own pool shares out. The count ``t`` whose predicted time
-    ``work * max(1 / (1 + (t - 1) * efficiency), ceil(pieces / t) / pieces) + handover_s * (t - 1)``
-    is least, provided that it is at most ``SPLIT_GAIN`` of the one-thread time; else one.
-    Costs set by hand (:func:`set_costs`: tests) are taken for the pool's too."""
-    task_s, element_s, efficiencies, _ = measured
-    if not _verifying():  # set by hand: one efficiency for every family
-        efficiency = efficiencies if isinstance(efficiencies, float) else next(iter(efficiencies.values()))
-        handover_s, note = task_s, ""
-    else:
-        handover_s, efficiency, known = pool_costs(family)
-        note = "" if known else " (not measured yet: the first call measures it)"
-    work = element_passes * element_s
-    usable, capped = usable_threads(threads)
-    best, best_t = work, 1
-    for t in range(2, min(usable, max(pieces, 1)) + 1):
-        share = max(1 / (1 + (t - 1) * efficiency), -(-pieces // t) / pieces)
-        predicted = work * share + handover_s * (t - 1)
-        if predicted < best:
-            best, best_t = predicted, t
-    facts = (
-        f"{work * 1e6:.0f} us of work, {handover_s * 1e6:.1f} us per handover to the compiled route's "
-        f"pool{note}, a second thread {1 + efficiency:.2f}x as fast"
-    )
-    asked = f"{threads}{capped}"
-    if best_t == 1 or best > SPLIT_GAIN * work:
-        return 1, f"1 of {asked}: splitting would not pay ({facts})"
-    return (
-        best_t,
-        f"{best_t} of {asked} in the compiled route's pool: predicted {best * 1e6:.0f} us ({facts})",
-    )
 
 
 if hasattr(os, "register_at_fork"):

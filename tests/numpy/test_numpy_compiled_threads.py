@@ -28,6 +28,7 @@ from support.reference import check_top_k
 import cutopk
 from cutopk.numpy import backend as _numpy
 from cutopk.numpy import compiled
+from cutopk.numpy import compiled_threads as _compiled_threads
 from cutopk.numpy import routes as _routes
 from cutopk.numpy import threads as _threads
 
@@ -157,32 +158,28 @@ def test_plan_names_the_pool_and_its_thread_count(monkeypatch):
 
 def test_the_cost_model_reads_the_pools_measured_costs(monkeypatch):
     """Measured costs: the pool's own handover and gain decide, not the Python pool's; a pool not
-    measured yet (a plan before the first build) is said to be guessed."""
+    measured yet (a plan before the first build) is said to be guessed; a measurement
+    ``MEASURE_S`` old is taken again."""
     measured = (500e-6, 1e-9, {"scan": 1.0, "sort": 1.0}, 0.0)  # a Python task would cost 500 us
     monkeypatch.setitem(_threads._state, "costs", measured)
     monkeypatch.setitem(_threads._state, "measured", measured)
-    monkeypatch.setattr(_threads, "_decisions", {})
-    monkeypatch.setattr(_threads, "_trials", {})
+    monkeypatch.setattr(_compiled_threads, "_state", {"costs": None})
     now = time.monotonic()
-    monkeypatch.setitem(_threads._state, "pools", {"compiled": (2e-6, 0.9, now)})
     work = 100_000 * 6  # some 600 us of element-passes
-    t, why = _threads.threads_for(2, work, "compiled", 0, 100)
+    _compiled_threads._state["costs"] = (2e-6, 0.9, now)
+    t, why = _compiled_threads.threads_for(2, work, 100)
     assert t == 2 and "2.0 us per handover" in why and "1.90x" in why, why
-    monkeypatch.setitem(_threads._state, "pools", {"compiled": (2e-6, 0.05, now)})  # a busy second core
-    t, why = _threads.threads_for(2, work, "compiled", 0, 100)
+    _compiled_threads._state["costs"] = (2e-6, 0.05, now)  # a busy second core
+    t, why = _compiled_threads.threads_for(2, work, 100)
     assert t == 1 and "would not pay" in why, why
-    monkeypatch.setitem(_threads._state, "pools", {})
-    monkeypatch.setitem(_threads.POOLS, "compiled", lambda: None)
-    t, why = _threads.threads_for(2, work, "compiled", 0, 100)
-    assert "not measured yet" in why, why
-    t, why = _threads.threads_for(4, work, "compiled", 0, 2)  # two pieces: two threads at most
+    t, why = _compiled_threads.threads_for(4, work, 2)  # two pieces: two threads at most
     assert t <= 2, why
-    # A measurement POOL_MEASURE_S old is taken again at the next decision.
-    monkeypatch.setitem(_threads.POOLS, "compiled", lambda: (3e-6, 0.9))
-    monkeypatch.setitem(
-        _threads._state, "pools", {"compiled": (2e-6, 0.05, now - _threads.POOL_MEASURE_S - 1)}
-    )
-    t, why = _threads.threads_for(2, work, "compiled", 0, 100)
+    monkeypatch.setattr(compiled, "measure_pool", lambda: None)
+    _compiled_threads._state["costs"] = None
+    assert "not measured yet" in _compiled_threads.threads_for(2, work, 100)[1]
+    monkeypatch.setattr(compiled, "measure_pool", lambda: (3e-6, 0.9))
+    _compiled_threads._state["costs"] = (2e-6, 0.05, now - _compiled_threads.MEASURE_S - 1)
+    t, why = _compiled_threads.threads_for(2, work, 100)
     assert t == 2 and "3.0 us per handover" in why, why
 
 
