@@ -279,7 +279,8 @@ def load(path: pathlib.Path):
         _close(lib)
         raise LoadError(f"the compiled route's ABI {found:#x} is not the expected {expected:#x}")
     fn.restype, fn.argtypes = ctypes.c_int, (ctypes.POINTER(Rows),)
-    fn.library = lib  # the pool's controls (set_spin, workers): tests and the handover probe
+    # The pool's controls (set_spin, workers: tests) travel with the function.
+    fn.library = lib  # type: ignore[attr-defined]
     return fn
 
 
