@@ -49,6 +49,7 @@ import numpy as np
 import cutopk
 from cutopk._bench import baselines, check, env, grid, inputs
 from cutopk.numpy import compiled as compiled_route
+from cutopk.numpy import compiled_threads as _compiled_threads
 from cutopk.numpy import threads as _threads
 
 ROUTES = ("cutopk", "cutopk-1t", "naive", "argsort", "torch-1t", "torch")
@@ -207,8 +208,19 @@ def machine_line() -> str:
         f"{element_s * 1e9:.2f} ns per element-pass, {call_s * 1e6:.1f} us more per NumPy call beside "
         "another thread, a second thread "
         + ", ".join(f"{1 + e:.2f}x as fast on {f} blocks" for f, e in efficiency.items())
-        + f"); compiled route: {compiled_route.unavailable_reason() or 'built'}; NumPy {np.__version__}, {torch_text}, "
+        + f"); compiled route: {_compiled_text()}; NumPy {np.__version__}, {torch_text}, "
         f"Python {platform.python_version()}"
+    )
+
+
+def _compiled_text() -> str:
+    """The compiled route's state and, where it runs, its own pool's measured costs."""
+    why = compiled_route.unavailable_reason()
+    if why is not None:
+        return why
+    handover, efficiency, _ = _compiled_threads.pool_costs()
+    return (
+        f"built, its pool {handover * 1e6:.1f} us per handover, a second thread {1 + efficiency:.2f}x as fast"
     )
 
 

@@ -15,7 +15,9 @@ of composite keys). Within a block, by row length:
 - **At least 8192, K at most a 64th of the row and at most 512: the compiled route** (``compiled``,
   ``compiled.c`` built with the machine's C compiler on first use): one C call per block
   reads each row once against a running threshold (see ``compiled.py``); where it cannot run (no
-  compiler, ``CUTOPK_COMPILED=0``), the NumPy routes below, with the same answers.
+  compiler, ``CUTOPK_COMPILED=0``), the NumPy routes below, with the same answers. The compiled
+  route's call takes every row at once and shares them between threads itself (the C file's
+  pool: no block goes through the Python pool, a handover costs microseconds).
 - **Shorter rows, and an outer axis, on the compiled route too** (issue 42; ``compiled.choose_method``):
   8-bit elements by counting (``compiled-count``; 16-bit ones too where K is large against the
   row, on long rows above the threshold scan's K, and K = 1), K up to 8 by the ranks of the candidates
@@ -213,6 +215,10 @@ def _select_on(x, k: int, largest: bool, nan_first: bool, order: str, name: str,
     if name == "long-rows" and rows == 1:  # the row's own result: no copy of a K-sized array
         return _long_rows.select_row(x[0], k, largest, nan_first, order, threads)[None, :]
     idx = np.empty((rows, k), dtype=np.int64)
+    if name in _compiled_choice.COMPILED_METHODS:  # one call: the C file shares the rows out
+        method = _compiled_choice.COMPILED_METHODS[name]
+        _compiled.select(x, k, largest, nan_first, order, idx, method=method, threads=threads)
+        return idx
     if name == "long-rows":
         for r in range(rows):
             idx[r] = _long_rows.select_row(x[r], k, largest, nan_first, order, threads)
@@ -223,10 +229,6 @@ def _select_on(x, k: int, largest: bool, nan_first: bool, order: str, name: str,
 
     def one(start: int) -> None:
         block = x[start : start + step]
-        if name in _compiled_choice.COMPILED_METHODS:  # the rows as they lie, any strides
-            method = _compiled_choice.COMPILED_METHODS[name]
-            _compiled.select(block, k, largest, nan_first, order, idx[start : start + step], method=method)
-            return
         if outer:
             idx[start : start + step] = _outer_axis.select_outer(block.T, k, largest, nan_first, order)
             return

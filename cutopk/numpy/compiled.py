@@ -3,8 +3,10 @@
 One C function selects the top K of a block of rows as they lie in memory (any strides, any
 alignment, native byte order, every dtype the backend takes): one pass over each row with a
 running threshold, vectorised by the compiler, then a sort of the K (see the C file's header).
-It needs no NumPy call per row and holds no GIL, so blocks of rows on the backend's thread pool
-run side by side.
+It needs no NumPy call per row and holds no GIL. One call takes every row of the request and
+shares them between ``threads`` threads itself (the C file's pool: the calling thread and workers
+kept alive between calls, a job handed over in microseconds; see its "Threads" section and
+:func:`handover`), so no block goes through the backend's Python thread pool.
 
 The library is built by the first call that takes the route (some 1.5 s; ``-march=native``),
 never by ``cutopk.plan()`` (:func:`planning`, :func:`status`), into ``$CUTOPK_COMPILED_CACHE`` or
@@ -37,6 +39,7 @@ import platform
 import shlex
 import shutil
 import threading
+import time
 import warnings
 from collections.abc import Iterator
 
@@ -59,6 +62,7 @@ FLAGS = (
     "-shared",
     "-fvisibility=hidden",
     "-fno-strict-aliasing",
+    "-pthread",  # the C file's thread pool
 )
 # CUTOPK_COMPILED_ASAN=1: the build is instrumented by AddressSanitizer (its runtime must then be
 # preloaded: LD_PRELOAD=$(cc -print-file-name=libasan.so)); .ci/run's sanitizer step.
@@ -73,7 +77,7 @@ DEPRECATED_ENV_VARS = {
 }
 _warned: set[str] = set()
 # The C file's ABI number and the size of its struct cutopk_rows (cutopk_compiled_abi()).
-ABI = 3
+ABI = 4
 
 # The C file's enums.
 _KIND_UNSIGNED, _KIND_SIGNED, _KIND_FLOAT = 0, 1, 2
@@ -101,6 +105,8 @@ class Rows(ctypes.Structure):
         ("nan_first", ctypes.c_int32),
         ("order", ctypes.c_int32),
         ("method", ctypes.c_int32),
+        ("threads", ctypes.c_int32),
+        ("reserved", ctypes.c_int32),
     )
 
 
@@ -273,6 +279,8 @@ def load(path: pathlib.Path):
         _close(lib)
         raise LoadError(f"the compiled route's ABI {found:#x} is not the expected {expected:#x}")
     fn.restype, fn.argtypes = ctypes.c_int, (ctypes.POINTER(Rows),)
+    # The pool's controls (set_spin, workers: tests) travel with the function.
+    fn.library = lib  # type: ignore[attr-defined]
     return fn
 
 
@@ -421,6 +429,7 @@ def select(
     out: np.ndarray,
     function=None,
     method: str = "threshold",
+    threads: int = 1,
 ) -> None:
     """Write the column indices of the top K of each row of ``x`` into ``out``.
 
@@ -428,8 +437,11 @@ def select(
     int64 array of ``(rows, k)``. The order is ``order``'s ("value"; "index", or "none", which
     gives index order as the NumPy routes do); ``method``, one of ``METHODS`` (the C file says
     which inputs each suits; every one is exact; "count" takes 8- and 16-bit elements only, "rank"
-    up to 32 bits). Only where :func:`available`, or with
-    ``function`` from :func:`load` (another build: the tests' portable one)."""
+    up to 32 bits). ``threads``: the rows are shared between that many threads, this one
+    included (contiguous pieces claimed by whichever thread is free; the answer is the same for
+    every count; a second caller while another one uses the pool runs alone). Only where
+    :func:`available`, or with ``function`` from :func:`load` (another build: the tests'
+    portable one)."""
     kind, inf_bits = _element(x.dtype)
     rows = Rows(
         x.ctypes.data,
@@ -446,6 +458,8 @@ def select(
         int(nan_first),
         _ORDER[order],
         METHODS[method],
+        max(1, int(threads)),
+        0,
     )
     status = (function or _function())(ctypes.byref(rows))
     if status == _STATUS_NO_MEMORY:
@@ -454,3 +468,62 @@ def select(
         )
     if status != 0:  # the backend's checks make this unreachable
         raise RuntimeError(f"the compiled route refused its request (status {status})")
+
+
+def set_spin(ns: int, function=None) -> None:
+    """How long the C pool's idle workers (and a caller waiting for them) spin before they sleep,
+    in ns (tests: 0 runs the sleeping paths every time); ``function``: as in :func:`select`."""
+    lib = (function or _function()).library
+    lib.cutopk_compiled_set_spin.argtypes = (ctypes.c_int64,)
+    lib.cutopk_compiled_set_spin(int(ns))
+
+
+def workers(function=None) -> int:
+    """The C pool's worker threads started in this process (a forked child: none until its first
+    split)."""
+    lib = (function or _function()).library
+    lib.cutopk_compiled_workers.restype = ctypes.c_int
+    return lib.cutopk_compiled_workers()
+
+
+# The pool's probe (:func:`measure_pool`): a call of two tiny rows, split in two or not, for the
+# handover; rows of some 0.2 ms of work on one thread for what a second thread adds.
+_HANDOVER_SHAPE, _HANDOVER_RUNS = (2, 64), 41
+_WORK_SHAPE, _WORK_K, _WORK_RUNS = (64, 8192), 16, 9
+
+
+def _timed(fn, x, k: int, method: str, threads: int, out: np.ndarray) -> float:
+    start = time.perf_counter()
+    select(x, k, True, False, "value", out, function=fn, method=method, threads=threads)
+    return time.perf_counter() - start
+
+
+def measure_pool(function=None) -> tuple[float, float] | None:
+    """``(handover_s, efficiency)`` of the C file's pool on this machine now, for the thread cost
+    model (``threads.POOLS``): the extra seconds of a call split in two (publishing the job, a
+    worker's claim, the wait for its last piece) over half the one-thread time, and what a second
+    thread adds to the speed of rows of the threshold scan (1: twice as fast), from the fastest
+    of a few runs by turns, some 5 ms in all. None where the route is not loaded (a plan before
+    the first build) or turned off."""
+    if function is None:
+        if not _enabled() or (_planning.get() and not _state["tried"]):
+            return None
+        function = _function()
+        if function is None:
+            return None
+    rng = np.random.default_rng(0)
+    tiny = rng.random(_HANDOVER_SHAPE, dtype=np.float32)
+    out = np.empty((tiny.shape[0], 2), dtype=np.int64)
+    ones, twos = [], []
+    for _ in range(_HANDOVER_RUNS):  # the first runs start the worker and warm it
+        ones.append(_timed(function, tiny, 2, "rank", 1, out))
+        twos.append(_timed(function, tiny, 2, "rank", 2, out))
+    ones, twos = sorted(ones[4:]), sorted(twos[4:])
+    handover = max(0.0, twos[len(twos) // 2] - ones[len(ones) // 2] / 2)
+    rows = rng.random(_WORK_SHAPE, dtype=np.float32)
+    out = np.empty((rows.shape[0], _WORK_K), dtype=np.int64)
+    one = two = float("inf")
+    for _ in range(_WORK_RUNS):  # by turns: a change of the machine's load meets both
+        one = min(one, _timed(function, rows, _WORK_K, "threshold", 1, out))
+        two = min(two, _timed(function, rows, _WORK_K, "threshold", 2, out))
+    return handover, min(1.0, max(0.0, one / max(two - handover, 1e-9) - 1.0))

@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import compiled_choice as _compiled_choice
+from . import compiled_threads as _compiled_threads
 from . import long_rows as _long_rows
 from . import threads as _threads
 
@@ -54,8 +55,10 @@ SORT_MAX_N = 16
 # Blocks of an outer axis are filtered in place: wide blocks keep NumPy's inner loops long
 # (4096x256 float32 columns: 1.4 ms per comparison pass; whole 4096x512 rows: 0.8 ms per 1M).
 OUTER_BLOCK_BYTES = 16 << 20
-# Below this many elements a call never splits, whatever the cost model says.
+# Below this many elements a call never splits, whatever the cost model says; on the compiled
+# route (a handover of some microseconds, see threads.POOLS) below COMPILED_PARALLEL_MIN_ELEMENTS.
 PARALLEL_MIN_ELEMENTS = 1 << 16
+COMPILED_PARALLEL_MIN_ELEMENTS = 1 << 14
 # The work of each route for the thread cost model (``_threads.threads_for``), in
 # vectorised passes over the input: its one-thread time per element over the probe's time
 # per element (a comparison and a count), rounded down (2-core EPYC, NumPy 2.4; the ratio of
@@ -69,12 +72,15 @@ ROUTE_PASSES = {
     "filter": 1,  # 8x128256 k=50: 1.0; 16x65536 k=512: 2.1; 1024x4096 int8 k=64: 5.1
     "filter-outer": 6,  # 4096x512 k=16 along axis 0: 14.7
     "long-rows": 1,  # 1x2**21 k=64: 1.5
-    "compiled": 0.5,  # 8x128256 k=50: 0.45; 1x2**21 k=64: 0.39; 4x32000 float16 k=50: 0.8; 16x65536 k=512: 1.6
-    # Issue 42's methods (loaded machine, against the probe measured in the same run, 0.71 ns):
-    "compiled-insert": 6,  # as compiled-rank, of which it is the 64-bit twin (not measured apart)
-    "compiled-rank": 6,  # 16384x128 k=8: 6.7; 65536x8 k=2: 18; 131072x16 k=4: 15
-    "compiled-count": 2,  # 1024x4096 int8 k=64: 2.0
-    "compiled-columns": 8,  # 2048x1024 k=16 along axis 0: 9.4; 1024x1024: 8.2; 512x4096: 8.6
+    # The compiled route's methods, against the probe's loop in the same process, both by CPU
+    # time (time.thread_time: the machine was loaded, load average 5, and wall-clock passes
+    # moved with it; probe 0.65-0.70 ns, as the quiet machine's wall clock): issue 42's second
+    # look, where the earlier counts held half the work.
+    "compiled": 1,  # 8x128256 k=50: 1.0; 1x2**21 k=64: 1.2; 16x65536 k=512: 1.9; 1024x4096 k=64: 3.1
+    "compiled-insert": 5,  # uint64 16384x128 k=4: 5.6
+    "compiled-rank": 5,  # 16384x128 k=8: 5.5; 65536x8 k=2: 13.7; 131072x16 k=4: 13.2
+    "compiled-count": 1.5,  # int8 1024x4096 k=64: 1.8; 64x65536 k=4096: 1.9; int16 256x4096 k=512: 6.6
+    "compiled-columns": 6,  # 2048x1024 k=16 along axis 0: 6.0; 1024x1024: 8.1; 512x4096: 9.5
 }
 # Each route's probe family for the thread model (``threads.PROBES``) and the NumPy calls of one
 # of its blocks (or column ranges), some 1-3 us each whatever the block's size: a split adds them.
@@ -87,12 +93,9 @@ ROUTE_SPLIT = {
     "filter": ("scan", 60),
     "filter-outer": ("scan", 40),
     "long-rows": ("scan", 10),
-    "compiled": ("scan", 1),
-    "compiled-insert": ("scan", 1),
-    "compiled-rank": ("scan", 1),
-    "compiled-count": ("scan", 1),
-    "compiled-columns": ("scan", 1),
 }
+# The compiled route's calls are split by compiled.c's own pool, on its own costs (see
+# compiled_threads): not in ROUTE_SPLIT.
 
 
 def route(x: np.ndarray, k: int, threads: int) -> tuple[str, int, int, str]:
@@ -103,9 +106,12 @@ def route(x: np.ndarray, k: int, threads: int) -> tuple[str, int, int, str]:
     if capped:  # more threads asked for than CPUs: the route as on the CPUs, the plan says so
         name, useful, step, why = route(x, k, threads)
         return name, useful, step, why + capped
-    if threads > 1 and rows * n < PARALLEL_MIN_ELEMENTS:
-        return (*route_on(x, k, 1), f"1 of {threads}: a small problem ({rows * n} elements)")
     name, planned, step = route_on(x, k, threads)
+    least = (
+        COMPILED_PARALLEL_MIN_ELEMENTS if name in _compiled_choice.COMPILED_METHODS else PARALLEL_MIN_ELEMENTS
+    )
+    if threads > 1 and rows * n < least:
+        return (*route_on(x, k, 1), f"1 of {threads}: a small problem ({rows * n} elements)")
     useful, why = split(name, rows, n, step, threads)
     if useful != threads:  # the route may differ on fewer threads (a row split for every core)
         name, planned, step = route_on(x, k, useful)
@@ -128,6 +134,8 @@ def split(name: str, rows: int, n: int, step: int, threads: int) -> tuple[int, s
     blocks = -(-rows // step) if step else rows * -(-n // _long_rows.RANGE_ELEMENTS)
     if blocks == 1 and threads > 1:  # nothing to share (a single row on the compiled route)
         return 1, f"1 of {threads}: one block ({rows} x {n})"
+    if name in _compiled_choice.COMPILED_METHODS:  # one C call: its pool shares the blocks out
+        return _compiled_threads.threads_for(threads, rows * n * ROUTE_PASSES[name], blocks)
     return _threads.threads_for(threads, rows * n * ROUTE_PASSES[name], *ROUTE_SPLIT[name], blocks)
 
 
@@ -136,10 +144,8 @@ def route_on(x: np.ndarray, k: int, threads: int) -> tuple[str, int, int]:
     rows, n = x.shape
     native_order = x.dtype == x.dtype.newbyteorder("=")
     method = _compiled_choice.choose_method(x, k) if native_order else None
-    if method is not None:
-        step = min(max(1, FILTER_BLOCK_BYTES // (n * x.itemsize)), -(-rows // threads))
-        if method == "columns":  # whole blocks of the C file's CHUNK rows side by side
-            step = -(-step // _compiled_choice.COLUMNS_BLOCK) * _compiled_choice.COLUMNS_BLOCK
+    if method is not None:  # one C call; its pool shares rows (columns: CHUNK-row groups) out
+        step = _compiled_choice.COLUMNS_BLOCK if method == "columns" else 1
         return _compiled_choice.COMPILED_ROUTES[method], threads, step
     if _long_rows.takes(rows, n, threads):
         return "long-rows", threads, 0

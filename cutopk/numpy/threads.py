@@ -24,6 +24,11 @@ second thread adds, and what each NumPy call of a block costs while threads take
 GIL (on a virtual machine whose idle cores sleep, the turns are most of the cost of splitting a
 short call: see :func:`_measure`).
 
+The compiled route (``compiled.c``) splits its calls itself, between the caller and a pool of
+C threads of its own: its thread count comes from :mod:`cutopk.numpy.compiled_threads`, on that
+pool's measured costs (a handover of a few microseconds, no GIL turns), and this pool runs none
+of its blocks.
+
 A split the model promises is timed on the first calls of its shape, against one thread, before
 it is kept (:func:`trial`). The pool's workers are kept off the core of the thread that hands
 them work (:func:`_keep_off`: their own affinity, on Linux): on a virtual machine whose idle
@@ -350,6 +355,11 @@ _trials: dict = {}
 
 def _verifying() -> bool:
     return _state["costs"] is not None and _state["costs"] is _state.get("measured")
+
+
+def measured() -> bool:
+    """Whether the model's costs were measured here (not set by hand: :func:`set_costs`, tests)."""
+    return _verifying()
 
 
 def verdict(key: Hashable, threads: int, ceiling: int, why: str) -> tuple[int, str]:
