@@ -21,11 +21,14 @@ from . import threads as _threads
 # Where the pool is not measured yet (plan() before the first build): a handover of this many
 # seconds and a second thread this much faster, said so in the plan's threads_why.
 GUESS = (20e-6, 0.8)
-# The measurement is kept this many seconds, then taken again at the next split the route
-# could make (some 5 ms): one taken while other work held the second core (a second thread
-# measured 1.00-1.02x as fast at a load average of 4-5) does not keep every later call of the
-# process on one thread, and a machine whose load changes is followed.
+# A measurement that found a second thread at most RETRY_BELOW faster (efficiency) is taken
+# again (some 5 ms, in the call that asks) once it is MEASURE_S old: one taken while other work
+# held the second core (a second thread measured 1.00-1.02x as fast at a load average of 4-5)
+# does not keep every later call of the process on one thread. A measurement that found a
+# useful second thread is kept: no call of a busy process pays 5 ms every 30 s, and a split
+# that stops paying on a machine loaded later is caught by the trials (``threads.trial``).
 MEASURE_S = 30.0
+RETRY_BELOW = 0.5
 # "costs": (handover seconds, efficiency, time.monotonic() of the measurement), or None.
 _state: dict = {"costs": None}
 
@@ -41,9 +44,10 @@ if hasattr(os, "register_at_fork"):
 
 def pool_costs() -> tuple[float, float, bool]:
     """``(handover_s, efficiency, measured)``: the pool's costs, measured at the first call that
-    asks (then kept ``MEASURE_S``), else ``GUESS`` and False (the route not loaded yet)."""
+    asks (a poor second thread measured again after ``MEASURE_S``), else ``GUESS`` and False
+    (the route not loaded yet)."""
     known = _state["costs"]
-    if known is not None and time.monotonic() - known[2] > MEASURE_S:
+    if known is not None and known[1] <= RETRY_BELOW and time.monotonic() - known[2] > MEASURE_S:
         known = None
     if known is None:
         found = _compiled.measure_pool()
