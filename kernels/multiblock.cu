@@ -526,12 +526,14 @@ sample_threshold(MB_INPUT, int rank, int k, State* __restrict__ state, unsigned 
 // The finishing block's last step: the row's k_row winners (in win_key/win_idx, written by this
 // launch's blocks, read through L2) and K - k_row padding pairs (the lowest key and indices from n
 // on: past every row's length, so they sort last in either order) sorted in shared memory (by key,
-// ties by index; or by index), then the indices and the values re-read from the input; an index at
-// or past the row's length is written as padding.
+// ties by index; or by index), then the indices and the values, rebuilt from the keys where the
+// key holds the element's bits (KeyTraits<T>::key_holds_bits; else, NaN and zero keys, re-read
+// from the input at the index: issue 39, the winners' values were a sector each, ~0.25 x the
+// input of 16 x 65536, k=2048); an index at or past the row's length is written as padding.
 template <class T>
 __device__ __forceinline__ void order_winners(const T* in, long long n, long long row_stride, long long col_stride,
-                                              const long long* extents, int rows_kind, int k, int by_index, int k_row,
-                                              const typename KeyTraits<T>::Key* win_key, const Pos* win_idx,
+                                              const long long* extents, int rows_kind, int largest, int k, int by_index,
+                                              int k_row, const typename KeyTraits<T>::Key* win_key, const Pos* win_idx,
                                               T* out_vals, long long* out_idx, unsigned char* smem, long long row) {
   typedef typename KeyTraits<T>::Key Key;
   typedef unsigned long long Index;
@@ -551,10 +553,16 @@ __device__ __forceinline__ void order_winners(const T* in, long long n, long lon
   const RowExtent extent = row_extent(row, n, row_stride, col_stride, extents, rows_kind);
   const T* base = in + extent.start;
   for (int j = threadIdx.x; j < k; j += blockDim.x) {
-    if (idx[j] < (Index)extent.length)
-      write_winner(base, col_stride, out_vals, (void*)out_idx, 8, row * k + j, idx[j]);
-    else
-      write_padding(out_vals, (void*)out_idx, 8, row * k + j);
+    const long long at = row * k + j;
+    if (idx[j] >= (Index)extent.length) {
+      write_padding(out_vals, (void*)out_idx, 8, at);
+    } else {
+      out_idx[at] = (long long)idx[j];
+      if (KeyTraits<T>::key_holds_bits(keys[j], largest))
+        reinterpret_cast<Key*>(out_vals)[at] = KeyTraits<T>::bits_of_key(keys[j], largest);
+      else
+        out_vals[at] = base[(long long)idx[j] * col_stride];
+    }
   }
 }
 
@@ -953,7 +961,11 @@ digit_pass(MB_PASS_PARAMS) {
   // A row one digit behind, in the last launch: it counts its next-to-last digit here, stages its
   // bucket and writes the winners above it; the finishing block resolves the last digit too.
   const bool penultimate = select && s.staging == BEHIND && low > 0 && digit_width(KEY_BITS, low) == low;
-  const bool stage_bucket = (last_digit || penultimate) && !top;  // with one digit, pass 1's candidates serve
+  // With one digit, pass 1's candidates serve. A bucket that is most of the candidates (16-bit
+  // keys: the candidates' top digit is mostly one) is not staged again: the finishing block
+  // gathers from the candidates, read by this launch already (issue 39: 0.28 MB of 16 x 65536).
+  const bool bucket_is_most = s.source == ON_CANDIDATES && 2 * s.bucket > (long long)s.cand_count;
+  const bool stage_bucket = (last_digit || penultimate) && !top && !bucket_is_most;
   // DIRECT: the winners above the bucket stay in the candidates (order_winner_tiles picks them).
   const bool write_winners = (last_digit && s.staging != DIRECT) || penultimate || !select;
   const Row<T> r = row_of<T>(in, n, row_stride, col_stride, extents, rows_kind, largest, nan_first, cand_key, cand_idx,
@@ -1036,8 +1048,8 @@ digit_pass(MB_PASS_PARAMS) {
   if (finish) {
     if (s.mode == COLLECT) f.gathered = WHOLE;
     if (sort_here)
-      order_winners<T>(in, n, row_stride, col_stride, extents, rows_kind, k, by_index, s.k_row, win_key, win_idx,
-                       out_vals, out_idx, smem, row);
+      order_winners<T>(in, n, row_stride, col_stride, extents, rows_kind, largest, k, by_index, s.k_row, win_key,
+                       win_idx, out_vals, out_idx, smem, row);
     else
       pad_winners<Key>(k, s.k_row, win_key + row * k, win_idx + row * k);
     f.mode = FINISHED;

@@ -39,7 +39,8 @@ CASES = [
     ((2, 20_000), 1000, {"algorithm": "split"}),  # the same, the candidates through global memory
     ((2, 20_000), 40, {"algorithm": "multiblock"}),  # winners ordered in shared memory
     ((1, 40_000), 2000, {"algorithm": "multiblock"}),  # the largest K sorted in 48 KB
-    ((1, 40_000), 5000, {"algorithm": "multiblock"}),  # K ordered apart: order.cu, gather_values
+    ((1, 40_000), 5000, {"algorithm": "multiblock"}),  # K ordered apart: order.cu
+    ((1, 200_000), 5000, {"algorithm": "multiblock"}),  # K picked from the candidates (DIRECT)
     ((3, 70_000), 100, {"algorithm": "multiblock"}),  # a sampled threshold: pass 1 stages keys
     ((2, 70_000), 50, {"algorithm": "multiblock", "dtype": np.float16}),  # two digits
     ((2, 70_000), 50, {"algorithm": "multiblock", "dtype": np.int64}),  # six digits
@@ -182,4 +183,7 @@ def test_repeated_keys_move_no_more_than_spread_keys(dtype, k, apart, monkeypatc
         assert (got.indices == want).all(), dist
     _call.CACHE.clear()
     worst = max(counted[d] / counted["uniform"] for d in TIE_DISTRIBUTIONS)
-    assert worst <= 1.2, {d: round(b / counted["uniform"], 2) for d, b in counted.items()}
+    # 1.25: spread float16 keys at k=600 became 21% cheaper (issue 39: values rebuilt from the
+    # keys, a bucket that is most of the candidates not staged again: 182048 -> 143584 bytes)
+    # while "inf" (the K-th key +inf, gathered as the threshold's ties) stayed at 173.8 KB: 1.21.
+    assert worst <= 1.25, {d: round(b / counted["uniform"], 2) for d, b in counted.items()}

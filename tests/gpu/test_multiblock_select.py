@@ -221,6 +221,21 @@ def test_large_k_values_rebuilt_from_keys_are_the_inputs_own_bits(backend, dtype
     # order_output rebuilds each value from its key; NaN keys (any sign and payload) and the zero
     # key (+0.0 and -0.0) do not hold the element's bits, so those are read from the input: every
     # output value must be the input's own element, bit for bit, at its index.
+    _values_are_the_inputs_own_bits(backend, dtype)
+
+
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+def test_values_rebuilt_by_the_finishing_sort_are_the_inputs_own_bits(backend, dtype):
+    # The same where the finishing block sorts the K winners in shared memory (order_winners):
+    # it too rebuilds the values from the keys (no sector read per winner), the input re-read
+    # at NaN and zero keys only.
+    plan = cutopk.plan(np.zeros((3, 3000), dtype_of(dtype)), 1500, backend="sim", algorithm="multiblock")
+    assert plan.params["sort_here"], plan.params
+    _values_are_the_inputs_own_bits(backend, dtype)
+
+
+def _values_are_the_inputs_own_bits(backend, dtype):
     require(backend)
     dt = dtype_of(dtype)
     rng = np.random.default_rng(39)

@@ -430,12 +430,11 @@ def global_bytes(
     later = _sectors(rows * staged * key_bytes) if staged else source
     winners = _sectors(rows * k * pair)
     outputs = _sectors(rows * k * key_bytes) + _sectors(rows * k * index_bytes)
-    values = min(rows * k * _SECTOR, source)  # the winners' values, one sector each at most
     indices = min(rows * k * _SECTOR, _sectors(rows * staged * POS_BYTES))
-    # The finishing block's winners and outputs; a pass over the candidates also reads the
-    # winners' indices there and their values in the input (sectors a pass over the input has
-    # already touched).
-    finish = winners + outputs + (indices + values if staged else 0)
+    # The finishing block's winners and outputs (the values rebuilt from the keys: the input is
+    # re-read only at NaN and zero keys, none among spread keys); a pass over the candidates
+    # also reads the winners' indices there.
+    finish = winners + outputs + (indices if staged else 0)
     if not params.get("sort_here", True):  # the K pairs stay in the winners' buffer (ordering_steps)
         finish = winners + (indices if staged else 0)  # their indices read in the candidates
 
@@ -476,7 +475,12 @@ def global_bytes(
                 # DIRECT: only the bucket's winners written; order_winner_tiles reads the rest
                 # in the candidates (the picks: one sector a row).
                 direct = staged and bucket <= params.get("order_direct", 0)
-                b += _sectors(rows * bucket * pair) + (_sectors(rows * 32) if direct else finish)
+                restaged = (
+                    not staged or 2 * (count >> resolved) <= staged
+                )  # else gathered from the candidates
+                b += (_sectors(rows * bucket * pair) if restaged else 0) + (
+                    _sectors(rows * 32) if direct else finish
+                )
         elif passes == stop + 1:
             b = state + later + finish  # the bucket taken whole, collected
         else:
