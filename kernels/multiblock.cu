@@ -591,6 +591,13 @@ __device__ __forceinline__ void write_picks(const State& s, const State& f, long
   picks[3] = direct ? (long long)f.winners : k;
 }
 
+// Whether a row's next pass goes DIRECT (see Staging): the last digit, or the collection of a
+// bucket taken whole, over candidates that hold every winner, with a bucket of at most `direct`.
+__device__ __forceinline__ bool goes_direct(const State& f, long long direct) {
+  const bool last_next = f.mode == COLLECT || (f.mode == SELECT && f.cut > 0 && f.cut == f.width);
+  return direct > 0 && last_next && f.source == ON_CANDIDATES && f.staging == NO_THRESHOLD && f.bucket <= direct;
+}
+
 // The `needed`-th smallest index among the entries of a (key, index) buffer whose key is `kth`
 // (the ties at the K-th key, in any order), by a radix select on the indices (8 bits a step, from
 // the bit length of n), the finishing block alone. Read through L2: the buffer may have been written
@@ -815,7 +822,10 @@ __device__ __forceinline__ void count_and_stage(const Row<T>& r, long long begin
       reach |= (unsigned)(valid && keys[e] >= threshold) << e;  // one digit (else filter_slice stages)
       bucket |= (unsigned)in_race << e;
       // Collecting a bucket taken whole: the bucket's keys and those above, or (DIRECT) the bucket's alone.
-      const bool won = select ? hi > s.prefix : hi == s.prefix || (hi > s.prefix && s.staging != DIRECT);
+      const bool won =
+          select ? hi > s.prefix
+                 : hi == s.prefix ||
+                       (hi > s.prefix && !(8 * sizeof(Key) > CUTOPK_MULTIBLOCK_DIGIT_BITS && s.staging == DIRECT));
       win |= (unsigned)(valid && won) << e;
     }
     if (stage_cand) append<T>(reach, keys, run, r, &st->cand_count, cap, cand_key, cand_idx, &cand_full);
@@ -961,13 +971,9 @@ digit_pass(MB_PASS_PARAMS) {
   // A row one digit behind, in the last launch: it counts its next-to-last digit here, stages its
   // bucket and writes the winners above it; the finishing block resolves the last digit too.
   const bool penultimate = select && s.staging == BEHIND && low > 0 && digit_width(KEY_BITS, low) == low;
-  // With one digit, pass 1's candidates serve. A bucket that is most of the candidates (16-bit
-  // keys: the candidates' top digit is mostly one) is not staged again: the finishing block
-  // gathers from the candidates, read by this launch already (issue 39: 0.28 MB of 16 x 65536).
-  const bool bucket_is_most = s.source == ON_CANDIDATES && 2 * s.bucket > (long long)s.cand_count;
-  const bool stage_bucket = (last_digit || penultimate) && !top && !bucket_is_most;
+  const bool stage_bucket = (last_digit || penultimate) && !top;  // with one digit, pass 1's candidates serve
   // DIRECT: the winners above the bucket stay in the candidates (order_winner_tiles picks them).
-  const bool write_winners = (last_digit && s.staging != DIRECT) || penultimate || !select;
+  const bool write_winners = (last_digit && !(strict && s.staging == DIRECT)) || penultimate || !select;
   const Row<T> r = row_of<T>(in, n, row_stride, col_stride, extents, rows_kind, largest, nan_first, cand_key, cand_idx,
                              cap, s.source == ON_CANDIDATES, (long long)s.cand_count, row);
   // A pass over the candidates shares out the ones pass 1 staged (not the buffer's capacity) over
@@ -1038,12 +1044,7 @@ digit_pass(MB_PASS_PARAMS) {
     } else if (f.bucket == f.needed) {
       f.mode = COLLECT;  // the bucket is taken whole: the next launch writes its keys and those above
     }
-    // The next pass the last digit, or the collection of a bucket taken whole, over candidates
-    // that hold every winner: it leaves the winners above the bucket there (see Staging).
-    const bool last_next = f.mode == COLLECT || (f.mode == SELECT && f.cut > 0 && f.cut == f.width);
-    if (direct > 0 && !finish && last_next && f.source == ON_CANDIDATES && f.staging == NO_THRESHOLD &&
-        f.bucket <= direct)
-      f.staging = DIRECT;
+    if (strict && !finish && goes_direct(f, direct)) f.staging = DIRECT;  // never with one digit
   }
   if (finish) {
     if (s.mode == COLLECT) f.gathered = WHOLE;

@@ -8,10 +8,13 @@ host synchronisation: a pass serves the rows on the input and those on the candi
 one launch, and passes after a row is finished return at once, so the whole call can be
 captured in a CUDA graph. K beyond what the finishing block sorts (:func:`sorts_in_block`) adds
 :func:`ordering_steps`: order.cu's tiles and at most 2 merge passes over the K pairs, the last
-one writing the outputs (2 or 3 launches more, whatever n). Scratch: the table of :func:`scratch`,
-within the bytes of ``n / 8`` (key, int64 index) pairs ``+ 16 * K`` per row for rows of at least
-:data:`MIN_N` elements (:func:`caps` sizes the buffers to that budget), plus 2 x K pairs to
-order a large K.
+one writing the outputs (2 or 3 launches more, whatever n); while one merge takes every run
+(:data:`PICKED_MAX_RUNS`), ``order_winner_tiles`` and ``order_output`` alone, the tiles picking
+the winners above the last bucket from the candidates (DIRECT rows: the last pass writes no
+winners). Scratch: the table of :func:`scratch`, within the bytes of ``n / 8`` (key, int64
+index) pairs ``+ 16 * K`` per row for rows of at least :data:`MIN_N` elements (:func:`caps`
+sizes the buffers to that budget), plus 2 x K pairs to order a large K (picked: the slots of
+``order.picked_runs``, a power of two of tiles covering the candidates and one tile more).
 
 Rows: regular, with lengths, or CSR segments (kernels/row_extent.cuh): every kernel that reads
 the input takes each row's start and length from ``extents``, so a batch of rows of their own
@@ -475,12 +478,7 @@ def global_bytes(
                 # DIRECT: only the bucket's winners written; order_winner_tiles reads the rest
                 # in the candidates (the picks: one sector a row).
                 direct = staged and bucket <= params.get("order_direct", 0)
-                restaged = (
-                    not staged or 2 * (count >> resolved) <= staged
-                )  # else gathered from the candidates
-                b += (_sectors(rows * bucket * pair) if restaged else 0) + (
-                    _sectors(rows * 32) if direct else finish
-                )
+                b += _sectors(rows * bucket * pair) + (_sectors(rows * 32) if direct else finish)
         elif passes == stop + 1:
             b = state + later + finish  # the bucket taken whole, collected
         else:
