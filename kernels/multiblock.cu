@@ -52,7 +52,10 @@
 //               bitonic: by key, ties by index; or by index) and writes the indices and the values,
 //               re-read from the input by index; with `sort_here` 0 (K beyond what that sort holds)
 //               it leaves the K pairs in the winners' buffer, padded, for order.cu's tiles and
-//               merges over the K pairs alone, the last merge (order_output) writing the outputs.
+//               merges over the K pairs alone, the last merge (order_output) writing the outputs,
+//               and says where they are in `picks`; a row DIRECT in its last pass (Staging) wrote
+//               only its bucket's winners there: order_winner_tiles takes the others from the
+//               candidates.
 // Ties: every buffer holds indices, so the lower-index rule never depends on the order in which
 // atomics handed out positions; the result is the same whatever order blocks run in.
 // Rows: regular, with lengths, or CSR segments (row_extent.cuh): every kernel takes the row's start
@@ -96,7 +99,13 @@ enum Source : int { ON_INPUT = 0, ON_CANDIDATES = 1 };
 // counting the ties); after pass 1 it is NO_THRESHOLD again, or BEHIND: the threshold failed
 // (too few keys reached it, or more than the buffer holds), the row restarts on the input at its
 // top digit in pass 2, and its last launch resolves its last two digits (finish_behind).
-enum Staging : int { NO_THRESHOLD = 0, FILTER = 1, BEHIND = 2 };
+// DIRECT (set for the last digit's pass or the collection of a bucket taken whole, with `direct`
+// > 0: K ordered apart from candidates that hold every winner, and a bucket of at most `direct`
+// keys): that pass writes no winners above the bucket; order.cu's order_winner_tiles picks them
+// from the candidates, and only the bucket's winners are written (by the finishing block after
+// the last digit, by every block when collecting): issue 39, the K pairs no longer written and
+// read back.
+enum Staging : int { NO_THRESHOLD = 0, FILTER = 1, BEHIND = 2, DIRECT = 3 };
 // Where the finishing block took the last bucket's winners from (tests read it).
 // WHOLE: every key at or above a bucket taken whole, written by every block (COLLECT).
 // FROM_TIES: the candidates and the threshold's lowest-index ties, written by every block (TIES).
@@ -509,20 +518,22 @@ sample_threshold(MB_INPUT, int rank, int k, State* __restrict__ state, unsigned 
 #define MB_PASS_PARAMS                                                                                               \
   MB_INPUT, long long slice, long long cand_slice, long long cap, typename KeyTraits<T>::Key *__restrict__ cand_key, \
       Pos *__restrict__ cand_idx, long long bucket_cap, typename KeyTraits<T>::Key *__restrict__ bucket_key,         \
-      Pos *__restrict__ bucket_idx, int k, int by_index, int sort_here, State *__restrict__ state,                   \
-      unsigned int *__restrict__ hist, int bins, unsigned int *__restrict__ tie_counts,                              \
-      typename KeyTraits<T>::Key *__restrict__ win_key, Pos *__restrict__ win_idx, T *__restrict__ out_vals,         \
-      long long *__restrict__ out_idx
+      Pos *__restrict__ bucket_idx, int k, int by_index, int sort_here, long long direct,                            \
+      long long *__restrict__ picks, State *__restrict__ state, unsigned int *__restrict__ hist, int bins,           \
+      unsigned int *__restrict__ tie_counts, typename KeyTraits<T>::Key *__restrict__ win_key,                       \
+      Pos *__restrict__ win_idx, T *__restrict__ out_vals, long long *__restrict__ out_idx
 
 // The finishing block's last step: the row's k_row winners (in win_key/win_idx, written by this
 // launch's blocks, read through L2) and K - k_row padding pairs (the lowest key and indices from n
 // on: past every row's length, so they sort last in either order) sorted in shared memory (by key,
-// ties by index; or by index), then the indices and the values re-read from the input; an index at
-// or past the row's length is written as padding.
+// ties by index; or by index), then the indices and the values, rebuilt from the keys where the
+// key holds the element's bits (KeyTraits<T>::key_holds_bits; else, NaN and zero keys, re-read
+// from the input at the index: issue 39, the winners' values were a sector each, ~0.25 x the
+// input of 16 x 65536, k=2048); an index at or past the row's length is written as padding.
 template <class T>
 __device__ __forceinline__ void order_winners(const T* in, long long n, long long row_stride, long long col_stride,
-                                              const long long* extents, int rows_kind, int k, int by_index, int k_row,
-                                              const typename KeyTraits<T>::Key* win_key, const Pos* win_idx,
+                                              const long long* extents, int rows_kind, int largest, int k, int by_index,
+                                              int k_row, const typename KeyTraits<T>::Key* win_key, const Pos* win_idx,
                                               T* out_vals, long long* out_idx, unsigned char* smem, long long row) {
   typedef typename KeyTraits<T>::Key Key;
   typedef unsigned long long Index;
@@ -542,10 +553,16 @@ __device__ __forceinline__ void order_winners(const T* in, long long n, long lon
   const RowExtent extent = row_extent(row, n, row_stride, col_stride, extents, rows_kind);
   const T* base = in + extent.start;
   for (int j = threadIdx.x; j < k; j += blockDim.x) {
-    if (idx[j] < (Index)extent.length)
-      write_winner(base, col_stride, out_vals, (void*)out_idx, 8, row * k + j, idx[j]);
-    else
-      write_padding(out_vals, (void*)out_idx, 8, row * k + j);
+    const long long at = row * k + j;
+    if (idx[j] >= (Index)extent.length) {
+      write_padding(out_vals, (void*)out_idx, 8, at);
+    } else {
+      out_idx[at] = (long long)idx[j];
+      if (KeyTraits<T>::key_holds_bits(keys[j], largest))
+        reinterpret_cast<Key*>(out_vals)[at] = KeyTraits<T>::bits_of_key(keys[j], largest);
+      else
+        out_vals[at] = base[(long long)idx[j] * col_stride];
+    }
   }
 }
 
@@ -561,6 +578,24 @@ __device__ __forceinline__ void pad_winners(int k, int k_row, Key* win_key, Pos*
     win_key[j] = Key(0);
     win_idx[j] = (Pos)j;
   }
+}
+
+// Without `sort_here`: where order.cu's order_winner_tiles finds the row's K pairs (its `picks`):
+// after a DIRECT last digit, the candidates above the bucket (`s`: the last pass's) and the
+// bucket's winners in the winners' buffer; else the winners' buffer alone, padding included.
+__device__ __forceinline__ void write_picks(const State& s, const State& f, long long cap, int k, long long* picks) {
+  const bool direct = s.staging == DIRECT;
+  picks[0] = direct ? min((long long)f.cand_count, cap) : 0;
+  picks[1] = s.cut;
+  picks[2] = (long long)s.prefix;
+  picks[3] = direct ? (long long)f.winners : k;
+}
+
+// Whether a row's next pass goes DIRECT (see Staging): the last digit, or the collection of a
+// bucket taken whole, over candidates that hold every winner, with a bucket of at most `direct`.
+__device__ __forceinline__ bool goes_direct(const State& f, long long direct) {
+  const bool last_next = f.mode == COLLECT || (f.mode == SELECT && f.cut > 0 && f.cut == f.width);
+  return direct > 0 && last_next && f.source == ON_CANDIDATES && f.staging == NO_THRESHOLD && f.bucket <= direct;
 }
 
 // The `needed`-th smallest index among the entries of a (key, index) buffer whose key is `kth`
@@ -786,7 +821,12 @@ __device__ __forceinline__ void count_and_stage(const Row<T>& r, long long begin
       if (select) count_digit_at<Key>(counts, keys[e], in_race, low, mask, top);
       reach |= (unsigned)(valid && keys[e] >= threshold) << e;  // one digit (else filter_slice stages)
       bucket |= (unsigned)in_race << e;
-      win |= (unsigned)(valid && (select ? hi > s.prefix : hi >= s.prefix)) << e;
+      // Collecting a bucket taken whole: the bucket's keys and those above, or (DIRECT) the bucket's alone.
+      const bool won =
+          select ? hi > s.prefix
+                 : hi == s.prefix ||
+                       (hi > s.prefix && !(8 * sizeof(Key) > CUTOPK_MULTIBLOCK_DIGIT_BITS && s.staging == DIRECT));
+      win |= (unsigned)(valid && won) << e;
     }
     if (stage_cand) append<T>(reach, keys, run, r, &st->cand_count, cap, cand_key, cand_idx, &cand_full);
     if (stage_bucket)
@@ -932,7 +972,8 @@ digit_pass(MB_PASS_PARAMS) {
   // bucket and writes the winners above it; the finishing block resolves the last digit too.
   const bool penultimate = select && s.staging == BEHIND && low > 0 && digit_width(KEY_BITS, low) == low;
   const bool stage_bucket = (last_digit || penultimate) && !top;  // with one digit, pass 1's candidates serve
-  const bool write_winners = last_digit || penultimate || !select;
+  // DIRECT: the winners above the bucket stay in the candidates (order_winner_tiles picks them).
+  const bool write_winners = (last_digit && !(strict && s.staging == DIRECT)) || penultimate || !select;
   const Row<T> r = row_of<T>(in, n, row_stride, col_stride, extents, rows_kind, largest, nan_first, cand_key, cand_idx,
                              cap, s.source == ON_CANDIDATES, (long long)s.cand_count, row);
   // A pass over the candidates shares out the ones pass 1 staged (not the buffer's capacity) over
@@ -1003,12 +1044,13 @@ digit_pass(MB_PASS_PARAMS) {
     } else if (f.bucket == f.needed) {
       f.mode = COLLECT;  // the bucket is taken whole: the next launch writes its keys and those above
     }
+    if (strict && !finish && goes_direct(f, direct)) f.staging = DIRECT;  // never with one digit
   }
   if (finish) {
     if (s.mode == COLLECT) f.gathered = WHOLE;
     if (sort_here)
-      order_winners<T>(in, n, row_stride, col_stride, extents, rows_kind, k, by_index, s.k_row, win_key, win_idx,
-                       out_vals, out_idx, smem, row);
+      order_winners<T>(in, n, row_stride, col_stride, extents, rows_kind, largest, k, by_index, s.k_row, win_key,
+                       win_idx, out_vals, out_idx, smem, row);
     else
       pad_winners<Key>(k, s.k_row, win_key + row * k, win_idx + row * k);
     f.mode = FINISHED;
@@ -1017,6 +1059,7 @@ digit_pass(MB_PASS_PARAMS) {
     f.winners = __ldcg(cursor);
     f.bucket_count = 0;
     *st = f;
+    if (finish && !sort_here) write_picks(s, f, cap, k, picks + 4 * row);
   }
 }
 

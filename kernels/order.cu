@@ -2,9 +2,12 @@
 // their pairs do not fit shared memory (multiblock's final ordering), or whole rows (the sort
 // path), with no library sort.
 //
-// Three kernels, launched by the steps of cutopk/cuda/families/order.py:
+// Four kernels, launched by the steps of cutopk/cuda/families/order.py:
 //   order_tiles   one block per tile of `tile` pairs (a power of two that fits shared memory):
 //                 a bitonic sort in shared memory, written back in order (runs of `tile`);
+//   order_winner_tiles  the same over multiblock's K winners picked where its selection left
+//                 them (the candidates above the K-th key's bucket, the bucket's winners): runs
+//                 of different lengths in slots of `tile`, their counts beside them;
 //   order_merge   one pass merges groups of `ways` runs of `width` pairs into runs of ways * width:
 //                 each pair's place in the merged run is its place in its own run plus the number
 //                 of pairs of each other run of its group that come before it (a binary search
@@ -12,10 +15,10 @@
 //                 form a permutation with no tie to break. log_ways(len / tile) passes, ping-pong
 //                 buffers: the sort path merges pairwise; multiblock's K winners take 2 passes at
 //                 most (ways = sqrt of the runs), so its launches do not grow with K;
-//   order_output  multiblock's last merge (one way: a copy, when one tile holds the K pairs),
-//                 writing the outputs itself: the values rebuilt from the keys (the input is
-//                 re-read only where a key canonicalised the element: NaN, +-0.0), padding past
-//                 a row's length. No pass re-reads the indices and the input's values after it.
+//   order_output  multiblock's last merge (one way: a copy, when one tile holds the K pairs;
+//                 or every run of order_winner_tiles at once), writing the outputs itself: the values rebuilt from the
+//                 keys (the input is re-read only where a key canonicalised the element: NaN, +-0.0), padding past a
+//                 row's length. No pass re-reads the indices and the input's values after it.
 // Orders: by_index 0 is the selection order (larger key first, then lower index: the tie rule),
 // 1 is ascending index. Indices, read and written, are of `pos_bytes` (4: multiblock's winners,
 // whose positions and padding fit 32 bits, so 8-byte pairs for 32-bit keys instead of 12; 8: the
@@ -75,6 +78,82 @@ order_tiles(const typename KeyTraits<T>::Key* __restrict__ src_key, const void* 
       store_index(dst_idx, at + j, idx[j], pos_bytes);
     }
     __syncthreads();  // the tile's shared memory is loaded again by the next iteration
+  }
+}
+
+// multiblock's K winners of each row in tiles, picked where the selection left them, so that no
+// pass writes them into one buffer first (issue 39). `picks`, 4 per row, written by multiblock's
+// finishing block: {from_cand, cut, prefix, from_win}: the first `from_cand` pairs of the row's
+// candidates (`cap` a row) whose keys' bits above `cut` exceed `prefix` (the keys above the K-th
+// key's bucket), then the first `from_win` pairs of its winners' buffer (K a row: the bucket's
+// winners; or, with from_cand 0, every winner and the padding pairs). Block (row, q) takes the
+// q-th span of `tile` entries of that sequence (the candidates' spans first), compacts its picks
+// in shared memory (any order: the sort orders them), sorts them and writes them at slot q of the
+// row's `runs` slots of `tile` pairs, and their number in run_counts[row * runs + q] (0 past the
+// last span): runs of different lengths, merged by order_output. 4-byte positions only.
+template <class T>
+CUTOPK_KERNEL(CUTOPK_ORDER_TILE_THREADS)
+order_winner_tiles(const typename KeyTraits<T>::Key* __restrict__ cand_key, const unsigned* __restrict__ cand_idx,
+                   long long cap, const typename KeyTraits<T>::Key* __restrict__ win_key,
+                   const unsigned* __restrict__ win_idx, int k, const long long* __restrict__ picks, long long rows,
+                   int runs, int tile, int by_index, typename KeyTraits<T>::Key* __restrict__ dst_key,
+                   unsigned* __restrict__ dst_idx, unsigned* __restrict__ run_counts) {
+  typedef typename KeyTraits<T>::Key Key;
+  extern __shared__ __align__(16) unsigned char smem[];
+  __shared__ int s_count;
+  unsigned* idx = reinterpret_cast<unsigned*>(smem);
+  Key* keys = reinterpret_cast<Key*>(idx + tile);  // tile is a power of two: aligned for any key
+  const int lane = threadIdx.x & 31;
+  for (long long b = blockIdx.x; b < rows * runs; b += gridDim.x) {  // the same trip count in the block
+    const long long row = b / runs, q = b - row * runs;
+    const long long from_cand = picks[4 * row], from_win = picks[4 * row + 3];
+    const int cut = (int)picks[4 * row + 1];
+    const unsigned long long prefix = (unsigned long long)picks[4 * row + 2];
+    const long long cand_spans = (from_cand + tile - 1) / tile;
+    const bool in_cand = q < cand_spans;
+    const long long first = (in_cand ? q : q - cand_spans) * tile;
+    const long long end = min(in_cand ? from_cand : from_win, first + tile);
+    const Key* src_key = in_cand ? cand_key + row * cap : win_key + row * k;
+    const unsigned* src_idx = in_cand ? cand_idx + row * cap : win_idx + row * k;
+    if (threadIdx.x == 0) s_count = 0;
+    __syncthreads();
+    // Whole rounds of the block, so that every lane reaches the warp's ballot.
+    for (long long j0 = first; j0 < end; j0 += blockDim.x) {
+      const long long j = j0 + threadIdx.x;
+      const bool valid = j < end;
+      const Key key = valid ? src_key[j] : Key(0);
+      const bool keep =
+          valid && (!in_cand || (cut < 8 * (int)sizeof(Key) && (unsigned long long)(key >> cut) > prefix));
+      const unsigned ballot = __ballot_sync(0xffffffffu, keep);
+      int base = 0;
+      if (lane == 0 && ballot) base = atomicAdd(&s_count, __popc(ballot));
+      base = __shfl_sync(0xffffffffu, base, 0);
+      if (keep) {
+        const int at = base + __popc(ballot & ((1u << lane) - 1u));
+        keys[at] = key;
+        idx[at] = src_idx[j];
+      }
+    }
+    __syncthreads();
+    const int count = s_count, size = pow2_at_least(count);
+    // Padding up to a power of two sorts last in both orders: the lowest key with the highest
+    // position (real positions are below 2^32 - 1).
+    for (int j = count + threadIdx.x; j < size; j += blockDim.x) {
+      keys[j] = Key(0);
+      idx[j] = ~0u;
+    }
+    __syncthreads();
+    if (by_index)
+      block_bitonic<true>(keys, idx, size);
+    else
+      block_bitonic<false>(keys, idx, size);
+    const long long at = b * tile;  // slot q of the row
+    for (int j = threadIdx.x; j < count; j += blockDim.x) {
+      dst_key[at + j] = keys[j];
+      dst_idx[at + j] = idx[j];
+    }
+    if (threadIdx.x == 0) run_counts[b] = (unsigned)count;
+    __syncthreads();  // s_count and the tile's shared memory are reset by the next iteration
   }
 }
 
@@ -152,23 +231,56 @@ order_merge(const typename KeyTraits<T>::Key* __restrict__ src_key, const void* 
   }
 }
 
+// Pair t of order_winner_tiles' slots (`runs` of `width` pairs a row, both powers of two; run q
+// holds counts[q] pairs), all of a row's runs merged at once: its key, position and row, and its
+// place in the row's merged K in `to` (row * len + place). Returns false for an empty slot.
+template <class Key>
+__device__ __forceinline__ bool counted_pair(const Key* src_key, const unsigned* src_idx, const unsigned* run_counts,
+                                             long long t, int runs, long long width, long long len, int by_index,
+                                             MergedPair<Key>* p) {
+  const int width_bits = __ffsll(width) - 1, slot_bits = width_bits + __ffs(runs) - 1;
+  p->row = t >> slot_bits;
+  const long long i = t - (p->row << slot_bits), run = i >> width_bits, place = i - (run << width_bits);
+  const unsigned* counts = run_counts + p->row * runs;
+  if (place >= counts[run]) return false;
+  p->key = src_key[t];
+  p->id = src_idx[t];
+  const Key* pk = src_key + (p->row << slot_bits);
+  const unsigned* pi = src_idx + (p->row << slot_bits);
+  long long to = place;
+  for (int q = 0; q < runs; ++q)
+    if (q != run)
+      to += count_before(pk, pi, 4, (long long)q << width_bits, ((long long)q << width_bits) + counts[q], p->key, p->id,
+                         by_index);
+  p->to = p->row * len + to;
+  return true;
+}
+
 // The last merge of multiblock's K winners, writing the outputs (no pass re-reading the indices
 // and the input's values after it): the index as int64, and the value rebuilt from the key where
 // the key says it (KeyTraits<T>::key_holds_bits), else (NaN, zero keys: their sign and payload are not in the
 // key) re-read from the input at the index. A position at or past the row's length is padding
-// (index -1, value 0). `len` is K: the outputs are rows x len.
+// (index -1, value 0). `len` is K: the outputs are rows x len. With `runs` 0 the pairs are rows
+// of `len` in runs of `width`, merged by groups of `ways`; else order_winner_tiles' `runs` slots
+// a row of `width` pairs each, run_counts[row * runs + q] of them filled, all merged (4-byte
+// positions).
 template <class T>
 CUTOPK_KERNEL(CUTOPK_ORDER_MERGE_THREADS)
 order_output(const T* __restrict__ in, long long n, long long row_stride, long long col_stride,
              const long long* __restrict__ extents, int rows_kind, int largest,
              const typename KeyTraits<T>::Key* __restrict__ src_key, const void* __restrict__ src_idx, long long rows,
-             long long len, long long width, int ways, int by_index, int pos_bytes, T* __restrict__ out_vals,
-             long long* __restrict__ out_idx) {
+             long long len, long long width, int ways, int by_index, int pos_bytes, int runs,
+             const unsigned* __restrict__ run_counts, T* __restrict__ out_vals, long long* __restrict__ out_idx) {
   typedef typename KeyTraits<T>::Key Key;
-  const long long total = rows * len;
+  const long long total = rows * (runs ? runs * width : len);
   for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < total;
        t += (long long)gridDim.x * blockDim.x) {
-    const MergedPair<Key> p = merged_pair(src_key, src_idx, pos_bytes, t, len, width, ways, by_index);
+    MergedPair<Key> p;
+    if (!runs)
+      p = merged_pair(src_key, src_idx, pos_bytes, t, len, width, ways, by_index);
+    else if (!counted_pair(src_key, static_cast<const unsigned*>(src_idx), run_counts, t, runs, width, len, by_index,
+                           &p))
+      continue;  // an empty slot
     const Key key = p.key;
     const unsigned long long id = p.id;
     const long long to = p.to;

@@ -246,17 +246,21 @@ def test_multiblock_sorts_the_winners_in_shared_memory():
     assert p.algorithm == "multiblock" and not p.params["sort_here"] and p.params["order_shared"] == 2048 * 4
     assert p.params["order_tile"] == 4096  # one tile of 48 KB: no merge
     names = [s.kernel for s in _multiblock.ordering_steps(1, 2**20, 2049, 4, p.params, False)]
-    assert names == ["order_tiles", "order_output"]  # a merge of one run: the outputs written
+    assert names == ["order_winner_tiles", "order_output"]  # a merge of one run: the outputs written
     p = d.plan(1, 2**20, 65536, 4, DEV, copy=False)  # 16 tiles: two 4-way merges
     assert (p.params["order_tile"], p.params["order_ways"]) == (4096, 4)
-    names = [s.kernel for s in _multiblock.ordering_steps(1, 2**20, 65536, 4, p.params, False)]
+    merged = {**p.params, "order_picked": False}  # order_tiles over the winners' buffer
+    names = [s.kernel for s in _multiblock.ordering_steps(1, 2**20, 65536, 4, merged, False)]
     assert names == ["order_tiles", "order_merge", "order_output"]
+    # Picked from the candidates (31 tiles, the bucket's winners): one merge of 32 runs.
+    names = [s.kernel for s in _multiblock.ordering_steps(1, 2**20, 65536, 4, p.params, False)]
+    assert p.params["order_direct"] and names == ["order_winner_tiles", "order_output"]
     # 96 KB tiles where the device has the shared memory (an H100's 227 KB): 8 runs, one merge.
     big = d.Device(shared_bytes=d.shared_limit(48 * 1024, 227 * 1024))
     p = d.plan(1, 2**20, 65536, 4, big, copy=False)
     assert (p.params["order_tile"], p.params["order_ways"]) == (8192, 8)
     names = [s.kernel for s in _multiblock.ordering_steps(1, 2**20, 65536, 4, p.params, False)]
-    assert names == ["order_tiles", "order_output"]
+    assert names == ["order_winner_tiles", "order_output"]
     assert d.why_not("multiblock", 2**20, 2**20, 4, DEV) is None
 
 

@@ -39,7 +39,8 @@ CASES = [
     ((2, 20_000), 1000, {"algorithm": "split"}),  # the same, the candidates through global memory
     ((2, 20_000), 40, {"algorithm": "multiblock"}),  # winners ordered in shared memory
     ((1, 40_000), 2000, {"algorithm": "multiblock"}),  # the largest K sorted in 48 KB
-    ((1, 40_000), 5000, {"algorithm": "multiblock"}),  # K ordered apart: order.cu, gather_values
+    ((1, 40_000), 5000, {"algorithm": "multiblock"}),  # K ordered apart: order.cu
+    ((1, 200_000), 5000, {"algorithm": "multiblock"}),  # K picked from the candidates (DIRECT)
     ((3, 70_000), 100, {"algorithm": "multiblock"}),  # a sampled threshold: pass 1 stages keys
     ((2, 70_000), 50, {"algorithm": "multiblock", "dtype": np.float16}),  # two digits
     ((2, 70_000), 50, {"algorithm": "multiblock", "dtype": np.int64}),  # six digits

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from support.backends import BACKEND_PARAMS, require, to_backend, to_host
 from support.inputs import DTYPES, dtype_of, make_values
-from support.multiblock_state import FROM_INPUT, MB_STATE, ON_CANDIDATES, record_states
-from support.reference import assert_same_padded, reference_with_lengths
+from support.multiblock_state import DIRECT, FROM_INPUT, MB_STATE, ON_CANDIDATES, record_states
+from support.reference import assert_same_padded, reference_top_k, reference_with_lengths
 from test_kernels import run_case
 
 import cutopk
@@ -75,17 +75,20 @@ def test_16_bit_rows_take_the_sampled_threshold(backend, dtype, sampled_short_ro
         run_case(backend, x, k, algorithm="multiblock", mode=mode, sorted=order, nan=nan)
 
 
-@pytest.fixture
-def ordered_apart(monkeypatch):
-    """K beyond 64 ordered after the selection (order.cu's tiles of 32 pairs and merges, the last
-    one writing the outputs), as K beyond 4096 is on a GPU: every step of that path at simulator
-    sizes."""
+@pytest.fixture(params=["merged", "picked"])
+def ordered_apart(monkeypatch, request):
+    """K beyond 64 ordered after the selection, as K beyond 4096 is on a GPU: every step of that
+    path at simulator sizes, in tiles of 32 pairs. "merged": order_tiles over the winners' buffer
+    and merges (runs too many for one merge); "picked": order_winner_tiles (here over the
+    winners' buffer: rows of 3000 have no sampled threshold) and one merge of every run."""
+    if request.param == "merged":
+        monkeypatch.setattr(_multiblock, "PICKED_MAX_RUNS", 0)
     monkeypatch.setattr(_multiblock, "BLOCK_SORT_MAX", 64)
     monkeypatch.setattr(_multiblock, "ORDER_TILE", 32)
     monkeypatch.setattr(_multiblock, "MIN_SLICE", 512)
     monkeypatch.setattr(_multiblock, "SAMPLE_MIN_N", 0)
     _call.CACHE.clear()
-    yield
+    yield request.param
     _call.CACHE.clear()
 
 
@@ -105,10 +108,18 @@ def test_large_k_is_ordered_after_the_selection(backend, dtype, ordered_apart, m
     x[1] = make_values(rng, dt, (3000,), "few_distinct")  # ties at the K-th place
     x[2] = make_values(rng, dt, (3000,), "nan" if dt.kind == "f" or dtype == "bfloat16" else "extremes")
     x[3] = make_values(rng, dt, (3000,), "all_equal")
-    # 100 pairs: 4 tiles, one 4-way merge; 700: 22 tiles, two 8-way merges (ways = 8 >= sqrt(22)).
-    # The last merge writes the outputs: no pass re-reads the indices and the values after it.
-    assert ordering_launches(x, 100)[-2:] == ["order_tiles", "order_output"]
-    assert ordering_launches(x, 700)[-3:] == ["order_tiles", "order_merge", "order_output"]
+    # 100 pairs: 4 tiles, one 4-way merge; 700: 22 tiles, two 8-way merges (ways = 8 >= sqrt(22)),
+    # or one of all 22 runs (picked). The last merge writes the outputs: no pass re-reads the
+    # indices and the values after it.
+    if ordered_apart == "picked":
+        assert (
+            ordering_launches(x, 100)[-2:]
+            == ordering_launches(x, 700)[-2:]
+            == ["order_winner_tiles", "order_output"]
+        )
+    else:
+        assert ordering_launches(x, 100)[-2:] == ["order_tiles", "order_output"]
+        assert ordering_launches(x, 700)[-3:] == ["order_tiles", "order_merge", "order_output"]
     for k, mode, order, nan in (
         (100, "largest", True, "last"),
         (700, "smallest", "index", "largest"),
@@ -119,8 +130,79 @@ def test_large_k_is_ordered_after_the_selection(backend, dtype, ordered_apart, m
     run_case(backend, x[::-1, ::-2], 300, algorithm="multiblock", sorted=True, index_dtype=np.int32)
     monkeypatch.setattr(_multiblock, "ORDER_TILE", 128)  # one tile: order_output only copies
     _call.CACHE.clear()
-    assert ordering_launches(x, 100)[-2:] == ["order_tiles", "order_output"]
+    assert ordering_launches(x, 100)[-2] == (
+        "order_winner_tiles" if ordered_apart == "picked" else "order_tiles"
+    )
     run_case(backend, x, 100, algorithm="multiblock", mode="smallest", nan="largest")
+
+
+@pytest.fixture
+def picked_apart(monkeypatch):
+    """K beyond 64 picked where the selection left it (order.cu's order_winner_tiles over the
+    candidates above the K-th key's bucket and the bucket's winners, in tiles of 64 pairs; then
+    order_output merging every run of a row), as K = 65536 on 2^20-element rows on an H100."""
+    monkeypatch.setattr(_multiblock, "BLOCK_SORT_MAX", 64)
+    monkeypatch.setattr(_multiblock, "ORDER_TILE", 64)
+    monkeypatch.setattr(_multiblock, "MIN_SLICE", 512)
+    monkeypatch.setattr(_multiblock, "SAMPLE_MIN_N", 0)
+    _call.CACHE.clear()
+    yield
+    _call.CACHE.clear()
+
+
+def _with_ties_across_k(x, row, k, rng, count=40):
+    """Row ``row`` of ``x`` with ``count`` more copies of its K-th value (largest mode) at random
+    places: the K-th key's ties, some winning and some not, in every part of the row."""
+    kth = reference_top_k(x[row : row + 1], k)[0][0, k - 1]
+    x[row, rng.choice(x.shape[1], count, replace=False)] = kth
+
+
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_large_k_picked_from_the_candidates(backend, dtype, picked_apart, monkeypatch):
+    # The last digit's pass writes no winners above the bucket (DIRECT); the tiles read them in
+    # the candidates, the finishing block writes the bucket's winners alone (issue 39). Rows
+    # whose selection went another way (ties at the threshold, a row shorter than K) keep the
+    # winners' buffer, in the same launches.
+    require(backend)
+    dt = dtype_of(dtype)
+    n, k = 20_000, 300
+    rng = np.random.default_rng(39 + len(dtype))
+    x = make_values(rng, dt, (4, n), "uniform")
+    if dt.itemsize == 2:  # 16-bit keys: a last bucket (8 bits) of ~80 candidates here, 4 tiles
+        monkeypatch.setattr(_multiblock, "ORDER_TILE", 256)
+        _call.CACHE.clear()
+        if dt.kind != "i" and dt.kind != "u":  # finite floats of every exponent (a normal's
+            bits = rng.integers(0, 0x7C00 if dt == np.float16 else 0x7F80, (2, n))  # top keys share one)
+            x[:2] = (bits | (rng.integers(0, 2, (2, n)) << 15)).astype(np.uint16).view(dt)
+    _with_ties_across_k(x, 1, k, rng)
+    x[2] = make_values(rng, dt, (n,), "nan" if dt.kind == "f" or dtype == "bfloat16" else "extremes")
+    x[3] = make_values(rng, dt, (n,), "few_distinct")
+    plan = cutopk.plan(x, k, backend="sim", algorithm="multiblock")
+    names = [launch.kernel.split("<")[0] for launch in plan.launches]
+    picked = dt.itemsize > 1  # one digit (8-bit keys): no pass after the candidates are known
+    assert (plan.params["order_direct"] > 0) == picked, plan.params
+    assert names[-2:] == ["order_winner_tiles", "order_output"]  # 8-bit keys: over the winners' buffer
+    state = states_of(monkeypatch, backend, x, k)
+    if picked:  # the spread row and the one with ties across the K-th place
+        assert list(state["staging"][:2]) == [DIRECT, DIRECT], (state, plan.params)
+    for mode, order, nan in (
+        ("largest", True, "last"),
+        ("smallest", "index", "largest"),
+        ("largest", False, "last"),
+        ("smallest", True, "largest"),
+    ):
+        run_case(backend, x, k, algorithm="multiblock", mode=mode, sorted=order, nan=nan)
+    lengths = np.array([n, 250, 12_000, 0])  # picked, shorter than K (collected whole), picked, empty
+    got = cutopk.top_k(
+        to_backend(x, backend),
+        k,
+        lengths=to_backend(lengths, backend),
+        backend=backend,
+        algorithm="multiblock",
+    )
+    want = reference_with_lengths(x, k, lengths)
+    assert_same_padded(tuple(to_host(a) for a in got), want, order=True)
 
 
 def _nan_with_payloads(rng, dt, count) -> np.ndarray:
@@ -139,6 +221,21 @@ def test_large_k_values_rebuilt_from_keys_are_the_inputs_own_bits(backend, dtype
     # order_output rebuilds each value from its key; NaN keys (any sign and payload) and the zero
     # key (+0.0 and -0.0) do not hold the element's bits, so those are read from the input: every
     # output value must be the input's own element, bit for bit, at its index.
+    _values_are_the_inputs_own_bits(backend, dtype)
+
+
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+def test_values_rebuilt_by_the_finishing_sort_are_the_inputs_own_bits(backend, dtype):
+    # The same where the finishing block sorts the K winners in shared memory (order_winners):
+    # it too rebuilds the values from the keys (no sector read per winner), the input re-read
+    # at NaN and zero keys only.
+    plan = cutopk.plan(np.zeros((3, 3000), dtype_of(dtype)), 1500, backend="sim", algorithm="multiblock")
+    assert plan.params["sort_here"], plan.params
+    _values_are_the_inputs_own_bits(backend, dtype)
+
+
+def _values_are_the_inputs_own_bits(backend, dtype):
     require(backend)
     dt = dtype_of(dtype)
     rng = np.random.default_rng(39)
@@ -167,8 +264,12 @@ def test_buffers_hold_32_bit_positions():
     plan = cutopk.plan(np.zeros((1, 2**20), np.float32), 65536, backend="sim", algorithm="multiblock")
     assert not plan.params["sort_here"]
     table = {e.name: e.dtype for e in _multiblock.scratch(1, 2**20, 65536, plan.params)}
-    names = ("cand_idx", "bucket_idx", "win_idx", "order_idx", "order_idx2")
+    names = ("cand_idx", "bucket_idx", "win_idx", "order_idx")  # order_idx: the picked tiles' slots
     assert {table[name] for name in names} == {"uint32"}, table
+    long = cutopk.plan(np.zeros((1, 2**20), np.float32), 65536, backend="sim", algorithm="multiblock")
+    long.params.update(order_picked=False)  # order_tiles and merges: ping-pong buffers
+    table = {e.name: e.dtype for e in _multiblock.scratch(1, 2**20, 65536, long.params)}
+    assert {table[name] for name in (*names, "order_idx2")} == {"uint32"}, table
     dev = _dispatch.Device()
     assert _multiblock.why_not(2**32 - 1, 2**32 - 1, 4, dev) is None
 

@@ -25,8 +25,9 @@ FINISHED = 2
 ON_INPUT, ON_CANDIDATES = 0, 1
 FROM_BUCKET, FROM_CANDIDATES, FROM_INPUT, WHOLE, FROM_TIES = 1, 2, 3, 4, 5
 # State::staging after the call: NO_THRESHOLD, or BEHIND (the sampled threshold failed after pass
-# 1's streaming filter: the row started over on the input and caught up in its last launch).
-NO_THRESHOLD, FILTER, BEHIND = 0, 1, 2
+# 1's streaming filter: the row started over on the input and caught up in its last launch), or
+# DIRECT (K ordered apart: the last digit left the winners above its bucket in the candidates).
+NO_THRESHOLD, FILTER, BEHIND, DIRECT = 0, 1, 2, 3
 
 
 def record_states(monkeypatch) -> list:

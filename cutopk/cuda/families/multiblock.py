@@ -8,10 +8,13 @@ host synchronisation: a pass serves the rows on the input and those on the candi
 one launch, and passes after a row is finished return at once, so the whole call can be
 captured in a CUDA graph. K beyond what the finishing block sorts (:func:`sorts_in_block`) adds
 :func:`ordering_steps`: order.cu's tiles and at most 2 merge passes over the K pairs, the last
-one writing the outputs (2 or 3 launches more, whatever n). Scratch: the table of :func:`scratch`,
-within the bytes of ``n / 8`` (key, int64 index) pairs ``+ 16 * K`` per row for rows of at least
-:data:`MIN_N` elements (:func:`caps` sizes the buffers to that budget), plus 2 x K pairs to
-order a large K.
+one writing the outputs (2 or 3 launches more, whatever n); while one merge takes every run
+(:data:`PICKED_MAX_RUNS`), ``order_winner_tiles`` and ``order_output`` alone, the tiles picking
+the winners above the last bucket from the candidates (DIRECT rows: the last pass writes no
+winners). Scratch: the table of :func:`scratch`, within the bytes of ``n / 8`` (key, int64
+index) pairs ``+ 16 * K`` per row for rows of at least :data:`MIN_N` elements (:func:`caps`
+sizes the buffers to that budget), plus 2 x K pairs to order a large K (picked: the slots of
+``order.picked_runs``, a power of two of tiles covering the candidates and one tile more).
 
 Rows: regular, with lengths, or CSR segments (kernels/row_extent.cuh): every kernel that reads
 the input takes each row's start and length from ``extents``, so a batch of rows of their own
@@ -43,13 +46,13 @@ ARGUMENTS = {
     "digit_pass": (
         *_INPUT,
         *("slice", "cand_slice", "cap", "cand_key", "cand_idx", "bucket_cap", "bucket_key", "bucket_idx"),
-        *("k", "by_index", "sort_here", "state", "hist", "bins", "tie_counts"),
+        *("k", "by_index", "sort_here", "direct", "picks", "state", "hist", "bins", "tie_counts"),
         *("win_key", "win_idx", "out_vals", "out_idx"),
     ),
 }
 SCALAR_TYPES = {
     "slice": np.int64, "cand_slice": np.int64, "cap": np.int64, "bucket_cap": np.int64,
-    "rank": np.int32, "bins": np.int32, "sort_here": np.int32,
+    "rank": np.int32, "bins": np.int32, "sort_here": np.int32, "direct": np.int64,
 }  # fmt: skip
 KERNELS = tuple(ARGUMENTS)  # the kernels of kernels/multiblock.cu
 MAX_ROWS = 65535  # rows are gridDim.y: more rows are launched in chunks of rows
@@ -91,6 +94,13 @@ STATIC_SHARED = 2048 + 4 * MULTIBLOCK_STAGE * (MULTIBLOCK_THREADS // 32)
 BLOCK_SORT_MAX = 4096
 ORDER_TILE = 8192
 ORDER_TILE_SHARED = 96 * 1024  # and at most this much shared memory per tile
+# The K pairs picked where the selection left them (order.py's picked_steps, issue 39): when the
+# candidates hold every winner, the last digit's pass writes no winners above the K-th key's
+# bucket and order_winner_tiles reads them in the candidate buffer (1x2^20 K=65536 on an H100:
+# 8.81 -> 8.1 MB by plan()). Only while one merge of all the runs does: at most this many
+# slots of a tile (the candidates' tiles, the bucket's), each pair of order_output making a
+# binary search in every other run; more candidates keep the winners' buffer and its merges.
+PICKED_MAX_RUNS = 32
 
 
 def digit_widths(key_bits: int) -> list[int]:
@@ -254,11 +264,28 @@ def geometry(rows: int, n: int, k: int, key_bytes: int, device) -> Geometry:
         "sort_here": here,
         "order_tile": tile,
         "order_ways": order.merge_ways(k, tile),
+        # Picked (order.py picked_steps): the largest last bucket whose winners the finishing
+        # block writes (a tile's worth, within the bucket buffer), 0: the winners' buffer.
+        "order_direct": direct_bucket(cap, bucket_cap, k, key_bytes, here, tile),
     }
+    # Ordered by order_winner_tiles and one merge (order_output) while the runs allow it, with or
+    # without the candidates; else by order_tiles and up to 2 merges.
+    params["order_picked"] = not here and picked_runs(params, k) <= PICKED_MAX_RUNS
     row_bytes = sum(e.nbytes(key_bytes) for e in scratch(1, n, k, params))
     chunk = max(1, min(rows, MAX_ROWS, SCRATCH_LIMIT // row_bytes))
     params["rows_per_chunk"] = chunk
     return Geometry("digit_pass", per_row * chunk, MULTIBLOCK_THREADS, shared, params)
+
+
+def direct_bucket(cap: int, bucket_cap: int, k: int, key_bytes: int, sort_here: bool, tile: int) -> int:
+    """The largest bucket of the last digit whose row leaves its winners above the bucket in the
+    candidates (kernels/multiblock.cu, DIRECT): 0 (never) when the finishing block sorts, with no
+    threshold or one digit, or when the candidates' tiles are too many to merge at once."""
+    if sort_here or cap == 0 or len(digit_widths(8 * key_bytes)) < 2:
+        return 0
+    if order.picked_runs(cap, k, tile) > PICKED_MAX_RUNS:
+        return 0
+    return min(tile, bucket_cap)
 
 
 def counts_ties(params: dict) -> bool:
@@ -283,8 +310,25 @@ def scratch(rows: int, n: int, k: int, params: dict) -> tuple:
         Scratch("win_key", "key", rows * k),
         Scratch("win_idx", "uint32", rows * k),
         Scratch("tie_counts", "uint32", rows * params["blocks_per_row"] if counts_ties(params) else 1),
-        *([] if params.get("sort_here", True) else order.scratch("order", rows, k, POS_BYTES)),
+        *ordering_scratch(rows, k, params),
     )
+
+
+def ordering_scratch(rows: int, k: int, params: dict) -> list:
+    """The buffers of :func:`ordering_steps` and the rows' ``picks`` (where the tiles find each
+    row's K pairs; written whenever the finishing block leaves the ordering to order.cu)."""
+    if params.get("sort_here", True):
+        return [Scratch("picks", "int64", 1)]
+    picks = Scratch("picks", "int64", rows * 4)
+    if params.get("order_picked", False):
+        return [picks, *order.picked_scratch(rows, picked_runs(params, k), params["order_tile"])]
+    return [picks, *order.scratch("order", rows, k, POS_BYTES)]
+
+
+def picked_runs(params: dict, k: int) -> int:
+    """Slots a row of order_winner_tiles: the candidates' tiles and the bucket's with
+    ``order_direct``, else the K winners' tiles."""
+    return order.picked_runs(params["cap"] if params["order_direct"] else 0, k, params["order_tile"])
 
 
 def part(facts: Facts) -> Part:
@@ -299,6 +343,7 @@ def part(facts: Facts) -> Part:
         "slice": p["slice"], "cand_slice": p["cand_slice"], "cap": p["cap"],
         "bucket_cap": p["bucket_cap"], "bins": p["bins"], "rank": -1 if rank is None else rank,
         "by_index": f.order != "value", "sort_here": int(p.get("sort_here", True)),
+        "direct": p.get("order_direct", 0),
     }  # fmt: skip
     launches = [s._replace(global_bytes=b) for s, b in zip(seq, moved, strict=True)]
     if not p.get("sort_here", True):
@@ -332,7 +377,12 @@ def ordering_steps(rows: int, n: int, k: int, key_bytes: int, params: dict, by_i
     """The launches after the last pass when the finishing block does not sort (``sort_here``
     false): order.cu's tiles and merges over each row's K (key, 4-byte position) pairs, the last
     merge writing the outputs (order_output: the values rebuilt from the keys, padding past a
-    row's length)."""
+    row's length). With ``order_direct``, the pairs are picked where the selection left them
+    (order.py's picked_steps)."""
+    if params.get("order_picked", False):
+        cap = params["cap"] if params["order_direct"] else 0
+        expected = expected_candidates(n, params)
+        return order.picked_steps(rows, k, cap, params["order_tile"], key_bytes, by_index, expected)
     seq, _ = order.steps(
         "order", rows, k, params["order_tile"], key_bytes, ("win_key", "win_idx"), True, by_index,
         ways=params["order_ways"], pos=POS_BYTES, output=True,
@@ -372,7 +422,7 @@ def global_bytes(
     keys stop early); the pass after it collects the winners (their pairs, their indices in the
     candidates and the values re-read at the winning indices unless it reads the input, the
     outputs) and the later passes only read the states. Without an early stop the last pass also
-    counts its digit and stages its bucket.
+    counts its digit and stages its bucket (and, DIRECT, writes the bucket's winners alone).
     """
     widths = digit_widths(8 * key_bytes)
     pair = key_bytes + POS_BYTES
@@ -383,12 +433,11 @@ def global_bytes(
     later = _sectors(rows * staged * key_bytes) if staged else source
     winners = _sectors(rows * k * pair)
     outputs = _sectors(rows * k * key_bytes) + _sectors(rows * k * index_bytes)
-    values = min(rows * k * _SECTOR, source)  # the winners' values, one sector each at most
     indices = min(rows * k * _SECTOR, _sectors(rows * staged * POS_BYTES))
-    # The finishing block's winners and outputs; a pass over the candidates also reads the
-    # winners' indices there and their values in the input (sectors a pass over the input has
-    # already touched).
-    finish = winners + outputs + (indices + values if staged else 0)
+    # The finishing block's winners and outputs (the values rebuilt from the keys: the input is
+    # re-read only at NaN and zero keys, none among spread keys); a pass over the candidates
+    # also reads the winners' indices there.
+    finish = winners + outputs + (indices if staged else 0)
     if not params.get("sort_here", True):  # the K pairs stay in the winners' buffer (ordering_steps)
         finish = winners + (indices if staged else 0)  # their indices read in the candidates
 
@@ -425,7 +474,11 @@ def global_bytes(
             b = state + counts(passes) + later
             if passes == len(widths):  # the last digit: its bucket staged, the winners gathered
                 resolved = sum(widths[1:-1]) if staged else sum(widths[:-1])
-                b += _sectors(rows * min(params["bucket_cap"], count >> resolved) * pair) + finish
+                bucket = min(params["bucket_cap"], count >> resolved)
+                # DIRECT: only the bucket's winners written; order_winner_tiles reads the rest
+                # in the candidates (the picks: one sector a row).
+                direct = staged and bucket <= params.get("order_direct", 0)
+                b += _sectors(rows * bucket * pair) + (_sectors(rows * 32) if direct else finish)
         elif passes == stop + 1:
             b = state + later + finish  # the bucket taken whole, collected
         else:

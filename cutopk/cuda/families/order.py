@@ -1,7 +1,11 @@
 """order: the K winners (or whole rows) of many rows ordered by global-memory sorting, no library
 sort: tiles sorted in shared memory (``order_tiles``), then groups of runs merged
 (``order_merge``: pairwise for the sort path, ``ways`` runs at once for multiblock's K winners)
-(kernels/order.cu). Steps of the sort path and of multiblock's large K, not a family of its own."""
+(kernels/order.cu). Multiblock's K winners can also be picked where its selection left them
+(``order_winner_tiles``: tiles of the candidates above the K-th key's bucket and of the
+bucket's winners, runs of different lengths) and merged at once by ``order_output``
+(:func:`picked_steps`). Steps of the sort path and of multiblock's large K, not a family of
+its own."""
 
 from __future__ import annotations
 
@@ -17,12 +21,14 @@ _PAIRS = ("src_key", "src_idx")
 _MERGE = (*_PAIRS, "rows", "len", "width", "ways", "by_index", "pos_bytes")
 _INPUT = ("in", "n", "row_stride", "col_stride", "extents", "rows_kind", "largest")  # order_output's re-reads
 _TILES = ("with_idx", "rows", "len", "tile", "by_index", "pos_bytes")
+_PICKS = ("cand_key", "cand_idx", "cap", "win_key", "win_idx", "k", "picks")  # multiblock's buffers
 ARGUMENTS = {
     "order_tiles": (*_PAIRS, *_TILES, "dst_key", "dst_idx"),
+    "order_winner_tiles": (*_PICKS, "rows", "runs", "tile", "by_index", "dst_key", "dst_idx", "run_counts"),
     "order_merge": (*_MERGE, "dst_key", "dst_idx"),
-    "order_output": (*_INPUT, *_MERGE, "out_vals", "out_idx"),
+    "order_output": (*_INPUT, *_MERGE, "runs", "run_counts", "out_vals", "out_idx"),
 }
-SCALAR_TYPES = {"ways": np.int32, "pos_bytes": np.int32}
+SCALAR_TYPES = {"ways": np.int32, "pos_bytes": np.int32, "runs": np.int32, "cap": np.int64}
 KERNELS = tuple(ARGUMENTS)  # the kernels of kernels/order.cu
 
 
@@ -103,7 +109,12 @@ def steps(
         bufs.reverse()
     if output:  # the last merge writes the outputs
         last = seq[-1]
-        args = tuple(a for a in last.args if a[0] not in ("dst_key", "dst_idx"))
+        # runs 0: dense runs, run_counts never read (any uint32 array: the source's positions)
+        args = (
+            *(a for a in last.args if a[0] not in ("dst_key", "dst_idx")),
+            ("runs", 0),
+            ("run_counts", idx),
+        )
         moved = output_bytes(rows, length, key_bytes, pos)
         seq[-1] = last._replace(kernel="order_output", args=args, global_bytes=moved)
         return seq, None
@@ -116,3 +127,54 @@ def output_bytes(rows: int, k: int, key_bytes: int, pos: int) -> int:
     written."""
     pairs = sectors(rows * k * key_bytes) + sectors(rows * k * pos)
     return pairs + sectors(rows * k * key_bytes) + sectors(rows * k * 8)
+
+
+def picked_runs(cap: int, k: int, tile: int) -> int:
+    """Slots of ``tile`` pairs per row of :func:`picked_steps`: the candidates' spans and one for
+    the bucket's winners, or the K winners' spans (a row whose selection wrote them all), as a
+    power of two (order_output finds a slot's row and run by shifts)."""
+    return pow2_at_least(max(-(-cap // tile) + 1, -(-k // tile)))
+
+
+def picked_scratch(rows: int, runs: int, tile: int) -> list:
+    """The slots of :func:`picked_steps` (keys, 4-byte positions) and each slot's count."""
+    return [
+        Scratch("order_key", "key", rows * runs * tile),
+        Scratch("order_idx", "uint32", rows * runs * tile),
+        Scratch("run_counts", "uint32", rows * runs),
+    ]
+
+
+def picked_steps(
+    rows: int, k: int, cap: int, tile: int, key_bytes: int, by_index: bool, expected: int
+) -> list:
+    """multiblock's K winners ordered from where its selection left them: ``order_winner_tiles``
+    (the candidates above the K-th key's bucket, ``cap`` a row, and the winners' buffer, per each
+    row's ``picks``) into :func:`picked_runs` slots of ``tile`` pairs, then ``order_output``
+    merging every run of a row at once and writing the outputs. ``expected``: the candidates a
+    row of spread keys holds (the tiles read them all), for the launches' global bytes; with
+    ``cap`` 0 every row's K pairs are in the winners' buffer (the tiles read those)."""
+    runs = picked_runs(cap, k, tile)
+    threads = min(ORDER_TILE_THREADS, max(32, tile // 2))
+    blocks = max(1, min(rows * runs, MAX_BLOCKS))
+    pairs, counts = key_bytes + 4, sectors(rows * runs * 4)
+    picks = sectors(rows * 4 * 8)
+    # The tiles read each candidate pair (and the few bucket's winners: one sector a row) and
+    # write the K pairs; the merge reads them back and writes the values and int64 indices.
+    read = sectors(rows * expected * pairs) + rows * 32 if cap else sectors(rows * k * pairs)
+    tiles_bytes = picks + read + sectors(rows * k * pairs) + counts
+    common = (("rows", rows), ("tile", tile), ("by_index", int(by_index)), ("runs", runs))
+    merge_blocks = max(1, min(-(-rows * runs * tile // ORDER_MERGE_THREADS), MAX_BLOCKS))
+    return [
+        Step(
+            "order_winner_tiles", True, (blocks,), threads, tile * (4 + key_bytes),
+            (("dst_key", "order_key"), ("dst_idx", "order_idx"), *common),
+            global_bytes=tiles_bytes,
+        ),
+        Step(
+            "order_output", True, (merge_blocks,), ORDER_MERGE_THREADS, 0,
+            (("src_key", "order_key"), ("src_idx", "order_idx"), ("len", k), ("width", tile), ("ways", runs),
+             ("pos_bytes", 4), *common),
+            global_bytes=counts + output_bytes(rows, k, key_bytes, 4),
+        ),
+    ]  # fmt: skip
