@@ -79,3 +79,41 @@ def test_no_compiler_or_another_cpu_is_the_reason_the_simulator_cannot_run(monke
         sim.unavailable_reason()
         == "the simulator's fiber switch is written for x86-64, this machine is aarch64"
     )
+
+
+def test_modules_read_the_runtime_from_one_precompiled_header(monkeypatch, tmp_path):
+    """A cold cache (a fresh CI machine) builds the runtime's precompiled header once, and every
+    module's compile takes it (GCC's -H marks a header read from a valid .gch with "! ")."""
+    if not _toolchain.is_gcc():
+        pytest.skip("the precompiled header is GCC's")
+    import subprocess
+
+    import numpy as np
+
+    from cutopk import _host_build
+
+    monkeypatch.setenv("CUTOPK_SIM_CACHE", str(tmp_path))
+    commands = []
+    real_run = subprocess.run
+
+    def run(command, *args, **kwargs):
+        commands.append(list(command))
+        return real_run(command, *args, **kwargs)
+
+    monkeypatch.setattr(_host_build.subprocess, "run", run)
+    for scale in (2, 3):  # two modules, one header
+        mod = sim.RawModule(code=f'extern "C" __global__ void k(float* x) {{ x[threadIdx.x] *= {scale}; }}')
+        x = np.ones(4, dtype=np.float32)
+        mod.get_function("k")((1,), (4,), (x,))
+        assert x.tolist() == [scale] * 4
+    headers = [c for c in commands if "c++-header" in c]
+    modules = [c for c in commands if any(a.endswith("module.cpp") for a in c)]
+    assert len(headers) == 1 and len(modules) == 2
+    gch = next(tmp_path.glob("pch-*/sim_runtime.h.gch"))
+    # Compiled again with -H (the build folder is gone: the unit is written anew).
+    unit = tmp_path / "unit.cpp"
+    unit.write_text(_toolchain.RUNTIME_INCLUDE + '\nextern "C" __global__ void k(float* x) { x[0] = 1; }\n')
+    flags = modules[0][: [a.endswith("module.cpp") for a in modules[0]].index(True)]
+    again = [*flags, str(unit), "-H", "-fsyntax-only"]
+    shown = real_run(again, capture_output=True, text=True, check=True).stderr
+    assert f"! {gch}" in shown, shown[:2000]
