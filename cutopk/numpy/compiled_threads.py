@@ -71,9 +71,32 @@ def threads_for(threads: int, element_passes: float, pieces: int) -> tuple[int, 
     tests) are taken for the pool's too."""
     if threads <= 1:
         return 1, "one thread asked for"
-    task_s, element_s, efficiencies, _ = _threads.costs()
-    if _threads.measured():
-        handover_s, efficiency, known = pool_costs()
+    measured = _threads.costs()
+    pool = pool_costs() if _threads.measured() else None
+    # The same question under the same costs: the answer kept (its text alone costs some 6 us,
+    # on every call of a shape).
+    key = (threads, element_passes, pieces)
+    known = _decisions.get(key)
+    if known is not None and known[0] is measured and known[1] == pool:
+        return known[2]
+    if len(_decisions) >= _threads.TRIAL_MAX_SHAPES:
+        _decisions.clear()
+    answer = _threads_for(measured, pool, threads, element_passes, pieces)
+    _decisions[key] = (measured, pool, answer)
+    return answer
+
+
+_decisions: dict = {}  # threads_for's answers, with the costs they were worked out under
+
+
+def _threads_for(
+    measured: tuple, pool: tuple | None, threads: int, element_passes: float, pieces: int
+) -> tuple[int, str]:
+    """:func:`threads_for` under the thread model's costs ``measured`` and the pool's ``pool``
+    (None: costs set by hand)."""
+    task_s, element_s, efficiencies, _ = measured
+    if pool is not None:
+        handover_s, efficiency, known = pool
         note = "" if known else " (not measured yet: the first call measures it)"
     else:  # set by hand: one efficiency for every family
         efficiency = efficiencies if isinstance(efficiencies, float) else next(iter(efficiencies.values()))

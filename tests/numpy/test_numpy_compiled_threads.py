@@ -298,3 +298,17 @@ def test_the_compiled_routes_count_blocks_by_rows_or_column_groups():
     assert _routes.split("compiled", 1, 1 << 20, 1, 2)[0] == 1
     name, _, step = _routes.route_on(np.zeros((4096, 128), np.float32).T, 8, 2)
     assert (name, step) == ("compiled-columns", 64)
+
+
+def test_the_cost_models_answer_is_kept_while_the_costs_are_the_same(monkeypatch):
+    """A shape's answer (its text costs some 6 us) is worked out once per set of costs: the same
+    answer object while they hold, a new one once the pool's measurement changes."""
+    measured = (500e-6, 1e-9, {"scan": 1.0, "sort": 1.0}, 0.0)
+    monkeypatch.setitem(_threads._state, "costs", measured)
+    monkeypatch.setitem(_threads._state, "measured", measured)
+    monkeypatch.setattr(_compiled_threads, "_state", {"costs": (2e-6, 0.9, float("inf"))})
+    monkeypatch.setattr(_compiled_threads, "_decisions", {})
+    first = _compiled_threads.threads_for(2, 600_000, 100)
+    assert _compiled_threads.threads_for(2, 600_000, 100) is first and first[0] == 2
+    _compiled_threads._state["costs"] = (2e-6, 0.05, float("inf"))  # measured again: a busy core
+    assert _compiled_threads.threads_for(2, 600_000, 100)[0] == 1
