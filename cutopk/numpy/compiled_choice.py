@@ -55,6 +55,12 @@ COUNT16_MIN_K_SHARE = 1 / 16
 COUNT_MAX_N = (1 << 32) - 1
 RANK_MAX_K = 8
 INSERT_MAX_K = 4
+# Rows of at most INSERT_SHORT_MAX_N with K = 1 (any width), or K = 2 of 32-bit elements: the
+# sorted list ("insert") beats the ranks, whose bound and candidates cost more than such a row's
+# work (C alone, one thread, 2-core EPYC with AVX2, load 0.5, insert / rank, 512K elements:
+# float32 K=1 rows of 8 / 16 / 32 0.54 / 0.49 / 0.37, K=2 0.90 / 0.92 / 0.83, K=4 0.91-1.14;
+# float16 K=1 0.59-0.76, K=2 0.94-1.05, so kept on the ranks).
+INSERT_SHORT_MAX_N = 32
 SHORT_MAX_K_SHARE = 1 / 8
 COLUMNS_MAX_K = 64
 # Fewer rows side by side than this keep the NumPy routes: each step of the C loop would read
@@ -94,6 +100,8 @@ def choose_method(x: np.ndarray, k: int) -> str | None:
         and (k == 1 or (n >= COUNT16_MIN_N and k >= n * COUNT16_MIN_K_SHARE))
     ):
         method = "count"
+    elif n <= INSERT_SHORT_MAX_N and (k == 1 or (k == 2 and x.itemsize == 4)):
+        method = "insert"
     elif k <= (RANK_MAX_K if x.itemsize <= 4 else INSERT_MAX_K):
         method = "rank" if x.itemsize <= 4 else "insert"
     else:

@@ -463,7 +463,10 @@ def test_short_rows_outer_axes_and_eight_bits_take_the_compiled_route():
         return cutopk.plan(np.zeros(shape, dtype, order=order), k, axis=axis).params["route"]
 
     assert route((16384, 128), 8) == "compiled-rank"  # MoE routing
-    assert route((65536, 8), 2) == "compiled-rank"
+    assert route((65536, 8), 2) == "compiled-insert"  # K = 2 of 32 bits in rows of at most 32
+    assert route((65536, 8), 2, np.float16) == "compiled-rank"
+    assert route((4096, 32), 1, np.int8) == "compiled-insert"  # K = 1: a row's best, kept alone
+    assert route((4096, 33), 1, np.int8) == "compiled-rank"
     assert route((1, 128), 8) == "compiled-rank"
     assert route((2048, 1024), 8) == "compiled-rank"
     assert route((2048, 1024), 4, np.float64) == "compiled-insert"  # no 96-bit composites
