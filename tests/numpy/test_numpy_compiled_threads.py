@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from support.inputs import dtype_of, make_values
+from support.inputs import dtype_of, make_values, random_bits
 from support.reference import check_top_k
 
 import cutopk
@@ -112,10 +112,7 @@ def test_random_rows_on_random_thread_counts(dtype, rows, n, k_share, threads, o
     dt = _dtype(dtype)
     rng = np.random.default_rng(seed)
     shape = (n, rows) if outer else (rows, n)
-    raw = rng.integers(0, 256, (*shape[:-1], shape[-1] * dt.itemsize), dtype=np.uint8).view(dt)
-    if levels:
-        raw = raw.view(f"u{dt.itemsize}") % levels
-        raw = raw.astype(f"u{dt.itemsize}").view(dt) if dt.kind != "f" else raw.astype(dt)
+    raw = random_bits(rng, dt, shape, levels)
     x = raw.T if outer else raw
     k = max(1, round(k_share * n))
     if (method == "count" and dt.itemsize > 2) or (method == "rank" and dt.itemsize > 4):

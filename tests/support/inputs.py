@@ -35,6 +35,17 @@ def make_values(rng: np.random.Generator, dtype, shape, dist: str = "uniform") -
     return x.reshape(shape)
 
 
+def random_bits(rng: np.random.Generator, dt: np.dtype, shape, levels: int = 0) -> np.ndarray:
+    """Elements of ``dt`` made of random bytes (every NaN payload, subnormals), or with
+    ``levels`` the bit patterns 0 .. levels - 1 (integers) or those values (floats): few
+    distinct keys, many ties."""
+    raw = rng.integers(0, 256, (*shape[:-1], shape[-1] * dt.itemsize), dtype=np.uint8).view(dt)
+    if levels:
+        raw = raw.view(f"u{dt.itemsize}") % levels
+        raw = raw.astype(f"u{dt.itemsize}").view(dt) if dt.kind != "f" else raw.astype(dt)
+    return raw
+
+
 def _float_values(rng, size, dist, dt):
     f64 = rng.standard_normal(size) * 100
     if dist == "all_equal":
