@@ -42,8 +42,10 @@
  * - METHOD_COUNT (8- and 16-bit elements): a 256-bin count per row gives the K-th key (16 bits:
  *   the high byte's, then the low byte's in the K-th key's bin), a last pass writes the winners,
  *   in value order by a counting sort (16 bits, K above 16: two stable byte passes).
- * - METHOD_COLUMNS (rows side by side: an outer axis): CHUNK rows at once, each step reading
- *   the next element of every one of them where it lies, with METHOD_INSERT's sorted lists.
+ * - METHOD_COLUMNS (rows side by side: an outer axis, or short rows): CHUNK rows at once, each
+ *   step reading the next element of every one of them where it lies into sorted lists kept in
+ *   vector lanes, one lane a row, without branches.
+ * Every method can also copy its winners' values (the request's `values`), bit for bit.
  */
 #define _GNU_SOURCE /* sched_getcpu, pthread_setaffinity_np: the workers' placement (Linux) */
 #include <pthread.h>
@@ -60,7 +62,7 @@
 
 /* The layout of struct cutopk_rows and the meaning of its fields; compiled.py checks both through
  * cutopk_compiled_abi() before the first call. */
-#define CUTOPK_COMPILED_ABI 4
+#define CUTOPK_COMPILED_ABI 5
 
 enum element_kind { KIND_UNSIGNED = 0, KIND_SIGNED = 1, KIND_FLOAT = 2 };
 enum winner_order { ORDER_VALUE = 0, ORDER_INDEX = 1 };
@@ -88,6 +90,7 @@ struct cutopk_rows {
   int32_t method;     /* enum method */
   int32_t threads;    /* threads that share the rows, the caller's included (0 or 1: it alone) */
   int32_t reserved;   /* 0 (the struct's size stays a multiple of 8) */
+  char* values;       /* rows x k elements of `width` bytes, C order: the winners' own bits; or NULL */
 };
 
 /* Elements per chunk: the keys of a chunk are made and tested in vectorised loops. */
@@ -886,38 +889,123 @@ static ALWAYS_INLINE void insert_short_rows(const struct cutopk_rows* r, const s
   }
 }
 
-/* METHOD_COLUMNS: `cols` rows side by side whose elements lie closer across the rows than along
- * them (an outer axis: rows[j][i] at row_stride * j + col_stride * i). The keys of element i of
- * every row are made in one vectorised loop, read as they lie (for an outer axis of a C array,
- * one contiguous run), and compared with each row's K-th kept key in another. Row j keeps
- * tk/tc[j*k .. j*k + k) and its K-th key in kth[j]. */
-static ALWAYS_INLINE void insert_columns(const struct cutopk_rows* r, const struct key_rule* rule, const char* first,
-                                         int64_t cols, void* tk, int64_t* tc, void* kth, int64_t* out, int bytes) {
+/* METHOD_COLUMNS: up to LANES rows side by side ("lanes"), each step reading element i of every
+ * one of them where it lies (for an outer axis of a C array, one contiguous run; for short rows,
+ * one element per row) and putting it into each lane's sorted list at once, without a branch per
+ * lane: slot p of every lane takes the element above it, the new one, or stays, by two
+ * comparisons (replace_kept's rule, one vector of lanes at a time). A branch per lane and entry
+ * costs a misprediction on shuffled data, some 60-70 ns a row of 8-16 elements on AVX2 where the
+ * lanes take a few (65536x8 k=2: 1.2 ms where the sorted list of one row at a time took 4.2). The
+ * lists are slot-major (lk[p * LANES + j]: lane j's p-th best), so a step runs on whole vectors; a
+ * vector of lanes none of whose keys is above its K-th is passed over. Keys of up to 32 bits travel as uint32_t with
+ * int32_t columns, 64-bit keys (and rows of 2**31 or more) as uint64_t with int64_t columns: both sides of every vector
+ * of the same width. */
+#define LANES CHUNK
+
+/* A group of lanes as one vector of the compiler's vector extension (GCC and Clang), as wide as
+ * the machine's own (a wider one is split into scalars for comparisons): the selects below are
+ * bitwise, never a branch, whatever the vectoriser would make of a loop. Element-aligned, read
+ * and written where the lists and keys lie. A comparison gives a signed mask of the same width. */
+#if defined(__AVX512BW__)
+#define VECTOR_BYTES 64
+#elif defined(__AVX2__)
+#define VECTOR_BYTES 32
+#else
+#define VECTOR_BYTES 16 /* SSE2, NEON, or scalars */
+#endif
+typedef uint32_t lanes_u32 __attribute__((vector_size(VECTOR_BYTES), aligned(4)));
+typedef int32_t lanes_i32 __attribute__((vector_size(VECTOR_BYTES), aligned(4)));
+typedef uint64_t lanes_u64 __attribute__((vector_size(VECTOR_BYTES), aligned(8)));
+typedef int64_t lanes_i64 __attribute__((vector_size(VECTOR_BYTES), aligned(8)));
+
+/* One step of a group of lanes for the element of column `col` (keys `x`): lists holding `held`
+ * entries (held < k: slot `held` is empty and the element takes it or a higher one), slot p of
+ * the group at lk + p * LANES. VK/VC: the group's key and column vector types. */
+#define DEFINE_LANE_STEP(NAME, KT, VK, VC)                                                            \
+  static ALWAYS_INLINE void NAME(KT* lk, VC* lc, VK x, VC col, int64_t held, int64_t k) {             \
+    int64_t p = held < k ? held : k - 1;                                                              \
+    VK* here = (VK*)(lk + p * LANES);                                                                 \
+    if (held < k && p > 0) { /* the empty slot: the element enters it, or the one above moves down */ \
+      VK above = *(VK*)(lk + (p - 1) * LANES);                                                        \
+      VC moves = (VC)(x > above);                                                                     \
+      *here = (VK)(((VC)above & moves) | ((VC)x & ~moves));                                           \
+      VC* here_c = (VC*)((char*)lc + p * LANES * sizeof(KT));                                         \
+      VC above_c = *(VC*)((char*)lc + (p - 1) * LANES * sizeof(KT));                                  \
+      *here_c = (above_c & moves) | (col & ~moves);                                                   \
+      p--;                                                                                            \
+    }                                                                                                 \
+    for (; p > 0; p--) {                                                                              \
+      VK* at = (VK*)(lk + p * LANES);                                                                 \
+      VK above = *(VK*)(lk + (p - 1) * LANES), old = *at;                                             \
+      VC* at_c = (VC*)((char*)lc + p * LANES * sizeof(KT));                                           \
+      VC above_c = *(VC*)((char*)lc + (p - 1) * LANES * sizeof(KT)), old_c = *at_c;                   \
+      VC moves = (VC)(x > above), enters = (VC)(x > old) & ~moves, stays = ~(moves | enters);         \
+      *at = (VK)(((VC)above & moves) | ((VC)x & enters) | ((VC)old & stays));                         \
+      *at_c = (above_c & moves) | (col & enters) | (old_c & stays);                                   \
+    }                                                                                                 \
+    VK top = *(VK*)lk;                                                                                \
+    VC tops = held == 0 ? (VC)(x == x) : (VC)(x > top);                                               \
+    *(VK*)lk = (VK)(((VC)x & tops) | ((VC)top & ~tops));                                              \
+    *lc = (col & tops) | (*lc & ~tops);                                                               \
+  }
+DEFINE_LANE_STEP(lane_step_32, uint32_t, lanes_u32, lanes_i32)
+DEFINE_LANE_STEP(lane_step_64, uint64_t, lanes_u64, lanes_i64)
+
+/* Whether any lane of a mask vector is set. */
+#define DEFINE_LANE_ANY(NAME, VC, WORDS)             \
+  static ALWAYS_INLINE int NAME(VC mask) {           \
+    uint64_t words[WORDS], any = 0;                  \
+    memcpy(words, &mask, sizeof words);              \
+    for (int i = 0; i < WORDS; i++) any |= words[i]; \
+    return any != 0;                                 \
+  }
+DEFINE_LANE_ANY(lane_any_32, lanes_i32, VECTOR_BYTES / 8)
+DEFINE_LANE_ANY(lane_any_64, lanes_i64, VECTOR_BYTES / 8)
+
+/* The selection of `cols` (<= LANES) rows side by side from `first` (row j at first + j *
+ * row_stride): lk/lc hold k * LANES keys and columns of the lanes' type (uint32_t/int32_t, or
+ * uint64_t/int64_t where `wide`). Lanes beyond `cols` run on zero keys and are not written out. */
+static ALWAYS_INLINE void select_lanes(const struct cutopk_rows* r, const struct key_rule* rule, const char* first,
+                                       int64_t cols, void* lk, void* lc, int64_t* out, int bytes, int wide) {
   const int64_t n = r->n, k = r->k;
-  uint64_t keys[CHUNK]; /* CHUNK keys of `bytes` bytes each */
+  uint64_t raw[CHUNK];       /* the keys of one step, `bytes` bytes each */
+  uint64_t lane_keys[LANES]; /* the same, as the lanes' type (wide or not) */
+  uint32_t* key32 = (uint32_t*)lane_keys;
+  if (cols < LANES) memset(lane_keys, 0, sizeof lane_keys);
   for (int64_t i = 0; i < n; i++) {
-    make_keys(keys, first + i * r->col_stride, cols, r->row_stride, rule, 0, bytes);
-    if (i < k) {
-      for (int64_t j = 0; j < cols; j++)
-        insert_kept((char*)tk + j * k * bytes, tc + j * k, i, key_at(keys, j, bytes), i, bytes);
-      if (i == k - 1)
-        for (int64_t j = 0; j < cols; j++) key_put(kth, j, key_at(tk, j * k + k - 1, bytes), bytes);
-      continue;
+    const char* src = first + i * r->col_stride;
+    if (wide && bytes == 8) {
+      make_keys(lane_keys, src, cols, r->row_stride, rule, 0, 8);
+    } else if (!wide && bytes == 4) {
+      make_keys(key32, src, cols, r->row_stride, rule, 0, 4);
+    } else {
+      make_keys(raw, src, cols, r->row_stride, rule, 0, bytes);
+      if (wide)
+        for (int64_t j = 0; j < cols; j++) lane_keys[j] = key_at(raw, j, bytes);
+      else
+        for (int64_t j = 0; j < cols; j++) key32[j] = (uint32_t)key_at(raw, j, bytes);
     }
-    /* Parts of 16 rows with no key above their K-th are passed over. */
-    for (int64_t j0 = 0; j0 < cols; j0 += 16) {
-      int64_t end = cols - j0 < 16 ? cols : j0 + 16;
-      struct hits hit = {0, 0, 0, 0};
-      for (int64_t j = j0; j < end; j++) note_above(&hit, key_at(keys, j, bytes), key_at(kth, j, bytes), bytes);
-      if (!any_hit(&hit)) continue;
-      for (int64_t j = j0; j < end; j++)
-        if (key_above(key_at(keys, j, bytes), key_at(kth, j, bytes), bytes)) {
-          insert_kept((char*)tk + j * k * bytes, tc + j * k, k - 1, key_at(keys, j, bytes), i, bytes);
-          key_put(kth, j, key_at(tk, j * k + k - 1, bytes), bytes);
-        }
+    const int64_t held = i < k ? i : k;
+    for (int64_t g = 0; g < cols; g += VECTOR_BYTES / (wide ? 8 : 4)) {
+      if (wide) {
+        uint64_t* keys = (uint64_t*)lk + g;
+        lanes_u64 x = *(const lanes_u64*)(lane_keys + g);
+        if (held == k && !lane_any_64((lanes_i64)(x > *(const lanes_u64*)(keys + (k - 1) * LANES)))) continue;
+        lane_step_64(keys, (lanes_i64*)((int64_t*)lc + g), x, (lanes_i64){0} + i, held, k);
+      } else {
+        uint32_t* keys = (uint32_t*)lk + g;
+        lanes_u32 x = *(const lanes_u32*)(key32 + g);
+        if (held == k && !lane_any_32((lanes_i32)(x > *(const lanes_u32*)(keys + (k - 1) * LANES)))) continue;
+        lane_step_32(keys, (lanes_i32*)((int32_t*)lc + g), x, (lanes_i32){0} + (int32_t)i, held, k);
+      }
     }
   }
-  for (int64_t j = 0; j < cols; j++) emit_columns(tc + j * k, k, r->order, out + j * k);
+  for (int64_t j = 0; j < cols; j++) {
+    int64_t* row_out = out + j * k;
+    for (int64_t p = 0; p < k; p++)
+      row_out[p] = wide ? ((const int64_t*)lc)[p * LANES + j] : ((const int32_t*)lc)[p * LANES + j];
+    if (r->order == ORDER_INDEX) sort_columns(row_out, k);
+  }
 }
 
 /* METHOD_RANK (rows below 2**32, keys of up to 32 bits, small K): the row's keys are made whole,
@@ -999,21 +1087,30 @@ static __attribute__((noinline)) void insert_short_rows_any(const struct cutopk_
       insert_short_rows(r, rule, tk, tc, 8);
   }
 }
-static __attribute__((noinline)) void insert_columns_any(const struct cutopk_rows* r, const struct key_rule* rule,
-                                                         const char* first, int64_t cols, void* tk, int64_t* tc,
-                                                         void* kth, int64_t* out) {
-  switch (r->width) {
-    case 1:
-      insert_columns(r, rule, first, cols, tk, tc, kth, out, 1);
-      break;
+static __attribute__((noinline)) void select_lanes_any(const struct cutopk_rows* r, const struct key_rule* rule,
+                                                       const char* first, int64_t cols, void* lk, void* lc,
+                                                       int64_t* out, int wide) {
+  switch (r->width * 2 + wide) {
     case 2:
-      insert_columns(r, rule, first, cols, tk, tc, kth, out, 2);
+      select_lanes(r, rule, first, cols, lk, lc, out, 1, 0);
       break;
     case 4:
-      insert_columns(r, rule, first, cols, tk, tc, kth, out, 4);
+      select_lanes(r, rule, first, cols, lk, lc, out, 2, 0);
+      break;
+    case 8:
+      select_lanes(r, rule, first, cols, lk, lc, out, 4, 0);
+      break;
+    case 3:
+      select_lanes(r, rule, first, cols, lk, lc, out, 1, 1);
+      break;
+    case 5:
+      select_lanes(r, rule, first, cols, lk, lc, out, 2, 1);
+      break;
+    case 9:
+      select_lanes(r, rule, first, cols, lk, lc, out, 4, 1);
       break;
     default:
-      insert_columns(r, rule, first, cols, tk, tc, kth, out, 8);
+      select_lanes(r, rule, first, cols, lk, lc, out, 8, 1);
   }
 }
 /* Widths 1, 2 and 4 only (the request checks). */
@@ -1315,30 +1412,34 @@ static int64_t capacity_for(int64_t n, int64_t k) {
   return (n < k + slack ? n : k + slack) + CHUNK;
 }
 
-/* METHOD_INSERT (one row at a time) and METHOD_COLUMNS (CHUNK rows side by side). */
+/* METHOD_INSERT (one row at a time) and METHOD_COLUMNS (LANES rows side by side). */
 static int select_kept(const struct cutopk_rows* r, const struct key_rule* rule) {
-  const int64_t side = r->method == METHOD_COLUMNS ? CHUNK : 1, k = r->k;
-  if (k > (INT64_MAX / 16) / side) return STATUS_NO_MEMORY;
-  /* tk: side x k keys of up to 8 bytes; tc: side x k columns; kth: side keys. */
-  char* buf = malloc((size_t)(side * k * 16 + side * 8));
-  if (buf == NULL) return STATUS_NO_MEMORY;
-  int64_t* tc = (int64_t*)buf;
-  void* tk = buf + side * k * 8;
-  void* kth = buf + side * k * 16;
-  if (r->method == METHOD_INSERT && r->n <= CHUNK) {
-    insert_short_rows_any(r, rule, tk, tc);
+  const int64_t k = r->k;
+  if (r->method == METHOD_COLUMNS) {
+    if (k > (INT64_MAX / 16) / LANES) return STATUS_NO_MEMORY;
+    /* The lanes' lists: k x LANES keys and as many columns, of up to 8 bytes each. */
+    const int wide = r->width == 8 || r->n > INT32_MAX;
+    char* buf = malloc((size_t)(LANES * k * 16));
+    if (buf == NULL) return STATUS_NO_MEMORY;
+    void* lk = buf;
+    void* lc = buf + LANES * k * 8;
+    for (int64_t i = 0; i < r->rows; i += LANES) {
+      int64_t cols = r->rows - i < LANES ? r->rows - i : LANES;
+      select_lanes_any(r, rule, r->data + i * r->row_stride, cols, lk, lc, r->out + i * k, wide);
+    }
     free(buf);
     return STATUS_OK;
   }
-  for (int64_t i = 0; i < r->rows; i += side) {
-    const char* row = r->data + i * r->row_stride;
-    int64_t* out = r->out + i * k;
-    int64_t cols = r->rows - i < side ? r->rows - i : side;
-    if (r->method == METHOD_INSERT)
-      insert_row_any(r, rule, row, tk, tc, out);
-    else
-      insert_columns_any(r, rule, row, cols, tk, tc, kth, out);
-  }
+  if (k > INT64_MAX / 16) return STATUS_NO_MEMORY;
+  /* tk: k keys of up to 8 bytes; tc: k columns. */
+  char* buf = malloc((size_t)(k * 16));
+  if (buf == NULL) return STATUS_NO_MEMORY;
+  int64_t* tc = (int64_t*)buf;
+  void* tk = buf + k * 8;
+  if (r->n <= CHUNK)
+    insert_short_rows_any(r, rule, tk, tc);
+  else
+    for (int64_t i = 0; i < r->rows; i++) insert_row_any(r, rule, r->data + i * r->row_stride, tk, tc, r->out + i * k);
   free(buf);
   return STATUS_OK;
 }
@@ -1356,9 +1457,46 @@ static int request_ok(const struct cutopk_rows* r) {
   return r->threads >= 0;
 }
 
+/* The winners' values, their bits copied from the input: the rows' answers were just written, so
+ * the elements read lie in cache (a take in NumPy afterwards read the indices and the input again,
+ * some 8 ns an element: 65536x8 k=2, a third of the call). */
+static int select_columns(const struct cutopk_rows* r);
+static ALWAYS_INLINE void copy_values(const struct cutopk_rows* r, int bytes) {
+  const int64_t k = r->k;
+  for (int64_t i = 0; i < r->rows; i++) {
+    const char* row = r->data + i * r->row_stride;
+    const int64_t* cols = r->out + i * k;
+    char* to = r->values + i * k * bytes;
+    for (int64_t p = 0; p < k; p++) memcpy(to + p * bytes, row + cols[p] * r->col_stride, (size_t)bytes);
+  }
+}
+static __attribute__((noinline)) void copy_values_any(const struct cutopk_rows* r) {
+  switch (r->width) {
+    case 1:
+      copy_values(r, 1);
+      break;
+    case 2:
+      copy_values(r, 2);
+      break;
+    case 4:
+      copy_values(r, 4);
+      break;
+    default:
+      copy_values(r, 8);
+  }
+}
+
 /* The top K of every row of r, on the calling thread: r->out gets each row's K columns in the order
- * asked for (r->threads is not read: the pool below splits the rows first). */
+ * asked for, r->values (where given) their values (r->threads is not read: the pool below splits
+ * the rows first). */
 static int select_block(const struct cutopk_rows* r) {
+  int status = select_columns(r);
+  if (status == STATUS_OK && r->values != NULL) copy_values_any(r);
+  return status;
+}
+
+/* select_block's selection: r->out alone. */
+static int select_columns(const struct cutopk_rows* r) {
   struct key_rule rule = {r->kind, r->largest ? 0 : ~(uint64_t)0, r->nan_first ? ~(uint64_t)0 : 0, r->inf_bits};
   if (r->method == METHOD_COUNT) return select_counted(r, &rule);
   if (r->method == METHOD_RANK) return select_ranked(r, &rule);
@@ -1480,6 +1618,7 @@ static void run_piece(int64_t piece) {
   const int64_t rows = pool.job.rows - first < pool.per * pool.unit ? pool.job.rows - first : pool.per * pool.unit;
   sub.data += first * sub.row_stride;
   sub.out += first * sub.k;
+  if (sub.values != NULL) sub.values += first * sub.k * sub.width;
   sub.rows = rows;
   int status = select_block(&sub);
   int ok = STATUS_OK;
@@ -1631,8 +1770,8 @@ static int select_split(const struct cutopk_rows* r, int threads, int64_t unit, 
   return atomic_load(&pool.status);
 }
 
-/* The top K of every row: r->out gets each row's K columns in the order asked for; the rows are
- * shared between r->threads threads (see "Threads" above). */
+/* The top K of every row: r->out gets each row's K columns in the order asked for (r->values, where
+ * given, their values); the rows are shared between r->threads threads (see "Threads" above). */
 EXPORT int cutopk_compiled_select(const struct cutopk_rows* r) {
   if (!request_ok(r)) return STATUS_BAD_REQUEST;
   const int64_t unit = r->method == METHOD_COLUMNS ? CHUNK : 1, units = (r->rows + unit - 1) / unit;

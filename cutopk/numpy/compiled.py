@@ -77,7 +77,7 @@ DEPRECATED_ENV_VARS = {
 }
 _warned: set[str] = set()
 # The C file's ABI number and the size of its struct cutopk_rows (cutopk_compiled_abi()).
-ABI = 4
+ABI = 5
 
 # The C file's enums.
 _KIND_UNSIGNED, _KIND_SIGNED, _KIND_FLOAT = 0, 1, 2
@@ -107,6 +107,7 @@ class Rows(ctypes.Structure):
         ("method", ctypes.c_int32),
         ("threads", ctypes.c_int32),
         ("reserved", ctypes.c_int32),
+        ("values", ctypes.c_void_p),
     )
 
 
@@ -430,8 +431,10 @@ def select(
     function=None,
     method: str = "threshold",
     threads: int = 1,
+    values: np.ndarray | None = None,
 ) -> None:
-    """Write the column indices of the top K of each row of ``x`` into ``out``.
+    """Write the column indices of the top K of each row of ``x`` into ``out`` (and their values
+    into ``values``, where given: a C-contiguous ``(rows, k)`` array of ``x``'s dtype).
 
     ``x``: 2-D, any strides, native byte order, ``1 <= k <= x.shape[1]``; ``out``: a C-contiguous
     int64 array of ``(rows, k)``. The order is ``order``'s ("value"; "index", or "none", which
@@ -460,6 +463,7 @@ def select(
         METHODS[method],
         max(1, int(threads)),
         0,
+        None if values is None else values.ctypes.data,
     )
     status = (function or _function())(ctypes.byref(rows))
     if status == _STATUS_NO_MEMORY:

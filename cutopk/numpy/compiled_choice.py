@@ -55,12 +55,14 @@ COUNT16_MIN_K_SHARE = 1 / 16
 COUNT_MAX_N = (1 << 32) - 1
 RANK_MAX_K = 8
 INSERT_MAX_K = 4
-# Rows of at most INSERT_SHORT_MAX_N with K = 1 (any width), or K = 2 of 32-bit elements: the
-# sorted list ("insert") beats the ranks, whose bound and candidates cost more than such a row's
-# work (C alone, one thread, 2-core EPYC with AVX2, load 0.5, insert / rank, 512K elements:
-# float32 K=1 rows of 8 / 16 / 32 0.54 / 0.49 / 0.37, K=2 0.90 / 0.92 / 0.83, K=4 0.91-1.14;
-# float16 K=1 0.59-0.76, K=2 0.94-1.05, so kept on the ranks).
-INSERT_SHORT_MAX_N = 32
+# Rows of at most LANES_MAX_N (at least COLUMNS_MIN_ROWS of them) go side by side, one lane each
+# ("columns": every lane's sorted list takes the row's next element in vector steps, without a
+# branch per row). C alone, one thread, 1M elements, 2-core EPYC with AVX2, columns against the
+# best other method: float32 rows of 8 0.35-0.45, 16 0.41-0.72, 32 0.44-0.91, 64 0.46-1.03 (K=1),
+# 128 0.70-1.31; float16 and int8 alike (8-bit rows of 64 with K=32: counting, 1.55); float64
+# rows of 8 0.46-0.86, of 16-64 0.46-0.92 from K=4 and 1.1-1.4 below (the sorted list, insert).
+# 65536x8 k=2 float32: 1.2 ms against the ranks' 4.8.
+LANES_MAX_N = 64
 SHORT_MAX_K_SHARE = 1 / 8
 COLUMNS_MAX_K = 64
 # Fewer rows side by side than this keep the NumPy routes: each step of the C loop would read
@@ -76,6 +78,16 @@ COMPILED_ROUTES = {
     "columns": "compiled-columns",
 }
 COMPILED_METHODS = {route: method for method, route in COMPILED_ROUTES.items()}
+
+
+def takes_lanes(itemsize: int, n: int, k: int) -> bool:
+    """Whether rows of ``n`` elements of ``itemsize`` bytes go side by side ("columns") for K of
+    ``k`` (the measurements above LANES_MAX_N)."""
+    if n > LANES_MAX_N:
+        return False
+    if itemsize == 8:  # the sorted list is quicker for K of 1-2 on rows of 16-64
+        return n <= 8 or k >= 4
+    return itemsize != 1 or n < 64 or k <= 16  # 8-bit rows of 64, K above 16: counting
 
 
 def choose_method(x: np.ndarray, k: int) -> str | None:
@@ -100,8 +112,8 @@ def choose_method(x: np.ndarray, k: int) -> str | None:
         and (k == 1 or (n >= COUNT16_MIN_N and k >= n * COUNT16_MIN_K_SHARE))
     ):
         method = "count"
-    elif n <= INSERT_SHORT_MAX_N and (k == 1 or (k == 2 and x.itemsize == 4)):
-        method = "insert"
+    elif rows >= COLUMNS_MIN_ROWS and takes_lanes(x.itemsize, n, k):
+        method = "columns"  # short rows side by side, one lane each
     elif k <= (RANK_MAX_K if x.itemsize <= 4 else INSERT_MAX_K):
         method = "rank" if x.itemsize <= 4 else "insert"
     else:

@@ -335,6 +335,19 @@ def _methods_for(x):
     return [m for m in METHODS if (m != "count" or x.itemsize <= 2) and (m != "rank" or x.itemsize <= 4)]
 
 
+def _select(view, k, largest, nan_first, order, method, function=None):
+    """``compiled.select``'s indices of ``view``, its values checked on the way: each the bits of
+    the input's element at its index (NaN payloads, both zeros), as the backend returns them."""
+    rows = view.shape[0]
+    got = np.full((rows, k), -1, np.int64)
+    values = np.zeros((rows, k), view.dtype)
+    compiled.select(view, k, largest, nan_first, order, got, function, method=method, values=values)
+    bits = np.dtype(f"u{view.dtype.itemsize}")
+    expected = np.take_along_axis(view, got.clip(0, view.shape[1] - 1), axis=1)
+    np.testing.assert_array_equal(values.view(bits), expected.view(bits), err_msg=f"{method} values")
+    return got
+
+
 def _views(x):
     """Rows as they lie in several layouts: C order, reversed columns, Fortran order (the rows
     side by side: an outer axis), every other row and every third column, and the rows of a
@@ -361,8 +374,7 @@ def test_every_method_matches_the_numpy_routes(dtype, n):
                 nan_first = nan_first and largest
                 expected = _routes(view, k, largest, nan_first, order)
                 for method in _methods_for(view):
-                    got = np.full((view.shape[0], k), -1, np.int64)
-                    compiled.select(view, k, largest, nan_first, order, got, method=method)
+                    got = _select(view, k, largest, nan_first, order, method)
                     np.testing.assert_array_equal(
                         got, expected, err_msg=f"{method} {dist} {view.strides} k={k}"
                     )
@@ -380,8 +392,7 @@ def test_every_method_on_the_portable_build(dtype, build):
         ):
             expected = _routes(view, k, True, True, order)
             for method in _methods_for(view):
-                got = np.full((70, k), -1, np.int64)
-                compiled.select(view, k, True, True, order, got, _BUILD["function"], method=method)
+                got = _select(view, k, True, True, order, method, _BUILD["function"])
                 np.testing.assert_array_equal(got, expected, err_msg=f"{method} {dist} k={k}")
 
 
@@ -412,8 +423,7 @@ def test_random_rows_by_every_method(
     nan_first = nan_first and largest
     if (method == "count" and dt.itemsize > 2) or (method == "rank" and dt.itemsize > 4):
         method = "insert"
-    got = np.full((rows, k), -1, np.int64)
-    compiled.select(x, k, largest, nan_first, order, got, method=method)
+    got = _select(x, k, largest, nan_first, order, method)
     np.testing.assert_array_equal(got, _routes(x, k, largest, nan_first, order))
 
 
@@ -460,10 +470,15 @@ def test_short_rows_outer_axes_and_eight_bits_take_the_compiled_route():
         return cutopk.plan(np.zeros(shape, dtype, order=order), k, axis=axis).params["route"]
 
     assert route((16384, 128), 8) == "compiled-rank"  # MoE routing
-    assert route((65536, 8), 2) == "compiled-insert"  # K = 2 of 32 bits in rows of at most 32
-    assert route((65536, 8), 2, np.float16) == "compiled-rank"
-    assert route((4096, 32), 1, np.int8) == "compiled-insert"  # K = 1: a row's best, kept alone
-    assert route((4096, 33), 1, np.int8) == "compiled-rank"
+    assert route((65536, 8), 2) == "compiled-columns"  # rows of at most 64 side by side
+    assert route((65536, 8), 2, np.float16) == "compiled-columns"
+    assert route((4096, 64), 16, np.int8) == "compiled-columns"
+    assert route((4096, 64), 17, np.int8) != "compiled-columns"  # 8 bits, K above 16: counting's
+    assert route((4096, 64), 1, np.float64) == "compiled-insert"  # 64 bits, K below 4: the list
+    assert route((4096, 64), 4, np.float64) == "compiled-columns"
+    assert route((4096, 8), 1, np.float64) == "compiled-columns"
+    assert route((15, 8), 2) == "compiled-rank"  # too few rows side by side
+    assert route((4096, 65), 1, np.int8) == "compiled-rank"
     assert route((1, 128), 8) == "compiled-rank"
     assert route((2048, 1024), 8) == "compiled-rank"
     assert route((2048, 1024), 4, np.float64) == "compiled-insert"  # no 96-bit composites
