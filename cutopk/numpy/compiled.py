@@ -45,6 +45,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from .. import _environ
 from .._host_build import BuildError, asan_loaded, build_once, cache_home, record_fits
 from .._request import dtypes as _dtypes
 
@@ -159,13 +160,15 @@ def setting(name: str) -> tuple[str, str | None]:
     ``CACHE_ENV_VAR`` or ``ASAN_ENV_VAR``): its own value where it is set, else the value of its
     deprecated earlier name (``DEPRECATED_ENV_VARS``) where that one is set, with a
     ``FutureWarning`` the first time in the process, else ``(name, None)``."""
-    text = os.environ.get(name)
-    old = DEPRECATED_ENV_VARS[name]
-    if text is None and old in os.environ:
-        if old not in _warned:
-            _warned.add(old)
-            warnings.warn(f"{old} is deprecated: set {name} instead", FutureWarning, stacklevel=2)
-        return old, os.environ[old]
+    text = _environ.get(name)
+    if text is None:
+        old = DEPRECATED_ENV_VARS[name]
+        old_text = _environ.get(old)
+        if old_text is not None:
+            if old not in _warned:
+                _warned.add(old)
+                warnings.warn(f"{old} is deprecated: set {name} instead", FutureWarning, stacklevel=2)
+            return old, old_text
     return name, text
 
 
