@@ -1062,6 +1062,68 @@ static ALWAYS_INLINE void select_lanes(const struct cutopk_rows* r, const struct
   }
 }
 
+/* METHOD_RANK's last step: each of the c candidates' rank (the number of candidates above it);
+ * those of rank below K are the winners, written in value order (out[rank]) or index order (the
+ * order the candidates came in). The ranks of a vector of candidates at a time, kept in
+ * registers while every candidate is compared with them (RANK_VECTORS vectors at most: the
+ * counts are constants in each copy, so the loops unroll), without a branch per candidate: a
+ * loser is written to out[k], a slot of the caller's. A count per candidate across the others,
+ * with a horizontal sum and a branch each, took half of 16384x128 k=8. */
+#define RANK_VECTORS 8
+#define RANK_LANES (VECTOR_BYTES / 8)
+static ALWAYS_INLINE void rank_by_vectors(const uint64_t* cand, int64_t c, int64_t k, int order, int64_t* out,
+                                          int vectors) {
+  lanes_u64 mine[RANK_VECTORS];
+  lanes_i64 rank[RANK_VECTORS];
+  for (int v = 0; v < vectors; v++) {
+    memcpy(&mine[v], cand + v * RANK_LANES, sizeof mine[v]);
+    rank[v] = (lanes_i64){0};
+  }
+  for (int64_t j = 0; j < c; j++) {
+    lanes_u64 other = (lanes_u64){0} + cand[j];
+    for (int v = 0; v < vectors; v++) rank[v] += (lanes_i64)(other > mine[v]); /* -1 where above */
+  }
+  int64_t ranks[RANK_VECTORS * RANK_LANES], written = 0;
+  memcpy(ranks, rank, sizeof rank[0] * (size_t)vectors);
+  for (int64_t i = 0; i < c; i++) {
+    int64_t place = -ranks[i], wins = place < k;
+    out[wins ? (order == ORDER_VALUE ? place : written) : k] = (int64_t)(uint32_t)~(uint32_t)cand[i];
+    written += wins;
+  }
+}
+
+/* rank_by_vectors where the candidates fill 2 to RANK_VECTORS vectors (cand holds room for the
+ * last one's lanes beyond c: their ranks are not read), else a count per candidate. out: k + 1
+ * slots. */
+static __attribute__((noinline)) void rank_candidates(uint64_t* cand, int64_t c, int64_t k, int order, int64_t* out) {
+  const int64_t vectors = (c + RANK_LANES - 1) / RANK_LANES;
+  switch (vectors) {
+    case 2:
+      return rank_by_vectors(cand, c, k, order, out, 2);
+    case 3:
+      return rank_by_vectors(cand, c, k, order, out, 3);
+    case 4:
+      return rank_by_vectors(cand, c, k, order, out, 4);
+    case 5:
+      return rank_by_vectors(cand, c, k, order, out, 5);
+    case 6:
+      return rank_by_vectors(cand, c, k, order, out, 6);
+    case 7:
+      return rank_by_vectors(cand, c, k, order, out, 7);
+    case 8:
+      return rank_by_vectors(cand, c, k, order, out, 8);
+    default:
+      break;
+  }
+  int64_t written = 0;
+  for (int64_t i = 0; i < c; i++) {
+    uint64_t v = cand[i];
+    int64_t rank = 0;
+    for (int64_t j = 0; j < c; j++) rank += cand[j] > v;
+    if (rank < k) out[order == ORDER_VALUE ? rank : written++] = (int64_t)(uint32_t)~(uint32_t)v;
+  }
+}
+
 /* most[0..k) = the maxima down the row's whole slices of K (keys[j], keys[K + j], ...), a vector
  * of columns j at a time held in a register: the loop over j inside the loop over slices kept
  * `most` in memory and, for K of a vector or less, ran one iteration behind its alias checks per
@@ -1093,8 +1155,9 @@ DEFINE_SLICE_MAXIMA(slice_maxima_32, uint32_t, lanes_u32)
  * The keys at or above it are the candidates (about 2K-3K on shuffled data), as composites
  * (key, inverted column): distinct, a larger one preferred, ties to the lower index included.
  * Each candidate's rank is the number of candidates above it (a vectorised count, no branches),
- * and the first K ranks are the answer in value order. A row with more than `room` candidates
- * (ties at the bound, a rising row) goes to METHOD_INSERT instead: returns 0. */
+ * and the first K ranks are the answer in value order (out: K + 1 slots, see rank_candidates). A
+ * row with more than `room` candidates (ties at the bound, a rising row) goes to METHOD_INSERT
+ * instead: returns 0. */
 static ALWAYS_INLINE int rank_row(const struct cutopk_rows* r, const struct key_rule* rule, const char* row, void* keys,
                                   void* most, uint64_t* cand, int64_t room, int64_t* out, int bytes) {
   const int64_t n = r->n, k = r->k, stride = r->col_stride;
@@ -1124,12 +1187,15 @@ static ALWAYS_INLINE int rank_row(const struct cutopk_rows* r, const struct key_
     c += !key_above(bound, key, bytes);
     if (c == room) return 0;
   }
-  int64_t written = 0;
-  for (int64_t i = 0; i < c; i++) {
-    uint64_t v = cand[i];
+  if (c > RANK_LANES) {
+    rank_candidates(cand, c, k, r->order, out);
+    return 1;
+  }
+  /* A vector's worth or fewer (K = 1 mostly): a count each, inline. */
+  for (int64_t i = 0, written = 0; i < c; i++) {
     int64_t rank = 0;
-    for (int64_t j = 0; j < c; j++) rank += cand[j] > v;
-    if (rank < k) out[r->order == ORDER_VALUE ? rank : written++] = (int64_t)(uint32_t)~(uint32_t)v;
+    for (int64_t j = 0; j < c; j++) rank += cand[j] > cand[i];
+    if (rank < k) out[r->order == ORDER_VALUE ? rank : written++] = (int64_t)(uint32_t)~(uint32_t)cand[i];
   }
   return 1;
 }
@@ -1238,18 +1304,25 @@ static __attribute__((noinline)) void select_row_any(const struct cutopk_rows* r
 /* METHOD_RANK's call: its buffers, and METHOD_INSERT's for the rows it hands over. */
 static int select_ranked(const struct cutopk_rows* r, const struct key_rule* rule) {
   const int64_t n = r->n, k = r->k, room = RANK_ROOM(k);
-  /* keys: n of up to 4 bytes, and VECTOR_BYTES read past them by slice_maxima. */
-  char* buf = malloc((size_t)(n * 4 + VECTOR_BYTES + k * 4 + room * 8 + k * 16));
+  /* cand: room composites and a vector's lanes read past them (rank_candidates); won: a row's
+   * K winners and the losers' slot; tc/tk: METHOD_INSERT's; keys: n of up to 4 bytes and
+   * VECTOR_BYTES read past them (slice_maxima); most: K keys. */
+  const int64_t cand_bytes = (room + RANK_LANES) * 8, keys_bytes = n * 4 + VECTOR_BYTES;
+  char* buf = malloc((size_t)(cand_bytes + (k + 1) * 8 + k * 16 + keys_bytes + k * 4));
   if (buf == NULL) return STATUS_NO_MEMORY;
   uint64_t* cand = (uint64_t*)buf;
-  int64_t* tc = (int64_t*)(buf + room * 8);
-  void* tk = buf + room * 8 + k * 8;
-  void* keys = buf + room * 8 + k * 16;
-  void* most = buf + room * 8 + k * 16 + n * 4 + VECTOR_BYTES;
+  int64_t* won = (int64_t*)(buf + cand_bytes);
+  int64_t* tc = won + k + 1;
+  void* tk = tc + k;
+  void* keys = (char*)tk + k * 8;
+  void* most = (char*)keys + keys_bytes;
   for (int64_t i = 0; i < r->rows; i++) {
     const char* row = r->data + i * r->row_stride;
     int64_t* out = r->out + i * k;
-    if (!rank_row_any(r, rule, row, keys, most, cand, room, out)) insert_row_any(r, rule, row, tk, tc, out);
+    if (rank_row_any(r, rule, row, keys, most, cand, room, won))
+      for (int64_t p = 0; p < k; p++) out[p] = won[p]; /* K is small: no call */
+    else
+      insert_row_any(r, rule, row, tk, tc, out);
   }
   free(buf);
   return STATUS_OK;

@@ -45,8 +45,8 @@ COUNT_MIN_N = 256
 # 256x16384 k=1024 4.1x); shorter rows of at least COUNT16_MIN_N with K at least
 # COUNT16_MIN_K_SHARE of them (against the threshold scan, uniform int16: 1024 k=64 1.6x, k=128
 # 2.0x; 4096 k=256 2.3x; 20 distinct values 1024 k=64 0.8x, k=128 1.3x; beyond N/8, against
-# the NumPy routes, 5-5.7x); and K = 1 from COUNT_MIN_N (the ranks' bound is then the row's
-# maximum, over slices of one: 1024 k=1 3.6x, 4096 4.9x, 256 1.8x; 20 values 1.0-1.1x). Rows of
+# the NumPy routes, 5-5.7x). K = 1 was counted from COUNT_MIN_N (against the ranks) until the
+# sorted list took K of 1-4 (INSERT_LONG_MIN_N: 1024 k=1 0.27x of the count's time). Rows of
 # 256 with more K, 128-element rows and K of 2-32 elsewhere keep their methods (count 0.4-1.2x).
 # CPU time, one thread, loaded 2-core EPYC with AVX2: benchmarks/results/2026-11-26-cpu-short-rows.md.
 COUNT16_MIN_N = 1024
@@ -63,6 +63,16 @@ INSERT_MAX_K = 4
 # rows of 8 0.46-0.86, of 16-64 0.46-0.92 from K=4 and 1.1-1.4 below (the sorted list, insert).
 # 65536x8 k=2 float32: 1.2 ms against the ranks' 4.8.
 LANES_MAX_N = 64
+# Longer rows with K of at most INSERT_LONG_MAX_K, from INSERT_LONG_MIN_N[K] elements: the sorted
+# list of one row at a time ("insert"), whose compare per element rarely lets one in (K ln N / N
+# of them on shuffled data; a rising row lets every one in, at most K moves each). C alone, one
+# thread, 2M elements, 2-core EPYC with AVX2, insert against the best other method: K=1 rows of
+# 128 0.78 (float32), 0.64 (float16), 0.42 (int8), 1024 0.35 (against counting 16 bits), 65536
+# 0.90 (the threshold scan); K=2 rows of 128 1.37 (kept on the ranks), 256 0.92, 1024 0.61, 8192
+# 0.50; K=4 rows of 256 1.49, 1024 0.95 (float32) to 0.86 (int16), 4096 0.72, 65536 0.79; K=8
+# rows of 4096 1.05 (kept on the ranks).
+INSERT_LONG_MAX_K = 4
+INSERT_LONG_MIN_N = {1: LANES_MAX_N + 1, 2: 256, 3: 1024, 4: 1024}
 SHORT_MAX_K_SHARE = 1 / 8
 COLUMNS_MAX_K = 64
 # Fewer rows side by side than this keep the NumPy routes: each step of the C loop would read
@@ -99,6 +109,8 @@ def choose_method(x: np.ndarray, k: int) -> str | None:
     outer = rows > 1 and x.strides[0] == x.itemsize
     if outer:  # rows read side by side, a block of CHUNK at a time, where they lie
         method = "columns" if k <= COLUMNS_MAX_K and rows >= COLUMNS_MIN_ROWS else None
+    elif n > LANES_MAX_N and k <= INSERT_LONG_MAX_K and n >= INSERT_LONG_MIN_N[k]:
+        method = "insert"  # a few kept: one compare per element, rarely an entry
     elif n >= COMPILED_MIN_N:
         if k <= min(COMPILED_MAX_K, n * COMPILED_MAX_K_SHARE):
             method = "threshold"
@@ -106,11 +118,7 @@ def choose_method(x: np.ndarray, k: int) -> str | None:
             method = "count" if x.itemsize <= 2 and n <= COUNT_MAX_N else None
     elif x.itemsize == 1 and n >= COUNT_MIN_N:
         method = "count"
-    elif (
-        x.itemsize == 2
-        and n >= COUNT_MIN_N
-        and (k == 1 or (n >= COUNT16_MIN_N and k >= n * COUNT16_MIN_K_SHARE))
-    ):
+    elif x.itemsize == 2 and n >= COUNT16_MIN_N and k >= n * COUNT16_MIN_K_SHARE:
         method = "count"
     elif rows >= COLUMNS_MIN_ROWS and takes_lanes(x.itemsize, n, k):
         method = "columns"  # short rows side by side, one lane each

@@ -478,7 +478,12 @@ def test_short_rows_outer_axes_and_eight_bits_take_the_compiled_route():
     assert route((4096, 64), 4, np.float64) == "compiled-columns"
     assert route((4096, 8), 1, np.float64) == "compiled-columns"
     assert route((15, 8), 2) == "compiled-rank"  # too few rows side by side
-    assert route((4096, 65), 1, np.int8) == "compiled-rank"
+    assert route((4096, 65), 1, np.int8) == "compiled-insert"  # K of 1-4: a compare per element
+    assert route((4096, 128), 2) == "compiled-rank"
+    assert route((4096, 256), 2) == "compiled-insert"
+    assert route((4096, 1024), 4, np.int16) == "compiled-insert"
+    assert route((16, 65536), 4) == "compiled-insert"
+    assert route((16, 65536), 5) == "compiled"
     assert route((1, 128), 8) == "compiled-rank"
     assert route((2048, 1024), 8) == "compiled-rank"
     assert route((2048, 1024), 4, np.float64) == "compiled-insert"  # no 96-bit composites
@@ -496,8 +501,8 @@ def test_short_rows_outer_axes_and_eight_bits_take_the_compiled_route():
     assert route((1024, 1024), 512, np.uint16) == "compiled-count"
     assert route((1024, 1024), 32, np.int16) == "compiled"  # below N/16: the threshold scan
     assert route((1024, 512), 64, np.int16) == "compiled"  # rows below COUNT16_MIN_N
-    assert route((1024, 256), 1, np.int16) == "compiled-count"  # K = 1
-    assert route((1024, 128), 1, np.int16) == "compiled-rank"
+    assert route((1024, 256), 1, np.int16) == "compiled-insert"  # K = 1: no count
+    assert route((1024, 128), 1, np.int16) == "compiled-insert"
     assert route((2048, 1024), 16, axis=0) == "compiled-columns"  # read in place
     assert route((1024, 2048), 16, order="F") == "compiled-columns"
     assert route((2048, 1024), 65, axis=0) == "filter-outer"  # K above COLUMNS_MAX_K
