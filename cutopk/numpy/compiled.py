@@ -424,6 +424,20 @@ def _element(dtype: np.dtype) -> tuple[int, int]:
     return (_KIND_SIGNED if info.is_signed else _KIND_UNSIGNED), 0
 
 
+def _address(a: np.ndarray) -> int:
+    """The address of ``a``'s first element. ``a.ctypes.data`` builds a ctypes helper object (some
+    2.8 us on the development machine, three per call); a writable C-contiguous array's buffer
+    gives it in 0.8 us. Other arrays (strided views, read-only inputs, dtypes that NumPy does not
+    export as buffers: bfloat16) the plain way."""
+    flags = a.flags
+    if flags.c_contiguous and flags.writeable:
+        try:
+            return ctypes.addressof(ctypes.c_char.from_buffer(a))
+        except (TypeError, ValueError, BufferError):
+            pass
+    return a.ctypes.data
+
+
 def select(
     x: np.ndarray,
     k: int,
@@ -450,13 +464,13 @@ def select(
     portable one)."""
     kind, inf_bits = _element(x.dtype)
     rows = Rows(
-        x.ctypes.data,
+        _address(x),
         x.shape[0],
         x.shape[1],
         x.strides[0],
         x.strides[1],
         k,
-        out.ctypes.data,
+        _address(out),
         inf_bits,
         x.itemsize,
         kind,
@@ -466,7 +480,7 @@ def select(
         METHODS[method],
         max(1, int(threads)),
         0,
-        None if values is None else values.ctypes.data,
+        None if values is None else _address(values),
     )
     status = (function or _function())(ctypes.byref(rows))
     if status == _STATUS_NO_MEMORY:

@@ -566,3 +566,21 @@ def test_short_rows_identical_on_every_thread_count():
     for rows, cols in answers[1:]:
         np.testing.assert_array_equal(rows.indices, answers[0][0].indices)
         np.testing.assert_array_equal(cols.indices, answers[0][1].indices)
+
+
+def test_an_arrays_address_is_its_first_elements():
+    """compiled._address: the quick way (a writable C-contiguous buffer) and the plain way agree."""
+    base = np.arange(64, dtype=np.float32).reshape(8, 8)
+    read_only = base.copy()
+    read_only.flags.writeable = False
+    arrays = [
+        base,
+        base[2:],
+        base[:, 3:],
+        base.T,
+        base[:, ::-1],
+        read_only,
+        np.zeros((3, 2), _dtype("bfloat16")),
+    ]
+    for a in arrays:
+        assert compiled._address(a) == a.ctypes.data
