@@ -1000,18 +1000,29 @@ DEFINE_LANE_INSERT(lane_insert_64, uint64_t, int64_t)
 
 /* The selection of `cols` (<= LANES) rows side by side from `first` (row j at first + j *
  * row_stride): lk/lc hold k * LANES keys and columns of the lanes' type (uint32_t/int32_t, or
- * uint64_t/int64_t where `wide`). Lanes beyond `cols` run on zero keys and are not written out. */
+ * uint64_t/int64_t where `wide`); block_keys, LANES * LANES_PACKED_N 32-bit keys. Lanes beyond
+ * `cols` run on zero keys and are not written out. */
+#define LANES_PACKED_N 64
 static ALWAYS_INLINE void select_lanes(const struct cutopk_rows* r, const struct key_rule* rule, const char* first,
-                                       int64_t cols, void* lk, void* lc, int64_t* out, int bytes, int wide) {
+                                       int64_t cols, void* lk, void* lc, void* block_keys, int64_t* out, int bytes,
+                                       int wide) {
   const int64_t n = r->n, k = r->k;
   uint64_t raw[CHUNK];       /* the keys of one step, `bytes` bytes each */
   uint64_t lane_keys[LANES]; /* the same, as the lanes' type (wide or not) */
   uint32_t* key32 = (uint32_t*)lane_keys;
   if (cols < LANES) memset(lane_keys, 0, sizeof lane_keys);
+  /* Rows of 32-bit elements one after another: the block's keys made in one vectorised run (and
+   * read down its columns from there), not a strided load per element (32768x32 k=4 3.3 -> 2.5
+   * ms, C alone, AVX2). */
+  uint32_t* block = (uint32_t*)block_keys;
+  const int packed = !wide && bytes == 4 && r->col_stride == 4 && r->row_stride == n * 4 && n <= LANES_PACKED_N;
+  if (packed) make_part_keys(block, first, cols * n, 4, rule, 0, 4);
   for (int64_t i = 0; i < n; i++) {
     const char* src = first + i * r->col_stride;
     if (wide && bytes == 8) {
       make_keys(lane_keys, src, cols, r->row_stride, rule, 0, 8);
+    } else if (packed) { /* this column of the block's keys */
+      for (int64_t j = 0; j < cols; j++) key32[j] = block[j * n + i];
     } else if (!wide && bytes == 4) {
       make_keys(key32, src, cols, r->row_stride, rule, 0, 4);
     } else {
@@ -1235,29 +1246,29 @@ static __attribute__((noinline)) void insert_short_rows_any(const struct cutopk_
   }
 }
 static __attribute__((noinline)) void select_lanes_any(const struct cutopk_rows* r, const struct key_rule* rule,
-                                                       const char* first, int64_t cols, void* lk, void* lc,
+                                                       const char* first, int64_t cols, void* lk, void* lc, void* block,
                                                        int64_t* out, int wide) {
   switch (r->width * 2 + wide) {
     case 2:
-      select_lanes(r, rule, first, cols, lk, lc, out, 1, 0);
+      select_lanes(r, rule, first, cols, lk, lc, block, out, 1, 0);
       break;
     case 4:
-      select_lanes(r, rule, first, cols, lk, lc, out, 2, 0);
+      select_lanes(r, rule, first, cols, lk, lc, block, out, 2, 0);
       break;
     case 8:
-      select_lanes(r, rule, first, cols, lk, lc, out, 4, 0);
+      select_lanes(r, rule, first, cols, lk, lc, block, out, 4, 0);
       break;
     case 3:
-      select_lanes(r, rule, first, cols, lk, lc, out, 1, 1);
+      select_lanes(r, rule, first, cols, lk, lc, block, out, 1, 1);
       break;
     case 5:
-      select_lanes(r, rule, first, cols, lk, lc, out, 2, 1);
+      select_lanes(r, rule, first, cols, lk, lc, block, out, 2, 1);
       break;
     case 9:
-      select_lanes(r, rule, first, cols, lk, lc, out, 4, 1);
+      select_lanes(r, rule, first, cols, lk, lc, block, out, 4, 1);
       break;
     default:
-      select_lanes(r, rule, first, cols, lk, lc, out, 8, 1);
+      select_lanes(r, rule, first, cols, lk, lc, block, out, 8, 1);
   }
 }
 /* Widths 1, 2 and 4 only (the request checks). */
@@ -1574,13 +1585,15 @@ static int select_kept(const struct cutopk_rows* r, const struct key_rule* rule)
     if (k > (INT64_MAX / 16) / LANES) return STATUS_NO_MEMORY;
     /* The lanes' lists: k x LANES keys and as many columns, of up to 8 bytes each. */
     const int wide = r->width == 8 || r->n > INT32_MAX;
-    char* buf = malloc((size_t)(LANES * k * 16));
+    /* ... and a block's keys (select_lanes). */
+    char* buf = malloc((size_t)(LANES * k * 16 + LANES * LANES_PACKED_N * 4));
     if (buf == NULL) return STATUS_NO_MEMORY;
     void* lk = buf;
     void* lc = buf + LANES * k * 8;
+    void* block = buf + LANES * k * 16;
     for (int64_t i = 0; i < r->rows; i += LANES) {
       int64_t cols = r->rows - i < LANES ? r->rows - i : LANES;
-      select_lanes_any(r, rule, r->data + i * r->row_stride, cols, lk, lc, r->out + i * k, wide);
+      select_lanes_any(r, rule, r->data + i * r->row_stride, cols, lk, lc, block, r->out + i * k, wide);
     }
     free(buf);
     return STATUS_OK;
