@@ -907,9 +907,9 @@ static ALWAYS_INLINE void insert_short_rows(const struct cutopk_rows* r, const s
  * costs a misprediction on shuffled data, some 60-70 ns a row of 8-16 elements on AVX2 where the
  * lanes take a few (65536x8 k=2: 1.2 ms where the sorted list of one row at a time took 4.2). The
  * lists are slot-major (lk[p * LANES + j]: lane j's p-th best), so a step runs on whole vectors; a
- * vector of lanes none of whose keys is above its K-th is passed over. Keys of up to 32 bits travel as uint32_t with
- * int32_t columns, 64-bit keys (and rows of 2**31 or more) as uint64_t with int64_t columns: both sides of every vector
- * of the same width. */
+ * vector of lanes none of whose keys is above its K-th is passed over. Keys of up to 32 bits
+ * travel as uint32_t with int32_t columns, 64-bit keys (and rows of 2**31 or more) as uint64_t
+ * with int64_t columns: both sides of every vector of the same width. */
 #define LANES CHUNK
 
 /* A group of lanes as one vector of the compiler's vector extension (GCC and Clang), as wide as
@@ -1630,7 +1630,7 @@ static int request_ok(const struct cutopk_rows* r) {
  * indices and the input again, some 8 ns an element: 65536x8 k=2, a third of the call; copied
  * after the whole block, 1024x4096 k=64 missed the cache on every value, 8% of the call). */
 #define VALUES_GROUP_BYTES (256 * 1024)
-static int select_columns(const struct cutopk_rows* r);
+static int select_indices(const struct cutopk_rows* r);
 static ALWAYS_INLINE void copy_values(const struct cutopk_rows* r, int bytes) {
   const int64_t k = r->k;
   for (int64_t i = 0; i < r->rows; i++) {
@@ -1660,7 +1660,7 @@ static __attribute__((noinline)) void copy_values_any(const struct cutopk_rows* 
  * asked for, r->values (where given) their values (r->threads is not read: the pool below splits
  * the rows first). */
 static int select_block(const struct cutopk_rows* r) {
-  if (r->values == NULL) return select_columns(r);
+  if (r->values == NULL) return select_indices(r);
   const int64_t row_bytes = r->n * r->width;
   int64_t group = row_bytes < VALUES_GROUP_BYTES ? VALUES_GROUP_BYTES / row_bytes : 1;
   if (r->method == METHOD_COLUMNS) group = (group + LANES - 1) / LANES * LANES; /* whole blocks of lanes */
@@ -1670,15 +1670,15 @@ static int select_block(const struct cutopk_rows* r) {
     sub.data += i * r->row_stride;
     sub.out += i * r->k;
     sub.values += i * r->k * r->width;
-    int status = select_columns(&sub);
+    int status = select_indices(&sub);
     if (status != STATUS_OK) return status;
     copy_values_any(&sub);
   }
   return STATUS_OK;
 }
 
-/* select_block's selection: r->out alone. */
-static int select_columns(const struct cutopk_rows* r) {
+/* select_block's selection: r->out alone (each method's call). */
+static int select_indices(const struct cutopk_rows* r) {
   struct key_rule rule = {r->kind, r->largest ? 0 : ~(uint64_t)0, r->nan_first ? ~(uint64_t)0 : 0, r->inf_bits};
   if (r->method == METHOD_COUNT) return select_counted(r, &rule);
   if (r->method == METHOD_RANK) return select_ranked(r, &rule);
