@@ -528,6 +528,14 @@ def test_short_rows_outer_axes_and_eight_bits_take_the_compiled_route():
         ((1000, 100), 16, "float32", 0),
         ((300, 90), 7, "float64", 0),
         ((6, 50, 7), 4, "float16", 1),
+        # Issue 42's third look: short rows side by side in lanes, K of 1-4 on the sorted list.
+        ((200, 16), 4, "float32", -1),
+        ((200, 64), 16, "int8", -1),
+        ((100, 8), 1, "float64", -1),
+        ((100, 40), 6, "uint64", -1),
+        ((20, 3000), 3, "float32", -1),
+        ((5, 9000), 2, "bfloat16", -1),
+        ((2, 70), 1, "int32", -1),
     ],
 )
 def test_top_k_on_short_rows_matches_the_reference(shape, k, dtype, axis, monkeypatch):
