@@ -1080,7 +1080,7 @@ static ALWAYS_INLINE void select_lanes(const struct cutopk_rows* r, const struct
  * counts are constants in each copy, so the loops unroll), without a branch per candidate: a
  * loser is written to out[k], a slot of the caller's. A count per candidate across the others,
  * with a horizontal sum and a branch each, took half of 16384x128 k=8. */
-#define RANK_VECTORS 8
+#define RANK_VECTORS 16
 #define RANK_LANES (VECTOR_BYTES / 8)
 static ALWAYS_INLINE void rank_by_vectors(const uint64_t* cand, int64_t c, int64_t k, int order, int64_t* out,
                                           int vectors) {
@@ -1123,6 +1123,22 @@ static __attribute__((noinline)) void rank_candidates(uint64_t* cand, int64_t c,
       return rank_by_vectors(cand, c, k, order, out, 7);
     case 8:
       return rank_by_vectors(cand, c, k, order, out, 8);
+    case 9:
+      return rank_by_vectors(cand, c, k, order, out, 9);
+    case 10:
+      return rank_by_vectors(cand, c, k, order, out, 10);
+    case 11:
+      return rank_by_vectors(cand, c, k, order, out, 11);
+    case 12:
+      return rank_by_vectors(cand, c, k, order, out, 12);
+    case 13:
+      return rank_by_vectors(cand, c, k, order, out, 13);
+    case 14:
+      return rank_by_vectors(cand, c, k, order, out, 14);
+    case 15:
+      return rank_by_vectors(cand, c, k, order, out, 15);
+    case 16:
+      return rank_by_vectors(cand, c, k, order, out, 16);
     default:
       break;
   }

@@ -487,7 +487,8 @@ def test_short_rows_outer_axes_and_eight_bits_take_the_compiled_route():
     assert route((1, 128), 8) == "compiled-rank"
     assert route((2048, 1024), 8) == "compiled-rank"
     assert route((2048, 1024), 4, np.float64) == "compiled-insert"  # no 96-bit composites
-    assert route((2048, 1024), 16) == "compiled"  # K above RANK_MAX_K: the threshold scan
+    assert route((2048, 1024), 16) == "compiled-rank"
+    assert route((2048, 1024), 17) == "compiled"  # K above RANK_MAX_K: the threshold scan
     assert route((1024, 4096), 64) == "compiled"
     assert route((64, 64), 20) != "compiled"  # and above an eighth of the row: the NumPy routes
     assert route((1024, 4096), 64, np.int8) == "compiled-count"
