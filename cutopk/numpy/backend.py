@@ -93,22 +93,11 @@ def top_k(a, req: Request) -> tuple[np.ndarray, np.ndarray]:
     rows = x.shape[0]
     out_shape = (*batch_shape, req.k)
     if req.k == 0 or rows == 0:
-        idx = np.zeros((rows, req.k), dtype=np.int64)
+        idx, values = np.zeros((rows, req.k), dtype=np.int64), None
     else:
-        idx = select(x, req.k, req.largest, req.nan_first, req.order, _threads.get_num_threads())
-    if x.flags.c_contiguous and idx.size:  # a flat take: take_along_axis builds 2-D index grids
-        if rows == 1:
-            values = x.ravel().take(idx)
-        else:
-            # Row offsets added in place and taken off again: a temporary the size of the
-            # indices would be fresh pages of memory on every call (131072x16 k=4: 1000 page
-            # faults, a tenth of the call).
-            offsets = _row_starts(rows, req.n)
-            idx += offsets
-            values = x.ravel().take(idx)
-            idx -= offsets
-    else:
-        values = np.take_along_axis(x, idx, axis=1)
+        idx, values = select(x, req.k, req.largest, req.nan_first, req.order, _threads.get_num_threads())
+    if values is None:  # the compiled route writes them itself, from the rows it just read
+        values = _values_of(x, idx, req.n)
     indices = idx.astype(req.index_dtype, copy=False)
 
     def finish(arr):
@@ -117,6 +106,22 @@ def top_k(a, req: Request) -> tuple[np.ndarray, np.ndarray]:
         return np.ascontiguousarray(np.moveaxis(arr.reshape(out_shape), -1, req.axis))
 
     return finish(values), finish(indices)
+
+
+def _values_of(x: np.ndarray, idx: np.ndarray, n: int) -> np.ndarray:
+    """The elements of the 2-D ``x`` at the ``(rows, k)`` column indices ``idx``."""
+    rows = x.shape[0]
+    if not (x.flags.c_contiguous and idx.size):
+        return np.take_along_axis(x, idx, axis=1)
+    if rows == 1:  # a flat take: take_along_axis builds 2-D index grids
+        return x.ravel().take(idx)
+    # Row offsets added in place and taken off again: a temporary the size of the indices would
+    # be fresh pages of memory on every call (131072x16 k=4: 1000 page faults, a tenth of the call).
+    offsets = _row_starts(rows, n)
+    idx += offsets
+    values = x.ravel().take(idx)
+    idx -= offsets
+    return values
 
 
 _ROW_STARTS: dict = {}
@@ -194,9 +199,10 @@ def describe(a, req: Request) -> dict:
     }
 
 
-def select(x: np.ndarray, k: int, largest: bool, nan_first: bool, order: str, threads: int) -> np.ndarray:
-    """The ``(rows, k)`` int64 column indices of the top K of each row of the 2-D ``x`` (any
-    strides and byte order), ordered as ``order`` asks; blocks of rows run on ``threads``."""
+def select(x: np.ndarray, k: int, largest: bool, nan_first: bool, order: str, threads: int) -> tuple:
+    """``(indices, values)``: the ``(rows, k)`` int64 column indices of the top K of each row of
+    the 2-D ``x`` (any strides and byte order), ordered as ``order`` asks, and their values where
+    the route wrote them too (the compiled route), else None; blocks of rows run on ``threads``."""
     name, threads, step, _ = _routes.route(x, k, threads)
     trial = _threads.trial(_routes.shape_key(x, k), threads) if threads > 1 else 0
     if not trial:
@@ -204,25 +210,26 @@ def select(x: np.ndarray, k: int, largest: bool, nan_first: bool, order: str, th
     if trial == 1:
         name, threads, step = _routes.route_on(x, k, 1)
     start = time.perf_counter()
-    idx = _select_on(x, k, largest, nan_first, order, name, threads, step)
+    found = _select_on(x, k, largest, nan_first, order, name, threads, step)
     _threads.record(_routes.shape_key(x, k), trial, time.perf_counter() - start)
-    return idx
+    return found
 
 
 def _select_on(x, k: int, largest: bool, nan_first: bool, order: str, name: str, threads: int, step: int):
     """:func:`select` on route ``name`` with ``threads`` threads and blocks of ``step`` rows."""
     rows = x.shape[0]
     if name == "long-rows" and rows == 1:  # the row's own result: no copy of a K-sized array
-        return _long_rows.select_row(x[0], k, largest, nan_first, order, threads)[None, :]
+        return _long_rows.select_row(x[0], k, largest, nan_first, order, threads)[None, :], None
     idx = np.empty((rows, k), dtype=np.int64)
     if name in _compiled_choice.COMPILED_METHODS:  # one call: the C file shares the rows out
         method = _compiled_choice.COMPILED_METHODS[name]
-        _compiled.select(x, k, largest, nan_first, order, idx, method=method, threads=threads)
-        return idx
+        values = np.empty((rows, k), dtype=x.dtype)
+        _compiled.select(x, k, largest, nan_first, order, idx, method=method, threads=threads, values=values)
+        return idx, values
     if name == "long-rows":
         for r in range(rows):
             idx[r] = _long_rows.select_row(x[r], k, largest, nan_first, order, threads)
-        return idx
+        return idx, None
     outer = name == "filter-outer"
     native = x.dtype.newbyteorder("=")
     starts = range(0, rows, step)
@@ -237,7 +244,7 @@ def _select_on(x, k: int, largest: bool, nan_first: bool, order: str, name: str,
         idx[start : start + step] = select_rows(block, k, largest, nan_first, order)
 
     _threads.run(one, starts, threads)
-    return idx
+    return idx, None
 
 
 def select_rows(

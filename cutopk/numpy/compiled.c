@@ -42,8 +42,10 @@
  * - METHOD_COUNT (8- and 16-bit elements): a 256-bin count per row gives the K-th key (16 bits:
  *   the high byte's, then the low byte's in the K-th key's bin), a last pass writes the winners,
  *   in value order by a counting sort (16 bits, K above 16: two stable byte passes).
- * - METHOD_COLUMNS (rows side by side: an outer axis): CHUNK rows at once, each step reading
- *   the next element of every one of them where it lies, with METHOD_INSERT's sorted lists.
+ * - METHOD_COLUMNS (rows side by side: an outer axis, or short rows): CHUNK rows at once, each
+ *   step reading the next element of every one of them where it lies into sorted lists kept in
+ *   vector lanes, one lane a row, without branches.
+ * Every method can also copy its winners' values (the request's `values`), bit for bit.
  */
 #define _GNU_SOURCE /* sched_getcpu, pthread_setaffinity_np: the workers' placement (Linux) */
 #include <pthread.h>
@@ -60,7 +62,7 @@
 
 /* The layout of struct cutopk_rows and the meaning of its fields; compiled.py checks both through
  * cutopk_compiled_abi() before the first call. */
-#define CUTOPK_COMPILED_ABI 4
+#define CUTOPK_COMPILED_ABI 5
 
 enum element_kind { KIND_UNSIGNED = 0, KIND_SIGNED = 1, KIND_FLOAT = 2 };
 enum winner_order { ORDER_VALUE = 0, ORDER_INDEX = 1 };
@@ -88,6 +90,7 @@ struct cutopk_rows {
   int32_t method;     /* enum method */
   int32_t threads;    /* threads that share the rows, the caller's included (0 or 1: it alone) */
   int32_t reserved;   /* 0 (the struct's size stays a multiple of 8) */
+  char* values;       /* rows x k elements of `width` bytes, C order: the winners' own bits; or NULL */
 };
 
 /* Elements per chunk: the keys of a chunk are made and tested in vectorised loops. */
@@ -682,8 +685,18 @@ static ALWAYS_INLINE int slice_threshold(const struct cutopk_rows* r, const stru
   const int64_t n = r->n, k = r->k, stride = r->col_stride;
   void* most = tmp;
   void* slice = (char*)tmp + k * bytes;
+  /* The slices' keys made CHUNK / K slices at a time (the full chunk's copy where K divides
+   * CHUNK): one call per slice of 16 cost a quarter of 2048x1024 k=16. */
+  const int64_t span = k < CHUNK ? CHUNK / k * k : k;
   make_keys(most, row, k, stride, rule, 0, bytes);
-  for (int64_t s = k; s + k <= n; s += k) {
+  int64_t s = k;
+  for (; s + span <= n; s += span) {
+    make_keys(slice, row + s * stride, span, stride, rule, 0, bytes);
+    for (int64_t t = 0; t < span; t += k)
+      for (int64_t j = 0; j < k; j++)
+        key_put(most, j, key_max(key_at(slice, t + j, bytes), key_at(most, j, bytes), bytes), bytes);
+  }
+  for (; s + k <= n; s += k) {
     make_keys(slice, row + s * stride, k, stride, rule, 0, bytes);
     for (int64_t j = 0; j < k; j++)
       key_put(most, j, key_max(key_at(slice, j, bytes), key_at(most, j, bytes), bytes), bytes);
@@ -886,39 +899,282 @@ static ALWAYS_INLINE void insert_short_rows(const struct cutopk_rows* r, const s
   }
 }
 
-/* METHOD_COLUMNS: `cols` rows side by side whose elements lie closer across the rows than along
- * them (an outer axis: rows[j][i] at row_stride * j + col_stride * i). The keys of element i of
- * every row are made in one vectorised loop, read as they lie (for an outer axis of a C array,
- * one contiguous run), and compared with each row's K-th kept key in another. Row j keeps
- * tk/tc[j*k .. j*k + k) and its K-th key in kth[j]. */
-static ALWAYS_INLINE void insert_columns(const struct cutopk_rows* r, const struct key_rule* rule, const char* first,
-                                         int64_t cols, void* tk, int64_t* tc, void* kth, int64_t* out, int bytes) {
+/* METHOD_COLUMNS: up to LANES rows side by side ("lanes"), each step reading element i of every
+ * one of them where it lies (for an outer axis of a C array, one contiguous run; for short rows,
+ * one element per row) and putting it into each lane's sorted list at once, without a branch per
+ * lane: slot p of every lane takes the element above it, the new one, or stays, by two
+ * comparisons (replace_kept's rule, one vector of lanes at a time). A branch per lane and entry
+ * costs a misprediction on shuffled data, some 60-70 ns a row of 8-16 elements on AVX2 where the
+ * lanes take a few (65536x8 k=2: 1.2 ms where the sorted list of one row at a time took 4.2). The
+ * lists are slot-major (lk[p * LANES + j]: lane j's p-th best), so a step runs on whole vectors; a
+ * vector of lanes none of whose keys is above its K-th is passed over. Keys of up to 32 bits
+ * travel as uint32_t with int32_t columns, 64-bit keys (and rows of 2**31 or more) as uint64_t
+ * with int64_t columns: both sides of every vector of the same width. */
+#define LANES CHUNK
+
+/* A group of lanes as one vector of the compiler's vector extension (GCC and Clang), as wide as
+ * the machine's own (a wider one is split into scalars for comparisons): the selects below are
+ * bitwise, never a branch, whatever the vectoriser would make of a loop. Element-aligned, read
+ * and written where the lists and keys lie. A comparison gives a signed mask of the same width. */
+#if defined(__AVX512BW__)
+#define VECTOR_BYTES 64
+#elif defined(__AVX2__)
+#define VECTOR_BYTES 32
+#else
+#define VECTOR_BYTES 16 /* SSE2, NEON, or scalars */
+#endif
+typedef uint32_t lanes_u32 __attribute__((vector_size(VECTOR_BYTES), aligned(4)));
+typedef int32_t lanes_i32 __attribute__((vector_size(VECTOR_BYTES), aligned(4)));
+typedef uint64_t lanes_u64 __attribute__((vector_size(VECTOR_BYTES), aligned(8)));
+typedef int64_t lanes_i64 __attribute__((vector_size(VECTOR_BYTES), aligned(8)));
+typedef uint8_t lanes_u8 __attribute__((vector_size(VECTOR_BYTES), aligned(1)));
+typedef uint16_t lanes_u16 __attribute__((vector_size(VECTOR_BYTES), aligned(2)));
+
+/* One step of a group of lanes for the element of column `col` (keys `x`): lists holding `held`
+ * entries (held < k: slot `held` is empty and the element takes it or a higher one), slot p of
+ * the group at lk + p * LANES. VK/VC: the group's key and column vector types. */
+#define DEFINE_LANE_STEP(NAME, KT, VK, VC)                                                            \
+  static ALWAYS_INLINE void NAME(KT* lk, VC* lc, VK x, VC col, int64_t held, int64_t k) {             \
+    int64_t p = held < k ? held : k - 1;                                                              \
+    VK* here = (VK*)(lk + p * LANES);                                                                 \
+    if (held < k && p > 0) { /* the empty slot: the element enters it, or the one above moves down */ \
+      VK above = *(VK*)(lk + (p - 1) * LANES);                                                        \
+      VC moves = (VC)(x > above);                                                                     \
+      *here = (VK)(((VC)above & moves) | ((VC)x & ~moves));                                           \
+      VC* here_c = (VC*)((char*)lc + p * LANES * sizeof(KT));                                         \
+      VC above_c = *(VC*)((char*)lc + (p - 1) * LANES * sizeof(KT));                                  \
+      *here_c = (above_c & moves) | (col & ~moves);                                                   \
+      p--;                                                                                            \
+    }                                                                                                 \
+    for (; p > 0; p--) {                                                                              \
+      VK* at = (VK*)(lk + p * LANES);                                                                 \
+      VK above = *(VK*)(lk + (p - 1) * LANES), old = *at;                                             \
+      VC* at_c = (VC*)((char*)lc + p * LANES * sizeof(KT));                                           \
+      VC above_c = *(VC*)((char*)lc + (p - 1) * LANES * sizeof(KT)), old_c = *at_c;                   \
+      VC moves = (VC)(x > above), enters = (VC)(x > old) & ~moves, stays = ~(moves | enters);         \
+      *at = (VK)(((VC)above & moves) | ((VC)x & enters) | ((VC)old & stays));                         \
+      *at_c = (above_c & moves) | (col & enters) | (old_c & stays);                                   \
+    }                                                                                                 \
+    VK top = *(VK*)lk;                                                                                \
+    VC tops = held == 0 ? (VC)(x == x) : (VC)(x > top);                                               \
+    *(VK*)lk = (VK)(((VC)x & tops) | ((VC)top & ~tops));                                              \
+    *lc = (col & tops) | (*lc & ~tops);                                                               \
+  }
+DEFINE_LANE_STEP(lane_step_32, uint32_t, lanes_u32, lanes_i32)
+DEFINE_LANE_STEP(lane_step_64, uint64_t, lanes_u64, lanes_i64)
+
+/* How many lanes of a mask vector are set (each all ones: LANE_BITS bits). */
+#define DEFINE_LANE_HITS(NAME, VC, LANE_BITS)                                          \
+  static ALWAYS_INLINE int NAME(VC mask) {                                             \
+    uint64_t words[VECTOR_BYTES / 8];                                                  \
+    int bits = 0;                                                                      \
+    memcpy(words, &mask, sizeof words);                                                \
+    for (int i = 0; i < VECTOR_BYTES / 8; i++) bits += __builtin_popcountll(words[i]); \
+    return bits / LANE_BITS;                                                           \
+  }
+DEFINE_LANE_HITS(lane_hits_32, lanes_i32, 32)
+DEFINE_LANE_HITS(lane_hits_64, lanes_i64, 64)
+
+/* One lane's entry alone (lane j of a full list takes `key`, above its K-th), for a vector of
+ * lanes where few enter: on long rows most steps have one or two entries, and a vector step costs
+ * K slots for every lane. */
+#define DEFINE_LANE_INSERT(NAME, KT, CT)                                                 \
+  static ALWAYS_INLINE void NAME(KT* lk, CT* lc, int64_t j, KT key, CT col, int64_t k) { \
+    int64_t p = k - 1;                                                                   \
+    for (; p > 0 && key > lk[(p - 1) * LANES + j]; p--) {                                \
+      lk[p * LANES + j] = lk[(p - 1) * LANES + j];                                       \
+      lc[p * LANES + j] = lc[(p - 1) * LANES + j];                                       \
+    }                                                                                    \
+    lk[p * LANES + j] = key;                                                             \
+    lc[p * LANES + j] = col;                                                             \
+  }
+DEFINE_LANE_INSERT(lane_insert_32, uint32_t, int32_t)
+DEFINE_LANE_INSERT(lane_insert_64, uint64_t, int64_t)
+
+/* A vector of lanes with at most 3/8 of them entering takes lane_insert from this K on (below it,
+ * the vector step costs less than the branches: C alone, AVX2, float32, 512 rows of 4096 side by
+ * side, K=64: 14.9 ms against 27.9 by vector steps alone and 17.0 by the branch-per-lane lists
+ * before; K=16 and short rows: 1.0-1.2x slower by lane_insert, at any share). */
+#define LANE_ALONE_MIN_K 32
+#define LANE_ALONE(hits, lanes) ((hits) * 8 <= (lanes) * 3)
+
+/* The selection of `cols` (<= LANES) rows side by side from `first` (row j at first + j *
+ * row_stride): lk/lc hold k * LANES keys and columns of the lanes' type (uint32_t/int32_t, or
+ * uint64_t/int64_t where `wide`); block_keys, LANES * LANES_PACKED_N 32-bit keys. Lanes beyond
+ * `cols` run on zero keys and are not written out. */
+#define LANES_PACKED_N 64
+static ALWAYS_INLINE void select_lanes(const struct cutopk_rows* r, const struct key_rule* rule, const char* first,
+                                       int64_t cols, void* lk, void* lc, void* block_keys, int64_t* out, int bytes,
+                                       int wide) {
   const int64_t n = r->n, k = r->k;
-  uint64_t keys[CHUNK]; /* CHUNK keys of `bytes` bytes each */
+  uint64_t raw[CHUNK];       /* the keys of one step, `bytes` bytes each */
+  uint64_t lane_keys[LANES]; /* the same, as the lanes' type (wide or not) */
+  uint32_t* key32 = (uint32_t*)lane_keys;
+  if (cols < LANES) memset(lane_keys, 0, sizeof lane_keys);
+  /* Rows of 32-bit elements one after another: the block's keys made in one vectorised run (and
+   * read down its columns from there), not a strided load per element (32768x32 k=4 3.3 -> 2.5
+   * ms, C alone, AVX2). */
+  uint32_t* block = (uint32_t*)block_keys;
+  const int packed = !wide && bytes == 4 && r->col_stride == 4 && r->row_stride == n * 4 && n <= LANES_PACKED_N;
+  if (packed) make_part_keys(block, first, cols * n, 4, rule, 0, 4);
   for (int64_t i = 0; i < n; i++) {
-    make_keys(keys, first + i * r->col_stride, cols, r->row_stride, rule, 0, bytes);
-    if (i < k) {
-      for (int64_t j = 0; j < cols; j++)
-        insert_kept((char*)tk + j * k * bytes, tc + j * k, i, key_at(keys, j, bytes), i, bytes);
-      if (i == k - 1)
-        for (int64_t j = 0; j < cols; j++) key_put(kth, j, key_at(tk, j * k + k - 1, bytes), bytes);
-      continue;
+    const char* src = first + i * r->col_stride;
+    if (wide && bytes == 8) {
+      make_keys(lane_keys, src, cols, r->row_stride, rule, 0, 8);
+    } else if (packed) { /* this column of the block's keys */
+      for (int64_t j = 0; j < cols; j++) key32[j] = block[j * n + i];
+    } else if (!wide && bytes == 4) {
+      make_keys(key32, src, cols, r->row_stride, rule, 0, 4);
+    } else {
+      make_keys(raw, src, cols, r->row_stride, rule, 0, bytes);
+      if (wide)
+        for (int64_t j = 0; j < cols; j++) lane_keys[j] = key_at(raw, j, bytes);
+      else
+        for (int64_t j = 0; j < cols; j++) key32[j] = (uint32_t)key_at(raw, j, bytes);
     }
-    /* Parts of 16 rows with no key above their K-th are passed over. */
-    for (int64_t j0 = 0; j0 < cols; j0 += 16) {
-      int64_t end = cols - j0 < 16 ? cols : j0 + 16;
-      struct hits hit = {0, 0, 0, 0};
-      for (int64_t j = j0; j < end; j++) note_above(&hit, key_at(keys, j, bytes), key_at(kth, j, bytes), bytes);
-      if (!any_hit(&hit)) continue;
-      for (int64_t j = j0; j < end; j++)
-        if (key_above(key_at(keys, j, bytes), key_at(kth, j, bytes), bytes)) {
-          insert_kept((char*)tk + j * k * bytes, tc + j * k, k - 1, key_at(keys, j, bytes), i, bytes);
-          key_put(kth, j, key_at(tk, j * k + k - 1, bytes), bytes);
+    const int64_t held = i < k ? i : k;
+    for (int64_t g = 0; g < cols; g += VECTOR_BYTES / (wide ? 8 : 4)) {
+      if (wide) {
+        uint64_t* keys = (uint64_t*)lk + g;
+        lanes_u64 x = *(const lanes_u64*)(lane_keys + g);
+        if (held == k) {
+          lanes_i64 enter = (lanes_i64)(x > *(const lanes_u64*)(keys + (k - 1) * LANES));
+          int hits = lane_hits_64(enter);
+          if (hits == 0) continue;
+          if (k >= LANE_ALONE_MIN_K && LANE_ALONE(hits, VECTOR_BYTES / 8)) {
+            for (int j = 0; j < VECTOR_BYTES / 8; j++)
+              if (enter[j]) lane_insert_64(keys, (int64_t*)lc + g, j, x[j], i, k);
+            continue;
+          }
         }
+        lane_step_64(keys, (lanes_i64*)((int64_t*)lc + g), x, (lanes_i64){0} + i, held, k);
+      } else {
+        uint32_t* keys = (uint32_t*)lk + g;
+        lanes_u32 x = *(const lanes_u32*)(key32 + g);
+        if (held == k) {
+          lanes_i32 enter = (lanes_i32)(x > *(const lanes_u32*)(keys + (k - 1) * LANES));
+          int hits = lane_hits_32(enter);
+          if (hits == 0) continue;
+          if (k >= LANE_ALONE_MIN_K && LANE_ALONE(hits, VECTOR_BYTES / 4)) {
+            for (int j = 0; j < VECTOR_BYTES / 4; j++)
+              if (enter[j]) lane_insert_32(keys, (int32_t*)lc + g, j, x[j], (int32_t)i, k);
+            continue;
+          }
+        }
+        lane_step_32(keys, (lanes_i32*)((int32_t*)lc + g), x, (lanes_i32){0} + (int32_t)i, held, k);
+      }
     }
   }
-  for (int64_t j = 0; j < cols; j++) emit_columns(tc + j * k, k, r->order, out + j * k);
+  for (int64_t j = 0; j < cols; j++) {
+    int64_t* row_out = out + j * k;
+    for (int64_t p = 0; p < k; p++)
+      row_out[p] = wide ? ((const int64_t*)lc)[p * LANES + j] : ((const int32_t*)lc)[p * LANES + j];
+    if (r->order == ORDER_INDEX) sort_columns(row_out, k);
+  }
 }
+
+/* METHOD_RANK's last step: each of the c candidates' rank (the number of candidates above it);
+ * those of rank below K are the winners, written in value order (out[rank]) or index order (the
+ * order the candidates came in). The ranks of a vector of candidates at a time, kept in
+ * registers while every candidate is compared with them (RANK_VECTORS vectors at most: the
+ * counts are constants in each copy, so the loops unroll), without a branch per candidate: a
+ * loser is written to out[k], a slot of the caller's. A count per candidate across the others,
+ * with a horizontal sum and a branch each, took half of 16384x128 k=8. */
+#define RANK_VECTORS 16
+#define RANK_LANES (VECTOR_BYTES / 8)
+static ALWAYS_INLINE void rank_by_vectors(const uint64_t* cand, int64_t c, int64_t k, int order, int64_t* out,
+                                          int vectors) {
+  lanes_u64 mine[RANK_VECTORS];
+  lanes_i64 rank[RANK_VECTORS];
+  for (int v = 0; v < vectors; v++) {
+    memcpy(&mine[v], cand + v * RANK_LANES, sizeof mine[v]);
+    rank[v] = (lanes_i64){0};
+  }
+  for (int64_t j = 0; j < c; j++) {
+    lanes_u64 other = (lanes_u64){0} + cand[j];
+    for (int v = 0; v < vectors; v++) rank[v] += (lanes_i64)(other > mine[v]); /* -1 where above */
+  }
+  int64_t ranks[RANK_VECTORS * RANK_LANES], written = 0;
+  memcpy(ranks, rank, sizeof rank[0] * (size_t)vectors);
+  for (int64_t i = 0; i < c; i++) {
+    int64_t place = -ranks[i], wins = place < k;
+    out[wins ? (order == ORDER_VALUE ? place : written) : k] = (int64_t)(uint32_t)~(uint32_t)cand[i];
+    written += wins;
+  }
+}
+
+/* rank_by_vectors where the candidates fill 2 to RANK_VECTORS vectors (cand holds room for the
+ * last one's lanes beyond c: their ranks are not read), else a count per candidate. out: k + 1
+ * slots. */
+static __attribute__((noinline)) void rank_candidates(uint64_t* cand, int64_t c, int64_t k, int order, int64_t* out) {
+  const int64_t vectors = (c + RANK_LANES - 1) / RANK_LANES;
+  switch (vectors) {
+    case 2:
+      return rank_by_vectors(cand, c, k, order, out, 2);
+    case 3:
+      return rank_by_vectors(cand, c, k, order, out, 3);
+    case 4:
+      return rank_by_vectors(cand, c, k, order, out, 4);
+    case 5:
+      return rank_by_vectors(cand, c, k, order, out, 5);
+    case 6:
+      return rank_by_vectors(cand, c, k, order, out, 6);
+    case 7:
+      return rank_by_vectors(cand, c, k, order, out, 7);
+    case 8:
+      return rank_by_vectors(cand, c, k, order, out, 8);
+    case 9:
+      return rank_by_vectors(cand, c, k, order, out, 9);
+    case 10:
+      return rank_by_vectors(cand, c, k, order, out, 10);
+    case 11:
+      return rank_by_vectors(cand, c, k, order, out, 11);
+    case 12:
+      return rank_by_vectors(cand, c, k, order, out, 12);
+    case 13:
+      return rank_by_vectors(cand, c, k, order, out, 13);
+    case 14:
+      return rank_by_vectors(cand, c, k, order, out, 14);
+    case 15:
+      return rank_by_vectors(cand, c, k, order, out, 15);
+    case 16:
+      return rank_by_vectors(cand, c, k, order, out, 16);
+    default:
+      break;
+  }
+  int64_t written = 0;
+  for (int64_t i = 0; i < c; i++) {
+    uint64_t v = cand[i];
+    int64_t rank = 0;
+    for (int64_t j = 0; j < c; j++) rank += cand[j] > v;
+    if (rank < k) out[order == ORDER_VALUE ? rank : written++] = (int64_t)(uint32_t)~(uint32_t)v;
+  }
+}
+
+/* most[0..k) = the maxima down the row's whole slices of K (keys[j], keys[K + j], ...), a vector
+ * of columns j at a time held in a register: the loop over j inside the loop over slices kept
+ * `most` in memory and, for K of a vector or less, ran one iteration behind its alias checks per
+ * slice (16384x128 k=8: a third of METHOD_RANK's time). Reads up to VECTOR_BYTES past keys[n - 1]
+ * (the caller's padding); lanes beyond K are not kept. */
+#define DEFINE_SLICE_MAXIMA(NAME, T, V)                                          \
+  static ALWAYS_INLINE void NAME(const T* keys, T* most, int64_t n, int64_t k) { \
+    enum { L = VECTOR_BYTES / sizeof(T) };                                       \
+    for (int64_t j0 = 0; j0 < k; j0 += L) {                                      \
+      V acc, x;                                                                  \
+      memcpy(&acc, keys + j0, sizeof acc);                                       \
+      for (int64_t s = k; s + k <= n; s += k) {                                  \
+        memcpy(&x, keys + s + j0, sizeof x);                                     \
+        V above = (V)(x > acc);                                                  \
+        acc = (x & above) | (acc & ~above);                                      \
+      }                                                                          \
+      T lanes[L];                                                                \
+      memcpy(lanes, &acc, sizeof lanes);                                         \
+      for (int64_t t = 0; t < L && j0 + t < k; t++) most[j0 + t] = lanes[t];     \
+    }                                                                            \
+  }
+DEFINE_SLICE_MAXIMA(slice_maxima_8, uint8_t, lanes_u8)
+DEFINE_SLICE_MAXIMA(slice_maxima_16, uint16_t, lanes_u16)
+DEFINE_SLICE_MAXIMA(slice_maxima_32, uint32_t, lanes_u32)
 
 /* METHOD_RANK (rows below 2**32, keys of up to 32 bits, small K): the row's keys are made whole,
  * then a bound: cut the row into slices of K, the least of the K maxima down the slices (column
@@ -926,17 +1182,20 @@ static ALWAYS_INLINE void insert_columns(const struct cutopk_rows* r, const stru
  * The keys at or above it are the candidates (about 2K-3K on shuffled data), as composites
  * (key, inverted column): distinct, a larger one preferred, ties to the lower index included.
  * Each candidate's rank is the number of candidates above it (a vectorised count, no branches),
- * and the first K ranks are the answer in value order. A row with more than `room` candidates
- * (ties at the bound, a rising row) goes to METHOD_INSERT instead: returns 0. */
+ * and the first K ranks are the answer in value order (out: K + 1 slots, see rank_candidates). A
+ * row with more than `room` candidates (ties at the bound, a rising row) goes to METHOD_INSERT
+ * instead: returns 0. */
 static ALWAYS_INLINE int rank_row(const struct cutopk_rows* r, const struct key_rule* rule, const char* row, void* keys,
                                   void* most, uint64_t* cand, int64_t room, int64_t* out, int bytes) {
   const int64_t n = r->n, k = r->k, stride = r->col_stride;
   for (int64_t col = 0; col < n; col += CHUNK)
     make_keys((char*)keys + col * bytes, row + col * stride, n - col < CHUNK ? n - col : CHUNK, stride, rule, 0, bytes);
-  for (int64_t j = 0; j < k; j++) key_put(most, j, key_at(keys, j, bytes), bytes);
-  for (int64_t s = k; s + k <= n; s += k)
-    for (int64_t j = 0; j < k; j++)
-      key_put(most, j, key_max(key_at(keys, s + j, bytes), key_at(most, j, bytes), bytes), bytes);
+  if (bytes == 1)
+    slice_maxima_8(keys, most, n, k);
+  else if (bytes == 2)
+    slice_maxima_16(keys, most, n, k);
+  else
+    slice_maxima_32(keys, most, n, k);
   uint64_t bound = key_at(most, 0, bytes);
   for (int64_t j = 1; j < k; j++) bound = key_min(bound, key_at(most, j, bytes), bytes);
   int64_t c = 0, i = 0;
@@ -955,12 +1214,15 @@ static ALWAYS_INLINE int rank_row(const struct cutopk_rows* r, const struct key_
     c += !key_above(bound, key, bytes);
     if (c == room) return 0;
   }
-  int64_t written = 0;
-  for (int64_t i = 0; i < c; i++) {
-    uint64_t v = cand[i];
+  if (c > RANK_LANES) {
+    rank_candidates(cand, c, k, r->order, out);
+    return 1;
+  }
+  /* A vector's worth or fewer (K = 1 mostly): a count each, inline. */
+  for (int64_t i = 0, written = 0; i < c; i++) {
     int64_t rank = 0;
-    for (int64_t j = 0; j < c; j++) rank += cand[j] > v;
-    if (rank < k) out[r->order == ORDER_VALUE ? rank : written++] = (int64_t)(uint32_t)~(uint32_t)v;
+    for (int64_t j = 0; j < c; j++) rank += cand[j] > cand[i];
+    if (rank < k) out[r->order == ORDER_VALUE ? rank : written++] = (int64_t)(uint32_t)~(uint32_t)cand[i];
   }
   return 1;
 }
@@ -999,21 +1261,30 @@ static __attribute__((noinline)) void insert_short_rows_any(const struct cutopk_
       insert_short_rows(r, rule, tk, tc, 8);
   }
 }
-static __attribute__((noinline)) void insert_columns_any(const struct cutopk_rows* r, const struct key_rule* rule,
-                                                         const char* first, int64_t cols, void* tk, int64_t* tc,
-                                                         void* kth, int64_t* out) {
-  switch (r->width) {
-    case 1:
-      insert_columns(r, rule, first, cols, tk, tc, kth, out, 1);
-      break;
+static __attribute__((noinline)) void select_lanes_any(const struct cutopk_rows* r, const struct key_rule* rule,
+                                                       const char* first, int64_t cols, void* lk, void* lc, void* block,
+                                                       int64_t* out, int wide) {
+  switch (r->width * 2 + wide) {
     case 2:
-      insert_columns(r, rule, first, cols, tk, tc, kth, out, 2);
+      select_lanes(r, rule, first, cols, lk, lc, block, out, 1, 0);
       break;
     case 4:
-      insert_columns(r, rule, first, cols, tk, tc, kth, out, 4);
+      select_lanes(r, rule, first, cols, lk, lc, block, out, 2, 0);
+      break;
+    case 8:
+      select_lanes(r, rule, first, cols, lk, lc, block, out, 4, 0);
+      break;
+    case 3:
+      select_lanes(r, rule, first, cols, lk, lc, block, out, 1, 1);
+      break;
+    case 5:
+      select_lanes(r, rule, first, cols, lk, lc, block, out, 2, 1);
+      break;
+    case 9:
+      select_lanes(r, rule, first, cols, lk, lc, block, out, 4, 1);
       break;
     default:
-      insert_columns(r, rule, first, cols, tk, tc, kth, out, 8);
+      select_lanes(r, rule, first, cols, lk, lc, block, out, 8, 1);
   }
 }
 /* Widths 1, 2 and 4 only (the request checks). */
@@ -1060,17 +1331,25 @@ static __attribute__((noinline)) void select_row_any(const struct cutopk_rows* r
 /* METHOD_RANK's call: its buffers, and METHOD_INSERT's for the rows it hands over. */
 static int select_ranked(const struct cutopk_rows* r, const struct key_rule* rule) {
   const int64_t n = r->n, k = r->k, room = RANK_ROOM(k);
-  char* buf = malloc((size_t)(n * 4 + k * 4 + room * 8 + k * 16));
+  /* cand: room composites and a vector's lanes read past them (rank_candidates); won: a row's
+   * K winners and the losers' slot; tc/tk: METHOD_INSERT's; keys: n of up to 4 bytes and
+   * VECTOR_BYTES read past them (slice_maxima); most: K keys. */
+  const int64_t cand_bytes = (room + RANK_LANES) * 8, keys_bytes = n * 4 + VECTOR_BYTES;
+  char* buf = malloc((size_t)(cand_bytes + (k + 1) * 8 + k * 16 + keys_bytes + k * 4));
   if (buf == NULL) return STATUS_NO_MEMORY;
   uint64_t* cand = (uint64_t*)buf;
-  int64_t* tc = (int64_t*)(buf + room * 8);
-  void* tk = buf + room * 8 + k * 8;
-  void* keys = buf + room * 8 + k * 16;
-  void* most = buf + room * 8 + k * 16 + n * 4;
+  int64_t* won = (int64_t*)(buf + cand_bytes);
+  int64_t* tc = won + k + 1;
+  void* tk = tc + k;
+  void* keys = (char*)tk + k * 8;
+  void* most = (char*)keys + keys_bytes;
   for (int64_t i = 0; i < r->rows; i++) {
     const char* row = r->data + i * r->row_stride;
     int64_t* out = r->out + i * k;
-    if (!rank_row_any(r, rule, row, keys, most, cand, room, out)) insert_row_any(r, rule, row, tk, tc, out);
+    if (rank_row_any(r, rule, row, keys, most, cand, room, won))
+      for (int64_t p = 0; p < k; p++) out[p] = won[p]; /* K is small: no call */
+    else
+      insert_row_any(r, rule, row, tk, tc, out);
   }
   free(buf);
   return STATUS_OK;
@@ -1315,30 +1594,36 @@ static int64_t capacity_for(int64_t n, int64_t k) {
   return (n < k + slack ? n : k + slack) + CHUNK;
 }
 
-/* METHOD_INSERT (one row at a time) and METHOD_COLUMNS (CHUNK rows side by side). */
+/* METHOD_INSERT (one row at a time) and METHOD_COLUMNS (LANES rows side by side). */
 static int select_kept(const struct cutopk_rows* r, const struct key_rule* rule) {
-  const int64_t side = r->method == METHOD_COLUMNS ? CHUNK : 1, k = r->k;
-  if (k > (INT64_MAX / 16) / side) return STATUS_NO_MEMORY;
-  /* tk: side x k keys of up to 8 bytes; tc: side x k columns; kth: side keys. */
-  char* buf = malloc((size_t)(side * k * 16 + side * 8));
-  if (buf == NULL) return STATUS_NO_MEMORY;
-  int64_t* tc = (int64_t*)buf;
-  void* tk = buf + side * k * 8;
-  void* kth = buf + side * k * 16;
-  if (r->method == METHOD_INSERT && r->n <= CHUNK) {
-    insert_short_rows_any(r, rule, tk, tc);
+  const int64_t k = r->k;
+  if (r->method == METHOD_COLUMNS) {
+    if (k > (INT64_MAX / 16) / LANES) return STATUS_NO_MEMORY;
+    /* The lanes' lists: k x LANES keys and as many columns, of up to 8 bytes each. */
+    const int wide = r->width == 8 || r->n > INT32_MAX;
+    /* ... and a block's keys (select_lanes). */
+    char* buf = malloc((size_t)(LANES * k * 16 + LANES * LANES_PACKED_N * 4));
+    if (buf == NULL) return STATUS_NO_MEMORY;
+    void* lk = buf;
+    void* lc = buf + LANES * k * 8;
+    void* block = buf + LANES * k * 16;
+    for (int64_t i = 0; i < r->rows; i += LANES) {
+      int64_t cols = r->rows - i < LANES ? r->rows - i : LANES;
+      select_lanes_any(r, rule, r->data + i * r->row_stride, cols, lk, lc, block, r->out + i * k, wide);
+    }
     free(buf);
     return STATUS_OK;
   }
-  for (int64_t i = 0; i < r->rows; i += side) {
-    const char* row = r->data + i * r->row_stride;
-    int64_t* out = r->out + i * k;
-    int64_t cols = r->rows - i < side ? r->rows - i : side;
-    if (r->method == METHOD_INSERT)
-      insert_row_any(r, rule, row, tk, tc, out);
-    else
-      insert_columns_any(r, rule, row, cols, tk, tc, kth, out);
-  }
+  if (k > INT64_MAX / 16) return STATUS_NO_MEMORY;
+  /* tk: k keys of up to 8 bytes; tc: k columns. */
+  char* buf = malloc((size_t)(k * 16));
+  if (buf == NULL) return STATUS_NO_MEMORY;
+  int64_t* tc = (int64_t*)buf;
+  void* tk = buf + k * 8;
+  if (r->n <= CHUNK)
+    insert_short_rows_any(r, rule, tk, tc);
+  else
+    for (int64_t i = 0; i < r->rows; i++) insert_row_any(r, rule, r->data + i * r->row_stride, tk, tc, r->out + i * k);
   free(buf);
   return STATUS_OK;
 }
@@ -1356,9 +1641,60 @@ static int request_ok(const struct cutopk_rows* r) {
   return r->threads >= 0;
 }
 
+/* The winners' values, their bits copied from the input, a group of rows at a time right after
+ * the group's selection, while its elements lie in cache (a take in NumPy afterwards read the
+ * indices and the input again, some 8 ns an element: 65536x8 k=2, a third of the call; copied
+ * after the whole block, 1024x4096 k=64 missed the cache on every value, 8% of the call). */
+#define VALUES_GROUP_BYTES (256 * 1024)
+static int select_indices(const struct cutopk_rows* r);
+static ALWAYS_INLINE void copy_values(const struct cutopk_rows* r, int bytes) {
+  const int64_t k = r->k;
+  for (int64_t i = 0; i < r->rows; i++) {
+    const char* row = r->data + i * r->row_stride;
+    const int64_t* cols = r->out + i * k;
+    char* to = r->values + i * k * bytes;
+    for (int64_t p = 0; p < k; p++) memcpy(to + p * bytes, row + cols[p] * r->col_stride, (size_t)bytes);
+  }
+}
+static __attribute__((noinline)) void copy_values_any(const struct cutopk_rows* r) {
+  switch (r->width) {
+    case 1:
+      copy_values(r, 1);
+      break;
+    case 2:
+      copy_values(r, 2);
+      break;
+    case 4:
+      copy_values(r, 4);
+      break;
+    default:
+      copy_values(r, 8);
+  }
+}
+
 /* The top K of every row of r, on the calling thread: r->out gets each row's K columns in the order
- * asked for (r->threads is not read: the pool below splits the rows first). */
+ * asked for, r->values (where given) their values (r->threads is not read: the pool below splits
+ * the rows first). */
 static int select_block(const struct cutopk_rows* r) {
+  if (r->values == NULL) return select_indices(r);
+  const int64_t row_bytes = r->n * r->width;
+  int64_t group = row_bytes < VALUES_GROUP_BYTES ? VALUES_GROUP_BYTES / row_bytes : 1;
+  if (r->method == METHOD_COLUMNS) group = (group + LANES - 1) / LANES * LANES; /* whole blocks of lanes */
+  for (int64_t i = 0; i < r->rows; i += group) {
+    struct cutopk_rows sub = *r;
+    sub.rows = r->rows - i < group ? r->rows - i : group;
+    sub.data += i * r->row_stride;
+    sub.out += i * r->k;
+    sub.values += i * r->k * r->width;
+    int status = select_indices(&sub);
+    if (status != STATUS_OK) return status;
+    copy_values_any(&sub);
+  }
+  return STATUS_OK;
+}
+
+/* select_block's selection: r->out alone (each method's call). */
+static int select_indices(const struct cutopk_rows* r) {
   struct key_rule rule = {r->kind, r->largest ? 0 : ~(uint64_t)0, r->nan_first ? ~(uint64_t)0 : 0, r->inf_bits};
   if (r->method == METHOD_COUNT) return select_counted(r, &rule);
   if (r->method == METHOD_RANK) return select_ranked(r, &rule);
@@ -1480,6 +1816,7 @@ static void run_piece(int64_t piece) {
   const int64_t rows = pool.job.rows - first < pool.per * pool.unit ? pool.job.rows - first : pool.per * pool.unit;
   sub.data += first * sub.row_stride;
   sub.out += first * sub.k;
+  if (sub.values != NULL) sub.values += first * sub.k * sub.width;
   sub.rows = rows;
   int status = select_block(&sub);
   int ok = STATUS_OK;
@@ -1631,8 +1968,8 @@ static int select_split(const struct cutopk_rows* r, int threads, int64_t unit, 
   return atomic_load(&pool.status);
 }
 
-/* The top K of every row: r->out gets each row's K columns in the order asked for; the rows are
- * shared between r->threads threads (see "Threads" above). */
+/* The top K of every row: r->out gets each row's K columns in the order asked for (r->values, where
+ * given, their values); the rows are shared between r->threads threads (see "Threads" above). */
 EXPORT int cutopk_compiled_select(const struct cutopk_rows* r) {
   if (!request_ok(r)) return STATUS_BAD_REQUEST;
   const int64_t unit = r->method == METHOD_COLUMNS ? CHUNK : 1, units = (r->rows + unit - 1) / unit;

@@ -45,6 +45,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from .. import _environ
 from .._host_build import BuildError, asan_loaded, build_once, cache_home, record_fits
 from .._request import dtypes as _dtypes
 
@@ -77,7 +78,7 @@ DEPRECATED_ENV_VARS = {
 }
 _warned: set[str] = set()
 # The C file's ABI number and the size of its struct cutopk_rows (cutopk_compiled_abi()).
-ABI = 4
+ABI = 5
 
 # The C file's enums.
 _KIND_UNSIGNED, _KIND_SIGNED, _KIND_FLOAT = 0, 1, 2
@@ -107,6 +108,7 @@ class Rows(ctypes.Structure):
         ("method", ctypes.c_int32),
         ("threads", ctypes.c_int32),
         ("reserved", ctypes.c_int32),
+        ("values", ctypes.c_void_p),
     )
 
 
@@ -158,13 +160,15 @@ def setting(name: str) -> tuple[str, str | None]:
     ``CACHE_ENV_VAR`` or ``ASAN_ENV_VAR``): its own value where it is set, else the value of its
     deprecated earlier name (``DEPRECATED_ENV_VARS``) where that one is set, with a
     ``FutureWarning`` the first time in the process, else ``(name, None)``."""
-    text = os.environ.get(name)
-    old = DEPRECATED_ENV_VARS[name]
-    if text is None and old in os.environ:
-        if old not in _warned:
-            _warned.add(old)
-            warnings.warn(f"{old} is deprecated: set {name} instead", FutureWarning, stacklevel=2)
-        return old, os.environ[old]
+    text = _environ.get(name)
+    if text is None:
+        old = DEPRECATED_ENV_VARS[name]
+        old_text = _environ.get(old)
+        if old_text is not None:
+            if old not in _warned:
+                _warned.add(old)
+                warnings.warn(f"{old} is deprecated: set {name} instead", FutureWarning, stacklevel=2)
+            return old, old_text
     return name, text
 
 
@@ -420,6 +424,20 @@ def _element(dtype: np.dtype) -> tuple[int, int]:
     return (_KIND_SIGNED if info.is_signed else _KIND_UNSIGNED), 0
 
 
+def _address(a: np.ndarray) -> int:
+    """The address of ``a``'s first element. ``a.ctypes.data`` builds a ctypes helper object (some
+    2.8 us on the development machine, three per call); a writable C-contiguous array's buffer
+    gives it in 0.8 us. Other arrays (strided views, read-only inputs, dtypes that NumPy does not
+    export as buffers: bfloat16) the plain way."""
+    flags = a.flags
+    if flags.c_contiguous and flags.writeable:
+        try:
+            return ctypes.addressof(ctypes.c_char.from_buffer(a))
+        except (TypeError, ValueError, BufferError):
+            pass
+    return a.ctypes.data
+
+
 def select(
     x: np.ndarray,
     k: int,
@@ -430,8 +448,10 @@ def select(
     function=None,
     method: str = "threshold",
     threads: int = 1,
+    values: np.ndarray | None = None,
 ) -> None:
-    """Write the column indices of the top K of each row of ``x`` into ``out``.
+    """Write the column indices of the top K of each row of ``x`` into ``out`` (and their values
+    into ``values``, where given: a C-contiguous ``(rows, k)`` array of ``x``'s dtype).
 
     ``x``: 2-D, any strides, native byte order, ``1 <= k <= x.shape[1]``; ``out``: a C-contiguous
     int64 array of ``(rows, k)``. The order is ``order``'s ("value"; "index", or "none", which
@@ -444,13 +464,13 @@ def select(
     portable one)."""
     kind, inf_bits = _element(x.dtype)
     rows = Rows(
-        x.ctypes.data,
+        _address(x),
         x.shape[0],
         x.shape[1],
         x.strides[0],
         x.strides[1],
         k,
-        out.ctypes.data,
+        _address(out),
         inf_bits,
         x.itemsize,
         kind,
@@ -460,6 +480,7 @@ def select(
         METHODS[method],
         max(1, int(threads)),
         0,
+        None if values is None else _address(values),
     )
     status = (function or _function())(ctypes.byref(rows))
     if status == _STATUS_NO_MEMORY:

@@ -45,22 +45,37 @@ COUNT_MIN_N = 256
 # 256x16384 k=1024 4.1x); shorter rows of at least COUNT16_MIN_N with K at least
 # COUNT16_MIN_K_SHARE of them (against the threshold scan, uniform int16: 1024 k=64 1.6x, k=128
 # 2.0x; 4096 k=256 2.3x; 20 distinct values 1024 k=64 0.8x, k=128 1.3x; beyond N/8, against
-# the NumPy routes, 5-5.7x); and K = 1 from COUNT_MIN_N (the ranks' bound is then the row's
-# maximum, over slices of one: 1024 k=1 3.6x, 4096 4.9x, 256 1.8x; 20 values 1.0-1.1x). Rows of
+# the NumPy routes, 5-5.7x). K = 1 was counted from COUNT_MIN_N (against the ranks) until the
+# sorted list took K of 1-4 (INSERT_LONG_MIN_N: 1024 k=1 0.27x of the count's time). Rows of
 # 256 with more K, 128-element rows and K of 2-32 elsewhere keep their methods (count 0.4-1.2x).
 # CPU time, one thread, loaded 2-core EPYC with AVX2: benchmarks/results/2026-11-26-cpu-short-rows.md.
 COUNT16_MIN_N = 1024
 COUNT16_MIN_K_SHARE = 1 / 16
 # Counts and columns are 32-bit in the C file.
 COUNT_MAX_N = (1 << 32) - 1
-RANK_MAX_K = 8
+# K of 9-16 joined the ranks with their count by vectors (16 vectors: 64 candidates in registers
+# and beside them): C alone, one thread, float32, ranks / threshold scan, K=16 rows of 128 0.77,
+# 256 0.90, 512 0.90, 1024 0.86; K=12 rows of 1024 0.74.
+RANK_MAX_K = 16
 INSERT_MAX_K = 4
-# Rows of at most INSERT_SHORT_MAX_N with K = 1 (any width), or K = 2 of 32-bit elements: the
-# sorted list ("insert") beats the ranks, whose bound and candidates cost more than such a row's
-# work (C alone, one thread, 2-core EPYC with AVX2, load 0.5, insert / rank, 512K elements:
-# float32 K=1 rows of 8 / 16 / 32 0.54 / 0.49 / 0.37, K=2 0.90 / 0.92 / 0.83, K=4 0.91-1.14;
-# float16 K=1 0.59-0.76, K=2 0.94-1.05, so kept on the ranks).
-INSERT_SHORT_MAX_N = 32
+# Rows of at most LANES_MAX_N (at least COLUMNS_MIN_ROWS of them) go side by side, one lane each
+# ("columns": every lane's sorted list takes the row's next element in vector steps, without a
+# branch per row). C alone, one thread, 1M elements, 2-core EPYC with AVX2, columns against the
+# best other method: float32 rows of 8 0.35-0.45, 16 0.41-0.72, 32 0.44-0.91, 64 0.46-1.03 (K=1),
+# 128 0.70-1.31; float16 and int8 alike (8-bit rows of 64 with K=32: counting, 1.55); float64
+# rows of 8 0.46-0.86, of 16-64 0.46-0.92 from K=4 and 1.1-1.4 below (the sorted list, insert).
+# 65536x8 k=2 float32: 1.2 ms against the ranks' 4.8.
+LANES_MAX_N = 64
+# Longer rows with K of at most INSERT_LONG_MAX_K, from INSERT_LONG_MIN_N[K] elements: the sorted
+# list of one row at a time ("insert"), whose compare per element rarely lets one in (K ln N / N
+# of them on shuffled data; a rising row lets every one in, at most K moves each). C alone, one
+# thread, 2M elements, 2-core EPYC with AVX2, insert against the best other method: K=1 rows of
+# 128 0.78 (float32), 0.64 (float16), 0.42 (int8), 1024 0.35 (against counting 16 bits), 65536
+# 0.90 (the threshold scan); K=2 rows of 128 1.37 (kept on the ranks), 256 0.92, 1024 0.61, 8192
+# 0.50; K=4 rows of 256 1.49, 1024 0.95 (float32) to 0.86 (int16), 4096 0.72, 65536 0.79; K=8
+# rows of 4096 1.05 (kept on the ranks).
+INSERT_LONG_MAX_K = 4
+INSERT_LONG_MIN_N = {1: LANES_MAX_N + 1, 2: 256, 3: 1024, 4: 1024}
 SHORT_MAX_K_SHARE = 1 / 8
 COLUMNS_MAX_K = 64
 # Fewer rows side by side than this keep the NumPy routes: each step of the C loop would read
@@ -78,6 +93,16 @@ COMPILED_ROUTES = {
 COMPILED_METHODS = {route: method for method, route in COMPILED_ROUTES.items()}
 
 
+def takes_lanes(itemsize: int, n: int, k: int) -> bool:
+    """Whether rows of ``n`` elements of ``itemsize`` bytes go side by side ("columns") for K of
+    ``k`` (the measurements above LANES_MAX_N)."""
+    if n > LANES_MAX_N:
+        return False
+    if itemsize == 8:  # the sorted list is quicker for K of 1-2 on rows of 16-64
+        return n <= 8 or k >= 4
+    return itemsize != 1 or n < 64 or k <= 16  # 8-bit rows of 64, K above 16: counting
+
+
 def choose_method(x: np.ndarray, k: int) -> str | None:
     """How the compiled route (``compiled.select``) selects ``x`` (2-D, native byte order), one of
     ``compiled.METHODS``, or None where it does not take it (or is not built, or turned off)."""
@@ -87,6 +112,8 @@ def choose_method(x: np.ndarray, k: int) -> str | None:
     outer = rows > 1 and x.strides[0] == x.itemsize
     if outer:  # rows read side by side, a block of CHUNK at a time, where they lie
         method = "columns" if k <= COLUMNS_MAX_K and rows >= COLUMNS_MIN_ROWS else None
+    elif n > LANES_MAX_N and k <= INSERT_LONG_MAX_K and n >= INSERT_LONG_MIN_N[k]:
+        method = "insert"  # a few kept: one compare per element, rarely an entry
     elif n >= COMPILED_MIN_N:
         if k <= min(COMPILED_MAX_K, n * COMPILED_MAX_K_SHARE):
             method = "threshold"
@@ -94,14 +121,10 @@ def choose_method(x: np.ndarray, k: int) -> str | None:
             method = "count" if x.itemsize <= 2 and n <= COUNT_MAX_N else None
     elif x.itemsize == 1 and n >= COUNT_MIN_N:
         method = "count"
-    elif (
-        x.itemsize == 2
-        and n >= COUNT_MIN_N
-        and (k == 1 or (n >= COUNT16_MIN_N and k >= n * COUNT16_MIN_K_SHARE))
-    ):
+    elif x.itemsize == 2 and n >= COUNT16_MIN_N and k >= n * COUNT16_MIN_K_SHARE:
         method = "count"
-    elif n <= INSERT_SHORT_MAX_N and (k == 1 or (k == 2 and x.itemsize == 4)):
-        method = "insert"
+    elif rows >= COLUMNS_MIN_ROWS and takes_lanes(x.itemsize, n, k):
+        method = "columns"  # short rows side by side, one lane each
     elif k <= (RANK_MAX_K if x.itemsize <= 4 else INSERT_MAX_K):
         method = "rank" if x.itemsize <= 4 else "insert"
     else:

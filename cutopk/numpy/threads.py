@@ -55,6 +55,8 @@ from collections.abc import Callable, Hashable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+from .. import _environ
+
 if TYPE_CHECKING:  # for the annotations: the probes import NumPy where they run
     import numpy
 
@@ -161,7 +163,7 @@ def get_num_threads() -> int:
         scoped = _state["set"]
     if scoped is not None:
         return scoped
-    env = os.environ.get(ENV_VAR, "")
+    env = _environ.get(ENV_VAR, "")
     seen, value = _state["env"]
     if env != seen or value is None:
         text = env.strip()

@@ -335,6 +335,19 @@ def _methods_for(x):
     return [m for m in METHODS if (m != "count" or x.itemsize <= 2) and (m != "rank" or x.itemsize <= 4)]
 
 
+def _select(view, k, largest, nan_first, order, method, function=None):
+    """``compiled.select``'s indices of ``view``, its values checked on the way: each the bits of
+    the input's element at its index (NaN payloads, both zeros), as the backend returns them."""
+    rows = view.shape[0]
+    got = np.full((rows, k), -1, np.int64)
+    values = np.zeros((rows, k), view.dtype)
+    compiled.select(view, k, largest, nan_first, order, got, function, method=method, values=values)
+    bits = np.dtype(f"u{view.dtype.itemsize}")
+    expected = np.take_along_axis(view, got.clip(0, view.shape[1] - 1), axis=1)
+    np.testing.assert_array_equal(values.view(bits), expected.view(bits), err_msg=f"{method} values")
+    return got
+
+
 def _views(x):
     """Rows as they lie in several layouts: C order, reversed columns, Fortran order (the rows
     side by side: an outer axis), every other row and every third column, and the rows of a
@@ -361,8 +374,7 @@ def test_every_method_matches_the_numpy_routes(dtype, n):
                 nan_first = nan_first and largest
                 expected = _routes(view, k, largest, nan_first, order)
                 for method in _methods_for(view):
-                    got = np.full((view.shape[0], k), -1, np.int64)
-                    compiled.select(view, k, largest, nan_first, order, got, method=method)
+                    got = _select(view, k, largest, nan_first, order, method)
                     np.testing.assert_array_equal(
                         got, expected, err_msg=f"{method} {dist} {view.strides} k={k}"
                     )
@@ -380,8 +392,7 @@ def test_every_method_on_the_portable_build(dtype, build):
         ):
             expected = _routes(view, k, True, True, order)
             for method in _methods_for(view):
-                got = np.full((70, k), -1, np.int64)
-                compiled.select(view, k, True, True, order, got, _BUILD["function"], method=method)
+                got = _select(view, k, True, True, order, method, _BUILD["function"])
                 np.testing.assert_array_equal(got, expected, err_msg=f"{method} {dist} k={k}")
 
 
@@ -412,8 +423,7 @@ def test_random_rows_by_every_method(
     nan_first = nan_first and largest
     if (method == "count" and dt.itemsize > 2) or (method == "rank" and dt.itemsize > 4):
         method = "insert"
-    got = np.full((rows, k), -1, np.int64)
-    compiled.select(x, k, largest, nan_first, order, got, method=method)
+    got = _select(x, k, largest, nan_first, order, method)
     np.testing.assert_array_equal(got, _routes(x, k, largest, nan_first, order))
 
 
@@ -460,14 +470,25 @@ def test_short_rows_outer_axes_and_eight_bits_take_the_compiled_route():
         return cutopk.plan(np.zeros(shape, dtype, order=order), k, axis=axis).params["route"]
 
     assert route((16384, 128), 8) == "compiled-rank"  # MoE routing
-    assert route((65536, 8), 2) == "compiled-insert"  # K = 2 of 32 bits in rows of at most 32
-    assert route((65536, 8), 2, np.float16) == "compiled-rank"
-    assert route((4096, 32), 1, np.int8) == "compiled-insert"  # K = 1: a row's best, kept alone
-    assert route((4096, 33), 1, np.int8) == "compiled-rank"
+    assert route((65536, 8), 2) == "compiled-columns"  # rows of at most 64 side by side
+    assert route((65536, 8), 2, np.float16) == "compiled-columns"
+    assert route((4096, 64), 16, np.int8) == "compiled-columns"
+    assert route((4096, 64), 17, np.int8) != "compiled-columns"  # 8 bits, K above 16: counting's
+    assert route((4096, 64), 1, np.float64) == "compiled-insert"  # 64 bits, K below 4: the list
+    assert route((4096, 64), 4, np.float64) == "compiled-columns"
+    assert route((4096, 8), 1, np.float64) == "compiled-columns"
+    assert route((15, 8), 2) == "compiled-rank"  # too few rows side by side
+    assert route((4096, 65), 1, np.int8) == "compiled-insert"  # K of 1-4: a compare per element
+    assert route((4096, 128), 2) == "compiled-rank"
+    assert route((4096, 256), 2) == "compiled-insert"
+    assert route((4096, 1024), 4, np.int16) == "compiled-insert"
+    assert route((16, 65536), 4) == "compiled-insert"
+    assert route((16, 65536), 5) == "compiled"
     assert route((1, 128), 8) == "compiled-rank"
     assert route((2048, 1024), 8) == "compiled-rank"
     assert route((2048, 1024), 4, np.float64) == "compiled-insert"  # no 96-bit composites
-    assert route((2048, 1024), 16) == "compiled"  # K above RANK_MAX_K: the threshold scan
+    assert route((2048, 1024), 16) == "compiled-rank"
+    assert route((2048, 1024), 17) == "compiled"  # K above RANK_MAX_K: the threshold scan
     assert route((1024, 4096), 64) == "compiled"
     assert route((64, 64), 20) != "compiled"  # and above an eighth of the row: the NumPy routes
     assert route((1024, 4096), 64, np.int8) == "compiled-count"
@@ -481,8 +502,8 @@ def test_short_rows_outer_axes_and_eight_bits_take_the_compiled_route():
     assert route((1024, 1024), 512, np.uint16) == "compiled-count"
     assert route((1024, 1024), 32, np.int16) == "compiled"  # below N/16: the threshold scan
     assert route((1024, 512), 64, np.int16) == "compiled"  # rows below COUNT16_MIN_N
-    assert route((1024, 256), 1, np.int16) == "compiled-count"  # K = 1
-    assert route((1024, 128), 1, np.int16) == "compiled-rank"
+    assert route((1024, 256), 1, np.int16) == "compiled-insert"  # K = 1: no count
+    assert route((1024, 128), 1, np.int16) == "compiled-insert"
     assert route((2048, 1024), 16, axis=0) == "compiled-columns"  # read in place
     assert route((1024, 2048), 16, order="F") == "compiled-columns"
     assert route((2048, 1024), 65, axis=0) == "filter-outer"  # K above COLUMNS_MAX_K
@@ -508,6 +529,14 @@ def test_short_rows_outer_axes_and_eight_bits_take_the_compiled_route():
         ((1000, 100), 16, "float32", 0),
         ((300, 90), 7, "float64", 0),
         ((6, 50, 7), 4, "float16", 1),
+        # Issue 42's third look: short rows side by side in lanes, K of 1-4 on the sorted list.
+        ((200, 16), 4, "float32", -1),
+        ((200, 64), 16, "int8", -1),
+        ((100, 8), 1, "float64", -1),
+        ((100, 40), 6, "uint64", -1),
+        ((20, 3000), 3, "float32", -1),
+        ((5, 9000), 2, "bfloat16", -1),
+        ((2, 70), 1, "int32", -1),
     ],
 )
 def test_top_k_on_short_rows_matches_the_reference(shape, k, dtype, axis, monkeypatch):
@@ -546,3 +575,21 @@ def test_short_rows_identical_on_every_thread_count():
     for rows, cols in answers[1:]:
         np.testing.assert_array_equal(rows.indices, answers[0][0].indices)
         np.testing.assert_array_equal(cols.indices, answers[0][1].indices)
+
+
+def test_an_arrays_address_is_its_first_elements():
+    """compiled._address: the quick way (a writable C-contiguous buffer) and the plain way agree."""
+    base = np.arange(64, dtype=np.float32).reshape(8, 8)
+    read_only = base.copy()
+    read_only.flags.writeable = False
+    arrays = [
+        base,
+        base[2:],
+        base[:, 3:],
+        base.T,
+        base[:, ::-1],
+        read_only,
+        np.zeros((3, 2), _dtype("bfloat16")),
+    ]
+    for a in arrays:
+        assert compiled._address(a) == a.ctypes.data
