@@ -59,6 +59,17 @@ def is_gcc() -> bool:
     )
 
 
+@functools.cache
+def compiler_identity(cxx: str) -> str:
+    """``cxx --version``'s first line ("" where it cannot tell): part of the runtime objects' key,
+    so that a compiler upgraded in place builds them anew instead of linking the old ones."""
+    try:
+        proc = subprocess.run([cxx, "--version"], capture_output=True, text=True, check=False)
+    except OSError:
+        return ""
+    return proc.stdout.partition("\n")[0] if proc.returncode == 0 else ""
+
+
 def _candidate_include_dirs():
     for var in ("CUTOPK_CUDA_INCLUDE", "CUDA_PATH", "CUDA_HOME"):
         value = os.environ.get(var)
@@ -181,9 +192,10 @@ def runtime_objects(flags: tuple[str, ...], includes: list[str]) -> list[pathlib
     The objects hide their symbols like the module
     (-fvisibility=hidden): linked into each shared object, each module keeps its own copy of the
     runtime's state. The key holds the runtime's text (headers and sources), every flag, the
-    compiler and the include folders, so each build kind (plain, ASan, counting) gets its own."""
+    compiler (its path and version) and the include folders, so each build kind (plain, ASan,
+    counting) gets its own."""
     cxx = compiler() or ""
-    parts = ("runtime-objects", runtime_text(), *flags, cxx, *includes)
+    parts = ("runtime-objects", runtime_text(), *flags, cxx, compiler_identity(cxx), *includes)
     key = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32]
     pch = precompiled_header(flags, includes)  # the sources open with RUNTIME_INCLUDE too
     found = [*([f"-I{pch}"] if pch else []), f"-I{RUNTIME_DIR}", *includes]

@@ -158,3 +158,43 @@ def test_modules_link_the_runtime_objects_built_once_and_keep_their_own_state(mo
         assert sum(any(a.endswith(name) for a in c) and "-c" in c for c in commands) == 1, name
     modules = [c for c in commands if any(a.endswith("module.cpp") for a in c)]
     assert len(modules) == 2 and all({str(o) for o in objects} <= set(c) for c in modules)
+
+
+def test_the_runtime_objects_key_follows_the_runtime_flags_and_compiler(monkeypatch, tmp_path):
+    """Objects linked into a module must come from the same runtime text, flags and compiler
+    (path and version) as the module: each of these changes the objects' folder."""
+    monkeypatch.setenv("CUTOPK_SIM_CACHE", str(tmp_path))
+    monkeypatch.setattr(_toolchain, "build_once", lambda out, name, text, commands: out)  # keys only
+    monkeypatch.setattr(_toolchain, "precompiled_header", lambda flags, includes: None)
+
+    def folder(flags=_toolchain.BASE_FLAGS, includes=("-I/cuda",)):
+        objects = _toolchain.runtime_objects(flags, list(includes))
+        assert [o.name for o in objects] == [f"{pathlib.Path(n).stem}.o" for n in _toolchain.RUNTIME_SOURCES]
+        assert len({o.parent for o in objects}) == 1 and objects[0].parent.parent == tmp_path
+        return objects[0].parent
+
+    first = folder()
+    assert folder() == first
+    seen = {
+        first,
+        folder(flags=(*_toolchain.BASE_FLAGS, *_toolchain.ASAN_FLAGS)),
+        folder(flags=(*_toolchain.BASE_FLAGS, "-DCUTOPK_X=1")),
+        folder(includes=("-I/other/cuda",)),
+    }
+    monkeypatch.setattr(_toolchain, "compiler_identity", lambda cxx: "g++ (upgraded in place) 99.1")
+    seen.add(folder())
+    monkeypatch.setattr(_toolchain, "runtime_text", lambda: "// another runtime")
+    seen.add(folder())
+    assert len(seen) == 6
+
+
+def test_the_compiler_identity_is_its_first_version_line_or_nothing(tmp_path):
+    fake = tmp_path / "fake-c++"
+    fake.write_text("#!/bin/sh\necho 'fake-c++ (Test) 1.2.3'\necho 'Copyright'\n")
+    fake.chmod(0o755)
+    failing = tmp_path / "failing-c++"
+    failing.write_text("#!/bin/sh\nexit 3\n")
+    failing.chmod(0o755)
+    assert _toolchain.compiler_identity.__wrapped__(str(fake)) == "fake-c++ (Test) 1.2.3"
+    assert _toolchain.compiler_identity.__wrapped__(str(failing)) == ""
+    assert _toolchain.compiler_identity.__wrapped__(str(tmp_path / "missing")) == ""
