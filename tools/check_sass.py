@@ -26,6 +26,7 @@ the ``nvidia-cuda-cuobjdump`` and ``nvidia-cuda-nvdisasm`` wheels (the ``lint`` 
 from __future__ import annotations
 
 import argparse
+import bisect
 import dataclasses
 import glob
 import importlib.util
@@ -33,8 +34,10 @@ import os
 import pathlib
 import re
 import shutil
+import struct
 import subprocess
 import sys
+import tempfile
 
 # Kernels that stream rows through kernels/row_loads.cuh (contiguous path: 16-byte loads), by
 # their extern "C" entry points' names (<kernel>_<dtype>, cutopk/cuda/kernel_source.py).
@@ -101,6 +104,70 @@ def disassemble(path: str) -> dict[tuple[str, str], Code]:
         )
     out = subprocess.run([tool, "-sass", path], capture_output=True, text=True, env=env, check=True).stdout
     return parse(out)
+
+
+def text_sections(cubin: bytes) -> list[tuple[str, bytes]]:
+    """(function name, machine code) of each ``.text.<name>`` section of a cubin (a 64-bit
+    little-endian ELF file): what cuobjdump lists as one ``Function``."""
+    if cubin[:6] != b"\x7fELF\x02\x01":
+        raise ValueError("not a 64-bit little-endian ELF file (a cubin)")
+    shoff = struct.unpack_from("<Q", cubin, 0x28)[0]
+    entsize, count, names_at = struct.unpack_from("<HHH", cubin, 0x3A)
+    headers = [struct.unpack_from("<IIQQQQ", cubin, shoff + i * entsize) for i in range(count)]
+    names = headers[names_at][4]  # the section-name table's offset
+    out = []
+    for name_off, kind, _flags, _addr, offset, size in headers:
+        name = cubin[names + name_off : cubin.index(b"\0", names + name_off)].decode()
+        if name.startswith(".text.") and kind != 8:  # 8: SHT_NOBITS
+            out.append((name[len(".text.") :], cubin[offset : offset + size]))
+    return out
+
+
+# The instructions whose hex operand is a code address (raw mode prints it from the blob's start).
+CODE_ADDRESS = re.compile(r"^(BRA|BRX|JMP|CALL|RET|BSSY|SSY|PBK|PCNT|BREAK|CONT|WARPSYNC\.COLLECTIVE)\b")
+
+
+def disassemble_cubins(arch: str, cubins: list[bytes]) -> dict[tuple[str, str], Code]:
+    """``disassemble``'s answer for many cubins of one architecture (``"sm_90"``) from one
+    nvdisasm call: their functions' machine code laid end to end and read as a raw instruction
+    binary, then cut back into functions, with addresses (and branch and call targets) counted
+    from each function's start as cuobjdump counts them. nvdisasm spends about 0.7 s starting
+    (measured 2026-11-27: a 3.4 KB cubin 0.69 s of CPU, a 120 KB one 0.95 s), which one call per
+    cubin paid each time: six cubins of 14 kernels took 5.2 s through cuobjdump, 0.94 s here."""
+    _, env = find_cuobjdump()
+    tool = shutil.which("nvdisasm", path=env["PATH"])
+    if not tool:
+        raise FileNotFoundError("nvdisasm not found (pip install nvidia-cuda-nvdisasm)")
+    starts, names, blob = [], [], bytearray()
+    for cubin in cubins:
+        for name, code in text_sections(cubin):
+            starts.append(len(blob))
+            names.append(name)
+            blob += code
+    if not blob:
+        return {}
+    codes: list[Code] = [[] for _ in names]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = pathlib.Path(tmp) / "functions.bin"
+        path.write_bytes(blob)
+        out = subprocess.run(
+            [tool, "-b", arch.replace("sm_", "SM"), str(path)],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=True,
+        ).stdout
+    for line in out.splitlines():
+        if not (m := INSTRUCTION.search(line)):
+            continue
+        addr = int(m["addr"], 16)
+        i = bisect.bisect_right(starts, addr) - 1
+        base, text = starts[i], " ".join(m["text"].split())
+        if CODE_ADDRESS.match(text):
+            text = TARGET.sub(lambda t, base=base: f"0x{int(t[1], 16) - base:x}", text)
+        codes[i].append((addr - base, bool(m["pred"]), text))
+    # As disassemble()'s answers merged in order: a later cubin's function of the same name wins.
+    return {(arch, name): code for name, code in zip(names, codes, strict=True)}
 
 
 def parse(text: str) -> dict[tuple[str, str], Code]:

@@ -161,8 +161,8 @@ class _FakeCubins:
 def test_the_sass_check_runs_on_every_cubin_and_fails_naming_version_and_kernel(tmp_path, monkeypatch):
     seen = []
 
-    def disassemble(cubin):
-        seen.append(cubin)
+    def disassemble(arch, cubins):
+        seen.append((arch, cubins))
         # radix_topk streams rows: one scalar load and no LDG.E.128 breaks two rules.
         return {
             ("sm_80", "radix_topk_float32"): [(0x10, False, "LDG.E R2, [R4.64]"), (0x20, False, "EXIT")],
@@ -175,14 +175,14 @@ def test_the_sass_check_runs_on_every_cubin_and_fails_naming_version_and_kernel(
     monkeypatch.setattr(check_nvrtc, "disassemble", disassemble)
     monkeypatch.setattr(check_nvrtc.check_sass, "find_cuobjdump", lambda: ("cuobjdump", {}))
     report = check_nvrtc.check_folder(_wheel_folder(tmp_path), ["80"], True, False, sass=True)
-    assert seen == [b"CUBIN"] and report["sass"] == 2
+    assert seen == [("sm_80", [b"CUBIN"])] and report["sass"] == 2  # one call for the architecture
     assert report["failures"] == [
         "NVRTC 13.5, SASS check: radix_topk_float32 (sm_80): no 128-bit global load (LDG.E.128) for contiguous rows",
         "NVRTC 13.5, SASS check: radix_topk_float32 (sm_80): at most 1 global loads in flight before a use (want 4)",
     ]
     # Without --sass no cubin is asked for and nothing is disassembled.
     report = check_nvrtc.check_folder(_wheel_folder(tmp_path), ["80"], True, False)
-    assert seen == [b"CUBIN"] and "sass" not in report and report["failures"] == []
+    assert seen == [("sm_80", [b"CUBIN"])] and "sass" not in report and report["failures"] == []
 
 
 def test_a_build_missing_from_the_disassembly_or_no_cuobjdump_fails(tmp_path, monkeypatch):

@@ -153,18 +153,27 @@ extern "C" __global__ void held_vectors(int len, unsigned prefix, unsigned* out)
 """
 
 
-@pytest.fixture(scope="module")
-def planted(tmp_path_factory):
+def _cubin(tmp_path_factory, source: str, name: str) -> pathlib.Path:
     nvcc = shutil.which("nvcc")
     if not nvcc:
         pytest.skip("nvcc not found: the planted kernels cannot be compiled")
     if check_sass.find_cuobjdump()[0] is None:
         pytest.skip("cuobjdump/nvdisasm not found (pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm)")
     tmp = tmp_path_factory.mktemp("sass")
-    src, out = tmp / "planted.cu", tmp / "planted.cubin"
-    src.write_text(SNIPPET)
+    src, out = tmp / f"{name}.cu", tmp / f"{name}.cubin"
+    src.write_text(source)
     subprocess.run([nvcc, "-cubin", "-arch=sm_80", str(src), "-o", str(out)], check=True, capture_output=True)
-    return check_sass.disassemble(str(out))
+    return out
+
+
+@pytest.fixture(scope="module")
+def planted_cubin(tmp_path_factory):
+    return _cubin(tmp_path_factory, SNIPPET, "planted")
+
+
+@pytest.fixture(scope="module")
+def planted(planted_cubin):
+    return check_sass.disassemble(str(planted_cubin))
 
 
 def findings(functions, name):
@@ -253,3 +262,28 @@ def test_the_rules_name_the_entry_points_of_the_streaming_kernels():
         assert bool(check_sass.ON_CHIP.search(name)) == (
             base in ("resident_topk", "split_topk", "cluster_topk")
         ), name
+
+
+SMALL = r"""
+extern "C" __global__ void small_loop(float* x, int n) {
+  for (int i = threadIdx.x; i < n; i += blockDim.x) x[i] = x[i] * 2.0f + 1.0f;
+}
+"""
+
+
+def test_cubins_read_together_give_what_each_cubin_gives_alone(tmp_path_factory, planted_cubin, planted):
+    """One nvdisasm call over several cubins (CI's NVRTC check reads all of an architecture's
+    cubins so) answers as cuobjdump does for each: the same functions, each with its addresses
+    and its branch and call targets counted from its own start, wherever it lies in the batch."""
+    small = _cubin(tmp_path_factory, SMALL, "small")
+    alone = {**check_sass.disassemble(str(small)), **planted}
+    for order in ([small, planted_cubin], [planted_cubin, small]):
+        together = check_sass.disassemble_cubins("sm_80", [c.read_bytes() for c in order])
+        assert together == alone
+    assert any(t.startswith("CALL.REL") for code in planted.values() for _, _, t in code)
+    assert check_sass.disassemble_cubins("sm_80", []) == {}
+
+
+def test_text_sections_refuses_what_is_not_a_cubin():
+    with pytest.raises(ValueError, match="not a 64-bit little-endian ELF file"):
+        check_sass.text_sections(b"CUBIN")

@@ -302,6 +302,31 @@ def test_crash_does_not_take_down_the_process(mod):
     assert (out == 2).all()
 
 
+INLINED_STEPS = r"""
+__device__ __forceinline__ void store_step(int* p, int i) {
+  int* q = nullptr;
+  if (i == 5) q[0] = 1;  // BUG: crash inside an inlined step
+  p[i] = 2;
+}
+template <int N>
+__device__ void outer_step(int* p) { store_step(p, threadIdx.x + N); }
+extern "C" __global__ void steps(int* out) { outer_step<0>(out); }
+"""
+
+
+def test_a_crash_inside_an_inlined_device_function_names_its_own_line():
+    """Kernels are built of inlined steps: the line named is the step's, not its caller's. That
+    needs the modules' inline debug entries (-g): -g1 (measured 2026-11-27: 0.2 s less per build)
+    names the caller's line instead."""
+    if not shutil.which("addr2line"):
+        pytest.skip("addr2line is not installed")
+    mod = sim.RawModule(code=INLINED_STEPS)
+    with pytest.raises(sim.KernelCrashError) as info:
+        mod.get_function("steps")((1,), (32,), (np.zeros(32, np.int32),))
+    line = next(i + 1 for i, text in enumerate(INLINED_STEPS.splitlines()) if "BUG: crash" in text)
+    assert f"kernel.cu line {line} (in store_step(int*, int))" in str(info.value)
+
+
 def test_barriers_at_different_call_sites(mod):
     with pytest.raises(sim.BarrierDivergenceError) as info:
         mod.get_function("two_barriers")(1, 64, (np.zeros(64, np.int32),))

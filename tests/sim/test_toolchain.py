@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pathlib
+
 import pytest
 
 from cutopk import sim
@@ -117,3 +119,82 @@ def test_modules_read_the_runtime_from_one_precompiled_header(monkeypatch, tmp_p
     again = [*flags, str(unit), "-H", "-fsyntax-only"]
     shown = real_run(again, capture_output=True, text=True, check=True).stderr
     assert f"! {gch}" in shown, shown[:2000]
+
+
+def test_modules_link_the_runtime_objects_built_once_and_keep_their_own_state(monkeypatch, tmp_path):
+    """The runtime's code that is the same for every kernel (RUNTIME_SOURCES) is compiled once per
+    set of flags and linked into each module, not compiled with each; each module still has its
+    own copy of the runtime's state: a fault in one leaves the other's error message empty."""
+    import subprocess
+
+    import numpy as np
+
+    from cutopk import _host_build
+
+    monkeypatch.setenv("CUTOPK_SIM_CACHE", str(tmp_path))
+    commands = []
+    real_run = subprocess.run
+
+    def run(command, *args, **kwargs):
+        commands.append(list(command))
+        return real_run(command, *args, **kwargs)
+
+    monkeypatch.setattr(_host_build.subprocess, "run", run)
+    fine = sim.RawModule(code='extern "C" __global__ void k(int* x) { x[threadIdx.x] = 7; }')
+    x = np.zeros(4, dtype=np.int32)
+    fine.get_function("k")((1,), (4,), (x,))
+    assert x.tolist() == [7] * 4
+    broken = sim.RawModule(code='extern "C" __global__ void k(int* x) { if (threadIdx.x == 2) __trap(); }')
+    with pytest.raises(sim.KernelCrashError, match=r"__trap\(\) called"):
+        broken.get_function("k")((1,), (4,), (x,))
+    assert b"__trap() called" in broken._lib.cutopk_sim_error()
+    assert fine._lib.cutopk_sim_error() == b""  # not the other module's message
+
+    objects = sorted(tmp_path.glob("runtime-*/*.o"))
+    assert [o.name for o in objects] == sorted(
+        f"{pathlib.Path(n).stem}.o" for n in _toolchain.RUNTIME_SOURCES
+    )
+    for name in _toolchain.RUNTIME_SOURCES:  # each compiled once, for both modules
+        assert sum(any(a.endswith(name) for a in c) and "-c" in c for c in commands) == 1, name
+    modules = [c for c in commands if any(a.endswith("module.cpp") for a in c)]
+    assert len(modules) == 2 and all({str(o) for o in objects} <= set(c) for c in modules)
+
+
+def test_the_runtime_objects_key_follows_the_runtime_flags_and_compiler(monkeypatch, tmp_path):
+    """Objects linked into a module must come from the same runtime text, flags and compiler
+    (path and version) as the module: each of these changes the objects' folder."""
+    monkeypatch.setenv("CUTOPK_SIM_CACHE", str(tmp_path))
+    monkeypatch.setattr(_toolchain, "build_once", lambda out, name, text, commands: out)  # keys only
+    monkeypatch.setattr(_toolchain, "precompiled_header", lambda flags, includes: None)
+
+    def folder(flags=_toolchain.BASE_FLAGS, includes=("-I/cuda",)):
+        objects = _toolchain.runtime_objects(flags, list(includes))
+        assert [o.name for o in objects] == [f"{pathlib.Path(n).stem}.o" for n in _toolchain.RUNTIME_SOURCES]
+        assert len({o.parent for o in objects}) == 1 and objects[0].parent.parent == tmp_path
+        return objects[0].parent
+
+    first = folder()
+    assert folder() == first
+    seen = {
+        first,
+        folder(flags=(*_toolchain.BASE_FLAGS, *_toolchain.ASAN_FLAGS)),
+        folder(flags=(*_toolchain.BASE_FLAGS, "-DCUTOPK_X=1")),
+        folder(includes=("-I/other/cuda",)),
+    }
+    monkeypatch.setattr(_toolchain, "compiler_identity", lambda cxx: "g++ (upgraded in place) 99.1")
+    seen.add(folder())
+    monkeypatch.setattr(_toolchain, "runtime_text", lambda: "// another runtime")
+    seen.add(folder())
+    assert len(seen) == 6
+
+
+def test_the_compiler_identity_is_its_first_version_line_or_nothing(tmp_path):
+    fake = tmp_path / "fake-c++"
+    fake.write_text("#!/bin/sh\necho 'fake-c++ (Test) 1.2.3'\necho 'Copyright'\n")
+    fake.chmod(0o755)
+    failing = tmp_path / "failing-c++"
+    failing.write_text("#!/bin/sh\nexit 3\n")
+    failing.chmod(0o755)
+    assert _toolchain.compiler_identity.__wrapped__(str(fake)) == "fake-c++ (Test) 1.2.3"
+    assert _toolchain.compiler_identity.__wrapped__(str(failing)) == ""
+    assert _toolchain.compiler_identity.__wrapped__(str(tmp_path / "missing")) == ""

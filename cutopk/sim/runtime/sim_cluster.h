@@ -19,6 +19,7 @@
 // A compile-time cluster shape on a kernel: the simulator takes the shape at launch instead.
 #define __cluster_dims__(...)
 
+#pragma GCC visibility push(hidden)
 namespace cutopk_sim {
 
 inline Block& cluster_block(unsigned rank) {
@@ -26,58 +27,15 @@ inline Block& cluster_block(unsigned rank) {
   return g_launch.blocks[b->slot - b->rank + rank];
 }
 
-inline void cluster_sync_impl(int line) {
-  Launch& L = g_launch;
-  Fiber* f = cur();
-  Block* b = f->block;
-  ClusterBarrier& c = L.cluster_barriers[b->slot / L.cluster_size];
-  if (c.arrived == 0) {
-    c.line = line;
-  } else if (c.line != line) {
-    fault(E_BARRIER, line,
-          "cluster.sync() here while %u threads of the cluster wait at the cluster.sync() at line %d -- barrier "
-          "divergence",
-          c.arrived, c.line);
-  }
-  f->line = line;
-  f->state = AT_CLUSTER;
-  if (++c.arrived == L.cluster_size * L.nthreads) {
-    // The last thread of the cluster to arrive lets every thread of every block go and carries on.
-    for (unsigned r = 0; r < L.cluster_size; ++r) {
-      Block& other = cluster_block(r);
-      for (unsigned i = 0; i < L.nthreads; ++i) {
-        Fiber& g = L.fibers[other.first_fiber + i];
-        if (g.state == AT_CLUSTER) g.state = RUNNABLE;
-      }
-    }
-    c.arrived = 0;
-    progressed();
-  } else {
-    to_scheduler();
-  }
-}
+// cluster.sync(): waits for every thread of the cluster's blocks.
+void cluster_sync_impl(int line);
 
 // `addr` (in this block's static or dynamic shared memory) at the same offset in the shared
 // memory of the cluster's block `rank`.
-inline void* map_shared_rank_impl(const void* addr, unsigned rank, int line) {
-  Launch& L = g_launch;
-  Block* b = cur()->block;
-  if (rank >= L.cluster_size)
-    fault(E_CLUSTER, line, "map_shared_rank to block rank %u, outside the cluster of %u blocks -- cluster misuse", rank,
-          L.cluster_size);
-  Block& t = cluster_block(rank);
-  if (t.done == L.nthreads)
-    fault(E_CLUSTER, line,
-          "map_shared_rank to block rank %u (block (%u,%u,%u)), which has exited: its shared memory is gone -- "
-          "cluster misuse",
-          rank, t.idx.x, t.idx.y, t.idx.z);
-  auto a = static_cast<const unsigned char*>(addr);
-  if (a >= b->arena && a < b->arena + ARENA_BYTES) return t.arena + (a - b->arena);
-  if (b->dynamic && a >= b->dynamic && a <= b->dynamic + L.dynamic_bytes) return t.dynamic + (a - b->dynamic);
-  fault(E_CLUSTER, line, "map_shared_rank of %p, which is not in this block's shared memory -- cluster misuse", addr);
-}
+void* map_shared_rank_impl(const void* addr, unsigned rank, int line);
 
 }  // namespace cutopk_sim
+#pragma GCC visibility pop
 
 namespace cooperative_groups {
 

@@ -1,7 +1,10 @@
 // cutopk CPU simulator: the runtime compiled in front of every kernel source in host mode.
+// This header holds what kernels compile against (types, the CUDA names, the small functions
+// worth inlining); the rest is in sim_runtime.cpp and sim_launch.cpp, compiled once per set of
+// flags into objects that every module links (cutopk/sim/_toolchain.py).
 //
 // Each CUDA thread is a fiber (its own stack, switched by the few instructions of
-// sim_switch below: no kernel call, no signal mask save as swapcontext does). Fibers run until
+// cutopk_sim_switch: no kernel call, no signal mask save as swapcontext does). Fibers run until
 // they block on a barrier or a warp-synchronous operation; the last thread to arrive completes
 // the operation for the whole group and carries on, so most operations cost one switch per
 // thread. Blocks run one after another, or several at a time ("resident blocks") for kernels
@@ -62,6 +65,8 @@
 // loader did not understand its form, and compilation stops here with this name.
 #define __shared__ cutopk_sim_unsupported_shared_declaration
 
+// The runtime's own symbols are hidden (each module links its own copy, see below).
+#pragma GCC visibility push(hidden)
 namespace cutopk_sim {
 
 enum FiberState { RUNNABLE = 0, AT_BARRIER = 1, AT_WARP = 2, DONE = 3, AT_CLUSTER = 4 };
@@ -177,42 +182,11 @@ struct Launch {
   std::vector<ClusterBarrier> cluster_barriers;  // one per cluster of resident slots
 };
 
-// Module-wide state (each module is its own shared object built with hidden visibility).
-inline Launch g_launch;
-inline char g_error[4096];
-inline sigjmp_buf g_crash_env;
-inline std::vector<char*> g_stacks;
-inline std::vector<unsigned char*> g_arenas;
-inline std::vector<std::pair<unsigned char*, size_t>> g_dynamic_maps;  // (map, bytes)
-inline dim3 g_next_cluster(1, 1, 1);  // the cluster shape of the next launch (cutopk_sim_set_cluster)
-
-// Saves the callee-saved registers of the running context on its stack, stores its stack
-// pointer in *from and resumes the context whose stack pointer is `to`.
-extern "C" void cutopk_sim_switch(void** from, void* to);
-asm(R"(
-    .text
-    .p2align 4
-    .hidden cutopk_sim_switch
-    .globl cutopk_sim_switch
-    .type cutopk_sim_switch, @function
-cutopk_sim_switch:
-    pushq %rbp
-    pushq %rbx
-    pushq %r12
-    pushq %r13
-    pushq %r14
-    pushq %r15
-    movq %rsp, (%rdi)
-    movq %rsi, %rsp
-    popq %r15
-    popq %r14
-    popq %r13
-    popq %r12
-    popq %rbx
-    popq %rbp
-    ret
-    .size cutopk_sim_switch, .-cutopk_sim_switch
-)");
+// Module-wide state. The code that is the same for every module (sim_runtime.cpp,
+// sim_launch.cpp) is compiled once per set of flags into objects that each module links: every
+// module has its own copy of this state, hidden, so modules loaded into one process share nothing.
+extern Launch g_launch;
+extern char g_error[4096];
 
 inline Fiber* cur() { return g_launch.current; }
 
@@ -220,11 +194,19 @@ inline Fiber* cur() { return g_launch.current; }
 // a thread exited): spin-waits that were polling may now succeed.
 inline void progressed() { g_launch.spins = 0; }
 
+// Saves the callee-saved registers of the running context on its stack, stores its stack
+// pointer in *from and resumes the context whose stack pointer is `to` (sim_launch.cpp).
+extern "C" void cutopk_sim_switch(void** from, void* to);
+
 // AddressSanitizer must be told about every stack switch, or it mistakes fiber stacks for
 // overflows of the thread's stack (CUTOPK_SIM_ASAN is defined for asan=True builds).
 #ifdef CUTOPK_SIM_ASAN
-extern "C" void __sanitizer_start_switch_fiber(void** fake_stack_save, const void* bottom, size_t size);
-extern "C" void __sanitizer_finish_switch_fiber(void* fake_stack_save, const void** bottom_old, size_t* size_old);
+// (ASan's runtime defines these: visible, unlike the runtime's own names.)
+extern "C" __attribute__((visibility("default"))) void __sanitizer_start_switch_fiber(void** fake_stack_save,
+                                                                                  const void* bottom, size_t size);
+extern "C" __attribute__((visibility("default"))) void __sanitizer_finish_switch_fiber(void* fake_stack_save,
+                                                                                   const void** bottom_old,
+                                                                                   size_t* size_old);
 inline const void* g_scheduler_stack = nullptr;
 inline size_t g_scheduler_stack_size = 0;
 inline void* g_scheduler_fake = nullptr;
@@ -251,26 +233,11 @@ inline void to_scheduler(bool finished = false) {
   asan_entered_fiber();
 }
 
-inline void describe_thread(char* out, size_t n, const Fiber* f) {
-  snprintf(out, n, "block (%u,%u,%u) thread (%u,%u,%u) [warp %u lane %u]", f->block->idx.x, f->block->idx.y,
-           f->block->idx.z, f->tid.x, f->tid.y, f->tid.z, f->linear / 32, f->linear % 32);
-}
+// "block (x,y,z) thread (x,y,z) [warp w lane l]" for the thread of fiber f.
+void describe_thread(char* out, size_t n, const Fiber* f);
 
 // Records a fault for the running thread and abandons the launch: the fiber is never resumed.
-[[noreturn]] inline void fault(int code, int line, const char* fmt, ...) {
-  if (g_launch.error == OK) {
-    char who[160];
-    describe_thread(who, sizeof who, g_launch.current);
-    int len = snprintf(g_error, sizeof g_error, "%s, line %d: ", who, line);
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(g_error + len, sizeof g_error - len, fmt, ap);
-    va_end(ap);
-    g_launch.error = code;
-  }
-  to_scheduler();
-  __builtin_unreachable();
-}
+[[noreturn]] void fault(int code, int line, const char* fmt, ...);
 
 [[noreturn]] inline void trap(int line) { fault(E_CRASH, line, "__trap() called"); }
 
@@ -302,19 +269,8 @@ inline void* dynamic_shared() { return cur()->block->dynamic; }
 
 // ---- barriers ----
 
-inline void release_barrier(Block* b) {
-  Launch& L = g_launch;
-  for (unsigned i = 0; i < L.nthreads; ++i) {
-    Fiber& f = L.fibers[b->first_fiber + i];
-    if (f.state == AT_BARRIER) {
-      f.state = RUNNABLE;
-      f.result = static_cast<uint64_t>(b->pred_count);
-    }
-  }
-  b->arrived = 0;
-  b->pred_count = 0;
-  progressed();
-}
+// Lets every thread of block b waiting at its barrier go on (the last one has arrived).
+void release_barrier(Block* b);
 
 inline int syncthreads_impl(int line, int pred) {
   Fiber* f = cur();
@@ -356,88 +312,8 @@ inline unsigned lanes_in_warp(unsigned warp) {
   return n >= 32 ? 0xffffffffu : ((1u << n) - 1u);
 }
 
-inline int source_lane(const Fiber& f, unsigned lane) {
-  int w = f.width;
-  int base = static_cast<int>(lane) & ~(w - 1);
-  switch (f.op) {
-    case OP_SHFL:
-      return base + (f.arg & (w - 1));
-    case OP_SHFL_UP: {
-      int s = static_cast<int>(lane) - f.arg;
-      return s < base ? static_cast<int>(lane) : s;
-    }
-    case OP_SHFL_DOWN: {
-      int s = static_cast<int>(lane) + f.arg;
-      return s >= base + w ? static_cast<int>(lane) : s;
-    }
-    case OP_SHFL_XOR: {
-      int s = static_cast<int>(lane) ^ f.arg;
-      return s >= base + w ? static_cast<int>(lane) : s;
-    }
-  }
-  return static_cast<int>(lane);
-}
-
 // Completes the operation of the group `mask` of warp `warp`, all of whose lanes wait on it.
-inline void resolve_warp(Block* b, unsigned warp, unsigned mask, int line) {
-  Fiber& first = lane_fiber(b, warp, __builtin_ctz(mask));
-  uint64_t ballot = 0;
-  for (unsigned m = mask; m; m &= m - 1) ballot |= static_cast<uint64_t>(lane_fiber(b, warp, __builtin_ctz(m)).pred != 0) << __builtin_ctz(m);
-  for (unsigned m = mask; m; m &= m - 1) {
-    unsigned lane = __builtin_ctz(m);
-    Fiber& f = lane_fiber(b, warp, lane);
-    switch (first.op) {
-      case OP_BALLOT:
-        f.result = ballot;
-        break;
-      case OP_SYNCWARP:
-        break;
-      case OP_MATCH_ANY:
-      case OP_MATCH_ALL: {
-        unsigned same = 0;
-        for (unsigned n = mask; n; n &= n - 1)
-          if (lane_fiber(b, warp, __builtin_ctz(n)).value == f.value) same |= 1u << __builtin_ctz(n);
-        f.result = first.op == OP_MATCH_ANY ? same : same == mask ? mask : 0u;
-        f.pred = same == mask;
-        break;
-      }
-      case OP_REDUCE_ADD:
-      case OP_REDUCE_MIN:
-      case OP_REDUCE_MAX:
-      case OP_REDUCE_AND:
-      case OP_REDUCE_OR:
-      case OP_REDUCE_XOR: {
-        // 32-bit operands; `arg` says whether they are signed (min/max differ).
-        uint32_t acc = static_cast<uint32_t>(first.value);
-        for (unsigned n = mask & (mask - 1); n; n &= n - 1) {
-          uint32_t v = static_cast<uint32_t>(lane_fiber(b, warp, __builtin_ctz(n)).value);
-          bool less = first.arg ? static_cast<int32_t>(v) < static_cast<int32_t>(acc) : v < acc;
-          switch (first.op) {
-            case OP_REDUCE_ADD: acc += v; break;
-            case OP_REDUCE_MIN: acc = less ? v : acc; break;
-            case OP_REDUCE_MAX: acc = less ? acc : v; break;
-            case OP_REDUCE_AND: acc &= v; break;
-            case OP_REDUCE_OR: acc |= v; break;
-            default: acc ^= v;
-          }
-        }
-        f.result = acc;
-        break;
-      }
-      default: {
-        int src = source_lane(f, lane);
-        if (src < 0 || src > 31 || !(mask >> src & 1u)) {
-          g_launch.current = &f;
-          fault(E_WARP, line, "%s reads lane %d, which is not in the mask 0x%08x", OP_NAMES[f.op], src, mask);
-        }
-        f.result = lane_fiber(b, warp, src).value;
-      }
-    }
-    f.state = RUNNABLE;
-  }
-  b->warp_arrived[warp] &= ~mask;
-  progressed();
-}
+void resolve_warp(Block* b, unsigned warp, unsigned mask, int line);
 
 inline uint64_t warp_op(int line, int op, unsigned mask, uint64_t value, int arg, int width, int pred) {
   Fiber* f = cur();
@@ -549,6 +425,7 @@ inline void poll_point(int line, bool changed_memory) {
 inline void atomic_point(bool changed_memory) { poll_point(0, changed_memory); }
 
 }  // namespace cutopk_sim
+#pragma GCC visibility pop
 
 // ---- the CUDA names, in host mode ----
 
@@ -591,11 +468,13 @@ inline void atomic_point(bool changed_memory) { poll_point(0, changed_memory); }
 #define __trap() (::cutopk_sim::trap(__LINE__))
 
 
+#pragma GCC visibility push(hidden)
 namespace cutopk_sim {
 inline unsigned syncwarp_impl(int line, unsigned mask = 0xffffffffu) {
   return static_cast<unsigned>(warp_op(line, OP_SYNCWARP, mask, 0, 0, 32, 0));
 }
 }  // namespace cutopk_sim
+#pragma GCC visibility pop
 
 // A clock that moves with the simulation: kernels use it for timing or back-off, never for results.
 inline long long clock64() { return static_cast<long long>(++::cutopk_sim::g_launch.polls); }
