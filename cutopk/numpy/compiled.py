@@ -432,7 +432,7 @@ def _address(a: np.ndarray) -> int:
     flags = a.flags
     if flags.c_contiguous and flags.writeable:
         try:
-            return ctypes.addressof(ctypes.c_char.from_buffer(a))
+            return ctypes.addressof(ctypes.c_char.from_buffer(a))  # type: ignore[arg-type]  # a buffer
         except (TypeError, ValueError, BufferError):
             pass
     return a.ctypes.data

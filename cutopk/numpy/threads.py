@@ -163,7 +163,7 @@ def get_num_threads() -> int:
         scoped = _state["set"]
     if scoped is not None:
         return scoped
-    env = _environ.get(ENV_VAR, "")
+    env = _environ.get(ENV_VAR) or ""
     seen, value = _state["env"]
     if env != seen or value is None:
         text = env.strip()
