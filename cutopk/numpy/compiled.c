@@ -1082,6 +1082,16 @@ static ALWAYS_INLINE void select_lanes(const struct cutopk_rows* r, const struct
  * with a horizontal sum and a branch each, took half of 16384x128 k=8. */
 #define RANK_VECTORS 16
 #define RANK_LANES (VECTOR_BYTES / 8)
+
+/* The ranks one candidate at a time (a count across the others, a branch each): few candidates, or
+ * more than RANK_VECTORS vectors of them. */
+static ALWAYS_INLINE void rank_by_counts(const uint64_t* cand, int64_t c, int64_t k, int order, int64_t* out) {
+  for (int64_t i = 0, written = 0; i < c; i++) {
+    int64_t rank = 0;
+    for (int64_t j = 0; j < c; j++) rank += cand[j] > cand[i];
+    if (rank < k) out[order == ORDER_VALUE ? rank : written++] = (int64_t)(uint32_t)~(uint32_t)cand[i];
+  }
+}
 static ALWAYS_INLINE void rank_by_vectors(const uint64_t* cand, int64_t c, int64_t k, int order, int64_t* out,
                                           int vectors) {
   lanes_u64 mine[RANK_VECTORS];
@@ -1140,14 +1150,7 @@ static __attribute__((noinline)) void rank_candidates(uint64_t* cand, int64_t c,
     case 16:
       return rank_by_vectors(cand, c, k, order, out, 16);
     default:
-      break;
-  }
-  int64_t written = 0;
-  for (int64_t i = 0; i < c; i++) {
-    uint64_t v = cand[i];
-    int64_t rank = 0;
-    for (int64_t j = 0; j < c; j++) rank += cand[j] > v;
-    if (rank < k) out[order == ORDER_VALUE ? rank : written++] = (int64_t)(uint32_t)~(uint32_t)v;
+      rank_by_counts(cand, c, k, order, out);
   }
 }
 
@@ -1218,12 +1221,7 @@ static ALWAYS_INLINE int rank_row(const struct cutopk_rows* r, const struct key_
     rank_candidates(cand, c, k, r->order, out);
     return 1;
   }
-  /* A vector's worth or fewer (K = 1 mostly): a count each, inline. */
-  for (int64_t i = 0, written = 0; i < c; i++) {
-    int64_t rank = 0;
-    for (int64_t j = 0; j < c; j++) rank += cand[j] > cand[i];
-    if (rank < k) out[r->order == ORDER_VALUE ? rank : written++] = (int64_t)(uint32_t)~(uint32_t)cand[i];
-  }
+  rank_by_counts(cand, c, k, r->order, out); /* a vector's worth or fewer (K = 1 mostly): inline */
   return 1;
 }
 
