@@ -213,8 +213,9 @@ def resolve_backend(backend, kind: str, a=None) -> str:
 
 
 def as_host_array(a):
-    """A NumPy view of a CPU input: NumPy scalars become rank-0 arrays (refused later with a
-    clear error) and other CPU DLPack arrays (a torch CPU tensor, say) are wrapped without a copy."""
+    """A plain NumPy view of a CPU input: ndarray subclasses are viewed as ``numpy.ndarray``, NumPy
+    scalars become rank-0 arrays (refused later with a clear error) and other CPU DLPack arrays (a
+    torch CPU tensor, say) are wrapped without a copy."""
     if isinstance(a, np.ma.MaskedArray):
         # Selecting among masked-out elements would be a silent wrong answer.
         raise TypeError(
@@ -222,7 +223,10 @@ def as_host_array(a):
             "pass a.filled(value) or a.compressed() instead"
         )
     if isinstance(a, np.ndarray):
-        return a
+        # A subclass (np.matrix, np.memmap, a user's own) is seen as the plain ndarray it holds,
+        # without a copy: every route then returns numpy.ndarray results, where NumPy calls inside
+        # some routes would keep the subclass and others drop it.
+        return a if type(a) is np.ndarray else a.view(np.ndarray)
     if isinstance(a, np.generic):
         return np.asarray(a)
     return np.from_dlpack(a)

@@ -497,3 +497,30 @@ def test_values_keep_a_non_native_byte_order(backend, dtype):
     assert r.values.tolist() == [[3, 3]] and r.indices.tolist() == [[1, 3]]
     r = cutopk.top_k(x.T, 1, axis=0, backend=backend)
     assert r.values.dtype == x.dtype
+
+
+SUBCLASS_CASES = [  # (backend, dtype, shape, axis): NumPy's routes on every width, the simulator's kernels
+    *[("numpy", d, s, a) for d in ("f2", "f4", "f8", "i1", "i4", "u8") for s, a in
+      (((4, 5), -1), ((4, 5), 0), ((4, 20000), -1), ((40, 8), 0))],
+    ("sim", "f4", (4, 5), -1),
+    ("sim", "i4", (40, 8), 0),
+]  # fmt: skip
+
+
+@pytest.mark.filterwarnings("ignore:the matrix subclass:PendingDeprecationWarning")
+@pytest.mark.parametrize("backend, dtype, shape, axis", SUBCLASS_CASES)
+def test_ndarray_subclass_inputs_give_plain_ndarrays(backend, dtype, shape, axis, tmp_path):
+    # np.matrix (which some routes' NumPy calls kept and others dropped), np.memmap and a user's
+    # own subclass: the result is one type, numpy.ndarray, whatever route serves the call.
+    class Tagged(np.ndarray):
+        pass
+
+    base = make_values(np.random.default_rng(3), dtype, shape)
+    mapped = np.memmap(tmp_path / "x.bin", dtype=base.dtype, mode="w+", shape=shape)
+    mapped[...] = base
+    for x in (np.asmatrix(base), mapped, base.view(Tagged)):
+        for _ in range(2):  # the uncached call, then the cached one
+            r = cutopk.top_k(x, 2, axis=axis, backend=backend)
+            assert type(r.values) is np.ndarray and type(r.indices) is np.ndarray, type(x)
+            assert_same(r, reference_top_k(base, 2, axis=axis), axis=axis)
+    del mapped
