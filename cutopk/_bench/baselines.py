@@ -245,6 +245,18 @@ GPU_PEERS = ("torch", "jax", "cupy", "cub", "cub-sorted", "flashinfer", "flashin
 CPU_PEERS = ("numpy-naive", "numpy-sort", "torch", "cutopk-1thread", "torch-threads")
 
 
+# The modules a peer's route imports besides cutopk's own (FlashInfer's shim takes torch tensors).
+PEER_MODULES = {"torch": "torch", "torch-threads": "torch", "jax": "jax", "flashinfer": "torch",
+                "flashinfer-unsorted": "torch"}  # fmt: skip
+
+
+def peer_missing(name: str) -> str | None:
+    """Why the peer ``name`` cannot run anywhere in this environment (a module it needs is not
+    installed), or None."""
+    module = PEER_MODULES.get(name)
+    return missing(module) if module else None
+
+
 def peer_unavailable(name: str, gpu: bool) -> str | None:
     """None when the peer ``name`` can run in a GPU (or CPU) benchmark here, else why not; asked
     for the peers named with ``--peers``, so that one that cannot run is an error, not a silent drop."""

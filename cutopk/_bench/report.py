@@ -10,6 +10,7 @@ import csv
 import json
 import pathlib
 import sys
+import textwrap
 
 CASE_FIELDS = ("regime", "rows", "n", "k", "mode", "dtype", "dist", "layout")
 STATUS_WORD = {"skipped": "skip", "mismatch": "MISMATCH", "error": "error"}
@@ -17,21 +18,33 @@ STATUS_WORD = {"skipped": "skip", "mismatch": "MISMATCH", "error": "error"}
 
 class Table:
     """Prints one row per case under a header; on a terminal a progress bar stands on the last
-    line while a case runs and the row replaces it; into a file or pipe, plain lines only."""
+    line while a case runs and the row replaces it; into a file or pipe, plain lines only.
 
-    def __init__(self, peers: list[str], gpu: bool, total: int, stream=None):
+    Laid out to fit a terminal: each peer's cell is its time over cutopk's (its own time is that
+    ratio times cutopk's, and both are in the files), each column as wide as its longest entry, and
+    the algorithm, whose length varies, last."""
+
+    def __init__(self, peers: list[str], gpu: bool, total: int, stream=None, labels: list[str] = ()):
         self.peers, self.gpu, self.total = peers, gpu, total
         self.out = stream or sys.stdout
         self.tty = self.out.isatty()
         self.notes: dict[str, list[str]] = {}
-        self.widths = (4 + 2 * len(str(total)), 46, 12, 10, 21, 8, 6)
+        case_width = max((len(label) for label in labels), default=40)
+        self.widths = (1 + 2 * len(str(total)), case_width, 9, 15, 6, *((6,) if gpu else ()))
+        self.peer_widths = [max(len(name), 7) for name in peers]
+
+    def _line(self, cells, peer_cells, algorithm: str) -> str:
+        line = " ".join(f"{c:<{w}}" for c, w in zip(cells, self.widths, strict=True))
+        line += "".join(f" {c:>{w}}" for c, w in zip(peer_cells, self.peer_widths, strict=True))
+        return f"{line}  {algorithm}".rstrip()
 
     def header(self) -> None:
-        names = ("#", "case", "algorithm", "cutopk ms", "min-max ms", "GB/s", "%copy" if self.gpu else "")
-        cells = [f"{h:<{w}}" for h, w in zip(names, self.widths, strict=True)]
-        line = " ".join(cells) + "".join(f" | {p + ' ms (x)':<18}" for p in self.peers)
-        print(line.rstrip(), file=self.out)
-        print("-" * len(line.rstrip()), file=self.out)
+        names = ("#", "case", "cutopk ms", "min-max ms", "GB/s", *(("%copy",) if self.gpu else ()))
+        line = self._line(names, self.peers, "algorithm")
+        if self.peers:
+            print("peer columns: the peer's time over cutopk's (above 1.00x cutopk is faster)", file=self.out)
+        print(line, file=self.out)
+        print("-" * len(line), file=self.out)
 
     def progress(self, i: int, label: str) -> None:
         if self.tty:
@@ -48,30 +61,28 @@ class Table:
             print("\r" + " " * 110 + "\r", end="", file=self.out)
         c = result.get("cutopk", {})
         if "median_ms" in c:
-            ours = (f"{c['median_ms']:.4g}", f"{c['min_ms']:.4g}-{c['max_ms']:.4g}")
-            bw = (
-                f"{result['gbps']:.1f}",
-                f"{result['bandwidth_pct']:.1f}" if result.get("bandwidth_pct") else "",
-            )
+            ours = (f"{c['median_ms']:.4g}", f"{c['min_ms']:.3g}-{c['max_ms']:.3g}")
+            bw = (f"{result['gbps']:.1f}",)
+            if self.gpu:
+                bw += (f"{result['bandwidth_pct']:.1f}" if result.get("bandwidth_pct") else "",)
         else:
-            ours, bw = ("FAILED", ""), ("", "")
+            ours, bw = ("FAILED", ""), ("",) * (2 if self.gpu else 1)
             self.note(result["label"], "cutopk", c.get("note", "failed"))
         if result.get("self_check", "ok") not in ("ok", None) and not result["self_check"].startswith(
             "skipped"
         ):
             ours = ("WRONG", ours[1])
             self.note(result["label"], "cutopk", result["self_check"])
-        values = (f"{i + 1}/{self.total}", result["label"], result.get("algorithm", ""), *ours, *bw)
-        line = " ".join(f"{v:<{w}}" for v, w in zip(values, self.widths, strict=True))
+        cells = (f"{i + 1}/{self.total}", result["label"], *ours, *bw)
+        peer_cells = []
         for name in self.peers:
             p = result["peers"].get(name, {"status": "skipped", "note": "not run"})
             if p["status"] == "ok":
-                cell = f"{p['median_ms']:.4g} ({p['speedup']:.2f}x)"
+                peer_cells.append(f"{p['speedup']:.2f}x")
             else:
-                cell = STATUS_WORD[p["status"]]
+                peer_cells.append(STATUS_WORD[p["status"]])
                 self.note(result["label"], name, f"{p['status']}: {p['note']}")
-            line += f" | {cell:<18}"
-        print(line.rstrip(), file=self.out, flush=True)
+        print(self._line(cells, peer_cells, result.get("algorithm", "")), file=self.out, flush=True)
 
     def note(self, label: str, who: str, text: str) -> None:
         self.notes.setdefault(f"{who}: {text}", []).append(label)
@@ -83,9 +94,19 @@ class Table:
             print("\nnotes:", file=self.out)
             for text, labels in self.notes.items():
                 where = labels[0] if len(labels) == 1 else f"{len(labels)} cases, e.g. {labels[0]}"
-                print(f"  {text}  [{where}]", file=self.out)
+                say(f"{text}  [{where}]", self.out, indent="  ")
         for line in summary:
-            print(line, file=self.out)
+            say(line, self.out)
+
+
+WIDTH = 100  # prose lines are wrapped to this many characters (the table's lines are as wide as it is)
+
+
+def say(text: str, stream=None, indent: str = "") -> None:
+    """Print a line of prose wrapped to :data:`WIDTH`, its continuation lines indented once more."""
+    lines = textwrap.wrap(text, WIDTH, initial_indent=indent, subsequent_indent=indent + "  ",
+                          break_on_hyphens=False, break_long_words=False)  # fmt: skip
+    print("\n".join(lines) or indent, file=stream or sys.stdout)
 
 
 def flat_row(result: dict, peers: list[str]) -> dict:

@@ -36,6 +36,7 @@ class Session:
     self_check_max: int = 1 << 27
     cub: dict | None = None  # the CUB shim's version and library, or why it is unavailable
     flashinfer: dict | None = None  # the FlashInfer shim's likewise
+    left_out: tuple[str, ...] = ()  # peers that cannot run at all here: no column, said once
     # Ends the run, naming the step, when a call never returns (a hung kernel cannot be interrupted).
     watchdog: watchdog.Watchdog = dataclasses.field(default_factory=lambda: watchdog.Watchdog(0))
 
@@ -160,6 +161,8 @@ def measure(case: grid.Case, session: Session) -> dict:
     )
 
     for route in baselines.peers(x, axis, case, session.gpu, session.peers):
+        if route.name in session.left_out:
+            continue
         result["peers"][route.name] = _measure_peer(
             route, case, x, x_host, axis, expected, t, session, itemsize
         )
@@ -245,13 +248,13 @@ def start(repeat: int | None, peers: tuple[str, ...]) -> Session:
         env.prepare_jax()
         facts = env.device_record()
         timer = timing.GpuTimer(repeat or 20)
-        print(
+        report.say(
             f"GPU found: {facts['device']} (compute capability {facts['compute_capability']}, driver "
             f"{facts['driver']}, CUDA runtime {facts['cuda_runtime']}): benchmarking cutopk's CUDA backend "
             "against torch.topk, jax.lax.top_k, CuPy's argsort route, CUB's DeviceTopK and FlashInfer's top_k"
         )
         copy_bps = timer.copy_bandwidth()
-        print(f"device-to-device copy bandwidth measured now: {copy_bps / 1e9:.0f} GB/s (read + write)")
+        report.say(f"device-to-device copy bandwidth measured now: {copy_bps / 1e9:.0f} GB/s (read + write)")
         return Session(
             True,
             timer,
@@ -270,9 +273,11 @@ def start(repeat: int | None, peers: tuple[str, ...]) -> Session:
     task_s, _, efficiency, _ = threads.costs()
     compiled_why = compiled.unavailable_reason()
     speedups = ", ".join(f"{1 + e:.2f}x on {family} blocks" for family, e in efficiency.items())
-    print(
+    report.say(
         f"no GPU found ({reason}): benchmarking the NumPy backend on the CPU against NumPy's own "
-        "routes and torch.topk on the CPU (1 thread) where installed; shapes are scaled down for the CPU\n"
+        "routes and torch.topk on the CPU (1 thread) where installed; shapes are scaled down for the CPU"
+    )
+    report.say(
         f"CPU: {env.cpu_model()}, {threads._cpus()} cores for this process; cutopk uses up to "
         f"{threads.get_num_threads()} threads where its cost model says they pay (measured now: "
         f"{task_s * 1e6:.0f} us per task handed over, two threads {speedups}); the cutopk-1thread and "
@@ -291,10 +296,10 @@ def _cub_facts(facts: dict, peers: tuple[str, ...]) -> dict | None:
 
     lib, why = cub.available(cub.arch_of(facts["compute_capability"]))
     if lib is None:
-        print(f"CUB peer skipped: {why}")
+        report.say(f"CUB peer skipped: {why}")
         return {"available": False, "reason": why}
     v = lib.version
-    print(f"CUB peer: CUB {v // 100000}.{v // 100 % 1000}.{v % 100} from {lib.path}; {cub.NOTE}")
+    report.say(f"CUB peer: CUB {v // 100000}.{v // 100 % 1000}.{v % 100} from {lib.path}; {cub.NOTE}")
     return {"available": True, "cub_version": v, "library": str(lib.path), "note": cub.NOTE}
 
 
@@ -306,14 +311,34 @@ def _flashinfer_facts(facts: dict, peers: tuple[str, ...]) -> dict | None:
 
     lib, why = flashinfer.available(flashinfer.arch_of(facts["compute_capability"]))
     if lib is None:
-        print(f"FlashInfer peers skipped: {why}")
+        report.say(f"FlashInfer peers skipped: {why}")
         return {"available": False, "reason": why}
     cub = "with" if lib.has_cub else "without"
-    print(
+    report.say(
         f"FlashInfer peers: FlashInfer {lib.version} ({cub} its CUB backend) from {lib.path}; {flashinfer.NOTE}"
     )
     return {"available": True, "version": lib.version, "cub_backend": lib.has_cub, "library": str(lib.path),
             "note": flashinfer.NOTE}  # fmt: skip
+
+
+def _absent_peers(names: list[str], session: Session) -> dict[str, str]:
+    """The peers that cannot run at all in this run, and why; each is said once here (or by the
+    shim's own line at start-up) and its column is left out, rather than "skip" on every row."""
+    absent = {}
+    for name in names:
+        shim = (
+            session.cub
+            if name.startswith("cub")
+            else session.flashinfer
+            if name.startswith("flash")
+            else None
+        )
+        if shim is not None and not shim["available"]:
+            absent[name] = shim["reason"]  # said by _cub_facts / _flashinfer_facts
+        elif why := baselines.peer_missing(name):
+            absent[name] = why
+            report.say(f"{name} peer left out: {why}")
+    return absent
 
 
 def run(
@@ -374,10 +399,14 @@ def run(
     names = [
         n for n in (baselines.GPU_PEERS if session.gpu else baselines.CPU_PEERS) if not peers or n in peers
     ]
+    absent = _absent_peers(names, session)
+    names = [n for n in names if n not in absent]
+    session.left_out = tuple(absent)
     meta = env.metadata(session.gpu) | {
         "grid": "full" if full else "quick",
         "regimes": regimes or "all",
         "peers": names,
+        "peers_left_out": absent,
         "copy_gbps": session.copy_bps / 1e9 if session.copy_bps else None,
         "cub": session.cub,
         "flashinfer": session.flashinfer,
@@ -394,7 +423,7 @@ def run(
         out = env.default_out_dir(meta)
         if why := env.unwritable(out):
             raise ValueError(f"save: {why}")
-    table = report.Table(names, session.gpu, len(cases))
+    table = report.Table(names, session.gpu, len(cases), labels=[c.label() for c in cases])
     table.header()
     results, skipped = [], []
     for i, case in enumerate(cases):
@@ -458,11 +487,12 @@ def _positive(kind):
         try:
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a {kind.__name__}, got {text!r}") from None
+            raise argparse.ArgumentTypeError(f"expected {noun} greater than 0, got {text!r}") from None
         if not value > 0:
-            raise argparse.ArgumentTypeError(f"expected a value greater than 0, got {text}")
+            raise argparse.ArgumentTypeError(f"expected {noun} greater than 0, got {text}")
         return value
 
+    noun = {int: "an integer", float: "a number"}[kind]
     parse.__name__ = f"positive {kind.__name__}"
     return parse
 
@@ -546,8 +576,12 @@ def main(argv: list[str] | None = None, prog: str = "python -m cutopk", **defaul
     regimes = [r for item in args.regime or [] for r in item.split(",") if r]
     if unknown := [r for r in regimes if r not in REGIME_NAMES]:
         p.error(f"--regime: unknown {', '.join(unknown)}; expected some of {', '.join(REGIME_NAMES)}")
+    if args.regime is not None and not regimes:  # --regime '' would otherwise mean every regime
+        p.error(f"--regime: expected some of {', '.join(REGIME_NAMES)}, got {','.join(args.regime)!r}")
     if args.plots and args.out is None and save is False:
         p.error("--plots: no plot can be written with --no-save; give --out DIR or --save instead")
+    if args.plots and (why := baselines.missing("matplotlib")):
+        p.error(f"--plots: {why}; install it with pip install matplotlib (or the bench extra, cutopk[bench])")
     np.seterr(all="ignore")  # -inf - inf and NaN comparisons in the peers' routes are expected
     if args.list:
         cases, left_out = cases_for(full, regimes, gpu, args.max_elements)
@@ -561,5 +595,10 @@ def main(argv: list[str] | None = None, prog: str = "python -m cutopk", **defaul
         p.error(f"--out: {why}")
     if save and (why := env.unwritable(env.results_base())):
         p.error(f"--save: {why}")
-    run(full, regimes, args.out, save, args.plots, args.repeat, args.max_elements, args.time_limit, peers)
+    results = run(
+        full, regimes, args.out, save, args.plots, args.repeat, args.max_elements, args.time_limit, peers
+    )
+    if not results:  # each case's reason is among the notes above
+        print("no case was measured (see the notes above): nothing to compare", file=sys.stderr)
+        return 1
     return 0

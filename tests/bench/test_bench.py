@@ -248,7 +248,7 @@ def test_table_prints_rows_notes_and_summary(capsys):
     table.row(0, result)
     table.footer(runner.summary([result], ["numpy-naive"]))
     out = capsys.readouterr().out
-    assert "moe 64x128 k=4 largest" in out and "| skip" in out
+    assert "moe 64x128 k=4 largest" in out and " skip " in out
     assert "torch: skipped: torch is not installed" in out and "geometric mean over 1 cases" in out
 
 
@@ -347,7 +347,9 @@ def test_gpu_path_on_a_stand_in_cupy(monkeypatch, tmp_path, capsys):
     for r in results:
         assert r["self_check"] == "ok" and r["bandwidth_pct"] > 0
         assert r["peers"]["cupy"]["status"] == "ok"
-        assert r["peers"]["jax"]["status"] in ("ok", "skipped")
+        # jax: timed, skipped on a case, or (not installed) left out of the run with its column
+        assert r["peers"].get("jax", {"status": "skipped"})["status"] in ("ok", "skipped")
+        assert ("jax" in r["peers"]) == ("jax" not in meta_left_out(tmp_path))
         if HAS_TORCH:
             assert r["peers"]["torch"]["status"] == "ok", r["peers"]["torch"]
     meta = json.loads((tmp_path / "quick.json").read_text())["meta"]
@@ -355,6 +357,10 @@ def test_gpu_path_on_a_stand_in_cupy(monkeypatch, tmp_path, capsys):
     assert meta["timer"]["clock"] == "cuda events" and meta["timer"]["spin_ms"] == 1.0
     pngs = {"quick-speedup.png", "quick-bandwidth.png"} if HAS_MPL else set()
     assert {p.name for p in tmp_path.iterdir()} >= {"quick.csv", *pngs}
+
+
+def meta_left_out(folder) -> dict:
+    return json.loads((folder / "quick.json").read_text())["meta"]["peers_left_out"]
 
 
 # --- the command ------------------------------------------------------------------------------
@@ -918,7 +924,7 @@ def test_an_interrupted_run_writes_what_it_measured(monkeypatch, tmp_path, capsy
 
 
 def test_a_count_that_is_not_a_number_is_a_usage_error(capsys, no_measuring):
-    _fails_with(["--repeat", "many"], capsys, "--repeat", "expected a int, got 'many'")
+    _fails_with(["--repeat", "many"], capsys, "--repeat", "expected an integer greater than 0, got 'many'")
 
 
 def test_cases_for_without_a_limit_keeps_the_whole_quick_grid():
@@ -1083,3 +1089,60 @@ def test_no_speedup_plot_without_a_timed_peer(tmp_path):
         "peers": {"torch": {"status": "skipped"}},
     }
     assert plots.plot([result], ["torch"], tmp_path, "quick") == [] and list(tmp_path.iterdir()) == []
+
+
+# --- the command line as a new user meets it (issue 49) -----------------------------------------
+
+
+@pytest.fixture
+def cpu_run(monkeypatch):
+    """The CPU benchmark, even where the CuPy stand-in is importable."""
+    monkeypatch.setattr(env, "gpu_unavailable", lambda: "a CPU run")
+
+
+def test_a_count_that_is_not_an_integer_says_integer(capsys, no_measuring):
+    _fails_with(["--repeat", "1.5"], capsys, "--repeat", "expected an integer greater than 0, got '1.5'")
+    _fails_with(["--time-limit", "soon"], capsys, "expected a number greater than 0, got 'soon'")
+
+
+@pytest.mark.parametrize("regime", ["", ",", " "])
+def test_an_empty_regime_is_a_usage_error_not_every_regime(regime, capsys, no_measuring):
+    _fails_with(["--regime", regime], capsys, "--regime", "expected some of", "moe")
+
+
+def test_plots_without_matplotlib_is_a_usage_error_with_the_install_hint(
+    monkeypatch, tmp_path, capsys, no_measuring
+):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # find_spec then finds nothing
+    _fails_with(
+        ["--plots", "--out", str(tmp_path)], capsys, "--plots: matplotlib is not installed", "pip install"
+    )
+
+
+@pytest.mark.parametrize("limit", [["--max-elements", "1"], ["--time-limit", "1e-9"]])
+def test_a_run_that_measured_nothing_fails_and_says_why(limit, capsys, cpu_run):
+    assert runner.main([*limit, "--no-save", "--regime", "moe"]) == 1
+    captured = capsys.readouterr()
+    assert "no case was measured" in captured.err and "case skipped" in captured.out
+
+
+def test_a_peer_that_cannot_run_at_all_is_said_once_and_has_no_column(monkeypatch, capsys, cpu_run):
+    monkeypatch.setattr(
+        baselines, "peer_missing", lambda name: "torch is not installed" if "torch" in name else None
+    )
+    cases = [grid.Case("moe", 64, 128, 4), grid.Case("moe", 32, 128, 2)]
+    results = runner.run(cases=cases, repeat=1)
+    out = capsys.readouterr().out
+    assert out.count("torch is not installed") == 2  # torch's line and torch-threads' line, once each
+    header = next(line for line in out.splitlines() if line.startswith("#"))
+    assert "numpy-naive" in header and "torch" not in header and " skip " not in out
+    assert all(set(r["peers"]) == {"numpy-naive", "numpy-sort", "cutopk-1thread"} for r in results)
+
+
+def test_output_lines_fit_a_terminal(capsys, cpu_run):
+    # Prose wrapped to report.WIDTH; the table one row per case, its peer cells ratios only.
+    runner.run(cases=[grid.Case("indexer", 4, 2048, 16, dist="ties_at_k")], repeat=1)
+    lines = capsys.readouterr().out.splitlines()
+    table = [line for line in lines if line[:1].isdigit() or line.startswith(("#", "-"))]
+    assert table and max(map(len, table)) <= 160, table
+    assert max(len(line) for line in lines if line not in table) <= report.WIDTH

@@ -110,7 +110,7 @@ def test_command_line_errors_are_usage_errors(tmp_path):
             [sys.executable, "benchmarks/scoreboard.py", *args], capture_output=True, text=True, check=False
         )
 
-    assert "expected a value greater than 0" in run("--time-limit", "0").stderr
+    assert "expected a number greater than 0" in run("--time-limit", "0").stderr
     assert "no benchmark CSV files there" in run("--reference", str(tmp_path)).stderr
     if env.gpu_unavailable() is not None:
         proc = run("--time-limit", "10")
