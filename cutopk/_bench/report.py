@@ -11,6 +11,7 @@ import json
 import pathlib
 import sys
 import textwrap
+from collections.abc import Sequence
 
 CASE_FIELDS = ("regime", "rows", "n", "k", "mode", "dtype", "dist", "layout")
 STATUS_WORD = {"skipped": "skip", "mismatch": "MISMATCH", "error": "error"}
@@ -24,7 +25,7 @@ class Table:
     ratio times cutopk's, and both are in the files), each column as wide as its longest entry, and
     the algorithm, whose length varies, last."""
 
-    def __init__(self, peers: list[str], gpu: bool, total: int, stream=None, labels: list[str] = ()):
+    def __init__(self, peers: list[str], gpu: bool, total: int, stream=None, labels: Sequence[str] = ()):
         self.peers, self.gpu, self.total = peers, gpu, total
         self.out = stream or sys.stdout
         self.tty = self.out.isatty()
@@ -62,7 +63,7 @@ class Table:
         c = result.get("cutopk", {})
         if "median_ms" in c:
             ours = (f"{c['median_ms']:.4g}", f"{c['min_ms']:.3g}-{c['max_ms']:.3g}")
-            bw = (f"{result['gbps']:.1f}",)
+            bw: tuple[str, ...] = (f"{result['gbps']:.1f}",)
             if self.gpu:
                 bw += (f"{result['bandwidth_pct']:.1f}" if result.get("bandwidth_pct") else "",)
         else:
