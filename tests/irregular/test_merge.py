@@ -301,7 +301,7 @@ def test_torch_cpu_parts():
 
 
 def test_doctests_of_the_public_docstrings_and_the_docs():
-    for func in (cutopk.merge_top_k, cutopk.segmented_top_k):
+    for func in (cutopk.merge_top_k, cutopk.segmented_top_k, cutopk.plan):
         finder = doctest.DocTestFinder()
         runner = doctest.DocTestRunner()
         for test in finder.find(func, func.__name__, globs={}):
