@@ -4,7 +4,8 @@ opaque node to ``torch.compile``, a fake implementation for shapes, an autograd 
 
 Both have outputs whose shapes follow from the inputs' shapes alone, so a schema fits:
 
-- ``segmented_top_k(data, offsets, k, ...)``: ``(S, k)`` with ``S = offsets.shape[0] - 1``.
+- ``segmented_top_k(data, offsets, k, ..., max_length=None)``: ``(S, k)`` with ``S =
+  offsets.shape[0] - 1`` (``max_length`` last, with a default: graphs saved before it came still load).
   ``offsets`` is a tensor (a list or NumPy array is made one first); it is read on the host, so
   on CUDA a call with device offsets waits for them (no CUDA-graph capture of that call).
 - ``merge_top_k(values, indices, k, ...)``: the parts as two tensor lists, ``(*batch, k)`` out,
