@@ -88,7 +88,8 @@ MASKED = np.ma.masked_array(np.array([1, 2, 3]), mask=[False, True, False])
     [
         ({"index_dtype": "bogus"}, ValueError, r"^index_dtype: expected one of int64, int32, uint32, uint64, got 'bogus'$"),
         ({"index_dtype": np.int16}, ValueError, r"^index_dtype: expected one of int64, int32, uint32, uint64, got <class 'numpy\.int16'>$"),
-        ({"lengths": [1, 2, 3]}, TypeError, r"^lengths: expected an integer array, got list$"),
+        ({"lengths": [1, 2.5, 3]}, TypeError, r"^lengths: expected an integer array or a sequence of integers, got a list holding float 2\.5$"),
+        ({"lengths": [1, 2, 6]}, ValueError, r"^lengths: expected 0 <= lengths\[r\] <= 5 \(the length of axis 1\), got values from 1 to 6$"),
         ({"lengths": MASKED}, TypeError, r"^lengths: expected an integer array without a mask, got a numpy\.ma\.MaskedArray"),
         ({"mode": None}, ValueError, r"^mode: expected one of 'largest', 'smallest', got None$"),
         ({"sorted": 1}, ValueError, r"^sorted: expected one of True, 'value', 'index', False, got 1$"),
@@ -100,6 +101,16 @@ def test_top_k_arguments_off_the_schema_keep_the_plain_paths_errors(kw, error, m
     for a in (x, x.detach()):
         with pytest.raises(error, match=message):
             cutopk.top_k(a, 2, **kw)
+
+
+def test_top_k_with_lengths_as_a_list_carries_the_gradient():
+    """A list of lengths (off the operator's schema: the autograd route) as a NumPy array."""
+    x = torch.randn(3, 5, dtype=torch.float64, requires_grad=True)
+    r = cutopk.top_k(x, 2, lengths=[1, 5, 0])
+    want = cutopk.top_k(x.detach(), 2, lengths=np.array([1, 5, 0]))
+    assert torch.equal(r.values.detach(), want.values) and torch.equal(r.indices, want.indices)
+    r.values.sum().backward()
+    assert x.grad.sum().item() == 3.0  # one winner in row 0, two in row 1, none in row 2
 
 
 DATA = [5.0, 1.0, 7.0, 3.0, 4.0, 9.0, 2.0, 8.0]  # no ties: gradcheck differentiates

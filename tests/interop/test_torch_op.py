@@ -359,8 +359,16 @@ def test_errors_keep_their_messages():
         cutopk.top_k(t, 1, sorted=1)
     with pytest.raises(ValueError, match=r"^index_dtype: expected one of"):
         cutopk.top_k(t, 1, index_dtype=np.int16)
-    with pytest.raises(TypeError, match=r"^lengths: expected an integer array, got list"):
-        cutopk.top_k(t, 1, lengths=[1, 2])
+    with pytest.raises(
+        TypeError,
+        match=r"^lengths: expected an integer array or a sequence of integers, got a list holding float",
+    ):
+        cutopk.top_k(t, 1, lengths=[1, 2.0])
+    with pytest.raises(
+        ValueError, match=r"^lengths: expected 0 <= lengths\[r\] <= 10 .* got values from 1 to 11$"
+    ):
+        cutopk.top_k(t, 1, lengths=[1, 11])
+    assert cutopk.top_k(t, 1, lengths=[0, 2]).indices.tolist() == [[-1], [0]]
     # Under compilation the fake implementation raises the same message (torch wraps it).
     with pytest.raises(RuntimeError, match=r"k: expected 0 <= k <= 10"):
         torch.compile(lambda t: cutopk.top_k(t, 11), fullgraph=True)(t)
