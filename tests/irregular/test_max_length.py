@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from support.backends import cuda_is_standin, require, to_host
+from support.backends import cuda_is_standin, require, to_backend, to_host
 from support.inputs import make_values
 from support.reference import assert_same_padded, reference_with_lengths
 
@@ -20,6 +20,8 @@ import cutopk
 
 N = 3000  # len(data): far longer than any segment, so the bound changes the plan
 ORDERS = (True, "index", False)
+# Host offsets on every backend: NumPy, the simulator, and CuPy data (the stand-in, or a GPU).
+HOST_BACKENDS = ["numpy", "sim", pytest.param("cuda", marks=pytest.mark.gpu)]
 
 
 def reference(data, offsets, k, bound=None, **kw):
@@ -52,7 +54,7 @@ def cupy():
     return cupy
 
 
-@pytest.mark.parametrize("backend", ["numpy", "sim"])
+@pytest.mark.parametrize("backend", HOST_BACKENDS)
 @pytest.mark.parametrize(("max_length", "k"), [(8, 3), (8, 8), (4, 6), (0, 2), (0, 0)])
 def test_host_offsets_within_the_bound_match_the_reference(backend, max_length, k):
     """Segments empty, shorter than and as long as max_length (k below, at and above it) give
@@ -61,16 +63,17 @@ def test_host_offsets_within_the_bound_match_the_reference(backend, max_length, 
     data = data_of()
     lengths = [0, 1, max_length // 2, max_length, 0, max_length] if max_length else [0, 0, 0]
     offsets = offsets_of(lengths)
+    on = to_backend(data, backend)
     for order in ORDERS:
-        got = cutopk.segmented_top_k(data, offsets, k, sorted=order, max_length=max_length, backend=backend)
-        assert_same_padded(
-            got, reference(data, offsets, k, sorted=True if order is False else order), order=order
-        )
-        same = cutopk.segmented_top_k(data, offsets.tolist(), k, sorted=order, backend=backend)
-        np.testing.assert_array_equal(got.indices, same.indices)
+        got = cutopk.segmented_top_k(on, offsets, k, sorted=order, max_length=max_length, backend=backend)
+        got = tuple(to_host(a) for a in got)
+        want = reference(data, offsets, k, sorted=True if order is False else order)
+        assert_same_padded(got, want, order=order)
+        same = cutopk.segmented_top_k(on, offsets.tolist(), k, sorted=order, backend=backend)
+        np.testing.assert_array_equal(got[1], to_host(same.indices))
 
 
-@pytest.mark.parametrize("backend", ["numpy", "sim"])
+@pytest.mark.parametrize("backend", HOST_BACKENDS)
 @pytest.mark.parametrize(("max_length", "k"), [(8, 3), (4, 6), (0, 2)])
 def test_host_offsets_past_the_bound_are_a_value_error(backend, max_length, k):
     """A segment one longer than max_length (even within k) is refused before any work."""
@@ -80,11 +83,12 @@ def test_host_offsets_past_the_bound_are_a_value_error(backend, max_length, k):
         rf"^offsets: expected segments of at most max_length={max_length} elements, got segment 2 of "
         rf"{max_length + 1}$"
     )
+    data = to_backend(data_of(), backend)
     for given in (offsets, offsets.tolist()):
         with pytest.raises(ValueError, match=message):
-            cutopk.segmented_top_k(data_of(), given, k, max_length=max_length, backend=backend)
+            cutopk.segmented_top_k(data, given, k, max_length=max_length, backend=backend)
         with pytest.raises(ValueError, match=message):
-            cutopk.plan(data_of(), k, offsets=given, max_length=max_length, backend=backend)
+            cutopk.plan(data, k, offsets=given, max_length=max_length, backend=backend)
 
 
 @pytest.mark.parametrize(("max_length", "k"), [(8, 3), (8, 8), (4, 6), (0, 2), (0, 0)])
