@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from ._core.entry import algorithms, plan, top_k
+from ._core.entry import algorithms, top_k
 from ._core.result import TopK
 from ._request.plan import Launch, Plan
 from ._version import __version__
 from .cuda.workspace import release_workspace, workspace_info
-from .irregular.entry import merge_top_k, segmented_top_k
+from .irregular.entry import merge_top_k, plan, segmented_top_k
 from .numpy.threads import get_num_threads, num_threads, set_num_threads
 
 __all__ = [

@@ -34,6 +34,13 @@ elements (then ordered). Two facts give the proof:
 
 By induction over the levels of the tree every set holds the first ``min(k, size)`` elements of
 the blocks it covers; the last one holds T, ordered as :func:`cutopk.top_k` orders it.
+
+With ``lengths`` (row r takes part with its first ``lengths[r]`` elements), the lengths travel
+with the blocks: a Dask array of the batch shape, chunked like ``a`` off the axis, one chunk
+along it. A block covering global positions ``[c0, c0 + w)`` of the axis selects with the local
+lengths ``clip(lengths - c0, 0, w)`` (its part of each row's prefix); its padding (index -1)
+stays padding in the merges, which never let it win. So each row's result is the top k of its
+prefix, ending in padding where the prefix is shorter than k, as :func:`cutopk.top_k` gives it.
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ from typing import Any
 
 import numpy as np
 
+from ._core import lengths as _lengths
 from ._core.entry import check_algorithm_name
 from ._core.entry import top_k as _top_k
 from ._core.result import Array, DType, Integer, TopK
@@ -68,16 +76,39 @@ def _pairs(parts: tuple | list) -> list:
     return [pair for part in parts for pair in _pairs(part)]
 
 
-def _chunk(
-    tagged: tuple[Array, Array], axis: tuple[int], keepdims: bool, *, k: int, options: dict
-) -> tuple[Array, Array]:
-    """A block's top ``min(k, length)`` candidates along the axis, with global indices."""
+def _tag_with_lengths(block: Array, index: Array, lengths: Array, *, ax: int, n: int) -> tuple:
+    """:func:`_tag`, and each row's length inside the block: ``clip(lengths - c0, 0, w)``, the
+    block covering ``[c0, c0 + w)`` of the axis (``c0`` read from the host's tag), squeezed to
+    the block's batch shape. A length outside ``[0, n]``: top_k's ValueError for lengths on the
+    host; on the device -1, which the kernels give back as a row of padding (as top_k does with
+    such a length)."""
+    xp = array_module(lengths)
+    lengths = lengths.squeeze(axis=ax).astype(np.int64)
+    if xp is np and lengths.size:
+        _lengths.from_sequence([int(lengths.min()), int(lengths.max())], n, ax)
+    width = block.shape[ax]
+    first = int(np.asarray(index).reshape(-1)[0]) if width else 0
+    shifted = lengths - first  # clipped to [0, width] by where(): the operations CuPy's stand-in has
+    local = xp.where(shifted < 0, 0, xp.where(shifted > width, width, shifted))
+    return block, array_module(block).asarray(index), xp.where((lengths >= 0) & (lengths <= n), local, -1)
+
+
+def _chunk(tagged: tuple, axis: tuple[int], keepdims: bool, *, k: int, options: dict) -> tuple[Array, Array]:
+    """A block's top ``min(k, length)`` candidates along the axis, with global indices (-1 for
+    padding: a block's row shorter than k with ``lengths``)."""
     (ax,) = axis
-    block, index = tagged
+    block, index = tagged[0], tagged[1]
     xp = array_module(block)
-    top = _top_k(block, min(k, block.shape[ax]), axis=ax, sorted=False, **options)
+    kk = min(k, block.shape[ax])
     # The tag has length 1 off the axis: broadcast it to the block, then pick the winners'.
-    return top.values, xp.take_along_axis(xp.broadcast_to(index, block.shape), top.indices, axis=ax)
+    index = xp.broadcast_to(index, block.shape)
+    if len(tagged) == 2:
+        top = _top_k(block, kk, axis=ax, sorted=False, **options)
+        return top.values, xp.take_along_axis(index, top.indices, axis=ax)
+    top = _top_k(block, kk, axis=ax, sorted=False, lengths=tagged[2], **options)
+    real = top.indices >= 0
+    found = xp.take_along_axis(index, xp.where(real, top.indices, 0), axis=ax)
+    return top.values, xp.where(real, found, xp.full((), -1, dtype=np.int64))
 
 
 def _merge(
@@ -164,8 +195,46 @@ def _split_count(value: object, expected: str, given: object) -> int:
     return int(value)
 
 
+def _check_lengths(a: Array, req: _checks.Request, lengths: object) -> Array | None:
+    """``lengths`` as a Dask array of ``a``'s shape with the axis of length 1, chunked like ``a``
+    off the axis; top_k's checks and messages, at once: lengths on the host (NumPy, a list or
+    tuple of ints) are checked in full, a Dask array by its dtype and shape (its values when its
+    chunks are computed, as top_k checks lengths of that kind)."""
+    import dask.array as da
+
+    if lengths is None:
+        return None
+    ax = req.axis
+    batch = tuple(s for i, s in enumerate(a.shape) if i != ax)
+    if any(np.isnan(s) for s in batch):
+        raise ValueError(
+            f"lengths: expected the batch shape of a to be known, got {batch} (unknown chunk sizes); "
+            "call a.compute_chunk_sizes() first"
+        )
+    # A stand-in of a's shape and no memory: the lengths checked by top_k's own checks.
+    shaped = np.broadcast_to(np.zeros((), np.int8), a.shape)
+    if isinstance(lengths, da.Array):
+        _lengths.check(np.zeros(batch, np.int64), shaped, req)  # index_dtype
+        if np.dtype(lengths.dtype).kind not in "iu":
+            raise TypeError(f"lengths: expected an integer array, got dtype {lengths.dtype}")
+        if tuple(lengths.shape) != batch:
+            raise ValueError(
+                f"lengths: expected shape {batch} (the input's shape without axis {ax}), got {tuple(lengths.shape)}"
+            )
+        checked = lengths
+    else:
+        checked = da.from_array(_lengths.check(lengths, shaped, req)[0], chunks=-1)
+    expanded = da.expand_dims(checked, ax)
+    return expanded.rechunk(tuple((1,) if i == ax else c for i, c in enumerate(a.chunks)))
+
+
 def _reduce(
-    a: Array, req: _checks.Request, options: dict, algorithm: str, split_every: int | dict[int, int] | None
+    a: Array,
+    req: _checks.Request,
+    options: dict,
+    algorithm: str,
+    split_every: int | dict[int, int] | None,
+    lengths: Array | None = None,
 ) -> Array:
     """The Dask array of final ``(values, global int64 indices)`` pairs, one per block off the axis."""
     import dask.array as da
@@ -175,7 +244,13 @@ def _reduce(
     index = da.arange(req.n, chunks=(a.chunks[ax],), dtype=np.int64)
     index = index[tuple(slice(None) if i == ax else None for i in range(a.ndim))]
     obj_meta = np.empty((0,) * a.ndim, dtype=object)
-    tagged = da.map_blocks(_tag, a, index, dtype=object, meta=obj_meta, token="cutopk-tag")
+    if lengths is None:
+        tagged = da.map_blocks(_tag, a, index, dtype=object, meta=obj_meta, token="cutopk-tag")
+    else:
+        tag = functools.partial(_tag_with_lengths, ax=ax, n=req.n)
+        tagged = da.map_blocks(
+            tag, a, index, lengths, dtype=object, meta=obj_meta, token="cutopk-tag-lengths"
+        )
     merge = functools.partial(_merge, k=req.k, mode=options["mode"], nan=options["nan"])
     return reduction(
         tagged,
@@ -207,13 +282,14 @@ def top_k(
     index_dtype: DType = np.int64,
     backend: str = "auto",
     algorithm: str = "auto",
+    lengths: Array | None = None,
     split_every: int | dict[int, int] | None = None,
 ) -> TopK:
     """:func:`cutopk.top_k` for a Dask array: ``TopK(values, indices)`` as lazy Dask arrays.
 
     Same arguments, semantics and errors as :func:`cutopk.top_k` (ties, including ties between
-    elements in different chunks, go to the lower global index). Arguments are checked at once,
-    before any graph is built.
+    elements in different chunks, go to the lower global index), except ``out``, which a lazy
+    result has no use for. Arguments are checked at once, before any graph is built.
 
     Parameters
     ----------
@@ -228,6 +304,13 @@ def top_k(
         Forced on each chunk's own call only; the merges of candidate sets use ``"auto"``. An
         unknown name is an error at once; a forced algorithm that cannot handle a chunk raises
         its ``ValueError`` when that chunk is computed.
+    lengths : integer array or sequence, optional
+        As in :func:`cutopk.top_k`: of the shape of ``a`` without ``axis``, row r takes part with
+        its first ``lengths[r]`` elements (padding, index -1 and value 0, past them; a signed
+        ``index_dtype``). A NumPy array or a list/tuple of ints is checked at once (ValueError out
+        of range); a Dask array (rechunked like ``a`` off the axis) is checked as its chunks are
+        computed: NumPy chunks raise top_k's ValueError, CuPy chunks give a row out of range as
+        all padding, as top_k does with lengths on the device.
     split_every : int or dict, optional
         How many candidate sets one merge takes (Dask's tree reduction; default from Dask's
         ``split_every`` config, 4): an integer >= 2, or a dict ``{axis: integer >= 2}``.
@@ -250,9 +333,10 @@ def top_k(
     ([7, 7, 5, 5], [2, 5, 0, 3])
     """
     req = _check(a, k, axis, mode, sorted, nan, index_dtype, backend, algorithm)
+    checked = _check_lengths(a, req, lengths)
     split_every = _check_split_every(split_every, a.ndim)
     options = {"mode": mode, "nan": nan, "backend": backend}
-    pairs = _reduce(a, req, options, algorithm, split_every)
+    pairs = _reduce(a, req, options, algorithm, split_every, checked)
     # Explicit metas: Dask cannot infer them from the object-dtype pairs, and CuPy chunks must
     # give CuPy-typed results.
     values = pairs.map_blocks(
@@ -277,6 +361,7 @@ def top_k_indices(
     index_dtype: DType = np.int64,
     backend: str = "auto",
     algorithm: str = "auto",
+    lengths: Array | None = None,
     split_every: int | dict[int, int] | None = None,
 ) -> Any:
     """Only the ``indices`` of :func:`top_k`: an ``argtopk`` with cutopk's exact semantics.
@@ -299,5 +384,6 @@ def top_k_indices(
         index_dtype=index_dtype,
         backend=backend,
         algorithm=algorithm,
+        lengths=lengths,
         split_every=split_every,
     ).indices

@@ -279,6 +279,15 @@ def segments_call(data, segments: int, width: int, k: int, order: str, mode: str
     sequence, each segment a row of at most ``width`` elements with its own start and length
     (kernels/row_extent.cuh), every one ending within ``bound``; arguments checked, ``backend``
     resolved ("cuda" or "sim"), in ``data``'s device scope. Planned once per signature."""
+    return planned_segments_call(data, segments, width, k, order, mode, nan, idt, backend, algorithm, bound)[
+        0
+    ]
+
+
+def planned_segments_call(data, segments: int, width: int, k: int, order: str, mode: str, nan: str, idt,
+                          backend: str, algorithm: str, bound: int) -> tuple[Call, bool]:  # fmt: skip
+    """:func:`segments_call`'s call, and whether its signature was already planned (the
+    ``cached`` of :func:`cutopk.plan`)."""
     from ..cuda import device as _device
 
     device = _device.device_id(backend)
@@ -295,7 +304,10 @@ def segments_call(data, segments: int, width: int, k: int, order: str, mode: str
         )  # fmt: skip
         return _new_call(req, shape, strides, dtype, device, SEGMENTS, bound)
 
-    return CACHE.get_or_make(key, make)
+    found = CACHE.hit(key)
+    return (found, True) if found is not None else (CACHE.get_or_make(key, make), False)
 
 
-__all__ = ["CACHE", "Call", "Launch", "Plan", "cache_key", "lengths_call", "prepare", "segments_call"]
+__all__ = [
+    "CACHE", "Call", "Launch", "Plan", "cache_key", "lengths_call", "planned_segments_call", "prepare", "segments_call",
+]  # fmt: skip

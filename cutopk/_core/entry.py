@@ -61,8 +61,9 @@ def top_k(
         ``"auto"`` picks by array type; ``"sim"`` runs the CUDA kernels on the CPU simulator.
     algorithm : str
         ``"auto"`` or one of :func:`algorithms` for the backend.
-    lengths : integer array, optional
-        Of the shape of ``a`` without ``axis`` (NumPy, or the input's own array kind): row r takes
+    lengths : integer array or sequence, optional
+        Of the shape of ``a`` without ``axis`` (NumPy, the input's own array kind, or a list or
+        tuple of ints, nested for several batch axes): row r takes
         part with its first ``lengths[r]`` elements only; a row shorter than ``k`` ends in padding
         (index -1, value 0). Needs a signed ``index_dtype``.
     out : (values, indices), optional

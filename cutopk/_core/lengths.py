@@ -15,7 +15,8 @@ order (any order is allowed; index order puts the padding last, as docs/SPEC.md 
 The copy costs one read and one write of the input.
 
 How lengths are checked: an integer array of the batch shape (the input's shape without the
-axis), NumPy or the input's own array kind. Lengths on the host (NumPy, CPU torch) are checked
+axis), NumPy or the input's own array kind, or a (nested) list or tuple of ints, which is a
+NumPy array on the host (:func:`from_sequence`). Lengths on the host (NumPy, sequences, CPU torch) are checked
 before any work: ``0 <= lengths[r] <= n``, else a ValueError; the rows are then planned on the
 longest length (rounded up: :func:`narrowed`). Lengths on the device are never read back (no
 device-to-host copy, no synchronisation, so a call can be captured in a CUDA graph): the kernels
@@ -45,6 +46,8 @@ def check(lengths, arr, req: _checks.Request):
             f"got {req.index_dtype}"
         )
     xp = array_module(arr)
+    if isinstance(lengths, (list, tuple)):  # a sequence: on the host, checked as a NumPy array
+        lengths = from_sequence(lengths, req.n, req.axis)
     if isinstance(lengths, np.ma.MaskedArray):  # its mask would be ignored: a silent wrong answer
         raise TypeError(
             "lengths: expected an integer array without a mask, got a numpy.ma.MaskedArray; "
@@ -98,6 +101,38 @@ def check(lengths, arr, req: _checks.Request):
     if xp is np and not lengths.flags.aligned:
         lengths = lengths.copy()  # the simulated kernels refuse a misaligned view, as a GPU faults
     return lengths, longest  # the kernels index it by row number
+
+
+def from_sequence(lengths: list | tuple, n: int, axis: int) -> np.ndarray:
+    """A (nested) list or tuple of integers as an int64 NumPy array, with the checks of an
+    integer array on the host: an element that is no integer (a float, a bool, which NumPy
+    would make an integer beside ints) is a TypeError, a length outside ``[0, n]`` a ValueError
+    (even past int64: ``np.asarray`` would make such ints an object array)."""
+    flat: list[int] = []
+    todo: list = [lengths]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, (list, tuple)):
+            todo.extend(item)
+        elif isinstance(item, (bool, np.bool_)) or not isinstance(item, (int, np.integer)):
+            raise TypeError(
+                f"lengths: expected an integer array or a sequence of integers, got a "
+                f"{type(lengths).__name__} holding {type(item).__name__} {item!r}"
+            )
+        else:
+            flat.append(int(item))
+    if flat and (min(flat) < 0 or max(flat) > n):
+        raise ValueError(
+            f"lengths: expected 0 <= lengths[r] <= {n} (the length of axis {axis}), "
+            f"got values from {min(flat)} to {max(flat)}"
+        )
+    try:
+        return np.asarray(lengths, dtype=np.int64)
+    except ValueError:  # a ragged sequence
+        raise ValueError(
+            f"lengths: expected a sequence of the input's shape without axis {axis}, got a ragged "
+            f"{type(lengths).__name__}"
+        ) from None
 
 
 def narrowed(arr, call, longest: int | None):

@@ -1,5 +1,6 @@
-"""The public entry points of irregular inputs: :func:`merge_top_k` and :func:`segmented_top_k`
-(the package root re-exports them), built on the core like any caller of ``top_k``."""
+"""The public entry points of irregular inputs: :func:`merge_top_k`, :func:`segmented_top_k`,
+and :func:`plan`, the core's plan that also plans segments (the package root re-exports them),
+built on the core like any caller of ``top_k``."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ from typing import Any
 
 import numpy as np
 
+from .._core import entry as _entry
 from .._core.entry import is_torch_tensor, requires_grad
 from .._core.result import Array, DType, Integer, TopK
+from .._request.plan import Plan
 from . import merge, segmented
 
 
@@ -132,10 +135,12 @@ def segmented_top_k(
            [-1, -1],
            [ 2,  0]]))
     """
-    if is_torch_tensor(data) and max_length is None:  # the op's schema carries no max_length
+    if is_torch_tensor(data):
         from . import torch_op
 
-        result = torch_op.call_segmented(data, offsets, k, mode, sorted, nan, index_dtype, backend, algorithm)
+        result = torch_op.call_segmented(
+            data, offsets, k, mode, sorted, nan, index_dtype, backend, algorithm, max_length
+        )
         if result is not None:
             return TopK(*result)
     if requires_grad(data):
@@ -153,6 +158,52 @@ def segmented_top_k(
     return segmented.segmented_top_k(
         data, offsets, k, mode, sorted, nan, index_dtype, backend, algorithm, max_length
     )
+
+
+def plan(
+    a: Array,
+    k: Integer,
+    /,
+    *,
+    axis: int = -1,
+    mode: str = "largest",
+    sorted: bool | str = True,
+    nan: str = "last",
+    index_dtype: DType = np.int64,
+    backend: str = "auto",
+    algorithm: str = "auto",
+    lengths: Array | None = None,
+    offsets: Array | None = None,
+    max_length: int | None = None,
+) -> Plan:
+    """Report what :func:`top_k` does with these arguments, without running anything; with
+    ``offsets``, what :func:`segmented_top_k` ``(a, offsets, k, ...)`` does.
+
+    The same checks as the call (the same errors), and the same plan: the algorithm, every
+    launch, the scratch memory, every copy, and whether the signature was already planned (a
+    cached signature skips the checks and the planning). ``print(plan)`` lays it out. For
+    segments, ``Plan.n`` is the length the rows are planned on (``max(max_length, k)`` with
+    ``max_length`` and offsets on the device, which a plan never reads), and ``Plan.batch`` says
+    why; ``axis`` and ``lengths`` do not apply.
+
+    >>> import numpy as np, cutopk
+    >>> p = cutopk.plan(np.zeros((4, 100), np.float32), 3, backend="sim")
+    >>> p.algorithm, p.launch_count, p.copies
+    ('warp_row', 1, ())
+    >>> data, offsets = np.zeros(100_000, np.float32), np.array([0, 40, 100])
+    >>> cutopk.plan(data, 5, offsets=offsets, backend="sim").n   # rows of the longest segment
+    60
+    """
+    if offsets is None:
+        if max_length is not None:
+            raise TypeError("max_length: applies to segments only (plan(..., offsets=...)), got no offsets")
+        return _entry.plan(
+            a, k, axis=axis, mode=mode, sorted=sorted, nan=nan, index_dtype=index_dtype, backend=backend,
+            algorithm=algorithm, lengths=lengths,
+        )  # fmt: skip
+    if lengths is not None or axis != -1:
+        raise TypeError("offsets: segments take neither axis nor lengths (a segment is its own row)")
+    return segmented.plan(a, offsets, k, mode, sorted, nan, index_dtype, backend, algorithm, max_length)
 
 
 def _first_values(parts: Any) -> Array | None:  # Any: anything is looked at, then checked

@@ -121,28 +121,39 @@ def _convert(pairs: list):
     return kind, converted, back, scope
 
 
+def _native(dtype: np.dtype) -> np.dtype:
+    return dtype if dtype.isnative else dtype.newbyteorder("=")
+
+
 def _check_arrays(pairs: list) -> tuple[np.dtype, np.dtype, tuple]:
-    """Check dtypes and shapes; return the values dtype, the index dtype and the batch shape."""
+    """Check dtypes and shapes; return the values dtype, the index dtype (both in native byte
+    order: a dtype of either byte order is accepted, as top_k accepts it) and the batch shape."""
     values0, indices0 = pairs[0]
-    vdt, idt = values0.dtype, indices0.dtype
+    vdt, idt = _native(values0.dtype), _native(indices0.dtype)
     for i, (values, indices) in enumerate(pairs):
         try:
             _dtypes.check_dtype(values.dtype)
         except TypeError as exc:
             raise TypeError(f"parts[{i}].values{str(exc)[1:]}") from None
-        if values.dtype != vdt:
+        if _native(values.dtype) != vdt:
             raise TypeError(
                 f"parts[{i}].values: expected dtype {vdt} like parts[0].values, got {values.dtype}"
             )
-        if indices.dtype not in _INDEX_DTYPES:
+        if _native(indices.dtype) not in _INDEX_DTYPES:
             names = ", ".join(str(d) for d in _INDEX_DTYPES)
             raise TypeError(f"parts[{i}].indices: expected dtype {names}, got {indices.dtype}")
-        if indices.dtype != idt:
+        if _native(indices.dtype) != idt:
             raise TypeError(
                 f"parts[{i}].indices: expected dtype {idt} like parts[0].indices, got {indices.dtype}"
             )
         check_part_shape(i, tuple(values.shape), tuple(indices.shape), tuple(values0.shape))
     return vdt, idt, values0.shape[:-1]
+
+
+def _as_native(pairs: list) -> list:
+    """The parts with every byte-swapped NumPy array copied to native byte order (the merge
+    views values as their bits and compares indices as integers: both in native order)."""
+    return [tuple(a if a.dtype.isnative else a.astype(_native(a.dtype)) for a in pair) for pair in pairs]
 
 
 def check_part_shape(i: int, values: tuple, indices: tuple, first: tuple) -> None:
@@ -186,6 +197,9 @@ def merge_top_k(parts, k, mode: str = "largest", sorted_=True, nan: str = "last"
     _checks.check_choice("nan", nan, _checks.NAN_POLICIES)
     kind, pairs, back, scope = _convert(pairs)
     vdt, idt, batch = _check_arrays(pairs)
+    # The results in parts[0]'s dtypes, byte order included (top_k keeps its input's).
+    given = pairs[0][0].dtype, pairs[0][1].dtype
+    pairs = _as_native(pairs)
     total = sum(int(v.shape[-1]) for v, _ in pairs)
     k = check_k(k, total)
     xp = _interop.array_module(kind)
@@ -199,6 +213,7 @@ def merge_top_k(parts, k, mode: str = "largest", sorted_=True, nan: str = "last"
         if found is None:
             found = _merge(xp, pairs, k, mode, order, nan, vdt, idt, batch)
         values, indices, where = found
+        values, indices = values.astype(given[0], copy=False), indices.astype(given[1], copy=False)
         result = TopK(back(values), back(indices))
         return (result, back(where)) if positions else result
 

@@ -39,6 +39,8 @@ Empty segments are padding only and cost nothing. Scratch memory: one block of g
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -47,6 +49,7 @@ from .._core.result import TopK
 from .._core.select import select as _top_k
 from .._request import checks as _checks
 from .._request import dtypes as _dtypes
+from .._request.plan import Plan
 from .merge import renamed
 
 # A segment at least this long is one top_k call on its own slice (read in place). At 65536
@@ -174,10 +177,23 @@ def _check_index_dtype(index_dtype, longest: int) -> np.dtype:
 HOST_CHECKED = 1 << 62
 
 
-def segmented_top_k(
-    data, offsets, k, mode, sorted_, nan, index_dtype, backend, algorithm, max_length=None
-) -> TopK:
-    """The implementation of :func:`cutopk.segmented_top_k` (see its docstring)."""
+class _Route(NamedTuple):
+    """How a checked call runs: ``call`` (the kernels' prepared call) or None (the generic
+    route); ``offsets`` (int64, on the host or the device); ``lengths`` (on the host: each
+    segment's, for the generic route) or None; ``cached``: whether the kernels' call was already
+    planned; ``idt``: the index dtype; ``why``: what the rows are planned on, for :func:`plan`."""
+
+    call: Any
+    offsets: Any
+    lengths: np.ndarray | None
+    cached: bool
+    idt: np.dtype
+    why: str
+
+
+def _checked(data, k, mode, sorted_, nan, backend, algorithm, max_length):
+    """The checks of :func:`cutopk.segmented_top_k` that need no offsets, in top_k's order:
+    ``(arr, back, scope, k, order, resolved, max_length, options)``."""
     from .. import _interop
 
     try:
@@ -207,36 +223,114 @@ def segmented_top_k(
         raise ValueError(f"data: expected a 1-D array, got shape {tuple(arr.shape)}")
     k = _check_k(k)
     max_length = check_max_length(max_length)
-    size = int(arr.shape[0])
     options = {"mode": mode, "nan": nan, "backend": backend, "algorithm": algorithm}
-    with scope:
-        off = device_offsets(offsets, kind, arr) if resolved != "numpy" else None
-        if off is not None:  # on the device: never read back; the kernels check each segment
-            longest = size if max_length is None else min(max_length, size)
-            idt = _check_index_dtype(index_dtype, longest)
-            call = kernel_call(arr, off.size - 1, longest, k, order, options, idt, resolved, bound=size)
-            values, indices = _run_in_kernels(call, arr, off)
-            return TopK(back(values), back(indices))
-        off = check_offsets(offsets, size)
-        lengths = np.diff(off)
-        longest = int(lengths.max()) if lengths.size else 0
-        if max_length is not None and longest > max_length:
-            s = int(np.argmax(lengths > max_length))
-            raise ValueError(
-                f"offsets: expected segments of at most max_length={max_length} elements, got segment "
-                f"{s} of {int(lengths[s])}"
-            )
+    return arr, back, scope, k, order, resolved, max_length, options
+
+
+def _route(arr, offsets, k, order, resolved, max_length, options, index_dtype) -> _Route:
+    """The offsets checked (on the host) or taken as they lie (on the device), and the route of
+    the call; in ``arr``'s device scope."""
+    size = int(arr.shape[0])
+    off = device_offsets(offsets, _checks.array_kind(arr), arr) if resolved != "numpy" else None
+    if off is not None:  # on the device: never read back; the kernels check each segment
+        longest = size if max_length is None else min(max_length, size)
         idt = _check_index_dtype(index_dtype, longest)
-        call = (
-            None
-            if resolved == "numpy"
-            else kernel_call(arr, lengths.size, longest, k, order, options, idt, resolved)
+        call, cached = kernel_call(
+            arr, off.size - 1, longest, k, order, options, idt, resolved, bound=size, planned=True
         )
-        if call is not None:  # one launch sequence over every segment, read in place
-            values, indices = _run_in_kernels(call, arr, off)
+        why = (
+            "len(data): offsets on the device are not read back"
+            if max_length is None
+            else "max(max_length, k): offsets on the device are not read back"
+        )
+        return _Route(call, off, None, cached, idt, why)
+    off = check_offsets(offsets, size)
+    lengths = np.diff(off)
+    longest = int(lengths.max()) if lengths.size else 0
+    if max_length is not None and longest > max_length:
+        s = int(np.argmax(lengths > max_length))
+        raise ValueError(
+            f"offsets: expected segments of at most max_length={max_length} elements, got segment "
+            f"{s} of {int(lengths[s])}"
+        )
+    idt = _check_index_dtype(index_dtype, longest)
+    if resolved == "numpy":
+        return _Route(None, off, lengths, False, idt, "the longest segment")
+    call, cached = kernel_call(arr, lengths.size, longest, k, order, options, idt, resolved, planned=True)
+    return _Route(call, off, lengths, cached, idt, "the longest segment, or k: offsets on the host")
+
+
+def segmented_top_k(
+    data, offsets, k, mode, sorted_, nan, index_dtype, backend, algorithm, max_length=None
+) -> TopK:
+    """The implementation of :func:`cutopk.segmented_top_k` (see its docstring)."""
+    arr, back, scope, k, order, resolved, max_length, options = _checked(
+        data, k, mode, sorted_, nan, backend, algorithm, max_length
+    )
+    with scope:
+        route = _route(arr, offsets, k, order, resolved, max_length, options, index_dtype)
+        if route.call is not None:  # one launch sequence over every segment, read in place
+            values, indices = _run_in_kernels(route.call, arr, route.offsets)
         else:
-            values, indices = _run(arr, off[:-1], lengths, k, order, options, idt)
+            assert route.lengths is not None
+            values, indices = _run(arr, route.offsets[:-1], route.lengths, k, order, options, route.idt)
         return TopK(back(values), back(indices))
+
+
+def plan(data, offsets, k, mode, sorted_, nan, index_dtype, backend, algorithm, max_length=None) -> Plan:
+    """What :func:`segmented_top_k` does with these arguments (:func:`cutopk.plan` with
+    ``offsets``): the same checks and errors, nothing run, offsets on the device not read."""
+    arr, _, scope, k, order, resolved, max_length, options = _checked(
+        data, k, mode, sorted_, nan, backend, algorithm, max_length
+    )
+    with scope:
+        route = _route(arr, offsets, k, order, resolved, max_length, options, index_dtype)
+    if route.call is not None:
+        planned = route.call.describe(route.cached, arr)
+        copies = dict.fromkeys(planned.copies, 0)
+        size = int(arr.shape[0]) * arr.dtype.itemsize
+        if not arr.dtype.isnative:
+            copies[f"input: data copied to native byte order ({size} bytes)"] = size
+        elif not arr.flags.c_contiguous:
+            copies[f"input: strided data copied to a contiguous array ({size} bytes)"] = size
+        if route.lengths is not None and route.call.xp is not np:  # offsets on the host, data on the GPU
+            copies[f"offsets: copied to the device as int64 ({route.offsets.size * 8} bytes)"] = 0
+        return dataclasses.replace(
+            planned,
+            copies=tuple(copies),
+            scratch_bytes=planned.scratch_bytes + sum(copies.values()),
+            batch=f"CSR segments read by the kernels, rows planned as {planned.n} long ({route.why})",
+        )
+    return _describe_generic(arr, route.lengths, k, options)
+
+
+def _describe_generic(data, lengths, k: int, options) -> Plan:
+    """The plan of the generic route (the NumPy backend's): its copies and scratch, block by
+    block as :func:`_run` makes them."""
+    assert lengths is not None
+    longest = int(lengths.max()) if lengths.size else 0
+    itemsize = data.dtype.itemsize
+    long = int(np.count_nonzero(lengths >= LONG_SEGMENT)) if k else 0
+    blocks = list(_blocks(lengths)) if k else []
+    largest = max((rows.size * width for rows, width in blocks), default=0)
+    gathered = sum(rows.size * width for rows, width in blocks)
+    scratch = max(
+        (rows.size * width * (itemsize + (8 if width < ROW_COPY_WIDTH else 0)) for rows, width in blocks),
+        default=0,
+    )
+    copies = (f"input: short segments gathered into padded rows ({gathered * itemsize} bytes in all, "
+              f"{len(blocks)} blocks of at most {largest} elements)",) if blocks else ()  # fmt: skip
+    params = {
+        "route": "segments",
+        "long_segments": long,
+        "blocks": len(blocks),
+        "algorithm": options["algorithm"],
+    }
+    return Plan(
+        "numpy", "select", int(lengths.size), max(longest, k), k, (), copies, scratch, False, params,
+        batch=f"CSR segments: {long} of at least {LONG_SEGMENT} elements one top_k call each, the "
+        f"shorter ones by length class into padded rows ({len(blocks)} batched top_k calls)",
+    )  # fmt: skip
 
 
 def kernel_call(
@@ -249,17 +343,23 @@ def kernel_call(
     idt,
     backend: str,
     bound: int = HOST_CHECKED,
+    planned: bool = False,
 ):
     """The prepared call that selects from every segment in one launch sequence (the kernels read
     each segment as a row with its own start and length: kernels/row_extent.cuh). ``longest``:
     the longest a segment may be (the host's bound); ``bound``: the position every segment must
-    end within (the data's length, for offsets the host has not checked)."""
+    end within (the data's length, for offsets the host has not checked). ``planned``: return
+    ``(call, whether its signature was already planned)``."""
     from .._core import call as _call
 
-    # Rows of `width`: the longest segment, or k when k is larger (the rest of a row is padding).
+    # Rows of `width`: the longest segment, or k when k is larger (the rest of a row is padding):
+    # a segment longer than the width is padding (kernels/row_extent.cuh checks end - first <= n).
     width = max(longest, k, 1)
     mode, nan, algorithm = options["mode"], options["nan"], options["algorithm"]
-    return _call.segments_call(data, segments, width, k, order, mode, nan, idt, backend, algorithm, bound)
+    found = _call.planned_segments_call(
+        data, segments, width, k, order, mode, nan, idt, backend, algorithm, bound
+    )
+    return found if planned else found[0]
 
 
 def _run_in_kernels(call, data, offsets):
@@ -288,25 +388,33 @@ def _run(data, starts, lengths, k, order, options, idt):
         top = _top_k(data[start : start + length], kk, sorted=sort, index_dtype=idt, **options)
         values[s, :kk] = top.values
         indices[s, :kk] = top.indices
+    # The fill of padding cells, as a NumPy scalar.
+    worst = _dtypes.least_preferred(data.dtype, options["mode"] == "largest", options["nan"] == "largest")[()]
+    for block, _ in _blocks(lengths):
+        _gather_and_select(
+            data, starts[block], lengths[block], block, k, sort, options, worst, values, indices
+        )
+    return values, indices
+
+
+def _blocks(lengths):
+    """``(segments, width)`` of each block of short segments that step 2 gathers and selects
+    from at once: the segments of one length class (in order), at most ``BLOCK_ELEMENTS``
+    elements of the class's width, each block gathered as wide as its longest segment."""
     short = np.flatnonzero((lengths > 0) & (lengths < LONG_SEGMENT))
     if short.size == 0:
-        return values, indices
+        return
     # Class c holds lengths in (2**(c-1), 2**c]; a stable sort keeps segments in order per class.
     classes = np.ceil(np.log2(lengths[short])).astype(np.int64)
     short = short[np.argsort(classes, kind="stable")]
     classes = np.sort(classes, kind="stable")
     bounds = np.flatnonzero(np.diff(classes)) + 1
-    # The fill of padding cells, as a NumPy scalar.
-    worst = _dtypes.least_preferred(data.dtype, options["mode"] == "largest", options["nan"] == "largest")[()]
     for group in np.split(short, bounds):
         width_cap = 1 << int(np.ceil(np.log2(lengths[group[0]])))
         per_block = max(1, BLOCK_ELEMENTS // width_cap)
         for first in range(0, group.size, per_block):
             block = group[first : first + per_block]
-            _gather_and_select(
-                data, starts[block], lengths[block], block, k, sort, options, worst, values, indices
-            )
-    return values, indices
+            yield block, int(lengths[block].max())
 
 
 def _gather_and_select(data, starts, lengths, rows, k, sort, options, worst, values, indices):

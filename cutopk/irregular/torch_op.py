@@ -4,7 +4,8 @@ opaque node to ``torch.compile``, a fake implementation for shapes, an autograd 
 
 Both have outputs whose shapes follow from the inputs' shapes alone, so a schema fits:
 
-- ``segmented_top_k(data, offsets, k, ...)``: ``(S, k)`` with ``S = offsets.shape[0] - 1``.
+- ``segmented_top_k(data, offsets, k, ..., max_length=None)``: ``(S, k)`` with ``S =
+  offsets.shape[0] - 1`` (``max_length`` last, with a default: graphs saved before it came still load).
   ``offsets`` is a tensor (a list or NumPy array is made one first); it is read on the host, so
   on CUDA a call with device offsets waits for them (no CUDA-graph capture of that call).
 - ``merge_top_k(values, indices, k, ...)``: the parts as two tensor lists, ``(*batch, k)`` out,
@@ -38,12 +39,16 @@ def _offsets_tensor(offsets):
     return None  # an empty list, a mixed one, a masked array: the plain path reports it
 
 
-def call_segmented(data, offsets, k, mode, sorted_, nan, index_dtype, backend, algorithm):
+def call_segmented(data, offsets, k, mode, sorted_, nan, index_dtype, backend, algorithm, max_length=None):
     """``(values, indices)`` from the operator, or None when an argument cannot cross its schema
     (the plain path then raises the usual error), or for a plain eager call
     (:func:`cutopk._core.torch_op.plain_eager`)."""
     if _top_k_op.plain_eager(data):
         return None
+    if max_length is not None:  # an int crosses (a NumPy one made an int); a bool, a float do not
+        if isinstance(max_length, (bool, np.bool_)) or not isinstance(max_length, (int, np.integer)):
+            return None
+        max_length = int(max_length)
     order = _checks.ORDERS.get(sorted_) if isinstance(sorted_, (bool, str)) else None
     dtype = _top_k_op._index_dtype(index_dtype)
     offsets = _offsets_tensor(offsets)
@@ -55,7 +60,7 @@ def call_segmented(data, offsets, k, mode, sorted_, nan, index_dtype, backend, a
     ):
         return None
     k = _top_k_op._k_of(k)
-    return segmented_top_k(data, offsets, k, mode, order, nan, dtype, backend, algorithm)
+    return segmented_top_k(data, offsets, k, mode, order, nan, dtype, backend, algorithm, max_length)
 
 
 @torch.library.custom_op("cutopk::segmented_top_k", mutates_args=())
@@ -69,18 +74,21 @@ def segmented_top_k(
     index_dtype: torch.dtype = torch.int64,
     backend: str = "auto",
     algorithm: str = "auto",
+    max_length: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`cutopk.segmented_top_k` (``sorted`` is ``"value"``, ``"index"`` or ``"none"``)."""
+    """:func:`cutopk.segmented_top_k` (``sorted`` is ``"value"``, ``"index"`` or ``"none"``).
+    ``max_length`` is the schema's last argument, with a default: a graph saved before it was
+    added calls the operator as ever."""
     order = _ORDER_NAMES.get(sorted, sorted)
     values, indices = segmented.segmented_top_k(
-        data, offsets, k, mode, order, nan, index_dtype, backend, algorithm
+        data, offsets, k, mode, order, nan, index_dtype, backend, algorithm, max_length
     )
     return values, indices
 
 
 @segmented_top_k.register_fake
 def _(data, offsets, k, mode="largest", sorted="value", nan="last", index_dtype=torch.int64,
-      backend="auto", algorithm="auto"):  # fmt: skip
+      backend="auto", algorithm="auto", max_length=None):  # fmt: skip
     _dtypes.check_dtype(data.dtype, "data")
     if data.dim() != 1:
         raise ValueError(f"data: expected a 1-D array, got shape {tuple(data.shape)}")
@@ -95,6 +103,7 @@ def _(data, offsets, k, mode="largest", sorted="value", nan="last", index_dtype=
                                  ("nan", nan, _checks.NAN_POLICIES), ("backend", backend, _checks.BACKENDS)):  # fmt: skip
         _checks.check_choice(name, value, choices)
     torch._check(k >= 0, lambda: f"k: expected k >= 0, got k={k}")
+    segmented.check_max_length(max_length)
     shape = (offsets.shape[0] - 1, k)
     return data.new_empty(shape), data.new_empty(shape, dtype=index_dtype)
 
@@ -114,7 +123,8 @@ def _segmented_backward(ctx, grad_values, _grad_indices):
     grad = grad_values.new_zeros(ctx.n)
     if ctx.n:
         grad = grad.scatter_add(0, where.reshape(-1), flowing.reshape(-1))
-    return grad, None, None, None, None, None, None, None, None
+    # One entry per input given (the dispatcher may drop trailing arguments left at their defaults).
+    return grad, *([None] * (len(ctx.needs_input_grad) - 1))
 
 
 segmented_top_k.register_autograd(_segmented_backward, setup_context=_segmented_setup)

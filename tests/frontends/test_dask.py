@@ -331,3 +331,106 @@ def test_split_every_integers_and_dicts_are_accepted(split_every):
     x = da.from_array(np.arange(40.0).reshape(4, 10), chunks=(2, 3))
     values, indices = dask.compute(*cdask.top_k(x, 3, split_every=split_every), scheduler="sync")
     assert indices.tolist() == [[9, 8, 7]] * 4 and values[0].tolist() == [9.0, 8.0, 7.0]
+
+
+def check_lengths(x: np.ndarray, chunks, k: int, lengths, *, split_every=None, **kw):
+    """cutopk.dask.top_k with ``lengths`` against cutopk.top_k with the same lengths, bit for bit."""
+    d = da.from_array(x, chunks=chunks)
+    expected = cutopk.top_k(x, k, lengths=np.asarray(lengths), **kw)
+    axis = kw.get("axis", -1) % x.ndim
+    index_dtype = np.dtype(kw.get("index_dtype", np.int64))
+    for as_given in (lengths, np.asarray(lengths).tolist(), da.from_array(np.asarray(lengths), chunks=2)):
+        lazy = cdask.top_k(d, k, lengths=as_given, split_every=split_every, **kw)
+        assert lazy.values.shape == expected.values.shape
+        got = dask.compute(*lazy)
+        assert_same(got, expected, index_dtype=index_dtype, order=kw.get("sorted", True), axis=axis)
+        if kw.get("sorted", True) is not False:
+            np.testing.assert_array_equal(got[1], expected.indices)
+    only = cdask.top_k_indices(d, k, lengths=lengths, **kw).compute()
+    np.testing.assert_array_equal(np.sort(only, axis=axis), np.sort(expected.indices, axis=axis))
+
+
+@pytest.mark.parametrize("chunks", [(2, 5), (1, 37), (5, (3, 1, 20, 13)), (3, (36, 1))], ids=str)
+def test_lengths_give_top_k_of_each_rows_prefix(chunks):
+    """Issue 49 (11): lengths (0, below k, k, in one chunk, across chunks, the whole row) chunked
+    with the array: each row's answer is top_k's with those lengths, padding included."""
+    x = make_values(np.random.default_rng(20), np.float32, (5, 37), "few_distinct")
+    lengths = np.array([0, 4, 6, 21, 37])
+    orders = itertools.cycle(ORDERS)
+    for k, index_dtype in ((6, np.int64), (1, np.int32), (15, np.int64), (0, np.int64)):
+        check_lengths(x, chunks, k, lengths, sorted=next(orders), index_dtype=index_dtype, split_every=2)
+    check_lengths(x, chunks, 6, lengths, mode="smallest", nan="largest")
+
+
+def test_lengths_along_an_outer_axis_and_of_a_1d_array():
+    x = make_values(np.random.default_rng(21), np.int16, (30, 2, 3), "ties")
+    lengths = np.array([[0, 30, 7], [12, 1, 29]])
+    check_lengths(x, ((7, 23), 1, (2, 1)), 5, lengths, axis=0)
+    one = make_values(np.random.default_rng(22), np.float64, (40,), "nan")
+    got = dask.compute(*cdask.top_k(da.from_array(one, chunks=9), 8, lengths=np.array(23)))
+    assert_same(got, cutopk.top_k(one, 8, lengths=np.array(23)))
+
+
+@pytest.mark.parametrize(
+    ("lengths", "kw"),
+    [
+        (np.array([1, 11]), {}),
+        ([-1, 2], {}),
+        ([1, 2, 3], {}),
+        ([1.0, 2.0], {}),
+        ([True, 2], {}),
+        (np.array([1, 2]), {"index_dtype": np.uint32}),
+        (np.ma.array([1, 4], mask=[False, True]), {}),
+    ],
+    ids=str,
+)
+def test_bad_lengths_are_eager_errors_with_top_k_messages(lengths, kw):
+    x = np.arange(20.0).reshape(2, 10)
+
+    def must_not_run(block):
+        raise AssertionError("the graph was computed")
+
+    d = da.from_array(x, chunks=(1, 3)).map_blocks(must_not_run, dtype=x.dtype)
+    with pytest.raises((TypeError, ValueError)) as expected:
+        cutopk.top_k(x, 2, lengths=lengths, **kw)
+    for func in (cdask.top_k, cdask.top_k_indices):
+        with pytest.raises(type(expected.value)) as got:
+            func(d, 2, lengths=lengths, **kw)
+        assert str(got.value) == str(expected.value)
+
+
+def test_dask_lengths_are_checked_by_dtype_and_shape_at_once_by_value_when_computed():
+    x = np.arange(20.0).reshape(2, 10)
+    d = da.from_array(x, chunks=(1, 3))
+    with pytest.raises(TypeError, match=r"^lengths: expected an integer array, got dtype float64$"):
+        cdask.top_k(d, 2, lengths=da.from_array(np.array([1.0, 2.0])))
+    with pytest.raises(ValueError, match=r"^lengths: expected shape \(2,\) .* got \(3,\)$"):
+        cdask.top_k(d, 2, lengths=da.from_array(np.array([1, 2, 3])))
+    lazy = cdask.top_k(d, 2, lengths=da.from_array(np.array([1, 11]), chunks=1))
+    with pytest.raises(
+        ValueError, match=r"lengths: expected 0 <= lengths\[r\] <= 10 .* got values from 11 to 11"
+    ):
+        dask.compute(*lazy)
+
+
+@pytest.mark.gpu
+def test_lengths_with_cupy_backed_chunks():
+    """Host lengths with CuPy chunks, and lengths in CuPy chunks (on the device: a row out of
+    range comes back as all padding, as top_k gives it)."""
+    reason = cuda_unavailable_reason()
+    if reason:
+        pytest.skip(f"needs a CUDA GPU: {reason}")
+    import cupy
+
+    x = make_values(np.random.default_rng(23), np.float32, (4, 900), "few_distinct")
+    d = da.from_array(x, chunks=(2, 300)).map_blocks(cupy.asarray)
+    lengths = np.array([0, 5, 450, 900])
+    expected = cutopk.top_k(x, 12, lengths=lengths)
+    for as_given in (lengths, da.from_array(lengths, chunks=3).map_blocks(cupy.asarray)):
+        values, indices = dask.compute(*cdask.top_k(d, 12, lengths=as_given, split_every=2))
+        assert isinstance(values, cupy.ndarray)
+        assert_same((values.get(), indices.get()), expected)
+    bad = da.from_array(np.array([-3, 5, 901, 900]), chunks=2).map_blocks(cupy.asarray)
+    values, indices = dask.compute(*cdask.top_k(d, 12, lengths=bad))
+    want = cutopk.top_k(x, 12, lengths=np.array([0, 5, 0, 900]))
+    assert_same((values.get(), indices.get()), want)

@@ -1,6 +1,6 @@
 """Gradients where the registered torch operators cannot carry an argument: ``top_k`` with an
-order given as a NumPy bool or an axis of an int subclass, ``segmented_top_k`` with
-``max_length=``, ``merge_top_k`` with NumPy indices or a NumPy-bool order. Those calls take the
+order given as a NumPy bool or an axis of an int subclass, ``segmented_top_k`` with a NumPy-bool
+order (``max_length=`` is on its schema: tested here against the same scatter), ``merge_top_k`` with NumPy indices or a NumPy-bool order. Those calls take the
 autograd functions of cutopk/_core/autograd.py: the same values and indices as the operator or
 the plain path, the gradient of torch.topk (or the expected scatter, padding passing none), and
 the plain path's errors; masked lengths and offsets are refused, never unmasked."""
@@ -88,7 +88,8 @@ MASKED = np.ma.masked_array(np.array([1, 2, 3]), mask=[False, True, False])
     [
         ({"index_dtype": "bogus"}, ValueError, r"^index_dtype: expected one of int64, int32, uint32, uint64, got 'bogus'$"),
         ({"index_dtype": np.int16}, ValueError, r"^index_dtype: expected one of int64, int32, uint32, uint64, got <class 'numpy\.int16'>$"),
-        ({"lengths": [1, 2, 3]}, TypeError, r"^lengths: expected an integer array, got list$"),
+        ({"lengths": [1, 2.5, 3]}, TypeError, r"^lengths: expected an integer array or a sequence of integers, got a list holding float 2\.5$"),
+        ({"lengths": [1, 2, 6]}, ValueError, r"^lengths: expected 0 <= lengths\[r\] <= 5 \(the length of axis 1\), got values from 1 to 6$"),
         ({"lengths": MASKED}, TypeError, r"^lengths: expected an integer array without a mask, got a numpy\.ma\.MaskedArray"),
         ({"mode": None}, ValueError, r"^mode: expected one of 'largest', 'smallest', got None$"),
         ({"sorted": 1}, ValueError, r"^sorted: expected one of True, 'value', 'index', False, got 1$"),
@@ -102,15 +103,31 @@ def test_top_k_arguments_off_the_schema_keep_the_plain_paths_errors(kw, error, m
             cutopk.top_k(a, 2, **kw)
 
 
+def test_top_k_with_lengths_as_a_list_carries_the_gradient():
+    """A list of lengths (off the operator's schema: the autograd route) as a NumPy array."""
+    x = torch.randn(3, 5, dtype=torch.float64, requires_grad=True)
+    r = cutopk.top_k(x, 2, lengths=[1, 5, 0])
+    want = cutopk.top_k(x.detach(), 2, lengths=np.array([1, 5, 0]))
+    assert torch.equal(r.values.detach(), want.values) and torch.equal(r.indices, want.indices)
+    r.values.sum().backward()
+    assert x.grad.sum().item() == 3.0  # one winner in row 0, two in row 1, none in row 2
+
+
 DATA = [5.0, 1.0, 7.0, 3.0, 4.0, 9.0, 2.0, 8.0]  # no ties: gradcheck differentiates
 OFFSETS = [0, 3, 3, 8]
 
 
-@pytest.mark.parametrize("kw", [{"max_length": 5}, {"sorted": np.True_}])
-def test_segmented_off_the_schema_scatters_to_offsets_plus_index(kw):
+OPERATOR = "GeneratedBackwardFor_cutopk_segmented_top_k_defaultBackward"
+
+
+@pytest.mark.parametrize(
+    ("kw", "route"),
+    [({"max_length": 5}, OPERATOR), ({"max_length": np.int64(5)}, OPERATOR), ({"sorted": np.True_}, "_SegmentedBackward")],
+)  # fmt: skip
+def test_segmented_off_the_schema_scatters_to_offsets_plus_index(kw, route):
     data = torch.tensor(DATA, dtype=torch.float64, requires_grad=True)
     r = cutopk.segmented_top_k(data, OFFSETS, 2, **kw)
-    assert _route(r) == "_SegmentedBackward" and not r.indices.requires_grad
+    assert _route(r) == route and not r.indices.requires_grad
     assert r.indices.tolist() == [[2, 0], [-1, -1], [2, 4]]
     assert r.values.tolist() == [[7.0, 5.0], [0.0, 0.0], [9.0, 8.0]]
     (r.values * torch.tensor([1.0, 10.0], dtype=torch.float64)).sum().backward()
@@ -150,8 +167,7 @@ def test_segmented_gradient_of_empty_data(max_length):
     """No element: every segment is padding, and the gradient is empty (no scatter)."""
     data = torch.zeros(0, dtype=torch.float64, requires_grad=True)
     r = cutopk.segmented_top_k(data, [0, 0, 0], 2, max_length=max_length)
-    assert _route(r) == ("_SegmentedBackward" if max_length is not None else
-                         "GeneratedBackwardFor_cutopk_segmented_top_k_defaultBackward")  # fmt: skip
+    assert _route(r) == OPERATOR
     assert r.indices.tolist() == [[-1, -1], [-1, -1]] and r.values.tolist() == [[0.0, 0.0], [0.0, 0.0]]
     r.values.sum().backward()
     assert data.grad.shape == (0,)

@@ -297,6 +297,9 @@ def test_opcheck_segmented_and_merge():
         torch.ops.cutopk.segmented_top_k.default,
         (data, torch.tensor([1, 4, 6]), 4, "smallest", "index", "last", torch.int32),
     )
+    opcheck(
+        torch.ops.cutopk.segmented_top_k.default, (data, torch.tensor([0, 3, 3, 6]), 2), {"max_length": 3}
+    )
     x = torch.randn(3, 10)
     left, right = cutopk.top_k(x[:, :4], 3), cutopk.top_k(x[:, 4:], 3)
     values = [left.values.clone().requires_grad_(), right.values.clone().requires_grad_()]
@@ -305,6 +308,33 @@ def test_opcheck_segmented_and_merge():
         torch.ops.cutopk.merge_top_k.default,
         (values, [left.indices, right.indices + 4], 6, "smallest", "none"),
     )
+
+
+def test_segmented_operator_takes_max_length_and_checks_it():
+    """max_length is the schema's last argument, with a default (a graph saved before it was
+    added still calls the operator): a segment longer than it is the plain path's ValueError,
+    a bad value its TypeError/ValueError, also from the fake implementation (torch.compile)."""
+    cutopk.segmented_top_k(torch.zeros(1), [0, 1], 1)  # registers the irregular operators
+    op = torch.ops.cutopk.segmented_top_k.default
+    assert op._schema.arguments[-1].name == "max_length"
+    assert str(op._schema.arguments[-1].default_value) == "None"
+    data, offsets = torch.tensor([5.0, 1.0, 7.0, 3.0, 3.0, 9.0]), torch.tensor([0, 3, 3, 6])
+    want = cutopk.segmented_top_k(data.numpy(), offsets.numpy(), 2)
+    got = op(data, offsets, 2, max_length=3)
+    assert got[0].tolist() == want.values.tolist() and got[1].tolist() == want.indices.tolist()
+    with pytest.raises(
+        ValueError, match="offsets: expected segments of at most max_length=2 elements, got segment 0 of 3"
+    ):
+        op(data, offsets, 2, max_length=2)
+    with pytest.raises(ValueError, match="max_length: expected None or an int >= 0, got -1"):
+        cutopk.segmented_top_k(data, offsets, 2, max_length=-1)
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode() as mode:
+        fake = (mode.from_tensor(data), mode.from_tensor(offsets))
+        assert op(*fake, 2, max_length=3)[0].shape == (3, 2)
+        with pytest.raises(ValueError, match="max_length: expected None or an int >= 0, got -1"):
+            op(*fake, 2, max_length=-1)
 
 
 def test_the_operator_equals_the_plain_path():
@@ -329,8 +359,16 @@ def test_errors_keep_their_messages():
         cutopk.top_k(t, 1, sorted=1)
     with pytest.raises(ValueError, match=r"^index_dtype: expected one of"):
         cutopk.top_k(t, 1, index_dtype=np.int16)
-    with pytest.raises(TypeError, match=r"^lengths: expected an integer array, got list"):
-        cutopk.top_k(t, 1, lengths=[1, 2])
+    with pytest.raises(
+        TypeError,
+        match=r"^lengths: expected an integer array or a sequence of integers, got a list holding float",
+    ):
+        cutopk.top_k(t, 1, lengths=[1, 2.0])
+    with pytest.raises(
+        ValueError, match=r"^lengths: expected 0 <= lengths\[r\] <= 10 .* got values from 1 to 11$"
+    ):
+        cutopk.top_k(t, 1, lengths=[1, 11])
+    assert cutopk.top_k(t, 1, lengths=[0, 2]).indices.tolist() == [[-1], [0]]
     # Under compilation the fake implementation raises the same message (torch wraps it).
     with pytest.raises(RuntimeError, match=r"k: expected 0 <= k <= 10"):
         torch.compile(lambda t: cutopk.top_k(t, 11), fullgraph=True)(t)

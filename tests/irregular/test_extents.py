@@ -250,7 +250,14 @@ def test_unchecked_segments_give_rows_of_padding_in_the_kernels(family, no_gener
         want = reference_with_lengths(data[None, start:], k, np.array([end - start]))
         assert_same_padded((values[s : s + 1], indices[s : s + 1]), want)
     assert (indices[1:6] == -1).all() and (values[1:6] == 0).all()
-    if k < 11:  # a segment longer than the planned width (max_length's kernel-side check): padding
-        short = _segmented.kernel_call(data, 1, 10, k, "value", options, np.dtype(np.int64), "sim", bound=n)
-        values, indices = _segmented._run_in_kernels(short, data, np.array([0, 11], dtype=np.int64))
-        assert (indices == -1).all() and (values == 0).all()
+    # Planned on a bound (max_length's width, max(n // 3, k)): a segment one longer is padding,
+    # decided by the kernels in the launch; one as long as the bound, and a shorter one, are not.
+    width = max(n // 3, k)
+    short = _segmented.kernel_call(data, 3, n // 3, k, "value", options, np.dtype(np.int64), "sim", bound=n)
+    offsets = np.array([0, width + 1, 2 * width + 1, 2 * width + 1 + width // 2])
+    values, indices = _segmented._run_in_kernels(short, data, offsets)
+    assert (indices[0] == -1).all() and (values[0] == 0).all()  # width + 1 elements
+    for s in (1, 2):
+        start, end = offsets[s], offsets[s + 1]
+        want = reference_with_lengths(data[None, start:], k, np.array([end - start]))
+        assert_same_padded((values[s : s + 1], indices[s : s + 1]), want)

@@ -280,18 +280,15 @@ def test_max_length_plans_device_offsets_on_the_bound(cupy):
     """Device offsets are planned on len(data) (warp_row cannot take rows that long), or on
     max_length where given: the cheap family of short segments, and a segment longer than the
     bound is padding. With host offsets a segment longer than max_length is a ValueError."""
-    from cutopk.irregular import segmented as _segmented
-
     data = _values(10, (N,))
     offsets = np.array([0, 40, 100, 130, 3000])
-    planned = []
-    real = _segmented.kernel_call
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(_segmented, "kernel_call", lambda *a, **kw: planned.append(r := real(*a, **kw)) or r)
-        long = cutopk.segmented_top_k(cupy.asarray(data), cupy.asarray(offsets), 5)
-        short = cutopk.segmented_top_k(cupy.asarray(data), cupy.asarray(offsets), 5, max_length=64)
-    assert [c.req.n for c in planned] == [N, 64]
-    assert planned[1].plan.algorithm == "warp_row"
+    planned = [
+        cutopk.plan(cupy.asarray(data), 5, offsets=cupy.asarray(offsets), max_length=m) for m in (None, 64)
+    ]
+    long = cutopk.segmented_top_k(cupy.asarray(data), cupy.asarray(offsets), 5)
+    short = cutopk.segmented_top_k(cupy.asarray(data), cupy.asarray(offsets), 5, max_length=64)
+    assert [p.n for p in planned] == [N, 64]
+    assert planned[1].algorithm == "warp_row"
     want = cutopk.segmented_top_k(data, offsets, 5)
     assert_same_padded(_host(long), tuple(want))
     values, indices = _host(short)
@@ -315,8 +312,8 @@ def test_device_lengths_and_offsets_on_another_device_are_refused(cupy):
 
 
 def test_max_length_on_torch_tensors_is_checked_as_on_numpy():
-    """A torch tensor with max_length takes the eager path (the registered operator carries no
-    max_length): the bound is still checked, never silently dropped."""
+    """A torch tensor with max_length takes the registered operator (max_length is on its
+    schema): the bound is still checked, never silently dropped."""
     torch = pytest.importorskip("torch")
     data = _values(13, (N,))
     offsets = np.array([0, 40, 100, 130, 3000])
@@ -329,9 +326,9 @@ def test_max_length_on_torch_tensors_is_checked_as_on_numpy():
 
 
 def test_segmented_with_max_length_and_gradients_on_torch_tensors_makes_no_host_wait(torch_cuda):
-    """``max_length=`` with data that requires grad takes the autograd route (the operator has
-    no such argument): the segments' starts for the backward come from the device offsets as
-    they lie, never read back (a bad segment is padding, which passes no gradient)."""
+    """``max_length=`` with data that requires grad takes the registered operator: the segments'
+    starts for the backward come from the device offsets as they lie, never read back (a bad
+    segment is padding, which passes no gradient)."""
     _, tc = torch_cuda
     host = _values(5, (N,))
     data = tc.to_cuda(host).requires_grad_()

@@ -109,7 +109,15 @@ def test_non_native_input_keeps_its_dtype():
         (np.array([-1, 2]), {}, ValueError, "got values from -1 to 2"),
         (np.array([1, 2, 3]), {}, ValueError, r"lengths: expected shape \(2,\)"),
         (np.array([1.0, 2.0]), {}, TypeError, "lengths: expected an integer array, got dtype float64"),
-        ([1, 2], {}, TypeError, "lengths: expected an integer array, got list"),
+        ([1, 5], {}, ValueError, r"lengths: expected 0 <= lengths\[r\] <= 4 .* got values from 1 to 5"),
+        ((-1, 2), {}, ValueError, "got values from -1 to 2"),
+        ([1, 2**70], {}, ValueError, f"got values from 1 to {2**70}"),
+        ([1, 2, 3], {}, ValueError, r"lengths: expected shape \(2,\)"),
+        ([1.0, 2.0], {}, TypeError, "lengths: expected an integer array or a sequence of integers, got a list holding float"),
+        ([True, 2], {}, TypeError, "lengths: .* got a list holding bool True"),
+        ((np.True_, np.False_), {}, TypeError, "lengths: .* got a tuple holding bool"),
+        ([1, "2"], {}, TypeError, "lengths: .* got a list holding str '2'"),
+        ([1, 2], {"index_dtype": np.uint32}, ValueError, "index_dtype: with lengths, padding is index -1"),
         (np.ma.array([1, 4], mask=[False, True]), {}, TypeError, "lengths: expected an integer array without a mask, got a numpy.ma.MaskedArray"),
         (np.array([1, 2]), {"index_dtype": np.uint32}, ValueError, "index_dtype: with lengths, padding is index -1"),
     ],
@@ -120,6 +128,27 @@ def test_errors(lengths, kw, error, message):
         cutopk.top_k(x, 2, lengths=lengths, **kw)
     with pytest.raises(error, match=message):
         cutopk.plan(x, 2, lengths=lengths, **kw)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "sim"])
+def test_lengths_as_a_sequence_act_as_a_numpy_array(backend):
+    """Issue 49 (10): lists and tuples (nested for a batch of several axes) of ints, NumPy ints
+    among them, are lengths on the host, as docs/SPEC.md allows."""
+    rng = np.random.default_rng(14)
+    x = make_values(rng, np.float32, (3, 2, 50), "ties")
+    lengths = np.array([[0, 50], [3, 49], [7, 1]])
+    want = cutopk.top_k(x, 5, lengths=lengths, backend=usable(backend))
+    for given in (
+        lengths.tolist(),
+        tuple(map(tuple, lengths.tolist())),
+        [[0, np.int32(50)], (3, 49), [7, 1]],
+    ):
+        got = cutopk.top_k(x, 5, lengths=given, backend=usable(backend))
+        np.testing.assert_array_equal(got.indices, want.indices)
+        np.testing.assert_array_equal(got.values.view(np.uint32), want.values.view(np.uint32))
+    check(x.reshape(6, 50), 5, lengths.reshape(6), usable(backend))  # the reference agrees
+    empty = cutopk.top_k(np.zeros((0, 4), np.float32), 2, lengths=[], backend=usable(backend))
+    assert empty.indices.shape == (0, 2)
 
 
 def test_plan_names_the_masked_copy():

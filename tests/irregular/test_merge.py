@@ -207,6 +207,28 @@ def test_non_native_byte_order_and_strided_parts():
     assert got.values.flags.c_contiguous and got.indices.flags.c_contiguous
 
 
+@pytest.mark.parametrize("index_dtype", [">i8", ">i4", ">u8", "<i8"])
+@pytest.mark.parametrize("values_dtype", [">f4", "<f4", ">i2"])
+def test_parts_of_either_byte_order_are_merged_as_native_ones(values_dtype, index_dtype):
+    """Issue 49 (9): big-endian indices (and values, part by part in either byte order) are
+    accepted, as top_k and segmented_top_k accept them; the result takes parts[0]'s dtypes."""
+    rng = np.random.default_rng(49)
+    x = make_values(rng, np.dtype(values_dtype).newbyteorder("="), (3, 40), "few_distinct")
+    idt = np.dtype(index_dtype).newbyteorder("=")
+    native = make_parts(x, 4, 6, rng, index_dtype=idt, pad_value=x.flat[0] if idt.kind == "i" else None)
+    swapped = [
+        (v.astype(values_dtype) if j % 2 == 0 else v, i.astype(index_dtype) if j != 1 else i)
+        for j, (v, i) in enumerate(native)
+    ]
+    for order in ORDERS:
+        got = cutopk.merge_top_k(swapped, 6, sorted=order)
+        want = cutopk.merge_top_k(native, 6, sorted=order)
+        assert got.values.dtype == np.dtype(values_dtype) and got.indices.dtype == np.dtype(index_dtype)
+        as_native = (got.values.astype(x.dtype), got.indices.astype(idt))
+        assert_same(as_native, want, index_dtype=idt)
+        assert_same(as_native, reference_merge(native, 6, sorted=order), index_dtype=idt, order=order)
+
+
 def test_sharded_vocabulary_example():
     """The use it is made for: a vocabulary split over shards, each shard's top_k with its
     offset added, merged; every mode and NaN policy, 8 shards of uneven width."""
@@ -279,7 +301,7 @@ def test_torch_cpu_parts():
 
 
 def test_doctests_of_the_public_docstrings_and_the_docs():
-    for func in (cutopk.merge_top_k, cutopk.segmented_top_k):
+    for func in (cutopk.merge_top_k, cutopk.segmented_top_k, cutopk.plan):
         finder = doctest.DocTestFinder()
         runner = doctest.DocTestRunner()
         for test in finder.find(func, func.__name__, globs={}):
