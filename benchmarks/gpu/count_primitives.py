@@ -22,10 +22,10 @@ import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from cutopk._bench import watchdog  # noqa: E402
-from cutopk.cuda import kernel_source  # noqa: E402
+from cutopk._bench import watchdog
+from cutopk.cuda import kernel_source
 
 SOURCE = pathlib.Path(__file__).with_name("count_primitives.cu")
 MODES = ("match", "count_digit", "match_add", "atomic", "ballot_match", "ballot_add")
@@ -58,12 +58,24 @@ def measure(launch, xp, blocks: int, iters: int, rows=None):
     for mode, distinct in rows or plan():
         cycles = xp.zeros(warps, dtype=xp.uint64)
         hist = xp.zeros(4096, dtype=xp.uint32)
-        launch((blocks,), (BLOCK,), (np.int32(MODES.index(mode)), np.int32(distinct), np.int32(iters), cycles, hist))
+        launch(
+            (blocks,),
+            (BLOCK,),
+            (np.int32(MODES.index(mode)), np.int32(distinct), np.int32(iters), cycles, hist),
+        )
         c = np.asarray(cycles.get() if hasattr(cycles, "get") else cycles, dtype=np.float64) / iters
         total = int((hist.get() if hasattr(hist, "get") else hist).sum(dtype=np.int64))
         counted = total == warps * 32 * iters if COUNTS[MODES.index(mode)] else total == 0
-        yield {"primitive": mode, "distinct": distinct, "cycles_per_op": f"{c.mean():.1f}", "min": f"{c.min():.1f}",
-               "max": f"{c.max():.1f}", "warps": warps, "iters": iters, "counted": "ok" if counted else f"WRONG {total}"}  # fmt: skip
+        yield {
+            "primitive": mode,
+            "distinct": distinct,
+            "cycles_per_op": f"{c.mean():.1f}",
+            "min": f"{c.min():.1f}",
+            "max": f"{c.max():.1f}",
+            "warps": warps,
+            "iters": iters,
+            "counted": "ok" if counted else f"WRONG {total}",
+        }
 
 
 def main(argv=None) -> int:
@@ -74,20 +86,27 @@ def main(argv=None) -> int:
     p.add_argument("--dry-run", action="store_true", help="print what would run")
     args = p.parse_args(argv)
     if args.dry_run:
-        print(f"would compile {SOURCE.name} ({len(source())} characters with its headers) with NVRTC and run "
-              f"{len(plan())} launches of 2 blocks x {BLOCK} threads per SM, {args.iters} operations a warp")  # fmt: skip
+        print(
+            f"would compile {SOURCE.name} ({len(source())} characters with its headers) with NVRTC and run "
+            f"{len(plan())} launches of 2 blocks x {BLOCK} threads per SM, {args.iters} operations a warp"
+        )
         return 0
     if args.sim:
         from cutopk import sim
 
-        launch, xp, blocks, iters = sim.RawModule(source()).get_function("count_primitives"), np, 1, min(args.iters, 4)
+        launch, xp, blocks, iters = (
+            sim.RawModule(source()).get_function("count_primitives"),
+            np,
+            1,
+            min(args.iters, 4),
+        )
     else:
         import cupy
 
         mod = cupy.RawModule(code=source(), options=("-std=c++17",))
         launch, xp = mod.get_function("count_primitives"), cupy
         blocks, iters = 2 * cupy.cuda.Device().attributes["MultiProcessorCount"], args.iters
-    out = open(args.out, "w", newline="") if args.out else sys.stdout  # noqa: SIM115
+    out = open(args.out, "w", newline="") if args.out else sys.stdout
     writer = csv.DictWriter(out, FIELDS)
     writer.writeheader()
     dog, bad = watchdog.Watchdog(watchdog.limit_from_env() if not args.sim else 0), 0

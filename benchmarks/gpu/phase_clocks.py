@@ -33,12 +33,12 @@ import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from cutopk._bench import inputs, watchdog  # noqa: E402
-from cutopk._core import call as _call  # noqa: E402
-from cutopk.cuda import dispatch, launcher  # noqa: E402
-from cutopk.cuda import kernel_source as _kernel_source  # noqa: E402
+from cutopk._bench import inputs, watchdog
+from cutopk._core import call as _call
+from cutopk.cuda import dispatch, launcher
+from cutopk.cuda import kernel_source as _kernel_source
 
 FAMILIES = ("resident", "cluster", "split", "radix")
 SHAPES = ("1x8192:512", "1x8192:2048", "1x32000:1", "1x32000:1024", "1x262144:50", "16x65536:2048:bfloat16")
@@ -49,12 +49,31 @@ PHASE = re.compile(r"CUTOPK_PHASE\((\d+), (\w+)\)")
 # M4: (name, the switch, what it changes). The first is the count-atomics branch's switch (plain
 # shared atomics by default there, the match behind the switch); the others are not in the kernels yet.
 VARIANTS = (
-    ("count_with_match", "CUTOPK_COUNT_WITH_MATCH", "the histogram counted with __match_any_sync (the old path)"),
+    (
+        "count_with_match",
+        "CUTOPK_COUNT_WITH_MATCH",
+        "the histogram counted with __match_any_sync (the old path)",
+    ),
     ("loads_at_entry", "CUTOPK_LOADS_AT_ENTRY", "every tile's loads issued at entry"),
     ("threads_1024", "CUTOPK_RESIDENT_THREADS_1024", "1024 threads per block"),
-    ("merge_bins_unrolled", "CUTOPK_MERGE_BINS_UNROLLED", "merge_bins unrolled over its constant cluster size"),
+    (
+        "merge_bins_unrolled",
+        "CUTOPK_MERGE_BINS_UNROLLED",
+        "merge_bins unrolled over its constant cluster size",
+    ),
 )
-FIELDS = ("variant", "family", "case", "step", "index", "cycles_median", "cycles_max", "blocks", "share", "note")
+FIELDS = (
+    "variant",
+    "family",
+    "case",
+    "step",
+    "index",
+    "cycles_median",
+    "cycles_max",
+    "blocks",
+    "share",
+    "note",
+)
 
 
 def steps_of(family: str) -> list[str]:
@@ -72,7 +91,9 @@ def switch_built(define: str) -> bool:
 def parse_shape(text: str) -> tuple[int, int, int, str]:
     m = re.fullmatch(r"(\d+)x(\d+):(\d+)(?::(\w+))?", text)
     if not m:
-        raise argparse.ArgumentTypeError(f"expected ROWSxN:K[:DTYPE] (e.g. 16x65536:2048:bfloat16), got {text!r}")
+        raise argparse.ArgumentTypeError(
+            f"expected ROWSxN:K[:DTYPE] (e.g. 16x65536:2048:bfloat16), got {text!r}"
+        )
     return int(m[1]), int(m[2]), int(m[3]), m[4] or "float32"
 
 
@@ -161,9 +182,19 @@ def measure(target: str, shape, family: str, built: dict, repeat: int = REPEAT) 
     out = []
     for i, c in enumerate(per_step, 1):
         med = float(np.median(c)) if c else 0.0
-        out.append({"family": family, "case": label, "step": names[i], "index": i, "cycles_median": f"{med:.0f}",
-                    "cycles_max": max(c) if c else "", "blocks": len(c) // repeat,
-                    "share": f"{med / total:.3f}" if total else "", "note": "" if c else "no block stamped it"})  # fmt: skip
+        out.append(
+            {
+                "family": family,
+                "case": label,
+                "step": names[i],
+                "index": i,
+                "cycles_median": f"{med:.0f}",
+                "cycles_max": max(c) if c else "",
+                "blocks": len(c) // repeat,
+                "share": f"{med / total:.3f}" if total else "",
+                "note": "" if c else "no block stamped it",
+            }
+        )
     return out
 
 
@@ -197,7 +228,10 @@ def run(args, writer, out) -> int:
                     try:
                         rows = measure(target, shape, family, built, args.repeat)
                     except Exception as exc:  # noqa: BLE001 - one failed family is a row, the rest go on
-                        rows, bad = [{"family": family, "case": str(shape), "note": f"failed: {exc}"[:200]}], bad + 1
+                        rows, bad = (
+                            [{"family": family, "case": str(shape), "note": f"failed: {exc}"[:200]}],
+                            bad + 1,
+                        )
                 for row in rows:
                     writer.writerow({"variant": args.variant, **row})
                     out.flush()
@@ -218,8 +252,18 @@ def run_variants(args, writer, out) -> int:
             print(f"{name}: would run M3's shapes with -D{define}")
             continue
         out.flush()
-        cmd = [sys.executable, __file__, "--variant", name, "--define", define, "--append", "--no-header",
-               "--out", args.out or "/dev/stdout"]  # fmt: skip
+        cmd = [
+            sys.executable,
+            __file__,
+            "--variant",
+            name,
+            "--define",
+            define,
+            "--append",
+            "--no-header",
+            "--out",
+            args.out or "/dev/stdout",
+        ]
         if args.sim:
             cmd.append("--sim")
         status |= subprocess.run(cmd, check=False, env=os.environ).returncode
@@ -233,10 +277,14 @@ def main(argv=None) -> int:
     p.add_argument("--no-header", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--variants", action="store_true", help="M4: the A/B variants, each with its switch")
     p.add_argument("--variant", default="base", help=argparse.SUPPRESS)
-    p.add_argument("--define", action="append", default=[], help="one more preprocessor switch (NAME or NAME=V)")
+    p.add_argument(
+        "--define", action="append", default=[], help="one more preprocessor switch (NAME or NAME=V)"
+    )
     p.add_argument("--shape", action="append", type=parse_shape, help="ROWSxN:K[:DTYPE] (default: M3's six)")
     p.add_argument("--family", action="append", choices=FAMILIES, help="only these families")
-    p.add_argument("--repeat", type=int, default=REPEAT, help=f"calls per shape and family (default {REPEAT})")
+    p.add_argument(
+        "--repeat", type=int, default=REPEAT, help=f"calls per shape and family (default {REPEAT})"
+    )
     p.add_argument("--sim", action="store_true", help="on the CPU simulator (stamps count polls, not cycles)")
     p.add_argument("--dry-run", action="store_true", help="print what would run")
     args = p.parse_args(argv)
@@ -245,7 +293,7 @@ def main(argv=None) -> int:
             print(f"{family}: steps {', '.join(steps_of(family))}")
         print(f"would compile {', '.join(FAMILIES)} with -DCUTOPK_PHASE_CLOCKS and time {', '.join(SHAPES)}")
         return 0
-    out = open(args.out, "a" if args.append else "w", newline="") if args.out else sys.stdout  # noqa: SIM115
+    out = open(args.out, "a" if args.append else "w", newline="") if args.out else sys.stdout
     writer = csv.DictWriter(out, FIELDS)
     if not args.no_header and not (args.append and out.tell() > 0):
         writer.writeheader()
