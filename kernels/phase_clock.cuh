@@ -1,6 +1,6 @@
 // Phase clocks: where a block's time goes, step by step (issue 50, the lease's M3). Off in every
 // normal build: CUTOPK_PHASE(i, name) expands to nothing, and the kernels' machine code is the
-// same as without the stamps (tests/bench/test_phase_clocks.py compares the SASS byte for byte).
+// same as without the stamps (tests/bench/test_lease_kernels.py compares the SASS byte for byte).
 //
 // With CUTOPK_PHASE_CLOCKS defined (benchmarks/gpu/phase_clocks.py adds it to NVRTC's options),
 // thread 0 of each block writes clock64() into cutopk_phase_stamps[block][i] as it passes the

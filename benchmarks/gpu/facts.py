@@ -4,7 +4,7 @@
 
 nvidia-smi's queries (read only: clocks, power limit, memory, driver), the device's SM count,
 shared memory per block (default and opt-in) and per SM, L2, and for each of the cluster family's
-launch shapes the clusters that fit at once (``cudaOccupancyMaxActiveClusters`` through
+launch shapes the clusters that fit at once (``cuOccupancyMaxActiveClusters`` through
 cuda-bindings), with CuPy's, torch's and the CUDA runtime's versions. Prints to stdout (the
 lease's log); nothing is changed on the device.
 """
@@ -21,9 +21,8 @@ SMI = (
     "name,compute_cap,driver_version,memory.total,clocks.sm,clocks.max.sm,clocks.mem,clocks.max.mem,"
     "power.limit,persistence_mode,compute_mode,mig.mode.current,temperature.gpu"
 )
-# The cluster family's launches (kernels/cluster.cu): 512 threads a block, 2 to 8 blocks a cluster
-# (the row's slices), each with up to the opt-in shared memory.
-CLUSTER_SIZES = (2, 4, 8)
+# Rows of the cluster family's launches whose shared memory the occupancy query is asked for.
+ROW_LENGTHS = (65536, 131072, 262144)
 
 
 def smi() -> None:
@@ -63,54 +62,58 @@ def device() -> None:
     clusters(a.get("MaxSharedMemoryPerBlockOptin", 0))
 
 
-def clusters(shared: int) -> None:
-    """cudaOccupancyMaxActiveClusters for cluster_topk's shapes at the opt-in shared memory."""
+def clusters(optin: int) -> None:
+    """cuOccupancyMaxActiveClusters for cluster_topk (its cluster shape is compiled in: CLUSTER_BLOCKS)
+    at the shared memory of the cluster family's rows of ROW_LENGTHS (K = 50, float32) and at the
+    opt-in maximum, through cuda-bindings' driver API on CuPy's function handle."""
     try:
         import cupy
-        from cuda.bindings import runtime as rt
+        from cuda.bindings import driver as drv
     except ImportError as exc:
         print(f"clusters that fit: not asked ({exc})")
         return
     import cutopk
     from cutopk.cuda import launcher
+    from cutopk.cuda.families import cluster
 
     try:
         cutopk.top_k(cupy.arange(65536, dtype=cupy.float32), 50, algorithm="cluster")  # builds the module
-        fn = launcher.kernel_function("cuda", "float", "cluster_topk_float32")
+        fn = drv.CUfunction(launcher.kernel_function("cuda", "float", "cluster_topk_float32").ptr)
     except Exception as exc:  # noqa: BLE001 - a fact not read is said, the lease goes on
         print(
             f"clusters that fit: not read, the cluster kernel did not build or run ({type(exc).__name__}: {exc})"
         )
         return
-    for size in CLUSTER_SIZES:
+    sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
+    sizes = [(f"1x{n} k=50", cluster.shared_bytes(n, 50, 4)) for n in ROW_LENGTHS] + [
+        ("opt-in maximum", optin)
+    ]
+    for what, shared in sizes:
         try:
-            (err,) = rt.cudaFuncSetAttribute(
-                fn.ptr, rt.cudaFuncAttribute.cudaFuncAttributeMaxDynamicSharedMemorySize, shared
+            (err,) = drv.cuFuncSetAttribute(
+                fn, drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, optin
             )
-            cfg = rt.cudaLaunchConfig_t()
-            cfg.gridDim = rt.dim3()
-            cfg.gridDim.x, cfg.gridDim.y, cfg.gridDim.z = size * 132, 1, 1
-            cfg.blockDim = rt.dim3()
-            cfg.blockDim.x, cfg.blockDim.y, cfg.blockDim.z = 512, 1, 1
-            cfg.dynamicSmemBytes = shared
-            attr = rt.cudaLaunchAttribute()
-            attr.id = rt.cudaLaunchAttributeID.cudaLaunchAttributeClusterDimension
-            attr.val.clusterDim.x, attr.val.clusterDim.y, attr.val.clusterDim.z = size, 1, 1
-            cfg.attrs, cfg.numAttrs = [attr], 1
-            err, count = rt.cudaOccupancyMaxActiveClusters(fn.ptr, cfg)
+            cfg = drv.CUlaunchConfig()
+            cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = cluster.BLOCKS * sms, 1, 1
+            cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = 512, 1, 1
+            cfg.sharedMemBytes = shared
+            err, count = drv.cuOccupancyMaxActiveClusters(fn, cfg)
             print(
-                f"clusters of {size} x 512 threads, {shared} B shared each, that fit at once: {count} ({err})"
+                f"clusters of {cluster.BLOCKS} blocks, {shared} B shared each ({what}): {count} fit at once ({err})"
             )
         except Exception as exc:  # noqa: BLE001 - a fact not read is said, the lease goes on
-            print(f"clusters of {size}: not read ({type(exc).__name__}: {exc})")
+            print(f"clusters ({what}): not read ({type(exc).__name__}: {exc})")
 
 
 def main(argv=None) -> int:
     dry = "--dry-run" in (argv if argv is not None else sys.argv[1:])
     if dry:
+        from cutopk.cuda.families import cluster
+
+        shared = ", ".join(f"1x{n} k=50: {cluster.shared_bytes(n, 50, 4)} B" for n in ROW_LENGTHS)
         print(
             f"would run: nvidia-smi --query-gpu={SMI} --format=csv; CuPy's device attributes; "
-            f"cudaOccupancyMaxActiveClusters for clusters of {CLUSTER_SIZES}"
+            f"cuOccupancyMaxActiveClusters for cluster_topk ({cluster.BLOCKS} blocks) at {shared} and the opt-in maximum"
         )
         return 0
     smi()

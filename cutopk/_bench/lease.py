@@ -91,7 +91,7 @@ NCU_METRICS = (
 
 
 @dataclasses.dataclass(frozen=True)
-class Step:
+class LeaseStep:
     """One step: its commands run in order, each argv's ``{out}``, ``{file}`` and ``{left}`` filled
     in (the output folder, the step's file, the seconds the command may take)."""
 
@@ -187,12 +187,20 @@ def forced_shapes() -> list[tuple[int, int, int, str]]:
     return [*shapes, (16, 65536, 2048, "bfloat16"), (1, 8192, 512, "float32")]
 
 
-def steps() -> tuple[Step, ...]:
+def _ncu_command() -> tuple[str, ...]:
+    """M5: ncu over families.py's profiled window (cudaProfilerStart/Stop), clocks left alone."""
+    options = ("--clock-control", "none", "--profile-from-start", "off", "--csv", "--page", "raw")
+    sections = tuple(a for name in NCU_SECTIONS for a in ("--section", name))
+    target = ("python3", "benchmarks/gpu/families.py", "profile")
+    return ("ncu", *options, *sections, "--metrics", ",".join(NCU_METRICS), *target)
+
+
+def steps() -> tuple[LeaseStep, ...]:
     """The lease's steps M0-M7 (the scoreboard comes after, with the time left)."""
     m1_s, m1_basis = _m1_estimate()
     m6_s, m6_basis = _m6_estimate()
     return (
-        Step(
+        LeaseStep(
             "M0",
             "facts",
             LOG,
@@ -201,7 +209,7 @@ def steps() -> tuple[Step, ...]:
             (("python3", "benchmarks/gpu/facts.py"),),
             30.0,
         ),
-        Step(
+        LeaseStep(
             "M1",
             "correctness of the never-run kernels",
             "M1.log",
@@ -211,7 +219,7 @@ def steps() -> tuple[Step, ...]:
             200.0,
             stdout_to_file=True,
         ),
-        Step(
+        LeaseStep(
             "M2",
             "counting primitives (clock64)",
             "M2.csv",
@@ -221,7 +229,7 @@ def steps() -> tuple[Step, ...]:
             (("python3", "benchmarks/gpu/count_primitives.py", "--out", "{file}"),),
             60.0,
         ),
-        Step(
+        LeaseStep(
             "M3",
             "phase clocks of the on-chip families",
             "M3.csv",
@@ -231,7 +239,7 @@ def steps() -> tuple[Step, ...]:
             (("python3", "benchmarks/gpu/phase_clocks.py", "--out", "{file}"),),
             90.0,
         ),
-        Step(
+        LeaseStep(
             "M4",
             "A/B variants on M3's shapes",
             "M3.csv",
@@ -240,35 +248,18 @@ def steps() -> tuple[Step, ...]:
             (("python3", "benchmarks/gpu/phase_clocks.py", "--variants", "--append", "--out", "{file}"),),
             90.0,
         ),
-        Step(
+        LeaseStep(
             "M5",
             "ncu, named metrics, six kernels",
             "M5.csv",
             75.0,
             "stated: ncu's start (about 10 s) plus one replayed launch per kernel (six, about 40 passes each "
             "for these metrics, about 1 s a kernel) and the compiles; not run before (issue 39 item 5)",
-            (
-                (
-                    "ncu",
-                    "--clock-control",
-                    "none",
-                    "--profile-from-start",
-                    "off",
-                    "--csv",
-                    "--page",
-                    "raw",
-                    *(a for name in NCU_SECTIONS for a in ("--section", name)),
-                    "--metrics",
-                    ",".join(NCU_METRICS),
-                    "python3",
-                    "benchmarks/gpu/families.py",
-                    "profile",
-                ),
-            ),
+            (_ncu_command(),),
             150.0,
             stdout_to_file=True,
         ),
-        Step(
+        LeaseStep(
             "M6",
             "forced-family table",
             "M6.csv",
@@ -287,7 +278,7 @@ def steps() -> tuple[Step, ...]:
             ),
             m6_s + 60.0,
         ),
-        Step(
+        LeaseStep(
             "M7",
             "host time per eager call",
             "M7.csv",
@@ -300,7 +291,7 @@ def steps() -> tuple[Step, ...]:
     )
 
 
-def scoreboard_step(left: float) -> Step:
+def scoreboard_step(left: float) -> LeaseStep:
     """The scoreboard with ``left`` seconds: its cases get all but 30 s, then its files go into one
     archive (its folder is three levels below $OUT otherwise)."""
     cases = max(left - 30.0, 10.0)
@@ -318,7 +309,7 @@ def scoreboard_step(left: float) -> Step:
     )
     pack = ("tar", "-czf", "{out}/scoreboard.tar.gz", "-C", "{out}", "scoreboard")
     remove = ("rm", "-r", "{out}/scoreboard")
-    return Step(
+    return LeaseStep(
         "SB",
         "scoreboard with the time left",
         "scoreboard.tar.gz",
@@ -330,7 +321,7 @@ def scoreboard_step(left: float) -> Step:
     )
 
 
-def files(all_steps: tuple[Step, ...]) -> list[str]:
+def files(all_steps: tuple[LeaseStep, ...]) -> list[str]:
     """The files the lease writes under $OUT, in order, each once."""
     names = [LOG]
     for s in (*all_steps, scoreboard_step(SCOREBOARD_MIN_S)):
@@ -339,7 +330,7 @@ def files(all_steps: tuple[Step, ...]) -> list[str]:
     return names
 
 
-def check_plan(all_steps: tuple[Step, ...], budget: float = BUDGET_S) -> list[str]:
+def check_plan(all_steps: tuple[LeaseStep, ...], budget: float = BUDGET_S) -> list[str]:
     """What is wrong with the plan (empty: nothing): the estimates with the scoreboard's minimum
     over ``budget``, more files than the device tool returns."""
     problems = []
@@ -353,7 +344,7 @@ def check_plan(all_steps: tuple[Step, ...], budget: float = BUDGET_S) -> list[st
     return problems
 
 
-def print_plan(all_steps: tuple[Step, ...], out: str, budget: float = BUDGET_S) -> None:
+def print_plan(all_steps: tuple[LeaseStep, ...], out: str, budget: float = BUDGET_S) -> None:
     total = sum(s.estimate_s for s in all_steps)
     print(f"lease plan: {len(all_steps)} steps then the scoreboard, {budget:.0f} s in all, files in {out}")
     for s in (*all_steps, scoreboard_step(budget - total)):
@@ -432,7 +423,7 @@ def run(out: str, budget: float = BUDGET_S) -> int:
     return status
 
 
-def _run_step(s: Step, out: str, limit: float, t0: float) -> int:
+def _run_step(s: LeaseStep, out: str, limit: float, t0: float) -> int:
     if limit < 5:
         print(f"=== {s.name} skipped: {limit:.0f} s left for it", flush=True)
         return 1

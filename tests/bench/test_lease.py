@@ -39,7 +39,7 @@ def test_plan_check_refuses_a_plan_over_budget_or_with_too_many_files():
     assert lease.check_plan(steps) == []
     assert "over 300 s" in lease.check_plan(steps, budget=300)[0]
     many = steps + tuple(
-        lease.Step(f"X{i}", "extra", f"x{i}.csv", 0.0, "test", (("true",),), 1.0) for i in range(3)
+        lease.LeaseStep(f"X{i}", "extra", f"x{i}.csv", 0.0, "test", (("true",),), 1.0) for i in range(3)
     )
     assert any("the device tool returns 8" in p for p in lease.check_plan(many))
 
@@ -64,7 +64,7 @@ def test_a_hung_command_is_ended_at_its_limit_with_its_children(tmp_path):
 
 
 def test_a_step_that_hangs_costs_that_step_and_the_next_one_runs(tmp_path, monkeypatch, capsys):
-    hang = lease.Step(
+    hang = lease.LeaseStep(
         "H",
         "hangs",
         "h.log",
@@ -74,13 +74,13 @@ def test_a_step_that_hangs_costs_that_step_and_the_next_one_runs(tmp_path, monke
         5.5,
         stdout_to_file=True,
     )
-    after = lease.Step("A", "after", "a.csv", 1.0, "test", (("bash", "-c", "echo ran > {file}"),), 10.0)
+    after = lease.LeaseStep("A", "after", "a.csv", 1.0, "test", (("bash", "-c", "echo ran > {file}"),), 10.0)
     monkeypatch.setattr(lease, "steps", lambda: (hang, after))
     monkeypatch.setattr(lease, "SCOREBOARD_MIN_S", 1.0)
     monkeypatch.setattr(
         lease,
         "scoreboard_step",
-        lambda left: lease.Step(
+        lambda left: lease.LeaseStep(
             "SB", "sb", "sb.txt", left, "test", (("bash", "-c", "echo sb > {file}"),), left
         ),
     )
