@@ -108,7 +108,7 @@ def run_check(dry: bool) -> int:
 
     bad = 0
     dog = watchdog.Watchdog(watchdog.limit_from_env())
-    facts = dispatch.Device(clusters=True) if dry else device_facts()
+    facts = lease.hopper() if dry else device_facts()
     for family, shape in CHECKS:
         case = case_of(shape)
         why = dispatch.why_not(family, case.n, case.k, key_bytes(case.dtype), facts, case.rows)
@@ -169,7 +169,7 @@ def run_table(out: str | None, time_limit: float, dry: bool) -> int:
     """M6: forced families and the peers on :func:`lease.forced_shapes`, eagerly."""
     shapes = lease.forced_shapes()
     if dry:
-        facts = dispatch.Device(clusters=True)
+        facts = lease.hopper()
         for shape in shapes:
             fams = families_for(shape, facts)
             print(f"would time {case_of(shape).label()}: {', '.join(fams)} + {', '.join(lease.FORCED_PEERS)}")

@@ -291,6 +291,13 @@ def main(argv=None) -> int:
     if args.dry_run and not args.variants:
         for family in FAMILIES:
             print(f"{family}: steps {', '.join(steps_of(family))}")
+        from cutopk._bench import lease
+
+        for text in SHAPES:
+            rows_, n, k, dtype = parse_shape(text)
+            size = np.dtype(inputs.numpy_dtype(dtype)).itemsize
+            fams = [f for f in FAMILIES if dispatch.why_not(f, n, k, size, lease.hopper(), rows_) is None]
+            print(f"{text}: {', '.join(fams) or 'no on-chip family takes it on sm_90'}")
         print(f"would compile {', '.join(FAMILIES)} with -DCUTOPK_PHASE_CLOCKS and time {', '.join(SHAPES)}")
         return 0
     out = open(args.out, "a" if args.append else "w", newline="") if args.out else sys.stdout

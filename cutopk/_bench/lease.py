@@ -44,8 +44,12 @@ import shlex
 import signal
 import subprocess
 import time
+from typing import TYPE_CHECKING
 
 from . import env
+
+if TYPE_CHECKING:
+    from ..cuda import dispatch as dispatch_types
 
 BUDGET_S = 540.0  # 9 minutes of the 10 a command may take: the files still come back
 MAX_FILES = 8  # the device tool returns at most 8 files from $OUT
@@ -136,7 +140,16 @@ def _m1_estimate() -> tuple[float, str]:
 
 def _m1_commands() -> tuple[tuple[str, ...], ...]:
     # CuPy's pool off: each allocation its own cudaMalloc, so an out-of-bounds access leaves it
-    sanitize = ("env", "CUTOPK_CUPY_NO_POOL=1", "compute-sanitizer", "--error-exitcode", "99", "--tool")
+    # and a watchdog for each launch that allows for the sanitizer's slowdown (racecheck's is large)
+    sanitize = (
+        "env",
+        "CUTOPK_CUPY_NO_POOL=1",
+        "CUTOPK_BENCH_STEP_LIMIT=90",
+        "compute-sanitizer",
+        "--error-exitcode",
+        "99",
+        "--tool",
+    )
     target = ("python3", "benchmarks/gpu/families.py", "check")
     return (
         # 8 workers (pytest-xdist, in the lent machines' image): NVRTC's compiles bound the tests
@@ -159,8 +172,7 @@ def _m6_estimate() -> tuple[float, str]:
         families = [
             f
             for f in dispatch.FAMILIES
-            if dispatch.why_not(f, n, k, 2 if dtype != "float32" else 4, dispatch.Device(clusters=True), rows)
-            is None
+            if dispatch.why_not(f, n, k, 2 if dtype != "float32" else 4, hopper(), rows) is None
         ]
         count = len(families) + len(FORCED_PEERS)
         routes += count
@@ -173,6 +185,14 @@ def _m6_estimate() -> tuple[float, str]:
         f"per 1e9 elements) + {sb.NVRTC_S:g} s of cold NVRTC compiles"
     )
     return total, basis
+
+
+def hopper() -> dispatch_types.Device:
+    """An H100's or H200's facts as the dispatcher sees them (132 SMs, 227 KB of opt-in shared memory
+    per block, clusters): what the dry runs plan with, for the lent sm_90 machines."""
+    from ..cuda import dispatch
+
+    return dispatch.Device(sm_count=132, shared_bytes=dispatch.shared_limit(48 << 10, 232448), clusters=True)
 
 
 FORCED_PEERS = ("torch", "flashinfer", "flashinfer-unsorted", "cub")
