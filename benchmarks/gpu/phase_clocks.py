@@ -270,6 +270,27 @@ def run_variants(args, writer, out) -> int:
     return 1 if status else 0
 
 
+def table(path: str) -> str:
+    """M3.csv as a markdown table: one line per (variant, family, case), each step's median cycles
+    with its share of the block's total in parentheses; the variants' notes below it."""
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    lines, notes, groups = [], [], {}
+    for r in rows:
+        if not r.get("step"):
+            where = " ".join(x for x in (r.get("family"), r.get("case")) if x)
+            notes.append(f"- {r['variant']}{' ' + where if where else ''}: {r['note']}")
+            continue
+        groups.setdefault((r["variant"], r["family"], r["case"]), []).append(r)
+    lines.append("| variant | family | case | cycles per step (share) | total |")
+    lines.append("|---|---|---|---|---|")
+    for (variant, family, case), steps in groups.items():
+        cells = ", ".join(f"{r['step']} {r['cycles_median']} ({float(r['share'] or 0):.0%})" for r in steps)
+        total = sum(float(r["cycles_median"] or 0) for r in steps)
+        lines.append(f"| {variant} | {family} | {case} | {cells} | {total:.0f} |")
+    return "\n".join(lines + (["", *notes] if notes else []))
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="benchmarks/gpu/phase_clocks.py", description=__doc__.split("\n")[0])
     p.add_argument("--out", help="the CSV file (default: stdout)")
@@ -287,7 +308,13 @@ def main(argv=None) -> int:
     )
     p.add_argument("--sim", action="store_true", help="on the CPU simulator (stamps count polls, not cycles)")
     p.add_argument("--dry-run", action="store_true", help="print what would run")
+    p.add_argument(
+        "--table", metavar="CSV", help="print a CSV this script wrote as a markdown table, and stop"
+    )
     args = p.parse_args(argv)
+    if args.table:
+        print(table(args.table))
+        return 0
     if args.dry_run and not args.variants:
         for family in FAMILIES:
             print(f"{family}: steps {', '.join(steps_of(family))}")

@@ -428,24 +428,31 @@ def run(out: str, budget: float = BUDGET_S) -> int:
     t0 = time.monotonic()
     all_steps = steps()
     print_plan(all_steps, out, budget)
-    status = 0
+    status, done = 0, []
     later = {s.name: sum(x.estimate_s for x in all_steps[i + 1 :]) for i, s in enumerate(all_steps)}
     for s in all_steps:
         # a step may overrun its estimate, not into the later steps' time or the scoreboard's minimum
         room = budget - (time.monotonic() - t0) - SCOREBOARD_MIN_S - 0.5 * later[s.name]
-        status |= _run_step(s, out, min(s.limit_s, room), t0)
+        status |= _run_step(s, out, min(s.limit_s, room), t0, done)
     left = budget - (time.monotonic() - t0)
     if left >= SCOREBOARD_MIN_S:
-        status |= _run_step(scoreboard_step(left), out, left, t0)
+        status |= _run_step(scoreboard_step(left), out, left, t0, done)
     else:
         print(f"=== SB skipped: {left:.0f} s left, under {SCOREBOARD_MIN_S:g} s", flush=True)
+        done.append(("SB", "skipped", 0.0, 0.0))
+    # last, so that the device tool's output tail holds it
+    print("step  exit     seconds  estimate")
+    for name, rc, took, estimate in done:
+        print(f"{name:<5} {rc:<8} {took:7.0f}  {estimate:8.0f}")
     print(f"lease: {time.monotonic() - t0:.0f} s of {budget:.0f}, exit {status}", flush=True)
     return status
 
 
-def _run_step(s: LeaseStep, out: str, limit: float, t0: float) -> int:
+def _run_step(s: LeaseStep, out: str, limit: float, t0: float, done: list) -> int:
+    """Runs the step's commands within ``limit`` seconds; appends (name, exit, seconds, estimate) to ``done``."""
     if limit < 5:
         print(f"=== {s.name} skipped: {limit:.0f} s left for it", flush=True)
+        done.append((s.name, "skipped", 0.0, s.estimate_s))
         return 1
     print(f"=== {s.name} {s.title} ({time.monotonic() - t0:.0f} s in, at most {limit:.0f} s)", flush=True)
     start, rc = time.monotonic(), 0
@@ -462,8 +469,7 @@ def _run_step(s: LeaseStep, out: str, limit: float, t0: float) -> int:
             code = run_bounded(argv, left)
         rc = rc or code
         print(f"  exit {code}", flush=True)
-    print(
-        f"=== {s.name}: exit {rc}, {time.monotonic() - start:.0f} s (estimate {s.estimate_s:.0f} s)",
-        flush=True,
-    )
+    took = time.monotonic() - start
+    print(f"=== {s.name}: exit {rc}, {took:.0f} s (estimate {s.estimate_s:.0f} s)", flush=True)
+    done.append((s.name, "124 limit" if rc == 124 else str(rc), took, s.estimate_s))
     return 1 if rc else 0

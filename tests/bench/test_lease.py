@@ -89,4 +89,5 @@ def test_a_step_that_hangs_costs_that_step_and_the_next_one_runs(tmp_path, monke
     assert time.monotonic() - t0 < 25
     assert (tmp_path / "a.csv").read_text() == "ran\n" and (tmp_path / "sb.txt").read_text() == "sb\n"
     out = capsys.readouterr().out
-    assert re.search(r"no end in \d s, ended \(the next step starts\)", out) and "=== H: exit 1" in out
+    assert re.search(r"no end in \d s, ended \(the next step starts\)", out) and "=== H: exit 124" in out
+    assert re.search(r"^H +124 limit +\d+ +1$", out, flags=re.M) and re.search(r"^A +0 ", out, flags=re.M)

@@ -154,3 +154,17 @@ def test_a_variant_whose_switch_the_kernels_lack_is_a_row_saying_so(tmp_path, mo
         lines[1].startswith("absent,") and "not built: no kernel file tests CUTOPK_NO_SUCH_SWITCH" in lines[1]
     )
     assert "present: would run M3's shapes with -DCUTOPK_PHASE_CLOCKS" in capsys.readouterr().out
+
+
+def test_the_phase_table_gives_each_step_its_cycles_and_share(tmp_path):
+    pc = _script("phase_clocks")
+    path = tmp_path / "M3.csv"
+    path.write_text(
+        "variant,family,case,step,index,cycles_median,cycles_max,blocks,share,note\n"
+        "base,resident,1x8192 k=512,load,1,300,310,1,0.750,\n"
+        "base,resident,1x8192 k=512,bucket,2,100,120,1,0.250,\n"
+        "count_with_match,,,,,,,,,not built: no kernel file tests CUTOPK_COUNT_WITH_MATCH\n"
+    )
+    text = pc.table(str(path))
+    assert "| base | resident | 1x8192 k=512 | load 300 (75%), bucket 100 (25%) | 400 |" in text
+    assert text.endswith("- count_with_match: not built: no kernel file tests CUTOPK_COUNT_WITH_MATCH")
