@@ -428,7 +428,8 @@ def run(out: str, budget: float = BUDGET_S) -> int:
     t0 = time.monotonic()
     all_steps = steps()
     print_plan(all_steps, out, budget)
-    status, done = 0, []
+    status = 0
+    done: list[tuple[str, str, float, float]] = []
     later = {s.name: sum(x.estimate_s for x in all_steps[i + 1 :]) for i, s in enumerate(all_steps)}
     for s in all_steps:
         # a step may overrun its estimate, not into the later steps' time or the scoreboard's minimum
@@ -448,7 +449,9 @@ def run(out: str, budget: float = BUDGET_S) -> int:
     return status
 
 
-def _run_step(s: LeaseStep, out: str, limit: float, t0: float, done: list) -> int:
+def _run_step(
+    s: LeaseStep, out: str, limit: float, t0: float, done: list[tuple[str, str, float, float]]
+) -> int:
     """Runs the step's commands within ``limit`` seconds; appends (name, exit, seconds, estimate) to ``done``."""
     if limit < 5:
         print(f"=== {s.name} skipped: {limit:.0f} s left for it", flush=True)
