@@ -45,14 +45,21 @@ __device__ __forceinline__ int front_bytes(int kp) {
 
 // The sum over the cluster's blocks of their counts of `bins` bins, into `total` (the same in every
 // block). The first cluster barrier: every block's counts are complete; the second: no block
-// zeroes its counts for the next digit while another still reads them.
+// zeroes its counts for the next digit while another still reads them. CUTOPK_MERGE_BINS_UNROLLED
+// (off; the lease's M4 A/B, benchmarks/gpu/phase_clocks.py) unrolls the sum over the cluster's
+// compiled size (the entry point's __cluster_dims__), so that its remote loads go out together.
 template <class Cluster>
 __device__ __forceinline__ const unsigned* merge_bins(const Cluster& cluster, unsigned* hist, unsigned* total,
                                                       int bins) {
   cluster.sync();
   for (int d = threadIdx.x; d < bins; d += blockDim.x) {
     unsigned sum = 0;
+#ifdef CUTOPK_MERGE_BINS_UNROLLED
+#pragma unroll
+    for (unsigned r = 0; r < CUTOPK_CLUSTER_BLOCKS; ++r) sum += cluster.map_shared_rank(hist, r)[d];
+#else
     for (unsigned r = 0; r < cluster.num_blocks(); ++r) sum += cluster.map_shared_rank(hist, r)[d];
+#endif
     total[d] = sum;
   }
   cluster.sync();

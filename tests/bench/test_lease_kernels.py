@@ -168,3 +168,19 @@ def test_the_phase_table_gives_each_step_its_cycles_and_share(tmp_path):
     text = pc.table(str(path))
     assert "| base | resident | 1x8192 k=512 | load 300 (75%), bucket 100 (25%) | 400 |" in text
     assert text.endswith("- count_with_match: not built: no kernel file tests CUTOPK_COUNT_WITH_MATCH")
+
+
+def test_merge_bins_unrolled_is_bit_exact_on_the_simulator():
+    """M4's merge_bins variant (CUTOPK_MERGE_BINS_UNROLLED) selects the same as the normal build."""
+    require("sim")
+    pc = _script("phase_clocks")
+    import cutopk
+
+    assert pc.switch_built("CUTOPK_MERGE_BINS_UNROLLED")
+    x = np.random.default_rng(7).standard_normal((2, 8192)).astype(np.float32)
+    x[1, ::3] = x[1, 0]  # ties at many places
+    want = cutopk.top_k(x, 100, backend="numpy")
+    with pc.clocked_build("sim", ("CUTOPK_MERGE_BINS_UNROLLED",), built := {}):
+        got = cutopk.top_k(x, 100, algorithm="cluster", backend="sim")
+    assert "cluster" in built
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
