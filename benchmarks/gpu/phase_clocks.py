@@ -48,18 +48,25 @@ SYMBOL = "cutopk_phase_stamps"
 PHASE = re.compile(r"CUTOPK_PHASE\((\d+), (\w+)\)")
 # M4: (name, the switch, what it changes). The first is the count-atomics branch's switch (plain
 # shared atomics by default there, the match behind the switch); the others are not in the kernels yet.
-VARIANTS = (
+VARIANTS = (  # (name, switch, what it changes, the families it changes)
     (
         "count_with_match",
         "CUTOPK_COUNT_WITH_MATCH",
         "the histogram counted with __match_any_sync (the old path)",
+        FAMILIES,
     ),
-    ("loads_at_entry", "CUTOPK_LOADS_AT_ENTRY", "every tile's loads issued at entry"),
-    ("threads_1024", "CUTOPK_RESIDENT_THREADS_1024", "1024 threads per block"),
+    ("loads_at_entry", "CUTOPK_LOADS_AT_ENTRY", "every tile's loads issued at entry", FAMILIES),
+    (
+        "threads_1024",
+        "CUTOPK_RESIDENT_THREADS_1024",
+        "1024 threads per block",
+        ("resident", "cluster", "split"),
+    ),
     (
         "merge_bins_unrolled",
         "CUTOPK_MERGE_BINS_UNROLLED",
         "merge_bins unrolled over its constant cluster size",
+        ("cluster",),
     ),
 )
 FIELDS = (
@@ -242,14 +249,14 @@ def run(args, writer, out) -> int:
 def run_variants(args, writer, out) -> int:
     """M4: each variant whose switch the kernels have, in a process of its own; the others listed."""
     status = 0
-    for name, define, what in VARIANTS:
+    for name, define, what, families in VARIANTS:
         if not switch_built(define):
             writer.writerow({"variant": name, "note": f"not built: no kernel file tests {define} ({what})"})
             out.flush()
             print(f"{name}: not built (no kernel file tests {define})", flush=True)
             continue
         if args.dry_run:
-            print(f"{name}: would run M3's shapes with -D{define}")
+            print(f"{name}: would run M3's shapes with -D{define} on {', '.join(families)}")
             continue
         out.flush()
         cmd = [
@@ -261,11 +268,13 @@ def run_variants(args, writer, out) -> int:
             define,
             "--append",
             "--no-header",
+            *(a for f in families for a in ("--family", f)),
             "--out",
             args.out or "/dev/stdout",
         ]
-        if args.sim:
-            cmd.append("--sim")
+        for rows_, n, k, dtype in args.shape or []:
+            cmd += ["--shape", f"{rows_}x{n}:{k}:{dtype}"]
+        cmd += ["--repeat", str(args.repeat)] + (["--sim"] if args.sim else [])
         status |= subprocess.run(cmd, check=False, env=os.environ).returncode
     return 1 if status else 0
 

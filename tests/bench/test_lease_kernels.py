@@ -5,6 +5,7 @@ switched on, stamp each named step once, in order. No GPU: the cycles themselves
 
 from __future__ import annotations
 
+import csv
 import importlib.util
 import pathlib
 import re
@@ -141,8 +142,8 @@ def test_a_variant_whose_switch_the_kernels_lack_is_a_row_saying_so(tmp_path, mo
         pc,
         "VARIANTS",
         (
-            ("absent", "CUTOPK_NO_SUCH_SWITCH", "nothing"),
-            ("present", "CUTOPK_PHASE_CLOCKS", "a switch the kernels test"),
+            ("absent", "CUTOPK_NO_SUCH_SWITCH", "nothing", ("resident",)),
+            ("present", "CUTOPK_PHASE_CLOCKS", "a switch the kernels test", ("cluster", "split")),
         ),
     )
     out = tmp_path / "M3.csv"
@@ -153,7 +154,10 @@ def test_a_variant_whose_switch_the_kernels_lack_is_a_row_saying_so(tmp_path, mo
     assert (
         lines[1].startswith("absent,") and "not built: no kernel file tests CUTOPK_NO_SUCH_SWITCH" in lines[1]
     )
-    assert "present: would run M3's shapes with -DCUTOPK_PHASE_CLOCKS" in capsys.readouterr().out
+    assert (
+        "present: would run M3's shapes with -DCUTOPK_PHASE_CLOCKS on cluster, split"
+        in capsys.readouterr().out
+    )
 
 
 def test_the_phase_table_gives_each_step_its_cycles_and_share(tmp_path):
@@ -184,3 +188,22 @@ def test_merge_bins_unrolled_is_bit_exact_on_the_simulator():
         got = cutopk.top_k(x, 100, algorithm="cluster", backend="sim")
     assert "cluster" in built
     assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+
+
+def test_a_built_variant_runs_in_a_process_of_its_own_and_appends_its_rows(tmp_path):
+    require("sim")
+    pc = _script("phase_clocks")
+    out = tmp_path / "M3.csv"
+    base = ["--sim", "--shape", "1x8192:64", "--repeat", "1", "--out", str(out)]
+    assert pc.main([*base, "--family", "cluster"]) == 0
+    assert pc.main(["--variants", "--append", *base]) == 0
+    rows = list(csv.DictReader(out.open()))
+    merged = [r for r in rows if r["variant"] == "merge_bins_unrolled"]
+    assert [r["step"] for r in merged] == pc.steps_of("cluster")[1:] and all(
+        r["family"] == "cluster" for r in merged
+    )
+    assert {r["variant"] for r in rows if r["note"].startswith("not built")} >= {
+        "loads_at_entry",
+        "threads_1024",
+    }
+    assert [r["variant"] for r in rows].count("base") == len(merged)
