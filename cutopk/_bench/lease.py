@@ -107,6 +107,9 @@ class LeaseStep:
     commands: tuple[tuple[str, ...], ...]
     limit_s: float
     stdout_to_file: bool = False  # the command's output is the step's file (pytest, ncu's CSV)
+    watchdog_s: float | None = (
+        WATCHDOG_S  # $CUTOPK_BENCH_STEP_LIMIT for its Python (None: the benchmark's own)
+    )
 
     def argv(self, command: tuple[str, ...], out: str, left: float) -> list[str]:
         values = {"out": out, "file": os.path.join(out, self.file), "left": f"{left:.0f}"}
@@ -339,6 +342,7 @@ def scoreboard_step(left: float) -> LeaseStep:
         "(benchmarks/scoreboard.py --dry-run lists them)",
         (run, pack, remove),
         left,
+        watchdog_s=None,  # its own watchdog's 60 s: its cases are longer than one step of M0-M7
     )
 
 
@@ -385,13 +389,14 @@ def print_plan(all_steps: tuple[LeaseStep, ...], out: str, budget: float = BUDGE
     print(f"files ({len(names)}, at most {MAX_FILES}): {', '.join(names)}")
 
 
-def run_bounded(argv: list[str], limit_s: float, stdout=None) -> int:
+def run_bounded(argv: list[str], limit_s: float, stdout=None, watchdog_s: float | None = None) -> int:
     """``argv`` in a process group of its own, killed at ``limit_s``, its output into the file
-    ``stdout`` (None: this process's): its exit status, 124 when it was ended at the limit (as
+    ``stdout`` (None: this process's), with ``$CUTOPK_BENCH_STEP_LIMIT`` set to ``watchdog_s`` unless
+    the caller's environment sets it: its exit status, 124 when it was ended at the limit (as
     timeout(1) says), 127 when the program is missing."""
-    env = os.environ | {
-        "CUTOPK_BENCH_STEP_LIMIT": os.environ.get("CUTOPK_BENCH_STEP_LIMIT", f"{WATCHDOG_S:g}")
-    }
+    env = dict(os.environ)
+    if watchdog_s is not None:
+        env.setdefault("CUTOPK_BENCH_STEP_LIMIT", f"{watchdog_s:g}")
     try:
         # into the step's file both streams; else this process's own (the lease's log)
         proc = subprocess.Popen(
@@ -468,9 +473,9 @@ def _run_step(
             with open(os.path.join(out, s.file), "a") as f:
                 f.write(f"$ {shlex.join(argv)}\n")
                 f.flush()
-                code = run_bounded(argv, left, f)
+                code = run_bounded(argv, left, f, s.watchdog_s)
         else:
-            code = run_bounded(argv, left)
+            code = run_bounded(argv, left, None, s.watchdog_s)
         rc = rc or code
         print(f"  exit {code}", flush=True)
     took = time.monotonic() - start

@@ -91,3 +91,14 @@ def test_a_step_that_hangs_costs_that_step_and_the_next_one_runs(tmp_path, monke
     out = capsys.readouterr().out
     assert re.search(r"no end in \d s, ended \(the next step starts\)", out) and "=== H: exit 124" in out
     assert re.search(r"^H +124 limit +\d+ +1$", out, flags=re.M) and re.search(r"^A +0 ", out, flags=re.M)
+
+
+def test_the_steps_python_gets_the_lease_watchdog_and_the_scoreboard_its_own(tmp_path, monkeypatch):
+    monkeypatch.delenv("CUTOPK_BENCH_STEP_LIMIT", raising=False)
+    show = ["bash", "-c", 'echo "limit=${CUTOPK_BENCH_STEP_LIMIT:-unset}"']
+    for watchdog_s, want in ((lease.WATCHDOG_S, "limit=30"), (None, "limit=unset")):
+        with open(tmp_path / "log", "w") as f:
+            assert lease.run_bounded(show, 5.0, f, watchdog_s) == 0
+        assert (tmp_path / "log").read_text().strip() == want
+    assert all(s.watchdog_s == lease.WATCHDOG_S for s in lease.steps())
+    assert lease.scoreboard_step(100.0).watchdog_s is None
