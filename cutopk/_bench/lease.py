@@ -248,7 +248,8 @@ def steps() -> tuple[LeaseStep, ...]:
             "M2.csv",
             15.0,
             "stated: one NVRTC compile of benchmarks/gpu/count_primitives.cu (about 2 s, as a family's "
-            "module, benchmarks/results/2026-11-25-cpu-compile-cost.md) and 5 x 16 launches of about 1 ms",
+            "module, benchmarks/results/2026-11-25-cpu-compile-cost.md) and 67 launches of about 1 ms "
+            "(1024 operations a warp)",
             (("python3", "benchmarks/gpu/count_primitives.py", "--out", "{file}"),),
             60.0,
         ),
@@ -258,7 +259,7 @@ def steps() -> tuple[LeaseStep, ...]:
             "M3.csv",
             40.0,
             "stated: 4 families' modules compiled again with CUTOPK_PHASE_CLOCKS (2.3-2.8 s each per dtype, "
-            "2 dtypes, 2026-11-25-cpu-compile-cost.md) and 6 shapes x 4 families, 5 launches each",
+            "2 dtypes, 2026-11-25-cpu-compile-cost.md) and 6 shapes x 3-4 families, 6 launches each",
             (("python3", "benchmarks/gpu/phase_clocks.py", "--out", "{file}"),),
             90.0,
         ),
