@@ -23,6 +23,7 @@
 #include "key_traits.cuh"
 #include "row_extent.cuh"
 #include "onchip_select.cuh"
+#include "phase_clock.cuh"
 #include "entry.cuh"
 
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
@@ -44,14 +45,21 @@ __device__ __forceinline__ int front_bytes(int kp) {
 
 // The sum over the cluster's blocks of their counts of `bins` bins, into `total` (the same in every
 // block). The first cluster barrier: every block's counts are complete; the second: no block
-// zeroes its counts for the next digit while another still reads them.
+// zeroes its counts for the next digit while another still reads them. CUTOPK_MERGE_BINS_UNROLLED
+// (off; the lease's M4 A/B, benchmarks/gpu/phase_clocks.py) unrolls the sum over the cluster's
+// compiled size (the entry point's __cluster_dims__), so that its remote loads go out together.
 template <class Cluster>
 __device__ __forceinline__ const unsigned* merge_bins(const Cluster& cluster, unsigned* hist, unsigned* total,
                                                       int bins) {
   cluster.sync();
   for (int d = threadIdx.x; d < bins; d += blockDim.x) {
     unsigned sum = 0;
+#ifdef CUTOPK_MERGE_BINS_UNROLLED
+#pragma unroll
+    for (unsigned r = 0; r < CUTOPK_CLUSTER_BLOCKS; ++r) sum += cluster.map_shared_rank(hist, r)[d];
+#else
     for (unsigned r = 0; r < cluster.num_blocks(); ++r) sum += cluster.map_shared_rank(hist, r)[d];
+#endif
     total[d] = sum;
   }
   cluster.sync();
@@ -78,6 +86,7 @@ cluster_topk(const T* __restrict__ in, long long rows, long long n, long long ro
              int slice, T* __restrict__ out_vals, void* __restrict__ out_idx, int index_bytes) {
 #if CUTOPK_CLUSTER_SUPPORTED
   using namespace onchip;
+  CUTOPK_PHASE(0, entry);
   typedef typename KeyTraits<T>::Key Key;
   const cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
   const int KEY_BITS = 8 * sizeof(Key);
@@ -107,17 +116,22 @@ cluster_topk(const T* __restrict__ in, long long rows, long long n, long long ro
   load_row(base + first * col_stride, col_stride, mine, largest, nan_first, KEY_BITS - first_bits, first_bits, keys,
            hist);
   __syncthreads();
+  CUTOPK_PHASE(1, load);
   if (len > k && k > 0)  // the same in the whole cluster: every block runs the same cluster barriers
     find_bucket(keys, mine, first_bits, hist, &s_bucket, s_scan,
                 [&](int bits) { return merge_bins(cluster, hist, total, 1 << bits); });
   const Bucket b = s_bucket;  // the same in every block
+  CUTOPK_PHASE(2, bucket);
   const Counts c = count_winners(keys, mine, b, s_scan2);
   const unsigned long long before = counts_before(cluster, &s_counts, c.block);
   place_winners(keys, mine, first, b, c, (int)(before >> 32), (int)(before & 0xffffffffu), k_row - b.needed,
                 cluster.map_shared_rank(win_key, 0), cluster.map_shared_rank(win_idx, 0));
   cluster.sync();  // every winner is in block 0; the others may leave
-  if (cluster.block_rank() == 0)
+  CUTOPK_PHASE(3, collect);
+  if (cluster.block_rank() == 0) {
     order_and_write(win_key, win_idx, k_row, k, kp, by_index, base, col_stride, out_vals, out_idx, index_bytes, row);
+    CUTOPK_PHASE(4, order);
+  }
 #else
   __trap();  // not built for this GPU: the dispatcher gives the family to sm_90 only
 #endif

@@ -38,6 +38,7 @@
 #include "block_sort.cuh"
 #include "row_loads.cuh"
 #include "radix_digit.cuh"
+#include "phase_clock.cuh"
 #include "entry.cuh"
 
 namespace cutopk::radix {
@@ -259,6 +260,7 @@ radix_topk(const T* __restrict__ in, long long rows, long long n, long long row_
            const long long* __restrict__ extents, int rows_kind, int k, int largest, int nan_first, int by_index,
            int cap, long long buf_cap, typename KeyTraits<T>::Key* __restrict__ buf_key, unsigned* __restrict__ buf_idx,
            T* __restrict__ out_vals, void* __restrict__ out_idx, int index_bytes) {
+  CUTOPK_PHASE(0, entry);
   typedef typename KeyTraits<T>::Key Key;
   typedef unsigned long long Index;
   const int kp = pow2_at_least(k);
@@ -297,6 +299,7 @@ radix_topk(const T* __restrict__ in, long long rows, long long n, long long row_
   }
   __syncthreads();
   find_bucket(sh, base, col_stride, largest, nan_first, cap, buf_cap, win_key, win_idx, bkey, bidx);
+  CUTOPK_PHASE(1, bucket);
 
   // 3. Compaction (from the row or the buffer). The shift was not lowered: the bucket is the
   // keys whose bits at and above `shift` equal `prefix`.
@@ -312,9 +315,11 @@ radix_topk(const T* __restrict__ in, long long rows, long long n, long long row_
   else
     take_first_ties<T>(sh, src, buffered, col_stride, len, fin, above, largest, nan_first, win_key, win_idx, bidx);
   __syncthreads();
+  CUTOPK_PHASE(2, compact);
 
   // 4. Order the K winners and write them.
   write_row(win_key, win_idx, k, k, kp, by_index, base, col_stride, out_vals, out_idx, index_bytes, row);
+  CUTOPK_PHASE(3, order);
 }
 
 }  // namespace cutopk::radix

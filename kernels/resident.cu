@@ -30,6 +30,7 @@
 #include "key_traits.cuh"
 #include "row_extent.cuh"
 #include "onchip_select.cuh"
+#include "phase_clock.cuh"
 #include "entry.cuh"
 
 namespace cutopk::resident {
@@ -42,6 +43,7 @@ resident_topk(const T* __restrict__ in, long long rows, long long n, long long r
               const long long* __restrict__ extents, int rows_kind, int k, int largest, int nan_first, int by_index,
               T* __restrict__ out_vals, void* __restrict__ out_idx, int index_bytes) {
   using namespace onchip;
+  CUTOPK_PHASE(0, entry);
   typedef typename KeyTraits<T>::Key Key;
   const int KEY_BITS = 8 * sizeof(Key);
   const int first_bits = KEY_BITS < DIGIT_BITS ? KEY_BITS : DIGIT_BITS;
@@ -69,16 +71,20 @@ resident_topk(const T* __restrict__ in, long long rows, long long n, long long r
   __syncthreads();
   load_row(base, col_stride, len, largest, nan_first, KEY_BITS - first_bits, first_bits, keys, hist);
   __syncthreads();
+  CUTOPK_PHASE(1, load);
   if (len > k && k > 0) find_bucket(keys, len, first_bits, hist, &s_bucket, s_scan, [&](int) { return hist; });
   const Bucket b = s_bucket;  // a row of at most K keeps the whole row as its bucket
   __syncthreads();            // the histogram is read no more: the winners go over it
+  CUTOPK_PHASE(2, bucket);
   if (b.count == b.needed) {  // every member wins: no ranking by index (the same in every thread)
     gather_winners(keys, len, b, &s_taken, win_key, win_idx);
   } else {
     const Counts c = count_winners(keys, len, b, s_scan2);
     place_winners(keys, len, 0, b, c, 0, 0, k_row - b.needed, win_key, win_idx);
   }
+  CUTOPK_PHASE(3, collect);
   order_and_write(win_key, win_idx, k_row, k, kp, by_index, base, col_stride, out_vals, out_idx, index_bytes, row);
+  CUTOPK_PHASE(4, order);
 }
 
 }  // namespace cutopk::resident

@@ -27,6 +27,7 @@
 #include "key_traits.cuh"
 #include "row_extent.cuh"
 #include "onchip_select.cuh"
+#include "phase_clock.cuh"
 #include "entry.cuh"
 
 namespace cutopk::split {
@@ -152,6 +153,7 @@ split_topk(const T* __restrict__ in, long long rows, long long n, long long row_
            unsigned int* __restrict__ cand_idx, unsigned int* __restrict__ cand_count,
            unsigned int* __restrict__ tickets, T* __restrict__ out_vals, void* __restrict__ out_idx, int index_bytes) {
   using namespace onchip;
+  CUTOPK_PHASE(0, entry);
   typedef typename KeyTraits<T>::Key Key;
   const int KEY_BITS = 8 * sizeof(Key);
   const int first_bits = KEY_BITS < DIGIT_BITS ? KEY_BITS : DIGIT_BITS;
@@ -176,9 +178,13 @@ split_topk(const T* __restrict__ in, long long rows, long long n, long long row_
   load_row(base + first * col_stride, col_stride, mine, largest, nan_first, KEY_BITS - first_bits, first_bits, keys,
            hist);
   __syncthreads();
+  CUTOPK_PHASE(1, load);
   select_held(keys, mine, first, take, first_bits, hist, sh, win_key, win_idx);
+  CUTOPK_PHASE(2, select);
   publish(win_key, win_idx, take, slot, k, cand_key, cand_idx, cand_count);
-  if (!arrive(tickets + row, blocks, sh)) return;
+  const bool last = arrive(tickets + row, blocks, sh);
+  CUTOPK_PHASE(3, publish);
+  if (!last) return;
 
   const int len = (int)extent.length;
   const int k_row = k < len ? k : len;
@@ -188,9 +194,12 @@ split_topk(const T* __restrict__ in, long long rows, long long n, long long row_
   __syncthreads();
   load_candidates(cand_key, row, blocks, k, sh.base, total, first_bits, keys, hist);
   __syncthreads();
+  CUTOPK_PHASE(4, merge_load);
   select_held(keys, total, 0, k_row, first_bits, hist, sh, win_key, win_idx);  // positions, not indices
   positions_to_indices(win_idx, k_row, cand_idx, row, blocks, k, sh.base);
+  CUTOPK_PHASE(5, merge_select);
   order_and_write(win_key, win_idx, k_row, k, kp, by_index, base, col_stride, out_vals, out_idx, index_bytes, row);
+  CUTOPK_PHASE(6, order);
 }
 
 }  // namespace cutopk::split

@@ -13,7 +13,20 @@
 # then copies $OUT/results/<date>-<device>/ (scoreboard.csv/.json, the irregular table) under
 # benchmarks/results/, with $OUT/scoreboard.log and $OUT/profile.tar.gz (ncu's files) beside it.
 #
+# The lease phase is the one command for a lent GPU's 10 minutes (issue 50): M0 facts, M1 the
+# never-run kernels' tests and compute-sanitizer, M2 the counting primitives (clock64), M3 phase
+# clocks, M4 A/B variants, M5 ncu, M6 the forced-family table, M7 host time per call, then the
+# scoreboard with the time left; each step bounded (a hang costs one step), each writing its file
+# as it goes, at most 8 files under $OUT, at most LEASE_S seconds (540) in all:
+#
+#   run(command="bash tools/gpu_session.sh lease", carry=["build/cub", "build/flashinfer"], timeout_s=600)
+#   DRY_RUN=1 bash tools/gpu_session.sh lease    # on the CPU: the plan, its estimates and files, checked
+#
+# (benchmarks/lease.py, cutopk/_bench/lease.py). $OUT/lease.log is its log; the step files are
+# listed by the dry run.
+#
 # Phases:
+#   lease     the above
 #   scoreboard  at most SCOREBOARD_S seconds (default 480): benchmarks/scoreboard.py, cutopk against
 #             torch.topk, CUB and FlashInfer's top_k on the chosen cases (every llm and indexer case,
 #             the reference run's cases below 0.95x torch, the moe/knn/huge shapes at a dispatcher
@@ -182,6 +195,7 @@ scoreboard() {
 
 run_phase() {
   case $1 in
+    lease) python3 benchmarks/lease.py --out "$out" --budget "${LEASE_S:-540}" ${DRY_RUN:+--dry-run} ;;
     scoreboard) scoreboard ;;
     env)
       nvidia-smi
