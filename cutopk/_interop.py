@@ -17,8 +17,12 @@ from typing import Any
 import numpy as np
 
 
-def _module_of(a) -> str:
-    return type(a).__module__.split(".")[0]
+def is_torch_tensor(a: object) -> bool:
+    """Whether ``a`` is a torch tensor, a subclass's too: the one place that decides it. Torch is
+    never imported here: where the caller has not imported it, no object can be a tensor
+    (TorchDynamo folds this test on a traced tensor)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(a, getattr(torch, "Tensor", ()))
 
 
 def import_cupy():
@@ -55,7 +59,7 @@ def as_cupy(a) -> tuple[Any, Callable[[Any], Any], contextlib.AbstractContextMan
         if device == cupy.cuda.runtime.getDevice():
             return a, identity, NO_SCOPE
         return a, identity, DeviceScope(cupy, device)
-    if _module_of(a) == "torch":
+    if is_torch_tensor(a):
         import torch
 
         a = plain_tensor(a)
@@ -146,7 +150,7 @@ def as_host(a) -> tuple[Any, Callable[[Any], Any]]:
     no bfloat16)."""
     from ._request.checks import as_host_array
 
-    if _module_of(a) != "torch":
+    if not is_torch_tensor(a):
         return as_host_array(a), identity
     import torch
 
