@@ -67,6 +67,18 @@ def _k_of(k):
     return _checks.as_index(k, "k")
 
 
+def host_tensor(arr: np.ndarray) -> torch.Tensor | np.ndarray:
+    """An integer NumPy array (``lengths``, ``offsets``) as the CPU tensor the schema takes: a
+    byte-swapped or read-only one copied first (``torch.from_numpy`` refuses the first and warns
+    of the second; a batch of lengths is small). Any other dtype stays NumPy: the caller's plain
+    path refuses it with the usual error."""
+    if arr.dtype.kind not in "iu":
+        return arr
+    if not arr.dtype.isnative or not arr.flags.writeable:
+        arr = arr.astype(arr.dtype.newbyteorder("="))
+    return torch.from_numpy(arr)
+
+
 def plain_eager(*tensors) -> bool:
     """Whether the plain path serves this eager call exactly as the operator would, so that
     torch's dispatcher can be skipped (it doubled the host time of a small CPU call: 280 ->
@@ -94,7 +106,7 @@ def call(a, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm, length
     order = _checks.ORDERS.get(sorted_) if isinstance(sorted_, (bool, str)) else None
     dtype = _index_dtype(index_dtype)
     if type(lengths) is np.ndarray:  # not a masked array: from_numpy would drop its mask
-        lengths = torch.from_numpy(lengths)
+        lengths = host_tensor(lengths)
     if isinstance(axis, np.integer):
         axis = int(axis)
     if (

@@ -32,7 +32,8 @@ def _offsets_tensor(offsets):
     if isinstance(offsets, torch.Tensor):
         return offsets
     if type(offsets) is np.ndarray:  # not a masked array: from_numpy would drop its mask
-        return torch.from_numpy(offsets)
+        offsets = _top_k_op.host_tensor(offsets)
+        return offsets if isinstance(offsets, torch.Tensor) else None
     if isinstance(offsets, (list, tuple)) and offsets and all(type(o) is int for o in offsets):
         return torch.tensor(offsets, dtype=torch.int64)
     return None  # an empty list, a mixed one, a masked array: the plain path reports it
