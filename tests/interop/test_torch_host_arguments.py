@@ -82,3 +82,40 @@ def test_lengths_and_offsets_of_a_dtype_torch_cannot_hold_get_the_plain_paths_er
         cutopk.top_k(x, 2, lengths=np.array([1, 2], dtype=object))
     with pytest.raises(TypeError, match=r"^offsets: expected an integer array, got dtype object"):
         cutopk.segmented_top_k(x[0], np.array([0, 4], dtype=object), 2)
+
+
+def _mixed_parts(first_numpy: bool):
+    """A requires-grad tensor part and a NumPy part (read-only, so torch would warn of it)."""
+    values = torch.tensor([[5.0, 1.0, 3.0], [0.5, 2.5, 1.5]], requires_grad=True)
+    tensor_part = (values, torch.tensor([[0, 1, 2], [0, 1, 2]]))
+    numpy_part = (
+        _read_only(np.array([[4.0, 2.0], [3.0, 0.0]], dtype=np.float32)),
+        np.array([[3, 4], [3, 4]]),
+    )
+    return values, [numpy_part, tensor_part] if first_numpy else [tensor_part, numpy_part]
+
+
+@pytest.mark.parametrize("first_numpy", [False, True], ids=["tensor-first", "numpy-first"])
+def test_merge_with_grad_takes_numpy_parts_beside_tensors_as_without_grad(first_numpy):
+    values, parts = _mixed_parts(first_numpy)
+    plain = cutopk.merge_top_k([(v.detach() if isinstance(v, torch.Tensor) else v, i) for v, i in parts], 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = cutopk.merge_top_k(parts, 3)
+    # Values that carry a gradient are a tensor, whichever part comes first.
+    assert isinstance(got.values, torch.Tensor) and got.values.grad_fn is not None
+    assert got.values.tolist() == plain.values.tolist() == [[5.0, 4.0, 3.0], [3.0, 2.5, 1.5]]
+    assert got.indices.tolist() == plain.indices.tolist() == [[0, 3, 2], [3, 1, 2]]
+    got.values.sum().backward()
+    assert values.grad.tolist() == [[1.0, 0.0, 1.0], [0.0, 1.0, 1.0]]
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_merge_refuses_a_numpy_part_of_another_byte_order_with_or_without_grad(grad):
+    values, parts = _mixed_parts(False)
+    parts[0] = (values.requires_grad_(grad), parts[0][1])
+    parts[1] = (parts[1][0].astype(">f4"), parts[1][1])
+    with pytest.raises(
+        TypeError, match=r"^parts\[1\]\.values: expected dtype float32 like parts\[0\]\.values"
+    ):
+        cutopk.merge_top_k(parts, 3)
