@@ -39,6 +39,13 @@ from .select import select
 ORDER_NAMES = {"value": True, "index": "index", "none": False}
 
 
+def order_of(sorted_: str) -> bool | str:
+    """The operators' ``sorted`` as :func:`cutopk.top_k` takes it, or the ValueError listing what
+    the schema takes (``True`` and ``False`` are no strings, so top_k's own list would mislead)."""
+    _checks.check_choice("sorted", sorted_, ORDER_NAMES)
+    return ORDER_NAMES[sorted_]
+
+
 def _index_dtype(index_dtype) -> torch.dtype | None:
     """The torch twin of an index dtype (NumPy's or torch's), or None when there is none: the
     plain path then reports it. Kept out of Dynamo's sight: it folds the answer as a constant
@@ -134,7 +141,7 @@ def top_k(
     lengths: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`cutopk.top_k` (``sorted`` is ``"value"``, ``"index"`` or ``"none"``)."""
-    order = ORDER_NAMES.get(sorted, sorted)  # an unknown name goes on, to be refused by the checks
+    order = order_of(sorted)
     values, indices = select(a, k, axis, mode, order, nan, index_dtype, backend, algorithm, lengths)
     return values, indices
 

@@ -72,7 +72,7 @@ def segmented_top_k(
     algorithm: str = "auto",
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`cutopk.segmented_top_k` (``sorted`` is ``"value"``, ``"index"`` or ``"none"``)."""
-    order = _ORDER_NAMES.get(sorted, sorted)
+    order = _top_k_op.order_of(sorted)
     values, indices = segmented.segmented_top_k(
         data, offsets, k, mode, order, nan, index_dtype, backend, algorithm
     )
@@ -154,7 +154,7 @@ def merge_top_k(
     winner's position along the parts' concatenated last axis."""
     if len(values) != len(indices):
         raise ValueError(f"parts: expected as many values as indices, got {len(values)} and {len(indices)}")
-    order = _ORDER_NAMES.get(sorted, sorted)
+    order = _top_k_op.order_of(sorted)
     (out_values, out_indices), where = merge.merge_top_k(
         list(zip(values, indices, strict=True)), k, mode, order, nan, positions=True
     )

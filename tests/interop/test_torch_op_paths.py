@@ -1,7 +1,8 @@
 """The fake implementations of ``torch.ops.cutopk.segmented_top_k`` and ``merge_top_k`` (what
 meta tensors and torch.compile see): every misfit the plain path refuses without reading data is
-refused with the plain path's message, never answered with a made-up shape; and the operators
-called directly with as many values as indices, or not."""
+refused with the plain path's message, never answered with a made-up shape; the operators
+called directly with as many values as indices, or not; and a bad ``sorted`` given to an
+operator, answered with the choices its schema takes."""
 
 from __future__ import annotations
 
@@ -95,3 +96,19 @@ def test_the_merge_operator_needs_as_many_values_as_indices():
     # 4.0 ties at indices 5 and 3: the lower index first.
     assert got_values.tolist() == [[6.0, 4.0, 4.0]] and got_indices.tolist() == [[7, 3, 5]]
     assert where.tolist() == [[3, 4, 0]]  # the winners' places along the concatenated parts
+
+
+OPERATOR_CALLS = {
+    "top_k": lambda v, i, **kw: torch.ops.cutopk.top_k(v(3, 10), 2, **kw),
+    "segmented_top_k": lambda v, i, **kw: torch.ops.cutopk.segmented_top_k(v(10), i(2), 2, **kw),
+    "merge_top_k": lambda v, i, **kw: torch.ops.cutopk.merge_top_k([v(2, 3)], [i(2, 3)], 2, **kw),
+}
+
+
+@pytest.mark.parametrize("op", sorted(OPERATOR_CALLS))
+def test_an_operators_bad_sorted_lists_what_its_schema_takes(op):
+    import cutopk.torch_ops  # noqa: F401 - registers the operators
+
+    # The schema's sorted is a string: top_k's True and False cannot cross, and "none" can.
+    message = r"^sorted: expected one of 'value', 'index', 'none', got 'bogus'$"
+    _raises_alike(lambda device: OPERATOR_CALLS[op](*_both(device), sorted="bogus"), ValueError, message)
