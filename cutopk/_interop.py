@@ -192,7 +192,10 @@ def plain_tensor(t, name: str = "a"):
             f"{name}: expected a dense (strided) tensor, got layout {t.layout}; call .to_dense() first"
         )
     if t.is_quantized:
-        raise TypeError(f"{name}: unsupported dtype {t.dtype} (quantized tensors: call .dequantize() first)")
+        raise TypeError(
+            f"{name}: unsupported dtype {t.dtype} (expected one of {_supported_names()}; "
+            "quantized tensors: call .dequantize() first)"
+        )
     _check_torch_dtype(t.dtype, name)
     t = t.detach()
     if t.is_neg():
@@ -205,17 +208,23 @@ def plain_tensor(t, name: str = "a"):
 def _check_torch_dtype(dtype, name: str) -> None:
     """Refuse, before any work, a torch dtype that DLPack cannot carry faithfully: float8, complex32
     and bits types have no DLPack export (torch raises from inside), and uint1..uint7 /
-    int1..int7 would be read as 8-bit integers. NumPy-equivalent dtypes (bool and complex too)
-    go on to the usual checks and their messages."""
+    int1..int7 would be read as 8-bit integers. NumPy's own bool and complex dtypes go on to the
+    usual checks and their messages (an argument's own, such as ``offsets``'); a dtype that
+    only ml_dtypes gives NumPy (complex32, float8: ``isbuiltin`` 2) does not cross."""
     from ._request import dtypes as _dtypes
 
     try:
         dt = _dtypes.as_numpy_dtype(dtype)
     except TypeError:
         dt = None
-    if dt is None or (dt not in _dtypes.SUPPORTED and dt.kind not in "bc"):
-        names = ", ".join(i.name for i in _dtypes.SUPPORTED.values())
-        raise TypeError(f"{name}: unsupported dtype {dtype} (expected one of {names})")
+    if dt is None or (dt not in _dtypes.SUPPORTED and not (dt.kind in "bc" and dt.isbuiltin == 1)):
+        raise TypeError(f"{name}: unsupported dtype {dtype} (expected one of {_supported_names()})")
+
+
+def _supported_names() -> str:
+    from ._request import dtypes as _dtypes
+
+    return ", ".join(i.name for i in _dtypes.SUPPORTED.values())
 
 
 def identity(x):

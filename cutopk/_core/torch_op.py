@@ -36,7 +36,7 @@ from .autograd import scatter_grad
 from .select import select
 
 # sorted= as the schema's string, and back: a schema has no "bool or str" type.
-ORDER_NAMES = {"value": True, "index": "index", "none": False}
+ORDER_NAMES: dict[str, bool | str] = {"value": True, "index": "index", "none": False}
 
 
 def order_of(sorted_: str) -> bool | str:
