@@ -26,6 +26,10 @@ positions; padding (index -1, with ``lengths``) passes none; indices are not dif
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 import torch
 
@@ -37,6 +41,43 @@ from .select import select
 
 # sorted= as the schema's string, and back: a schema has no "bool or str" type.
 ORDER_NAMES: dict[str, bool | str] = {"value": True, "index": "index", "none": False}
+
+
+class FakeValueError(ValueError, IndexError):
+    """The ValueError of a check in a fake implementation, as it reaches the caller of a compiled
+    graph. TorchDynamo turns whatever a fake implementation raises into a TorchRuntimeError, but
+    lets an IndexError through (torch's own dimension checks), so the eager error (a ValueError,
+    message and all) comes through ``torch.compile`` as this one. NumPy's AxisError is both
+    already."""
+
+
+class FakeTypeError(TypeError, IndexError):
+    """The TypeError of a check in a fake implementation (see :class:`FakeValueError`)."""
+
+
+def eager_errors(fake: Callable[..., Any]) -> Callable[..., Any]:
+    """A fake implementation whose ValueErrors and TypeErrors come through ``torch.compile`` as
+    they are raised eagerly (:class:`FakeValueError`). Its symbolic checks use
+    ``torch._check_with(ValueError, ...)`` for the same reason."""
+
+    @functools.wraps(fake)
+    def checked(*args, **kwargs):
+        try:
+            return fake(*args, **kwargs)
+        except (ValueError, TypeError) as exc:
+            if isinstance(exc, IndexError):
+                raise
+            passing = FakeValueError if isinstance(exc, ValueError) else FakeTypeError
+            raise passing(str(exc)) from None
+
+    return checked
+
+
+def hint(size):
+    """A symbolic size as the value it has in the example a graph is traced on (what the eager
+    message would say), where it has one; any other size as it is."""
+    value = getattr(getattr(size, "node", None), "hint", None)
+    return size if value is None else value
 
 
 def order_of(sorted_: str) -> bool | str:
@@ -147,6 +188,7 @@ def top_k(
 
 
 @top_k.register_fake
+@eager_errors
 def _(a, k, axis=-1, mode="largest", sorted="value", nan="last", index_dtype=torch.int64,
       backend="auto", algorithm="auto", lengths=None):  # fmt: skip
     # The checks that need no data, with the plain path's errors, then the shapes.
@@ -161,15 +203,21 @@ def _(a, k, axis=-1, mode="largest", sorted="value", nan="last", index_dtype=tor
         _checks.check_k(k, n, ax)
         _checks.check_index_dtype(index_dtype, n)
     else:  # symbolic: the guards the compiled graph runs under
-        torch._check(k >= 0, lambda: f"k: expected k >= 0, got k={k}")
-        torch._check(k <= n, lambda: f"k: expected k <= {n} (the length of axis {ax}), got k={k}")
+
+        def eager() -> str:  # the eager message, in the example's sizes
+            return f"k: expected 0 <= k <= {hint(n)} (the length of axis {ax}), got k={hint(k)}"
+
+        torch._check_with(ValueError, k >= 0, eager)
+        torch._check_with(ValueError, k <= n, eager)
         _checks.check_index_dtype(index_dtype, 1)
     if lengths is not None:
         batch = tuple(s for i, s in enumerate(a.shape) if i != ax)
-        torch._check(
+        torch._check_with(
+            ValueError,
             tuple(lengths.shape) == batch,
             lambda: (
-                f"lengths: expected shape {batch} (the input's shape without axis {ax}), got {tuple(lengths.shape)}"
+                f"lengths: expected shape {tuple(map(hint, batch))} (the input's shape without axis {ax}), "
+                f"got {tuple(map(hint, lengths.shape))}"
             ),
         )
     shape = (*a.shape[:ax], k, *a.shape[ax + 1 :])

@@ -80,6 +80,7 @@ def segmented_top_k(
 
 
 @segmented_top_k.register_fake
+@_top_k_op.eager_errors
 def _(data, offsets, k, mode="largest", sorted="value", nan="last", index_dtype=torch.int64,
       backend="auto", algorithm="auto"):  # fmt: skip
     _dtypes.check_dtype(data.dtype, "data")
@@ -91,11 +92,15 @@ def _(data, offsets, k, mode="largest", sorted="value", nan="last", index_dtype=
         raise ValueError(
             f"offsets: expected a 1-D array of S + 1 positions, got shape {tuple(offsets.shape)}"
         )
-    torch._check(offsets.shape[0] >= 1, lambda: "offsets: expected S + 1 >= 1 positions, got an empty array")
+    torch._check_with(
+        ValueError,
+        offsets.shape[0] >= 1,
+        lambda: "offsets: expected S + 1 >= 1 positions, got an empty array",
+    )
     for name, value, choices in (("mode", mode, _checks.MODES), ("sorted", sorted, _ORDER_NAMES),
                                  ("nan", nan, _checks.NAN_POLICIES), ("backend", backend, _checks.BACKENDS)):  # fmt: skip
         _checks.check_choice(name, value, choices)
-    torch._check(k >= 0, lambda: f"k: expected k >= 0, got k={k}")
+    torch._check_with(ValueError, k >= 0, lambda: f"k: expected k >= 0, got k={k}")
     shape = (offsets.shape[0] - 1, k)
     return data.new_empty(shape), data.new_empty(shape, dtype=index_dtype)
 
@@ -162,6 +167,7 @@ def merge_top_k(
 
 
 @merge_top_k.register_fake
+@_top_k_op.eager_errors
 def _(values, indices, k, mode="largest", sorted="value", nan="last"):
     if not values or len(values) != len(indices):
         raise ValueError(
@@ -181,8 +187,13 @@ def _(values, indices, k, mode="largest", sorted="value", nan="last"):
     if isinstance(k, int) and isinstance(total, int):
         merge.check_k(k, total)
     else:  # symbolic: the guards the compiled graph runs under
-        torch._check(k >= 0, lambda: f"k: expected k >= 0, got k={k}")
-        torch._check(k <= total, lambda: f"k: expected k <= {total} (the candidates in all parts), got k={k}")
+
+        def eager() -> str:  # the eager message, in the example's sizes
+            hint = _top_k_op.hint
+            return f"k: expected 0 <= k <= {hint(total)} (the number of candidates in all parts together), got k={hint(k)}"
+
+        torch._check_with(ValueError, k >= 0, eager)
+        torch._check_with(ValueError, k <= total, eager)
     shape = (*first.shape[:-1], k)
     return (
         first.new_empty(shape),
