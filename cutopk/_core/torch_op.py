@@ -36,6 +36,7 @@ import torch
 from .._interop import _check_torch_dtype
 from .._request import checks as _checks
 from .._request import dtypes as _dtypes
+from . import transforms
 from .autograd import scatter_grad
 from .select import select
 
@@ -142,6 +143,7 @@ def plain_eager(*tensors) -> bool:
         and torch._C._len_torch_dispatch_stack() == 0
         and not torch._C._is_torch_function_mode_enabled()
         and not any(torch._C._functorch.is_functorch_wrapped_tensor(t) for t in tensors)
+        and not transforms.forward_ad_on()
     )
 
 
@@ -149,7 +151,7 @@ def call(a, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm, length
     """``(values, indices)`` from the operator, or None when the plain path serves the call: a
     :func:`plain_eager` one, or one with an argument that cannot cross the schema (the plain path
     then raises the usual error for it)."""
-    if plain_eager(a):
+    if plain_eager(a) and not transforms.wraps(lengths):
         return None
     order = _checks.ORDERS.get(sorted_) if isinstance(sorted_, (bool, str)) else None
     dtype = _index_dtype(index_dtype)
@@ -165,6 +167,9 @@ def call(a, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm, length
         or not (lengths is None or isinstance(lengths, torch.Tensor))
     ):
         return None
+    if transforms.active(a, lengths):  # the indices from the operator, the values gathered
+        _, indices = top_k(a.detach(), _k_of(k), axis, mode, order, nan, dtype, backend, algorithm, lengths)
+        return transforms.top_k_values(a, axis % a.dim(), indices), indices
     return top_k(a, _k_of(k), axis, mode, order, nan, dtype, backend, algorithm, lengths)
 
 
@@ -237,3 +242,22 @@ def _backward(ctx, grad_values, _grad_indices):
 
 
 top_k.register_autograd(_backward, setup_context=_setup_context)
+
+
+@top_k.register_vmap
+def _vmap(info, in_dims, a, k, axis=-1, mode="largest", sorted="value", nan="last", index_dtype=torch.int64,
+          backend="auto", algorithm="auto", lengths=None):  # fmt: skip
+    # One call on the batch: the rows of every sample are rows of one input (the batch axis
+    # first, the axis shifted past it), so torch.vmap needs no loop over the samples.
+    a_dim, lengths_dim = in_dims[0], in_dims[-1]
+    ax = _checks.check_axis(axis, a.dim() - (a_dim is not None))
+    a = _batch_first(a, a_dim, info.batch_size)
+    if lengths is not None:
+        lengths = _batch_first(lengths, lengths_dim, info.batch_size)
+    values, indices = top_k(a, k, ax + 1, mode, sorted, nan, index_dtype, backend, algorithm, lengths)
+    return (values, indices), (0, 0)
+
+
+def _batch_first(t, dim, size: int):
+    """``t`` with its batch dimension ``dim`` first, or expanded to ``size`` where it has none."""
+    return t.movedim(dim, 0) if dim is not None else t.expand(size, *t.shape)

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from .._core import torch_op as _top_k_op
+from .._core import transforms
 from .._core.autograd import valid_where
 from .._request import checks as _checks
 from .._request import dtypes as _dtypes
@@ -43,7 +44,7 @@ def call_segmented(data, offsets, k, mode, sorted_, nan, index_dtype, backend, a
     """``(values, indices)`` from the operator, or None when an argument cannot cross its schema
     (the plain path then raises the usual error), or for a plain eager call
     (:func:`cutopk._core.torch_op.plain_eager`)."""
-    if _top_k_op.plain_eager(data):
+    if _top_k_op.plain_eager(data) and not transforms.wraps(offsets):
         return None
     order = _checks.ORDERS.get(sorted_) if isinstance(sorted_, (bool, str)) else None
     dtype = _top_k_op._index_dtype(index_dtype)
@@ -56,6 +57,9 @@ def call_segmented(data, offsets, k, mode, sorted_, nan, index_dtype, backend, a
     ):
         return None
     k = _top_k_op._k_of(k)
+    if transforms.active(data, offsets):  # the indices from the operator, the values gathered
+        _, indices = segmented_top_k(data.detach(), offsets, k, mode, order, nan, dtype, backend, algorithm)
+        return transforms.segmented_values(data, offsets, indices), indices
     return segmented_top_k(data, offsets, k, mode, order, nan, dtype, backend, algorithm)
 
 
@@ -126,6 +130,22 @@ def _segmented_backward(ctx, grad_values, _grad_indices):
 segmented_top_k.register_autograd(_segmented_backward, setup_context=_segmented_setup)
 
 
+def _sample(t, dim, b: int):
+    """Sample ``b`` of a tensor batched along ``dim`` by torch.vmap (None: not batched)."""
+    return t if dim is None else t.select(dim, b)
+
+
+@segmented_top_k.register_vmap
+def _segmented_vmap(info, in_dims, data, offsets, *args, **kwargs):
+    # A loop over the samples (each has its own segments of its own data): torch's fallback
+    # does the same, with a warning for every call.
+    rows = [
+        segmented_top_k(_sample(data, in_dims[0], b), _sample(offsets, in_dims[1], b), *args, **kwargs)
+        for b in range(info.batch_size)
+    ]
+    return (torch.stack([r[0] for r in rows]), torch.stack([r[1] for r in rows])), (0, 0)
+
+
 def call_merge(parts, k, mode, sorted_, nan):
     """``(values, indices)`` from the operator when every part of ``parts`` (a non-empty list or
     tuple whose first part is a pair: :func:`cutopk.merge_top_k` calls this only then) is a pair
@@ -140,10 +160,14 @@ def call_merge(parts, k, mode, sorted_, nan):
     order = _checks.ORDERS.get(sorted_) if isinstance(sorted_, (bool, str)) else None
     if order is None or not all(isinstance(s, str) for s in (mode, nan)):
         return None
-    values, indices, _ = merge_top_k(
-        [v for v, _ in pairs], [i for _, i in pairs], _top_k_op._k_of(k), mode, order, nan
-    )
-    return values, indices
+    values, indices = [v for v, _ in pairs], [i for _, i in pairs]
+    if transforms.active(*values, *indices):  # the winners from the operator, the values gathered
+        _, out_indices, where = merge_top_k(
+            [v.detach() for v in values], indices, _top_k_op._k_of(k), mode, order, nan
+        )
+        return transforms.merged_values(values, out_indices, where), out_indices
+    out_values, out_indices, _ = merge_top_k(values, indices, _top_k_op._k_of(k), mode, order, nan)
+    return out_values, out_indices
 
 
 @torch.library.custom_op("cutopk::merge_top_k", mutates_args=())
@@ -226,3 +250,19 @@ def _merge_backward(ctx, grad_values, _grad_indices, _grad_where):
 
 
 merge_top_k.register_autograd(_merge_backward, setup_context=_merge_setup)
+
+
+@merge_top_k.register_vmap
+def _merge_vmap(info, in_dims, values, indices, *args, **kwargs):
+    # A loop over the samples, as torch's fallback would do (without its warning).
+    values_dims, indices_dims = in_dims[0], in_dims[1]
+    rows = [
+        merge_top_k(
+            [_sample(v, d, b) for v, d in zip(values, values_dims, strict=True)],
+            [_sample(i, d, b) for i, d in zip(indices, indices_dims, strict=True)],
+            *args,
+            **kwargs,
+        )
+        for b in range(info.batch_size)
+    ]
+    return tuple(torch.stack([r[n] for r in rows]) for n in range(3)), (0, 0, 0)
