@@ -191,6 +191,7 @@ def plain_tensor(t, name: str = "a"):
         raise TypeError(
             f"{name}: expected a dense (strided) tensor, got layout {t.layout}; call .to_dense() first"
         )
+    check_untransformed(t, name)
     if t.is_quantized:
         raise TypeError(
             f"{name}: unsupported dtype {t.dtype} (expected one of {_supported_names()}; "
@@ -203,6 +204,20 @@ def plain_tensor(t, name: str = "a"):
     if t.is_conj():
         t = t.resolve_conj()
     return t
+
+
+def check_untransformed(t, name: str) -> None:
+    """Refuse a tensor a ``torch.func`` transform wraps where a call reads its memory or runs
+    autograd's path (which ``torch.func`` refuses): only the calls that cross cutopk's torch
+    operators work under a transform (cutopk/_core/transforms.py), and this says how to make one."""
+    import torch
+
+    if torch._C._functorch.is_functorch_wrapped_tensor(t):
+        raise TypeError(
+            f"{name}: under a torch.func transform, cutopk takes only the arguments its torch operators "
+            "take: k and axis as ints, sorted as a bool or str, lengths and offsets as tensors or NumPy "
+            "arrays, merge parts of tensors; no out= and no max_length="
+        )
 
 
 def _check_torch_dtype(dtype, name: str) -> None:

@@ -13,6 +13,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from .._interop import check_untransformed
+
 
 def records(a) -> bool:
     """Whether autograd records an operation on ``a`` here."""
@@ -56,6 +58,7 @@ def top_k(a, axis, select):
     selects from the detached input along the checked axis."""
     from .._request import checks as _checks
 
+    check_untransformed(a, "a")
     ax = _checks.check_axis(axis, a.dim())
     return _TopK.apply(a, ax, lambda detached: select(detached, ax))
 
@@ -87,6 +90,7 @@ class _Segmented(torch.autograd.Function):
 def segmented_top_k(data, select, starts_of):
     """``segmented_top_k`` with ``values`` differentiable with respect to ``data``: ``select``
     selects from the detached data, ``starts_of(n)`` gives each segment's start in it."""
+    check_untransformed(data, "data")
     return _Segmented.apply(data, starts_of, select)
 
 
@@ -119,6 +123,9 @@ def merge_top_k(select, values):
     A part's values that are no tensor (NumPy beside a CPU tensor, CuPy beside a CUDA one, as the
     call without grad takes them) join as a tensor on their memory, a constant to autograd, so
     the result is tensors whichever part comes first."""
+    for i, v in enumerate(values):
+        if isinstance(v, torch.Tensor):
+            check_untransformed(v, f"parts[{i}].values")
     return _Merge.apply(select, *(_as_tensor(v) for v in values))
 
 

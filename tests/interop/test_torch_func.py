@@ -120,3 +120,26 @@ def test_segmented_and_merge_under_transforms(capfd):
         jac = jacobian(lambda t: merged(t).values)(x)
         assert torch.equal(jac.sum(dim=(0, 1)), torch.zeros_like(x).scatter_(1, want.indices, 1.0))
     assert "performance drop" not in capfd.readouterr().err
+
+
+OFF_THE_SCHEMA = [
+    lambda t: func.grad(lambda u: cutopk.top_k(u, 2, sorted=np.True_).values.sum())(t),
+    lambda t: func.vmap(lambda u: cutopk.top_k(u, 2, sorted=np.True_).values)(t),
+    lambda t: func.vmap(
+        lambda u: cutopk.top_k(u, 2, out=(torch.empty(2), torch.empty(2, dtype=torch.int64)))
+    )(t),
+    lambda t: func.grad(lambda u: cutopk.segmented_top_k(u[0], [0, 4, 8], 2, max_length=4).values.sum())(t),
+    lambda t: func.grad(lambda u: cutopk.merge_top_k([(u, np.zeros((3, 8), np.int64))], 2).values.sum())(t),
+]
+
+
+@pytest.mark.parametrize(
+    "call", OFF_THE_SCHEMA, ids=["grad-sorted", "vmap-sorted", "vmap-out", "grad-max_length", "grad-merge"]
+)
+def test_arguments_the_operators_cannot_take_are_refused_by_name_under_a_transform(call):
+    # torch.func refuses the autograd functions those arguments take, and a wrapped tensor has no
+    # memory to read: the error says which arguments work.
+    with pytest.raises(
+        TypeError, match=r"under a torch\.func transform, cutopk takes only the arguments its torch"
+    ):
+        call(_distinct((3, 8)).float())
