@@ -17,8 +17,12 @@ from typing import Any
 import numpy as np
 
 
-def _module_of(a) -> str:
-    return type(a).__module__.split(".")[0]
+def is_torch_tensor(a: object) -> bool:
+    """Whether ``a`` is a torch tensor, a subclass's too: the one place that decides it. Torch is
+    never imported here: where the caller has not imported it, no object can be a tensor
+    (TorchDynamo folds this test on a traced tensor)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(a, getattr(torch, "Tensor", ()))
 
 
 def import_cupy():
@@ -55,7 +59,7 @@ def as_cupy(a) -> tuple[Any, Callable[[Any], Any], contextlib.AbstractContextMan
         if device == cupy.cuda.runtime.getDevice():
             return a, identity, NO_SCOPE
         return a, identity, DeviceScope(cupy, device)
-    if _module_of(a) == "torch":
+    if is_torch_tensor(a):
         import torch
 
         a = plain_tensor(a)
@@ -146,7 +150,7 @@ def as_host(a) -> tuple[Any, Callable[[Any], Any]]:
     no bfloat16)."""
     from ._request.checks import as_host_array
 
-    if _module_of(a) != "torch":
+    if not is_torch_tensor(a):
         return as_host_array(a), identity
     import torch
 
@@ -187,8 +191,12 @@ def plain_tensor(t, name: str = "a"):
         raise TypeError(
             f"{name}: expected a dense (strided) tensor, got layout {t.layout}; call .to_dense() first"
         )
+    check_untransformed(t, name)
     if t.is_quantized:
-        raise TypeError(f"{name}: unsupported dtype {t.dtype} (quantized tensors: call .dequantize() first)")
+        raise TypeError(
+            f"{name}: unsupported dtype {t.dtype} (expected one of {_supported_names()}; "
+            "quantized tensors: call .dequantize() first)"
+        )
     _check_torch_dtype(t.dtype, name)
     t = t.detach()
     if t.is_neg():
@@ -198,20 +206,40 @@ def plain_tensor(t, name: str = "a"):
     return t
 
 
+def check_untransformed(t, name: str) -> None:
+    """Refuse a tensor a ``torch.func`` transform wraps where a call reads its memory or runs
+    autograd's path (which ``torch.func`` refuses): only the calls that cross cutopk's torch
+    operators work under a transform (cutopk/_core/transforms.py), and this says how to make one."""
+    import torch
+
+    if torch._C._functorch.is_functorch_wrapped_tensor(t):
+        raise TypeError(
+            f"{name}: under a torch.func transform, cutopk takes only the arguments its torch operators "
+            "take: k and axis as ints, sorted as a bool or str, lengths and offsets as tensors or NumPy "
+            "arrays, merge parts of tensors; no out= and no max_length="
+        )
+
+
 def _check_torch_dtype(dtype, name: str) -> None:
     """Refuse, before any work, a torch dtype that DLPack cannot carry faithfully: float8, complex32
     and bits types have no DLPack export (torch raises from inside), and uint1..uint7 /
-    int1..int7 would be read as 8-bit integers. NumPy-equivalent dtypes (bool and complex too)
-    go on to the usual checks and their messages."""
+    int1..int7 would be read as 8-bit integers. NumPy's own bool and complex dtypes go on to the
+    usual checks and their messages (an argument's own, such as ``offsets``'); a dtype that
+    only ml_dtypes gives NumPy (complex32, float8: ``isbuiltin`` 2) does not cross."""
     from ._request import dtypes as _dtypes
 
     try:
         dt = _dtypes.as_numpy_dtype(dtype)
     except TypeError:
         dt = None
-    if dt is None or (dt not in _dtypes.SUPPORTED and dt.kind not in "bc"):
-        names = ", ".join(i.name for i in _dtypes.SUPPORTED.values())
-        raise TypeError(f"{name}: unsupported dtype {dtype} (expected one of {names})")
+    if dt is None or (dt not in _dtypes.SUPPORTED and not (dt.kind in "bc" and dt.isbuiltin == 1)):
+        raise TypeError(f"{name}: unsupported dtype {dtype} (expected one of {_supported_names()})")
+
+
+def _supported_names() -> str:
+    from ._request import dtypes as _dtypes
+
+    return ", ".join(i.name for i in _dtypes.SUPPORTED.values())
 
 
 def identity(x):

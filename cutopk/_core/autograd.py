@@ -10,7 +10,10 @@ constant and passes no gradient. Indices are not differentiable.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
+
+from .._interop import check_untransformed
 
 
 def records(a) -> bool:
@@ -55,6 +58,7 @@ def top_k(a, axis, select):
     selects from the detached input along the checked axis."""
     from .._request import checks as _checks
 
+    check_untransformed(a, "a")
     ax = _checks.check_axis(axis, a.dim())
     return _TopK.apply(a, ax, lambda detached: select(detached, ax))
 
@@ -86,13 +90,14 @@ class _Segmented(torch.autograd.Function):
 def segmented_top_k(data, select, starts_of):
     """``segmented_top_k`` with ``values`` differentiable with respect to ``data``: ``select``
     selects from the detached data, ``starts_of(n)`` gives each segment's start in it."""
+    check_untransformed(data, "data")
     return _Segmented.apply(data, starts_of, select)
 
 
 class _Merge(torch.autograd.Function):
     @staticmethod
     def forward(ctx, select, *values):
-        (out_values, out_indices), where = select([v.detach() for v in values])
+        (out_values, out_indices), where = select([_detached(v) for v in values])
         ctx.save_for_backward(out_indices, where)
         ctx.widths = [v.shape[-1] for v in values]
         ctx.shape = (*values[0].shape[:-1], sum(ctx.widths))
@@ -114,5 +119,33 @@ class _Merge(torch.autograd.Function):
 
 def merge_top_k(select, values):
     """``merge_top_k`` with ``values`` differentiable with respect to every part's values:
-    ``select(detached)`` merges the detached values and gives the winners' places in their parts."""
-    return _Merge.apply(select, *values)
+    ``select(detached)`` merges the detached values and gives the winners' places in their parts.
+    A part's values that are no tensor (NumPy beside a CPU tensor, CuPy beside a CUDA one, as the
+    call without grad takes them) join as a tensor on their memory, a constant to autograd, so
+    the result is tensors whichever part comes first."""
+    for i, v in enumerate(values):
+        if isinstance(v, torch.Tensor):
+            check_untransformed(v, f"parts[{i}].values")
+    return _Merge.apply(select, *(_as_tensor(v) for v in values))
+
+
+def _as_tensor(values):
+    """``values`` as a tensor sharing its memory (a read-only NumPy array copied: torch warns of
+    one), or as it is where torch cannot take it (a byte-swapped array, say): the merge's checks
+    then refuse it as without grad."""
+    if isinstance(values, torch.Tensor):
+        return values
+    try:
+        if not isinstance(values, np.ndarray):
+            return torch.from_dlpack(values)
+        if not values.flags.writeable:
+            values = values.copy()
+        if values.dtype.name == "bfloat16":  # ml_dtypes': torch takes its bits
+            return torch.from_numpy(values.view(np.int16)).view(torch.bfloat16)
+        return torch.from_numpy(values)
+    except (TypeError, ValueError, RuntimeError, BufferError, AttributeError):
+        return values
+
+
+def _detached(values):
+    return values.detach() if isinstance(values, torch.Tensor) else values

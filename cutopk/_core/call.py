@@ -219,9 +219,12 @@ def _wrap(a, backend):
     without a copy), the function returning results as the caller's array type, the device/stream
     scope to launch in, and the device id (-1 on the CPU). A plain NumPy array never comes here:
     :func:`prepare` takes it as it is."""
+    from .. import _interop
+
+    if _interop.is_torch_tensor(a):  # before array_kind, which would not know it for a tensor
+        _interop.check_untransformed(a, "a")
     kind = _checks.array_kind(a)
     _checks.resolve_backend(backend, kind, a)  # a backend/array mismatch is reported before anything else
-    from .. import _interop
 
     if kind == "numpy":
         arr, back = _interop.as_host(a)

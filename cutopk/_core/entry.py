@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from .._interop import is_torch_tensor
 from .._request import checks as _checks
 from .._request.plan import Plan
 from . import call as _call
@@ -176,12 +177,6 @@ def requires_grad(*arrays: Array) -> bool:
     """Whether one of ``arrays`` may be a tensor autograd records (torch is not imported here:
     :mod:`cutopk._core.autograd` makes the exact check)."""
     return any(type(a) is not np.ndarray and getattr(a, "requires_grad", False) for a in arrays)
-
-
-def is_torch_tensor(a: object) -> bool:
-    """Whether ``a`` is a torch tensor, told by its type's module (torch is not imported here;
-    TorchDynamo folds this test on a traced tensor)."""
-    return type(a).__module__.split(".")[0] == "torch"
 
 
 def _forward(

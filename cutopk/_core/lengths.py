@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._interop import aligned_copy, array_module, misaligned
+from .._interop import aligned_copy, array_module, is_torch_tensor, misaligned
 from .._request import checks as _checks
 from .._request import dtypes as _dtypes
 
@@ -56,7 +56,7 @@ def check(lengths, arr, req: _checks.Request):
     if not hasattr(lengths, "shape") or not hasattr(lengths, "dtype"):
         raise TypeError(f"lengths: expected an integer array, got {type(lengths).__qualname__}")
     module = type(lengths).__module__.split(".")[0]
-    if module == "torch":
+    if is_torch_tensor(lengths):
         # Refused by its torch dtype: a bfloat16 tensor would need ml_dtypes just to be viewed.
         name = str(lengths.dtype).removeprefix("torch.")
         if not name.startswith(("int", "uint")):

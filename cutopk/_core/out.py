@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._interop import is_torch_tensor
+
 
 def _fail(exc, name: str, message: str):
     return exc(f"out: {name} {message}")
@@ -24,13 +26,12 @@ def _as_backend_array(obj, name: str, dtype, arr):
     if isinstance(arr, np.ndarray):
         if isinstance(obj, np.ndarray) and not isinstance(obj, np.ma.MaskedArray):
             return obj
-        if type(obj).__module__.split(".")[0] == "torch" and obj.device.type == "cpu":
+        if is_torch_tensor(obj) and obj.device.type == "cpu":
             return _torch_view(obj, name, "cpu", dtype)
         raise _fail(TypeError, name, f"must be a NumPy array like the input, got {type(obj).__qualname__}")
-    module = type(obj).__module__.split(".")[0]
-    if module == "torch" and obj.device.type == "cuda":
+    if is_torch_tensor(obj) and obj.device.type == "cuda":
         return _torch_view(obj, name, "cuda", dtype)
-    if module != "cupy":
+    if type(obj).__module__.split(".")[0] != "cupy":
         raise _fail(
             TypeError,
             name,

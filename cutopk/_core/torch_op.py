@@ -26,17 +26,66 @@ positions; padding (index -1, with ``lengths``) passes none; indices are not dif
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 import torch
 
 from .._interop import _check_torch_dtype
 from .._request import checks as _checks
 from .._request import dtypes as _dtypes
+from . import transforms
 from .autograd import scatter_grad
 from .select import select
 
 # sorted= as the schema's string, and back: a schema has no "bool or str" type.
-ORDER_NAMES = {"value": True, "index": "index", "none": False}
+ORDER_NAMES: dict[str, bool | str] = {"value": True, "index": "index", "none": False}
+
+
+class FakeValueError(ValueError, IndexError):
+    """The ValueError of a check in a fake implementation, as it reaches the caller of a compiled
+    graph. TorchDynamo turns whatever a fake implementation raises into a TorchRuntimeError, but
+    lets an IndexError through (torch's own dimension checks), so the eager error (a ValueError,
+    message and all) comes through ``torch.compile`` as this one. NumPy's AxisError is both
+    already."""
+
+
+class FakeTypeError(TypeError, IndexError):
+    """The TypeError of a check in a fake implementation (see :class:`FakeValueError`)."""
+
+
+def eager_errors(fake: Callable[..., Any]) -> Callable[..., Any]:
+    """A fake implementation whose ValueErrors and TypeErrors come through ``torch.compile`` as
+    they are raised eagerly (:class:`FakeValueError`). Its symbolic checks use
+    ``torch._check_with(ValueError, ...)`` for the same reason."""
+
+    @functools.wraps(fake)
+    def checked(*args, **kwargs):
+        try:
+            return fake(*args, **kwargs)
+        except (ValueError, TypeError) as exc:
+            if isinstance(exc, IndexError):
+                raise
+            passing = FakeValueError if isinstance(exc, ValueError) else FakeTypeError
+            raise passing(str(exc)) from None
+
+    return checked
+
+
+def hint(size):
+    """A symbolic size as the value it has in the example a graph is traced on (what the eager
+    message would say), where it has one; any other size as it is."""
+    value = getattr(getattr(size, "node", None), "hint", None)
+    return size if value is None else value
+
+
+def order_of(sorted_: str) -> bool | str:
+    """The operators' ``sorted`` as :func:`cutopk.top_k` takes it, or the ValueError listing what
+    the schema takes (``True`` and ``False`` are no strings, so top_k's own list would mislead)."""
+    _checks.check_choice("sorted", sorted_, ORDER_NAMES)
+    return ORDER_NAMES[sorted_]
 
 
 def _index_dtype(index_dtype) -> torch.dtype | None:
@@ -67,6 +116,18 @@ def _k_of(k):
     return _checks.as_index(k, "k")
 
 
+def host_tensor(arr: np.ndarray) -> torch.Tensor | np.ndarray:
+    """An integer NumPy array (``lengths``, ``offsets``) as the CPU tensor the schema takes: a
+    byte-swapped or read-only one copied first (``torch.from_numpy`` refuses the first and warns
+    of the second; a batch of lengths is small). Any other dtype stays NumPy: the caller's plain
+    path refuses it with the usual error."""
+    if arr.dtype.kind not in "iu":
+        return arr
+    if not arr.dtype.isnative or not arr.flags.writeable:
+        arr = arr.astype(arr.dtype.newbyteorder("="))
+    return torch.from_numpy(arr)
+
+
 def plain_eager(*tensors) -> bool:
     """Whether the plain path serves this eager call exactly as the operator would, so that
     torch's dispatcher can be skipped (it doubled the host time of a small CPU call: 280 ->
@@ -82,6 +143,7 @@ def plain_eager(*tensors) -> bool:
         and torch._C._len_torch_dispatch_stack() == 0
         and not torch._C._is_torch_function_mode_enabled()
         and not any(torch._C._functorch.is_functorch_wrapped_tensor(t) for t in tensors)
+        and not transforms.forward_ad_on()
     )
 
 
@@ -89,12 +151,12 @@ def call(a, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm, length
     """``(values, indices)`` from the operator, or None when the plain path serves the call: a
     :func:`plain_eager` one, or one with an argument that cannot cross the schema (the plain path
     then raises the usual error for it)."""
-    if plain_eager(a):
+    if plain_eager(a) and not transforms.wraps(lengths):
         return None
     order = _checks.ORDERS.get(sorted_) if isinstance(sorted_, (bool, str)) else None
     dtype = _index_dtype(index_dtype)
     if type(lengths) is np.ndarray:  # not a masked array: from_numpy would drop its mask
-        lengths = torch.from_numpy(lengths)
+        lengths = host_tensor(lengths)
     if isinstance(axis, np.integer):
         axis = int(axis)
     if (
@@ -105,6 +167,9 @@ def call(a, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm, length
         or not (lengths is None or isinstance(lengths, torch.Tensor))
     ):
         return None
+    if transforms.active(a, lengths):  # the indices from the operator, the values gathered
+        _, indices = top_k(a.detach(), _k_of(k), axis, mode, order, nan, dtype, backend, algorithm, lengths)
+        return transforms.top_k_values(a, axis % a.dim(), indices), indices
     return top_k(a, _k_of(k), axis, mode, order, nan, dtype, backend, algorithm, lengths)
 
 
@@ -122,12 +187,13 @@ def top_k(
     lengths: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`cutopk.top_k` (``sorted`` is ``"value"``, ``"index"`` or ``"none"``)."""
-    order = ORDER_NAMES.get(sorted, sorted)  # an unknown name goes on, to be refused by the checks
+    order = order_of(sorted)
     values, indices = select(a, k, axis, mode, order, nan, index_dtype, backend, algorithm, lengths)
     return values, indices
 
 
 @top_k.register_fake
+@eager_errors
 def _(a, k, axis=-1, mode="largest", sorted="value", nan="last", index_dtype=torch.int64,
       backend="auto", algorithm="auto", lengths=None):  # fmt: skip
     # The checks that need no data, with the plain path's errors, then the shapes.
@@ -142,15 +208,21 @@ def _(a, k, axis=-1, mode="largest", sorted="value", nan="last", index_dtype=tor
         _checks.check_k(k, n, ax)
         _checks.check_index_dtype(index_dtype, n)
     else:  # symbolic: the guards the compiled graph runs under
-        torch._check(k >= 0, lambda: f"k: expected k >= 0, got k={k}")
-        torch._check(k <= n, lambda: f"k: expected k <= {n} (the length of axis {ax}), got k={k}")
+
+        def eager() -> str:  # the eager message, in the example's sizes
+            return f"k: expected 0 <= k <= {hint(n)} (the length of axis {ax}), got k={hint(k)}"
+
+        torch._check_with(ValueError, k >= 0, eager)
+        torch._check_with(ValueError, k <= n, eager)
         _checks.check_index_dtype(index_dtype, 1)
     if lengths is not None:
         batch = tuple(s for i, s in enumerate(a.shape) if i != ax)
-        torch._check(
+        torch._check_with(
+            ValueError,
             tuple(lengths.shape) == batch,
             lambda: (
-                f"lengths: expected shape {batch} (the input's shape without axis {ax}), got {tuple(lengths.shape)}"
+                f"lengths: expected shape {tuple(map(hint, batch))} (the input's shape without axis {ax}), "
+                f"got {tuple(map(hint, lengths.shape))}"
             ),
         )
     shape = (*a.shape[:ax], k, *a.shape[ax + 1 :])
@@ -170,3 +242,22 @@ def _backward(ctx, grad_values, _grad_indices):
 
 
 top_k.register_autograd(_backward, setup_context=_setup_context)
+
+
+@top_k.register_vmap
+def _vmap(info, in_dims, a, k, axis=-1, mode="largest", sorted="value", nan="last", index_dtype=torch.int64,
+          backend="auto", algorithm="auto", lengths=None):  # fmt: skip
+    # One call on the batch: the rows of every sample are rows of one input (the batch axis
+    # first, the axis shifted past it), so torch.vmap needs no loop over the samples.
+    a_dim, lengths_dim = in_dims[0], in_dims[-1]
+    ax = _checks.check_axis(axis, a.dim() - (a_dim is not None))
+    a = _batch_first(a, a_dim, info.batch_size)
+    if lengths is not None:
+        lengths = _batch_first(lengths, lengths_dim, info.batch_size)
+    values, indices = top_k(a, k, ax + 1, mode, sorted, nan, index_dtype, backend, algorithm, lengths)
+    return (values, indices), (0, 0)
+
+
+def _batch_first(t, dim, size: int):
+    """``t`` with its batch dimension ``dim`` first, or expanded to ``size`` where it has none."""
+    return t.movedim(dim, 0) if dim is not None else t.expand(size, *t.shape)

@@ -47,7 +47,8 @@ def merge_top_k(
         ``(values, indices)`` of shape ``(*batch, k)``, C-contiguous, the parts' dtypes and array
         type. A row with fewer than ``k`` real candidates ends in padding: index -1, value 0.
         For torch parts whose values require grad, ``values`` carries the gradient to every
-        part's values (to the winners).
+        part's values (to the winners), and is a tensor even where parts[0] is NumPy: a NumPy
+        part beside them joins as a constant.
 
     Examples
     --------

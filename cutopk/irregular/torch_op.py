@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from .._core import torch_op as _top_k_op
+from .._core import transforms
 from .._core.autograd import valid_where
 from .._request import checks as _checks
 from .._request import dtypes as _dtypes
@@ -33,7 +34,8 @@ def _offsets_tensor(offsets):
     if isinstance(offsets, torch.Tensor):
         return offsets
     if type(offsets) is np.ndarray:  # not a masked array: from_numpy would drop its mask
-        return torch.from_numpy(offsets)
+        offsets = _top_k_op.host_tensor(offsets)
+        return offsets if isinstance(offsets, torch.Tensor) else None
     if isinstance(offsets, (list, tuple)) and offsets and all(type(o) is int for o in offsets):
         return torch.tensor(offsets, dtype=torch.int64)
     return None  # an empty list, a mixed one, a masked array: the plain path reports it
@@ -43,7 +45,7 @@ def call_segmented(data, offsets, k, mode, sorted_, nan, index_dtype, backend, a
     """``(values, indices)`` from the operator, or None when an argument cannot cross its schema
     (the plain path then raises the usual error), or for a plain eager call
     (:func:`cutopk._core.torch_op.plain_eager`)."""
-    if _top_k_op.plain_eager(data):
+    if _top_k_op.plain_eager(data) and not transforms.wraps(offsets):
         return None
     if max_length is not None:  # an int crosses (a NumPy one made an int); a bool, a float do not
         if isinstance(max_length, (bool, np.bool_)) or not isinstance(max_length, (int, np.integer)):
@@ -60,6 +62,11 @@ def call_segmented(data, offsets, k, mode, sorted_, nan, index_dtype, backend, a
     ):
         return None
     k = _top_k_op._k_of(k)
+    if transforms.active(data, offsets):  # the indices from the operator, the values gathered
+        _, indices = segmented_top_k(
+            data.detach(), offsets, k, mode, order, nan, dtype, backend, algorithm, max_length
+        )
+        return transforms.segmented_values(data, offsets, indices), indices
     return segmented_top_k(data, offsets, k, mode, order, nan, dtype, backend, algorithm, max_length)
 
 
@@ -79,7 +86,7 @@ def segmented_top_k(
     """:func:`cutopk.segmented_top_k` (``sorted`` is ``"value"``, ``"index"`` or ``"none"``).
     ``max_length`` is the schema's last argument, with a default: a graph saved before it was
     added calls the operator as ever."""
-    order = _ORDER_NAMES.get(sorted, sorted)
+    order = _top_k_op.order_of(sorted)
     values, indices = segmented.segmented_top_k(
         data, offsets, k, mode, order, nan, index_dtype, backend, algorithm, max_length
     )
@@ -87,6 +94,7 @@ def segmented_top_k(
 
 
 @segmented_top_k.register_fake
+@_top_k_op.eager_errors
 def _(data, offsets, k, mode="largest", sorted="value", nan="last", index_dtype=torch.int64,
       backend="auto", algorithm="auto", max_length=None):  # fmt: skip
     _dtypes.check_dtype(data.dtype, "data")
@@ -98,11 +106,15 @@ def _(data, offsets, k, mode="largest", sorted="value", nan="last", index_dtype=
         raise ValueError(
             f"offsets: expected a 1-D array of S + 1 positions, got shape {tuple(offsets.shape)}"
         )
-    torch._check(offsets.shape[0] >= 1, lambda: "offsets: expected S + 1 >= 1 positions, got an empty array")
+    torch._check_with(
+        ValueError,
+        offsets.shape[0] >= 1,
+        lambda: "offsets: expected S + 1 >= 1 positions, got an empty array",
+    )
     for name, value, choices in (("mode", mode, _checks.MODES), ("sorted", sorted, _ORDER_NAMES),
                                  ("nan", nan, _checks.NAN_POLICIES), ("backend", backend, _checks.BACKENDS)):  # fmt: skip
         _checks.check_choice(name, value, choices)
-    torch._check(k >= 0, lambda: f"k: expected k >= 0, got k={k}")
+    torch._check_with(ValueError, k >= 0, lambda: f"k: expected k >= 0, got k={k}")
     segmented.check_max_length(max_length)
     shape = (offsets.shape[0] - 1, k)
     return data.new_empty(shape), data.new_empty(shape, dtype=index_dtype)
@@ -130,6 +142,22 @@ def _segmented_backward(ctx, grad_values, _grad_indices):
 segmented_top_k.register_autograd(_segmented_backward, setup_context=_segmented_setup)
 
 
+def _sample(t, dim, b: int):
+    """Sample ``b`` of a tensor batched along ``dim`` by torch.vmap (None: not batched)."""
+    return t if dim is None else t.select(dim, b)
+
+
+@segmented_top_k.register_vmap
+def _segmented_vmap(info, in_dims, data, offsets, *args, **kwargs):
+    # A loop over the samples (each has its own segments of its own data): torch's fallback
+    # does the same, with a warning for every call.
+    rows = [
+        segmented_top_k(_sample(data, in_dims[0], b), _sample(offsets, in_dims[1], b), *args, **kwargs)
+        for b in range(info.batch_size)
+    ]
+    return (torch.stack([r[0] for r in rows]), torch.stack([r[1] for r in rows])), (0, 0)
+
+
 def call_merge(parts, k, mode, sorted_, nan):
     """``(values, indices)`` from the operator when every part of ``parts`` (a non-empty list or
     tuple whose first part is a pair: :func:`cutopk.merge_top_k` calls this only then) is a pair
@@ -144,10 +172,14 @@ def call_merge(parts, k, mode, sorted_, nan):
     order = _checks.ORDERS.get(sorted_) if isinstance(sorted_, (bool, str)) else None
     if order is None or not all(isinstance(s, str) for s in (mode, nan)):
         return None
-    values, indices, _ = merge_top_k(
-        [v for v, _ in pairs], [i for _, i in pairs], _top_k_op._k_of(k), mode, order, nan
-    )
-    return values, indices
+    values, indices = [v for v, _ in pairs], [i for _, i in pairs]
+    if transforms.active(*values, *indices):  # the winners from the operator, the values gathered
+        _, out_indices, where = merge_top_k(
+            [v.detach() for v in values], indices, _top_k_op._k_of(k), mode, order, nan
+        )
+        return transforms.merged_values(values, out_indices, where), out_indices
+    out_values, out_indices, _ = merge_top_k(values, indices, _top_k_op._k_of(k), mode, order, nan)
+    return out_values, out_indices
 
 
 @torch.library.custom_op("cutopk::merge_top_k", mutates_args=())
@@ -163,7 +195,7 @@ def merge_top_k(
     winner's position along the parts' concatenated last axis."""
     if len(values) != len(indices):
         raise ValueError(f"parts: expected as many values as indices, got {len(values)} and {len(indices)}")
-    order = _ORDER_NAMES.get(sorted, sorted)
+    order = _top_k_op.order_of(sorted)
     (out_values, out_indices), where = merge.merge_top_k(
         list(zip(values, indices, strict=True)), k, mode, order, nan, positions=True
     )
@@ -171,6 +203,7 @@ def merge_top_k(
 
 
 @merge_top_k.register_fake
+@_top_k_op.eager_errors
 def _(values, indices, k, mode="largest", sorted="value", nan="last"):
     if not values or len(values) != len(indices):
         raise ValueError(
@@ -190,8 +223,13 @@ def _(values, indices, k, mode="largest", sorted="value", nan="last"):
     if isinstance(k, int) and isinstance(total, int):
         merge.check_k(k, total)
     else:  # symbolic: the guards the compiled graph runs under
-        torch._check(k >= 0, lambda: f"k: expected k >= 0, got k={k}")
-        torch._check(k <= total, lambda: f"k: expected k <= {total} (the candidates in all parts), got k={k}")
+
+        def eager() -> str:  # the eager message, in the example's sizes
+            hint = _top_k_op.hint
+            return f"k: expected 0 <= k <= {hint(total)} (the number of candidates in all parts together), got k={hint(k)}"
+
+        torch._check_with(ValueError, k >= 0, eager)
+        torch._check_with(ValueError, k <= total, eager)
     shape = (*first.shape[:-1], k)
     return (
         first.new_empty(shape),
@@ -224,3 +262,19 @@ def _merge_backward(ctx, grad_values, _grad_indices, _grad_where):
 
 
 merge_top_k.register_autograd(_merge_backward, setup_context=_merge_setup)
+
+
+@merge_top_k.register_vmap
+def _merge_vmap(info, in_dims, values, indices, *args, **kwargs):
+    # A loop over the samples, as torch's fallback would do (without its warning).
+    values_dims, indices_dims = in_dims[0], in_dims[1]
+    rows = [
+        merge_top_k(
+            [_sample(v, d, b) for v, d in zip(values, values_dims, strict=True)],
+            [_sample(i, d, b) for i, d in zip(indices, indices_dims, strict=True)],
+            *args,
+            **kwargs,
+        )
+        for b in range(info.batch_size)
+    ]
+    return tuple(torch.stack([r[n] for r in rows]) for n in range(3)), (0, 0, 0)

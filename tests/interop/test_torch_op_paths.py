@@ -1,7 +1,8 @@
 """The fake implementations of ``torch.ops.cutopk.segmented_top_k`` and ``merge_top_k`` (what
 meta tensors and torch.compile see): every misfit the plain path refuses without reading data is
-refused with the plain path's message, never answered with a made-up shape; and the operators
-called directly with as many values as indices, or not."""
+refused with the plain path's message, never answered with a made-up shape; the operators
+called directly with as many values as indices, or not; and a bad ``sorted`` given to an
+operator, answered with the choices its schema takes."""
 
 from __future__ import annotations
 
@@ -95,3 +96,43 @@ def test_the_merge_operator_needs_as_many_values_as_indices():
     # 4.0 ties at indices 5 and 3: the lower index first.
     assert got_values.tolist() == [[6.0, 4.0, 4.0]] and got_indices.tolist() == [[7, 3, 5]]
     assert where.tolist() == [[3, 4, 0]]  # the winners' places along the concatenated parts
+
+
+OPERATOR_CALLS = {
+    "top_k": lambda v, i, **kw: torch.ops.cutopk.top_k(v(3, 10), 2, **kw),
+    "segmented_top_k": lambda v, i, **kw: torch.ops.cutopk.segmented_top_k(v(10), i(2), 2, **kw),
+    "merge_top_k": lambda v, i, **kw: torch.ops.cutopk.merge_top_k([v(2, 3)], [i(2, 3)], 2, **kw),
+}
+
+
+@pytest.mark.parametrize("op", sorted(OPERATOR_CALLS))
+def test_an_operators_bad_sorted_lists_what_its_schema_takes(op):
+    import cutopk.torch_ops  # noqa: F401 - registers the operators
+
+    # The schema's sorted is a string: top_k's True and False cannot cross, and "none" can.
+    message = r"^sorted: expected one of 'value', 'index', 'none', got 'bogus'$"
+    _raises_alike(lambda device: OPERATOR_CALLS[op](*_both(device), sorted="bogus"), ValueError, message)
+
+
+COMPILED_ERRORS = [
+    (lambda t: cutopk.top_k(t, 11), ValueError, r"^k: expected 0 <= k <= 10 \(the length of axis 1\), got k=11(\n|$)"),
+    (lambda t: cutopk.top_k(t, -1), ValueError, r"^k: expected 0 <= k <= 10 \(the length of axis 1\), got k=-1(\n|$)"),
+    (lambda t: cutopk.top_k(t, 2, mode="max"), ValueError, r"^mode: expected one of 'largest', 'smallest', got 'max'(\n|$)"),
+    (lambda t: cutopk.top_k(t, 2, lengths=torch.tensor([1])), ValueError, r"^lengths: expected shape \(2,\) .*, got \(1,\)(\n|$)"),
+    (lambda t: cutopk.top_k(t.to(torch.complex64), 2), TypeError, r"^a: unsupported dtype complex64 \(expected one of"),
+    (lambda t: cutopk.segmented_top_k(t[0], torch.tensor([0, 10]), -1), ValueError, r"^k: expected k >= 0, got k=-1(\n|$)"),
+    (lambda t: cutopk.merge_top_k([(t, t.long())], 21), ValueError, r"^k: expected 0 <= k <= 10 \(the number of candidates"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+@pytest.mark.parametrize(("call", "error", "message"), COMPILED_ERRORS)
+def test_compiled_calls_raise_the_eager_errors(call, error, message, dynamic):
+    # TorchDynamo turns a fake implementation's error into a TorchRuntimeError unless it is an
+    # IndexError: the eager ValueError (TypeError) comes through, message first, in either case.
+    torch._dynamo.reset()
+    t = torch.zeros(2, 10)
+    with pytest.raises(error, match=message):
+        call(t)
+    with pytest.raises(error, match=message):
+        torch.compile(call, fullgraph=True, dynamic=dynamic)(t)

@@ -1,6 +1,7 @@
 """torch tensors as arguments: views with the negative bit read with their sign (by top_k and
 the front ends alike), the conjugate bit, sparse and quantized tensors refused by type, ``k`` and
-``index_dtype`` given as torch values, and the reference's answer for a torch input."""
+``index_dtype`` given as torch values, the reference's answer for a torch input, and every
+torch dtype cutopk does not support refused by the same TypeError (plain path, operator, fake)."""
 
 from __future__ import annotations
 
@@ -92,3 +93,43 @@ def test_reference_agrees_for_torch_inputs():
     x = torch.tensor([[3.0, 1.0, 3.0, float("nan")]])
     got = cutopk.top_k(x, 3, nan="largest")
     assert_same((got.values.numpy(), got.indices.numpy()), reference_top_k(x.numpy(), 3, nan="largest"))
+
+
+SUPPORTED_TORCH = {"float16", "float32", "float64", "bfloat16", "int8", "int16", "int32", "int64"}
+SUPPORTED_TORCH |= {"uint8", "uint16", "uint32", "uint64"}
+UNSUPPORTED_TORCH = sorted(
+    {d for d in vars(torch).values() if isinstance(d, torch.dtype) and str(d)[6:] not in SUPPORTED_TORCH},
+    key=str,
+)
+
+
+def _tensor_of(dtype, device="cpu"):
+    """A (3, 10) tensor of ``dtype``, or None where torch makes none."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # complex32 is experimental, quantized tensors deprecated
+        try:
+            if str(dtype).startswith("torch.q") and device == "cpu":
+                return torch.quantize_per_tensor(torch.randn(3, 10), 0.1, 0, dtype)
+            return torch.empty(3, 10, dtype=dtype, device=device)  # refused before it is read
+        except (RuntimeError, TypeError, NotImplementedError):
+            return None
+
+
+@pytest.mark.parametrize("dtype", UNSUPPORTED_TORCH, ids=str)
+def test_every_unsupported_torch_dtype_is_the_type_error_naming_it_and_the_supported_ones(dtype):
+    import cutopk.torch_ops  # registers the operators
+
+    x = _tensor_of(dtype)
+    if x is None:
+        pytest.skip(f"torch makes no tensor of {dtype}")
+    named = str(dtype).removeprefix("torch.")
+    message = rf"^a: unsupported dtype (torch\.)?{named} \(expected one of float16, float32, .*bfloat16[;)]"
+    calls = [lambda t: cutopk.top_k(t, 2), lambda t: torch.ops.cutopk.top_k(t, 2)]
+    calls.append(lambda t: cutopk.segmented_top_k(t[0], [0, 4, 10], 2))
+    for call in calls:
+        with pytest.raises(TypeError, match=message.replace("^a:", "^(a|data):")):
+            call(x)
+    meta = _tensor_of(dtype, "meta")
+    if meta is not None:  # the operator's fake implementation: what torch.compile sees
+        with pytest.raises(TypeError, match=message):
+            torch.ops.cutopk.top_k(meta, 2)
