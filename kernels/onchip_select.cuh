@@ -4,9 +4,9 @@
 // function called by every thread of the block; docs/kernels.md describes the families.
 //
 // Digits: CUTOPK_RESIDENT_DIGIT_BITS (12) at a time from the top, counted in 32-bit shared
-// counters, a plain shared atomic per key (count_key, radix_digit.cuh). Shared memory at the start of a block's
-// dynamic shared memory: the histogram, which the K winners' keys and 32-bit indices overlay
-// once it is dead (front_bytes), then the keys.
+// counters, a plain shared atomic per key (count_key, radix_digit.cuh). Shared memory at the
+// start of a block's dynamic shared memory: the histogram, which the K winners' keys and 32-bit
+// indices overlay once it is dead (front_bytes), then the keys.
 #pragma once
 
 #include "constants.cuh"

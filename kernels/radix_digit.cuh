@@ -40,7 +40,7 @@ __device__ __forceinline__ bool in_race(Key key, int shift, unsigned long long p
 #endif
 
 // Adds one to hist[digit] (digit < 2^16) when `counted`: a plain shared atomic, in any order (a
-// histogram does not depend on it), so no lane waits for another. `aggregate` is read only under
+// histogram does not depend on it), with no warp-wide step before it. `aggregate` is read only under
 // CUTOPK_COUNT_WITH_MATCH, where (the same in the whole warp, and then every lane must call it)
 // the lanes with equal digits add once together, after a warp match.
 __device__ __forceinline__ void count_key(unsigned int* hist, unsigned digit, bool counted, bool aggregate) {
