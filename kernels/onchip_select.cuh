@@ -70,11 +70,14 @@ __device__ __forceinline__ void count_digit(unsigned* hist, unsigned digit, bool
 __device__ __forceinline__ void count_sparse_digit(unsigned* hist, unsigned digit, bool counted) {
 #if CUTOPK_COUNT_WITH_MATCH
   constexpr int SPARSE_LANES = 8;
-  const bool aggregate = __popc(__ballot_sync(FULL, counted)) > SPARSE_LANES;
-#else
-  const bool aggregate = false;
+  const unsigned counting = __ballot_sync(FULL, counted);
+  if (counting == 0) return;
+  if (__popc(counting) > SPARSE_LANES) {
+    count_matched(hist, digit, counted);
+    return;
+  }
 #endif
-  count_key(hist, digit, counted, aggregate);
+  count_key(hist, digit, counted, false);
 }
 
 // Keys per 16-byte shared-memory load (the scans of the held keys: one LDS.128 and KEYS_PER_VEC

@@ -39,18 +39,25 @@ __device__ __forceinline__ bool in_race(Key key, int shift, unsigned long long p
 #define CUTOPK_COUNT_WITH_MATCH 0
 #endif
 
+#if CUTOPK_COUNT_WITH_MATCH
+// The counting before issue 51: the lanes with equal digits (digit < 2^16) add once together,
+// after a warp match. Every lane of the warp calls it.
+__device__ __forceinline__ void count_matched(unsigned int* hist, unsigned digit, bool counted) {
+  const unsigned lane = threadIdx.x & 31;
+  // Lanes that do not count get values no digit takes, so they match only themselves.
+  const unsigned peers = __match_any_sync(0xffffffffu, counted ? digit : 0xffffffe0u + lane);
+  if (counted && lane == (unsigned)(__ffs(peers) - 1)) atomicAdd(&hist[digit], (unsigned)__popc(peers));
+}
+#endif
+
 // Adds one to hist[digit] (digit < 2^16) when `counted`: a plain shared atomic, in any order (a
-// histogram does not depend on it), with no warp-wide step before it. `aggregate` is read only under
-// CUTOPK_COUNT_WITH_MATCH, where (the same in the whole warp, and then every lane must call it)
-// the lanes with equal digits add once together, after a warp match.
+// histogram does not depend on it), with no warp-wide step before it. `aggregate` is read only
+// under CUTOPK_COUNT_WITH_MATCH, where (the same in the whole warp, and then every lane must call
+// it) it counts with count_matched.
 __device__ __forceinline__ void count_key(unsigned int* hist, unsigned digit, bool counted, bool aggregate) {
 #if CUTOPK_COUNT_WITH_MATCH
   if (aggregate) {
-    if (!__any_sync(0xffffffffu, counted)) return;
-    const unsigned lane = threadIdx.x & 31;
-    // Lanes that do not count get values no digit takes, so they match only themselves.
-    const unsigned peers = __match_any_sync(0xffffffffu, counted ? digit : 0xffffffe0u + lane);
-    if (counted && lane == (unsigned)(__ffs(peers) - 1)) atomicAdd(&hist[digit], (unsigned)__popc(peers));
+    if (__any_sync(0xffffffffu, counted)) count_matched(hist, digit, counted);
     return;
   }
 #endif
