@@ -230,21 +230,11 @@ __device__ __forceinline__ Row<T> row_of(const T* in, long long n, long long row
 }
 
 // Adds `key`'s digit (the bits [low, low + width) as `mask` keeps them) to hist when `counted`.
-// With `aggregate` (the same in the whole warp, and then every lane must call it) lanes with equal
-// digits add once together: it pays on the top digit, where many keys share their top bits.
+// `aggregate`: see count_key (radix_digit.cuh; the top digit, where many keys share their top bits).
 template <class Key>
 __device__ __forceinline__ void count_digit_at(unsigned int* hist, Key key, bool counted, int low, unsigned mask,
                                                bool aggregate) {
-  const unsigned digit = static_cast<unsigned>(key >> low) & mask;
-  if (aggregate) {
-    if (!__any_sync(0xffffffffu, counted)) return;
-    const unsigned lane = threadIdx.x & 31;
-    // Lanes that do not count get values no digit takes, so they match only themselves.
-    const unsigned peers = __match_any_sync(0xffffffffu, counted ? digit : 0x10000u + lane);
-    if (counted && lane == (unsigned)(__ffs(peers) - 1)) atomicAdd(&hist[digit], (unsigned)__popc(peers));
-  } else if (counted) {
-    atomicAdd(&hist[digit], 1u);
-  }
+  count_key(hist, static_cast<unsigned>(key >> low) & mask, counted, aggregate);
 }
 
 // Appends the elements of this lane's run picked in `picks` (bit e: element e) to a buffer of
@@ -299,7 +289,7 @@ static_assert(STAGE_SIZE >= 32 * 8, "a stage holds a round of a warp's runs of 1
 // Appends the `fill` candidates a warp has staged (offsets from `begin` in `stage`) to the row's
 // candidate buffer at positions one atomic per warp hands out on `counter` (any order: every
 // reader goes by the stored indices), and counts their digit [low, low + width) in `counts`
-// (lanes with equal digits add once together). Positions from `cap` on are not written; the
+// (count_digit_at: a shared atomic each). Positions from `cap` on are not written; the
 // counter counts them all, so a count past `cap` tells the finishing block that the buffer
 // overflowed; it returns true then (the warp's), and the warp stages no more (the row starts
 // over). Every lane of the warp calls it with the same `fill`. Scalars only, no pointer to a
@@ -316,7 +306,7 @@ __device__ __noinline__ bool flush_stage(const typename KeyTraits<T>::Key* bits,
   unsigned long long base = 0;
   if (lane == 0) base = atomicAdd(counter, (unsigned long long)fill);
   base = __shfl_sync(0xffffffffu, base, 0);
-  for (int j0 = 0; j0 < fill; j0 += 32) {  // whole rounds: every lane reaches the digit count's match
+  for (int j0 = 0; j0 < fill; j0 += 32) {  // whole rounds (CUTOPK_COUNT_WITH_MATCH: every lane reaches the match)
     const int j = j0 + lane;
     const bool valid = j < fill;
     const long long i = begin + (valid ? stage[j] : 0u);
@@ -495,7 +485,7 @@ sample_threshold(MB_INPUT, int rank, int k, State* __restrict__ state, unsigned 
     const unsigned long long prefix = s_state.prefix;
     const bool top = shift + 8 >= KEY_BITS;
     // A whole number of rounds per thread (the sample is a multiple of the block size), so
-    // every lane of a warp reaches the histogram's warp votes together.
+    // every lane of a warp reaches count_digit together (its warp match under CUTOPK_COUNT_WITH_MATCH).
     for (int j = threadIdx.x; j < CUTOPK_MULTIBLOCK_SAMPLES; j += blockDim.x)
       count_digit<Key>(counts, keys[j], in_race<Key>(keys[j], shift, prefix, top), shift, top);
     __syncthreads();

@@ -4,9 +4,9 @@
 // function called by every thread of the block; docs/kernels.md describes the families.
 //
 // Digits: CUTOPK_RESIDENT_DIGIT_BITS (12) at a time from the top, counted in 32-bit shared
-// counters (warp-aggregated with __match_any_sync). Shared memory at the start of a block's
-// dynamic shared memory: the histogram, which the K winners' keys and 32-bit indices overlay
-// once it is dead (front_bytes), then the keys.
+// counters, a plain shared atomic per key (count_key, radix_digit.cuh). Shared memory at the
+// start of a block's dynamic shared memory: the histogram, which the K winners' keys and 32-bit
+// indices overlay once it is dead (front_bytes), then the keys.
 #pragma once
 
 #include "constants.cuh"
@@ -54,33 +54,30 @@ __device__ __forceinline__ unsigned long long high_bits(Key key, int shift) {
   return shift >= 8 * (int)sizeof(Key) ? 0ull : (unsigned long long)key >> shift;
 }
 
-// Adds one to bin `digit` where `counted`; lanes of the warp with the same digit add once together
-// (a row of one value would otherwise serialise on one counter). Every lane of the warp calls it.
+// Adds one to bin `digit` where `counted` (count_key: a plain shared atomic; the lanes of a warp
+// that hit one bin, a row of one value, are added together by ATOMS.POPC.INC on sm_90). Every
+// lane of the warp calls it (a warp match under CUTOPK_COUNT_WITH_MATCH).
 __device__ __forceinline__ void count_digit(unsigned* hist, unsigned digit, bool counted) {
-  if (!__any_sync(FULL, counted)) return;
-  const unsigned lane = threadIdx.x & 31;
-  const unsigned peers = __match_any_sync(FULL, counted ? digit : BINS + lane);  // idle lanes: alone
-  if (counted && lane == (unsigned)(__ffs(peers) - 1)) atomicAdd(&hist[digit], (unsigned)__popc(peers));
+  count_key(hist, digit, counted, true);
 }
 
-// Lanes of a warp at most this many of which count: a plain shared atomic each (at worst that
-// many adds to one counter in a row), cheaper than __match_any_sync, which a refine pass would
-// otherwise issue for nearly every element (a bucket of 1/16 of the row has a member in 87% of
-// the warp's 32 keys) although its members are few and spread (issue 39).
-constexpr int SPARSE_LANES = 8;
-
-// count_digit for keys of which few may count (the refine passes): plain atomics when at most
-// SPARSE_LANES lanes count, else warp-aggregated. Every lane of the warp calls it.
+// count_digit for keys of which few may count (the refine passes): the same plain atomic. Under
+// CUTOPK_COUNT_WITH_MATCH, warp-aggregated only when more than SPARSE_LANES lanes count (at most
+// that many lanes: a plain atomic each, cheaper than the match, which a refine pass would
+// otherwise issue for nearly every element, a bucket of 1/16 of the row having a member in 87% of
+// the warp's 32 keys although its members are few and spread: issue 39). Every lane of the warp
+// calls it.
 __device__ __forceinline__ void count_sparse_digit(unsigned* hist, unsigned digit, bool counted) {
+#if CUTOPK_COUNT_WITH_MATCH
+  constexpr int SPARSE_LANES = 8;
   const unsigned counting = __ballot_sync(FULL, counted);
   if (counting == 0) return;
-  if (__popc(counting) <= SPARSE_LANES) {
-    if (counted) atomicAdd(&hist[digit], 1u);
+  if (__popc(counting) > SPARSE_LANES) {
+    count_matched(hist, digit, counted);
     return;
   }
-  const unsigned lane = threadIdx.x & 31;
-  const unsigned peers = __match_any_sync(FULL, counted ? digit : BINS + lane);  // idle lanes: alone
-  if (counted && lane == (unsigned)(__ffs(peers) - 1)) atomicAdd(&hist[digit], (unsigned)__popc(peers));
+#endif
+  count_key(hist, digit, counted, false);
 }
 
 // Keys per 16-byte shared-memory load (the scans of the held keys: one LDS.128 and KEYS_PER_VEC
@@ -192,7 +189,7 @@ __device__ __forceinline__ void choose_bin(const unsigned* hist, int bits, Bucke
 // 3. Counts the next digit (`bits` bits below b.shift) of the keys in bucket b, from shared memory:
 // a 16-byte vector of keys per thread and step (lanes on consecutive vectors: no bank conflict),
 // the bucket's members counted by count_sparse_digit. The trip count is the same in every thread
-// of a warp (its votes); keys past `len` in the last vector are not counted.
+// of a warp (the match under CUTOPK_COUNT_WITH_MATCH); keys past `len` in the last vector are not counted.
 template <class Key>
 __device__ __forceinline__ void refine(const Key* keys, int len, Bucket b, int bits, unsigned* hist) {
   constexpr int E = KEYS_PER_VEC<Key>;

@@ -1,7 +1,7 @@
 // Radix select: top-K of a long row (K <= 1024), one block per row.
 //
 // 1. Find the K-th key digit by digit from the top (8-bit digits over KeyTraits keys): each
-//    pass histograms, in 32-bit shared counters (warp-aggregated on the top digit only), the
+//    pass histograms, in 32-bit shared counters (a plain shared atomic per key), the
 //    next digit of the keys that share the prefix found so far, reading the row (or buffer)
 //    through the streaming loader (row_loads.cuh: several loads in flight per thread,
 //    16-byte loads when the row is contiguous); one warp then finds the bucket holding the K-th key

@@ -4,10 +4,14 @@
 //
 // Counters are 32-bit in shared memory (RED/ATOMS.ADD, never a compare-and-swap loop): a block
 // or warp counts fewer than 2^32 keys per pass (the dispatcher keeps radix rows and multiblock
-// slices below that). Warp aggregation (__match_any_sync: one add per distinct digit in the warp)
-// pays only where many lanes share a digit, i.e. on the top digit (values in a narrow range share
-// their top byte); on the lower digits the keys still counted are few and spread, and a plain
-// add per key is cheaper.
+// slices below that). Every histogram of every family counts with count_key below: one plain
+// shared atomicAdd(&hist[digit], 1u) per key, which sm_90 compiles to ATOMS.POPC.INC (the lanes of
+// a warp that hit one address are added together by the hardware), as FlashInfer's FilteredTopK,
+// SGLang, RAFT's select_radix and CUB's agent_topk count. It used to aggregate the warp's equal
+// digits with __match_any_sync first (issue 51): about 200 cycles per warp op by a fit to the
+// H100's per-block times, so over half of a block's time. CUTOPK_COUNT_WITH_MATCH=1 (off in every
+// normal build; tools/check_sass.py then fails on the MATCH) brings that back for an A/B on a GPU
+// (issue 50, M4).
 #pragma once
 
 #include "key_traits.cuh"
@@ -31,20 +35,41 @@ __device__ __forceinline__ bool in_race(Key key, int shift, unsigned long long p
   return top || static_cast<Key>(key >> (shift + 8)) == static_cast<Key>(prefix);
 }
 
-// Adds `key`'s digit at `shift` to hist when `counted`. With `aggregate` (the same in the whole
-// warp, and then every lane must call it) lanes with equal digits add once together.
+#ifndef CUTOPK_COUNT_WITH_MATCH
+#define CUTOPK_COUNT_WITH_MATCH 0
+#endif
+
+#if CUTOPK_COUNT_WITH_MATCH
+// The counting before issue 51: the lanes with equal digits (digit < 2^16) add once together,
+// after a warp match. Every lane of the warp calls it.
+__device__ __forceinline__ void count_matched(unsigned int* hist, unsigned digit, bool counted) {
+  const unsigned lane = threadIdx.x & 31;
+  // Lanes that do not count get values no digit takes, so they match only themselves.
+  const unsigned peers = __match_any_sync(0xffffffffu, counted ? digit : 0xffffffe0u + lane);
+  if (counted && lane == (unsigned)(__ffs(peers) - 1)) atomicAdd(&hist[digit], (unsigned)__popc(peers));
+}
+#endif
+
+// Adds one to hist[digit] (digit < 2^16) when `counted`: a plain shared atomic, in any order (a
+// histogram does not depend on it), with no warp-wide step before it. `aggregate` is read only
+// under CUTOPK_COUNT_WITH_MATCH, where (the same in the whole warp, and then every lane must call
+// it) it counts with count_matched.
+__device__ __forceinline__ void count_key(unsigned int* hist, unsigned digit, bool counted, bool aggregate) {
+#if CUTOPK_COUNT_WITH_MATCH
+  if (aggregate) {
+    if (__any_sync(0xffffffffu, counted)) count_matched(hist, digit, counted);
+    return;
+  }
+#endif
+  (void)aggregate;
+  if (counted) atomicAdd(&hist[digit], 1u);
+}
+
+// Adds `key`'s digit at `shift` to hist when `counted`. `aggregate`: see count_key (the top
+// digit, where values in a narrow range share their top byte).
 template <class Key>
 __device__ __forceinline__ void count_digit(unsigned int* hist, Key key, bool counted, int shift, bool aggregate) {
-  const unsigned digit = static_cast<unsigned>(key >> shift) & 255u;
-  if (aggregate) {
-    if (!__any_sync(0xffffffffu, counted)) return;
-    const unsigned lane = threadIdx.x & 31;
-    // Lanes that do not count get values no digit takes, so they match only themselves.
-    const unsigned peers = __match_any_sync(0xffffffffu, counted ? digit : 0x100u + lane);
-    if (counted && lane == (unsigned)(__ffs(peers) - 1)) atomicAdd(&hist[digit], (unsigned)__popc(peers));
-  } else if (counted) {
-    atomicAdd(&hist[digit], 1u);
-  }
+  count_key(hist, static_cast<unsigned>(key >> shift) & 255u, counted, aggregate);
 }
 
 // Counts the keys of one run of the row loader (row_loads.cuh) that are in the race.

@@ -6,7 +6,7 @@
 //    loader (row_loads.cuh: 16-byte loads, several in flight), counting the top digit on the way:
 //    CUTOPK_RESIDENT_DIGIT_BITS (12) bits, so that a float32 row splits on its sign, exponent and
 //    3 mantissa bits (radix.cu's 8-bit top digit is sign and 7 exponent bits: real data falls in
-//    one bin). Counters are 32-bit shared, warp-aggregated with __match_any_sync.
+//    one bin). Counters are 32-bit shared, a plain atomicAdd per key (radix_digit.cuh).
 // 2. choose the bin: the bin holding the K-th key, by one block scan over the bins (8 per thread,
 //    counted from the top bin down): the thread whose bins cross K is the one that records it.
 // 3. refine: the next digit (12 bits, or what is left) of the keys still in the race, counted from

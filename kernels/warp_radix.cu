@@ -3,7 +3,7 @@
 // a warp holding the row in registers (warp_row) runs out of registers.
 //
 // 1. Digit passes from the top (8-bit digits over KeyTraits keys): the warp histograms, in its
-//    own 256 32-bit shared-memory counters (warp-aggregated adds on the top digit only), reading
+//    own 256 32-bit shared-memory counters (a plain shared atomic per key), reading
 //    the row through the streaming loader (row_loads.cuh: several loads in flight per lane,
 //    16-byte loads when the row is contiguous), the next digit of the keys that share
 //    the prefix found so far, then finds the bucket holding the K-th key with a suffix scan over

@@ -14,9 +14,21 @@ fails when a streaming kernel cannot run at the memory-bandwidth limit:
   one key per thread and step with a warp vote or match per key: an innermost loop that reads
   shared memory but not global memory, holds a ``VOTE`` or ``MATCH``, and has no 16-byte shared
   load (``LDS.128``). That was the refine, count and place loops' shape before issue 39: a
-  dependent load-vote-match-atomic chain per key, latency-bound with one block per row.
+  dependent load-vote-match-atomic chain per key, latency-bound with one block per row;
+* any kernel holds a warp match (``MATCH``): every histogram counts with a plain shared
+  ``atomicAdd(&h[d], 1u)`` (``ATOMS.POPC.INC`` on sm_90, which adds up the lanes that hit one
+  address), as the anchors do; the match that aggregated a warp's equal digits first cost about
+  200 cycles per warp op by a fit to the H100's per-block times (issue 51). A build with
+  ``-DCUTOPK_COUNT_WITH_MATCH=1`` (kernels/radix_digit.cuh, for an A/B on a GPU) fails here.
 
     python tools/check_sass.py OBJECT_OR_CUBIN [--min-loads 4]
+    python tools/check_sass.py OBJECT_OR_CUBIN --counting [--kernel REGEX]
+
+``--counting`` checks nothing: it prints, for every innermost loop that holds a shared-memory
+atomic (a histogram's counting loop), its instructions per atomic (per key counted: one atomic
+per key), with the warp votes and matches, loads and stores among them (:func:`counting_loops`).
+The count is static: every instruction of the loop's body once, the paths a given row skips (a
+strided row's loads, a partial run) included; each SASS instruction is issued once per warp.
 
 ``tools/check_kernels.py`` runs it on every kernel it compiles (the rules per kernel family are
 ``STREAMING`` and ``SAMPLED`` below). cuobjdump and nvdisasm come with a CUDA toolkit or from
@@ -53,6 +65,11 @@ HISTOGRAM_OP = re.compile(r"^(ATOMS|MATCH)\b")
 # Kernels that hold a row (or slice) as keys in shared memory and scan it (onchip_select.cuh).
 ON_CHIP = re.compile(r"^(resident_topk|split_topk|cluster_topk)_[a-z]")
 WARP_VOTE = re.compile(r"^(VOTE|MATCH)\b")
+# Kernels that may not hold a warp match: every kernel (each selects, or orders, merges or moves
+# what was selected; none needs a match since the histograms count with plain atomics).
+SELECTION = re.compile(r"")
+WARP_MATCH = re.compile(r"^MATCH\b")
+SHARED_ATOMIC = re.compile(r"^ATOMS\b")
 SHARED_LOAD = re.compile(r"^LDS\b")
 WIDE_SHARED_LOAD = re.compile(r"^LDS(\.U)?\.128\b")  # sm_75 spells it LDS.U.128
 CAS_LOOP = re.compile(r"\bATOMS\.(CAS|CAST)\b|\bCAST\.SPIN\b")
@@ -264,6 +281,56 @@ def key_at_a_time_scans(instructions: Code) -> list[Code]:
     return out
 
 
+@dataclasses.dataclass
+class CountingLoop:
+    """An innermost loop that holds shared-memory atomics, by the classes of its instructions."""
+
+    start: int  # its first instruction's address
+    instructions: int
+    atomics: int  # ATOMS: one per key counted
+    votes: int  # VOTE and MATCH
+    matches: int
+    loads: int  # global (LDG) and shared (LDS) loads
+    stores: int  # shared (STS) and global (STG) stores
+    control: int  # BRA, BSSY, BSYNC, WARPSYNC
+
+    @property
+    def per_key(self) -> float:
+        return self.instructions / self.atomics
+
+    def __str__(self):
+        return (
+            f"loop at {self.start:#x}: {self.instructions} instructions, {self.atomics} shared atomics: "
+            f"{self.per_key:.1f} per key (of which per key: {self.votes / self.atomics:.2f} votes/matches, "
+            f"{self.matches / self.atomics:.2f} matches, {self.loads / self.atomics:.2f} loads, "
+            f"{self.stores / self.atomics:.2f} stores, {self.control / self.atomics:.2f} branches and syncs)"
+        )
+
+
+def counting_loops(instructions: Code) -> list[CountingLoop]:
+    """The innermost loops that hold shared-memory atomics (``ATOMS``, not a compare-and-swap), in
+    address order: a histogram's counting loops, whose instructions per atomic are the
+    instructions a warp issues per key counted (counted statically: the whole body once)."""
+    out = []
+    for loop in innermost_loops(instructions):
+        ops = [t.split()[0] for _, _, t in loop]
+        atomics = sum(bool(SHARED_ATOMIC.match(o)) and not CAS_LOOP.search(o) for o in ops)
+        if atomics:
+            out.append(
+                CountingLoop(
+                    start=loop[0][0],
+                    instructions=len(loop),
+                    atomics=atomics,
+                    votes=sum(bool(WARP_VOTE.match(o)) for o in ops),
+                    matches=sum(bool(WARP_MATCH.match(o)) for o in ops),
+                    loads=sum(o.startswith(("LDG", "LDS")) for o in ops),
+                    stores=sum(o.startswith(("STS", "STG")) for o in ops),
+                    control=sum(o.startswith(("BRA", "BSSY", "BSYNC", "WARPSYNC")) for o in ops),
+                )
+            )
+    return sorted(out, key=lambda c: c.start)
+
+
 def streaming_loop(instructions: Code) -> Code | None:
     """The code of the one callee of a kernel that issues 128-bit global loads: the marker by which
     the SASS shows the streaming filter (kernels/multiblock.cu keeps ``filter_slice`` out of line
@@ -290,9 +357,21 @@ def check(
     min_loads: int = 4,
     filtered=FILTERED,
     on_chip=ON_CHIP,
+    selection=SELECTION,
 ) -> list[Finding]:
     found = []
     for (arch, name), code in sorted(functions.items()):
+        if selection.search(name):
+            matches = [(a, t) for a, _, t in code if WARP_MATCH.match(t)]
+            if matches:
+                found.append(
+                    Finding(
+                        arch,
+                        name,
+                        f"{len(matches)} warp match(es) ({matches[0][1]} at {matches[0][0]:#x}): count with a "
+                        "plain shared atomicAdd (built with CUTOPK_COUNT_WITH_MATCH?)",
+                    )
+                )
         cas = [t for _, _, t in code if CAS_LOOP.search(t)]
         if cas:
             found.append(Finding(arch, name, f"compare-and-swap loop in shared memory ({cas[0]})"))
@@ -349,8 +428,22 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("object")
     parser.add_argument("--min-loads", type=int, default=4)
+    parser.add_argument(
+        "--counting",
+        action="store_true",
+        help="print the counting loops' instructions per key; check nothing",
+    )
+    parser.add_argument(
+        "--kernel", default="", help="with --counting: the kernels whose name matches this regex"
+    )
     args = parser.parse_args(argv)
     functions = disassemble(args.object)
+    if args.counting:
+        for (arch, name), code in sorted(functions.items()):
+            if re.search(args.kernel, name):
+                for loop in counting_loops(code):
+                    print(f"{name} ({arch}): {loop}")
+        return 0
     findings = check(functions, min_loads=args.min_loads)
     for f in findings:
         print(f"FAILED: {f}", file=sys.stderr)

@@ -150,6 +150,40 @@ extern "C" __global__ void held_vectors(int len, unsigned prefix, unsigned* out)
   __syncthreads();
   out[threadIdx.x] = held[threadIdx.x];
 }
+
+// A histogram of 12-bit digits of keys in shared memory, 16-byte vectors: each key's digit counted
+// after a warp match of the equal digits (kernels/radix_digit.cuh under CUTOPK_COUNT_WITH_MATCH),
+// or with a plain shared atomic each (as every kernel counts).
+template <bool Match>
+__device__ void count_vectors(const unsigned* keys, int len, unsigned* h) {
+  for (int v0 = 0; v0 < len; v0 += 4 * blockDim.x) {
+    const int i = v0 + 4 * threadIdx.x;
+    const Vec v = i + 4 <= len ? *reinterpret_cast<const Vec*>(keys + i) : Vec{};
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const bool counted = i + 4 <= len;
+      const unsigned digit = v.w[e] >> 20;
+      if (Match) {
+        const unsigned peers = __match_any_sync(0xffffffffu, counted ? digit : 4096u + threadIdx.x % 32);
+        if (counted && threadIdx.x % 32 == __ffs(peers) - 1) atomicAdd(&h[digit], __popc(peers));
+      } else if (counted) {
+        atomicAdd(&h[digit], 1u);
+      }
+    }
+  }
+}
+extern "C" __global__ void count_with_match(int len, unsigned* out) {
+  extern __shared__ unsigned held[];  // 4096 counters, then the keys
+  count_vectors<true>(held + 4096, len, held);
+  __syncthreads();
+  out[threadIdx.x] = held[threadIdx.x];
+}
+extern "C" __global__ void count_with_atomics(int len, unsigned* out) {
+  extern __shared__ unsigned held[];
+  count_vectors<false>(held + 4096, len, held);
+  __syncthreads();
+  out[threadIdx.x] = held[threadIdx.x];
+}
 """
 
 
@@ -243,6 +277,36 @@ def test_a_held_key_scan_of_16_byte_vectors_passes(planted):
     assert on_chip_findings(planted, "held_vectors") == []
     code = next(c for (_, n), c in planted.items() if n == "held_vectors")
     assert any(any("LDS.128" in t for _, _, t in loop) for loop in check_sass.innermost_loops(code))
+
+
+def match_findings(functions, name):
+    mine = {key: code for key, code in functions.items() if key[1] == name}
+    assert mine, f"{name} is not in the disassembly"
+    none = re.compile("^$")
+    return [
+        f.problem for f in check_sass.check(mine, streaming=none, sampled=none, filtered=none, on_chip=none)
+    ]
+
+
+def test_a_histogram_counted_after_a_warp_match_fails(planted):
+    problems = match_findings(planted, "count_with_match")
+    assert any("warp match" in p and "MATCH" in p for p in problems), problems
+
+
+def test_a_histogram_counted_with_plain_atomics_passes(planted):
+    assert match_findings(planted, "count_with_atomics") == []
+
+
+def test_the_counting_loops_count_instructions_per_key(planted):
+    # One loop each, 4 keys (one 16-byte vector) per trip, one shared atomic per key; the matched
+    # one issues a MATCH per key on top, so more instructions per key than the plain one.
+    code = {n: c for (_, n), c in planted.items()}
+    (plain,) = check_sass.counting_loops(code["count_with_atomics"])
+    (matched,) = check_sass.counting_loops(code["count_with_match"])
+    assert plain.atomics == matched.atomics == 4
+    assert (plain.matches, matched.matches) == (0, 4)
+    assert plain.per_key == plain.instructions / 4 < matched.per_key
+    assert check_sass.counting_loops(code["filter_good"]) == []  # no shared atomic in any loop
 
 
 def test_the_rules_name_the_entry_points_of_the_streaming_kernels():
