@@ -198,3 +198,20 @@ def test_a_corrupt_table_on_the_stand_in_warns_once_and_answers_right(clean, mon
     expected = cutopk.top_k(host, 40, backend="numpy")
     assert_same((first.values.get(), first.indices.get()), expected)
     assert_same((second.values.get(), second.indices.get()), cutopk.top_k(host[:2], 40, backend="numpy"))
+
+
+def test_long_rows_on_the_stand_in_h100_go_to_cluster_by_the_rules_not_split(clean):
+    """The H100 run's finding (every long row ran split, the fallback for GPUs without clusters)
+    stays fixed with the table in place: the committed results never timed cluster, so the table
+    leaves these rows to the rules, which give sm_90 the cluster family."""
+    cupy = pytest.importorskip("cupy")
+    if getattr(cupy, "__name__", "") != "standin.cupy":
+        pytest.skip("the stand-in's H100 facts")
+    x = cupy.zeros((8, 128256), dtype=cupy.float32)
+    p = cutopk.plan(x, 50)
+    assert (p.algorithm, p.chosen_by) == ("cluster", "rules")
+    lacks = json.loads((ROOT / "cutopk" / "cuda" / "tables" / "sm90.json").read_text())["lacks"]
+    assert (
+        "8x128256 k=50 (4-byte keys): today's rule chooses cluster, not timed (timed: multiblock, split)"
+        in lacks
+    )
