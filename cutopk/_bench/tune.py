@@ -92,8 +92,11 @@ def _families(case: grid.Case, facts: dispatch.Device) -> list[str]:
     ]
 
 
-def measure(cases, facts, timer, time_limit: float, progress: Progress) -> tuple[list[dict], list[str]]:
-    """The forced-family rows (``COLUMNS``) and what was left out, and why."""
+def measure(
+    cases, facts, timers: dict, time_limit: float, progress: Progress
+) -> tuple[list[dict], list[str]]:
+    """The forced-family rows (``COLUMNS``: one per family, shape and timing of ``timers``) and
+    what was left out, and why."""
     import cupy
 
     jobs = [(case, family) for case in cases for family in _families(case, facts)]
@@ -121,17 +124,23 @@ def measure(cases, facts, timer, time_limit: float, progress: Progress) -> tuple
             ):
                 left_out.append(f"{label}: its answer differs from the NumPy backend's (not timed)")
                 continue
-            t = timer(lambda x=x, k=case.k, family=family: entry.top_k(x, k, algorithm=family))
+            call = lambda x=x, k=case.k, family=family: entry.top_k(x, k, algorithm=family)  # noqa: E731
+            for mode, timer in timers.items():
+                try:
+                    t = timer(call)
+                except timing.Uncapturable as exc:
+                    left_out.append(f"{label}, {mode}: {exc}")
+                    continue
+                rows.append({
+                    "regime": case.regime, "rows": case.rows, "n": case.n, "k": case.k, "mode": case.mode,
+                    "dtype": case.dtype, "dist": case.dist, "layout": case.layout, "algorithm": family,
+                    "forced": family, "timing": mode, "cutopk_ms": t["median"] * 1e3,
+                    "cutopk_min_ms": t["min"] * 1e3, "cutopk_max_ms": t["max"] * 1e3, "cutopk_repeat": t["repeat"],
+                })  # fmt: skip
         except Exception as exc:  # noqa: BLE001 - a family failing here (memory) is left out, said
             left_out.append(f"{label}: {type(exc).__name__}: {exc}"[:200])
             continue
         done += 1
-        rows.append({
-            "regime": case.regime, "rows": case.rows, "n": case.n, "k": case.k, "mode": case.mode,
-            "dtype": case.dtype, "dist": case.dist, "layout": case.layout, "algorithm": family,
-            "forced": family, "timing": "eager", "cutopk_ms": t["median"] * 1e3, "cutopk_min_ms": t["min"] * 1e3,
-            "cutopk_max_ms": t["max"] * 1e3, "cutopk_repeat": t["repeat"],
-        })  # fmt: skip
     progress.end()
     return rows, left_out
 
@@ -153,6 +162,8 @@ def parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--time-limit", type=float, default=TIME_LIMIT, help=f"seconds of measurement (default "
                    f"{TIME_LIMIT:g}, at most 110: the whole run within two minutes)")  # fmt: skip
     p.add_argument("--repeat", type=int, default=10, help="most timed repetitions per family and shape")
+    p.add_argument("--timing", default="eager", help="comma-separated: eager, graph, graph-flush (each family "
+                   "timed each way, a CSV row each); the table is made from the first")  # fmt: skip
     p.add_argument(
         "--out", type=pathlib.Path, help="the table's path (default: the user's cache for this device)"
     )
@@ -166,6 +177,9 @@ def main(argv: list[str] | None = None, prog: str = "python -m cutopk tune") -> 
         p.error(f"--time-limit: expected a number in (0, {TIME_LIMIT:g}], got {args.time_limit:g}")
     if args.repeat < 1:
         p.error(f"--repeat: expected an integer of at least 1, got {args.repeat}")
+    modes = [m for m in args.timing.split(",") if m]
+    if not modes or set(modes) - set(timing.TIMINGS):
+        p.error(f"--timing: expected some of {', '.join(timing.TIMINGS)}, got {args.timing!r}")
     if why := env.gpu_unavailable():
         print(f"tune needs a GPU: {why}", file=sys.stderr)
         return 1
@@ -190,15 +204,16 @@ def main(argv: list[str] | None = None, prog: str = "python -m cutopk tune") -> 
         f"tune: {record['device']} (sm_{cc}), {len(cases)} shapes, at most {args.time_limit:g} s",
         file=sys.stderr,
     )
-    rows, left_out = measure(cases, facts, timer, args.time_limit, Progress(0))
+    timers = {m: timer if m == "eager" else timing.GraphTimer(timer, flush=m == "graph-flush") for m in modes}
+    rows, left_out = measure(cases, facts, timers, args.time_limit, Progress(0))
     cupy.get_default_memory_pool().free_all_blocks()
     date = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     csv_path = out.with_suffix(".csv")
     write_csv(csv_path, {**key, "sm_count": facts.sm_count, "date": date}, rows)
-    _, measured = tabulate.read_csv(csv_path, f"tune {date[:10]}")
+    _, measured = tabulate.read_csv(csv_path, f"tune {date[:10]}", modes[0])
     table, lacks = tabulate.build(measured, plain, f"tuned ({out.name})", key)
     obj = dispatch_table.to_json(
-        table, note="Made by python -m cutopk tune on this device.", unit="ms", timing="eager",
+        table, note="Made by python -m cutopk tune on this device.", unit="ms", timing=modes[0],
         sources=[str(csv_path)], lacks=lacks + left_out,
     )  # fmt: skip
     out.write_text(json.dumps(obj, indent=1) + "\n", encoding="utf-8")

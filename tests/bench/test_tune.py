@@ -83,3 +83,30 @@ def test_tune_refuses_a_time_limit_past_two_minutes(capsys):
     with pytest.raises(SystemExit):
         _bench.main(["tune", "--time-limit", "300"])
     assert "--time-limit" in capsys.readouterr().err
+
+
+def test_tune_times_each_family_eagerly_and_under_graph_replay(standin, capsys):
+    """The lease's M6 step: every family eager and from a captured graph, a CSV row each."""
+    argv = [
+        "tune",
+        "--shapes",
+        "2x3000:40",
+        "--repeat",
+        "1",
+        "--timing",
+        "graph,eager",
+        "--time-limit",
+        "0.001",
+    ]
+    assert _bench.main(argv) == 0
+    path = _tables.user_path("Stand-in H100")
+    _, graph = tabulate.read_csv(path.with_suffix(".csv"), "g", "graph")
+    _, eager = tabulate.read_csv(path.with_suffix(".csv"), "e", "eager")
+    assert [m.family for m in graph] == [m.family for m in eager] == ["warp_radix"]  # the first family only
+    assert json.loads(path.read_text())["timing"] == "graph"
+
+
+def test_tune_timing_names_are_checked(capsys):
+    with pytest.raises(SystemExit):
+        _bench.main(["tune", "--timing", "eager,fast"])
+    assert "--timing: expected some of eager, graph, graph-flush" in capsys.readouterr().err
