@@ -215,3 +215,16 @@ def test_long_rows_on_the_stand_in_h100_go_to_cluster_by_the_rules_not_split(cle
         "8x128256 k=50 (4-byte keys): today's rule chooses cluster, not timed (timed: multiblock, split)"
         in lacks
     )
+
+
+def test_a_device_whose_versions_cannot_be_read_still_gets_the_package_table(clean, monkeypatch):
+    cupy = pytest.importorskip("cupy")
+    if getattr(cupy, "__name__", "") != "standin.cupy":
+        pytest.skip("the stand-in's H100")
+
+    def fails(device, capability):
+        raise AttributeError("module 'cupy.cuda.runtime' has no attribute 'driverGetVersion'")
+
+    monkeypatch.setattr(_device, "table_key", fails)
+    facts = _device.device_facts("cuda", 0)
+    assert facts.table is not None and facts.table.name == "sm90" and facts.clusters

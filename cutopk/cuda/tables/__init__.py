@@ -78,7 +78,7 @@ def _try(path: pathlib.Path, name: str, key: dict[str, str] | None) -> DispatchT
     except FileNotFoundError:
         _warn(f"the dispatch table {path} does not exist")
         return None
-    except (OSError, TableError) as exc:
+    except (OSError, TableError, ValueError, TypeError) as exc:
         _warn(f"the dispatch table {path} cannot be read ({exc})")
         return None
     if key is not None and dict(table.key) != key:
