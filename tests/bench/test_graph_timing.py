@@ -141,3 +141,13 @@ def test_the_table_shows_the_unsorted_call_only_where_an_unsorted_peer_runs(caps
     report.Table([], gpu=True, total=1).row(0, result)
     first, second = capsys.readouterr().out.splitlines()
     assert "0.5" in first and "0.5" not in second
+
+
+def test_each_replay_queues_behind_the_spin_kernel(cupy):
+    """So that the host's submission of the graph is not timed (where the spin kernel built)."""
+    x = cupy.asarray(np.ones((2, 500), dtype=np.float32))
+    base = timing.GpuTimer(repeat=3, warmup=0, min_repeat=3)
+    spins = []
+    base.spin = lambda grid, block, args: spins.append(args)
+    timing.GraphTimer(base, flush=False, calls=2)(lambda: cutopk.top_k(x, 4))
+    assert len(spins) == 3 and all(int(a[0]) == base.spin_ns for a in spins)
