@@ -151,3 +151,25 @@ def test_each_replay_queues_behind_the_spin_kernel(cupy):
     base.spin = lambda grid, block, args: spins.append(args)
     timing.GraphTimer(base, flush=False, calls=2)(lambda: cutopk.top_k(x, 4))
     assert len(spins) == 3 and all(int(a[0]) == base.spin_ns for a in spins)
+
+
+def test_the_speedup_plot_names_and_hatches_the_call_each_peer_is_against(monkeypatch, tmp_path):
+    matplotlib = pytest.importorskip("matplotlib")
+    from matplotlib.axes import Axes
+
+    from cutopk._bench import plots
+
+    matplotlib.use("Agg")
+    bars = []
+    real = Axes.bar
+
+    def bar(self, *args, **kwargs):
+        bars.append((kwargs.get("label"), kwargs.get("hatch")))
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Axes, "bar", bar)
+    cell = {"status": "ok", "speedup": 2.0}
+    results = [{"case": {"regime": "llm"}, "peers": {"torch": cell | {"against": "cutopk sorted=True"},
+                                                      "cub": cell | {"against": "cutopk sorted=False"}}}]  # fmt: skip
+    assert plots.plot(results, ["cub", "torch"], tmp_path, "p")
+    assert bars == [("torch over cutopk sorted", None), ("cub over cutopk sorted=False", "//")]
