@@ -504,7 +504,7 @@ class _HelpFormatter(argparse.HelpFormatter):
 def parser(prog: str = "python -m cutopk") -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=prog,
-        description="cutopk's benchmark against torch, JAX, CuPy, CUB and NumPy",
+        description="cutopk's benchmark against torch, JAX, CuPy, CUB and NumPy (python -m cutopk tune: this GPU's dispatch table)",
         formatter_class=_HelpFormatter,
     )
     size = p.add_mutually_exclusive_group()
