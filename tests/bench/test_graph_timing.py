@@ -94,7 +94,7 @@ def test_graph_timing_end_to_end_sets_each_peer_against_its_like(cupy, monkeypat
     monkeypatch.setattr(baselines, "GPU_PEERS", ("twin", "rev", "nocap"))
     monkeypatch.setattr(runner.pairs, "UNSORTED", ("rev",))  # as cub and flashinfer-unsorted are
     monkeypatch.setattr(runner, "_absent_peers", lambda names, session: {})
-    cases = [grid.Case("llm", 2, 3000, 20), grid.Case("llm", 3, 2000, 8)]
+    cases = [grid.Case("llm", 2, 1500, 20), grid.Case("llm", 3, 600, 8)]
     results = runner.run(cases=cases, out=tmp_path, stem="g", repeat=3, timing_mode="graph")
     out = capsys.readouterr().out
     assert len(results) == 2
