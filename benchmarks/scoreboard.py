@@ -31,7 +31,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # this che
 
 import numpy as np
 
-from cutopk._bench import cub, env, grid, runner
+from cutopk._bench import cub, env, grid, runner, timing
 from cutopk._bench import flashinfer as fi
 from cutopk._bench import scoreboard as sb
 
@@ -60,6 +60,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--time-limit", type=runner._positive(float), default=300.0,
                    help="start no case that would end after this many seconds (default 300)")  # fmt: skip
     p.add_argument("--repeat", type=runner._positive(int), help="most timed repetitions per measurement (20)")
+    p.add_argument("--timing", choices=timing.TIMINGS, default="eager", help="eager calls (default) or graph "
+                   "replays (benchmarks/README.md, Method); not eager: scoreboard-<timing>.csv/.json")  # fmt: skip
     p.add_argument("--reference", type=_reference, default=sb.REFERENCE, help="the committed GPU run the cases "
                    f"and the cost estimates come from (default {sb.REFERENCE.relative_to(env.REPO)})")  # fmt: skip
     p.add_argument("--dry-run", action="store_true", help="check everything on the CPU, measure nothing "
@@ -200,8 +202,9 @@ def main(argv=None) -> int:
             "selected_for": {case.label(): why for case, why, *_ in rows},
         }
     }
-    runner.run(out=out, repeat=args.repeat, time_limit=args.time_limit, peers=sb.PEERS, cases=cases, stem=sb.STEM,
-               cost=model, extra=extra)  # fmt: skip
+    stem = sb.STEM if args.timing == "eager" else f"{sb.STEM}-{args.timing}"
+    runner.run(out=out, repeat=args.repeat, time_limit=args.time_limit, peers=sb.PEERS, cases=cases, stem=stem,
+               cost=model, extra=extra, timing_mode=args.timing)  # fmt: skip
     return 0
 
 

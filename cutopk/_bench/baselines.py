@@ -56,9 +56,16 @@ def _take_ends(xp, x, order, axis: int, k: int, mode: str):
     return xp.take_along_axis(x, idx, axis=axis), idx
 
 
-def cutopk_route(x, axis: int, k: int, mode: str, nan: str = "largest") -> Route:
-    """cutopk itself, with torch's NaN rule so that every GPU peer is compared like for like."""
-    return Route("cutopk", lambda: entry.top_k(x, k, axis=axis, mode=mode, nan=nan), nan=nan)
+JAX_UNCAPTURED = (
+    "jax.jit dispatches on XLA's own stream: neither CuPy's nor torch's capture sees its launches"
+)
+
+
+def cutopk_route(x, axis: int, k: int, mode: str, nan: str = "largest", sort: bool = True) -> Route:
+    """cutopk itself, with torch's NaN rule so that every GPU peer is compared like for like;
+    ``sort=False``: its ``sorted=False`` call, the one the unsorted peers are set against."""
+    call = lambda: entry.top_k(x, k, axis=axis, mode=mode, nan=nan, sorted=sort)  # noqa: E731
+    return Route("cutopk" if sort else "cutopk-unsorted", call, nan=nan, sorts=sort)
 
 
 def torch_route(x, axis: int, k: int, mode: str, dtype: str) -> Route:
@@ -81,7 +88,7 @@ def torch_route(x, axis: int, k: int, mode: str, dtype: str) -> Route:
     else:
         t = torch.from_dlpack(x)  # zero-copy: torch reads CuPy's memory in place
     largest = mode == "largest"
-    return Route("torch", lambda: torch.topk(t, k, dim=axis, largest=largest, sorted=True))
+    return Route("torch", lambda: torch.topk(t, k, dim=axis, largest=largest, sorted=True), capture="torch")
 
 
 def jax_route(x, axis: int, k: int, mode: str, dist: str, dtype: str = "float32") -> Route:
@@ -120,7 +127,7 @@ def jax_route(x, axis: int, k: int, mode: str, dist: str, dtype: str = "float32"
         out[1].block_until_ready()
         return out
 
-    return Route("jax", call, own_stream=True)
+    return Route("jax", call, own_stream=True, capture=JAX_UNCAPTURED)
 
 
 def cupy_route(x, axis: int, k: int, mode: str) -> Route:

@@ -243,7 +243,13 @@ def route(
                     stream)  # fmt: skip
             return vals, idx
 
-        return Route(name, call_cub, sorts=False, detail="CUB DeviceBatchedTopK (FlashInfer's cub backend)")
+        return Route(
+            name,
+            call_cub,
+            sorts=False,
+            detail="CUB DeviceBatchedTopK (FlashInfer's cub backend)",
+            capture="torch",
+        )
 
     algorithm = lib.native_algorithm(dtype, rows, n, k)
     if (
@@ -276,4 +282,4 @@ def route(
         return vals, torch.gather(idx, -1, order)
 
     detail = f"native {algorithm}" + (" +torch.sort of the K" if sort else "")
-    return Route(name, call, sorts=sort, detail=detail)
+    return Route(name, call, sorts=sort, detail=detail, capture="torch")

@@ -1,7 +1,9 @@
 """PNG plots of a run (needs matplotlib; skipped with a message without it).
 
 - ``<stem>-speedup.png``: cutopk's speedup over each peer per regime (geometric mean of the
-  peer's time over cutopk's, with the min and max as error bars); torch first when present.
+  peer's time over cutopk's, with the min and max as error bars); torch first when present, the
+  sorted peers (over cutopk's sorted call) then the unsorted ones, hatched (over cutopk's
+  ``sorted=False`` call): each bar says which it was.
 - ``<stem>-bandwidth.png`` (GPU runs): cutopk's effective bandwidth as a percentage of the copy
   bandwidth measured in the same run, per case, against the bytes moved.
 """
@@ -37,7 +39,10 @@ def plot(results: list[dict], peers: list[str], out: pathlib.Path, stem: str) ->
         print("matplotlib is not installed: no plots (pip install matplotlib)")
         return []
     files = []
-    ordered = sorted(peers, key=lambda p: (p != "torch", p))
+    unsorted = {
+        p for p in peers for r in results if r["peers"].get(p, {}).get("against") == "cutopk sorted=False"
+    }
+    ordered = sorted(peers, key=lambda p: (p in unsorted, p != "torch", p))
     per_peer = {p: speedups(results, p) for p in ordered}
     regimes = sorted({reg for s in per_peer.values() for reg in s})
     if regimes:
@@ -53,7 +58,9 @@ def plot(results: list[dict], peers: list[str], out: pathlib.Path, stem: str) ->
                     ys.append(g)
                     lo.append(max(0.0, g - min(vals)))  # rounding can put g below min
                     hi.append(max(0.0, max(vals) - g))
-            ax.bar(xs, ys, width, yerr=[lo, hi], capsize=3, label=f"over {peer}")
+            like = "cutopk sorted=False" if peer in unsorted else "cutopk sorted"
+            ax.bar(xs, ys, width, yerr=[lo, hi], capsize=3, label=f"{peer} over {like}",
+                   hatch="//" if peer in unsorted else None)  # fmt: skip
         ax.set_xticks([i + 0.4 - width / 2 for i in range(len(regimes))], regimes)
         ax.axhline(1, color="k", lw=0.8)
         ax.set_yscale("log")

@@ -25,13 +25,23 @@ class Table:
     ratio times cutopk's, and both are in the files), each column as wide as its longest entry, and
     the algorithm, whose length varies, last."""
 
-    def __init__(self, peers: list[str], gpu: bool, total: int, stream=None, labels: Sequence[str] = ()):
+    def __init__(
+        self,
+        peers: list[str],
+        gpu: bool,
+        total: int,
+        stream=None,
+        labels: Sequence[str] = (),
+        unsorted: bool = False,
+    ):
         self.peers, self.gpu, self.total = peers, gpu, total
+        self.unsorted = unsorted  # a column for cutopk's sorted=False call, the unsorted peers' like
         self.out = stream or sys.stdout
         self.tty = self.out.isatty()
         self.notes: dict[str, list[str]] = {}
         case_width = max((len(label) for label in labels), default=40)
-        self.widths = (1 + 2 * len(str(total)), case_width, 9, 15, 6, *((6,) if gpu else ()))
+        self.widths = (1 + 2 * len(str(total)), case_width, 9, 15, 6, *((6,) if gpu else ()),
+                       *((11,) if unsorted else ()))  # fmt: skip
         self.peer_widths = [max(len(name), 7) for name in peers]
 
     def _line(self, cells, peer_cells, algorithm: str) -> str:
@@ -40,10 +50,13 @@ class Table:
         return f"{line}  {algorithm}".rstrip()
 
     def header(self) -> None:
-        names = ("#", "case", "cutopk ms", "min-max ms", "GB/s", *(("%copy",) if self.gpu else ()))
+        names = ("#", "case", "cutopk ms", "min-max ms", "GB/s", *(("%copy",) if self.gpu else ()),
+                 *(("unsorted ms",) if self.unsorted else ()))  # fmt: skip
         line = self._line(names, self.peers, "algorithm")
         if self.peers:
-            print("peer columns: the peer's time over cutopk's (above 1.00x cutopk is faster)", file=self.out)
+            print("peer columns: the peer's time over cutopk's (above 1.00x cutopk is faster)"
+                  + ("; a peer with unsorted K over cutopk's sorted=False call (unsorted ms), the others over "
+                     "its sorted call (cutopk ms)" if self.unsorted else ""), file=self.out)  # fmt: skip
         print(line, file=self.out)
         print("-" * len(line), file=self.out)
 
@@ -75,6 +88,11 @@ class Table:
             ours = ("WRONG", ours[1])
             self.note(result["label"], "cutopk", result["self_check"])
         cells = (f"{i + 1}/{self.total}", result["label"], *ours, *bw)
+        if self.unsorted:
+            u = result.get("cutopk_unsorted", {})
+            cells += (f"{u['median_ms']:.4g}" if "median_ms" in u else "-",)
+            if "note" in u:
+                self.note(result["label"], "cutopk sorted=False", u["note"])
         peer_cells = []
         for name in self.peers:
             p = result["peers"].get(name, {"status": "skipped", "note": "not run"})
@@ -124,10 +142,22 @@ def flat_row(result: dict, peers: list[str]) -> dict:
         gbps=result.get("gbps"),
         bandwidth_pct=result.get("bandwidth_pct"),
         self_check=result.get("self_check"),
+        timing=result.get("timing", "eager"),
+        cutopk_unsorted_ms=result.get("cutopk_unsorted", {}).get("median_ms"),
     )
     for name in peers:
         p = result["peers"].get(name, {})
-        for key in ("median_ms", "min_ms", "max_ms", "speedup", "status", "note", "route", "sorted"):
+        for key in (
+            "median_ms",
+            "min_ms",
+            "max_ms",
+            "speedup",
+            "status",
+            "note",
+            "route",
+            "sorted",
+            "against",
+        ):
             row[f"{name}_{key}"] = p.get(key)
     return row
 

@@ -28,6 +28,10 @@ class Route:
     detail : str or None
         How the route ran this input, when that varies (CUB: batched or one call per row); kept
         in the result as ``route``.
+    capture : str
+        How ``--timing graph`` captures it: ``"cupy"`` (CuPy's stream capture: the route launches
+        on CuPy's current stream), ``"torch"`` (``torch.cuda.CUDAGraph``: on torch's stream), or
+        why it cannot be captured (said once under the table).
     """
 
     name: str
@@ -37,3 +41,4 @@ class Route:
     nan: str = "largest"
     own_stream: bool = False
     detail: str | None = None
+    capture: str = "cupy"

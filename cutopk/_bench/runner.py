@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import math
 import os
 import pathlib
 import sys
@@ -18,7 +17,8 @@ from collections.abc import Callable
 import numpy as np
 
 from .._core import entry
-from . import baselines, check, env, grid, inputs, report, timing, watchdog
+from . import baselines, check, env, grid, inputs, pairs, report, timing, watchdog
+from .pairs import summary
 
 GIB = 1 << 30
 CPU_FULL_MAX_ELEMENTS = 1 << 24  # the full grid on the CPU leaves out larger cases unless told otherwise
@@ -39,6 +39,8 @@ class Session:
     left_out: tuple[str, ...] = ()  # peers that cannot run at all here: no column, said once
     # Ends the run, naming the step, when a call never returns (a hung kernel cannot be interrupted).
     watchdog: watchdog.Watchdog = dataclasses.field(default_factory=lambda: watchdog.Watchdog(0))
+    timing: str = "eager"  # timing.TIMINGS: eager calls, or replays of a captured graph
+    unsorted: bool = False  # an unsorted GPU peer runs: the table shows cutopk's sorted=False call
 
 
 def _free_device_bytes() -> int:
@@ -154,17 +156,22 @@ def measure(case: grid.Case, session: Session) -> dict:
     except Exception as exc:  # noqa: BLE001 - cutopk failing on a case is reported, and the run goes on
         result["cutopk"] = {"note": _error(exc)}
         return result
-    result["cutopk"] = {f"{k}_ms": v * 1e3 for k, v in t.items() if k != "repeat"} | {"repeat": t["repeat"]}
+    result["cutopk"] = pairs.stats(t)
+    result["timing"] = session.timing
+    routes = [
+        r
+        for r in baselines.peers(x, axis, case, session.gpu, session.peers)
+        if r.name not in session.left_out
+    ]
+    against = {True: t, False: pairs.time_unsorted(x, x_host, axis, case, expected, session, result, routes)}
     result["gbps"] = result["bytes"] / t["median"] / 1e9
     result["bandwidth_pct"] = (
         100 * result["bytes"] / t["median"] / session.copy_bps if session.copy_bps else None
     )
 
-    for route in baselines.peers(x, axis, case, session.gpu, session.peers):
-        if route.name in session.left_out:
-            continue
+    for route in routes:
         result["peers"][route.name] = _measure_peer(
-            route, case, x, x_host, axis, expected, t, session, itemsize
+            route, case, x, x_host, axis, expected, against[route.sorts], session, itemsize
         )
     return result
 
@@ -195,12 +202,13 @@ def _measure_peer(route, case, x, x_host, axis, expected, ours_t, session, items
         if problem:
             return {"status": "mismatch", "note": problem}
         with session.watchdog.watch(f"{case.label()}: {route.name}, timed"):
-            t = session.timer(route.call, own_stream=route.own_stream)
+            t = session.timer(route.call, own_stream=route.own_stream, capture=route.capture)
+    except timing.Uncapturable as exc:
+        return {"status": "skipped", "note": f"not timed under graph replay: {exc}"}
     except Exception as exc:  # noqa: BLE001 - a peer failing (memory, dtype, layout) is reported
         _release(session.gpu)
         return {"status": "error", "note": _error(exc)}
-    out = {f"{k}_ms": v * 1e3 for k, v in t.items() if k != "repeat"}
-    out |= {"repeat": t["repeat"], "status": "ok", "speedup": t["median"] / ours_t["median"], "note": None}
+    out = pairs.stats(t) | {"status": "ok", "note": None, **pairs.speedup(t, ours_t, route.sorts)}
     if route.detail:
         out["route"] = route.detail
     if not route.sorts:
@@ -208,46 +216,16 @@ def _measure_peer(route, case, x, x_host, axis, expected, ours_t, session, items
     return out
 
 
-def summary(results: list[dict], peers: list[str]) -> list[str]:
-    """Geometric-mean speedups per peer, and counts of what was not timed."""
-    lines = []
-    for peer in peers:
-        ratios = [
-            r["peers"][peer]["speedup"] for r in results if r["peers"].get(peer, {}).get("status") == "ok"
-        ]
-        if ratios:
-            geo = math.exp(sum(map(math.log, ratios)) / len(ratios))
-            unsorted = any(r["peers"].get(peer, {}).get("sorted") is False for r in results)
-            lines.append(
-                f"{peer}: cutopk is {geo:.2f}x as fast in geometric mean over {len(ratios)} cases "
-                f"(min {min(ratios):.2f}x, max {max(ratios):.2f}x)"
-                + (
-                    f"; {peer}'s K are unsorted, its times exclude the sort that cutopk's include"
-                    if unsorted
-                    else ""
-                )
-            )
-        bad = sum(r["peers"].get(peer, {}).get("status") == "mismatch" for r in results)
-        if bad:
-            lines.append(f"{peer}: {bad} answers differ from cutopk's (see notes): no time reported for them")
-    wrong = [r["label"] for r in results if str(r.get("self_check", "ok")).startswith("mismatch")]
-    failed = [r["label"] for r in results if "median_ms" not in r.get("cutopk", {})]
-    if wrong:
-        lines.append(
-            f"cutopk's CUDA answer differs from its NumPy backend's on {len(wrong)} cases: {wrong[:3]}"
-        )
-    if failed:
-        lines.append(f"cutopk failed on {len(failed)} cases: {failed[:3]}")
-    return lines
-
-
-def start(repeat: int | None, peers: tuple[str, ...]) -> Session:
+def start(repeat: int | None, peers: tuple[str, ...], timing_mode: str = "eager") -> Session:
     """Pick the GPU when CuPy can use one, say which backend runs and why, set up the timer."""
     reason = env.gpu_unavailable()
     if reason is None:
         env.prepare_jax()
         facts = env.device_record()
         timer = timing.GpuTimer(repeat or 20)
+        replay = (
+            timing.GraphTimer(timer, flush=timing_mode == "graph-flush") if timing_mode != "eager" else None
+        )
         report.say(
             f"GPU found: {facts['device']} (compute capability {facts['compute_capability']}, driver "
             f"{facts['driver']}, CUDA runtime {facts['cuda_runtime']}): benchmarking cutopk's CUDA backend "
@@ -257,12 +235,13 @@ def start(repeat: int | None, peers: tuple[str, ...]) -> Session:
         report.say(f"device-to-device copy bandwidth measured now: {copy_bps / 1e9:.0f} GB/s (read + write)")
         return Session(
             True,
-            timer,
+            replay or timer,
             copy_bps,
             peers,
             cub=_cub_facts(facts, peers),
             flashinfer=_flashinfer_facts(facts, peers),
             watchdog=watchdog.Watchdog(watchdog.limit_from_env()),
+            timing=timing_mode,
         )
     if baselines.missing("torch") is None:
         import torch
@@ -355,6 +334,7 @@ def run(
     stem: str | None = None,
     cost: Callable[[grid.Case], float] | None = None,
     extra: dict | None = None,
+    timing_mode: str = "eager",
 ) -> list[dict]:
     """Run the quick or full grid, print the table, and write files.
 
@@ -381,6 +361,8 @@ def run(
         is not started (the later, cheaper ones may still be).
     extra
         More metadata for the files.
+    timing_mode
+        ``--timing``: ``eager`` calls, or ``graph`` / ``graph-flush`` replays (timing.GraphTimer).
 
     Returns
     -------
@@ -390,7 +372,7 @@ def run(
     t0 = time.monotonic()
     if out is not None and (why := env.unwritable(out)):
         raise ValueError(f"out: {why}")
-    session = start(repeat, peers)
+    session = start(repeat, peers, timing_mode)
     if max_elements is None and not session.gpu and full:
         max_elements = CPU_FULL_MAX_ELEMENTS
         print("CPU: shapes with more than 2**24 elements are left out of the full grid (--max-elements)")
@@ -402,6 +384,7 @@ def run(
     absent = _absent_peers(names, session)
     names = [n for n in names if n not in absent]
     session.left_out = tuple(absent)
+    session.unsorted = session.gpu and bool(set(names) & set(pairs.UNSORTED))
     meta = env.metadata(session.gpu) | {
         "grid": "full" if full else "quick",
         "regimes": regimes or "all",
@@ -411,6 +394,7 @@ def run(
         "cub": session.cub,
         "flashinfer": session.flashinfer,
         "timer": _timer_facts(session.timer),
+        "timing": session.timing,
         "argv": sys.argv,
     }
     meta |= extra or {}
@@ -423,7 +407,9 @@ def run(
         out = env.default_out_dir(meta)
         if why := env.unwritable(out):
             raise ValueError(f"save: {why}")
-    table = report.Table(names, session.gpu, len(cases), labels=[c.label() for c in cases])
+    table = report.Table(
+        names, session.gpu, len(cases), labels=[c.label() for c in cases], unsorted=session.unsorted
+    )
     table.header()
     results, skipped = [], []
     for i, case in enumerate(cases):
@@ -471,6 +457,10 @@ def run(
 
 def _timer_facts(timer) -> dict:
     facts = {k: getattr(timer, k) for k in ("repeat", "min_repeat", "warmup", "budget")}
+    if isinstance(timer, timing.GraphTimer):
+        return (
+            facts | {"graph_calls": timer.calls, "l2_flush": timer.flush} | _timer_facts(timer.base) | facts
+        )
     facts["clock"] = "cuda events" if isinstance(timer, timing.GpuTimer) else "time.perf_counter"
     if isinstance(timer, timing.GpuTimer):
         facts["l2_flush_bytes"] = int(timer.flush.nbytes)
@@ -514,7 +504,7 @@ class _HelpFormatter(argparse.HelpFormatter):
 def parser(prog: str = "python -m cutopk") -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=prog,
-        description="cutopk's benchmark against torch, JAX, CuPy, CUB and NumPy",
+        description="cutopk's benchmark against torch, JAX, CuPy, CUB and NumPy (python -m cutopk tune: this GPU's dispatch table)",
         formatter_class=_HelpFormatter,
     )
     size = p.add_mutually_exclusive_group()
@@ -537,6 +527,8 @@ def parser(prog: str = "python -m cutopk") -> argparse.ArgumentParser:
     p.add_argument("--time-limit", type=_positive(float), help="start no new case after this many seconds")
     p.add_argument("--peers", help="only these peers, comma-separated (e.g. torch,cupy); one that cannot run "
                    "here is an error")  # fmt: skip
+    p.add_argument("--timing", choices=timing.TIMINGS, default="eager", help="eager calls (default), or "
+                   "replays of a captured CUDA graph: graph (10 calls a replay), graph-flush (one, L2 flushed)")  # fmt: skip
     p.add_argument(
         "--list", action="store_true", help="print the grid's cases (as --max-elements leaves them) and exit"
     )
@@ -578,6 +570,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m cutopk", **defaul
         p.error(f"--regime: unknown {', '.join(unknown)}; expected some of {', '.join(REGIME_NAMES)}")
     if args.regime is not None and not regimes:  # --regime '' would otherwise mean every regime
         p.error(f"--regime: expected some of {', '.join(REGIME_NAMES)}, got {','.join(args.regime)!r}")
+    if args.timing != "eager" and not gpu:
+        p.error(f"--timing {args.timing}: graph replay needs a GPU ({env.gpu_unavailable()})")
     if args.plots and args.out is None and save is False:
         p.error("--plots: no plot can be written with --no-save; give --out DIR or --save instead")
     if args.plots and (why := baselines.missing("matplotlib")):
@@ -596,8 +590,9 @@ def main(argv: list[str] | None = None, prog: str = "python -m cutopk", **defaul
     if save and (why := env.unwritable(env.results_base())):
         p.error(f"--save: {why}")
     results = run(
-        full, regimes, args.out, save, args.plots, args.repeat, args.max_elements, args.time_limit, peers
-    )
+        full, regimes, args.out, save, args.plots, args.repeat, args.max_elements, args.time_limit, peers,
+        timing_mode=args.timing,
+    )  # fmt: skip
     if not results:  # each case's reason is among the notes above
         print("no case was measured (see the notes above): nothing to compare", file=sys.stderr)
         return 1

@@ -33,7 +33,7 @@ class CpuTimer:
         # warmup 0: the runner's answer check is already a first, untimed call of every route.
         self.repeat, self.warmup, self.min_repeat, self.budget = repeat, warmup, min_repeat, budget
 
-    def __call__(self, fn: Callable, own_stream: bool = False) -> dict:
+    def __call__(self, fn: Callable, own_stream: bool = False, capture: str = "cupy") -> dict:
         for _ in range(self.warmup):
             fn()
         times: list[float] = []
@@ -91,7 +91,7 @@ class GpuTimer:
         except Exception:  # noqa: BLE001 - without the spin kernel the host overhead is timed too
             self.spin = None
 
-    def __call__(self, fn: Callable, own_stream: bool = False) -> dict:
+    def __call__(self, fn: Callable, own_stream: bool = False, capture: str = "cupy") -> dict:
         cp = self.cupy
         for _ in range(self.warmup):
             fn()
@@ -122,3 +122,88 @@ class GpuTimer:
         src = self.cupy.ones(nbytes // 4, dtype=self.cupy.float32)
         dst = self.cupy.empty_like(src)
         return self(lambda: self.cupy.copyto(dst, src))
+
+
+TIMINGS = ("eager", "graph", "graph-flush")  # --timing: how a call is timed (benchmarks/README.md)
+
+
+class Uncapturable(RuntimeError):
+    """A route cannot be timed under graph replay (its reason is said once, under the table)."""
+
+
+class GraphTimer:
+    """Device time of a callable replayed from a CUDA graph, as a server calls top-K.
+
+    The callable is called twice on the capturing stream (the warm-up: NVRTC, the workspace and
+    the memory pool's blocks for that stream, so the capture allocates nothing), then ``calls``
+    calls are captured once (CuPy's stream capture, or ``torch.cuda.CUDAGraph`` for a route that
+    launches on torch's stream: ``capture="torch"``) and the graph is replayed between two CUDA
+    events; a sample is the replay's time over ``calls``. ``flush`` (``--timing graph-flush``):
+    one call per graph and the L2 written between replays, so each replay reads its input from
+    DRAM; without it (``--timing graph``) ten calls back to back on one input, the steady state
+    of a serving loop, whose input may stay in L2 where it fits. The eager timer's spin kernel
+    (where it built) runs before each replay, so the host's submission is not counted either.
+    """
+
+    def __init__(self, base: GpuTimer, flush: bool, calls: int = 10):
+        self.base, self.flush = base, flush
+        self.calls = 1 if flush else calls
+        self.repeat, self.warmup, self.min_repeat, self.budget = base.repeat, 2, base.min_repeat, base.budget
+
+    def __call__(self, fn: Callable, own_stream: bool = False, capture: str = "cupy") -> dict:
+        if capture not in ("cupy", "torch"):
+            raise Uncapturable(capture or "cannot be captured")
+        replay = self._torch_graph(fn) if capture == "torch" else self._cupy_graph(fn)
+        cp = self.base.cupy
+        start, end = cp.cuda.Event(), cp.cuda.Event()
+        times: list[float] = []
+        while len(times) < (_repeats(times[0], self.repeat, self.min_repeat, self.budget) if times else 1):
+            if self.flush:
+                self.base.flush.fill(len(times) & 0xFF)
+            if self.base.spin is not None:  # the stream busy while the host submits the replay
+                self.base.spin((1,), (1,), (np.int64(self.base.spin_ns),))
+            start.record()
+            replay()
+            end.record()
+            end.synchronize()
+            times.append(cp.cuda.get_elapsed_time(start, end) * 1e-3 / self.calls)
+        return summarize(times)
+
+    def _cupy_graph(self, fn: Callable) -> Callable[[], None]:
+        cp = self.base.cupy
+        stream = cp.cuda.Stream(non_blocking=True)
+        with stream:
+            for _ in range(self.warmup):
+                fn()
+            stream.synchronize()
+            stream.begin_capture()
+            try:
+                for _ in range(self.calls):
+                    fn()
+            except Exception as exc:  # noqa: BLE001 - any failure inside a capture means: not capturable
+                stream.end_capture()
+                raise Uncapturable(
+                    f"CuPy's stream capture failed: {type(exc).__name__}: {exc}"[:200]
+                ) from None
+            graph = stream.end_capture()
+        graph.upload()
+        current = cp.cuda.get_current_stream()
+        return lambda: graph.launch(current)
+
+    def _torch_graph(self, fn: Callable) -> Callable[[], None]:
+        import torch
+
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(self.warmup):
+                fn()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.graph(graph):
+                for _ in range(self.calls):
+                    fn()
+        except Exception as exc:  # noqa: BLE001 - as in _cupy_graph
+            raise Uncapturable(f"torch.cuda.graph failed: {type(exc).__name__}: {exc}"[:200]) from None
+        return graph.replay

@@ -60,6 +60,12 @@ class Plan:
     batch : str
         ``"regular"`` (every row ``n`` long), or how rows of their own lengths are served:
         ``lengths`` read by the kernels or through a masked copy, CSR segments.
+    chosen_by : str
+        What chose the algorithm on the CUDA and simulator backends: ``"forced"`` (the
+        ``algorithm=`` argument), ``"table <name>: <file and case>"`` (a measured dispatch table:
+        the package's for the device's architecture, or the user's from ``python -m cutopk tune``)
+        or ``"rules"`` (the dispatcher's hand rules, where no table covers the shape); "" on the
+        NumPy backend.
     """
 
     backend: str
@@ -73,6 +79,7 @@ class Plan:
     cached: bool
     params: dict = dataclasses.field(default_factory=dict)
     batch: str = "regular"
+    chosen_by: str = ""
 
     @property
     def copy(self) -> bool:
@@ -93,6 +100,7 @@ class Plan:
         lines = [
             f"cutopk plan: {self.algorithm!r} on backend {self.backend!r}, {self.rows} rows of "
             f"{self.n}, k={self.k}{' (cached)' if self.cached else ''}",
+            *([f"  chosen by: {self.chosen_by}"] if self.chosen_by else []),
             *([f"  rows: {self.batch}"] if self.batch != "regular" else []),
             f"  launches: {self.launch_count}" + ("" if self.launches else " (nothing runs on a GPU)"),
         ]

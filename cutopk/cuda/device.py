@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 
 from . import dispatch as _dispatch
+from . import tables as _tables
 
 
 def device_id(target: str) -> int:
@@ -22,7 +23,9 @@ def device_id(target: str) -> int:
 @functools.cache
 def device_facts(target: str, device: int) -> _dispatch.Device:
     """What the dispatcher needs to know of a device: SMs and dynamic shared memory per block
-    (the opt-in maximum where the device has one)."""
+    (the opt-in maximum where the device has one), and its measured dispatch table
+    (:mod:`cutopk.cuda.tables`: read once per device, here). The simulator plans by the hand
+    rules."""
     if target != "cuda":
         return _dispatch.Device(clusters=True)  # the simulator runs thread-block clusters
     import cupy
@@ -34,5 +37,23 @@ def device_facts(target: str, device: int) -> _dispatch.Device:
     )
     # CuPy's attribute dictionary has no compute capability: its `compute_capability` ("90") does.
     # Reading the dictionary made every real GPU look cluster-less (H100 scoreboard, 2026-11-26).
-    clusters = int(handle.compute_capability) >= 90
-    return _dispatch.Device(sm_count=attrs["MultiProcessorCount"], shared_bytes=shared, clusters=clusters)
+    capability = str(handle.compute_capability)
+    clusters = int(capability) >= 90
+    try:
+        key: dict[str, str] | None = table_key(device, capability)
+    except Exception:  # noqa: BLE001 - a CuPy that cannot say: no user table, the package's still
+        key = None
+    table = _tables.load(capability, key)
+    return _dispatch.Device(
+        sm_count=attrs["MultiProcessorCount"], shared_bytes=shared, clusters=clusters, table=table
+    )
+
+
+def table_key(device: int, capability: str) -> dict[str, str]:
+    """The key of a user's dispatch table for ``device`` (:func:`cutopk.cuda.tables.device_key`)."""
+    import cupy
+
+    runtime = cupy.cuda.runtime
+    name = runtime.getDeviceProperties(device)["name"]
+    name = name.decode() if isinstance(name, bytes) else str(name)
+    return _tables.device_key(name, capability, runtime.runtimeGetVersion(), runtime.driverGetVersion())

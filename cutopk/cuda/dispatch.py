@@ -1,6 +1,10 @@
 """The dispatcher: a pure function from the shape of a request to a kernel plan.
 
-No GPU calls here, so it is unit-tested on the CPU. Each threshold below says where it comes
+No GPU calls here, so it is unit-tested on the CPU. The choice of family asks the device's
+measured table first (:attr:`Device.table`, :mod:`cutopk.cuda.dispatch_table`: the package's
+per-architecture table made from committed forced-family results, or the user's own from
+``python -m cutopk tune``), and the hand rules below only where no entry covers the shape: they
+are the default. Each threshold below says where it comes
 from: a committed GPU result (file and case; H200 = benchmarks/results/2026-11-25-nvidia-h200/,
 times in microseconds, cutopk against torch.topk in the same run) or, where no GPU has measured
 the choice yet, that it is a capacity limit or a design estimate. The one GPU run so far timed
@@ -12,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from .dispatch_table import DispatchTable
 from .families import bitonic as _bitonic
 from .families import cluster as _cluster
 from .families import multiblock as _multiblock
@@ -143,12 +148,14 @@ class Device:
     opt-in maximum where the device has one, e.g. 223 KB on an H100, else 48 KB). The launcher
     opts a kernel in before a launch that asks for more than 48 KB. ``clusters``: whether the
     device runs thread-block clusters (sm_90 and later; the "cluster" family needs them). Off
-    unless the device says so (the simulator's device has them).
+    unless the device says so (the simulator's device has them). ``table``: the measured dispatch
+    table for this device (None: the hand rules alone).
     """
 
     sm_count: int = 132
     shared_bytes: int = SHARED_BYTES
     clusters: bool = False  # thread-block clusters (compute capability 9.0 or later)
+    table: DispatchTable | None = None
 
 
 def shared_limit(per_block: int, opt_in: int) -> int:
@@ -187,6 +194,8 @@ class KernelPlan:
         Device memory the call allocates besides its outputs: the family's scratch table (one
         chunk of rows for multiblock; every array of the sort path), the copy of the input, and
         the int64 indices of the multi-launch families when the index dtype is narrower.
+    chosen_by : str
+        What chose the family (:func:`choose_why`): "forced", "table <name>: <source>" or "rules".
     """
 
     algorithm: str
@@ -198,6 +207,7 @@ class KernelPlan:
     copy: bool
     scratch_bytes: int = 0
     transpose: bool = False
+    chosen_by: str = "rules"
 
 
 bitonic_size = _bitonic.size
@@ -222,8 +232,26 @@ def choose(
     ``outer``: the rows lie along an outer axis (adjacent rows are adjacent in memory), where a
     thread per row reads coalesced and a warp per row would not.
     """
+    return choose_why(rows, n, k, key_bytes, device, algorithm, outer)[0]
+
+
+def choose_why(
+    rows: int, n: int, k: int, key_bytes: int, device: Device, algorithm: str = "auto", outer: bool = False
+) -> tuple[str, str]:
+    """:func:`choose`'s algorithm and what chose it: ``"forced"``, ``"table <name>: <source>"``
+    (an entry of the device's table covers the shape and its family takes it) or ``"rules"``.
+    Rows along an outer axis keep the rules: the tables are measured on contiguous rows."""
     if algorithm != "auto":
-        return algorithm
+        return algorithm, "forced"
+    entry = device.table.lookup(rows, n, k, key_bytes) if device.table is not None and not outer else None
+    if entry is not None and why_not(entry.family, n, k, key_bytes, device, rows) is None:
+        assert device.table is not None
+        return entry.family, f"table {device.table.name}: {entry.source}"
+    return _rules(rows, n, k, key_bytes, device, outer), "rules"
+
+
+def _rules(rows: int, n: int, k: int, key_bytes: int, device: Device, outer: bool) -> str:
+    """The hand rules: the default where no table entry covers a shape."""
     if outer and k <= THREAD_ROW_MAX_K and rows >= THREAD_ROW_MIN_ROWS and n < 2**31:
         return "thread_row"
     if (n <= WARP_ROW_SHORT_N and k <= WARP_ROW_MAX_K) or (
@@ -303,10 +331,10 @@ def plan(
     while the transpose reads and writes the input once each. The copy counts in
     ``scratch_bytes``.
     """
-    name = choose(rows, n, k, key_bytes, device, algorithm, outer)
+    name, chosen_by = choose_why(rows, n, k, key_bytes, device, algorithm, outer)
     transpose = not copy and outer and name != "thread_row"
     copy = copy or transpose
-    p = _plan(rows, n, k, key_bytes, device, copy, name, by_index)
+    p = dataclasses.replace(_plan(rows, n, k, key_bytes, device, copy, name, by_index), chosen_by=chosen_by)
     if name in ("multiblock", "sort") and index_bytes != 8:
         p = dataclasses.replace(p, scratch_bytes=p.scratch_bytes + rows * k * 8)
     if copy:

@@ -434,7 +434,10 @@ class GpuCall:
         ``arr`` is unused: the signature says it all."""
         req, p, runner = self.req, self.plan, self.runner
         if runner is None:  # k == 0 or no rows: nothing runs, nothing is copied
-            return Plan(req.backend, p.algorithm, self.rows, req.n, req.k, (), (), 0, cached, dict(p.params))
+            return Plan(
+                req.backend, p.algorithm, self.rows, req.n, req.k, (), (), 0, cached, dict(p.params),
+                chosen_by=p.chosen_by,
+            )  # fmt: skip
         before, after = _library_steps(self)
         size = self.rows * req.n * self.dtype.itemsize
         copies = {step.copy: step.size for step in before}
@@ -450,7 +453,7 @@ class GpuCall:
         scratch = self.workspace_bytes + sum(step.size for step in before)
         return Plan(
             req.backend, p.algorithm, self.rows, req.n, req.k, launches, copy_lines(copies), scratch, cached,
-            dict(p.params),
+            dict(p.params), chosen_by=p.chosen_by,
         )  # fmt: skip
 
     def _raise_memory_error(self, exc: Exception) -> None:

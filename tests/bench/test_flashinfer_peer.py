@@ -478,3 +478,28 @@ def test_route_refuses_a_multi_cta_launch_wider_than_the_gpu(monkeypatch):
             assert (route.call is None) is refused, (n, sort)
             if refused:
                 assert "292 blocks per row" in route.reason and "132 SMs" in route.reason
+
+
+@pytest.mark.parametrize(("device", "blocks", "sms"), [(0, 292, 132), (1, 408, 108)])
+def test_the_peer_reads_the_guards_limits_from_the_gpu_it_runs_on(monkeypatch, device, blocks, sms):
+    """The multi-CTA guard of the H100 hang (benchmarks/results/2026-11-26-nvidia-h100-80gb-hbm3:
+    1 x 16777216 never ended) as the benchmark calls it: baselines.flashinfer_route takes the SMs
+    and opt-in shared memory from the current device (the stand-in's H100: 132 SMs, 227 KB; its
+    A100: 108 SMs, 163 KB: (166912 - 2080) // 4 keys a block, 408 blocks), refuses the row that
+    would hang (that a row that fits runs: test_route_refuses_a_multi_cta_launch_wider_than_the_gpu)."""
+    pytest.importorskip("torch", reason="the route is made on torch's stream")
+    cupy = pytest.importorskip("cupy")
+    if getattr(cupy, "__name__", "") != "standin.cupy":
+        pytest.skip("the stand-in's two devices; on a GPU the scoreboard's dry run shows the refusals")
+    from standin import torch_cuda
+
+    torch_cuda.install(monkeypatch)  # CUDA tensors on the stand-in's devices
+    lib = FakeLibrary()
+    lib.native_algorithm = lambda dtype, rows, n, k: "RadixTopKMultiCTA"
+    monkeypatch.setattr(fi, "available", lambda arch: (lib, None))
+    with cupy.cuda.Device(device):
+        x = cupy.zeros((1, 1 << 24), dtype=cupy.float32)
+        for sort in (True, False):
+            route = baselines.flashinfer_route(x, 1, grid.Case("huge", 1, 1 << 24, 1024), sort)
+            assert route.call is None and f"{blocks} blocks per row" in route.reason
+            assert f"this GPU's {sms} SMs" in route.reason and "it never ends" in route.reason

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import time
 
 from .. import _state
 from . import memory, runtime
@@ -33,6 +34,7 @@ __all__ = [
     "alloc",
     "get_allocator",
     "get_current_stream",
+    "get_elapsed_time",
     "memory",
     "runtime",
     "set_allocator",
@@ -90,13 +92,21 @@ class Device:
 
 class Event:
     """``cupy.cuda.Event``: recording or a stream waiting on it is device-side; ``synchronize``
-    makes the host wait (counted in ``_state.HOST_WAITS``, refused while a stream captures)."""
+    makes the host wait (counted in ``_state.HOST_WAITS``, refused while a stream captures).
+    The time it records is the host's clock when the stream reaches it (kernels run at once on
+    the simulator, or at a graph's replay): ``get_elapsed_time`` works, its numbers meaningless."""
 
     def __init__(self, block=False, disable_timing=False, interprocess=False):
         self.recorded = False
+        self.disable_timing = disable_timing
+        self.time: float | None = None
 
     def record(self, stream=None):
         self.recorded = True
+        (stream or get_current_stream()).enqueue(self._stamp)
+
+    def _stamp(self) -> None:
+        self.time = time.perf_counter()
 
     def synchronize(self):
         _state.host_waits("sync", "cudaEventSynchronize")
@@ -215,6 +225,17 @@ class ExternalStream(_BaseStream):
 
 
 Stream.null = Stream(null=True)
+
+
+def get_elapsed_time(start_event: Event, end_event: Event) -> float:
+    """Milliseconds between two recorded events (cudaEventElapsedTime's errors where it fails)."""
+    for event in (start_event, end_event):
+        if event.disable_timing:
+            raise _state.CUDARuntimeError(6, "cudaErrorInvalidResourceHandle", "an event without timing")
+        if event.time is None:
+            raise _state.CUDARuntimeError(600, "cudaErrorNotReady", "an event not recorded (or not reached)")
+    assert start_event.time is not None and end_event.time is not None
+    return (end_event.time - start_event.time) * 1e3
 
 
 def get_current_stream(device_id=None) -> _BaseStream:
