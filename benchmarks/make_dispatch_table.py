@@ -56,8 +56,8 @@ def tables(files: list[pathlib.Path], timing: str = "eager") -> dict[str, dict]:
             table,
             note=(
                 "Made by benchmarks/make_dispatch_table.py: a shape's entry names the fastest family "
-                "timed on it, where today's hand rule's choice was among those timed; it covers the "
-                "shapes within half an octave of its rows, n and K (cutopk/cuda/dispatch_table.py)."
+                "timed on it, where today's hand rule's choice was among those timed; it covers its own "
+                "n and K over the octave of its rows (cutopk/cuda/dispatch_table.py)."
             ),
             unit="cutopk median / torch.topk median in the same run (ms where torch did not run)",
             timing=timing,

@@ -7,9 +7,11 @@ written by ``benchmarks/make_dispatch_table.py`` from committed results) or the 
 (``python -m cutopk tune``). This module is the pure part: the types and the reading of a table's
 JSON object, no files (loading, caching and warnings live in :mod:`cutopk.cuda.tables`).
 
-An entry covers the shapes whose rows, n and K each lie within half an octave of its own (the
-same power of two when rounded in log2) and whose keys have its width: the measured shapes are
-spread an octave or more apart, and a family's cost changes with the octave, not the exact size.
+An entry covers the shapes of its own row length n, K and key width whose rows lie within half
+an octave of its own (the same power of two when rounded in log2). n and K are exact: they are a
+model's constants (its vocabulary, its sampling K) and a family's cost jumps with n (whether a row
+fits a block's shared memory), so a neighbouring n is a guess no measurement made; the batch
+varies from call to call, and its cost changes with the octave, not the exact count.
 The choice of family never changes a result (every family is exact, with the same tie and NaN
 rules), so a table can make a call slower, never wrong; an entry whose family cannot take a shape
 (its limits, :func:`why_not`) is passed over.
@@ -48,12 +50,7 @@ class TableEntry:
     timed: tuple[tuple[str, float], ...] = ()
 
     def covers(self, rows: int, n: int, k: int, key_bytes: int) -> bool:
-        return (
-            key_bytes == self.key_bytes
-            and cell(rows) == cell(self.rows)
-            and cell(n) == cell(self.n)
-            and cell(k) == cell(self.k)
-        )
+        return key_bytes == self.key_bytes and n == self.n and k == self.k and cell(rows) == cell(self.rows)
 
 
 @dataclasses.dataclass(frozen=True)

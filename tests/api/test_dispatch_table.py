@@ -82,12 +82,14 @@ def _entry(family: str, rows=4, n=3000, k=40) -> _table.TableEntry:
     return _table.TableEntry(rows, n, k, 4, family, "test: a made-up case")
 
 
-def test_an_entry_covers_its_octave_and_plan_says_what_chose():
+def test_an_entry_covers_its_n_and_k_over_its_octave_of_rows_and_plan_says_what_chose():
     device = _dispatch_with(_table.DispatchTable("mine", (_entry("bitonic"),)))
     assert _dispatch.choose(4, 3000, 40, 4, H100) == "radix"  # the rule
-    p = _dispatch.plan(5, 3500, 36, 4, device, copy=False)  # one octave: 4 rows, 3000, 40
+    p = _dispatch.plan(5, 3000, 40, 4, device, copy=False)  # the octave of 4 rows, n and K its own
     assert (p.algorithm, p.chosen_by) == ("bitonic", "table mine: test: a made-up case")
-    assert _dispatch.plan(4, 8000, 40, 4, device, copy=False).chosen_by == "rules"  # another octave of n
+    assert _dispatch.plan(4, 3500, 40, 4, device, copy=False).chosen_by == "rules"  # a neighbouring n
+    assert _dispatch.plan(4, 3000, 36, 4, device, copy=False).chosen_by == "rules"  # a neighbouring K
+    assert _dispatch.plan(8, 3000, 40, 4, device, copy=False).chosen_by == "rules"  # another octave of rows
     assert _dispatch.plan(4, 3000, 40, 2, device, copy=False).chosen_by == "rules"  # other keys
     assert _dispatch.plan(4, 3000, 40, 4, device, copy=False, outer=True).chosen_by == "rules"
     forced = _dispatch.plan(4, 3000, 40, 4, device, copy=False, algorithm="radix")
