@@ -343,7 +343,7 @@ def test_plan_never_builds_and_says_whether_the_route_is_built(cache, monkeypatc
 
     monkeypatch.setattr(compiled, "build_once", refuse)
     start = time.perf_counter()
-    small = cutopk.plan(np.zeros((2, 10), np.float32), 3).params
+    small = cutopk.plan(np.zeros((2, 10), np.float64), 3).params  # 64 bits: no small call
     long = cutopk.plan(_long_rows(), 10).params
     assert time.perf_counter() - start < 1.5
     assert small["route"] != "compiled" and long["route"] == "compiled"

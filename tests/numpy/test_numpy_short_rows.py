@@ -313,3 +313,22 @@ def test_small_one_row_call_cached_gives_the_reference_answer(shape, dtype, mode
         r = check_top_k(x, 7, mode=mode)
         assert r.indices.flags.c_contiguous and r.values.flags.c_contiguous
         assert r.indices.shape == (*shape[:-1], 7)
+
+
+def test_plan_names_the_small_calls_function_that_serves_it(monkeypatch):
+    """plan() said ``compiled-rank`` (and "not built: the first call that takes the route builds
+    it") for a 16x100 float32 k=5 call that the small call's argsort served every time."""
+    from cutopk.numpy import compiled
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the compiled route ran")
+
+    monkeypatch.setattr(compiled, "select", refuse)
+    x = np.random.default_rng(0).random((16, 100)).astype("f4")
+    for _ in range(3):
+        check_top_k(x, 5)
+    params = cutopk.plan(x, 5).params
+    assert params["route"] == "small-argsort" and params["threads"] == 1
+    assert not any(key.startswith("compiled") for key in params)
+    bf16 = cutopk.plan(x.astype(_dtype("bfloat16")), 5).params
+    assert bf16["route"] == "small-composite" and "NaN goes the general way" in bf16["threads_why"]
