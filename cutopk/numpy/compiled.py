@@ -182,18 +182,17 @@ def cache_dir() -> pathlib.Path:
     """Where the built library is kept: ``$CUTOPK_COMPILED_CACHE``, else
     ``$XDG_CACHE_HOME/cutopk/compiled`` (``~/.cache/cutopk/compiled``; a relative
     ``$XDG_CACHE_HOME`` is ignored, as the XDG specification says)."""
-    _, root = setting(CACHE_ENV_VAR)
-    if root:
-        return pathlib.Path(root)
-    return cache_home() / "cutopk" / "compiled"
+    root = _environ.folder(*setting(CACHE_ENV_VAR))
+    return cache_home() / "cutopk" / "compiled" if root is None else root
 
 
 def _enabled() -> bool:
+    """Whether ``CUTOPK_COMPILED`` (a flag, default on) allows the route; a value that is no flag
+    raises, on every call (never cached)."""
     given = setting(ENV_VAR)
     seen, allowed = _state["env"]
     if given != seen:
-        text = given[1]
-        allowed = text is None or text.strip().lower() not in ("0", "off", "false", "no")
+        allowed = _environ.flag(given[0], True, given[1])
         _state["env"] = (given, allowed)
     return allowed
 
@@ -212,7 +211,8 @@ def _processor() -> str:
 def build_flags() -> tuple[str, ...]:
     """The compiler flags of this process's build: ``FLAGS``, and ``ASAN_FLAGS`` where
     ``CUTOPK_COMPILED_ASAN=1``."""
-    return FLAGS + (ASAN_FLAGS if setting(ASAN_ENV_VAR)[1] == "1" else ())
+    variable, text = setting(ASAN_ENV_VAR)
+    return FLAGS + (ASAN_FLAGS if _environ.flag(variable, False, text) else ())
 
 
 def library_path(cc: str, source: str, flags: tuple[str, ...]) -> pathlib.Path:
@@ -245,7 +245,9 @@ def build(cc: str, source: str, flags: tuple[str, ...] | None = None, rebuild: b
     except BuildError as exc:
         raise RuntimeError(f"{cc} could not compile {SOURCE.name}: {exc.stderr.strip()[-2000:]}") from None
     except OSError as exc:  # the cache folder, or the compiler, cannot be used
-        raise RuntimeError(f"{cc} could not build into {cache_dir()}: {exc}") from None
+        variable, root = setting(CACHE_ENV_VAR)
+        where = f"{cache_dir()} (from {variable})" if root else cache_dir()
+        raise RuntimeError(f"{cc} could not build into {where}: {exc}") from None
 
 
 class LoadError(RuntimeError):
