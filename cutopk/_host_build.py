@@ -4,8 +4,9 @@ Used by the simulator (``cutopk.sim``: the kernels as C++) and by the NumPy back
 route (``cutopk.numpy.compiled``): a build is named by a hash of everything that goes into it,
 made in a build folder of its own inside the cache (``.cutopk-build-<host>-<pid>-*``) and moved
 into place atomically, so a concurrent build of the same name is harmless and a failed one
-leaves nothing behind. A build folder whose process died (killed during a build: SIGTERM skips
-the clean-up) is removed by the next build in that cache. Where asked, a build record is written
+leaves nothing behind. A build folder whose process died (killed during a build: SIGTERM and
+SIGKILL skip the clean-up) is removed by the next build in that cache, and by the first use of a
+built file there in each process (:func:`build_once` finds it built). Where asked, a build record is written
 beside the library (:func:`record_path`: its size and SHA-256, and what the caller adds, such as
 its ABI) and checked before the library is used: a truncated file must never be loaded (mapping
 it dies of SIGBUS), nor a file that something else put under the name. Imports nothing of
@@ -119,6 +120,11 @@ def _abandoned(entry: pathlib.Path, now: float) -> bool:
     return False
 
 
+# The cache folders swept by this process where a build was found built (once each: a build
+# sweeps every time).
+_swept: set[pathlib.Path] = set()
+
+
 def sweep(folder: pathlib.Path) -> list[pathlib.Path]:
     """Remove the build folders in ``folder`` whose build was abandoned (see the module doc);
     returns those removed."""
@@ -129,6 +135,8 @@ def sweep(folder: pathlib.Path) -> list[pathlib.Path]:
     except OSError:
         return removed
     for entry in entries:
+        if not entry.name.startswith((_BUILD_PREFIX, "tmp")):  # a build's own files: no stat
+            continue
         if entry.is_dir() and _abandoned(entry, now):
             shutil.rmtree(entry, ignore_errors=True)
             removed.append(entry)
@@ -152,6 +160,9 @@ def build_once(
     an ``out`` whose record does not fit (:func:`record_fits`) is built again. ``rebuild``: build
     even where ``out`` fits (it failed to load)."""
     if not rebuild and out.exists() and (record is None or record_fits(out, record) is None):
+        if out.parent not in _swept:  # a builder killed since the last build left its folder
+            _swept.add(out.parent)
+            sweep(out.parent)
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
     sweep(out.parent)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
 import sys
 import time
 import types
@@ -126,3 +127,38 @@ def test_asan_is_not_loaded_here_and_unreadable_maps_mean_not_loaded(monkeypatch
 
     monkeypatch.setattr(hb, "open", refuse, raising=False)
     assert hb.asan_loaded() is False
+
+
+def test_a_builder_killed_by_sigkill_leaves_a_folder_that_the_next_use_removes(tmp_path):
+    """Issue 49: a build killed with SIGKILL left ``.cutopk-build-<host>-<pid>-*/`` for good, as
+    only a later build swept; a later process that finds the library built sweeps it too."""
+    import signal
+    import subprocess
+
+    code = (
+        "import pathlib, sys\n"
+        "from cutopk import _host_build as hb\n"
+        "hb.build_once(pathlib.Path(sys.argv[1]) / 'lib.so', 'compiled.c', 'int x;\\n',\n"
+        "              lambda src, built, folder: [['sleep', '60']])\n"
+    )
+    root = pathlib.Path(__file__).resolve().parents[2]
+    builder = subprocess.Popen(
+        [sys.executable, "-c", code, str(tmp_path)],
+        cwd=root,
+        start_new_session=True,  # sleep too
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not list(tmp_path.glob(f"{hb._BUILD_PREFIX}*/compiled.c")):
+            assert time.monotonic() < deadline and builder.poll() is None, "the builder never started"
+            time.sleep(0.05)
+    finally:
+        os.killpg(builder.pid, signal.SIGKILL)
+        builder.wait()
+    left = list(tmp_path.glob(f"{hb._BUILD_PREFIX}{hb._HOST}-{builder.pid}-*"))
+    assert len(left) == 1 and (left[0] / "compiled.c").is_file()  # SIGKILL: no clean-up
+    out = tmp_path / "lib.so"  # built since by another process
+    out.write_bytes(b"\x7fELF and the rest")
+    hb.record_path(out).write_text(json.dumps({"size": out.stat().st_size, "sha256": hb._digest(out)}))
+    assert hb.build_once(out, "compiled.c", "int x;\n", lambda *a: pytest.fail("built"), record={}) == out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lib.json", "lib.so"]
