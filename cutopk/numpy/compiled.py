@@ -69,6 +69,10 @@ FLAGS = (
 # preloaded: LD_PRELOAD=$(cc -print-file-name=libasan.so)); .ci/run's sanitizer step.
 ASAN_ENV_VAR = "CUTOPK_COMPILED_ASAN"
 ASAN_FLAGS = ("-fsanitize=address", "-fno-omit-frame-pointer", "-g")
+# Each compiler command line, flag set and processor builds a library of its own (every distinct
+# $CC, sanitizer builds, the portable build): the cache keeps the CACHE_KEEP last used, and
+# removes the others once unused for an hour (_host_build.evict).
+CACHE_KEEP = 8
 # The variables' names before issue 40 gave the route one name ("native" also meant byte order):
 # users set them, so each is still read where its new name is unset, with a FutureWarning.
 DEPRECATED_ENV_VARS = {
@@ -241,6 +245,7 @@ def build(cc: str, source: str, flags: tuple[str, ...] | None = None, rebuild: b
             lambda src, built, _: [[*shlex.split(cc), *flags, str(src), "-o", str(built)]],
             record=_record(cc, flags),
             rebuild=rebuild,
+            keep=CACHE_KEEP,
         )
     except BuildError as exc:
         raise RuntimeError(f"{cc} could not compile {SOURCE.name}: {exc.stderr.strip()[-2000:]}") from None
