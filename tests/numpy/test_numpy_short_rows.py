@@ -3,6 +3,8 @@ function of a small cached call) and its thread cost model."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from support.reference import check_top_k
@@ -40,16 +42,24 @@ def _values(rng, dtype: np.dtype, shape) -> np.ndarray:
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", [(700, 8), (300, 16), (200, 64), (4, 128), (30, 200)])
 def test_short_rows_match_the_reference(dtype, shape):
-    """700x8 .. 200x64 through select_sorted in row blocks; 2x128 and 30x200 through the runner
-    function of a small call: every mode, NaN rule and order, ties by lower index."""
+    """Up to 8192 elements (all but 200x64) through the runner function of a small call, and the
+    same elements two apart (no small call) through select_sorted in row blocks, as 200x64:
+    every mode, NaN rule and order, ties by lower index."""
     x = _values(np.random.default_rng(shape[1]), _dtype(dtype), shape)
-    assert cutopk.plan(x, 2).params["route"] == "sorted"
+    inputs = [x]
+    if x.size <= _numpy_routes.TINY_MAX_ELEMENTS:
+        small = "small-composite" if dtype == "bfloat16" else "small-argsort"
+        assert cutopk.plan(x, 2).params["route"] == small
+        spread = np.zeros((shape[0], 2 * shape[1]), x.dtype)
+        spread[:, ::2] = x
+        inputs.append(spread[:, ::2])
+    assert cutopk.plan(inputs[-1], 2).params["route"] == "sorted"
     n = shape[1]
-    for k in sorted({1, 2, n // 2, n - 1}):
+    for a, k in itertools.product(inputs, sorted({1, 2, n // 2, n - 1})):
         for mode in ("largest", "smallest"):
             for nan in ("last", "largest"):
                 for order in (True, "index", False):
-                    check_top_k(x, k, mode=mode, nan=nan, sorted=order)
+                    check_top_k(a, k, mode=mode, nan=nan, sorted=order)
 
 
 def test_negative_zero_ties_with_zero_and_lower_index_wins():
