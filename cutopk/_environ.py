@@ -8,7 +8,7 @@ sees every change made through ``os.environ`` (and ``monkeypatch.setenv``), as `
 does; like it, not one made by C code calling ``setenv`` behind ``os.environ``'s back.
 
 Every ``CUTOPK_*`` variable is parsed here (:func:`flag`, :func:`integer`, :func:`number`,
-:func:`folder`), one way: unset or blank is the default, and any other value that is not what
+:func:`path`), one way: unset or blank is the default, and any other value that is not what
 the variable takes raises a ``ValueError`` naming the variable, what it takes and what was
 given (:func:`bad`); nothing is passed over in silence.
 """
@@ -97,9 +97,9 @@ def number(name: str, default: float, minimum: float | None = None, expected: st
     return value
 
 
-def folder(name: str, text: str | None = None) -> pathlib.Path | None:
-    """Variable ``name`` (or ``text``, already read from it) as a folder, None where unset or
-    blank. It is made where it is used; :func:`unusable` words a failure there."""
+def path(name: str, text: str | None = None) -> pathlib.Path | None:
+    """Variable ``name`` (or ``text``, already read from it) as a path, None where unset or
+    blank. A folder is made where it is used; :func:`unusable` words a failure there."""
     text = get(name) if text is None else text
     if text is None or not text.strip():
         return None

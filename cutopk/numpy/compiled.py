@@ -186,7 +186,7 @@ def cache_dir() -> pathlib.Path:
     """Where the built library is kept: ``$CUTOPK_COMPILED_CACHE``, else
     ``$XDG_CACHE_HOME/cutopk/compiled`` (``~/.cache/cutopk/compiled``; a relative
     ``$XDG_CACHE_HOME`` is ignored, as the XDG specification says)."""
-    root = _environ.folder(*setting(CACHE_ENV_VAR))
+    root = _environ.path(*setting(CACHE_ENV_VAR))
     return cache_home() / "cutopk" / "compiled" if root is None else root
 
 

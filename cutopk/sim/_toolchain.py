@@ -133,7 +133,7 @@ def unavailable_reason() -> str | None:
 
 def cache_dir() -> pathlib.Path:
     """Where built modules are kept: $CUTOPK_SIM_CACHE, else $XDG_CACHE_HOME/cutopk/sim."""
-    root = _environ.folder(CACHE_ENV_VAR)
+    root = _environ.path(CACHE_ENV_VAR)
     if root is None:
         return cache_home() / "cutopk" / "sim"  # a relative $XDG_CACHE_HOME is ignored
     try:
