@@ -9,8 +9,9 @@ SIGKILL skip the clean-up) is removed by the next build in that cache, and by th
 built file there in each process (:func:`build_once` finds it built). Where asked, a build record is written
 beside the library (:func:`record_path`: its size and SHA-256, and what the caller adds, such as
 its ABI) and checked before the library is used: a truncated file must never be loaded (mapping
-it dies of SIGBUS), nor a file that something else put under the name. Imports nothing of
-cutopk: either user stays free of the other.
+it dies of SIGBUS), nor a file that something else put under the name. Where asked, the cache
+keeps the builds of a name's family that were used last, and no more (:func:`evict`). Imports
+nothing of cutopk: either user stays free of the other.
 """
 
 from __future__ import annotations

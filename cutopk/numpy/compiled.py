@@ -6,7 +6,8 @@ running threshold, vectorised by the compiler, then a sort of the K (see the C f
 It needs no NumPy call per row and holds no GIL. One call takes every row of the request and
 shares them between ``threads`` threads itself (the C file's pool: the calling thread and workers
 kept alive between calls, a job handed over in microseconds; see its "Threads" section and
-:func:`handover`), so no block goes through the backend's Python thread pool.
+:func:`handover`), so no block goes through the backend's Python thread pool. A call of more
+than ``INTERRUPT_BLOCK_ELEMENTS`` is made in blocks of rows, so that Ctrl-C interrupts it.
 
 The library is built by the first call that takes the route (some 1.5 s; ``-march=native``),
 never by ``cutopk.plan()`` (:func:`planning`, :func:`status`), into ``$CUTOPK_COMPILED_CACHE`` or
@@ -15,7 +16,7 @@ name that hashes the source, the compiler, its flags and the processor, with a b
 beside it (size, SHA-256, ABI, compiler, flags: ``cutopk._host_build``) that is checked before
 the library is loaded: a file cut short would kill the process with SIGBUS when mapped. One
 that does not fit its record, does not load, lacks the entry points or has another ABI is
-closed and built again, once. A compiler that rejects ``-march=native`` gets the portable
+closed and built again, once; the cache keeps the ``CACHE_KEEP`` libraries last used. A compiler that rejects ``-march=native`` gets the portable
 build. The compiler: ``$CC`` (a command line; one that names no program is the reason the
 route does not run, never passed over), else ``cc``, ``gcc`` or ``clang``. Where none is found,
 or the build fails, the backend runs its NumPy routes, which give the same answers:
