@@ -4,12 +4,14 @@ Used by the simulator (``cutopk.sim``: the kernels as C++) and by the NumPy back
 route (``cutopk.numpy.compiled``): a build is named by a hash of everything that goes into it,
 made in a build folder of its own inside the cache (``.cutopk-build-<host>-<pid>-*``) and moved
 into place atomically, so a concurrent build of the same name is harmless and a failed one
-leaves nothing behind. A build folder whose process died (killed during a build: SIGTERM skips
-the clean-up) is removed by the next build in that cache. Where asked, a build record is written
+leaves nothing behind. A build folder whose process died (killed during a build: SIGTERM and
+SIGKILL skip the clean-up) is removed by the next build in that cache, and by the first use of a
+built file there in each process (:func:`build_once` finds it built). Where asked, a build record is written
 beside the library (:func:`record_path`: its size and SHA-256, and what the caller adds, such as
 its ABI) and checked before the library is used: a truncated file must never be loaded (mapping
-it dies of SIGBUS), nor a file that something else put under the name. Imports nothing of
-cutopk: either user stays free of the other.
+it dies of SIGBUS), nor a file that something else put under the name. Where asked, the cache
+keeps the builds of a name's family that were used last, and no more (:func:`evict`). Imports
+nothing of cutopk: either user stays free of the other.
 """
 
 from __future__ import annotations
@@ -34,6 +36,11 @@ _HOST = re.sub(r"[^A-Za-z0-9_.]", "_", platform.node() or "host")
 # Another host's build folder, or one whose process id may have been reused, counts as
 # abandoned after this long (no build takes a day).
 STALE_BUILD_S = 24 * 3600
+# ``build_once(keep=N)``: a file used (found built, or built) within this long is never evicted,
+# whatever the count: a process may be between its check of the file and its loading it. One
+# that is older was loaded long ago where it is still used, and unlinking a mapped file leaves
+# the mapping be; a process that checks it as it goes finds it missing and builds it again.
+EVICT_AFTER_S = 3600
 # Earlier versions built in ``tmp*`` folders of the cache; one holding only their files and this
 # old is theirs, abandoned.
 _OLD_BUILD_FILES = frozenset(("select_rows.c", "built.so", "module.cpp", "module.o"))
@@ -119,6 +126,11 @@ def _abandoned(entry: pathlib.Path, now: float) -> bool:
     return False
 
 
+# The cache folders swept by this process where a build was found built (once each: a build
+# sweeps every time).
+_swept: set[pathlib.Path] = set()
+
+
 def sweep(folder: pathlib.Path) -> list[pathlib.Path]:
     """Remove the build folders in ``folder`` whose build was abandoned (see the module doc);
     returns those removed."""
@@ -129,10 +141,51 @@ def sweep(folder: pathlib.Path) -> list[pathlib.Path]:
     except OSError:
         return removed
     for entry in entries:
+        if not entry.name.startswith((_BUILD_PREFIX, "tmp")):  # a build's own files: no stat
+            continue
         if entry.is_dir() and _abandoned(entry, now):
             shutil.rmtree(entry, ignore_errors=True)
             removed.append(entry)
     return removed
+
+
+def evict(out: pathlib.Path, keep: int, now: float | None = None) -> list[pathlib.Path]:
+    """Remove the files like ``out`` in its folder (the same name up to its first ``-``, the same
+    suffix), with their build records, beyond the ``keep`` last used (``out`` among them; used:
+    the file's mtime, which :func:`build_once` sets on each use), and unused for
+    ``EVICT_AFTER_S``; returns those removed. ``out`` itself stays."""
+    prefix, now = out.name.split("-", 1)[0] + "-", time.time() if now is None else now
+    used: list[tuple[float, pathlib.Path]] = []
+    try:
+        entries = list(out.parent.iterdir())
+    except OSError:
+        return []
+    for entry in entries:
+        if entry.name.startswith(prefix) and entry.suffix == out.suffix and entry.name != out.name:
+            try:
+                used.append((entry.stat().st_mtime, entry))
+            except OSError:  # gone meanwhile
+                pass
+    used.sort(reverse=True)
+    removed = []
+    for when, entry in used[max(0, keep - 1) :]:
+        if now - when < EVICT_AFTER_S:
+            continue
+        try:  # the record first: a reader between the two sees no record and builds again
+            record_path(entry).unlink(missing_ok=True)
+            entry.unlink(missing_ok=True)
+        except OSError:  # another user's file, a read-only cache, a DLL in use: left there
+            continue
+        removed.append(entry)
+    return removed
+
+
+def _touch(out: pathlib.Path) -> None:
+    """Mark ``out`` used now (:func:`evict` keeps the files last used)."""
+    try:
+        os.utime(out)
+    except OSError:  # a read-only cache, another user's file
+        pass
 
 
 def build_once(
@@ -142,6 +195,7 @@ def build_once(
     commands: Callable[[pathlib.Path, pathlib.Path, pathlib.Path], list[list[str]]],
     record: dict | None = None,
     rebuild: bool = False,
+    keep: int | None = None,
 ) -> pathlib.Path:
     """``out``, built unless it exists: ``source`` is written to ``source_name`` in a build
     folder, ``commands(source_path, built_path, folder)`` gives the command lines that turn it
@@ -150,8 +204,15 @@ def build_once(
 
     ``record``: entries of the build record written beside ``out`` (with its size and SHA-256);
     an ``out`` whose record does not fit (:func:`record_fits`) is built again. ``rebuild``: build
-    even where ``out`` fits (it failed to load)."""
+    even where ``out`` fits (it failed to load). ``keep``: the cache holds at most this many
+    builds like ``out`` that were used lately (:func:`evict`, after each build); each use marks
+    ``out`` used."""
     if not rebuild and out.exists() and (record is None or record_fits(out, record) is None):
+        if out.parent not in _swept:  # a builder killed since the last build left its folder
+            _swept.add(out.parent)
+            sweep(out.parent)
+        if keep is not None:
+            _touch(out)
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
     sweep(out.parent)
@@ -175,6 +236,8 @@ def build_once(
             built.replace(out)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+    if keep is not None:
+        evict(out, keep)
     return out
 
 

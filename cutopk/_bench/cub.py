@@ -38,12 +38,12 @@ import ctypes
 import functools
 import hashlib
 import importlib.util
-import os
 import pathlib
 import re
 import shutil
 import subprocess
 
+from .. import _environ
 from . import env
 
 SOURCE = env.REPO / "benchmarks" / "cub" / "cutopk_cub.cu"
@@ -107,7 +107,7 @@ def _wheel_includes() -> list[pathlib.Path]:
 def cccl_include(copy: bool = True) -> pathlib.Path:
     """The first CCCL include folder that has ``cub::DeviceTopK`` (see the module doc for the
     order; ``copy=False`` leaves out the copy in ``build/cub/cccl``)."""
-    candidates = [pathlib.Path(p) for p in [os.environ.get(CCCL_ENV)] if p]
+    candidates = [p for p in [_environ.path(CCCL_ENV)] if p is not None]
     candidates += [HEADERS_COPY] if copy else []
     candidates += _wheel_includes()
     seen = []
@@ -130,8 +130,9 @@ def source_hash() -> str:
 
 def library_path(arch: str = DEFAULT_ARCH) -> pathlib.Path:
     """Where :func:`build` writes the library for ``arch`` and the current source."""
-    if os.environ.get(LIB_ENV):
-        return pathlib.Path(os.environ[LIB_ENV])
+    given = _environ.path(LIB_ENV)
+    if given is not None:
+        return given
     return BUILD_DIR / f"libcutopk_cub-{arch}-{source_hash()}.so"
 
 

@@ -34,9 +34,9 @@ import ctypes
 import functools
 import hashlib
 import math
-import os
 import pathlib
 
+from .. import _environ
 from . import cub, env
 
 SOURCE = env.REPO / "benchmarks" / "flashinfer" / "cutopk_flashinfer.cu"
@@ -89,8 +89,9 @@ def source_hash(version: str = VERSION) -> str:
 
 def library_path(arch: str = DEFAULT_ARCH) -> pathlib.Path:
     """Where the build script writes the library for ``arch``, the current source and wheel."""
-    if os.environ.get(LIB_ENV):
-        return pathlib.Path(os.environ[LIB_ENV])
+    given = _environ.path(LIB_ENV)
+    if given is not None:
+        return given
     return BUILD_DIR / f"libcutopk_flashinfer-{arch}-{source_hash()}.so"
 
 

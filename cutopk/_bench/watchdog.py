@@ -20,6 +20,8 @@ import sys
 import threading
 import time
 
+from .. import _environ
+
 EXIT_CODE = 3  # apart from timeout(1)'s 124 and a Python error's 1
 DEFAULT_LIMIT_S = 60.0
 LIMIT_ENV = "CUTOPK_BENCH_STEP_LIMIT"
@@ -28,14 +30,7 @@ LIMIT_ENV = "CUTOPK_BENCH_STEP_LIMIT"
 def limit_from_env() -> float:
     """Seconds a step of a GPU run may take: ``$CUTOPK_BENCH_STEP_LIMIT`` (0 turns the watchdog
     off), else 60. CPU runs have none: their steps can always be interrupted."""
-    text = os.environ.get(LIMIT_ENV, "")
-    try:
-        value = float(text) if text else DEFAULT_LIMIT_S
-    except ValueError:
-        raise ValueError(f"{LIMIT_ENV}: expected seconds as a number, got {text!r}") from None
-    if value < 0:
-        raise ValueError(f"{LIMIT_ENV}: expected seconds >= 0 (0: no watchdog), got {text!r}")
-    return value
+    return _environ.number(LIMIT_ENV, DEFAULT_LIMIT_S, 0.0, "seconds, a number >= 0 (0: no watchdog)")
 
 
 class Watchdog:

@@ -172,7 +172,8 @@ def describe(a, req: Request) -> dict:
     ``long-rows``, ``compiled``: the compiled route), ``compiled`` (None where the compiled
     route can run, else why not), ``threads``, ``copy`` (the whole input is copied once: an axis no 2-D view
     describes) and ``block_copies`` (rows are copied a block at a time, at most one block per
-    thread at once: rows not contiguous, or a non-native byte order)."""
+    thread at once: rows not contiguous, or a non-native byte order). A small call's prepared
+    function (:func:`runner`) takes none of these routes: ``NumpyCall.describe`` names it."""
     a = np.asarray(a)
     x, _, copied = _rows(a, req)
     compiled = _compiled.unavailable_reason()

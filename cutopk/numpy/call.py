@@ -14,6 +14,7 @@ from .._request import layout as _layout
 from .._request.plan import Plan, copy_lines
 from . import backend as _backend
 from . import compiled as _compiled
+from . import short_rows as _short_rows
 
 
 class NumpyCall:
@@ -65,11 +66,18 @@ class NumpyCall:
                 copies[f"outputs: moved to axis {req.axis}"] = (
                     rows * req.k * (itemsize + req.index_dtype.itemsize)
                 )
-        params = {"route": info["route"], "threads": info["threads"], "threads_why": info["threads_why"]}
-        if info["compiled"] is not None:  # why the compiled route cannot run here
-            params["compiled_unavailable"] = info["compiled"]
-        else:  # whether it is built and loaded, and which compiler built it (or would)
-            params.update(_compiled.status())
+        small = _short_rows.runner_route(self.shape, self.strides, self.dtype, req)
+        if small is not None:  # what self.plain runs, never the backend's routes: the compiled one neither
+            why = f"1: a small problem ({rows * req.n} elements), one function made for its shape"
+            if small == "small-composite" or (req.nan_first and self.dtype.kind == "f"):
+                why += " (a row with a NaN goes the general way)"
+            params = {"route": small, "threads": 1, "threads_why": why}
+        else:
+            params = {"route": info["route"], "threads": info["threads"], "threads_why": info["threads_why"]}
+            if info["compiled"] is not None:  # why the compiled route cannot run here
+                params["compiled_unavailable"] = info["compiled"]
+            else:  # whether it is built and loaded, and which compiler built it (or would)
+                params.update(_compiled.status())
         return Plan(
             "numpy",
             "select",

@@ -6,7 +6,8 @@ running threshold, vectorised by the compiler, then a sort of the K (see the C f
 It needs no NumPy call per row and holds no GIL. One call takes every row of the request and
 shares them between ``threads`` threads itself (the C file's pool: the calling thread and workers
 kept alive between calls, a job handed over in microseconds; see its "Threads" section and
-:func:`handover`), so no block goes through the backend's Python thread pool.
+:func:`handover`), so no block goes through the backend's Python thread pool. A call of more
+than ``INTERRUPT_BLOCK_ELEMENTS`` is made in blocks of rows, so that Ctrl-C interrupts it.
 
 The library is built by the first call that takes the route (some 1.5 s; ``-march=native``),
 never by ``cutopk.plan()`` (:func:`planning`, :func:`status`), into ``$CUTOPK_COMPILED_CACHE`` or
@@ -15,7 +16,7 @@ name that hashes the source, the compiler, its flags and the processor, with a b
 beside it (size, SHA-256, ABI, compiler, flags: ``cutopk._host_build``) that is checked before
 the library is loaded: a file cut short would kill the process with SIGBUS when mapped. One
 that does not fit its record, does not load, lacks the entry points or has another ABI is
-closed and built again, once. A compiler that rejects ``-march=native`` gets the portable
+closed and built again, once; the cache keeps the ``CACHE_KEEP`` libraries last used. A compiler that rejects ``-march=native`` gets the portable
 build. The compiler: ``$CC`` (a command line; one that names no program is the reason the
 route does not run, never passed over), else ``cc``, ``gcc`` or ``clang``. Where none is found,
 or the build fails, the backend runs its NumPy routes, which give the same answers:
@@ -69,6 +70,10 @@ FLAGS = (
 # preloaded: LD_PRELOAD=$(cc -print-file-name=libasan.so)); .ci/run's sanitizer step.
 ASAN_ENV_VAR = "CUTOPK_COMPILED_ASAN"
 ASAN_FLAGS = ("-fsanitize=address", "-fno-omit-frame-pointer", "-g")
+# Each compiler command line, flag set and processor builds a library of its own (every distinct
+# $CC, sanitizer builds, the portable build): the cache keeps the CACHE_KEEP last used, and
+# removes the others once unused for an hour (_host_build.evict).
+CACHE_KEEP = 8
 # The variables' names before issue 40 gave the route one name ("native" also meant byte order):
 # users set them, so each is still read where its new name is unset, with a FutureWarning.
 DEPRECATED_ENV_VARS = {
@@ -182,18 +187,17 @@ def cache_dir() -> pathlib.Path:
     """Where the built library is kept: ``$CUTOPK_COMPILED_CACHE``, else
     ``$XDG_CACHE_HOME/cutopk/compiled`` (``~/.cache/cutopk/compiled``; a relative
     ``$XDG_CACHE_HOME`` is ignored, as the XDG specification says)."""
-    _, root = setting(CACHE_ENV_VAR)
-    if root:
-        return pathlib.Path(root)
-    return cache_home() / "cutopk" / "compiled"
+    root = _environ.path(*setting(CACHE_ENV_VAR))
+    return cache_home() / "cutopk" / "compiled" if root is None else root
 
 
 def _enabled() -> bool:
+    """Whether ``CUTOPK_COMPILED`` (a flag, default on) allows the route; a value that is no flag
+    raises, on every call (never cached)."""
     given = setting(ENV_VAR)
     seen, allowed = _state["env"]
     if given != seen:
-        text = given[1]
-        allowed = text is None or text.strip().lower() not in ("0", "off", "false", "no")
+        allowed = _environ.flag(given[0], True, given[1])
         _state["env"] = (given, allowed)
     return allowed
 
@@ -212,7 +216,8 @@ def _processor() -> str:
 def build_flags() -> tuple[str, ...]:
     """The compiler flags of this process's build: ``FLAGS``, and ``ASAN_FLAGS`` where
     ``CUTOPK_COMPILED_ASAN=1``."""
-    return FLAGS + (ASAN_FLAGS if setting(ASAN_ENV_VAR)[1] == "1" else ())
+    variable, text = setting(ASAN_ENV_VAR)
+    return FLAGS + (ASAN_FLAGS if _environ.flag(variable, False, text) else ())
 
 
 def library_path(cc: str, source: str, flags: tuple[str, ...]) -> pathlib.Path:
@@ -241,11 +246,14 @@ def build(cc: str, source: str, flags: tuple[str, ...] | None = None, rebuild: b
             lambda src, built, _: [[*shlex.split(cc), *flags, str(src), "-o", str(built)]],
             record=_record(cc, flags),
             rebuild=rebuild,
+            keep=CACHE_KEEP,
         )
     except BuildError as exc:
         raise RuntimeError(f"{cc} could not compile {SOURCE.name}: {exc.stderr.strip()[-2000:]}") from None
     except OSError as exc:  # the cache folder, or the compiler, cannot be used
-        raise RuntimeError(f"{cc} could not build into {cache_dir()}: {exc}") from None
+        variable, root = setting(CACHE_ENV_VAR)
+        where = f"{cache_dir()} (from {variable})" if root else cache_dir()
+        raise RuntimeError(f"{cc} could not build into {where}: {exc}") from None
 
 
 class LoadError(RuntimeError):
@@ -438,6 +446,28 @@ def _address(a: np.ndarray) -> int:
     return a.ctypes.data
 
 
+# A C call holds no GIL and cannot be interrupted: Ctrl-C's KeyboardInterrupt waits until it
+# returns. A call of more elements than this is made in blocks of whole rows (:func:`block_rows`),
+# and Python raises it as the block under way returns: a block of 2**24 float32 elements took
+# 8-10 ms by the threshold scan (rows of 65536, K=8, one thread, loaded 2-core EPYC with
+# AVX-512), the slowest methods some 5x that; the split costs a short call some 0.1 us.
+INTERRUPT_BLOCK_ELEMENTS = 1 << 24
+_COLUMNS_GROUP = 64  # the C file's CHUNK: the rows "columns" takes side by side
+
+
+def block_rows(rows: int, n: int, method: str) -> int:
+    """Rows per C call of :func:`select` for ``rows`` rows of ``n``: all of them up to
+    ``INTERRUPT_BLOCK_ELEMENTS``, else blocks of about that many elements (at least one row; the
+    "columns" method's groups of ``_COLUMNS_GROUP`` rows kept whole). A single longer row is one
+    call, which runs to its end."""
+    if rows * n <= INTERRUPT_BLOCK_ELEMENTS:
+        return max(rows, 1)
+    step = max(1, INTERRUPT_BLOCK_ELEMENTS // max(n, 1))
+    if method == "columns":
+        step = -(-step // _COLUMNS_GROUP) * _COLUMNS_GROUP
+    return step
+
+
 def select(
     x: np.ndarray,
     k: int,
@@ -463,26 +493,36 @@ def select(
     :func:`available`, or with ``function`` from :func:`load` (another build: the tests'
     portable one)."""
     kind, inf_bits = _element(x.dtype)
-    rows = Rows(
-        _address(x),
-        x.shape[0],
-        x.shape[1],
-        x.strides[0],
-        x.strides[1],
-        k,
-        _address(out),
-        inf_bits,
-        x.itemsize,
-        kind,
-        int(largest),
-        int(nan_first),
-        _ORDER[order],
-        METHODS[method],
-        max(1, int(threads)),
-        0,
-        None if values is None else _address(values),
-    )
-    status = (function or _function())(ctypes.byref(rows))
+    fn = function or _function()
+    total, n = x.shape
+    step = block_rows(total, n, method)
+    for start in range(0, max(total, 1), step):  # one block unless the call is long
+        block, block_out, block_values = x, out, values
+        if step < total:  # Python runs a pending signal handler (Ctrl-C) as each block returns
+            block, block_out = x[start : start + step], out[start : start + step]
+            block_values = None if values is None else values[start : start + step]
+        rows = Rows(
+            _address(block),
+            block.shape[0],
+            n,
+            x.strides[0],
+            x.strides[1],
+            k,
+            _address(block_out),
+            inf_bits,
+            x.itemsize,
+            kind,
+            int(largest),
+            int(nan_first),
+            _ORDER[order],
+            METHODS[method],
+            max(1, int(threads)),
+            0,
+            None if block_values is None else _address(block_values),
+        )
+        status = fn(ctypes.byref(rows))
+        if status != 0:
+            break
     if status == _STATUS_NO_MEMORY:
         raise MemoryError(
             f"the compiled route could not allocate its buffer for k={k} (rows of {x.shape[1]})"

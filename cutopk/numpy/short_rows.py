@@ -187,13 +187,22 @@ def runner(
 
     One stable argsort of the values, or one sort of composite keys per row where NaN is
     preferred or NumPy does not compare the dtype itself (bfloat16)."""
-    if not small_call(shape, strides, dtype, req):
+    name = runner_route(shape, strides, dtype, req)
+    if name is None:
         return None
     rows = math.prod(shape) // req.n
     out_shape = (*shape[:-1], req.k)
-    if dtype.kind in "fiu":
+    if name == "small-argsort":
         return _argsort_runner(rows, dtype, req, out_shape, general)
     return _composite_runner(rows, dtype, req, out_shape, general)
+
+
+def runner_route(shape: tuple, strides: tuple, dtype: np.dtype, req: Request) -> str | None:
+    """``plan()``'s route of a small call's :func:`runner`: ``small-argsort`` (NumPy's own
+    floats and integers) or ``small-composite`` (bfloat16); None for any other call."""
+    if not small_call(shape, strides, dtype, req):
+        return None
+    return "small-argsort" if dtype.kind in "fiu" else "small-composite"
 
 
 def _argsort_runner(rows: int, dtype: np.dtype, req: Request, out_shape: tuple, general: Callable):

@@ -166,16 +166,10 @@ def get_num_threads() -> int:
     env = _environ.get(ENV_VAR) or ""
     seen, value = _state["env"]
     if env != seen or value is None:
-        text = env.strip()
-        if not text:
+        if not env.strip():
             return _cpus()
-        try:
-            number = int(text)
-        except ValueError:  # text, not a type: a bad value, whatever it spells
-            raise ValueError(
-                f"{ENV_VAR}: expected a positive integer number of threads, got {env!r}"
-            ) from None
-        value = _check(number, ENV_VAR)  # a bad value raises on every call: never cached
+        # A bad value raises on every call: never cached.
+        value = _environ.integer(ENV_VAR, 0, minimum=1, expected="a positive integer number of threads")
         _state["env"] = (env, value)
     return value
 

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import ctypes
 import mmap
-import os
 import pathlib
 import threading
 from collections.abc import Sequence
 
 import numpy as np
 
+from .. import _environ
 from .._host_build import asan_loaded
 from . import _errors, _isolate, _lines, _rewrite, _staging, _toolchain
 from ._arguments import (
@@ -35,10 +35,6 @@ from ._traffic import COUNTING, LaunchTraffic, traffic_spans
 
 DEFAULT_SPIN_BUDGET = 1 << 26
 DEFAULT_WATCHDOG_S = 60.0
-
-
-def _env_flag(name: str) -> bool:
-    return os.environ.get(name, "0").strip().lower() not in ("", "0", "false", "no")
 
 
 class RawModule:
@@ -120,9 +116,15 @@ class RawModule:
         reason = _toolchain.unavailable_reason()
         if reason:
             raise _errors.SimUnavailableError(reason)
-        self.seed = int(os.environ.get("CUTOPK_SIM_SEED", "0")) if seed is None else int(seed)
+        if seed is None:
+            seed = _environ.integer(
+                "CUTOPK_SIM_SEED", 0, 0, 2**64, "an integer in [0, 2**64) (0: thread order)"
+            )
+        self.seed = int(seed)
         if block_seed is None:
-            block_seed = int(os.environ.get("CUTOPK_SIM_BLOCK_SEED", "0"))
+            block_seed = _environ.integer(
+                "CUTOPK_SIM_BLOCK_SEED", 0, 0, 2**64, "an integer in [0, 2**64) (0: x-fastest order)"
+            )
         if not isinstance(block_seed, (int, np.integer)) or not 0 <= int(block_seed) < 2**64:
             raise ValueError(
                 f"block_seed: expected an int in [0, 2**64) (0: x-fastest order), got {block_seed!r}"
@@ -132,14 +134,18 @@ class RawModule:
         if self.resident_blocks < 0:
             raise ValueError(f"resident_blocks: expected 0 (all) or a positive int, got {resident_blocks!r}")
         self.poison = bool(poison)
-        self.asan = _env_flag("CUTOPK_SIM_ASAN") if asan is None else bool(asan)
-        self.isolate = _env_flag("CUTOPK_SIM_ISOLATE") if isolate is None else bool(isolate)
+        self.asan = _environ.flag("CUTOPK_SIM_ASAN") if asan is None else bool(asan)
+        self.isolate = _environ.flag("CUTOPK_SIM_ISOLATE") if isolate is None else bool(isolate)
         self.spin_budget = int(spin_budget)
         if watchdog_s is None:
-            watchdog_s = float(os.environ.get("CUTOPK_SIM_WATCHDOG", DEFAULT_WATCHDOG_S))
+            watchdog_s = _environ.number(
+                "CUTOPK_SIM_WATCHDOG", DEFAULT_WATCHDOG_S, 0.0, "seconds, a number >= 0 (0: no watchdog)"
+            )
         self.watchdog_s = float(watchdog_s)
         self.timeout_s = None if timeout_s is None else float(timeout_s)
-        self.count_traffic = _env_flag("CUTOPK_SIM_TRAFFIC") if count_traffic is None else bool(count_traffic)
+        self.count_traffic = (
+            _environ.flag("CUTOPK_SIM_TRAFFIC") if count_traffic is None else bool(count_traffic)
+        )
         if self.count_traffic and self.asan:
             raise ValueError(
                 "count_traffic: counting global-memory traffic cannot be combined with asan=True (both "

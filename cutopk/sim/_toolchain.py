@@ -12,9 +12,11 @@ import subprocess
 import sys
 import sysconfig
 
+from .. import _environ
 from .._host_build import BuildError, build_once, cache_home
 
 RUNTIME_DIR = pathlib.Path(__file__).parent / "runtime"
+CACHE_ENV_VAR = "CUTOPK_SIM_CACHE"
 # The runtime's code that is the same for every kernel source, compiled once per set of flags
 # into objects that every module links (:func:`runtime_objects`).
 RUNTIME_SOURCES = ("sim_runtime.cpp", "sim_launch.cpp")
@@ -131,10 +133,14 @@ def unavailable_reason() -> str | None:
 
 def cache_dir() -> pathlib.Path:
     """Where built modules are kept: $CUTOPK_SIM_CACHE, else $XDG_CACHE_HOME/cutopk/sim."""
-    root = os.environ.get("CUTOPK_SIM_CACHE")
-    if root:
-        return pathlib.Path(root)
-    return cache_home() / "cutopk" / "sim"  # a relative $XDG_CACHE_HOME is ignored
+    root = _environ.path(CACHE_ENV_VAR)
+    if root is None:
+        return cache_home() / "cutopk" / "sim"  # a relative $XDG_CACHE_HOME is ignored
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a raw FileNotFoundError would not say which setting made the path
+        raise _environ.unusable(CACHE_ENV_VAR, root, exc) from None
+    return root
 
 
 def runtime_text() -> str:

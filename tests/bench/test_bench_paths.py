@@ -95,14 +95,23 @@ def test_the_cost_fit_needs_three_phases(tmp_path):
 
 
 def test_the_cost_fit_drops_a_negative_coefficient_and_fits_again(tmp_path):
-    # seconds = 5 * cases exactly, but more elements take less time: the unconstrained fit
-    # gives the elements a negative cost, which a model of time cannot have.
-    for i, (cases, rows) in enumerate([(2, 4000), (4, 2000), (6, 1000), (8, 500)]):
-        _phase(tmp_path, i, cases=cases, seconds=5 * cases, rows=rows)
+    # seconds = 12 + 5 * cases - 1000 * gelements exactly: more elements take less time, and the
+    # unconstrained fit gives the elements a cost of -1000 s per Gelement, which a model of time
+    # cannot have. (Data that fit with a zero cost, as before, left the sign to rounding: OpenBLAS's
+    # AVX-512 kernels gave +3.5e-13 and kept it, its Haswell ones -1.7e-18.)
+    phases = [(2, 4000), (4, 2000), (6, 1000), (8, 500)]
+    for i, (cases, rows) in enumerate(phases):
+        seconds = 12 + 5 * cases - cases * rows // 1000
+        _phase(tmp_path, i, cases=cases, seconds=seconds, rows=rows)
+    logs = scoreboard.phase_logs(tmp_path)
+    unconstrained = np.linalg.lstsq(np.array([[1.0, n, g] for n, g, _ in logs]), [s for *_, s in logs])[0]
+    assert unconstrained[2] == pytest.approx(-1000)
     model = scoreboard.fit_cost(tmp_path)
-    assert model.per_gelement == 0.0 and model.per_case > 0 and model.start >= 0
-    for cases, _, seconds in scoreboard.phase_logs(tmp_path):
-        assert model.start + model.per_case * cases == pytest.approx(seconds, rel=0.2)
+    assert (
+        model.per_gelement == 0.0 and model.per_case == pytest.approx(5.7) and model.start == pytest.approx(2)
+    )
+    for cases, _, seconds in logs:
+        assert model.start + model.per_case * cases == pytest.approx(seconds, rel=0.1)
     assert model.source == f"4 benchmark phases logged in {tmp_path}"
 
 

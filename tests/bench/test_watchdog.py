@@ -61,7 +61,9 @@ def test_the_limit_comes_from_the_environment(monkeypatch, text, expected):
     assert watchdog.limit_from_env() == expected
 
 
-@pytest.mark.parametrize(("text", "why"), [("soon", "as a number, got 'soon'"), ("-1", "seconds >= 0")])
+@pytest.mark.parametrize(
+    ("text", "why"), [("soon", "a number .*got 'soon'"), ("-1", "a number >= 0.*got '-1'")]
+)
 def test_a_bad_limit_names_the_variable(monkeypatch, text, why):
     monkeypatch.setenv(watchdog.LIMIT_ENV, text)
     with pytest.raises(ValueError, match=f"{watchdog.LIMIT_ENV}: expected .*{why}"):

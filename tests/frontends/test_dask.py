@@ -273,13 +273,21 @@ def test_masked_dask_arrays_are_refused_when_the_graph_is_built():
     assert cdask.top_k_indices(filled, 2).compute().tolist() == [[0, 3], [2, 0]]
 
 
-def test_distributed_local_cluster_of_worker_processes():
+def test_distributed_local_cluster_of_worker_processes(tmp_path, monkeypatch):
     """Under dask.distributed with two worker processes: the graph's tasks pickle, run on the
-    workers and give exactly cutopk.top_k's answer."""
+    workers and give exactly cutopk.top_k's answer. The workers' scratch folder is the test's
+    own (it stayed behind in the temp folder as ``dask-scratch-space``), and nothing is left in
+    the temp folder, a fresh one here."""
     distributed = pytest.importorskip(
         "distributed", reason="needs dask.distributed (pip install distributed)"
     )
     import os
+    import tempfile
+
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp))  # the workers' temp folder, and this process's:
+    monkeypatch.setattr(tempfile, "tempdir", None)  # gettempdir() reads TMPDIR again
 
     rng = np.random.default_rng(9)
     x = make_values(rng, np.float32, (5, 203), "nan")
@@ -291,8 +299,15 @@ def test_distributed_local_cluster_of_worker_processes():
     ]
     lazy = [cdask.top_k(da.from_array(a, chunks=c), k, split_every=2, **kw) for a, c, k, kw in cases]
     with (
+        # The scratch folder of the workers and of the scheduler (LocalCluster's local_directory
+        # is the workers' alone): the test's own.
+        dask.config.set({"temporary-directory": str(tmp_path / "dask")}),
         distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=40
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            silence_logs=40,
         ) as cluster,
         distributed.Client(cluster, timeout="60s") as client,
     ):
@@ -305,6 +320,7 @@ def test_distributed_local_cluster_of_worker_processes():
             results = [future.result(timeout=120) for future in futures]
         ran_on = {task["worker"] for task in stream.data if "cutopk" in str(task["key"])}
         assert ran_on, "no cutopk task ran on a worker"
+    assert sorted(p.name for p in temp.iterdir()) == []
     for (a, _, k, kw), values, indices in zip(cases, results[::2], results[1::2], strict=True):
         expected = cutopk.top_k(a, k, **kw)
         axis = kw.get("axis", -1) % a.ndim

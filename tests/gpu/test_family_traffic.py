@@ -17,7 +17,7 @@ from cutopk.cuda.families import common, multiblock
 
 if not sim.is_available():
     pytest.skip(f"CPU simulator unavailable: {sim.unavailable_reason()}", allow_module_level=True)
-if sim._module._env_flag("CUTOPK_SIM_ASAN"):
+if sim._module._environ.flag("CUTOPK_SIM_ASAN"):
     pytest.skip("traffic counting and AddressSanitizer builds exclude each other", allow_module_level=True)
 
 TOLERANCE = 0.10

@@ -80,3 +80,39 @@ def test_the_operators_are_registered_on_the_first_tensor_call_only():
     )
     done = _python(code)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
+def test_import_cutopk_leaves_ml_dtypes_until_a_bfloat16_array_comes():
+    """``import cutopk`` imported ml_dtypes (0.6-1.3 s, most of the import) for bfloat16's table
+    entry; the entry now joins when a bfloat16 dtype is first looked up."""
+    pytest.importorskip("ml_dtypes")
+    code = (
+        "import sys, numpy as np, cutopk\n"
+        "assert 'ml_dtypes' not in sys.modules\n"
+        "r = cutopk.top_k(np.array([[3.0, 1.0, 4.0, 1.0, 5.0]], np.float32), 2)\n"
+        "p = cutopk.plan(np.zeros((4, 20000), np.float16), 3)\n"
+        "assert 'ml_dtypes' not in sys.modules, 'a float32 call imported ml_dtypes'\n"
+        "import ml_dtypes\n"
+        "x = np.array([[3.0, 1.0, 4.0, 1.0, 5.0]]).astype(ml_dtypes.bfloat16)\n"
+        "for a in (x, (np.arange(20000.0) % 251).astype(ml_dtypes.bfloat16)[None]):  # small, long\n"
+        "    r, want = cutopk.top_k(a, 2), cutopk.top_k(a.astype(np.float32), 2)\n"
+        "    assert r.values.dtype == x.dtype and np.array_equal(r.indices, want.indices), r\n"
+        "assert 'bfloat16' in [i.name for i in cutopk._request.dtypes.SUPPORTED.values()]\n"
+        "print('ok')\n"
+    )
+    done = _python(code)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
+def test_a_torch_dtype_or_the_table_listed_brings_bfloat16_in():
+    pytest.importorskip("ml_dtypes")
+    code = (
+        "import sys, cutopk\n"
+        "from cutopk._request import dtypes\n"
+        "names = [i.name for i in dtypes.SUPPORTED.values()]\n"
+        "assert names[-1] == 'bfloat16' and 'ml_dtypes' in sys.modules, names\n"
+        "assert len(dtypes.SUPPORTED) == len(names) == len(list(dtypes.SUPPORTED))\n"
+        "print('ok')\n"
+    )
+    done = _python(code)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr

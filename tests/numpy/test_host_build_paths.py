@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
 import sys
 import time
 import types
@@ -126,3 +127,89 @@ def test_asan_is_not_loaded_here_and_unreadable_maps_mean_not_loaded(monkeypatch
 
     monkeypatch.setattr(hb, "open", refuse, raising=False)
     assert hb.asan_loaded() is False
+
+
+def test_a_builder_killed_by_sigkill_leaves_a_folder_that_the_next_use_removes(tmp_path):
+    """Issue 49: a build killed with SIGKILL left ``.cutopk-build-<host>-<pid>-*/`` for good, as
+    only a later build swept; a later process that finds the library built sweeps it too."""
+    import signal
+    import subprocess
+
+    code = (
+        "import pathlib, sys\n"
+        "from cutopk import _host_build as hb\n"
+        "hb.build_once(pathlib.Path(sys.argv[1]) / 'lib.so', 'compiled.c', 'int x;\\n',\n"
+        "              lambda src, built, folder: [['sleep', '60']])\n"
+    )
+    root = pathlib.Path(__file__).resolve().parents[2]
+    builder = subprocess.Popen(
+        [sys.executable, "-c", code, str(tmp_path)],
+        cwd=root,
+        start_new_session=True,  # sleep too
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not list(tmp_path.glob(f"{hb._BUILD_PREFIX}*/compiled.c")):
+            assert time.monotonic() < deadline and builder.poll() is None, "the builder never started"
+            time.sleep(0.05)
+    finally:
+        os.killpg(builder.pid, signal.SIGKILL)
+        builder.wait()
+    left = list(tmp_path.glob(f"{hb._BUILD_PREFIX}{hb._HOST}-{builder.pid}-*"))
+    assert len(left) == 1 and (left[0] / "compiled.c").is_file()  # SIGKILL: no clean-up
+    out = tmp_path / "lib.so"  # built since by another process
+    out.write_bytes(b"\x7fELF and the rest")
+    hb.record_path(out).write_text(json.dumps({"size": out.stat().st_size, "sha256": hb._digest(out)}))
+    assert hb.build_once(out, "compiled.c", "int x;\n", lambda *a: pytest.fail("built"), record={}) == out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lib.json", "lib.so"]
+
+
+# --- the bound on a cache's builds (build_once's keep) -----------------------------------------------
+
+
+def _planted(folder, name: str, age_s: float) -> pathlib.Path:
+    out = folder / name
+    out.write_bytes(name.encode())
+    hb.record_path(out).write_text(json.dumps({"size": out.stat().st_size, "sha256": hb._digest(out)}))
+    when = time.time() - age_s
+    os.utime(out, (when, when))
+    return out
+
+
+def test_the_builds_beyond_the_last_used_go_with_their_records_once_unused_for_an_hour(tmp_path):
+    old = [_planted(tmp_path, f"lib-{i}.so", 7200 + 60 * i) for i in range(6)]
+    young = _planted(tmp_path, "lib-young.so", 1800)  # beyond the count, but used half an hour ago
+    recent = _planted(tmp_path, "lib-recent.so", 7200 + 3600 * 24)  # the oldest ...
+    os.utime(recent)  # ... until a process used it now
+    other = _planted(tmp_path, "other-0.so", 10**6)  # not one of these builds
+    stray = tmp_path / "lib-x.txt"
+    stray.write_text("")
+    out = hb.build_once(
+        tmp_path / "lib-new.so", "a.c", "int x;\n", lambda s, b, f: [["cp", str(s), str(b)]], {}, keep=2
+    )
+    assert out.read_text() == "int x;\n"
+    assert {p.name for p in tmp_path.iterdir()} == {
+        *(f"{p.stem}{suffix}" for p in (out, young, recent, other) for suffix in (".so", ".json")),
+        stray.name,
+    }
+    assert not any(p.exists() or hb.record_path(p).exists() for p in old)
+    # Found built: marked used, nothing evicted.
+    os.utime(young, (1, 1))
+    os.utime(out, (1, 1))
+    assert hb.build_once(out, "a.c", "int x;\n", lambda *a: pytest.fail("built"), {}, keep=1) == out
+    assert out.stat().st_mtime > time.time() - 60 and young.exists()
+
+
+def test_an_eviction_that_cannot_remove_a_file_leaves_it(tmp_path, monkeypatch):
+    victim = _planted(tmp_path, "lib-old.so", 7200)
+    out = _planted(tmp_path, "lib-new.so", 0)
+    real_unlink = pathlib.Path.unlink
+
+    def refuse(self, missing_ok=False):
+        if self == victim:
+            raise PermissionError(13, "in use")
+        real_unlink(self, missing_ok=missing_ok)
+
+    monkeypatch.setattr(pathlib.Path, "unlink", refuse)
+    assert hb.evict(out, 1) == [] and victim.exists()
+    assert hb.evict(tmp_path / "missing" / "lib-a.so", 1) == []

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import pathlib
 import zlib
 
 import numpy as np
@@ -19,6 +20,9 @@ from support.reference import check_top_k, reference_top_k
 import cutopk
 from cutopk.numpy import backend as _numpy
 from cutopk.numpy import compiled
+from cutopk.numpy import compiled_choice as _compiled_choice
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 DTYPES = (
     "float16", "bfloat16", "float32", "float64",
@@ -289,8 +293,8 @@ def test_the_build_is_cached_by_source_and_flags(tmp_path, monkeypatch, quick_bu
     monkeypatch.setenv(compiled.CACHE_ENV_VAR, str(tmp_path))
     cc = compiled.compiler()
     first = compiled.build(cc, compiled.SOURCE.read_text())
-    stamp = first.stat().st_mtime_ns
-    assert compiled.build(cc, compiled.SOURCE.read_text()) == first and first.stat().st_mtime_ns == stamp
+    stamp = first.stat().st_ino  # a build moves a new file in; a use marks this one used (its mtime)
+    assert compiled.build(cc, compiled.SOURCE.read_text()) == first and first.stat().st_ino == stamp
     other = compiled.build(cc, compiled.SOURCE.read_text() + "\n/* changed */\n")
     names = sorted(p.name for p in tmp_path.iterdir())  # each with its build record, nothing else
     assert other != first and names == sorted(
@@ -477,14 +481,18 @@ def test_short_rows_outer_axes_and_eight_bits_take_the_compiled_route():
     assert route((4096, 64), 1, np.float64) == "compiled-insert"  # 64 bits, K below 4: the list
     assert route((4096, 64), 4, np.float64) == "compiled-columns"
     assert route((4096, 8), 1, np.float64) == "compiled-columns"
-    assert route((15, 8), 2) == "compiled-rank"  # too few rows side by side
+    assert route((15, 8), 2) == "small-argsort"  # a small call's own function, which ...
+    assert (
+        _compiled_choice.choose_method(np.zeros((15, 8), np.float32), 2) == "rank"
+    )  # too few rows side by side
     assert route((4096, 65), 1, np.int8) == "compiled-insert"  # K of 1-4: a compare per element
     assert route((4096, 128), 2) == "compiled-rank"
     assert route((4096, 256), 2) == "compiled-insert"
     assert route((4096, 1024), 4, np.int16) == "compiled-insert"
     assert route((16, 65536), 4) == "compiled-insert"
     assert route((16, 65536), 5) == "compiled"
-    assert route((1, 128), 8) == "compiled-rank"
+    assert route((1, 128), 8) == "small-argsort"  # ... the same rows of another call do not take
+    assert route((1, 300), 8) == "compiled-rank"
     assert route((2048, 1024), 8) == "compiled-rank"
     assert route((2048, 1024), 4, np.float64) == "compiled-insert"  # no 96-bit composites
     assert route((2048, 1024), 16) == "compiled-rank"
@@ -545,6 +553,13 @@ def test_top_k_on_short_rows_matches_the_reference(shape, k, dtype, axis, monkey
     x = make_values(
         np.random.default_rng(len(shape) * k), dt, shape, "nan" if dt.kind == "f" else "few_distinct"
     )
+    if cutopk.plan(x, k, axis=axis).params["route"].startswith("small-"):
+        # A small C-contiguous call runs its own function (short_rows.runner), never the compiled
+        # route: the same elements two apart take it.
+        check_top_k(x, k, axis=axis)
+        spread = np.zeros((*x.shape[:-1], 2 * x.shape[-1]), x.dtype)
+        spread[..., ::2] = x
+        x = spread[..., ::2]
     assert cutopk.plan(x, k, axis=axis).params["route"].startswith("compiled")
     for mode, nan, order in itertools.product(("largest", "smallest"), ("last", "largest"), (True, "index")):
         check_top_k(x, k, axis=axis, mode=mode, nan=nan, sorted=order)
@@ -593,3 +608,85 @@ def test_an_arrays_address_is_its_first_elements():
     ]
     for a in arrays:
         assert compiled._address(a) == a.ctypes.data
+
+
+# --- issue 49: a long compiled call cannot be interrupted (Ctrl-C) ----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("shape", "k", "axis", "route"),
+    [
+        ((37, 9000), 5, -1, "compiled"),
+        ((300, 100), 4, -1, "compiled-rank"),
+        ((300, 100), 12, 0, "compiled-columns"),
+        ((5, 30000), 2, -1, "compiled-insert"),
+    ],
+)
+def test_a_long_call_made_in_blocks_of_rows_gives_the_same_answer(monkeypatch, shape, k, axis, route):
+    monkeypatch.delenv(compiled.ENV_VAR, raising=False)
+    monkeypatch.setattr(compiled, "INTERRUPT_BLOCK_ELEMENTS", 2000)
+    calls = []
+    function = compiled._function()
+    monkeypatch.setitem(compiled._state, "lib", lambda ref: calls.append(ref._obj.rows) or function(ref))
+    x = make_values(np.random.default_rng(4), np.dtype(np.float32), shape, "nan")
+    assert cutopk.plan(x, k, axis=axis).params["route"] == route
+    for mode, order in (("largest", True), ("smallest", "index")):
+        calls.clear()
+        check_top_k(x, k, axis=axis, mode=mode, sorted=order, nan="largest")
+        rows = x.size // shape[axis]
+        assert len(calls) > 1 and sum(calls) == rows
+        if route == "compiled-columns":  # the C file's groups of 64 rows side by side stay whole
+            assert all(c % 64 == 0 for c in calls[:-1])
+
+
+def test_ctrl_c_interrupts_a_long_compiled_call_between_blocks(tmp_path):
+    """SIGINT in the middle of a call of some 8 s on the compiled route: KeyboardInterrupt within
+    a second or two, not when the call is done (the C call holds no GIL and runs to its end)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    code = (
+        "import signal, time, numpy as np, cutopk\n"
+        "from cutopk.numpy import compiled\n"
+        "signal.signal(signal.SIGINT, signal.default_int_handler)  # a background job ignores it\n"
+        "assert compiled.available(), compiled.unavailable_reason()\n"
+        "row = np.random.default_rng(0).random(65536, dtype=np.float32)\n"
+        "x = np.broadcast_to(row, (2048, 65536))  # rows of one row's memory\n"
+        "cutopk.top_k(x, 8)\n"
+        "start = time.perf_counter()\n"
+        "cutopk.top_k(x, 8)\n"
+        "rows = int(8.0 / ((time.perf_counter() - start) / 2048))\n"
+        "x = np.broadcast_to(row, (rows, 65536))\n"
+        "assert cutopk.plan(x, 8).params['route'] == 'compiled'\n"
+        "print(rows, flush=True)\n"
+        "try:\n"
+        "    cutopk.top_k(x, 8)\n"
+        "    print('finished', flush=True)\n"
+        "except KeyboardInterrupt:\n"
+        "    print('interrupted', flush=True)\n"
+    )
+    env = {**os.environ, "CUTOPK_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    env.pop(compiled.ENV_VAR, None)
+    child = subprocess.Popen(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None
+        rows = child.stdout.readline()
+        assert rows.strip().isdigit(), child.communicate(timeout=120)
+        time.sleep(0.5)  # into the call
+        child.send_signal(signal.SIGINT)
+        sent = time.perf_counter()
+        out, err = child.communicate(timeout=120)
+        waited = time.perf_counter() - sent
+    finally:
+        child.kill()
+    assert out.strip() == "interrupted", (out, err)
+    assert waited < 2.5, f"KeyboardInterrupt {waited:.1f} s after SIGINT, in a call of some 8 s"

@@ -317,6 +317,31 @@ def test_old_build_folders_are_removed_and_nothing_else(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted((mine.name, young.name, alive.name))
 
 
+# --- issue 49: every distinct CC built another library, none evicted ---------------------------------
+
+
+def test_each_cc_builds_its_own_library_and_the_cache_keeps_the_last_used(tmp_path, cache, good_build):
+    copy_cc = _script(
+        tmp_path,
+        "copy-cc",
+        f"""\
+        while [ $# -gt 0 ]; do [ "$1" = -o ] && out="$2"; shift; done
+        cp {good_build} "$out"
+        """,
+    )
+    source, built = compiled.SOURCE.read_text(), []
+    for i in range(compiled.CACHE_KEEP + 4):
+        built.append(compiled.build(f"{copy_cc} -DVARIANT={i}", source))
+        for path in cache.iterdir():  # two hours pass between the builds
+            when = path.stat().st_mtime - 7200
+            os.utime(path, (when, when))
+    libraries = sorted(cache.glob("compiled-*.so"))
+    assert len(set(built)) == compiled.CACHE_KEEP + 4 and len(libraries) == compiled.CACHE_KEEP
+    assert set(libraries) == set(built[-compiled.CACHE_KEEP :])
+    assert sorted(cache.glob("compiled-*.json")) == [p.with_suffix(".json") for p in libraries]
+    compiled._close(compiled.load(built[-1]).library)  # the last one still loads
+
+
 # --- item 8: a relative XDG_CACHE_HOME --------------------------------------------------------
 
 
@@ -343,7 +368,7 @@ def test_plan_never_builds_and_says_whether_the_route_is_built(cache, monkeypatc
 
     monkeypatch.setattr(compiled, "build_once", refuse)
     start = time.perf_counter()
-    small = cutopk.plan(np.zeros((2, 10), np.float32), 3).params
+    small = cutopk.plan(np.zeros((2, 10), np.float64), 3).params  # 64 bits: no small call
     long = cutopk.plan(_long_rows(), 10).params
     assert time.perf_counter() - start < 1.5
     assert small["route"] != "compiled" and long["route"] == "compiled"

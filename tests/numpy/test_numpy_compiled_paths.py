@@ -40,7 +40,10 @@ def test_a_cache_folder_that_cannot_be_made_is_a_build_error_naming_it(monkeypat
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     monkeypatch.setenv(compiled.CACHE_ENV_VAR, str(blocker / "cache"))
-    with pytest.raises(RuntimeError, match=rf"^cc could not build into {blocker / 'cache'}: "):
+    with pytest.raises(
+        RuntimeError,
+        match=rf"^cc could not build into {blocker / 'cache'} \(from {compiled.CACHE_ENV_VAR}\): ",
+    ):
         compiled.build("cc", "int x;\n", ())
 
 

@@ -3,6 +3,8 @@ function of a small cached call) and its thread cost model."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from support.reference import check_top_k
@@ -40,16 +42,24 @@ def _values(rng, dtype: np.dtype, shape) -> np.ndarray:
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", [(700, 8), (300, 16), (200, 64), (4, 128), (30, 200)])
 def test_short_rows_match_the_reference(dtype, shape):
-    """700x8 .. 200x64 through select_sorted in row blocks; 2x128 and 30x200 through the runner
-    function of a small call: every mode, NaN rule and order, ties by lower index."""
+    """Up to 8192 elements (all but 200x64) through the runner function of a small call, and the
+    same elements two apart (no small call) through select_sorted in row blocks, as 200x64:
+    every mode, NaN rule and order, ties by lower index."""
     x = _values(np.random.default_rng(shape[1]), _dtype(dtype), shape)
-    assert cutopk.plan(x, 2).params["route"] == "sorted"
+    inputs = [x]
+    if x.size <= _numpy_routes.TINY_MAX_ELEMENTS:
+        small = "small-composite" if dtype == "bfloat16" else "small-argsort"
+        assert cutopk.plan(x, 2).params["route"] == small
+        spread = np.zeros((shape[0], 2 * shape[1]), x.dtype)
+        spread[:, ::2] = x
+        inputs.append(spread[:, ::2])
+    assert cutopk.plan(inputs[-1], 2).params["route"] == "sorted"
     n = shape[1]
-    for k in sorted({1, 2, n // 2, n - 1}):
+    for a, k in itertools.product(inputs, sorted({1, 2, n // 2, n - 1})):
         for mode in ("largest", "smallest"):
             for nan in ("last", "largest"):
                 for order in (True, "index", False):
-                    check_top_k(x, k, mode=mode, nan=nan, sorted=order)
+                    check_top_k(a, k, mode=mode, nan=nan, sorted=order)
 
 
 def test_negative_zero_ties_with_zero_and_lower_index_wins():
@@ -313,3 +323,22 @@ def test_small_one_row_call_cached_gives_the_reference_answer(shape, dtype, mode
         r = check_top_k(x, 7, mode=mode)
         assert r.indices.flags.c_contiguous and r.values.flags.c_contiguous
         assert r.indices.shape == (*shape[:-1], 7)
+
+
+def test_plan_names_the_small_calls_function_that_serves_it(monkeypatch):
+    """plan() said ``compiled-rank`` (and "not built: the first call that takes the route builds
+    it") for a 16x100 float32 k=5 call that the small call's argsort served every time."""
+    from cutopk.numpy import compiled
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the compiled route ran")
+
+    monkeypatch.setattr(compiled, "select", refuse)
+    x = np.random.default_rng(0).random((16, 100)).astype("f4")
+    for _ in range(3):
+        check_top_k(x, 5)
+    params = cutopk.plan(x, 5).params
+    assert params["route"] == "small-argsort" and params["threads"] == 1
+    assert not any(key.startswith("compiled") for key in params)
+    bf16 = cutopk.plan(x.astype(_dtype("bfloat16")), 5).params
+    assert bf16["route"] == "small-composite" and "NaN goes the general way" in bf16["threads_why"]

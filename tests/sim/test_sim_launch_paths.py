@@ -11,7 +11,7 @@ from test_traffic import KERNELS
 
 from cutopk import sim
 
-if sim._module._env_flag("CUTOPK_SIM_ASAN"):
+if sim._module._environ.flag("CUTOPK_SIM_ASAN"):
     pytest.skip("traffic counting and AddressSanitizer builds exclude each other", allow_module_level=True)
 
 

@@ -11,7 +11,7 @@ import pytest
 from cutopk import sim
 from cutopk.sim import _toolchain
 
-if sim._module._env_flag("CUTOPK_SIM_ASAN"):
+if sim._module._environ.flag("CUTOPK_SIM_ASAN"):
     pytest.skip("traffic counting and AddressSanitizer builds exclude each other", allow_module_level=True)
 
 KERNELS = r"""
