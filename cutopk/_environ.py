@@ -68,31 +68,30 @@ def integer(
 ) -> int:
     """Variable ``name`` as an integer, at least ``minimum`` and below ``below`` where given;
     ``expected``: what it takes, in words, for the message (default: its bounds)."""
-    text = get(name)
-    if text is None or not text.strip():
-        return default
     expected = expected or _bounded("an integer", minimum, below)
-    try:
-        value = int(text.strip())
-    except ValueError:
-        raise bad(name, expected, text) from None
-    if (minimum is not None and value < minimum) or (below is not None and value >= below):
-        raise bad(name, expected, text)
-    return value
+    return _parsed(name, default, int, expected,
+                   lambda v: (minimum is None or v >= minimum) and (below is None or v < below))  # fmt: skip
 
 
 def number(name: str, default: float, minimum: float | None = None, expected: str = "") -> float:
     """Variable ``name`` as a number (never NaN; inf is one), at least ``minimum`` where given;
     ``expected`` as in :func:`integer`."""
+    expected = expected or _bounded("a number", minimum, None)
+    return _parsed(name, default, float, expected,
+                   lambda v: not math.isnan(v) and (minimum is None or v >= minimum))  # fmt: skip
+
+
+def _parsed(name: str, default, convert, expected: str, fits):
+    """Variable ``name`` read by ``convert``: ``default`` where unset or blank, the value where it
+    converts and ``fits``, else the :func:`bad` error."""
     text = get(name)
     if text is None or not text.strip():
         return default
-    expected = expected or _bounded("a number", minimum, None)
     try:
-        value = float(text.strip())
+        value = convert(text.strip())
     except ValueError:
         raise bad(name, expected, text) from None
-    if math.isnan(value) or (minimum is not None and value < minimum):
+    if not fits(value):
         raise bad(name, expected, text)
     return value
 
