@@ -29,16 +29,21 @@ def forward_ad_on() -> bool:
 
 def active(*tensors) -> bool:
     """Whether the values must be gathered (module docstring): a ``torch.func`` transform wraps
-    one of ``tensors`` (None and other values are passed over), or forward-mode AD is on. Never under compilation (TorchDynamo traces
-    the operator, as before)."""
+    one of ``tensors`` (None and other values are passed over), or forward-mode AD is on. Never
+    under compilation (TorchDynamo traces the operator, as before)."""
     if torch.compiler.is_compiling():
         return False
     return forward_ad_on() or any(wraps(t) for t in tensors)
 
 
+# functorch's own test of a wrapped tensor (a private name: a torch without it has no transforms
+# that wrap, and every tensor is a plain one).
+_is_wrapped = getattr(getattr(torch._C, "_functorch", None), "is_functorch_wrapped_tensor", None)
+
+
 def wraps(value) -> bool:
     """Whether ``value`` (any argument) is a tensor a ``torch.func`` transform wraps."""
-    return isinstance(value, torch.Tensor) and torch._C._functorch.is_functorch_wrapped_tensor(value)
+    return _is_wrapped is not None and isinstance(value, torch.Tensor) and bool(_is_wrapped(value))
 
 
 def _padded_gather(source, axis: int, positions, real):
