@@ -7,11 +7,17 @@ forced-family table and M7's host time per call.
     python3 benchmarks/gpu/families.py host --out M7.csv
     python3 benchmarks/gpu/families.py {check,profile,table,host} --dry-run   # on the CPU: what it would run
 
-``table``: every family that can take each shape (``dispatch.why_not``), forced, timed eagerly
-with the benchmark's GPU timer (L2 flushed, spin kernel, median of up to 20), with torch.topk,
-FlashInfer (sorted and unsorted) and CUB beside them; each answer checked against cutopk's
-automatic choice first. Graph replay is not in the benchmark yet (issue 50 item 2): the ``timing``
-column says ``eager`` only. Rows are written as they are measured.
+``table``: every family that can take each shape (``dispatch.why_not``) forced, checked and timed
+by ``cutopk._bench.tune.measure`` (``python -m cutopk tune``'s measurement: answer against the NumPy
+backend's, CUDA events, L2 flushed, at most 10 repetitions in 0.2 s), eagerly and under graph
+replay (``--timing eager,graph``: 10 calls captured, replayed); torch.topk, FlashInfer (sorted and
+unsorted) and CUB checked and timed the same two ways on the same input. The file is the
+forced-family CSV (benchmarks/README.md, "Dispatch tables"): ``# name: value`` lines (the
+device's ``compute_capability`` and ``sm_count``, the commit), then a row per family, shape and
+timing whose ``<peer>_median_ms``/``_status``/... columns hold that shape's peer times in that
+timing, as in the benchmark's CSV; rows with an empty ``algorithm`` carry a ``note`` (what was
+left out, and why). ``python benchmarks/make_dispatch_table.py M6.csv`` makes a table of it.
+Written a shape at a time (a hang, ended by the watchdog, costs the shape in progress).
 ``host``: calls back to back, no spin kernel and no flush, one synchronisation at the end:
 calls per second for cutopk on a CuPy array, cutopk on a torch tensor through its operator
 (``torch.ops.cutopk.top_k`` where registered), torch.topk and FlashInfer.
@@ -30,7 +36,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
 
 import numpy as np
 
-from cutopk._bench import baselines, check, grid, inputs, lease, watchdog
+from cutopk._bench import baselines, check, env, grid, inputs, lease, timing, tune, watchdog
 from cutopk.cuda import dispatch
 
 # M1: the families never run on a GPU, two shapes each (rows, n, k, dtype): cluster; split (forced:
@@ -59,6 +65,8 @@ PROFILE = (
 HOST_SHAPES = ((1, 8192, 512, "float32"), (32, 32000, 50, "float32"))
 HOST_CALLS = 2000
 FIELDS = ("step", "case", "route", "timing", "median_us", "q1_us", "q3_us", "repeats", "calls_per_s", "note")
+# M6: each peer's cells beside the families' on their row (the runner's CSV's peer columns).
+PEER_FIELDS = ("median_ms", "min_ms", "max_ms", "status", "note", "route", "sorted")
 
 
 def case_of(shape: tuple[int, int, int, str]) -> grid.Case:
@@ -96,6 +104,31 @@ class Rows:
         if self.file:
             self.file.flush()
         print(" ".join(f"{k}={v}" for k, v in row.items() if v not in (None, "")), flush=True)
+
+    def close(self) -> None:
+        if self.file:
+            self.file.close()
+
+
+class Sheet:
+    """M6's forced-family CSV: ``# name: value`` lines, then ``columns``, a row written (and
+    flushed) at a time; the file is written anew (make_dispatch_table reads one header)."""
+
+    SHOWN = ("rows", "n", "k", "dtype", "algorithm", "timing", "cutopk_ms", "torch_median_ms", "note")
+
+    def __init__(self, path: str | None, columns: tuple[str, ...], meta: dict):
+        self.file = open(path, "w", newline="", encoding="utf-8") if path else None
+        out = self.file or sys.stdout
+        for name, value in meta.items():
+            out.write(f"# {name}: {value}\n")
+        self.writer = csv.DictWriter(out, columns)
+        self.writer.writeheader()
+
+    def add(self, row: dict) -> None:
+        self.writer.writerow(row)
+        if self.file:
+            self.file.flush()
+            print(" ".join(f"{k}={row[k]}" for k in self.SHOWN if row.get(k) not in (None, "")), flush=True)
 
     def close(self) -> None:
         if self.file:
@@ -168,66 +201,103 @@ def _route(who: str, x, case: grid.Case, family: str = "auto"):
     return baselines.peers(x, 1, case, True, only=(who,))[0]
 
 
+def table_columns(peers) -> tuple[str, ...]:
+    """M6.csv's columns: the forced-family CSV's (``tune.COLUMNS``), each peer's, a ``note``."""
+    return (*tune.COLUMNS, *(f"{p}_{field}" for p in peers for field in PEER_FIELDS), "note")
+
+
+def _case_fields(case: grid.Case) -> dict:
+    return {f: getattr(case, f) for f in ("regime", "rows", "n", "k", "mode", "dtype", "dist", "layout")}
+
+
+def time_peers(x, host, case: grid.Case, expected, timers: dict, dog, peers) -> dict[str, dict]:
+    """``{timing: {column: value}}``: each of ``peers`` on the device input ``x`` (``host``: its
+    copy), checked once against the NumPy backend's ``expected`` values (``check.check``; an
+    unsorted peer as a multiset), then timed by each of ``timers``."""
+    cells: dict[str, dict] = {mode: {} for mode in timers}
+    for route in baselines.peers(x, 1, case, True, only=tuple(peers)):
+        for mode, cell in _peer_cells(route, host, case, expected, timers, dog).items():
+            cells[mode].update({f"{route.name}_{field}": value for field, value in cell.items()})
+    return cells
+
+
+def _peer_cells(route, host, case: grid.Case, expected, timers: dict, dog) -> dict[str, dict]:
+    """One peer's cells for each timing; ``status`` as the runner's: ok, skipped, mismatch, error."""
+    if route.call is None:
+        return {mode: {"status": "skipped", "note": route.reason} for mode in timers}
+    try:
+        with dog.watch(f"{case.label()}: {route.name}"):
+            why = check.check(host, 1, expected, route.call(), sorts=route.sorts)
+    except Exception as exc:  # noqa: BLE001 - one peer's failure is its cells, not the end
+        return {mode: {"status": "error", "note": f"{type(exc).__name__}: {exc}"[:200]} for mode in timers}
+    if why:
+        return {mode: {"status": "mismatch", "note": why} for mode in timers}
+    return {
+        mode: _time_peer(route, timer, dog, f"{case.label()}: {route.name}, {mode}")
+        for mode, timer in timers.items()
+    }
+
+
+def _time_peer(route, timer, dog, label: str) -> dict:
+    try:
+        with dog.watch(label):
+            t = timer(route.call, route.own_stream, route.capture)
+    except timing.Uncapturable as exc:
+        return {"status": "skipped", "note": f"not timed under graph replay: {exc}"}
+    except Exception as exc:  # noqa: BLE001 - as in _peer_cells
+        return {"status": "error", "note": f"{type(exc).__name__}: {exc}"[:200]}
+    return {"median_ms": t["median"] * 1e3, "min_ms": t["min"] * 1e3, "max_ms": t["max"] * 1e3,
+            "status": "ok", "route": route.detail or "", "sorted": route.sorts}  # fmt: skip
+
+
 def run_table(out: str | None, time_limit: float, dry: bool) -> int:
-    """M6: forced families and the peers on :func:`lease.forced_shapes`, eagerly."""
-    shapes = lease.forced_shapes()
+    """M6: every family forced on each of :func:`lease.forced_shapes` through ``tune.measure``
+    (eager and graph replay), the peers beside them; the forced-family CSV, a shape at a time."""
+    cases = [case_of(s) for s in lease.forced_shapes()]
+    peers = lease.FORCED_PEERS
     if dry:
         facts = lease.hopper()
-        for shape in shapes:
-            fams = families_for(shape, facts)
-            print(f"would time {case_of(shape).label()}: {', '.join(fams)} + {', '.join(lease.FORCED_PEERS)}")
+        for case in cases:
+            fams = families_for((case.rows, case.n, case.k, case.dtype), facts)
+            print(
+                f"would time {case.label()} ({', '.join(lease.FORCED_TIMINGS)}): {', '.join(fams)} + {', '.join(peers)}"
+            )
+        print(f"would write the forced-family CSV ({len(table_columns(peers))} columns) to {out or 'stdout'}")
         return 0
     import cupy
 
-    from cutopk._bench import timing
-
     t0 = time.monotonic()
     facts = device_facts()
-    timer = timing.GpuTimer(20)
-    rows = Rows(out, "M6")
+    clocks = tune.timers(lease.FORCED_TIMINGS)
     dog = watchdog.Watchdog(watchdog.limit_from_env())
-    for shape in shapes:
-        case = case_of(shape)
-        if time.monotonic() - t0 > time_limit - 10:
-            rows.add(case=case.label(), route="", timing="", note="not started: --time-limit reached")
+    meta = {**env.metadata(gpu=True), "timing": ",".join(lease.FORCED_TIMINGS), "peers": list(peers),
+            "made_by": "benchmarks/gpu/families.py table (the lease's M6)"}  # fmt: skip
+    sheet = Sheet(out, table_columns(peers), meta)
+    for case in cases:
+        left = time_limit - (time.monotonic() - t0)
+        if left < 10:
+            sheet.add({**_case_fields(case), "note": "not started: --time-limit reached"})
             continue
-        host = inputs.values(case)
-        x = cupy.asarray(host)
-        expected = None
-        routes = [("cutopk", f) for f in families_for(shape, facts)] + [
-            (p, "auto") for p in lease.FORCED_PEERS
-        ]
-        for who, family in routes:
-            route = _route(who, x, case, family)
-            if route.call is None:
-                rows.add(case=case.label(), route=route.name, timing="eager", note=f"skipped: {route.reason}")
+        arrays: dict = {}
+        try:
+            rows, left_out = tune.measure([case], facts, clocks, left, tune.Progress(0), dog.watch, arrays)
+            if case not in arrays:
+                sheet.add({**_case_fields(case), "note": "no family can take it here"})
                 continue
-            with dog.watch(f"{case.label()}: {route.name}"):
-                try:
-                    got = route.call()
-                    if expected is None:
-                        expected = got
-                    why = check.check(host, 1, check.to_numpy(expected[0]), got, sorts=route.sorts)
-                    stats = None if why else timer(route.call, route.own_stream)
-                except Exception as exc:  # noqa: BLE001 - one route's failure is a row, not the end
-                    why, stats = f"failed: {type(exc).__name__}: {exc}"[:200], None
-            if stats is None:
-                rows.add(case=case.label(), route=route.name, timing="eager", note=why)
-            else:
-                rows.add(
-                    case=case.label(),
-                    route=route.name,
-                    timing="eager",
-                    median_us=f"{stats['median'] * 1e6:.2f}",
-                    q1_us=f"{stats['q1'] * 1e6:.2f}",
-                    q3_us=f"{stats['q3'] * 1e6:.2f}",
-                    repeats=stats["repeat"],
-                    note=route.detail or "",
-                )
-        rows.add(case=case.label(), route="(graph replay)", timing="graph", note="not built: issue 50 item 2")
-        del x
+            x, expected = arrays[case]
+            cells = time_peers(x, cupy.asnumpy(x), case, expected.values, clocks, dog, peers)
+        except Exception as exc:  # noqa: BLE001 - a shape that fails (memory) is a row, not the end
+            sheet.add({**_case_fields(case), "note": f"failed: {type(exc).__name__}: {exc}"[:200]})
+            continue
+        for mode in lease.FORCED_TIMINGS:
+            mine = [r for r in rows if r["timing"] == mode]
+            for row in mine or [{**_case_fields(case), "timing": mode, "note": "no family timed"}]:
+                sheet.add({**row, **cells[mode]})
+        for line in left_out:
+            sheet.add({**_case_fields(case), "note": f"left out: {line}"})
+        del arrays
         cupy.get_default_memory_pool().free_all_blocks()
-    rows.close()
+    sheet.close()
     return 0
 
 
@@ -311,7 +381,7 @@ def _host_call(name: str, x, case: grid.Case):
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="benchmarks/gpu/families.py", description=__doc__.split("\n")[0])
     p.add_argument("what", choices=("check", "profile", "table", "host"))
-    p.add_argument("--out", help="the CSV file (appended; table and host)")
+    p.add_argument("--out", help="the CSV file (table: written anew; host: appended)")
     p.add_argument(
         "--time-limit", type=float, default=300.0, help="table: start no shape after this many seconds"
     )

@@ -14,7 +14,8 @@ M2    M2.csv                 the counting primitives in cycles per warp operatio
 M3    M3.csv                 phase clocks: cycles per named step of the on-chip families
 M4    M3.csv                 A/B variants (compile-time switches) on M3's shapes, rows beside M3's
 M5    M5.csv                 ncu (``--clock-control none``), named metrics, six kernels
-M6    M6.csv                 forced families on about 24 shapes with the peers beside them
+M6    M6.csv                 forced families on 26 shapes, eager and graph replay (tune's measure),
+                             the peers beside them: the forced-family CSV make_dispatch_table reads
 M7    M7.csv                 host time per eager call (calls per second, no spin kernel)
 SB    scoreboard.tar.gz      benchmarks/scoreboard.py with the time left
 ====  =====================  =========================================================================
@@ -166,7 +167,9 @@ def _m1_commands() -> tuple[tuple[str, ...], ...]:
 
 
 def _m6_estimate() -> tuple[float, str]:
-    """M6's seconds from the scoreboard's cost model (the 2026-11-25 H200 run's logged phases)."""
+    """M6's seconds from the scoreboard's cost model (the 2026-11-25 H200 run's logged phases): a
+    route timed one way costs a sixth of a case (the fit's cases timed about 6 routes each, their
+    input and its checks included), and M6 times each route eagerly and under graph replay."""
     from ..cuda import dispatch
     from . import scoreboard as sb
 
@@ -182,13 +185,13 @@ def _m6_estimate() -> tuple[float, str]:
         ]
         count = len(families) + len(FORCED_PEERS)
         routes += count
-        # one reference case timed cutopk and about 5 peers: a route costs a sixth of a case
-        seconds += model.per_case * count / 6 + model.per_gelement * rows * n / 1e9 * count
+        seconds += (model.per_case + model.per_gelement * rows * n / 1e9) * count * len(FORCED_TIMINGS) / 6
     total = model.start + sb.NVRTC_S + seconds
     basis = (
-        f"{len(shapes)} shapes x {routes} routes at the scoreboard's cost model ({model.source}: "
-        f"{model.start:.1f} s start, {model.per_case:.2f} s a case of ~6 routes, {model.per_gelement:.1f} s "
-        f"per 1e9 elements) + {sb.NVRTC_S:g} s of cold NVRTC compiles"
+        f"{len(shapes)} shapes x {routes} routes (families and peers), each timed {' and '.join(FORCED_TIMINGS)} "
+        f"(tune's timer: at most 10 repetitions in 0.2 s), a sixth of a case each at the scoreboard's cost model "
+        f"({model.source}: {model.start:.1f} s start, {model.per_case:.2f} s a case of ~6 routes, "
+        f"{model.per_gelement:.1f} s per 1e9 elements) + {sb.NVRTC_S:g} s of cold NVRTC compiles"
     )
     return total, basis
 
@@ -202,15 +205,16 @@ def hopper() -> dispatch_types.Device:
 
 
 FORCED_PEERS = ("torch", "flashinfer", "flashinfer-unsorted", "cub")
+FORCED_TIMINGS = ("eager", "graph")  # M6's: python -m cutopk tune --timing eager,graph
 
 
 def forced_shapes() -> list[tuple[int, int, int, str]]:
-    """M6's shapes: (rows, n, k, dtype). 1/16/128/256 rows x 32000/131072/262144 x k 50/1024 in
-    float32, then the indexer's 16 x 65536 bfloat16 k=2048 and 1 x 8192 k=512."""
-    shapes = [
-        (r, n, k, "float32") for r in (1, 16, 128, 256) for n in (32000, 131072, 262144) for k in (50, 1024)
-    ]
-    return [*shapes, (16, 65536, 2048, "bfloat16"), (1, 8192, 512, "float32")]
+    """M6's shapes, ``python -m cutopk tune``'s (``tune.SHAPES``): (rows, n, k, dtype). 1/16/128/256
+    rows x 32000/131072/262144 x k 50/1024 in float32, then the indexer's 16 x 65536 bfloat16
+    k=2048 and 1 x 8192 k=512."""
+    from . import tune
+
+    return [(c.rows, c.n, c.k, c.dtype) for c in tune.SHAPES]
 
 
 def _ncu_command() -> tuple[str, ...]:
@@ -271,8 +275,9 @@ def steps() -> tuple[LeaseStep, ...]:
             "A/B variants on M3's shapes",
             "M3.csv",
             50.0,
-            "stated: as M3 (40 s) for the match A/B once the count-atomics branch has its switch, and a tenth "
-            "of it for merge_bins (the cluster family alone, 3 shapes); the others not built",
+            "stated: as M3 (40 s) for the match A/B (CUTOPK_COUNT_WITH_MATCH, the count-atomics branch's "
+            "switch: the kernels honour it), and a tenth of it for merge_bins (the cluster family alone, 3 "
+            "shapes); the others not built",
             (("python3", "benchmarks/gpu/phase_clocks.py", "--variants", "--append", "--out", "{file}"),),
             90.0,
         ),

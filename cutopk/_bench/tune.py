@@ -16,6 +16,7 @@ No case is started that would end after ``--time-limit`` (estimated from the tim
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import datetime
 import json
@@ -92,18 +93,36 @@ def _families(case: grid.Case, facts: dispatch.Device) -> list[str]:
     ]
 
 
+def timers(modes, repeat: int = 10) -> dict:
+    """The timer of each of ``modes`` (``timing.TIMINGS``) as tune times a family: at most
+    ``repeat`` repetitions within 0.2 s, no warm-up (the answer's check was the warm-up); the
+    graph modes replay captures on the same flush and spin kernel."""
+    base = timing.GpuTimer(repeat, warmup=0, min_repeat=min(3, repeat), budget=0.2)
+    return {m: base if m == "eager" else timing.GraphTimer(base, flush=m == "graph-flush") for m in modes}
+
+
 def measure(
-    cases, facts, timers: dict, time_limit: float, progress: Progress
+    cases,
+    facts,
+    timers: dict,
+    time_limit: float,
+    progress: Progress,
+    watch=None,
+    arrays: dict | None = None,
 ) -> tuple[list[dict], list[str]]:
     """The forced-family rows (``COLUMNS``: one per family, shape and timing of ``timers``) and
-    what was left out, and why."""
+    what was left out, and why. ``watch``: a label's context manager around each call (the
+    benchmark watchdog's ``watch``; none by default); ``arrays``: where the case in progress is
+    kept as ``{case: (device input, NumPy backend's answer)}`` (the lease's M6 times its peers on
+    the same input and answer)."""
     import cupy
 
+    watch = watch or (lambda label: contextlib.nullcontext())
     jobs = [(case, family) for case in cases for family in _families(case, facts)]
     progress.total = len(jobs)
     rows, left_out = [], []
     t0, done = time.monotonic(), 0
-    arrays: dict = {}
+    arrays = {} if arrays is None else arrays
     for case, family in jobs:
         label = f"{case.rows}x{case.n} k={case.k} {case.dtype} {family}"
         spent = time.monotonic() - t0
@@ -117,7 +136,9 @@ def measure(
             arrays[case] = (cupy.asarray(host), entry.top_k(host, case.k, backend="numpy"))
         x, expected = arrays[case]
         try:
-            got = entry.top_k(x, case.k, algorithm=family)
+            with watch(label):
+                got = entry.top_k(x, case.k, algorithm=family)
+                cupy.cuda.Device().synchronize()
             if not (
                 np.array_equal(check.bits(got.values.get()), check.bits(expected.values))
                 and np.array_equal(got.indices.get(), expected.indices)
@@ -127,7 +148,8 @@ def measure(
             call = lambda x=x, k=case.k, family=family: entry.top_k(x, k, algorithm=family)  # noqa: E731
             for mode, timer in timers.items():
                 try:
-                    t = timer(call)
+                    with watch(f"{label}, {mode}"):
+                        t = timer(call)
                 except timing.Uncapturable as exc:
                     left_out.append(f"{label}, {mode}: {exc}")
                     continue
@@ -194,18 +216,11 @@ def main(argv: list[str] | None = None, prog: str = "python -m cutopk tune") -> 
     if why := env.unwritable(out.parent):  # made if missing
         p.error(f"--out: {why}")
     cases = args.shapes or list(SHAPES)
-    timer = timing.GpuTimer(
-        args.repeat,
-        warmup=0,  # the answer's check was the warm-up
-        min_repeat=min(3, args.repeat),
-        budget=0.2,
-    )
     print(
         f"tune: {record['device']} (sm_{cc}), {len(cases)} shapes, at most {args.time_limit:g} s",
         file=sys.stderr,
     )
-    timers = {m: timer if m == "eager" else timing.GraphTimer(timer, flush=m == "graph-flush") for m in modes}
-    rows, left_out = measure(cases, facts, timers, args.time_limit, Progress(0))
+    rows, left_out = measure(cases, facts, timers(modes, args.repeat), args.time_limit, Progress(0))
     cupy.get_default_memory_pool().free_all_blocks()
     date = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     csv_path = out.with_suffix(".csv")

@@ -31,6 +31,8 @@ def test_dry_run_of_the_lease_prints_every_step_and_fits_nine_minutes(tmp_path):
     assert "ncu --clock-control none" in out and "benchmarks/scoreboard.py --out" in out
     assert re.search(r"files \((\d+), at most 8\)", out) and int(re.search(r"files \((\d+),", out)[1]) <= 8
     assert "lease dry run: the plan holds" in out and "=== lease: exit 0" in out
+    # M6 writes the forced-family CSV that benchmarks/make_dispatch_table.py reads
+    assert re.search(r"^dry run M6: .*: exit 0: would write the forced-family CSV", out, flags=re.M)
     assert (tmp_path / "lease.log").is_file()
 
 
@@ -50,6 +52,7 @@ def test_estimates_that_ran_before_come_from_the_last_gpu_runs_logs():
     assert "42.76 s" in m1.basis and "23.11 s" in m1.basis
     m6 = next(s for s in lease.steps() if s.name == "M6")
     assert "benchmark phases logged in benchmarks/results/2026-11-25-nvidia-h200" in m6.basis
+    assert "each timed eager and graph" in m6.basis and lease.FORCED_TIMINGS == ("eager", "graph")
 
 
 def test_a_hung_command_is_ended_at_its_limit_with_its_children(tmp_path):

@@ -8,7 +8,6 @@ from __future__ import annotations
 import csv
 import importlib.util
 import pathlib
-import time
 
 import pytest
 from support.backends import require
@@ -18,11 +17,15 @@ from cutopk._bench import lease, timing
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
-def _script(name: str):
-    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / "gpu" / f"{name}.py")
+def _load(name: str, path: pathlib.Path):
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _script(name: str):
+    return _load(name, REPO / "benchmarks" / "gpu" / f"{name}.py")
 
 
 @pytest.fixture
@@ -36,42 +39,80 @@ def _rows(path: pathlib.Path) -> list[dict]:
         return list(csv.DictReader(f))
 
 
-class WallTimer:
-    """GpuTimer's interface on the wall clock (the stand-in has no CUDA events): calls ``fn`` 3 times."""
-
-    def __init__(self, repeat: int = 20):
-        self.repeat = repeat
-
-    def __call__(self, fn, own_stream: bool = False) -> dict:
-        times = []
-        for _ in range(3):
-            t0 = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t0)
-        return timing.summarize(times)
+M6_SHAPE = (2, 3000, 40, "float32")
 
 
-def test_the_forced_family_table_times_every_family_and_peer_it_can(families, tmp_path, monkeypatch):
+def _m6_csv(families, tmp_path, monkeypatch) -> pathlib.Path:
+    """M6 on one small shape with every peer (those not built here say so), timed by tune's own
+    timers at one repetition and one call a captured graph (the simulator is slow)."""
     from standin import torch_cuda
 
+    from cutopk._bench import tune
+
     torch_cuda.install(monkeypatch)
-    monkeypatch.setattr(timing, "GpuTimer", WallTimer)
-    monkeypatch.setattr(lease, "forced_shapes", lambda: [(2, 4096, 16, "float32")])
-    monkeypatch.setattr(lease, "FORCED_PEERS", ("torch", "cub"))
-    assert families.run_table(str(tmp_path / "M6.csv"), 100, False) == 0
-    rows = _rows(tmp_path / "M6.csv")
-    facts = families.device_facts()
-    names = [r["route"] for r in rows]
-    assert names == [
-        *families.families_for((2, 4096, 16, "float32"), facts),
-        "torch",
-        "cub",
-        "(graph replay)",
-    ]
-    timed = [r["route"] for r in rows if r["median_us"] and float(r["median_us"]) > 0]
-    assert timed == names[:-2] or timed == names[:-1], rows  # every family and torch; cub where built
-    assert all(r["note"].startswith("skipped") for r in rows if not r["median_us"] and r["timing"] == "eager")
-    assert rows[-1]["note"] == "not built: issue 50 item 2"
+    real = tune.timers
+
+    def quick(modes, repeat=10):
+        timers = real(modes, 1)
+        for t in timers.values():
+            if isinstance(t, timing.GraphTimer):
+                t.calls = 1
+        return timers
+
+    monkeypatch.setattr(tune, "timers", quick)
+    monkeypatch.setattr(lease, "forced_shapes", lambda: [M6_SHAPE])
+    path = tmp_path / "M6.csv"
+    assert families.run_table(str(path), 100, False) == 0
+    return path
+
+
+def _table_rows(path: pathlib.Path) -> list[dict]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(line for line in f if not line.startswith("#")))
+
+
+def test_the_forced_family_table_times_every_family_both_ways_with_the_peers_beside(
+    families, tmp_path, monkeypatch
+):
+    rows = _table_rows(_m6_csv(families, tmp_path, monkeypatch))
+    every = families.families_for(M6_SHAPE, families.device_facts())
+    assert len(every) >= 5, every
+    for mode in lease.FORCED_TIMINGS:
+        timed = [r for r in rows if r["timing"] == mode and r["algorithm"]]
+        assert [r["algorithm"] for r in timed] == every, (mode, rows)
+        assert all(r["forced"] == r["algorithm"] and float(r["cutopk_ms"]) > 0 for r in timed)
+        # torch timed beside every family, in the same timing; the peers not built here say why
+        assert all(r["torch_status"] == "ok" and float(r["torch_median_ms"]) > 0 for r in timed), timed
+        for peer in ("cub", "flashinfer", "flashinfer-unsorted"):
+            assert all(r[f"{peer}_status"] in ("ok", "skipped") for r in timed)
+            assert all(r[f"{peer}_note"] for r in timed if r[f"{peer}_status"] == "skipped")
+    assert not [r for r in rows if not r["algorithm"]], "nothing left out on this shape"
+
+
+def test_the_forced_family_csv_makes_a_dispatch_table_as_it_is(families, tmp_path, monkeypatch):
+    """make_dispatch_table reads M6.csv with no conversion: a measurement of every family M6
+    timed, each timing apart, scored over torch.topk's time on the same row, and an entry."""
+    from cutopk._bench import tabulate
+
+    path = _m6_csv(families, tmp_path, monkeypatch)
+    every = set(families.families_for(M6_SHAPE, families.device_facts()))
+    for mode in ("eager", "graph"):
+        facts, measured = tabulate.read_csv(path, "M6", mode)
+        assert {m.family for m in measured} == every and len(measured) == len(every)
+        assert all(m.source.startswith("M6: lease 2x3000 k=40 float32") for m in measured)
+    assert facts["compute_capability"] == "90" and facts["sm_count"] and facts["git_commit"]
+    rows = {r["algorithm"]: r for r in _table_rows(path) if r["timing"] == "graph" and r["algorithm"]}
+    (m,) = [m for m in measured if m.family == "radix"]  # graph: the last mode read
+    assert m.score == pytest.approx(
+        float(rows["radix"]["cutopk_ms"]) / float(rows["radix"]["torch_median_ms"])
+    )
+    make = _load("make_dispatch_table", REPO / "benchmarks" / "make_dispatch_table.py")
+    for mode in ("eager", "graph"):
+        (table,) = make.tables([path], mode).values()
+        (entry,) = table["entries"]
+        assert (entry["rows"], entry["n"], entry["k"], entry["key_bytes"]) == (2, 3000, 40, 4)
+        assert set(entry["timed"]) == every and table["timing"] == mode
+        assert entry["family"] == min(entry["timed"], key=entry["timed"].get)
 
 
 def test_the_host_calls_give_calls_per_second_or_say_why_not(families, tmp_path, monkeypatch):
