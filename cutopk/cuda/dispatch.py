@@ -110,9 +110,6 @@ SHARED_BYTES = 48 * 1024  # dynamic shared memory a block gets without opting in
 # dynamic shared memory together may not pass the device's opt-in maximum.
 STATIC_SHARED_RESERVE = 4096
 MAX_CANDIDATES = _radix.MAX_CANDIDATES
-RADIX_BUFFER_DIVISOR = _radix.BUFFER_DIVISOR
-RADIX_SCRATCH_LIMIT = _radix.SCRATCH_LIMIT
-RADIX_BUFFER_MAX_N = _radix.BUFFER_MAX_N
 MULTIBLOCK_MAX_ROWS = _multiblock.MAX_ROWS
 MULTIBLOCK_SCRATCH_LIMIT = _multiblock.SCRATCH_LIMIT
 # Fewer long rows than this many per SM take several blocks per row: one block per row (radix,
@@ -212,8 +209,6 @@ class KernelPlan:
 
 bitonic_size = _bitonic.size
 radix_cap = _radix.cap
-radix_buffer = _radix.buffer
-multiblock_slices = _multiblock.slices
 
 
 def why_not(algorithm: str, n: int, k: int, key_bytes: int, device: Device, rows: int = 1) -> str | None:
