@@ -110,18 +110,13 @@ SHARED_BYTES = 48 * 1024  # dynamic shared memory a block gets without opting in
 # dynamic shared memory together may not pass the device's opt-in maximum.
 STATIC_SHARED_RESERVE = 4096
 MAX_CANDIDATES = _radix.MAX_CANDIDATES
-MULTIBLOCK_MAX_ROWS = _multiblock.MAX_ROWS
-MULTIBLOCK_SCRATCH_LIMIT = _multiblock.SCRATCH_LIMIT
 # Fewer long rows than this many per SM take several blocks per row: one block per row (radix,
 # one 512-thread block per SM at its register use) would leave SMs idle for a partial wave.
 # Measured where it is chosen: H200 full-llm.csv, llm 1 x 128256 k=50: multiblock 58.2 us against
 # torch 81.5, and 32 x 262144 k=1024: 232.8 against 193.8 (slower). No GPU has timed multiblock
 # against radix on one shape: MULTIBLOCK_FEW_ROWS_PER_SM and MULTIBLOCK_MIN_N are design estimates.
 MULTIBLOCK_FEW_ROWS_PER_SM = 2
-MULTIBLOCK_BLOCKS_PER_SM = _multiblock.BLOCKS_PER_SM
-MULTIBLOCK_MAX_WAVES = _multiblock.MAX_WAVES
 MULTIBLOCK_MIN_N = 1 << 16
-MULTIBLOCK_MIN_SLICE = _multiblock.MIN_SLICE
 # K beyond radix's candidates (K > RADIX_MAX_K) on rows that fit shared memory: bitonic sorts the
 # whole row in one block only up to this many pairs (as many as multiblock's finishing block
 # sorts); longer rows select first (multiblock) and order the K alone. Measured: on the H200
