@@ -7,9 +7,8 @@ per-architecture table made from committed forced-family results, or the user's 
 are the default. Each threshold below says where it comes
 from: a committed GPU result (file and case; H200 = benchmarks/results/2026-11-25-nvidia-h200/,
 times in microseconds, cutopk against torch.topk in the same run) or, where no GPU has measured
-the choice yet, that it is a capacity limit or a design estimate. The one GPU run so far timed
-each family on the shapes auto gave it, against peers: it measured no crossover between two
-families on the same shape, so no threshold is a measured crossover yet.
+the choice yet, that it is a capacity limit or a design estimate. Crossovers between families
+measured on the same shape live in the tables (cutopk/cuda/tables/), not in these rules.
 """
 
 from __future__ import annotations
