@@ -7,9 +7,8 @@ per-architecture table made from committed forced-family results, or the user's 
 are the default. Each threshold below says where it comes
 from: a committed GPU result (file and case; H200 = benchmarks/results/2026-11-25-nvidia-h200/,
 times in microseconds, cutopk against torch.topk in the same run) or, where no GPU has measured
-the choice yet, that it is a capacity limit or a design estimate. The one GPU run so far timed
-each family on the shapes auto gave it, against peers: it measured no crossover between two
-families on the same shape, so no threshold is a measured crossover yet.
+the choice yet, that it is a capacity limit or a design estimate. Crossovers between families
+measured on the same shape live in the tables (cutopk/cuda/tables/), not in these rules.
 """
 
 from __future__ import annotations
@@ -110,21 +109,13 @@ SHARED_BYTES = 48 * 1024  # dynamic shared memory a block gets without opting in
 # dynamic shared memory together may not pass the device's opt-in maximum.
 STATIC_SHARED_RESERVE = 4096
 MAX_CANDIDATES = _radix.MAX_CANDIDATES
-RADIX_BUFFER_DIVISOR = _radix.BUFFER_DIVISOR
-RADIX_SCRATCH_LIMIT = _radix.SCRATCH_LIMIT
-RADIX_BUFFER_MAX_N = _radix.BUFFER_MAX_N
-MULTIBLOCK_MAX_ROWS = _multiblock.MAX_ROWS
-MULTIBLOCK_SCRATCH_LIMIT = _multiblock.SCRATCH_LIMIT
 # Fewer long rows than this many per SM take several blocks per row: one block per row (radix,
 # one 512-thread block per SM at its register use) would leave SMs idle for a partial wave.
 # Measured where it is chosen: H200 full-llm.csv, llm 1 x 128256 k=50: multiblock 58.2 us against
 # torch 81.5, and 32 x 262144 k=1024: 232.8 against 193.8 (slower). No GPU has timed multiblock
 # against radix on one shape: MULTIBLOCK_FEW_ROWS_PER_SM and MULTIBLOCK_MIN_N are design estimates.
 MULTIBLOCK_FEW_ROWS_PER_SM = 2
-MULTIBLOCK_BLOCKS_PER_SM = _multiblock.BLOCKS_PER_SM
-MULTIBLOCK_MAX_WAVES = _multiblock.MAX_WAVES
 MULTIBLOCK_MIN_N = 1 << 16
-MULTIBLOCK_MIN_SLICE = _multiblock.MIN_SLICE
 # K beyond radix's candidates (K > RADIX_MAX_K) on rows that fit shared memory: bitonic sorts the
 # whole row in one block only up to this many pairs (as many as multiblock's finishing block
 # sorts); longer rows select first (multiblock) and order the K alone. Measured: on the H200
@@ -212,8 +203,6 @@ class KernelPlan:
 
 bitonic_size = _bitonic.size
 radix_cap = _radix.cap
-radix_buffer = _radix.buffer
-multiblock_slices = _multiblock.slices
 
 
 def why_not(algorithm: str, n: int, k: int, key_bytes: int, device: Device, rows: int = 1) -> str | None:

@@ -53,10 +53,6 @@ def file_of(family: str) -> str:
     return f"{family}.cu"
 
 
-# The family holding each kernel (template or plain).
-FAMILY_OF = {name: fam for fam, f in FAMILIES.items() for name in (*f.kernels, *f.plain)}
-
-
 class Params(NamedTuple):
     """One launch's arguments by name: the kernel it launches (``digit_pass``; the template's
     name, or a plain ``extern "C"`` kernel's) and its C parameter names in the order of the

@@ -27,8 +27,6 @@ from . import runner as _runner
 from .families import common as _common
 
 ALGORITHMS = _dispatch.ALGORITHMS
-WARP_ROW_ITEMS = _kernel_source.WARP_ROW_ITEMS
-THREAD_ROW_KMAX = _kernel_source.THREAD_ROW_KMAX
 FAMILIES = _kernel_source.FAMILIES
 kernel_dir = _kernel_source.kernel_dir
 

@@ -561,7 +561,7 @@ def _timed(fn, x, k: int, method: str, threads: int, out: np.ndarray) -> float:
 
 def measure_pool(function=None) -> tuple[float, float] | None:
     """``(handover_s, efficiency)`` of the C file's pool on this machine now, for the thread cost
-    model (``threads.POOLS``): the extra seconds of a call split in two (publishing the job, a
+    model (:func:`cutopk.numpy.compiled_threads.pool_costs`): the extra seconds of a call split in two (publishing the job, a
     worker's claim, the wait for its last piece) over half the one-thread time, and what a second
     thread adds to the speed of rows of the threshold scan (1: twice as fast), from the fastest
     of a few runs by turns, some 5 ms in all. None where the route is not loaded (a plan before

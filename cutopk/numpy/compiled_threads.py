@@ -57,11 +57,6 @@ def pool_costs() -> tuple[float, float, bool]:
     return known[0], known[1], True
 
 
-def set_pool_costs(handover_s: float | None, efficiency: float = 1.0) -> None:
-    """Set the pool's costs (tests, or a machine the probe misjudges); ``None``: measure again."""
-    _state["costs"] = None if handover_s is None else (float(handover_s), float(efficiency), float("inf"))
-
-
 def threads_for(threads: int, element_passes: float, pieces: int) -> tuple[int, str]:
     """How many of ``threads`` a compiled-route call with ``element_passes`` of work in
     ``pieces`` units (rows, or groups of rows side by side) uses, and why: the count ``t`` whose

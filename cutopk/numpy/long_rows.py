@@ -1,7 +1,7 @@
 """One long row of the NumPy backend: column ranges on a thread pool, bounded memory, exact.
 
 A row is cut into ranges of at most ``RANGE_ELEMENTS`` columns. Each range computes its own
-order-preserving keys (``_keys.preference_keys``) when it needs them and drops them after, so
+order-preserving keys (:func:`cutopk._request.keys.preference_keys`) when it needs them and drops them after, so
 the memory beyond the outputs is a few range-sized temporaries per thread, whatever the data (all
 equal, mostly zeros, half NaN, a K of millions) and whatever the strides (a zero-stride view of
 2**31 elements is read range by range, never copied whole). The steps:
@@ -187,7 +187,7 @@ def _order(cols: np.ndarray, keys: np.ndarray, order: str) -> np.ndarray:
 
 def _pivot_key(r: _Row, k: int, size: int = 4096):
     """A key with at least K keys of the row at or above it with overwhelming probability (see
-    ``_numpy._pivot`` for the margin), from runs of adjacent columns spread over the row."""
+    :func:`cutopk.numpy.pivot_filter.pivot_of` for the margin), from runs of adjacent columns spread over the row."""
     n = r.row.size
     runs = 256
     run = size // runs

@@ -56,7 +56,7 @@ SORT_MAX_N = 16
 # (4096x256 float32 columns: 1.4 ms per comparison pass; whole 4096x512 rows: 0.8 ms per 1M).
 OUTER_BLOCK_BYTES = 16 << 20
 # Below this many elements a call never splits, whatever the cost model says; on the compiled
-# route (a handover of some microseconds, see threads.POOLS) below COMPILED_PARALLEL_MIN_ELEMENTS.
+# route (a handover of some microseconds, see compiled_threads.pool_costs) below COMPILED_PARALLEL_MIN_ELEMENTS.
 PARALLEL_MIN_ELEMENTS = 1 << 16
 COMPILED_PARALLEL_MIN_ELEMENTS = 1 << 14
 # The work of each route for the thread cost model (``_threads.threads_for``), in

@@ -130,7 +130,7 @@ def test_plans():
     assert per_row * slice_ >= 10_000_000 > (per_row - 1) * slice_ and slice_ % 256 == 0
     assert p.grid == 2 * per_row and p.grid >= 4 * DEV.sm_count  # a few waves over every SM
     p = d.plan(1, 100_000, 10, 4, DEV, copy=False)
-    assert p.params["slice"] >= d.MULTIBLOCK_MIN_SLICE  # short rows: fewer, fuller blocks
+    assert p.params["slice"] >= _multiblock.MIN_SLICE  # short rows: fewer, fuller blocks
     # Rows of 2^32 elements or more: radix and multiblock count a row in 32 bits.
     assert d.choose(300, 2**32, 10, 1, DEV) == "sort"
     assert d.choose(1, 2**32 - 1, 10, 1, DEV) == "multiblock"
@@ -144,14 +144,14 @@ def test_plans():
 
 @pytest.mark.parametrize("rows", [1, 2, 3, 5, 7, 13, 23, 33, 64, 65, 100, 131, 200, 249, 263])
 def test_multiblock_grids_are_whole_waves(rows):
-    # A wave is MULTIBLOCK_BLOCKS_PER_SM blocks on every SM; the last wave of the grid is at
+    # A wave is BLOCKS_PER_SM blocks on every SM; the last wave of the grid is at
     # least 90% full (with ceil(4 * SMs / rows) blocks per row it was 67% for 5, 10 or 23 rows).
     for sm_count in (132, 108, 80):
         dev = d.Device(sm_count=sm_count)
         p = d.plan(rows, 1 << 22, 50, 4, dev, copy=False, algorithm="multiblock")
-        wave = d.MULTIBLOCK_BLOCKS_PER_SM * sm_count
+        wave = _multiblock.BLOCKS_PER_SM * sm_count
         total = rows * p.params["blocks_per_row"]
-        assert p.grid == total and 2 * wave * 0.9 <= total <= d.MULTIBLOCK_MAX_WAVES * wave
+        assert p.grid == total and 2 * wave * 0.9 <= total <= _multiblock.MAX_WAVES * wave
         assert total / (-(-total // wave) * wave) >= 0.9, (sm_count, rows, total)
         per_row, slice_ = p.params["blocks_per_row"], p.params["slice"]
         assert per_row * slice_ >= 1 << 22 > (per_row - 1) * slice_ and slice_ % d.MULTIBLOCK_THREADS == 0
@@ -183,15 +183,15 @@ def test_few_rows_rule_follows_the_device():
 def test_multiblock_chunks_of_rows():
     # The grid's y extent holds at most 65535 rows; the scratch budget may hold fewer.
     p = d.plan(200_000, 100, 50, 1, DEV, copy=False, algorithm="multiblock")
-    assert p.params["rows_per_chunk"] == d.MULTIBLOCK_MAX_ROWS
+    assert p.params["rows_per_chunk"] == _multiblock.MAX_ROWS
     p = d.plan(10_000, 1_000_000, 2048, 4, DEV, copy=False)
     chunk = p.params["rows_per_chunk"]
     assert p.algorithm == "multiblock" and 1 <= chunk < 10_000
-    assert p.scratch_bytes <= d.MULTIBLOCK_SCRATCH_LIMIT < p.scratch_bytes // chunk * (chunk + 1)
+    assert p.scratch_bytes <= _multiblock.SCRATCH_LIMIT < p.scratch_bytes // chunk * (chunk + 1)
     assert p.grid == p.params["blocks_per_row"] * chunk
     # One row per chunk at least, however much scratch it takes.
     p = d.plan(3, 2**32 - 1, 2000, 8, DEV, copy=False)  # 64-bit keys: 1.3 GB of (key, position) pairs
-    assert p.params["rows_per_chunk"] == 1 and p.scratch_bytes > d.MULTIBLOCK_SCRATCH_LIMIT
+    assert p.params["rows_per_chunk"] == 1 and p.scratch_bytes > _multiblock.SCRATCH_LIMIT
     assert d.plan(64, 2**20, 64, 4, DEV, copy=False).params["rows_per_chunk"] == 64
 
 

@@ -157,6 +157,39 @@ def module_exists(name: str) -> bool:
     return False
 
 
+# A module-qualified name in backticks (``_keys.preference_keys``, ``compiled_choice.choose_method``)
+# whose first word (less a leading underscore, as import aliases carry) is a module or folder of the
+# package. The libraries cutopk has modules named after are left out: ``numpy.ndarray`` is NumPy's.
+_QUALIFIED = re.compile(r"`+(_?[a-z]\w*(?:\.[A-Za-z_]\w*)+)(?:\(\))?`+")
+_PACKAGE_PARTS = {
+    part: sorted(
+        ".".join(("cutopk", *p.relative_to(ROOT / "cutopk").with_suffix("").parts))
+        for p in (ROOT / "cutopk").rglob("*")
+        if (p.suffix == ".py" or p.is_dir()) and p.stem == part and "__pycache__" not in p.parts
+    )
+    for part in {p.stem for p in (ROOT / "cutopk").rglob("*") if p.suffix == ".py" or p.is_dir()}
+    - {"__init__", "__main__", "__pycache__"}
+}
+_EXTERNAL = {"numpy", "torch", "cupy", "jax", "dask", "onnx", "openvino", "directml"}
+
+
+def qualified_names(text: str) -> list[str]:
+    """The backticked ``module.name`` words of ``text`` whose module is one of the package's."""
+    return [
+        m
+        for m in _QUALIFIED.findall(text)
+        if m.split(".")[0].lstrip("_") in _PACKAGE_PARTS
+        and m.split(".")[0] not in _EXTERNAL
+        and m.split(".")[-1] not in {"py", "c", "cu", "cuh", "h", "so", "md", "json", "toml"}
+    ]
+
+
+def qualified_exists(name: str) -> bool:
+    """Whether some module of the package named as ``name``'s first word holds the rest."""
+    head, *rest = name.split(".")
+    return any(module_exists(".".join((module, *rest))) for module in _PACKAGE_PARTS[head.lstrip("_")])
+
+
 def _read(source: pathlib.Path) -> str:
     try:
         return source.read_text()
@@ -184,6 +217,26 @@ def test_every_path_a_source_file_names_exists(source):
 def test_every_module_a_comment_or_docstring_names_exists(source):
     missing = sorted({m for m in module_names(commentary(source, _read(source))) if not module_exists(m)})
     assert missing == [], f"{source.relative_to(ROOT)} names modules that do not exist: {missing}"
+
+
+@pytest.mark.parametrize(
+    "source",
+    [s for s in SOURCES if s.is_relative_to(ROOT / "cutopk")],
+    ids=lambda p: str(p.relative_to(ROOT)),
+)
+def test_every_qualified_name_a_package_comment_names_exists(source):
+    names = qualified_names(commentary(source, _read(source)))
+    missing = sorted({m for m in names if not qualified_exists(m)})
+    assert missing == [], f"{source.relative_to(ROOT)} names module attributes that do not exist: {missing}"
+
+
+def test_qualified_names_are_the_package_modules_and_resolve():
+    text = (
+        "``_keys.preference_keys``, `compiled.choose_method()`, `np.argsort`, `numpy.ndarray`, `compiled.py`"
+    )
+    assert qualified_names(text) == ["_keys.preference_keys", "compiled.choose_method"]
+    assert qualified_exists("_keys.preference_keys") and qualified_exists("families.common.carve")
+    assert not qualified_exists("compiled.choose_method") and not qualified_exists("threads.POOLS")
 
 
 def test_source_paths_finds_paths_with_an_extension_only():

@@ -7,7 +7,6 @@ import numpy as np
 from cutopk._request import dtypes as _dtypes
 
 DTYPES = [info.name for info in _dtypes.SUPPORTED.values()]
-FLOAT_DTYPES = [info.name for info in _dtypes.SUPPORTED.values() if info.is_float]
 DISTRIBUTIONS = (
     "uniform", "all_equal", "few_distinct", "leading_bits", "inf", "nan", "zeros",
     "subnormal", "extremes", "sorted", "reversed",
