@@ -230,3 +230,28 @@ def test_a_device_whose_versions_cannot_be_read_still_gets_the_package_table(cle
     monkeypatch.setattr(_device, "table_key", fails)
     facts = _device.device_facts("cuda", 0)
     assert facts.table is not None and facts.table.name == "sm90" and facts.clusters
+
+
+GOOD_ENTRY = {"rows": 4, "n": 3000, "k": 40, "key_bytes": 4, "family": "radix", "timed": {"radix": 1.0}}
+
+
+@pytest.mark.parametrize(
+    "obj, message",
+    [
+        ([], r"^expected a JSON object, got list"),
+        ({"format": 99, "entries": []}, r"^format: expected 1, got 99"),
+        ({"format": 1, "entries": {}}, r"^entries: expected a list"),
+        ({"format": 1, "entries": ["radix"]}, r"^entry: expected an object, got 'radix'"),
+        ({"format": 1, "entries": [{**GOOD_ENTRY, "family": "fastest"}]}, r"^entry family: expected one of .*got 'fastest'"),
+        ({"format": 1, "entries": [{**GOOD_ENTRY, "timed": {"radix": "1"}}]}, r"^entry timed: expected an object of numbers"),
+        ({"format": 1, "entries": [{**GOOD_ENTRY, "n": 0}]}, r"^entry field 'n': expected a positive integer, got 0"),
+        ({"format": 1, "entries": [{**GOOD_ENTRY, "k": True}]}, r"^entry field 'k': expected a positive integer, got True"),
+        ({"format": 1, "entries": [GOOD_ENTRY], "key": []}, r"^key: expected an object"),
+    ],
+)  # fmt: skip
+def test_an_object_that_is_not_a_table_is_a_table_error_naming_its_field(obj, message):
+    with pytest.raises(_table.TableError, match=message):
+        _table.from_json(obj, "bad", ("radix", "resident"))
+    good = _table.from_json({"format": 1, "entries": [GOOD_ENTRY], "key": {"device": "x"}}, "ok", ("radix",))
+    assert good.entries[0].family == "radix" and good.key == (("device", "x"),)
+    assert _table.from_json(_table.to_json(good), "again", ("radix",)).entries == good.entries
