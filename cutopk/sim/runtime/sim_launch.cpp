@@ -52,6 +52,7 @@ void fiber_main() {
   Fiber* f = L.current;
   L.entry(L.args);
   f = L.current;  // the same fiber; reread after the switches inside the kernel
+  if (!f->copies.empty()) async_exit(f);
   f->state = DONE;
   f->block->done++;
   f->block->warp_done[f->linear / 32] |= 1u << (f->linear % 32);
@@ -487,6 +488,8 @@ void start_block(Block& b, size_t slot, uint3 idx, unsigned first, bool poison) 
     f.tid = {i % L.block.x, (i / L.block.x) % L.block.y, i / (L.block.x * L.block.y)};
     f.line = 0;
     f.mask = 0;
+    f.copies.clear();
+    f.groups = 0;
     prepare_fiber(f, f.stack);
   }
 }
