@@ -43,8 +43,10 @@ class ClusterError(SimError):
 
 class AsyncCopyError(SimError):
     """Asynchronous copies (``kernels/async_copy.cuh``) misused: a thread that exits with copies
-    pending, a destination written while its copy is pending, a destination outside the block's
-    shared memory, an address that is not 16-byte aligned, a source in shared memory."""
+    pending (a block that ends with bulk copies not landed), a destination written while its copy
+    is pending, a destination outside the block's shared memory, an address that is not 16-byte
+    aligned, a source in shared memory, a bulk copy's size or arrival that breaks the protocol of
+    its barrier."""
 
 
 class LaunchArgumentError(SimError, TypeError):

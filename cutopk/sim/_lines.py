@@ -15,7 +15,7 @@ import subprocess
 # The copy API of kernels/async_copy.cuh: a fault the runtime finds inside these wrappers (pasted
 # into the kernel source with the header) names the line of the kernel that called them.
 _WRAPPERS = re.compile(
-    r"(?:^|\s)cutopk::(?:copy16_async|commit_copies|wait_copies|wait_at_most<|wait_group<)"
+    r"(?:^|\s)cutopk::(?:copy16_async|commit_copies|wait_copies|wait_at_most<|wait_group<|bulk_copy_async|copy_barrier_)"
 )
 
 

@@ -130,6 +130,52 @@ extern "C" __global__ void write_pending(const int* in, int mode) {
   cutopk::commit_copies();
   cutopk::wait_copies(0);  // where it is found
 }
+
+// Bulk copies: tiles of TILE ints through two stages, thread 0 copying tile i + 1 (in two
+// copies) while the block reads tile i in reverse. `all_wait` 0: only thread 0 waits (a bug).
+constexpr int TILE = 256;
+extern "C" __global__ void bulk_tiles(const int* in, int* out, int tiles, int all_wait) {
+  __shared__ __align__(16) int buf[2][TILE];
+  __shared__ cutopk::CopyBarrier full[2];
+  const int t = threadIdx.x;
+  if (t == 0) {
+    cutopk::copy_barrier_init(&full[0]);
+    cutopk::copy_barrier_init(&full[1]);
+  }
+  __syncthreads();
+  for (int i = -1; i < tiles; ++i) {
+    const int next = (i + 1) & 1;
+    if (t == 0 && i + 1 < tiles) {
+      const int* src = in + (blockIdx.x * tiles + i + 1) * TILE;
+      cutopk::bulk_copy_async(buf[next], src, TILE * 2, &full[next]);
+      cutopk::bulk_copy_async(buf[next] + TILE / 2, src + TILE / 2, TILE * 2, &full[next]);
+      cutopk::copy_barrier_arrive(&full[next], TILE * 4);
+    }
+    if (i < 0) continue;
+    const int stage = i & 1;
+    if (all_wait || t == 0) cutopk::copy_barrier_wait(&full[stage], (i >> 1) & 1);
+    for (int j = t; j < TILE; j += blockDim.x) out[(blockIdx.x * tiles + i) * TILE + j] = buf[stage][TILE - 1 - j];
+    __syncthreads();  // every thread has read buf[stage] before tile i + 2 is copied into it
+  }
+}
+
+// mode 0: right; 1: the arrival names too few bytes; 2: two threads copy in one phase; 3: no
+// arrival; 4: no thread waits; 5: a misaligned destination; 6: a size not a multiple of 16;
+// 7: a barrier never initialised.
+extern "C" __global__ void bulk_bugs(const int* in, int* out, int mode) {
+  __shared__ __align__(16) int buf[64];
+  __shared__ cutopk::CopyBarrier bar;
+  const int t = threadIdx.x;
+  if (t == 0 && mode != 7) cutopk::copy_barrier_init(&bar);
+  __syncthreads();
+  int* dst = mode == 5 ? buf + 1 : buf;
+  if (t == 0) cutopk::bulk_copy_async(dst, in, mode == 6 ? 100 : 128, &bar);  // BUG: the bulk copy
+  if (t == 1 && mode == 2) cutopk::bulk_copy_async(buf + 32, in + 32, 128, &bar);  // BUG: a second thread
+  __syncthreads();
+  if (t == 0 && mode != 3) cutopk::copy_barrier_arrive(&bar, mode == 1 ? 64 : 128);  // BUG: the arrival
+  if (mode != 4) cutopk::copy_barrier_wait(&bar, 0);
+  out[t] = buf[t];
+}
 """
 
 SOURCE = HEADER + KERNELS
@@ -278,6 +324,88 @@ def test_traffic_counts_the_copied_bytes():
     out = aligned(x.size)
     counting = sim.RawModule(code=SOURCE, count_traffic=True)
     counting.get_function("chunked")(blocks, threads, (x, out))
+    record = counting.traffic[-1]
+    assert (record.bytes_read, record.bytes_written) == (x.nbytes, out.nbytes)
+    assert record.sectors == (x.nbytes + out.nbytes) // 32
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_bulk_copies_through_two_stages_are_exact(seed):
+    blocks, tiles = 2, 5
+    x = aligned(blocks * tiles * 256, fill=np.arange(blocks * tiles * 256) + 1)
+    out = aligned(x.size)
+    fn = sim.RawModule(code=SOURCE, seed=seed).get_function("bulk_tiles")
+    fn(blocks, 64, (x, out, np.int32(tiles), np.int32(1)))
+    assert np.array_equal(out, x.reshape(-1, 256)[:, ::-1].reshape(-1))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_a_bulk_copy_read_without_the_wait_sees_the_poison(seed):
+    """The bytes land at the first wait that sees their phase complete; a thread that reads
+    without waiting itself sees them only where that wait happened to run first."""
+    x = aligned(3 * 256, fill=np.arange(3 * 256) + 1)
+    out = aligned(x.size)
+    fn = sim.RawModule(code=SOURCE, seed=seed).get_function("bulk_tiles")
+    fn(1, 64, (x, out, np.int32(3), np.int32(0)))
+    assert (out.view(np.uint32) == POISON).any()
+
+
+@pytest.mark.parametrize(
+    ("mode", "fragment", "bug"),
+    [
+        (
+            1,
+            r"copy_barrier_arrive expects 64 bytes, but the open phase's bulk copies on 0x[0-9a-f]+ total 128",
+            "the arrival",
+        ),
+        (
+            2,
+            r"thread \(1,0,0\).*bulk_copy_async on the copy barrier 0x[0-9a-f]+, whose open phase thread 0 copies to",
+            "a second thread",
+        ),
+        (
+            4,
+            r"the block ended with 1 bulk copies on the copy barrier 0x[0-9a-f]+ not landed \(their phase completed, but no thread waited",
+            "the bulk copy",
+        ),
+        (
+            5,
+            r"bulk_copy_async destination 0x[0-9a-f]+ \(static shared offset 4\) is not 16-byte aligned",
+            "the bulk copy",
+        ),
+        (6, r"bulk_copy_async of 100 bytes: the size must be a positive multiple of 16", "the bulk copy"),
+        (
+            7,
+            r"bulk_copy_async on the copy barrier 0x[0-9a-f]+, which no copy_barrier_init of this block initialised",
+            "the bulk copy",
+        ),
+    ],
+)
+def test_bulk_copies_that_break_the_protocol_fault(mod, mode, fragment, bug):
+    x, out = aligned(64, fill=1), aligned(32)
+    with pytest.raises(sim.AsyncCopyError, match=fragment) as info:
+        mod.get_function("bulk_bugs")(1, 32, (x, out, np.int32(mode)))
+    if shutil.which("addr2line"):
+        assert where(info) == f"at kernel.cu line {line_of('BUG: ' + bug)} (in bulk_bugs)"
+    mod.get_function("bulk_bugs")(1, 32, (x, out, np.int32(0)))
+    assert (out == 1).all()
+
+
+def test_a_wait_for_a_phase_without_its_arrival_is_a_deadlock():
+    x, out = aligned(64, fill=1), aligned(32)
+    with pytest.raises(
+        sim.DeadlockError, match=r"copy_barrier_wait for the phase of parity 0 .* never completes"
+    ):
+        sim.RawModule(code=SOURCE, spin_budget=10_000).get_function("bulk_bugs")(1, 32, (x, out, np.int32(3)))
+
+
+def test_traffic_counts_the_bulk_copied_bytes():
+    if sim._module._environ.flag("CUTOPK_SIM_ASAN"):
+        pytest.skip("traffic counting and AddressSanitizer builds exclude each other")
+    x = aligned(2 * 4 * 256, fill=1)
+    out = aligned(x.size)
+    counting = sim.RawModule(code=SOURCE, count_traffic=True)
+    counting.get_function("bulk_tiles")(2, 64, (x, out, np.int32(4), np.int32(1)))
     record = counting.traffic[-1]
     assert (record.bytes_read, record.bytes_written) == (x.nbytes, out.nbytes)
     assert record.sectors == (x.nbytes + out.nbytes) // 32

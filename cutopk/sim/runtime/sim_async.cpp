@@ -20,6 +20,14 @@
 // thread order: the copies land when their own thread waits), a write to a pending destination
 // (found at the wait: the poison is gone), copies never waited for, and addresses that
 // cp.async refuses. Timing, and the L2-only caching of .cg, are not modelled.
+//
+// Bulk copies on a CopyBarrier (an mbarrier that counts one arrival per phase, per block, by its
+// address): barrier_init starts it at phase 0; bulk_copy checks the addresses, reads the source
+// now and poisons the destination, in the open phase; barrier_arrive checks that the phase's
+// copies add up to the bytes it names and completes the phase; barrier_wait lets the other
+// threads run, then polls (a spin-wait: DeadlockError past spin_budget) until the phase of the
+// parity it names has completed, and lands the bytes of every completed phase that no wait had
+// seen yet. A block that ends with bulk copies not landed faults.
 #include "sim_runtime.h"
 
 namespace cutopk_sim {
@@ -155,6 +163,176 @@ void async_wait(int pending) {
     memcpy(c.dst, c.bytes, COPY_BYTES);
   }
   f->copies.erase(f->copies.begin(), f->copies.begin() + static_cast<std::ptrdiff_t>(done));
+}
+
+// ---- bulk copies on a CopyBarrier ----
+
+namespace {
+
+constexpr size_t BARRIER_BYTES = 8;
+
+CopyBarrierState* find_barrier(Block* b, const void* bar) {
+  for (CopyBarrierState& s : b->copy_barriers)
+    if (s.address == bar) return &s;
+  return nullptr;
+}
+
+CopyBarrierState& barrier_of(const void* bar, uintptr_t site, const char* what) {
+  CopyBarrierState* s = find_barrier(cur()->block, bar);
+  if (!s)
+    copy_fault(site, "%s on the copy barrier %p, which no copy_barrier_init of this block initialised", what, bar);
+  return *s;
+}
+
+// Lands the copies of the phases of barrier s completed so far.
+void land_completed(CopyBarrierState& s) {
+  size_t done = 0;
+  for (; done < s.copies.size() && s.copies[done].phase < s.completed; ++done) {
+    BulkCopy& c = s.copies[done];
+    for (size_t i = 0; i < c.bytes.size(); ++i) {
+      if (c.dst[i] != PENDING) {
+        char where[64];
+        shared_place(where, sizeof where, cur()->block, c.dst + i);
+        copy_fault(0,
+                   "the destination %p (%s) of a pending bulk_copy_async was written before the wait that "
+                   "completes it (found at this wait: the byte is 0x%02x, not the poison 0xCD): no thread may "
+                   "write a destination, nor copy to it again, while its copy is pending",
+                   static_cast<void*>(c.dst + i), where, static_cast<unsigned>(c.dst[i]));
+      }
+    }
+    memcpy(c.dst, c.bytes.data(), c.bytes.size());
+  }
+  s.copies.erase(s.copies.begin(), s.copies.begin() + static_cast<std::ptrdiff_t>(done));
+}
+
+}  // namespace
+
+__attribute__((noinline)) void barrier_init(void* bar) {
+  const uintptr_t site = reinterpret_cast<uintptr_t>(__builtin_return_address(0));
+  Block* b = cur()->block;
+  auto p = static_cast<unsigned char*>(bar);
+  if (!in_shared(b, p, BARRIER_BYTES))
+    copy_fault(site, "copy_barrier_init of %p, which is not in this block's shared memory", bar);
+  if (reinterpret_cast<uintptr_t>(p) % BARRIER_BYTES)
+    copy_fault(site, "copy_barrier_init of %p, which is not 8-byte aligned", bar);
+  CopyBarrierState* s = find_barrier(b, bar);
+  if (s && !s->copies.empty())
+    copy_fault(site, "copy_barrier_init of %p while %zu bulk copies on it are pending", bar, s->copies.size());
+  if (!s) {
+    b->copy_barriers.emplace_back();
+    s = &b->copy_barriers.back();
+  }
+  *s = CopyBarrierState{};
+  s->address = bar;
+  memset(p, 0, BARRIER_BYTES);
+}
+
+__attribute__((noinline, no_sanitize_thread)) void bulk_copy(void* dst, const void* src, unsigned bytes, void* bar) {
+  const uintptr_t site = reinterpret_cast<uintptr_t>(__builtin_return_address(0));
+  Fiber* f = cur();
+  Block* b = f->block;
+  auto d = static_cast<unsigned char*>(dst);
+  auto s = static_cast<const unsigned char*>(src);
+  if (bytes == 0 || bytes % COPY_BYTES)
+    copy_fault(site, "bulk_copy_async of %u bytes: the size must be a positive multiple of 16", bytes);
+  if (!in_shared(b, d, bytes)) {
+    if (touches_shared(b, d, bytes))
+      copy_fault(site,
+                 "bulk_copy_async destination %p: its %u bytes run past the block's shared memory (%zu bytes "
+                 "static, %zu dynamic)",
+                 dst, bytes, g_launch.static_shared_used, g_launch.dynamic_bytes);
+    copy_fault(site, "bulk_copy_async destination %p is not in this block's shared memory", dst);
+  }
+  if (reinterpret_cast<uintptr_t>(d) % COPY_BYTES) {
+    char where[64];
+    shared_place(where, sizeof where, b, d);
+    copy_fault(site, "bulk_copy_async destination %p (%s) is not 16-byte aligned", dst, where);
+  }
+  if (reinterpret_cast<uintptr_t>(s) % COPY_BYTES)
+    copy_fault(site, "bulk_copy_async source %p is not 16-byte aligned", src);
+  if (touches_shared(b, s, bytes))
+    copy_fault(site, "bulk_copy_async source %p is in shared memory: the copy reads global memory", src);
+  CopyBarrierState& state = barrier_of(bar, site, "bulk_copy_async");
+  if (state.issuer >= 0 && state.issuer != static_cast<int>(f->linear))
+    copy_fault(site,
+               "bulk_copy_async on the copy barrier %p, whose open phase thread %d copies to: one thread issues "
+               "a phase's copies and arrives (the sm_80 form tracks the arriving thread's copies only)",
+               bar, state.issuer);
+  BulkCopy c;
+  c.dst = d;
+  c.bytes.assign(s, s + bytes);  // an instrumented read under AddressSanitizer
+#ifdef CUTOPK_SIM_TRAFFIC
+  count_access(s, bytes, false);
+#endif
+  c.phase = state.completed;
+  c.thread = f->linear;
+  c.site = site;
+  memset(d, PENDING, bytes);
+  state.copies.push_back(std::move(c));
+  state.issued += bytes;
+  state.issuer = static_cast<int>(f->linear);
+}
+
+__attribute__((noinline)) void barrier_arrive(void* bar, unsigned bytes) {
+  const uintptr_t site = reinterpret_cast<uintptr_t>(__builtin_return_address(0));
+  Fiber* f = cur();
+  CopyBarrierState& state = barrier_of(bar, site, "copy_barrier_arrive");
+  if (state.issuer >= 0 && state.issuer != static_cast<int>(f->linear))
+    copy_fault(site,
+               "copy_barrier_arrive on the copy barrier %p, whose open phase's copies thread %d issued: the "
+               "thread that copies arrives",
+               bar, state.issuer);
+  if (state.issued != bytes)
+    copy_fault(site,
+               "copy_barrier_arrive expects %u bytes, but the open phase's bulk copies on %p total %u: the "
+               "arrival comes after the phase's copies and names their bytes (on sm_90 the phase would "
+               "complete early or never)",
+               bytes, bar, state.issued);
+  state.completed++;
+  state.issued = 0;
+  state.issuer = -1;
+  progressed();
+}
+
+__attribute__((noinline)) void barrier_wait(void* bar, unsigned phase) {
+  const uintptr_t site = reinterpret_cast<uintptr_t>(__builtin_return_address(0));
+  Launch& L = g_launch;
+  to_scheduler();  // the copies are in flight: the other threads go on first
+  for (;;) {
+    CopyBarrierState& state = barrier_of(bar, site, "copy_barrier_wait");
+    if ((state.completed & 1u) != (phase & 1u)) {  // the phase of that parity is complete
+      land_completed(state);
+      return;
+    }
+    if (++L.spins > L.spin_budget) {
+      frames_at(site);
+      fault(E_DEADLOCK, cur()->line,
+            "copy_barrier_wait for the phase of parity %u of the copy barrier %p, which never completes (no "
+            "thread arrives: copy_barrier_arrive) -- deadlock",
+            phase & 1u, bar);
+    }
+    to_scheduler();
+  }
+}
+
+int async_block_end(Block& b) {
+  for (CopyBarrierState& s : b.copy_barriers) {
+    if (s.copies.empty()) continue;
+    const BulkCopy& c = s.copies.front();
+    const bool arrived = c.phase < s.completed;
+    Fiber* issuer = &g_launch.fibers[b.first_fiber + c.thread];
+    char who[160];
+    describe_thread(who, sizeof who, issuer);
+    frames_at(c.site);
+    snprintf(g_error, sizeof g_error,
+             "%s: the block ended with %zu bulk copies on the copy barrier %p not landed (%s; the first issued at "
+             "the line named): on the GPU they would land in the shared memory of a block that has ended -- "
+             "asynchronous copy misuse",
+             who, s.copies.size(), s.address,
+             arrived ? "their phase completed, but no thread waited for it" : "their phase never had its arrival");
+    return g_launch.error = E_ASYNC;
+  }
+  return OK;
 }
 
 void async_exit(Fiber* f) {

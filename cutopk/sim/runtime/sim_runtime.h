@@ -118,6 +118,25 @@ struct PendingCopy {
   uintptr_t site;  // the return address into the kernel: the source line of a fault about it
 };
 
+// A bulk copy (bulk_copy_async) whose bytes have not landed: read from the source at issue, they
+// land at the first wait that sees its phase complete (sim_async.cpp).
+struct BulkCopy {
+  unsigned char* dst;
+  std::vector<unsigned char> bytes;
+  unsigned phase;   // the barrier's phase it completes
+  unsigned thread;  // the issuing thread (linear index)
+  uintptr_t site;   // the return address into the kernel
+};
+
+// A CopyBarrier of a block (an mbarrier counting one arrival per phase), by its address.
+struct CopyBarrierState {
+  const void* address = nullptr;
+  unsigned completed = 0;        // phases completed
+  unsigned issued = 0;           // bytes copied in the open phase
+  int issuer = -1;               // the thread (linear index) that copies in the open phase, -1 none yet
+  std::vector<BulkCopy> copies;  // not landed: of the open phase, or of completed ones no wait saw
+};
+
 struct Fiber {
   void* sp = nullptr;
   char* stack = nullptr;  // lowest usable byte; a guard page lies below it
@@ -153,6 +172,7 @@ struct Block {
   unsigned slot = 0;  // its place among the resident blocks (L.blocks)
   unsigned rank = 0;  // its rank in its thread-block cluster: slot - rank is the cluster's rank 0
   bool finished = false;  // every thread has exited (its shared memory is gone)
+  std::vector<CopyBarrierState> copy_barriers;  // the barriers its threads initialised
 };
 
 // A cluster's barrier (cluster.sync()): threads of all its blocks waiting, and the call site.
@@ -452,6 +472,13 @@ void async_commit();
 void async_wait(int pending);
 // A thread that exits with copies pending: a fault (called as it exits).
 void async_exit(Fiber* f);
+// Bulk copies completing on a CopyBarrier (kernels/async_copy.cuh): one arrival per phase.
+void barrier_init(void* bar);
+void bulk_copy(void* dst, const void* src, unsigned bytes, void* bar);
+void barrier_arrive(void* bar, unsigned bytes);
+void barrier_wait(void* bar, unsigned phase);
+// At the end of block b: OK, or the fault of bulk copies that never landed (g_error set).
+int async_block_end(Block& b);
 
 #ifdef CUTOPK_SIM_TRAFFIC
 // Counts an access of the counting build (sim_launch.cpp): for reads done by the runtime itself.
