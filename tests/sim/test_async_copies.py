@@ -421,7 +421,7 @@ ASAN_SCRIPT = textwrap.dedent(
     mod = sim.RawModule(code=SOURCE, asan=True, isolate=True)
     x = np.zeros({n}, np.int32)
     try:
-        mod.get_function("chunked")(1, 64, (x, np.zeros(4 * 64 * 4, np.int32)))
+        mod.get_function({kernel!r})(1, 64, (x, np.zeros({full}, np.int32), *{extra}))
     except sim.KernelCrashError as exc:
         print("caught:", exc)
     else:
@@ -431,10 +431,14 @@ ASAN_SCRIPT = textwrap.dedent(
 
 
 @pytest.mark.asan
-@pytest.mark.parametrize("n", [4 * 64 * 4, 4 * 64 * 4 - 4])
-def test_a_copy_source_out_of_bounds_is_caught_under_asan(n):
-    """The copy's source read is an instrumented read: one 16-byte chunk past the end of the
-    input (n - 4) is a heap-buffer-overflow."""
+@pytest.mark.parametrize(
+    ("kernel", "full", "extra"),
+    [("chunked", 4 * 64 * 4, "()"), ("bulk_tiles", 2 * 256, "(np.int32(2), np.int32(1))")],
+)
+@pytest.mark.parametrize("short", [0, 4])
+def test_a_copy_source_out_of_bounds_is_caught_under_asan(kernel, full, extra, short):
+    """A copy's source read is an instrumented read: an input one 16-byte chunk short (4 ints)
+    is a heap-buffer-overflow."""
     from test_faults import _libasan
 
     libasan = _libasan()
@@ -442,12 +446,14 @@ def test_a_copy_source_out_of_bounds_is_caught_under_asan(n):
         pytest.skip("g++'s AddressSanitizer runtime (libasan.so) is not installed")
     here = os.path.dirname(os.path.abspath(__file__))
     env = {**os.environ, "LD_PRELOAD": libasan, "ASAN_OPTIONS": "detect_leaks=0"}
-    script = ASAN_SCRIPT.format(root=str(ROOT), here=here, n=n)
+    script = ASAN_SCRIPT.format(
+        root=str(ROOT), here=here, n=full - short, full=full, kernel=kernel, extra=extra
+    )
     proc = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=600
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    if n == 4 * 64 * 4:
+    if short == 0:
         assert "no error" in proc.stdout
     else:
-        assert "caught: kernel 'chunked'" in proc.stdout and "heap-buffer-overflow" in proc.stdout
+        assert f"caught: kernel '{kernel}'" in proc.stdout and "heap-buffer-overflow" in proc.stdout
