@@ -101,7 +101,9 @@ def test_each_kernel_file_is_named_as_its_family_and_its_code_is_in_namespace_cu
             assert f"namespace cutopk::{path.stem} {{" in text, path.name
         elif "__device__" in text:
             assert "namespace cutopk {" in text, path.name
-        prefixed = set(re.findall(r"\b(?:cutopk_\w+|Cutopk\w+|Mb[A-Z]\w*|mb_\w+)", text))
+        # The simulator's namespace (cutopk_sim, which async_copy.cuh calls on the host) is not a
+        # prefixed kernel name.
+        prefixed = set(re.findall(r"\b(?:cutopk_(?!sim\b)\w+|Cutopk\w+|Mb[A-Z]\w*|mb_\w+)", text))
         assert prefixed == set(), path.name
 
 
