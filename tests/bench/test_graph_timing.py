@@ -12,8 +12,8 @@ import pytest
 from support.backends import cuda_is_standin, sim_unavailable_reason
 
 import cutopk
-from cutopk._bench import baselines, grid, report, runner, timing
-from cutopk._bench.route import Route
+from cutopk._demo import baselines, cli, grid, report, runner, timing
+from cutopk._demo.route import Route
 
 
 @pytest.fixture
@@ -130,7 +130,7 @@ def test_graph_timing_end_to_end_sets_each_peer_against_its_like(cupy, monkeypat
 def test_graph_timing_needs_a_gpu(monkeypatch, capsys):
     monkeypatch.setattr(runner.env, "gpu_unavailable", lambda: "CuPy is not installed")
     with pytest.raises(SystemExit):
-        runner.main(["--timing", "graph"])
+        cli.main(["--timing", "graph"])
     assert "--timing graph: graph replay needs a GPU" in capsys.readouterr().err
 
 
@@ -155,9 +155,8 @@ def test_each_replay_queues_behind_the_spin_kernel(cupy):
 
 def test_the_speedup_plot_names_and_hatches_the_call_each_peer_is_against(monkeypatch, tmp_path):
     matplotlib = pytest.importorskip("matplotlib")
+    from cutopk_bench import plots
     from matplotlib.axes import Axes
-
-    from cutopk._bench import plots
 
     matplotlib.use("Agg")
     bars = []
