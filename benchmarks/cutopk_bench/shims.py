@@ -113,6 +113,7 @@ class ShimKit(runner.Kit):
     """The demo's peers, then CUB's and FlashInfer's on a GPU; the watchdog; the plots."""
 
     records = ("cub", "flashinfer")
+    unsorted = ("cub", "flashinfer-unsorted")
     plots = True
 
     def peer_names(self, gpu: bool) -> tuple[str, ...]:

@@ -13,7 +13,6 @@ import math
 
 from . import baselines, check
 
-UNSORTED = ("cub", "flashinfer-unsorted")  # the GPU peers whose K come unordered
 AGAINST = {True: "cutopk sorted=True", False: "cutopk sorted=False"}
 
 

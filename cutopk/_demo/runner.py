@@ -40,6 +40,7 @@ class Kit:
     subclasses it to add peers, a start-up per GPU run, a guard and plots."""
 
     records: tuple[str, ...] = ()  # the files' ``meta`` keys that :meth:`start` fills (None on the CPU)
+    unsorted: tuple[str, ...] = ()  # the GPU peers whose K come unordered (none of the demo's)
     plots = False  # :meth:`plot` writes plots (the command line offers ``--plots``)
 
     def peer_names(self, gpu: bool) -> tuple[str, ...]:
@@ -396,7 +397,7 @@ def run(
     absent = _absent_peers(names, session)
     names = [n for n in names if n not in absent]
     session.left_out = tuple(absent)
-    session.unsorted = session.gpu and bool(set(names) & set(pairs.UNSORTED))
+    session.unsorted = session.gpu and bool(set(names) & set(kit.unsorted))
     meta = env.metadata(session.gpu) | {
         "grid": "full" if full else "quick",
         "regimes": regimes or "all",

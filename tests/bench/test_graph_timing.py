@@ -89,13 +89,21 @@ def _peers(x, axis, case, gpu, only=()):
     ]
 
 
-def test_graph_timing_end_to_end_sets_each_peer_against_its_like(cupy, monkeypatch, tmp_path, capsys):
-    monkeypatch.setattr(baselines, "peers", _peers)
-    monkeypatch.setattr(baselines, "GPU_PEERS", ("twin", "rev", "nocap"))
-    monkeypatch.setattr(runner.pairs, "UNSORTED", ("rev",))  # as cub and flashinfer-unsorted are
-    monkeypatch.setattr(runner, "_absent_peers", lambda names, session: {})
+class _Kit(runner.Kit):
+    """Three peers of the test's own: a sorted one, an unsorted one, one that cannot be captured."""
+
+    unsorted = ("rev",)  # as cub and flashinfer-unsorted are
+
+    def peer_names(self, gpu):
+        return ("twin", "rev", "nocap")
+
+    def routes(self, x, axis, case, gpu, only=()):
+        return _peers(x, axis, case, gpu, only)
+
+
+def test_graph_timing_end_to_end_sets_each_peer_against_its_like(cupy, tmp_path, capsys):
     cases = [grid.Case("llm", 2, 1500, 20), grid.Case("llm", 3, 600, 8)]
-    results = runner.run(cases=cases, out=tmp_path, stem="g", repeat=3, timing_mode="graph")
+    results = runner.run(cases=cases, out=tmp_path, stem="g", repeat=3, timing_mode="graph", kit=_Kit())
     out = capsys.readouterr().out
     assert len(results) == 2
     for r in results:
