@@ -5,6 +5,7 @@ module class is shared, so the simulator tests the very code that runs on a GPU.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import math
@@ -14,7 +15,6 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .. import _interop
-from .._interop import array_module
 from .._request import dtypes as _dtypes
 from .._request import layout as _layout
 from .._request.checks import Request, check_algorithm
@@ -144,8 +144,38 @@ def _build_family(target: str, cxx: str, family: str):
     return sim.RawModule(code=code)
 
 
+# Launch observers (cutopk/cuda/observe.py, for tests and the host-overhead benchmark): while one
+# is here, the last builds every module and gives the array module; none in normal use.
+OBSERVERS: list[Any] = []
+
+
+def array_module(target: str):
+    """The array module of ``target`` (CuPy or NumPy), or the launch observer's."""
+    if OBSERVERS:
+        return OBSERVERS[-1].array_module(target)
+    return _interop.array_module(target)
+
+
 def _build_module(target: str, cxx: str):
+    if OBSERVERS:
+        return OBSERVERS[-1].module(target, cxx)
     return _FamilyModules(target, cxx)
+
+
+@contextlib.contextmanager
+def emptied_caches():
+    """The module and placeholder caches empty inside, as they were after (a launch observer's
+    modules never outlive it, and never hide the real ones)."""
+    saved = dict(_MODULES), dict(_PLACEHOLDERS)
+    _MODULES.clear()
+    _PLACEHOLDERS.clear()
+    try:
+        yield
+    finally:
+        _MODULES.clear()
+        _MODULES.update(saved[0])
+        _PLACEHOLDERS.clear()
+        _PLACEHOLDERS.update(saved[1])
 
 
 def _module(target: str, cxx: str, device: int | None = None) -> _Module:

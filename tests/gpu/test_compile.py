@@ -9,10 +9,10 @@ import threading
 
 import numpy as np
 import pytest
+from support.launches import recording_launches
 
 import cutopk
 from cutopk import sim
-from cutopk._bench.recording import recording_launches
 from cutopk._request import dtypes as _dtypes
 from cutopk.cuda import kernel_source as _kernel_source
 from cutopk.cuda import launcher as _launcher
