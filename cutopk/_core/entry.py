@@ -161,8 +161,8 @@ def plan(
     )
     if lengths is None:
         return call.describe(cached, arr)
-    # The variant that reads the lengths is planned on the array's device too: its kernels are
-    # loaded, and opted in to shared memory, on the device current while it is built.
+    # The variant that reads the lengths is planned on the array's device too (its facts: the
+    # shared memory a block may take); its kernels are built by its first call, not here.
     with scope if scope is not None else contextlib.nullcontext():
         _, longest = lengths_.check(lengths, arr, call.req)
         arr, call = lengths_.narrowed(arr, call, longest)
