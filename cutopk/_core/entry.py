@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from .._interop import is_torch_tensor
+from .._interop import is_torch_tensor, requires_grad
 from .._request import checks as _checks
 from .._request.plan import Plan
 from . import call as _call
@@ -171,12 +171,6 @@ def plan(
         planned = kernel_call.describe(cached, arr)
         return lengths_.describe_in_kernel(planned, arr.shape[call.req.axis], longest is not None)
     return lengths_.describe(call.describe(cached, arr), arr)
-
-
-def requires_grad(*arrays: Array) -> bool:
-    """Whether one of ``arrays`` may be a tensor autograd records (torch is not imported here:
-    :mod:`cutopk._core.autograd` makes the exact check)."""
-    return any(type(a) is not np.ndarray and getattr(a, "requires_grad", False) for a in arrays)
 
 
 def _forward(
