@@ -105,6 +105,10 @@ class _Module:
             fn = self._functions[name] = self.raw.get_function(name)
         return fn
 
+    def built(self, name: str) -> bool:
+        """Whether the module holding kernel ``name`` is compiled and loaded (nothing is built here)."""
+        return name in self._functions or self.raw.built(name)
+
 
 class _FamilyModules:
     """One element type's kernels, one module per family, each compiled on the first use of one
@@ -129,6 +133,10 @@ class _FamilyModules:
                 if mod is None:
                     mod = self.modules[family] = _build_family(self.target, self.cxx, family)
         return mod.get_function(entry)
+
+    def built(self, name: str) -> bool:
+        where = _entry_points(self.cxx).get(name.replace(" ", ""))
+        return where is not None and where[0] in self.modules
 
 
 def _build_family(target: str, cxx: str, family: str):
@@ -481,7 +489,7 @@ class GpuCall:
         scratch = self.workspace_bytes + sum(step.size for step in before)
         return Plan(
             req.backend, p.algorithm, self.rows, req.n, req.k, launches, copy_lines(copies), scratch, cached,
-            dict(p.params), chosen_by=p.chosen_by,
+            dict(p.params), chosen_by=p.chosen_by, built=runner.built(),
         )  # fmt: skip
 
     def _raise_memory_error(self, exc: Exception) -> None:

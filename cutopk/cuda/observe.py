@@ -50,6 +50,9 @@ class _RecordingModule:
 
         return launch
 
+    def built(self, name: str) -> bool:
+        return True  # nothing to compile
+
 
 class _RecordingNumpy:
     """NumPy as the launcher's array module: the arrays it allocates counted (unless

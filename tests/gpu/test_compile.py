@@ -161,3 +161,26 @@ def test_threads_asking_for_one_family_compile_it_once(built):
     for t in threads:
         t.join()
     assert built == [("sim", "float", "order")]
+
+
+@pytest.mark.skipif(not sim.is_available(), reason="the CPU simulator cannot run here")
+@pytest.mark.parametrize(
+    "algorithm, kwargs",
+    [("warp_row", {}), ("multiblock", {}), ("resident", {"lengths": np.array([40, 7, 0, 33])})],
+)
+def test_a_plan_builds_nothing_and_says_whether_the_modules_are_built(built, algorithm, kwargs):
+    x = np.random.default_rng(2).standard_normal((4, 40)).astype(np.float32)
+    p = cutopk.plan(x, 3, backend="sim", algorithm=algorithm, **kwargs)
+    assert built == [] and p.built is False, (built, p)
+    assert "modules: not built yet (the first call compiles them)" in str(p)
+    values, _ = cutopk.top_k(x, 3, backend="sim", algorithm=algorithm, **kwargs)
+    assert built and {family for _, _, family in built} <= {algorithm, "order"}, built
+    if not kwargs:
+        assert np.array_equal(values, -np.sort(-x, axis=1)[:, :3])
+    again = cutopk.plan(x, 3, backend="sim", algorithm=algorithm, **kwargs)
+    assert again.built is True and "modules: built" in str(again)
+
+
+def test_a_numpy_plan_says_nothing_of_kernel_modules():
+    p = cutopk.plan(np.zeros((2, 10), np.float32), 3, backend="numpy")
+    assert p.built is None and "modules:" not in str(p)
