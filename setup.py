@@ -28,7 +28,12 @@ from setuptools.modified import newer_group
 # The route's C entry file (it includes the others): the one path to change if it moves.
 ENTRY = "cutopk/numpy/compiled.c"
 DISPATCH = "cutopk/numpy/compiled_variants.c"
-ENTRY_POINTS = ("cutopk_compiled_abi", "cutopk_compiled_select", "cutopk_compiled_set_spin", "cutopk_compiled_workers")
+ENTRY_POINTS = (
+    "cutopk_compiled_abi",
+    "cutopk_compiled_select",
+    "cutopk_compiled_set_spin",
+    "cutopk_compiled_workers",
+)
 # Every variant's flags, after COMMON; the order of compiled_variants.c's choice.
 _AVX2 = ("-mavx2", "-mfma", "-mbmi", "-mbmi2", "-mpopcnt")
 X86_VARIANTS = {
@@ -44,7 +49,9 @@ def _sources_of(entry: str) -> list[str]:
     them builds the library again."""
     found = []
     for folder, _, names in os.walk(os.path.dirname(entry)):
-        found += [os.path.join(folder, n) for n in names if n.endswith((".c", ".h")) and "__pycache__" not in folder]
+        found += [
+            os.path.join(folder, n) for n in names if n.endswith((".c", ".h")) and "__pycache__" not in folder
+        ]
     return sorted(found)
 
 

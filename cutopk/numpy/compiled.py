@@ -93,8 +93,8 @@ class Rows(ctypes.Structure):
 
 _lock = threading.Lock()
 # "lib": the loaded function, or None with "why" saying why not; "env": the last CUTOPK_COMPILED
-# (variable, text) read and whether it allows the route; "path": the library loaded.
-_state: dict = {"lib": None, "why": None, "tried": False, "env": (None, True), "path": None}
+# (variable, text) read and whether it allows the route; "path", "variant": the library loaded.
+_state: dict = {"lib": None, "why": None, "tried": False, "env": (None, True), "path": None, "variant": None}
 # plan(): the pool's costs are never measured (see planning()).
 _planning: contextvars.ContextVar = contextvars.ContextVar("cutopk_compiled_planning", default=False)
 
@@ -146,7 +146,11 @@ def locate() -> pathlib.Path | None:
         spec = importlib.util.find_spec(LIBRARY)
     except (ImportError, ValueError):
         return None
-    if spec is None or not isinstance(spec.loader, importlib.machinery.ExtensionFileLoader) or not spec.origin:
+    if (
+        spec is None
+        or not isinstance(spec.loader, importlib.machinery.ExtensionFileLoader)
+        or not spec.origin
+    ):
         return None
     return pathlib.Path(spec.origin)
 
@@ -184,9 +188,9 @@ def load(path: pathlib.Path, variant: str | None = None):
         )
     fn.restype, fn.argtypes = ctypes.c_int, (ctypes.POINTER(Rows),)
     # The pool's controls (set_spin, workers: tests) and the variant's name travel with the function.
-    fn.library = lib  # type: ignore[attr-defined]
-    fn.suffix = suffix  # type: ignore[attr-defined]
-    fn.variant = variant or lib.cutopk_compiled_variant().decode()  # type: ignore[attr-defined]
+    fn.library = lib
+    fn.suffix = suffix
+    fn.variant = variant or lib.cutopk_compiled_variant().decode()
     return fn
 
 
@@ -201,7 +205,7 @@ def _load():
     except LoadError as exc:
         _state["why"] = f"the compiled route's library cannot be used: {exc}"
         return None
-    _state["path"] = path
+    _state["path"], _state["variant"] = path, fn.variant
     return fn
 
 
@@ -243,10 +247,9 @@ def available() -> bool:
 def status() -> dict:
     """What ``cutopk.plan()`` says of the route where it can run: ``compiled`` (the library
     loaded) and ``compiled_variant`` (its build for this processor, one of ``VARIANTS``)."""
-    fn = _function()
-    if fn is None:  # the reason is plan()'s compiled_unavailable
+    if _function() is None:  # the reason is plan()'s compiled_unavailable
         return {}
-    return {"compiled": f"loaded from {_state['path']}", "compiled_variant": fn.variant}
+    return {"compiled": f"loaded from {_state['path']}", "compiled_variant": _state["variant"]}
 
 
 @functools.cache

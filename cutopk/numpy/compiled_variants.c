@@ -81,8 +81,18 @@ __attribute__((constructor)) static void choose_variant(void) {
 #endif
 }
 
-EXPORT const char* cutopk_compiled_variant(void) { return chosen->name; }
-EXPORT int64_t cutopk_compiled_abi(void) { return chosen->abi(); }
-EXPORT int cutopk_compiled_select(const struct cutopk_rows* r) { return chosen->select(r); }
-EXPORT void cutopk_compiled_set_spin(int64_t ns) { chosen->set_spin(ns); }
-EXPORT int cutopk_compiled_workers(void) { return chosen->workers(); }
+EXPORT const char* cutopk_compiled_variant(void) {
+  return chosen->name;
+}
+EXPORT int64_t cutopk_compiled_abi(void) {
+  return chosen->abi();
+}
+EXPORT int cutopk_compiled_select(const struct cutopk_rows* r) {
+  return chosen->select(r);
+}
+EXPORT void cutopk_compiled_set_spin(int64_t ns) {
+  chosen->set_spin(ns);
+}
+EXPORT int cutopk_compiled_workers(void) {
+  return chosen->workers();
+}
