@@ -62,7 +62,8 @@ def _variants() -> dict[str, tuple[str, ...]]:
 
 
 class BuildVariants(build_ext):
-    """build_ext, with ``ENTRY`` compiled once per variant into the extension's objects."""
+    """build_ext, with ``ENTRY`` compiled once per variant into the extension's objects; a
+    variant that this compiler cannot build is left out (the baseline must build)."""
 
     def build_extension(self, ext: Extension) -> None:
         if ext.name != "_cutopk_compiled":
@@ -72,19 +73,25 @@ class BuildVariants(build_ext):
             return super().build_extension(ext)  # up to date: it says so and skips
         if self.compiler.compiler_type != "unix":
             raise CompileError("the compiled route needs GCC or Clang (GNU C: attributes, pthreads)")
-        variants = _variants()
-        objects = []
-        for name, flags in variants.items():
-            objects += self.compiler.compile(
-                [ENTRY],
-                output_dir=os.path.join(self.build_temp, f"variant-{name}"),
-                macros=[(entry, f"{entry}_{name}") for entry in ENTRY_POINTS],
-                extra_postargs=[*COMMON, *flags],
-                depends=ext.depends,
-            )
+        objects, built = [], []
+        for name, flags in _variants().items():
+            try:
+                objects += self.compiler.compile(
+                    [ENTRY],
+                    output_dir=os.path.join(self.build_temp, f"variant-{name}"),
+                    macros=[(entry, f"{entry}_{name}") for entry in ENTRY_POINTS],
+                    extra_postargs=[*COMMON, *flags],
+                    depends=ext.depends,
+                )
+            except CompileError:
+                if name == "baseline":
+                    raise
+                # A compiler without this instruction set's flags: the narrower variants serve.
+                print(f"warning: the compiled route's {name} variant cannot be built here: left out")
+                continue
+            built.append(name)
         ext.extra_objects = objects
-        if len(variants) > 1:
-            ext.define_macros = [("CUTOPK_X86_VARIANTS", "1")]
+        ext.define_macros = [(f"CUTOPK_VARIANT_{name.upper()}", "1") for name in built if name != "baseline"]
         super().build_extension(ext)
 
 

@@ -7,7 +7,8 @@
  * of its own, and only the chosen one ever starts workers). This file exports the plain names,
  * which forward to the variant chosen when the library is loaded (a constructor: before any call,
  * before any thread), and `cutopk_compiled_variant()`, the chosen variant's name. On x86-64
- * (CUTOPK_X86_VARIANTS, defined by setup.py where it built them):
+ * (CUTOPK_VARIANT_AVX512 and CUTOPK_VARIANT_AVX2, defined by setup.py for those it built: a
+ * compiler without their flags builds the others):
  * - "avx512": AVX-512 F/BW/DQ/VL (x86-64-v4's vector set) with the "avx2" set: compiled.c's mask
  *   compares (__AVX512BW__);
  * - "avx2": AVX2, FMA, BMI1/2, POPCNT (most of x86-64-v3): its 256-bit steps (__AVX2__);
@@ -27,11 +28,13 @@ int64_t cutopk_compiled_abi_baseline(void);
 int cutopk_compiled_select_baseline(const struct cutopk_rows* r);
 void cutopk_compiled_set_spin_baseline(int64_t ns);
 int cutopk_compiled_workers_baseline(void);
-#ifdef CUTOPK_X86_VARIANTS
+#ifdef CUTOPK_VARIANT_AVX2
 int64_t cutopk_compiled_abi_avx2(void);
 int cutopk_compiled_select_avx2(const struct cutopk_rows* r);
 void cutopk_compiled_set_spin_avx2(int64_t ns);
 int cutopk_compiled_workers_avx2(void);
+#endif
+#ifdef CUTOPK_VARIANT_AVX512
 int64_t cutopk_compiled_abi_avx512(void);
 int cutopk_compiled_select_avx512(const struct cutopk_rows* r);
 void cutopk_compiled_set_spin_avx512(int64_t ns);
@@ -48,9 +51,11 @@ struct variant {
 
 static const struct variant baseline = {"baseline", cutopk_compiled_abi_baseline, cutopk_compiled_select_baseline,
                                         cutopk_compiled_set_spin_baseline, cutopk_compiled_workers_baseline};
-#ifdef CUTOPK_X86_VARIANTS
+#ifdef CUTOPK_VARIANT_AVX2
 static const struct variant avx2 = {"avx2", cutopk_compiled_abi_avx2, cutopk_compiled_select_avx2,
                                     cutopk_compiled_set_spin_avx2, cutopk_compiled_workers_avx2};
+#endif
+#ifdef CUTOPK_VARIANT_AVX512
 static const struct variant avx512 = {"avx512", cutopk_compiled_abi_avx512, cutopk_compiled_select_avx512,
                                       cutopk_compiled_set_spin_avx512, cutopk_compiled_workers_avx512};
 #endif
@@ -58,26 +63,30 @@ static const struct variant avx512 = {"avx512", cutopk_compiled_abi_avx512, cuto
 /* Set once, by the constructor below, before the library's first call. */
 static const struct variant* chosen = &baseline;
 
-#ifdef CUTOPK_X86_VARIANTS
+#if defined(CUTOPK_VARIANT_AVX2) || defined(CUTOPK_VARIANT_AVX512)
 static int runs_avx2(void) {
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi") &&
          __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("popcnt");
 }
+#endif
 
+#ifdef CUTOPK_VARIANT_AVX512
 static int runs_avx512(void) {
   return runs_avx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
          __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
 }
 #endif
 
+/* The widest variant built that this processor runs. */
 __attribute__((constructor)) static void choose_variant(void) {
-#ifdef CUTOPK_X86_VARIANTS
+#if defined(CUTOPK_VARIANT_AVX2) || defined(CUTOPK_VARIANT_AVX512)
   __builtin_cpu_init(); /* a constructor may run before the compiler runtime's own */
-  if (runs_avx512()) {
-    chosen = &avx512;
-  } else if (runs_avx2()) {
-    chosen = &avx2;
-  }
+#endif
+#ifdef CUTOPK_VARIANT_AVX2
+  if (runs_avx2()) chosen = &avx2;
+#endif
+#ifdef CUTOPK_VARIANT_AVX512
+  if (runs_avx512()) chosen = &avx512;
 #endif
 }
 
