@@ -13,10 +13,11 @@ The library is built by ``pip install .`` (setup.py: an optional extension, one 
 file per instruction-set variant, the widest this processor runs picked when it is loaded) and
 installed as the top-level module ``_cutopk_compiled``; this module finds it with importlib
 (:func:`locate`: also the installed one when ``import cutopk`` imports a source checkout, as
-``python -m pytest`` does from the repository's root) and loads it with ctypes, checking its ABI,
-by the first call that needs it (``cutopk.plan()`` too: loading builds nothing). Nothing is
-compiled at run time. Where it was not built (no C compiler at install time), does not load or
-has another ABI, the backend runs its NumPy routes, which give the same answers:
+``python -m pytest`` does from the repository's root) and loads it with ctypes, checking its
+ABI, by the first call that takes the route, never by ``cutopk.plan()`` (:func:`planning`,
+:func:`status`). Nothing is compiled at run time. Where it was not built (no C compiler at
+install time), does not load or has another ABI, the backend runs its NumPy routes, which give
+the same answers:
 :func:`unavailable_reason` says why, and ``cutopk.plan()`` shows it. ``CUTOPK_COMPILED=0`` turns
 the route off (the NumPy routes alone); it is read when it changes, and its name before issue 40,
 ``CUTOPK_NATIVE``, still works where it is unset, with a ``FutureWarning`` (:func:`setting`).
@@ -95,7 +96,7 @@ _lock = threading.Lock()
 # "lib": the loaded function, or None with "why" saying why not; "env": the last CUTOPK_COMPILED
 # (variable, text) read and whether it allows the route; "path", "variant": the library loaded.
 _state: dict = {"lib": None, "why": None, "tried": False, "env": (None, True), "path": None, "variant": None}
-# plan(): the pool's costs are never measured (see planning()).
+# plan(): the route's state is reported, never loaded (see planning()).
 _planning: contextvars.ContextVar = contextvars.ContextVar("cutopk_compiled_planning", default=False)
 
 
@@ -211,6 +212,8 @@ def _load():
 
 def _function():
     if not _state["tried"]:
+        if _planning.get():  # plan(): nothing is loaded
+            return None
         with _lock:
             if not _state["tried"]:
                 _state["lib"] = _load()
@@ -220,8 +223,9 @@ def _function():
 
 @contextlib.contextmanager
 def planning() -> Iterator[None]:
-    """Within the block (``cutopk.plan``), :func:`measure_pool` runs nothing: a plan may load the
-    library (it builds nothing), never run it."""
+    """Within the block (``cutopk.plan``), :func:`available`, :func:`unavailable_reason` and
+    :func:`status` load nothing: where the route was not tried yet, they answer whether it would
+    run (the library is found: the first call that takes the route loads it)."""
     token = _planning.set(True)
     try:
         yield
@@ -230,26 +234,36 @@ def planning() -> Iterator[None]:
 
 
 def unavailable_reason() -> str | None:
-    """Why the compiled route does not run in this process now, or None when it does."""
+    """Why the compiled route does not run in this process now, or None when it does (inside
+    :func:`planning`: would)."""
     if not _enabled():
         variable, text = setting(ENV_VAR)
         return f"turned off by {variable}={text}"
+    if not _state["tried"] and _planning.get():
+        return None if locate() is not None else NOT_BUILT
     if _function() is None:
         return _state["why"]
     return None
 
 
 def available() -> bool:
-    """Whether :func:`select` can run (the library found and loaded, not turned off)."""
+    """Whether :func:`select` can run (the library found and loaded, not turned off; inside
+    :func:`planning`: found)."""
     return unavailable_reason() is None
 
 
 def status() -> dict:
-    """What ``cutopk.plan()`` says of the route where it can run: ``compiled`` (the library
-    loaded) and ``compiled_variant`` (its build for this processor, one of ``VARIANTS``)."""
-    if _function() is None:  # the reason is plan()'s compiled_unavailable
+    """What ``cutopk.plan()`` says of the route where it can run, loading nothing: ``compiled``
+    (the library loaded, and ``compiled_variant``, its build for this processor, one of
+    ``VARIANTS``; or not loaded yet, with the library's path)."""
+    if _state["tried"]:
+        if _state["lib"] is None:  # the reason is plan()'s compiled_unavailable
+            return {}
+        return {"compiled": f"loaded from {_state['path']}", "compiled_variant": _state["variant"]}
+    path = locate()
+    if path is None:
         return {}
-    return {"compiled": f"loaded from {_state['path']}", "compiled_variant": _state["variant"]}
+    return {"compiled": f"not loaded yet: the first call that takes the route loads {path}"}
 
 
 @functools.cache
@@ -396,10 +410,10 @@ def measure_pool(function=None) -> tuple[float, float] | None:
     model (:func:`cutopk.numpy.compiled_threads.pool_costs`): the extra seconds of a call split in two (publishing the job, a
     worker's claim, the wait for its last piece) over half the one-thread time, and what a second
     thread adds to the speed of rows of the threshold scan (1: twice as fast), from the fastest
-    of a few runs by turns, some 5 ms in all. None inside :func:`planning` (a plan runs nothing),
-    where the route cannot run, or is turned off."""
+    of a few runs by turns, some 5 ms in all. None where the route is not loaded (a plan before
+    the first call), cannot run, or is turned off."""
     if function is None:
-        if _planning.get() or not _enabled():
+        if not _enabled() or (_planning.get() and not _state["tried"]):
             return None
         function = _function()
         if function is None:

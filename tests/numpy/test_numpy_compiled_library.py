@@ -71,14 +71,17 @@ def _assert_numpy_routes(why: str):
 
 
 @built
-def test_the_installed_library_is_found_loaded_and_named_by_the_plan(fresh):
+def test_the_installed_library_is_found_by_a_plan_and_loaded_by_the_first_call(fresh):
     path = compiled.locate()
-    assert path.name.startswith(compiled.LIBRARY + ".") and path.name.endswith(
-        tuple(importlib.machinery.EXTENSION_SUFFIXES)
-    )
-    assert compiled.available(), compiled.unavailable_reason()
-    params = cutopk.plan(_long_rows(), 10).params
+    assert path.name.startswith(compiled.LIBRARY + ".")
+    assert path.name.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES))
+    x = _long_rows()
+    params = cutopk.plan(x, 10).params  # a plan loads nothing
     assert params["route"] == "compiled" and "compiled_unavailable" not in params, params
+    assert params["compiled"] == f"not loaded yet: the first call that takes the route loads {path}"
+    assert "compiled_variant" not in params and not compiled._state["tried"]
+    check_top_k(x, 10)
+    params = cutopk.plan(x, 10).params
     assert params["compiled"] == f"loaded from {path}"
     assert params["compiled_variant"] in compiled.VARIANTS
 
@@ -124,6 +127,8 @@ def test_each_variant_loads_by_name_and_an_unknown_one_lacks_its_entry_points():
 
 def test_not_built_at_install_leaves_the_numpy_routes_and_says_why(planted):
     assert compiled.locate() is None
+    params = cutopk.plan(_long_rows(), 10).params  # before any call: loading nothing, it knows
+    assert params["route"] == "filter" and params["compiled_unavailable"] == compiled.NOT_BUILT, params
     assert compiled.unavailable_reason() == compiled.NOT_BUILT
     assert compiled.NOT_BUILT.startswith("not built at install: ")
     _assert_numpy_routes("not built at install: ")
@@ -251,11 +256,15 @@ def test_a_caller_that_waited_for_another_threads_load_takes_its_answer(fresh, m
 
 
 @built
-def test_a_plan_loads_the_library_and_runs_nothing(fresh):
+def test_a_plan_loads_nothing_and_measures_nothing(fresh, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("loaded inside planning()")
+
+    monkeypatch.setattr(compiled, "_load", refuse)
     with compiled.planning():
-        assert compiled.available()
+        assert compiled.available() and compiled._function() is None
         assert compiled.measure_pool() is None  # the pool's costs: measured by a call, not a plan
-    assert compiled.measure_pool() is not None
+    assert not compiled._state["tried"]
 
 
 def test_the_switchs_earlier_name_still_works_with_a_deprecation_warning(fresh, monkeypatch):
