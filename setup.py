@@ -74,7 +74,7 @@ class BuildVariants(build_ext):
         if self.compiler.compiler_type != "unix":
             raise CompileError("the compiled route needs GCC or Clang (GNU C: attributes, pthreads)")
         objects, built = [], []
-        for name, flags in _variants().items():
+        for name, flags in reversed(_variants().items()):  # baseline first: no compiler fails at once
             try:
                 objects += self.compiler.compile(
                     [ENTRY],
