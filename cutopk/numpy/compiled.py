@@ -143,10 +143,7 @@ def locate() -> pathlib.Path | None:
     """The library's file: the extension module ``LIBRARY`` where ``sys.path`` holds one (the
     installed package's, or an in-place build at the top of a source checkout, which comes first
     on ``sys.path`` there), else None. Found, never imported: it is no CPython module."""
-    try:
-        spec = importlib.util.find_spec(LIBRARY)
-    except (ImportError, ValueError):
-        return None
+    spec = importlib.util.find_spec(LIBRARY)
     if (
         spec is None
         or not isinstance(spec.loader, importlib.machinery.ExtensionFileLoader)
