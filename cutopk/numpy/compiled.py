@@ -250,17 +250,13 @@ def available() -> bool:
 
 
 def status() -> dict:
-    """What ``cutopk.plan()`` says of the route where it can run, loading nothing: ``compiled``
-    (the library loaded, and ``compiled_variant``, its build for this processor, one of
-    ``VARIANTS``; or not loaded yet, with the library's path)."""
-    if _state["tried"]:
-        if _state["lib"] is None:  # the reason is plan()'s compiled_unavailable
-            return {}
+    """What ``cutopk.plan()`` says of the route where it can run (:func:`unavailable_reason` is
+    None; where it cannot, that is what the plan says), loading nothing: ``compiled`` (the library
+    loaded, and ``compiled_variant``, its build for this processor, one of ``VARIANTS``; or not
+    loaded yet, with the library's path)."""
+    if _state["lib"] is not None:
         return {"compiled": f"loaded from {_state['path']}", "compiled_variant": _state["variant"]}
-    path = locate()
-    if path is None:
-        return {}
-    return {"compiled": f"not loaded yet: the first call that takes the route loads {path}"}
+    return {"compiled": f"not loaded yet: the first call that takes the route loads {locate()}"}
 
 
 @functools.cache

@@ -131,6 +131,7 @@ def test_not_built_at_install_leaves_the_numpy_routes_and_says_why(planted):
     assert params["route"] == "filter" and params["compiled_unavailable"] == compiled.NOT_BUILT, params
     assert compiled.unavailable_reason() == compiled.NOT_BUILT
     assert compiled.NOT_BUILT.startswith("not built at install: ")
+    assert compiled.measure_pool() is None  # no pool to measure
     _assert_numpy_routes("not built at install: ")
 
 
