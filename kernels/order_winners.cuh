@@ -1,7 +1,7 @@
 // Ordering the K winners of a block without a power-of-two sort (issue 51, item 4): the last step
 // of a block that holds its `count` winners, (key, 32-bit index) pairs, in shared memory in any
 // order. It writes output positions [0, k) of the row, the winners then padding, exactly as
-// onchip::order_and_write (a bitonic sort of pow2(K) pairs, 15-28 barriers on 512 threads) does,
+// onchip::order_and_write (a bitonic sort of pow2(K) pairs, 16-29 barriers on 512 threads) does,
 // bit for bit, in 7-8 barriers.
 //
 // - By index (sorted="index", sorted=False): a stable compaction, no sort. A bitmap of the row's
@@ -34,7 +34,8 @@
 // which may overlay anything dead once the winners are placed (resident: the row's keys).
 // Barriers (512 threads): by index 7 (the entry's, the bitmap's zeroing and setting, the block
 // scan's 3, the prefixes'), by value 8 (the entry's, the OR and zeroing, the count, the block
-// scan's 3, the ranges', the scatter's); the bitonic sort of 2048 pairs took 30.
+// scan's 3, the ranges', the scatter's); order_and_write's bitonic sort took 29 for K = 2048, 16
+// for K = 512 (tests/gpu/test_order_winners.py counts them).
 #pragma once
 
 #include "constants.cuh"
