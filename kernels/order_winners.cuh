@@ -16,13 +16,14 @@
 //   each bin its range of output places, each winner goes to its bin's range; then each range is
 //   ordered by (key, index), a total order: a range of at most LANE_SORT (32) by its winners
 //   themselves (each counts the pairs of its range before it: at most 32 shared reads), a longer
-//   one by a warp (a bitonic sort of up to WARP_SORT (256) pairs in registers, 8 a lane, with
-//   shuffles; no barrier). Winners of one key are one range of index order (the OR is 0): the
-//   compaction above. The fallback: a range of more than WARP_SORT winners (more than 256 winners
-//   in one bin of the 11 bits below their first difference, not all equal: e.g. a few distinct
-//   values among K = 2048, or one far outlier above a cluster), or more than ITEMS x blockDim
-//   winners, takes the block's bitonic sort of all the pow2(K) pairs (block_sort.cuh) after the
-//   histogram: the old cost plus 5 barriers, in the pow2 front the caller keeps for it.
+//   one by a warp, no barrier: a bitonic sort in registers up to REGISTER_SORT (128; 2 or 4 pairs
+//   a lane, shuffles), in place in shared memory up to WARP_SORT (256). Winners of one key are one
+//   range of index order (the OR is 0): the compaction above. The fallback: a range of more than
+//   WARP_SORT winners (more than 256 winners in one bin of the 11 bits below their first
+//   difference, not all equal: e.g. a few distinct values among K = 2048, or one far outlier
+//   above a cluster), or more than ITEMS x blockDim winners, takes the block's bitonic sort of all
+//   the pow2(K) pairs (block_sort.cuh) after the histogram: the old cost plus 7 barriers, in the
+//   pow2 front the caller keeps for it.
 // - One warp orders at most 32 winners alone (a bitonic sort of a pair a lane): no barrier but
 //   the entry's.
 // Values: with `rebuild`, from the winners' keys (KeyTraits::bits_of_key, key_traits.cuh); the
@@ -50,8 +51,8 @@ namespace winners {
 constexpr int DIGIT_BITS = CUTOPK_ORDER_DIGIT_BITS;
 constexpr int BINS = 1 << DIGIT_BITS;
 constexpr int LANE_SORT = 32;                      // a range up to this long: its winners rank themselves
-constexpr int WARP_SORT = CUTOPK_ORDER_WARP_SORT;  // the longest range a warp sorts (8 pairs a lane)
-static_assert(WARP_SORT == 8 * 32, "sort_range's widest case holds 8 pairs a lane");
+constexpr int WARP_SORT = CUTOPK_ORDER_WARP_SORT;  // the longest range a warp sorts
+constexpr int REGISTER_SORT = 128;                 // up to this, in registers (4 pairs a lane at most)
 constexpr int ITEMS = 4;      // winners a thread holds: K <= ITEMS x blockDim (2048 on 512 threads)
 constexpr int LONG_CAP = 64;  // ranges longer than LANE_SORT: at most ITEMS x 512 / 33 = 62
 
@@ -304,7 +305,7 @@ __device__ __forceinline__ void bin_ranges(Head* head, unsigned* bins) {
   __syncthreads();
 }
 
-// A range longer than LANE_SORT: the calling warp sorts it in registers, E pairs a lane.
+// A range of LANE_SORT + 1 .. REGISTER_SORT: the calling warp sorts it in registers, E pairs a lane.
 template <int E, class T, class Key>
 __device__ __forceinline__ void sort_range(const Order<T, Key>& a, Range g) {
   const int lane = threadIdx.x & 31;
@@ -320,6 +321,39 @@ __device__ __forceinline__ void sort_range(const Order<T, Key>& a, Range g) {
 #pragma unroll
   for (int e = 0; e < E; ++e)
     if (lane * E + e < g.length) write_one(a, g.start + lane * E + e, k[e], id[e]);
+}
+
+// A range longer than REGISTER_SORT: the calling warp sorts it in place in shared memory (8 pairs
+// a lane in registers took NVRTC 13.5 past 64 registers on sm_75/80), then writes it. A bitonic
+// sort whose merges start with a flip (position lo of a span against lo ^ (span - 1)) and go on
+// with half-cleaners, every comparator putting the better pair first: positions past the range
+// act as pairs after every other and never move, so comparators reaching past it are skipped and
+// the range needs no padding to a power of two.
+template <class T, class Key>
+__device__ __forceinline__ void sort_range_shared(const Order<T, Key>& a, Range g) {
+  const int lane = threadIdx.x & 31;
+  Key* keys = a.win_key + g.start;
+  unsigned* idx = a.win_idx + g.start;
+  const int size = pow2_at_least(g.length);
+  for (int span = 2; span <= size; span <<= 1) {
+    for (int half = span >> 1; half > 0; half >>= 1) {
+      for (int p = lane; p < size / 2; p += 32) {
+        const int lo = ((p & ~(half - 1)) << 1) | (p & (half - 1));
+        const int hi = half == span >> 1 ? lo ^ (span - 1) : lo + half;
+        if (hi >= g.length) continue;
+        const Key klo = keys[lo], khi = keys[hi];
+        const unsigned ilo = idx[lo], ihi = idx[hi];
+        if (before(khi, ihi, klo, ilo)) {
+          keys[lo] = khi;
+          keys[hi] = klo;
+          idx[lo] = ihi;
+          idx[hi] = ilo;
+        }
+      }
+      __syncwarp();
+    }
+  }
+  for (int i = lane; i < g.length; i += 32) write_one(a, g.start + i, keys[i], idx[i]);
 }
 
 // By value, once the ranges are known and the winners scattered to them: a winner of a range of
@@ -340,12 +374,12 @@ __device__ __forceinline__ void order_ranges(const Order<T, Key>& a, const Items
   const Head* head = reinterpret_cast<const Head*>(a.scratch);
   for (int g = threadIdx.x >> 5; g < head->longs; g += blockDim.x >> 5) {
     const Range range = head->ranges[g];
-    if (range.length <= 64)
+    if (range.length <= REGISTER_SORT / 2)
       sort_range<2>(a, range);
-    else if (range.length <= 128)
+    else if (range.length <= REGISTER_SORT)
       sort_range<4>(a, range);
     else
-      sort_range<8>(a, range);
+      sort_range_shared(a, range);
   }
 }
 
