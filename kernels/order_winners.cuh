@@ -9,21 +9,22 @@
 //   its popcounts, one block scan, the prefix of every word; a winner's place is its word's prefix
 //   plus the bits below its own.
 // - By value (sorted=True: larger key first, ties to the lower index): a counting scatter on a
-//   digit of the winners' own keys, DIGIT_BITS (11) bits down from the highest bit in which they
-//   differ (a block OR of key ^ the first winner's key; the bits above it are the same in every
-//   winner, so the digit's order is the keys' order). The digit's histogram (a shared atomicAdd,
-//   whose return is the winner's slot in its bin), one block scan of the bins from the top gives
-//   each bin its range of output places, each winner goes to its bin's range; then each range is
+//   digit of the winners' own keys: DIGIT_BITS (11) bits of the key less the least winner's key,
+//   the span between the least and the greatest (a block min and max) cut in 2^11 even bins
+//   (digit_range: a monotone digit, so the bins' order is the keys' order). The digit's histogram
+//   (a shared atomicAdd, whose return is the winner's slot in its bin), one block scan of the bins
+//   from the top gives each bin its range of output places, each winner goes to its bin's range;
+//   then each range is
 //   ordered by (key, index), a total order: a range of at most LANE_SORT (32) by its winners
 //   themselves (each counts the pairs of its range before it: at most 32 shared reads), a longer
 //   one by a warp, no barrier: a bitonic sort in registers up to REGISTER_SORT (128; 2 or 4 pairs
 //   a lane, shuffles), in place in shared memory up to WARP_SORT (256). Winners of one key are one
-//   range of index order (the OR is 0): the compaction above. The fallback: a range of more than
-//   WARP_SORT winners (more than 256 winners in one bin of the 11 bits below their first
-//   difference, not all equal: e.g. a few distinct values among K = 2048, or one far outlier
-//   above a cluster), or more than ITEMS x blockDim winners, takes the block's bitonic sort of all
-//   the pow2(K) pairs (block_sort.cuh) after the histogram: the old cost plus 7 barriers, in the
-//   pow2 front the caller keeps for it.
+//   range of index order (their span is 0): the compaction above. The fallback: a range of more
+//   than WARP_SORT winners (more than 256 winners in one 2^-11 of their span, not all equal: e.g.
+//   a few distinct values among K = 2048, or an outlier or NaN far above a cluster), or more than
+//   ITEMS x blockDim winners, takes the block's bitonic sort of all the pow2(K) pairs
+//   (block_sort.cuh) after the histogram: the old cost plus 7 barriers, in the pow2 front the
+//   caller keeps for it.
 // - One warp orders at most 32 winners alone (a bitonic sort of a pair a lane): no barrier but
 //   the entry's.
 // Values: with `rebuild`, from the winners' keys (KeyTraits::bits_of_key, key_traits.cuh); the
@@ -34,7 +35,7 @@
 // scratch_bytes(len) bytes of scratch (a Head, then the histogram or the bitmap and its prefixes),
 // which may overlay anything dead once the winners are placed (resident: the row's keys).
 // Barriers (512 threads): by index 7 (the entry's, the bitmap's zeroing and setting, the block
-// scan's 3, the prefixes'), by value 8 (the entry's, the OR and zeroing, the count, the block
+// scan's 3, the prefixes'), by value 8 (the entry's, the min/max and zeroing, the count, the block
 // scan's 3, the ranges', the scatter's); order_and_write's bitonic sort took 29 for K = 2048, 16
 // for K = 512 (tests/gpu/test_order_winners.py counts them).
 #pragma once
@@ -64,15 +65,16 @@ struct Range {
 
 // The start of the scratch.
 struct Head {
-  int scan[33];                // block_scan's
-  int longs;                   // ranges in `ranges`
-  int too_long;                // a range past WARP_SORT (or past LONG_CAP ranges): the fallback
-  int pad;                     // (8-byte alignment of `ors`)
-  unsigned long long ors[32];  // each warp's OR of key ^ the first winner's key
-  Range ranges[LONG_CAP];      // the ranges longer than LANE_SORT, for the warps
+  int scan[33];               // block_scan's
+  int longs;                  // ranges in `ranges`
+  int too_long;               // a range past WARP_SORT (or past LONG_CAP ranges): the fallback
+  int pad;                    // (8-byte alignment of `lo`)
+  unsigned long long lo[32];  // each warp's least key
+  unsigned long long hi[32];  // and its greatest
+  Range ranges[LONG_CAP];     // the ranges longer than LANE_SORT, for the warps
 };
 constexpr int HEAD_BYTES = (int)((sizeof(Head) + 15) & ~(size_t)15);
-static_assert(HEAD_BYTES == 912, "order_winners.py's HEAD_BYTES");
+static_assert(HEAD_BYTES == 1168, "order_winners.py's HEAD_BYTES");
 
 // Bytes of scratch the step takes for a row of `len` positions: the Head, then the digit's
 // histogram (BINS 32-bit counts) or the bitmap and one prefix per 32-bit word, whichever is larger.
@@ -249,20 +251,43 @@ __device__ __forceinline__ void order_by_index(const Order<T, Key>& a, const Ite
   }
 }
 
-// The digit's shift: DIGIT_BITS bits down from the highest bit in which the winners differ; -1
-// when they are all equal (their order is then the index order). Zeroes the histogram and the
-// Head's counts on the way; ends with a barrier.
+// The digit: a winner's key less the least winner's key, shifted right so that the greatest fits
+// DIGIT_BITS bits (monotone in the key, so a bin's winners all follow those of the bins above
+// it; linear in the key, so bins split the winners' span evenly: an XOR's highest differing bit
+// spends the digit on bits that a span across a power of two flips, e.g. a float32 exponent
+// 127 -> 128, and the top 1024 of 32000 normal values then put 337 in one bin). shift -1: all
+// equal (their order is then the index order).
+struct Digit {
+  unsigned long long base;
+  int shift;
+};
+
+template <class Key>
+__device__ __forceinline__ unsigned digit_of(Key key, Digit d) {
+  return (unsigned)(((unsigned long long)key - d.base) >> d.shift);
+}
+
+// The Digit, from a block min and max of the winners' keys; zeroes the histogram and the Head's
+// counts on the way. Ends with a barrier.
 template <class T, class Key>
-__device__ __forceinline__ int digit_shift(const Order<T, Key>& a, const Items<Key>& it) {
+__device__ __forceinline__ Digit digit_range(const Order<T, Key>& a, const Items<Key>& it) {
   Head* head = reinterpret_cast<Head*>(a.scratch);
-  const Key first = a.win_key[0];
-  unsigned long long x = 0;
+  unsigned long long lo = ~0ull, hi = 0;
 #pragma unroll
-  for (int r = 0; r < ITEMS; ++r)
-    if (held(r, a.count)) x |= (unsigned long long)(Key)(it.key[r] ^ first);
+  for (int r = 0; r < ITEMS; ++r) {
+    if (!held(r, a.count)) continue;
+    lo = min(lo, (unsigned long long)it.key[r]);
+    hi = max(hi, (unsigned long long)it.key[r]);
+  }
 #pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) x |= __shfl_xor_sync(0xffffffffu, x, offset);
-  if ((threadIdx.x & 31) == 0) head->ors[threadIdx.x >> 5] = x;
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    lo = min(lo, __shfl_xor_sync(0xffffffffu, lo, offset));
+    hi = max(hi, __shfl_xor_sync(0xffffffffu, hi, offset));
+  }
+  if ((threadIdx.x & 31) == 0) {
+    head->lo[threadIdx.x >> 5] = lo;
+    head->hi[threadIdx.x >> 5] = hi;
+  }
   unsigned* bins = reinterpret_cast<unsigned*>(a.scratch + HEAD_BYTES);
   for (int b = threadIdx.x; b < BINS; b += blockDim.x) bins[b] = 0;
   if (threadIdx.x == 0) {
@@ -270,11 +295,13 @@ __device__ __forceinline__ int digit_shift(const Order<T, Key>& a, const Items<K
     head->too_long = 0;
   }
   __syncthreads();
-  x = 0;
-  for (int w = 0; w < (int)(blockDim.x >> 5); ++w) x |= head->ors[w];
-  if (x == 0) return -1;
-  const int high = 63 - __clzll((long long)x);
-  return high >= DIGIT_BITS - 1 ? high - (DIGIT_BITS - 1) : 0;
+  for (int w = 0; w < (int)(blockDim.x >> 5); ++w) {
+    lo = min(lo, head->lo[w]);
+    hi = max(hi, head->hi[w]);
+  }
+  if (hi == lo) return Digit{lo, -1};
+  const int high = 63 - __clzll((long long)(hi - lo));
+  return Digit{lo, high >= DIGIT_BITS - 1 ? high - (DIGIT_BITS - 1) : 0};
 }
 
 // The bins' ranges: thread t scans bins from the top down (a block scan in thread order), so
@@ -360,11 +387,11 @@ __device__ __forceinline__ void sort_range_shared(const Order<T, Key>& a, Range 
 // at most LANE_SORT counts the pairs before it there; the warps take the longer ranges.
 template <class T, class Key>
 __device__ __forceinline__ void order_ranges(const Order<T, Key>& a, const Items<Key>& it, const unsigned* bins,
-                                             int shift) {
+                                             Digit digit) {
 #pragma unroll
   for (int r = 0; r < ITEMS; ++r) {
     if (!held(r, a.count)) continue;
-    const unsigned d = (unsigned)(it.key[r] >> shift) & (BINS - 1);
+    const unsigned d = digit_of(it.key[r], digit);
     const int start = (int)bins[d], end = d == 0 ? a.count : (int)bins[d - 1];
     if (end - start > LANE_SORT) continue;
     int rank = 0;
@@ -386,12 +413,12 @@ __device__ __forceinline__ void order_ranges(const Order<T, Key>& a, const Items
 // By value: the digit's histogram (each winner's slot in its bin), the bins' ranges, the
 // scatter, the ranges' order. Every thread calls it, after digit_shift.
 template <class T, class Key>
-__device__ __forceinline__ void order_by_value(const Order<T, Key>& a, Items<Key>& it, int shift) {
+__device__ __forceinline__ void order_by_value(const Order<T, Key>& a, Items<Key>& it, Digit digit) {
   Head* head = reinterpret_cast<Head*>(a.scratch);
   unsigned* bins = reinterpret_cast<unsigned*>(a.scratch + HEAD_BYTES);
 #pragma unroll
   for (int r = 0; r < ITEMS; ++r)
-    if (held(r, a.count)) it.slot[r] = (int)atomicAdd(&bins[(unsigned)(it.key[r] >> shift) & (BINS - 1)], 1u);
+    if (held(r, a.count)) it.slot[r] = (int)atomicAdd(&bins[digit_of(it.key[r], digit)], 1u);
   __syncthreads();
   bin_ranges(head, bins);
   if (head->too_long) {  // the same in every thread; the winners' arrays are as on entry
@@ -401,12 +428,12 @@ __device__ __forceinline__ void order_by_value(const Order<T, Key>& a, Items<Key
 #pragma unroll
   for (int r = 0; r < ITEMS; ++r) {
     if (!held(r, a.count)) continue;
-    const int at = (int)bins[(unsigned)(it.key[r] >> shift) & (BINS - 1)] + it.slot[r];
+    const int at = (int)bins[digit_of(it.key[r], digit)] + it.slot[r];
     a.win_key[at] = it.key[r];
     a.win_idx[at] = it.idx[r];
   }
   __syncthreads();
-  order_ranges(a, it, bins, shift);
+  order_ranges(a, it, bins, digit);
 }
 
 // The step: output places [0, k) of the row, the winners in the order asked, then padding.
@@ -425,11 +452,11 @@ __device__ __forceinline__ void order_and_write(const Order<T, Key>& a) {
     return;
   }
   Items<Key> it = hold(a);
-  const int shift = a.by_index ? -1 : digit_shift(a, it);
-  if (shift < 0)
+  const Digit digit = a.by_index ? Digit{0, -1} : digit_range(a, it);
+  if (digit.shift < 0)
     order_by_index(a, it);
   else
-    order_by_value(a, it, shift);
+    order_by_value(a, it, digit);
 }
 
 }  // namespace winners

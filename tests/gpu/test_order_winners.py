@@ -170,7 +170,7 @@ def outlier_and_cluster(m: int, n: int = 4096, dtype=np.float32, seed: int = 0) 
 def test_one_bin_at_the_limits_of_each_sort(m):
     # A bin of m: ranked by its winners (32), warp-sorted in registers with 2 and 4 pairs a lane
     # (33-128), in shared memory (129-256), and past WARP_SORT the bitonic fallback: the old
-    # step's barriers and the 7 before it (entry, OR, count, block scan, ranges).
+    # step's barriers and the 7 before it (entry, min and max, count, block scan, ranges).
     x = outlier_and_cluster(m, seed=m)
     barriers = check_step(x, m + 1, seed=m)
     if m <= WARP_SORT:
@@ -182,11 +182,23 @@ def test_one_bin_at_the_limits_of_each_sort(m):
     check_step(x.astype(np.float64), m + 1, seed=m)  # 64-bit keys in the warp sort
 
 
+def test_winners_across_a_power_of_two_split_evenly():
+    # The top 1024 of 32000 normal values span 1.9-4.1: a digit from their highest differing bit
+    # (an XOR) spends 8 of its 11 bits on the exponent 127 -> 128 flip and puts 337 in one bin (the
+    # fallback, 29 barriers); bins that split the span evenly hold a few each.
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal(32000).astype(np.float32)
+    assert check_step(x, 1024) == BY_VALUE_BARRIERS
+    b = rng.standard_normal(65536).astype(np.float32).astype(dtype_of("bfloat16"))  # ties: ~50 a value
+    assert check_step(b, 2048) == BY_VALUE_BARRIERS
+    assert check_step(-b, 2048, mode="smallest") == BY_VALUE_BARRIERS
+
+
 def test_winners_of_one_value_come_in_index_order():
     x = np.full(3000, 2.5, np.float32)
     x[::5] = 1.0
     for k in (33, 1000, 2048):
-        assert check_step(x, k, seed=k) == 2 + BY_INDEX_BARRIERS - 1  # the OR's barrier, then by index
+        assert check_step(x, k, seed=k) == 2 + BY_INDEX_BARRIERS - 1  # the min and max barrier, then by index
         check_step(x, k, mode="smallest", order="index", seed=k)
 
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 from ..kernel_constants import ORDER_DIGIT_BITS
 
 # sizeof(winners::Head), rounded to 16 bytes (a static_assert in the header holds it): a block
-# scan's 33 counts, 3 ints, 32 warps' 64-bit ORs and 64 ranges of two ints.
-HEAD_BYTES = 912
+# scan's 33 counts, 3 ints, 32 warps' 64-bit least and greatest keys and 64 ranges of two ints.
+HEAD_BYTES = 1168
 BINS = 1 << ORDER_DIGIT_BITS
 
 
