@@ -41,6 +41,11 @@
 // resident: the widest digit (2^12 bins: the top digit of a float32 key is its sign, 8 exponent
 // bits and 3 mantissa bits, so that values of one binade still split 8 ways).
 #define CUTOPK_RESIDENT_DIGIT_BITS 12
+// order_winners.cuh (sorted=True): the digit of the winners' own keys they are scattered on (2^11
+// bins, 8 KB), and the longest range of one bin that a warp sorts in registers (8 pairs a lane);
+// a longer one takes the block's bitonic sort of all the winners.
+#define CUTOPK_ORDER_DIGIT_BITS 11
+#define CUTOPK_ORDER_WARP_SORT 256
 // cluster: blocks per row (a thread-block cluster, sm_90): 8, CUDA's portable cluster size.
 #define CUTOPK_CLUSTER_BLOCKS 8
 // split: blocks per row at most (the merging block scans their candidate counts, one a thread).

@@ -15,21 +15,25 @@
 // 4. collect: the keys above the bin (winners, any order) and the bin's members of lowest index
 //    (ranked by index: a count per warp over a contiguous segment, one block scan of the warps'
 //    counts, then ballots in index order), at most K pairs, over the histogram's shared memory.
-// 5. order: a block bitonic sort of only those K (key, index) pairs (by value or by index), then
-//    the values re-read from the input at the winning indices (so their bits are the input's).
-// Ties: equal keys go to the lower index (the bin's members are ranked by index; the sort's order
-// is a total one). NaN, -0.0: by the keys (key_traits.cuh). Rows: regular, with lengths, or CSR
-// segments (row_extent.cuh), the length read in the same launch; a row no longer than K has all
-// its elements win, and output positions past them get padding.
+// 5. order (order_winners.cuh): by index a compaction of a bitmap of the winners' positions; by
+//    value a counting scatter on a digit of the winners' own keys, each bin's range then sorted by
+//    its winners or a warp (the pow2 bitonic sort of the K pairs where a range is too long). The
+//    values from the winners' keys, re-read from the input only where a key cannot give the bits
+//    back (NaN payloads, -0.0), so their bits are the input's.
+// Ties: equal keys go to the lower index (the bin's members are ranked by index; the order's
+// (key, index) is a total one). NaN, -0.0: by the keys (key_traits.cuh). Rows: regular, with
+// lengths, or CSR segments (row_extent.cuh), the length read in the same launch; a row no longer
+// than K has all its elements win, and output positions past them get padding.
 // Dtypes: all (8/16/32/64-bit keys: 1/2/3/6 digits at most). Limits: K <= 2048 (the dispatcher's),
-// rows of n keys with max(2^12 x 4, pow2(K) x (4 + key bytes)) + n x key bytes of dynamic shared
-// memory (on an H100's 223 KB: 52K float32 keys at K <= 1024, 104K 16-bit keys), so n < 2^31 and
-// 32-bit counts and indices hold. Threads per block: CUTOPK_RESIDENT_THREADS (512, whole warps);
-// (512, 2) launch bounds (8-bit keys: (512, 1)).
+// rows of n keys with max(2^12 x 4, pow2(K) x (4 + key bytes)) + max(n x key bytes,
+// winners::scratch_bytes(n)) of dynamic shared memory (on an H100's 223 KB: 52K float32 keys at
+// K <= 1024, 104K 16-bit keys), so n < 2^31 and 32-bit counts and indices hold. Threads per block:
+// CUTOPK_RESIDENT_THREADS (512, whole warps); (512, 2) launch bounds (8-bit keys: (512, 1)).
 #include "constants.cuh"
 #include "key_traits.cuh"
 #include "row_extent.cuh"
 #include "onchip_select.cuh"
+#include "order_winners.cuh"
 #include "phase_clock.cuh"
 #include "entry.cuh"
 
@@ -83,7 +87,24 @@ resident_topk(const T* __restrict__ in, long long rows, long long n, long long r
     place_winners(keys, len, 0, b, c, 0, 0, k_row - b.needed, win_key, win_idx);
   }
   CUTOPK_PHASE(3, collect);
-  order_and_write(win_key, win_idx, k_row, k, kp, by_index, base, col_stride, out_vals, out_idx, index_bytes, row);
+  // The row's keys are dead once the winners are placed: the ordering's scratch goes over them.
+  const winners::Order<T, Key> order{win_key,
+                                     win_idx,
+                                     reinterpret_cast<unsigned char*>(keys),
+                                     k_row,
+                                     k,
+                                     kp,
+                                     len,
+                                     by_index != 0,
+                                     largest != 0,
+                                     true,
+                                     base,
+                                     col_stride,
+                                     out_vals,
+                                     out_idx,
+                                     index_bytes,
+                                     row};
+  winners::order_and_write(order);
   CUTOPK_PHASE(4, order);
 }
 

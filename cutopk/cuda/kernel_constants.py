@@ -82,6 +82,9 @@ MULTIBLOCK_DIGIT_BITS = _value("MULTIBLOCK_DIGIT_BITS")
 MULTIBLOCK_STAGE = _value("MULTIBLOCK_STAGE")
 # resident: the widest digit (2^12 bins).
 RESIDENT_DIGIT_BITS = _value("RESIDENT_DIGIT_BITS")
+# order_winners.cuh: the digit sorted=True scatters the winners on, the longest range a warp sorts.
+ORDER_DIGIT_BITS = _value("ORDER_DIGIT_BITS")
+ORDER_WARP_SORT = _value("ORDER_WARP_SORT")
 # cluster: blocks per row (one thread-block cluster).
 CLUSTER_BLOCKS = _value("CLUSTER_BLOCKS")
 # split: blocks per row at most.

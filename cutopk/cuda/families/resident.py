@@ -5,9 +5,11 @@ once; a 12-bit radix select refined on that copy, the K winners ordered in the s
 from __future__ import annotations
 
 from ..kernel_constants import RESIDENT_DIGIT_BITS, RESIDENT_THREADS
+from . import order_winners as _order
 from .common import OUTPUTS, ROWS, SELECT, Geometry, no_scratch, pow2_at_least, read_once_bytes
 
-# The K winners are bitonic-sorted in shared memory over the histogram's bytes, next to the row:
+# The K winners are ordered in shared memory over the histogram's bytes, next to the row (the pow2
+# front is kept for the bitonic sort that orders them where a bin of their digit is too long):
 # 2048 keeps them (24 KB of 64-bit pairs) small beside an H100's 223 KB for the row. The issue's
 # LLM shapes (issue 37) stop at K = 2048.
 MAX_K = 2048
@@ -33,12 +35,15 @@ def front_bytes(k: int, key_bytes: int) -> int:
 
 
 def max_n(k: int, key_bytes: int, device) -> int:
-    """The longest row whose keys fit the device's shared memory next to the histogram."""
+    """The longest row whose keys fit the device's shared memory next to the histogram (the
+    ordering's scratch, over the row's keys, is smaller than the keys of any row that long)."""
     return max(0, (device.shared_bytes - STATIC_BYTES - front_bytes(k, key_bytes)) // key_bytes)
 
 
 def shared_bytes(n: int, k: int, key_bytes: int) -> int:
-    return front_bytes(k, key_bytes) + _round16(n * key_bytes)
+    """The front, then the row's keys, which the ordering's scratch overlays once they are dead
+    (a short row's keys may take fewer bytes than that scratch)."""
+    return front_bytes(k, key_bytes) + max(_round16(n * key_bytes), _order.scratch_bytes(n))
 
 
 def why_not(n: int, k: int, key_bytes: int, device) -> str | None:
