@@ -1,0 +1,75 @@
+// The first digit of block_row's select (kernels/block_row.cu): 12 bits of a key (8 for 8-bit
+// keys) that split real data into many bins and that are monotone in the key, so that the bin
+// holding the K-th key is a valid bucket: every key of a higher bin is larger than every key of
+// bin t, every key of a lower bin smaller. For 32- and 64-bit floats it is NOT a prefix of the
+// key (later digits are counted over the full key: block_row refines its candidates from the
+// key's top bit down).
+//
+// Floats (32/64-bit keys): the top bit of the key, then 11 bits of a float16-style view of the
+// rest. With x the key's low 31 (63) bits, E its exponent field (the 8 (11) bits below the top
+// bit), m its top 6 mantissa bits and lo = 112 (1008):
+//   g(x) = 0 if E < lo; 2047 if E > lo + 31; else ((E - lo) << 6) | m
+//   digit = (top bit << 11) | g(x)
+// SGLang's first digit (12 bits of the key rounded to float16: sign, 5 exponent, 6 mantissa
+// bits), so uniform [0, 1) values spread over 64 bins per binade instead of resident's 8.
+// Monotone (key1 <= key2 implies digit(key1) <= digit(key2)):
+//   * different top bits: the key with the top bit set is the larger one, and its digit is
+//     >= 2048 > 2047 >= the other's;
+//   * the same top bit: x1 <= x2. Since E and m are x's highest bits, x1 <= x2 implies
+//     (E1, m1) <= (E2, m2) lexicographically, i.e. p1 = (E1 << 6) | m1 <= p2 = (E2 << 6) | m2.
+//     g is p - (lo << 6) clamped to [0, 2047]: inside, ((E - lo) << 6) | m = p - (lo << 6) since
+//     0 <= E - lo <= 31; E < lo means p < lo << 6 (clamped to 0), E > lo + 31 means
+//     p > ((lo + 31) << 6) | 63 (clamped to 2047 = ((lo + 31) << 6 | 63) - (lo << 6)). Clamping
+//     a non-decreasing function keeps it non-decreasing.
+// Symmetric in the inverted half (negative numbers in mode "largest", positives in "smallest":
+// the key's low bits are the element's inverted, so E becomes 255 - E (2047 - E)): 112 + 143 =
+// 255 (1008 + 1039 = 2047), so the same exponents [2^-15, 2^17) get fine bins on both sides.
+// NaN keys (0 and all-ones) land in bins 0 and 4095, which they may share with extreme numbers
+// (tiny magnitudes, huge ones, infinities): a bin is a bucket, the full key's refinement tells
+// them apart.
+//
+// 16-bit keys (float16, bfloat16, int16, uint16): the key's top 12 bits; 8-bit keys: the whole
+// key; 32- and 64-bit integers: the key's top 12 bits (resident's digit). These are prefixes of
+// the key, monotone by the same argument. The NumPy twin is
+// cutopk/cuda/families/block_row.py's first_digit (tests/gpu/test_block_row.py checks it).
+#pragma once
+
+#include "key_traits.cuh"
+
+namespace cutopk {
+
+template <class T>
+struct FirstDigit {
+  typedef typename KeyTraits<T>::Key Key;
+  static constexpr int KEY_BITS = 8 * (int)sizeof(Key);
+  static constexpr int BITS = KEY_BITS < 12 ? KEY_BITS : 12;  // the digit's width
+  static __device__ __forceinline__ unsigned of(Key key) { return (unsigned)(key >> (KEY_BITS - BITS)); }
+};
+
+// The float16-style digit of a 32- or 64-bit float key (EXP_BITS 8 or 11, LO 112 or 1008).
+template <class Key, int EXP_BITS, int LO>
+__device__ __forceinline__ unsigned float16_view_digit(Key key) {
+  constexpr int W = 8 * (int)sizeof(Key);
+  constexpr int EXP_SHIFT = W - 1 - EXP_BITS;  // the exponent field's lowest bit
+  const unsigned top = (unsigned)(key >> (W - 1));
+  const int e = (int)((key >> EXP_SHIFT) & ((Key(1) << EXP_BITS) - 1));
+  const unsigned m = (unsigned)(key >> (EXP_SHIFT - 6)) & 63u;
+  const unsigned g = e < LO ? 0u : e > LO + 31 ? 2047u : ((unsigned)(e - LO) << 6) | m;
+  return (top << 11) | g;
+}
+
+template <>
+struct FirstDigit<float> {
+  typedef unsigned Key;
+  static constexpr int BITS = 12;
+  static __device__ __forceinline__ unsigned of(Key key) { return float16_view_digit<Key, 8, 112>(key); }
+};
+
+template <>
+struct FirstDigit<double> {
+  typedef unsigned long long Key;
+  static constexpr int BITS = 12;
+  static __device__ __forceinline__ unsigned of(Key key) { return float16_view_digit<Key, 11, 1008>(key); }
+};
+
+}  // namespace cutopk
