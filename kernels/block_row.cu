@@ -27,7 +27,8 @@
 // lengths, or CSR segments (row_extent.cuh); a row no longer than K has all its elements win.
 // Dtypes: all. Limits: K <= 2048 (the dispatcher's), rows whose layout (below) fits the dynamic
 // shared memory, so n < 2^31 and 32-bit counts and indices hold. Threads per block:
-// CUTOPK_BLOCK_ROW_THREADS (1024), (1024, 1) launch bounds (at most 64 registers).
+// CUTOPK_BLOCK_ROW_THREADS (1024), (1024, 1) launch bounds (at most 64 registers); 8-bit keys
+// CUTOPK_BLOCK_ROW_8BIT_THREADS (512: their 16-key vectors spilled at 64 registers).
 // Dynamic shared memory (cutopk/cuda/families/block_row.py's shared_bytes): the histogram (2^12
 // 32-bit counters), the winners (pow2(K) keys and 32-bit indices), the candidates (cap keys and
 // indices, cap = min(CUTOPK_BLOCK_ROW_CAP, n / 4) rounded up to 16), then the row's keys, each
@@ -172,49 +173,43 @@ struct Split {
 };
 
 // 3a. One pass over the held keys: first digit > t wins, == t becomes a candidate. A 16-byte
-// vector per thread and step; each warp step takes its slots with one atomicAdd per kind, the
-// lanes' places from ballots (any order: the ordering step sorts the winners; the candidates
-// carry their indices).
+// vector per thread and step; each lane's two counts (winners in the high 16 bits, candidates in
+// the low: at most 32 E each) go through one warp scan, and each warp step takes its slots with
+// one atomicAdd per kind (any order: the ordering step sorts the winners; the candidates carry
+// their indices). No per-key ballot: 8-bit keys, 16 to a vector, would hold 32 ballot words.
 template <class T>
 __device__ __forceinline__ void split_row(const typename KeyTraits<T>::Key* keys, int len, unsigned t,
                                           const Split<typename KeyTraits<T>::Key>& out) {
   typedef typename KeyTraits<T>::Key Key;
   constexpr int E = onchip::KEYS_PER_VEC<Key>;
   const int lane = threadIdx.x & 31;
-  const unsigned lower = (1u << lane) - 1;
   for (int v0 = 0; v0 < len; v0 += E * (int)blockDim.x) {
     const int i = v0 + E * (int)threadIdx.x;
     const onchip::Held<Key> h = onchip::held_keys(keys, i, len);
-    unsigned wins[E], cands[E];
-    int up = 0, in = 0;
+    int count = 0;
 #pragma unroll
     for (int e = 0; e < E; ++e) {
       const unsigned d = FirstDigit<T>::of(h.k[e]);
-      wins[e] = __ballot_sync(onchip::FULL, i + e < len && d > t);
-      cands[e] = __ballot_sync(onchip::FULL, i + e < len && d == t);
-      up += __popc(wins[e]);
-      in += __popc(cands[e]);
+      count += i + e < len && d > t ? 1 << 16 : i + e < len && d == t ? 1 : 0;
     }
-    if (up + in == 0) continue;  // the same in the whole warp
+    int total;
+    const int before = warp_scan(count, &total);
+    if (total == 0) continue;  // the same in the whole warp
     int up_slot = 0, in_slot = 0;
-    if (lane == 0 && up > 0) up_slot = atomicAdd(out.taken, up);
-    if (lane == 0 && in > 0) in_slot = atomicAdd(out.cands, in);
-    up_slot = __shfl_sync(onchip::FULL, up_slot, 0);
-    in_slot = __shfl_sync(onchip::FULL, in_slot, 0);
+    if (lane == 0 && (total >> 16) > 0) up_slot = atomicAdd(out.taken, total >> 16);
+    if (lane == 0 && (total & 0xffff) > 0) in_slot = atomicAdd(out.cands, total & 0xffff);
+    up_slot = __shfl_sync(onchip::FULL, up_slot, 0) + (before >> 16);
+    in_slot = __shfl_sync(onchip::FULL, in_slot, 0) + (before & 0xffff);
 #pragma unroll
     for (int e = 0; e < E; ++e) {
-      if ((wins[e] >> lane) & 1) {
-        const int at = up_slot + __popc(wins[e] & lower);
-        out.win_key[at] = h.k[e];
-        out.win_idx[at] = (unsigned)(i + e);
+      const unsigned d = FirstDigit<T>::of(h.k[e]);
+      if (i + e < len && d > t) {
+        out.win_key[up_slot] = h.k[e];
+        out.win_idx[up_slot++] = (unsigned)(i + e);
+      } else if (i + e < len && d == t) {
+        out.cand_key[in_slot] = h.k[e];
+        out.cand_idx[in_slot++] = (unsigned)(i + e);
       }
-      if ((cands[e] >> lane) & 1) {
-        const int at = in_slot + __popc(cands[e] & lower);
-        out.cand_key[at] = h.k[e];
-        out.cand_idx[at] = (unsigned)(i + e);
-      }
-      up_slot += __popc(wins[e]);
-      in_slot += __popc(cands[e]);
     }
   }
 }
@@ -292,8 +287,10 @@ __device__ __forceinline__ void select_winners(const Layout<typename KeyTraits<T
   collect(l.keys, len, ties, k_row, s, l.win_key, l.win_idx);
 }
 
+// One block per SM at 1024 threads (64 registers); 8-bit keys at 512 (16 keys to a 16-byte vector:
+// onchip::place_winners spilled at 64 registers under NVRTC 13.5).
 template <class T>
-CUTOPK_KERNEL(CUTOPK_BLOCK_ROW_THREADS, 1)
+CUTOPK_KERNEL(sizeof(T) == 1 ? CUTOPK_BLOCK_ROW_8BIT_THREADS : CUTOPK_BLOCK_ROW_THREADS, 1)
 block_row_topk(const T* __restrict__ in, long long rows, long long n, long long row_stride, long long col_stride,
                const long long* __restrict__ extents, int rows_kind, int k, int largest, int nan_first, int by_index,
                T* __restrict__ out_vals, void* __restrict__ out_idx, int index_bytes) {

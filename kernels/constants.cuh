@@ -25,6 +25,9 @@
 // 8 apart), each counted once it has landed while the later ones still arrive; the bin of the
 // K-th key goes to at most BLOCK_ROW_CAP (key, 32-bit index) candidates in shared memory.
 #define CUTOPK_BLOCK_ROW_THREADS 1024
+// block_row with 8-bit keys: 512 threads (16 keys to a vector: onchip::place_winners spilled at
+// the 64 registers of 1024 threads under NVRTC 13.5, sm_90).
+#define CUTOPK_BLOCK_ROW_8BIT_THREADS 512
 #define CUTOPK_BLOCK_ROW_CHUNKS 8
 #define CUTOPK_BLOCK_ROW_CAP 4096
 

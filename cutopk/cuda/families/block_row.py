@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..kernel_constants import BLOCK_ROW_CAP, BLOCK_ROW_THREADS, RESIDENT_DIGIT_BITS
+from ..kernel_constants import BLOCK_ROW_8BIT_THREADS, BLOCK_ROW_CAP, BLOCK_ROW_THREADS, RESIDENT_DIGIT_BITS
 from .common import OUTPUTS, ROWS, SELECT, Geometry, no_scratch, pow2_at_least, read_once_bytes
 
 # The K winners are bitonic-sorted in shared memory (onchip::order_and_write), as resident's.
@@ -70,7 +70,8 @@ def why_not(n: int, k: int, key_bytes: int, device) -> str | None:
 
 
 def geometry(rows: int, n: int, k: int, key_bytes: int, device) -> Geometry:
-    return Geometry("block_row_topk", rows, BLOCK_ROW_THREADS, shared_bytes(n, k, key_bytes), {})
+    threads = BLOCK_ROW_THREADS if key_bytes > 1 else BLOCK_ROW_8BIT_THREADS  # the kernel's launch bounds
+    return Geometry("block_row_topk", rows, threads, shared_bytes(n, k, key_bytes), {})
 
 
 def kernel_name(params: dict, cxx: str) -> str:
