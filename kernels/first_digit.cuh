@@ -46,16 +46,17 @@ struct FirstDigit {
   static __device__ __forceinline__ unsigned of(Key key) { return (unsigned)(key >> (KEY_BITS - BITS)); }
 };
 
-// The float16-style digit of a 32- or 64-bit float key (EXP_BITS 8 or 11, LO 112 or 1008).
+// The float16-style digit of a 32- or 64-bit float key (EXP_BITS 8 or 11, LO 112 or 1008), as the
+// proof above computes it: p = (E << 6) | m is the key's bits below the top one, shifted, and g is
+// p - (LO << 6) clamped to [0, 2047] (a subtraction and two min/max, not compares and selects on E:
+// sm_90, float32: 8 instructions a key where the case analysis took 13).
 template <class Key, int EXP_BITS, int LO>
 __device__ __forceinline__ unsigned float16_view_digit(Key key) {
   constexpr int W = 8 * (int)sizeof(Key);
-  constexpr int EXP_SHIFT = W - 1 - EXP_BITS;  // the exponent field's lowest bit
-  const unsigned top = (unsigned)(key >> (W - 1));
-  const int e = (int)((key >> EXP_SHIFT) & ((Key(1) << EXP_BITS) - 1));
-  const unsigned m = (unsigned)(key >> (EXP_SHIFT - 6)) & 63u;
-  const unsigned g = e < LO ? 0u : e > LO + 31 ? 2047u : ((unsigned)(e - LO) << 6) | m;
-  return (top << 11) | g;
+  constexpr int VIEW_SHIFT = W - 1 - EXP_BITS - 6;  // the lowest of m's bits
+  const int p = (int)((key >> VIEW_SHIFT) & ((Key(1) << (EXP_BITS + 6)) - 1));
+  const int g = min(max(p - (LO << 6), 0), 2047);
+  return ((unsigned)(key >> (W - 1)) << 11) | (unsigned)g;
 }
 
 template <>
