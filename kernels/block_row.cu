@@ -9,7 +9,8 @@
 //    (first_digit.cuh: 12 bits, a float16-style view for 32/64-bit floats) is counted, a plain
 //    shared atomicAdd per key, while the later groups still arrive. The elements after the last
 //    whole vector are read with plain loads. Other rows (strided, or starting off a 16-byte
-//    boundary) go through the streaming loader (row_loads.cuh) as resident's do.
+//    boundary), and every row before sm_80 (no cp.async), go through the streaming loader
+//    (row_loads.cuh: four 16-byte loads per thread in flight) as resident's do.
 // 2. choose the bin t of the K-th key over the first digit's 4096 bins (onchip::choose_bin). The
 //    digit is monotone in the key, so bin t is a bucket: keys of higher bins win.
 // 3. candidates, when bin t's keys fit the candidate arrays (at most CUTOPK_BLOCK_ROW_CAP pairs):
@@ -43,6 +44,16 @@
 #include "entry.cuh"
 
 namespace cutopk::block_row {
+
+// Whether contiguous rows are copied asynchronously: sm_80 and later (cp.async), and the host
+// (the simulator runs async_copy.cuh's host branch). Before sm_80 a copy would be a load and a
+// dependent store per vector, one load in flight: the streaming loader's four 16-byte loads per
+// thread in flight, transformed and counted as they come (resident's load), serve those instead.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+constexpr bool ASYNC_COPIES = false;
+#else
+constexpr bool ASYNC_COPIES = true;
+#endif
 
 constexpr int CHUNKS = CUTOPK_BLOCK_ROW_CHUNKS;
 static_assert(CHUNKS - 1 <= MAX_PENDING_GROUPS, "wait_copies tells every chunk's group apart");
@@ -116,30 +127,96 @@ __device__ __forceinline__ Chunks issue_copies(const Key* row, int len, Key* key
   return c;
 }
 
-// 1b. Chunk by chunk, once its copies have landed (each thread's wait, then a barrier: the block
-// sees every thread's copies), the chunk's bits become keys in place and their first digit is
-// counted; the later chunks' copies are still in flight meanwhile. `hist` is zeroed before the
-// call (the first barrier here publishes it). Every thread calls it.
+// One vector of a landed chunk: its bits become keys in place (a 16-byte shared load and store).
 template <class T>
-__device__ __forceinline__ void count_chunks(typename KeyTraits<T>::Key* keys, Chunks c, bool largest, bool nan_first,
-                                             unsigned* hist) {
+__device__ __forceinline__ onchip::Held<typename KeyTraits<T>::Key> to_keys(typename KeyTraits<T>::Key* keys, int v,
+                                                                            bool largest, bool nan_first) {
   typedef typename KeyTraits<T>::Key Key;
   constexpr int E = onchip::KEYS_PER_VEC<Key>;
+  const Vec16 raw = reinterpret_cast<const Vec16*>(keys)[v];
+  onchip::Held<Key> h;
+#pragma unroll
+  for (int e = 0; e < E; ++e) h.k[e] = KeyTraits<T>::from_bits(vec_element<Key>(raw, e), largest, nan_first);
+  onchip::store_held(keys, v * E, E, h);
+  return h;
+}
+
+// The least and the largest of the block's (lo, hi), in every thread: a warp reduction, then
+// every thread reads the warps' (`range`: 2 x 32 shared words). Every thread calls it.
+template <class Key>
+__device__ __forceinline__ void block_min_max(Key* lo, Key* hi, unsigned long long* range) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    const Key l = shfl_xor(*lo, offset), h = shfl_xor(*hi, offset);
+    *lo = l < *lo ? l : *lo;
+    *hi = h > *hi ? h : *hi;
+  }
+  if ((threadIdx.x & 31) == 0) {
+    range[threadIdx.x >> 5] = *lo;
+    range[32 + (threadIdx.x >> 5)] = *hi;
+  }
+  __syncthreads();
+  for (int w = 0; w < (int)(blockDim.x >> 5); ++w) {
+    *lo = (Key)range[w] < *lo ? (Key)range[w] : *lo;
+    *hi = (Key)range[32 + w] > *hi ? (Key)range[32 + w] : *hi;
+  }
+}
+
+// 1b'. Chunk 0 of a row of 32/64-bit integers: its keys in place, then the digit over their range
+// (RowDigit::over), then their count.
+template <class T>
+__device__ __forceinline__ RowDigit<T> count_first_chunk(typename KeyTraits<T>::Key* keys, int end, bool largest,
+                                                         bool nan_first, unsigned* hist, unsigned long long* range) {
+  typedef typename KeyTraits<T>::Key Key;
+  constexpr int E = onchip::KEYS_PER_VEC<Key>;
+  Key lo = static_cast<Key>(~Key(0)), hi = Key(0);
+  for (int v = threadIdx.x; v < end; v += blockDim.x) {
+    const onchip::Held<Key> h = to_keys<T>(keys, v, largest, nan_first);
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      lo = h.k[e] < lo ? h.k[e] : lo;
+      hi = h.k[e] > hi ? h.k[e] : hi;
+    }
+  }
+  block_min_max(&lo, &hi, range);
+  const RowDigit<T> digit = RowDigit<T>::over(lo, hi);
+  for (int v = threadIdx.x; v < end; v += blockDim.x) {  // this thread's own keys: no barrier needed
+    const onchip::Held<Key> h = onchip::held_keys(keys, v * E, end * E);
+#pragma unroll
+    for (int e = 0; e < E; ++e) count_key(hist, digit.of(h.k[e]), true, false);
+  }
+  return digit;
+}
+
+// 1b. Chunk by chunk, once its copies have landed (each thread's wait, then a barrier: the block
+// sees every thread's copies), the chunk's bits become keys in place and their first digit is
+// counted; the later chunks' copies are still in flight meanwhile. Returns the row's digit (for
+// 32/64-bit integers from chunk 0's range; `range`: 64 shared words). `hist` is zeroed before the
+// call (the first barrier here publishes it). Every thread calls it.
+template <class T>
+__device__ __forceinline__ RowDigit<T> count_chunks(typename KeyTraits<T>::Key* keys, Chunks c, bool largest,
+                                                    bool nan_first, unsigned* hist, unsigned long long* range) {
+  typedef typename KeyTraits<T>::Key Key;
+  constexpr int E = onchip::KEYS_PER_VEC<Key>;
+  RowDigit<T> digit = RowDigit<T>::prefix();
   if (c.count == 0) __syncthreads();  // no chunk (a row shorter than a vector): publish the zeros
   for (int g = 0; g < c.count; ++g) {
     wait_copies(c.count - 1 - g);
     __syncthreads();
     const int end = min(c.vecs, (g + 1) * c.per_chunk);
+    if constexpr (RangedDigit<T>::value) {
+      if (g == 0) {  // the same in the whole block
+        digit = count_first_chunk<T>(keys, end, largest, nan_first, hist, range);
+        continue;
+      }
+    }
     for (int v = g * c.per_chunk + (int)threadIdx.x; v < end; v += blockDim.x) {
-      const Vec16 raw = reinterpret_cast<const Vec16*>(keys)[v];
-      onchip::Held<Key> h;
+      const onchip::Held<Key> h = to_keys<T>(keys, v, largest, nan_first);
 #pragma unroll
-      for (int e = 0; e < E; ++e) h.k[e] = KeyTraits<T>::from_bits(vec_element<Key>(raw, e), largest, nan_first);
-      onchip::store_held(keys, v * E, E, h);
-#pragma unroll
-      for (int e = 0; e < E; ++e) count_key(hist, FirstDigit<T>::of(h.k[e]), true, false);
+      for (int e = 0; e < E; ++e) count_key(hist, digit.of(h.k[e]), true, false);
     }
   }
+  return digit;
 }
 
 // 1'. A strided row, or one that starts off a 16-byte boundary: the streaming loader (plain
@@ -156,7 +233,7 @@ __device__ __forceinline__ void load_plain(const T* base, long long col_stride, 
     for (int e = 0; e < E; ++e) h.k[e] = KeyTraits<T>::from_bits(run.bits[e], largest, nan_first);
     onchip::store_held(keys, (int)run.first, run.count, h);
 #pragma unroll
-    for (int e = 0; e < E; ++e) count_key(hist, FirstDigit<T>::of(h.k[e]), e < run.count, false);
+    for (int e = 0; e < E; ++e) count_key(hist, RowDigit<T>::prefix().of(h.k[e]), e < run.count, false);
   });
 }
 
@@ -178,8 +255,8 @@ struct Split {
 // one atomicAdd per kind (any order: the ordering step sorts the winners; the candidates carry
 // their indices). No per-key ballot: 8-bit keys, 16 to a vector, would hold 32 ballot words.
 template <class T>
-__device__ __forceinline__ void split_row(const typename KeyTraits<T>::Key* keys, int len, unsigned t,
-                                          const Split<typename KeyTraits<T>::Key>& out) {
+__device__ __forceinline__ void split_row(const typename KeyTraits<T>::Key* keys, int len, RowDigit<T> digit,
+                                          unsigned t, const Split<typename KeyTraits<T>::Key>& out) {
   typedef typename KeyTraits<T>::Key Key;
   constexpr int E = onchip::KEYS_PER_VEC<Key>;
   const int lane = threadIdx.x & 31;
@@ -189,7 +266,7 @@ __device__ __forceinline__ void split_row(const typename KeyTraits<T>::Key* keys
     int count = 0;
 #pragma unroll
     for (int e = 0; e < E; ++e) {
-      const unsigned d = FirstDigit<T>::of(h.k[e]);
+      const unsigned d = digit.of(h.k[e]);
       count += i + e < len && d > t ? 1 << 16 : i + e < len && d == t ? 1 : 0;
     }
     int total;
@@ -202,7 +279,7 @@ __device__ __forceinline__ void split_row(const typename KeyTraits<T>::Key* keys
     in_slot = __shfl_sync(onchip::FULL, in_slot, 0) + (before & 0xffff);
 #pragma unroll
     for (int e = 0; e < E; ++e) {
-      const unsigned d = FirstDigit<T>::of(h.k[e]);
+      const unsigned d = digit.of(h.k[e]);
       if (i + e < len && d > t) {
         out.win_key[up_slot] = h.k[e];
         out.win_idx[up_slot++] = (unsigned)(i + e);
@@ -260,7 +337,7 @@ __device__ __forceinline__ void collect(const Key* keys, int len, onchip::Bucket
 // select over the held row. Every thread calls it.
 template <class T>
 __device__ __forceinline__ void select_winners(const Layout<typename KeyTraits<T>::Key>& l, int len, int k_row,
-                                               const Block& s) {
+                                               RowDigit<T> digit, const Block& s) {
   typedef typename KeyTraits<T>::Key Key;
   constexpr int KEY_BITS = 8 * (int)sizeof(Key);
   const onchip::Bucket first = *s.bucket;  // bin t: prefix t, needed, count
@@ -270,7 +347,7 @@ __device__ __forceinline__ void select_winners(const Layout<typename KeyTraits<T
     collect(l.keys, len, *s.bucket, k_row, s, l.win_key, l.win_idx);
     return;
   }
-  split_row<T>(l.keys, len, (unsigned)first.prefix,
+  split_row<T>(l.keys, len, digit, (unsigned)first.prefix,
                Split<Key>{l.win_key, l.win_idx, s.taken, l.cand_key, l.cand_idx, s.cands});
   __syncthreads();  // the candidates and their count are visible; every thread has read *s.bucket
   resolve_bucket(l.cand_key, first.count, onchip::Bucket{0ull, first.needed, first.count, KEY_BITS}, l.hist, s.bucket,
@@ -303,6 +380,7 @@ block_row_topk(const T* __restrict__ in, long long rows, long long n, long long 
   __shared__ unsigned long long s_scan2[33];
   __shared__ int s_taken;
   __shared__ int s_cands;
+  __shared__ unsigned long long s_range[64];  // block_min_max's (32/64-bit integer rows)
   const int kp = pow2_at_least(k);
   const Layout<Key> l = layout<Key>(smem, kp, n);
   const Block s{&s_bucket, s_scan, s_scan2, &s_taken, &s_cands};
@@ -313,7 +391,7 @@ block_row_topk(const T* __restrict__ in, long long rows, long long n, long long 
   const int len = (int)extent.length;  // < 2^31: the row fits in shared memory
   const int k_row = k < len ? k : len;
   const Key* bits = row_bits(base);
-  const bool copied = col_stride == 1 && (reinterpret_cast<unsigned long long>(base) & 15) == 0;
+  const bool copied = ASYNC_COPIES && col_stride == 1 && (reinterpret_cast<unsigned long long>(base) & 15) == 0;
   Chunks chunks{0, 0, 0};
   if (copied) chunks = issue_copies(bits, len, l.keys);                // every copy in flight before anything else
   const int tail = copied ? chunks.vecs * E + (int)threadIdx.x : len;  // this thread's element past them
@@ -324,12 +402,13 @@ block_row_topk(const T* __restrict__ in, long long rows, long long n, long long 
     s_taken = 0;
     s_cands = 0;
   }
+  RowDigit<T> digit = RowDigit<T>::prefix();
   if (copied) {
-    count_chunks<T>(l.keys, chunks, largest, nan_first, l.hist);  // its first barrier publishes the zeros
+    digit = count_chunks<T>(l.keys, chunks, largest, nan_first, l.hist, s_range);  // publishes the zeros
     if (tail < len) {
       const Key key = KeyTraits<T>::from_bits(tail_bits, largest, nan_first);
       l.keys[tail] = key;
-      count_key(l.hist, FirstDigit<T>::of(key), true, false);
+      count_key(l.hist, digit.of(key), true, false);
     }
   } else {
     __syncthreads();
@@ -338,7 +417,7 @@ block_row_topk(const T* __restrict__ in, long long rows, long long n, long long 
   __syncthreads();
   if (len > k && k > 0) {
     onchip::choose_bin(l.hist, FirstDigit<T>::BITS, &s_bucket, s_scan);
-    select_winners<T>(l, len, k_row, s);
+    select_winners<T>(l, len, k_row, digit, s);
   } else if (k > 0) {  // a row of at most K keeps every element
     onchip::gather_winners(l.keys, len, s_bucket, &s_taken, l.win_key, l.win_idx);
   }

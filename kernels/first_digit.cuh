@@ -29,8 +29,15 @@
 // them apart.
 //
 // 16-bit keys (float16, bfloat16, int16, uint16): the key's top 12 bits; 8-bit keys: the whole
-// key; 32- and 64-bit integers: the key's top 12 bits (resident's digit). These are prefixes of
-// the key, monotone by the same argument. The NumPy twin is
+// key. These are prefixes of the key, monotone by the same argument.
+// 32- and 64-bit integers (RangedDigit): a digit over the row's own range, RowDigit below:
+// clamp((key - base) >> shift, 0, 4095) with base and shift from the keys of the row's first copied
+// chunk (their minimum, and the shift that brings their range under 2^12). Monotone for any base
+// and shift: a key below base gets 0, no more than any other key's; for keys at or above base,
+// key - base, the shift and the clamp at 4095 are each non-decreasing. Where no chunk gives a
+// range (strided rows, rows the streaming loader reads), base 0 and shift width - 12: the key's
+// top 12 bits (resident's digit). Integer rows of a narrow range (token ids, small counts) then
+// still split into 4096 bins where their top bits are all equal. The NumPy twin is
 // cutopk/cuda/families/block_row.py's first_digit (tests/gpu/test_block_row.py checks it).
 #pragma once
 
@@ -71,6 +78,53 @@ struct FirstDigit<double> {
   typedef unsigned long long Key;
   static constexpr int BITS = 12;
   static __device__ __forceinline__ unsigned of(Key key) { return float16_view_digit<Key, 11, 1008>(key); }
+};
+
+// Element types whose first digit is taken over the row's range: the 32- and 64-bit integers.
+template <class T>
+struct RangedDigit {
+  static constexpr bool value = false;
+};
+template <>
+struct RangedDigit<int> {
+  static constexpr bool value = true;
+};
+template <>
+struct RangedDigit<unsigned> {
+  static constexpr bool value = true;
+};
+template <>
+struct RangedDigit<long long> {
+  static constexpr bool value = true;
+};
+template <>
+struct RangedDigit<unsigned long long> {
+  static constexpr bool value = true;
+};
+
+// A row's first digit: FirstDigit<T>, or for RangedDigit types clamp((key - base) >> shift, 0, 4095).
+template <class T>
+struct RowDigit {
+  typedef typename KeyTraits<T>::Key Key;
+  static constexpr int KEY_BITS = 8 * (int)sizeof(Key);
+  Key base;
+  int shift;
+  // The key's top 12 bits, until a range is known.
+  static __device__ __forceinline__ RowDigit prefix() { return RowDigit{Key(0), KEY_BITS - FirstDigit<T>::BITS}; }
+  // The digit over [lo, hi]: base lo, and the least shift that brings hi - lo under 2^12.
+  static __device__ __forceinline__ RowDigit over(Key lo, Key hi) {
+    const Key range = static_cast<Key>(hi - lo);
+    const int bits = KEY_BITS == 64 ? 64 - __clzll((long long)range) : 32 - __clz((int)range);
+    return RowDigit{lo, bits > 12 ? bits - 12 : 0};
+  }
+  __device__ __forceinline__ unsigned of(Key key) const {
+    if constexpr (RangedDigit<T>::value) {
+      const Key d = static_cast<Key>(static_cast<Key>(key - base) >> shift);
+      return key < base ? 0u : d < Key(4095) ? (unsigned)d : 4095u;
+    } else {
+      return FirstDigit<T>::of(key);
+    }
+  }
 };
 
 }  // namespace cutopk

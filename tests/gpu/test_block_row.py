@@ -182,6 +182,27 @@ def test_ties_across_the_kth_place_and_overflowing_candidates(backend, monkeypat
 
 
 @pytest.mark.parametrize("backend", GPU_BACKENDS)
+@pytest.mark.parametrize("dtype", ["int32", "uint32", "int64", "uint64"])
+def test_integer_rows_of_a_narrow_range(backend, dtype, monkeypatch):
+    # 32/64-bit integers count their first digit over the range of the row's first chunk: token
+    # ids (one top-12-bit bin for the whole row), and rows whose later chunks reach past chunk 0's
+    # range on both sides (clamped into bins 0 and 4095), and a row of 2 values.
+    require(backend)
+    use_device(monkeypatch, backend, H100_SHARED)
+    rng = np.random.default_rng(59)
+    dt = np.dtype(dtype)
+    ids = rng.integers(0, 32000, (2, 16384)).astype(dt)
+    run_case(backend, ids, 1000, **ALGO)
+    run_case(backend, ids, 2048, mode="smallest", sorted="index", **ALGO)
+    wide = rng.integers(100, 400, (1, 16384)).astype(dt)
+    wide[0, 8192:] = rng.integers(0, 100_000, 8192).astype(dt)  # past chunk 0's range, both ways
+    run_case(backend, wide, 1500, **ALGO)
+    run_case(backend, wide, 1500, mode="smallest", **ALGO)
+    two = np.where(rng.random((1, 8192)) < 0.5, 7, 9).astype(dt)
+    run_case(backend, two, 2000, sorted=False, **ALGO)
+
+
+@pytest.mark.parametrize("backend", GPU_BACKENDS)
 def test_nan_rules_signed_zeros_subnormals_and_infinities(backend, monkeypatch):
     require(backend)
     use_device(monkeypatch, backend, H100_SHARED)

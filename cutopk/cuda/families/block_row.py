@@ -13,9 +13,9 @@ from .common import OUTPUTS, ROWS, SELECT, Geometry, no_scratch, pow2_at_least, 
 # The K winners are bitonic-sorted in shared memory (onchip::order_and_write), as resident's.
 MAX_K = 2048
 BINS = 1 << RESIDENT_DIGIT_BITS
-# The kernel's static shared memory (its bucket, two block scans' scratch, two slot counters:
-# about 430 bytes), kept out of the dynamic shared memory it is planned with.
-STATIC_BYTES = 512
+# The kernel's static shared memory (its bucket, two block scans' scratch, two slot counters, a
+# block min/max's 64 words: about 950 bytes), kept out of the dynamic shared memory it is planned with.
+STATIC_BYTES = 1024
 # The kernel's C parameters, in order (kernels/block_row.cu; the runner passes them by name).
 ARGUMENTS = {"block_row_topk": (*ROWS, *SELECT, *OUTPUTS)}
 KERNELS = tuple(ARGUMENTS)  # the kernels of kernels/block_row.cu
