@@ -16,7 +16,8 @@
 // 3. candidates, when bin t's keys fit the candidate arrays (at most CUTOPK_BLOCK_ROW_CAP pairs):
 //    one pass over the held keys puts those of higher bins among the winners (any order) and
 //    bin t's as (key, index) candidates. Then the exact select runs on the candidates alone
-//    (onchip::refine and choose_bin over the full key's 12-bit prefix digits): when the bucket
+//    (onchip::refine and choose_bin over the full key's 12-bit prefix digits, from the high bits
+//    the bin's keys share: RowDigit::common, e.g. a float32 key's top 15): when the bucket
 //    found holds just the winners still needed, the candidates at or above it win; when it ends
 //    in ties (a key shared across the K-th place), the K-th key is then known and the winners are
 //    taken over the whole held row in index order (keys above it, the ties of lowest index).
@@ -306,6 +307,10 @@ __device__ __forceinline__ void resolve_bucket(const Key* keys, int len, onchip:
     const int bits = b.shift < onchip::DIGIT_BITS ? b.shift : onchip::DIGIT_BITS;
     onchip::refine(keys, len, b, bits, hist);  // its first barrier: every thread has read *s
     onchip::choose_bin(hist, bits, s, scan);
+    // choose_bin lowers the shift whenever the bucket holds its `needed` keys; a start bucket
+    // that claimed bits its keys do not share would leave it as it was: stop (a wrong answer the
+    // tests see) rather than loop for ever.
+    if (s->shift == b.shift) return;
   }
 }
 
@@ -350,8 +355,9 @@ __device__ __forceinline__ void select_winners(const Layout<typename KeyTraits<T
   split_row<T>(l.keys, len, digit, (unsigned)first.prefix,
                Split<Key>{l.win_key, l.win_idx, s.taken, l.cand_key, l.cand_idx, s.cands});
   __syncthreads();  // the candidates and their count are visible; every thread has read *s.bucket
-  resolve_bucket(l.cand_key, first.count, onchip::Bucket{0ull, first.needed, first.count, KEY_BITS}, l.hist, s.bucket,
-                 s.scan);
+  const Common shared = digit.common((unsigned)first.prefix);  // the high bits all candidates share
+  resolve_bucket(l.cand_key, first.count, onchip::Bucket{shared.prefix, first.needed, first.count, shared.shift},
+                 l.hist, s.bucket, s.scan);
   const onchip::Bucket c = *s.bucket;
   if (c.count == c.needed) {  // every member wins: the candidates at or above the bucket
     onchip::gather_winners(l.cand_key, first.count, c, s.taken, l.win_key, l.win_idx, l.cand_idx);

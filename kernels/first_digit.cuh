@@ -45,12 +45,22 @@
 
 namespace cutopk {
 
+// The high bits that every key of one bin shares, as a bucket's (prefix, shift): the keys whose
+// bits at and above `shift` equal `prefix`; shift = the key's width when nothing is shared. The
+// exact select over a bin's candidates starts there (fewer refine passes).
+struct Common {
+  unsigned long long prefix;
+  int shift;
+};
+
 template <class T>
 struct FirstDigit {
   typedef typename KeyTraits<T>::Key Key;
   static constexpr int KEY_BITS = 8 * (int)sizeof(Key);
   static constexpr int BITS = KEY_BITS < 12 ? KEY_BITS : 12;  // the digit's width
   static __device__ __forceinline__ unsigned of(Key key) { return (unsigned)(key >> (KEY_BITS - BITS)); }
+  // A prefix digit: bin t is the keys whose top bits are t.
+  static __device__ __forceinline__ Common common(unsigned t) { return Common{t, KEY_BITS - BITS}; }
 };
 
 // The float16-style digit of a 32- or 64-bit float key (EXP_BITS 8 or 11, LO 112 or 1008), as the
@@ -66,11 +76,24 @@ __device__ __forceinline__ unsigned float16_view_digit(Key key) {
   return ((unsigned)(key >> (W - 1)) << 11) | (unsigned)g;
 }
 
+// Bin t of the float16 view, strictly inside its range (0 < g < 2047, where g is not clamped):
+// g = ((E << 6) | m) - (LO << 6), so its keys share the top bit, E and m: their top EXP_BITS + 7
+// bits are (top << (EXP_BITS + 6)) | (g + (LO << 6)). Bins 0, 2047 and their mirrors (g clamped)
+// share only the top bit: nothing is claimed.
+template <class Key, int EXP_BITS, int LO>
+__device__ __forceinline__ Common float16_view_common(unsigned t) {
+  constexpr int W = 8 * (int)sizeof(Key);
+  const unsigned g = t & 2047u;
+  if (g == 0 || g == 2047) return Common{0ull, W};
+  return Common{((unsigned long long)(t >> 11) << (EXP_BITS + 6)) | (g + (LO << 6)), W - 1 - EXP_BITS - 6};
+}
+
 template <>
 struct FirstDigit<float> {
   typedef unsigned Key;
   static constexpr int BITS = 12;
   static __device__ __forceinline__ unsigned of(Key key) { return float16_view_digit<Key, 8, 112>(key); }
+  static __device__ __forceinline__ Common common(unsigned t) { return float16_view_common<Key, 8, 112>(t); }
 };
 
 template <>
@@ -78,6 +101,7 @@ struct FirstDigit<double> {
   typedef unsigned long long Key;
   static constexpr int BITS = 12;
   static __device__ __forceinline__ unsigned of(Key key) { return float16_view_digit<Key, 11, 1008>(key); }
+  static __device__ __forceinline__ Common common(unsigned t) { return float16_view_common<Key, 11, 1008>(t); }
 };
 
 // Element types whose first digit is taken over the row's range: the 32- and 64-bit integers.
@@ -116,6 +140,17 @@ struct RowDigit {
     const Key range = static_cast<Key>(hi - lo);
     const int bits = KEY_BITS == 64 ? 64 - __clzll((long long)range) : 32 - __clz((int)range);
     return RowDigit{lo, bits > 12 ? bits - 12 : 0};
+  }
+  // The bits bin t's keys share: with the prefix digit, t itself; with shift 0, bins strictly
+  // inside (0, 4095) hold the one key base + t; else nothing is claimed.
+  __device__ __forceinline__ Common common(unsigned t) const {
+    if constexpr (RangedDigit<T>::value) {
+      if (base == Key(0) && shift == KEY_BITS - FirstDigit<T>::BITS) return Common{t, shift};
+      if (shift == 0 && t > 0 && t < 4095) return Common{(unsigned long long)static_cast<Key>(base + t), 0};
+      return Common{0ull, KEY_BITS};
+    } else {
+      return FirstDigit<T>::common(t);
+    }
   }
   __device__ __forceinline__ unsigned of(Key key) const {
     if constexpr (RangedDigit<T>::value) {
