@@ -20,6 +20,16 @@
 // merge_parts: the parts one launch reads (merge_top_k; more are merged by further launches).
 #define CUTOPK_MERGE_PARTS 8
 #define CUTOPK_RESIDENT_THREADS 512
+// block_row: one 1024-thread block per row (32 warps: every load of the row in flight at entry);
+// the row's 16-byte copies go out in at most BLOCK_ROW_CHUNKS groups (async_copy.cuh tells at most
+// 8 apart), each counted once it has landed while the later ones still arrive; the bin of the
+// K-th key goes to at most BLOCK_ROW_CAP (key, 32-bit index) candidates in shared memory.
+#define CUTOPK_BLOCK_ROW_THREADS 1024
+// block_row with 8-bit keys: 512 threads (16 keys to a vector: onchip::place_winners spilled at
+// the 64 registers of 1024 threads under NVRTC 13.5, sm_90).
+#define CUTOPK_BLOCK_ROW_8BIT_THREADS 512
+#define CUTOPK_BLOCK_ROW_CHUNKS 8
+#define CUTOPK_BLOCK_ROW_CAP 4096
 
 // warp_radix: one warp per row, WARP_RADIX_WARPS rows per block (WARP_RADIX_THREADS / 32, checked
 // in warp_radix.cu); WARP_RADIX_CAP shared (key, index) pairs per warp, at least twice

@@ -327,9 +327,10 @@ __device__ __forceinline__ void place_winners(const Key* keys, int len, long lon
 // bucket, placed in any order, since order_and_write sorts them by a total order. One pass of
 // 16-byte vectors: each warp step takes its slots with one atomicAdd on `*taken` (0 on entry,
 // visible to all after a barrier), the lanes' places from the E ballots; no count_winners pass.
+// `indices`: key i's index in the row (block_row's candidates), or nullptr for i itself.
 template <class Key>
 __device__ __forceinline__ void gather_winners(const Key* keys, int len, Bucket b, int* taken, Key* win_key,
-                                               unsigned* win_idx) {
+                                               unsigned* win_idx, const unsigned* indices = nullptr) {
   constexpr int E = KEYS_PER_VEC<Key>;
   const int lane = threadIdx.x & 31;
   const unsigned lower = (1u << lane) - 1;  // the lanes before this one
@@ -352,7 +353,7 @@ __device__ __forceinline__ void gather_winners(const Key* keys, int len, Bucket 
       if ((wins[e] >> lane) & 1) {
         const int at = slot + __popc(wins[e] & lower);
         win_key[at] = h.k[e];
-        win_idx[at] = (unsigned)(i + e);
+        win_idx[at] = indices != nullptr ? indices[i + e] : (unsigned)(i + e);
       }
       slot += __popc(wins[e]);
     }

@@ -10,11 +10,13 @@ fails when a streaming kernel cannot run at the memory-bandwidth limit:
 * the streaming filter of the multi-block select's pass 1 (kernels/multiblock.cu,
   ``filter_slice``: keys of more than one digit) holds a shared-memory atomic (``ATOMS``) or a
   warp match (``MATCH``), or is not there to check (see :func:`streaming_loop`);
-* an on-chip select (resident, split, cluster: kernels/onchip_select.cuh) scans its held keys
+* an on-chip select (resident, split, cluster, block_row: kernels/onchip_select.cuh) scans its held keys
   one key per thread and step with a warp vote or match per key: an innermost loop that reads
   shared memory but not global memory, holds a ``VOTE`` or ``MATCH``, and has no 16-byte shared
   load (``LDS.128``). That was the refine, count and place loops' shape before issue 39: a
   dependent load-vote-match-atomic chain per key, latency-bound with one block per row;
+* block_row (kernels/block_row.cu) on sm_80 and later has no asynchronous copy (``LDGSTS``,
+  cp.async): its row is to be copied into shared memory with every load in flight at entry;
 * any kernel holds a warp match (``MATCH``): every histogram counts with a plain shared
   ``atomicAdd(&h[d], 1u)`` (``ATOMS.POPC.INC`` on sm_90, which adds up the lanes that hit one
   address), as the anchors do; the match that aggregated a warp's equal digits first cost about
@@ -53,7 +55,9 @@ import tempfile
 
 # Kernels that stream rows through kernels/row_loads.cuh (contiguous path: 16-byte loads), by
 # their extern "C" entry points' names (<kernel>_<dtype>, cutopk/cuda/kernel_source.py).
-STREAMING = re.compile(r"^(radix_topk|warp_radix_topk|digit_pass|resident_topk|split_topk)_[a-z]")
+STREAMING = re.compile(
+    r"^(radix_topk|warp_radix_topk|digit_pass|resident_topk|split_topk|block_row_topk)_[a-z]"
+)
 # Kernels that read spread positions (no vector loads) but must keep several loads in flight.
 SAMPLED = re.compile(r"^sample_threshold_[a-z]")
 # Kernels whose pass 1 streams through a filter with no per-element histogram: the multi-block
@@ -63,7 +67,11 @@ FILTERED = re.compile(r"^digit_pass_(?!u?int8(?:_|$))[a-z]")
 # what made pass 1 bound by instruction issue (issue 39).
 HISTOGRAM_OP = re.compile(r"^(ATOMS|MATCH)\b")
 # Kernels that hold a row (or slice) as keys in shared memory and scan it (onchip_select.cuh).
-ON_CHIP = re.compile(r"^(resident_topk|split_topk|cluster_topk)_[a-z]")
+ON_CHIP = re.compile(r"^(resident_topk|split_topk|cluster_topk|block_row_topk)_[a-z]")
+# Kernels that copy a row into shared memory asynchronously at entry (kernels/async_copy.cuh:
+# cp.async, LDGSTS in SASS) on sm_80 and later, so that every load of the row is in flight at once.
+ASYNC_COPY = re.compile(r"^block_row_topk_[a-z]")
+ASYNC_COPY_OP = re.compile(r"^LDGSTS\b")
 WARP_VOTE = re.compile(r"^(VOTE|MATCH)\b")
 # Kernels that may not hold a warp match: every kernel (each selects, or orders, merges or moves
 # what was selected; none needs a match since the histograms count with plain atomics).
@@ -358,6 +366,7 @@ def check(
     filtered=FILTERED,
     on_chip=ON_CHIP,
     selection=SELECTION,
+    async_copy=ASYNC_COPY,
 ) -> list[Finding]:
     found = []
     for (arch, name), code in sorted(functions.items()):
@@ -387,6 +396,14 @@ def check(
                 )
         if filtered.search(name):
             found += _filter_findings(arch, name, code, min_loads)
+        if (
+            async_copy.search(name)
+            and _arch_number(arch) >= 80
+            and not any(ASYNC_COPY_OP.match(t) for _, _, t in code)
+        ):
+            found.append(
+                Finding(arch, name, "no asynchronous copy (LDGSTS, cp.async) of the row into shared memory")
+            )
         if on_chip.search(name):
             for loop in key_at_a_time_scans(code):
                 found.append(
@@ -398,6 +415,12 @@ def check(
                     )
                 )
     return found
+
+
+def _arch_number(arch: str) -> int:
+    """80 for "sm_80" (0 where the name says no number)."""
+    digits = re.sub(r"\D", "", arch)
+    return int(digits) if digits else 0
 
 
 def _filter_findings(arch: str, name: str, code: Code, min_loads: int) -> list[Finding]:

@@ -70,6 +70,11 @@ MERGE_THREADS = _value("MERGE_THREADS")
 # merge_parts: the parts one launch reads (kernels/merge.cu).
 MERGE_PARTS = _value("MERGE_PARTS")
 RESIDENT_THREADS = _value("RESIDENT_THREADS")
+# block_row: threads per block (8-bit keys: fewer), copy groups per row at most, candidate pairs at most.
+BLOCK_ROW_THREADS = _value("BLOCK_ROW_THREADS")
+BLOCK_ROW_8BIT_THREADS = _value("BLOCK_ROW_8BIT_THREADS")
+BLOCK_ROW_CHUNKS = _value("BLOCK_ROW_CHUNKS")
+BLOCK_ROW_CAP = _value("BLOCK_ROW_CAP")
 # warp_radix: rows per block, shared (key, index) pairs per warp, the largest K.
 WARP_RADIX_WARPS = _value("WARP_RADIX_WARPS")
 WARP_RADIX_CAP = _value("WARP_RADIX_CAP")

@@ -26,6 +26,7 @@ CALLS = [
     ((3, 2000), 40, {"algorithm": "bitonic"}),
     ((3, 2000), 40, {"algorithm": "radix"}),
     ((3, 2000), 40, {"algorithm": "resident"}),
+    ((3, 2000), 40, {"algorithm": "block_row"}),
     ((2, 2000), 40, {"algorithm": "cluster"}),
     ((2, 2000), 40, {"algorithm": "split"}),
     ((300, 40), 5, {"algorithm": "radix", "axis": 0}),  # rows along an outer axis: transposed

@@ -23,6 +23,7 @@ CASES = [
     ((4, 100_000), 100, {"algorithm": "radix"}),  # a candidate buffer in global memory
     ((600, 50), 10, {"algorithm": "radix", "axis": 0}),  # the tiled transpose first
     ((4, 8000), 2000, {"algorithm": "resident"}),  # the row and the K winners in shared memory
+    ((4, 3000), 1000, {"algorithm": "block_row"}),  # the row, K winners and candidates on chip
     ((2, 20_000), 1000, {"algorithm": "cluster"}),  # 8 blocks a row, one launch
     ((2, 20_000), 1000, {"algorithm": "split"}),  # blocks a row, candidates and tickets, one launch
     ((2, 5000), 40, {"algorithm": "multiblock"}),  # no sampled threshold

@@ -35,6 +35,8 @@ CASES = [
     ((4, 100_000), 100, {"algorithm": "radix"}),  # a candidate buffer in global memory
     ((600, 50), 10, {"algorithm": "radix", "axis": 0}),  # the tiled transpose first
     ((4, 8000), 1000, {"algorithm": "resident"}),  # the row read once, the rest on chip
+    ((4, 3000), 500, {"algorithm": "block_row"}),  # the same, copied at entry (async_copy.cuh)
+    ((3, 4001), 100, {"algorithm": "block_row", "dtype": np.float16}),  # rows off 16 bytes: plain loads
     ((2, 20_000), 1000, {"algorithm": "cluster"}),  # the same over a cluster's shared memory
     ((2, 20_000), 1000, {"algorithm": "split"}),  # the same, the candidates through global memory
     ((2, 20_000), 40, {"algorithm": "multiblock"}),  # winners ordered in shared memory

@@ -184,6 +184,25 @@ extern "C" __global__ void count_with_atomics(int len, unsigned* out) {
   __syncthreads();
   out[threadIdx.x] = held[threadIdx.x];
 }
+
+// A row into shared memory by cp.async (LDGSTS), and the same by loads and stores.
+extern "C" __global__ void copy_async(const Vec* __restrict__ in, int nv, unsigned* out) {
+  extern __shared__ Vec row[];
+  for (int v = threadIdx.x; v < nv; v += blockDim.x) {
+    const unsigned at = (unsigned)__cvta_generic_to_shared(row + v);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(at), "l"(in + v) : "memory");
+  }
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+  __syncthreads();
+  out[threadIdx.x] = row[threadIdx.x].w[0];
+}
+extern "C" __global__ void copy_plain(const Vec* __restrict__ in, int nv, unsigned* out) {
+  extern __shared__ Vec row[];
+  for (int v = threadIdx.x; v < nv; v += blockDim.x) row[v] = in[v];
+  __syncthreads();
+  out[threadIdx.x] = row[threadIdx.x].w[0];
+}
 """
 
 
@@ -309,12 +328,28 @@ def test_the_counting_loops_count_instructions_per_key(planted):
     assert check_sass.counting_loops(code["filter_good"]) == []  # no shared atomic in any loop
 
 
+def test_a_row_copied_without_cp_async_fails(planted):
+    def problems(name):
+        mine = {key: code for key, code in planted.items() if key[1] == name}
+        return [f.problem for f in check_sass.check(mine, async_copy=re.compile(r"^copy_"))]
+
+    assert any("no asynchronous copy" in p for p in problems("copy_plain")), problems("copy_plain")
+    assert problems("copy_async") == []
+
+
 def test_the_rules_name_the_entry_points_of_the_streaming_kernels():
     # The rules find kernels by the names the launcher compiles (cutopk/cuda/kernel_source.py): every
     # entry point of a streaming kernel, and no other.
     from cutopk.cuda import launcher as _launcher
 
-    streaming = {"radix_topk", "warp_radix_topk", "digit_pass", "resident_topk", "split_topk"}
+    streaming = {
+        "radix_topk",
+        "warp_radix_topk",
+        "digit_pass",
+        "resident_topk",
+        "split_topk",
+        "block_row_topk",
+    }
     names = [n for p in _launcher.programs() for n in p.kernels]
     assert "radix_topk_float32" in names and "warp_radix_topk_uint8" in names
     for name in names:
@@ -324,8 +359,9 @@ def test_the_rules_name_the_entry_points_of_the_streaming_kernels():
         one_digit = name in ("digit_pass_int8", "digit_pass_uint8")
         assert bool(check_sass.FILTERED.search(name)) == (base == "digit_pass" and not one_digit), name
         assert bool(check_sass.ON_CHIP.search(name)) == (
-            base in ("resident_topk", "split_topk", "cluster_topk")
+            base in ("resident_topk", "split_topk", "cluster_topk", "block_row_topk")
         ), name
+        assert bool(check_sass.ASYNC_COPY.search(name)) == (base == "block_row_topk"), name
 
 
 SMALL = r"""

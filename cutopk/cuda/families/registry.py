@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from . import (
     bitonic,
+    block_row,
     cluster,
     common,
     merge,
@@ -27,6 +28,7 @@ FAMILIES = {
     "bitonic": bitonic,
     "radix": radix,
     "resident": resident,
+    "block_row": block_row,
     "cluster": cluster,
     "split": split,
     "multiblock": multiblock,

@@ -1,0 +1,434 @@
+// Block-row select: top-K of a row that fits one block's shared memory, in one launch, one
+// 1024-thread block per row, the row read from global memory once (issue 51).
+//
+// Steps, each a function below (the kernel body is their sequence):
+// 1. load and count: a contiguous row whose start is 16-byte aligned has every one of its 16-byte
+//    vectors copied into shared memory at entry (async_copy.cuh: cp.async on sm_80+), in up to
+//    CUTOPK_BLOCK_ROW_CHUNKS groups; then group by group, once it has landed (its wait and a
+//    barrier), its raw bits become keys in place (KeyTraits) and their first digit
+//    (first_digit.cuh: 12 bits, a float16-style view for 32/64-bit floats) is counted, a plain
+//    shared atomicAdd per key, while the later groups still arrive. The elements after the last
+//    whole vector are read with plain loads. Other rows (strided, or starting off a 16-byte
+//    boundary), and every row before sm_80 (no cp.async), go through the streaming loader
+//    (row_loads.cuh: four 16-byte loads per thread in flight) as resident's do.
+// 2. choose the bin t of the K-th key over the first digit's 4096 bins (onchip::choose_bin). The
+//    digit is monotone in the key, so bin t is a bucket: keys of higher bins win.
+// 3. candidates, when bin t's keys fit the candidate arrays (at most CUTOPK_BLOCK_ROW_CAP pairs):
+//    one pass over the held keys puts those of higher bins among the winners (any order) and
+//    bin t's as (key, index) candidates. Then the exact select runs on the candidates alone
+//    (onchip::refine and choose_bin over the full key's 12-bit prefix digits, from the high bits
+//    the bin's keys share: RowDigit::common, e.g. a float32 key's top 15): when the bucket
+//    found holds just the winners still needed, the candidates at or above it win; when it ends
+//    in ties (a key shared across the K-th place), the K-th key is then known and the winners are
+//    taken over the whole held row in index order (keys above it, the ties of lowest index).
+//    When bin t overflows the candidates (a row of one value, say), the same exact select runs
+//    over the held row from the key's top bit (resident's path), never re-reading global memory.
+// 4. order: onchip::order_and_write (a bitonic sort of the K pairs), values re-read by index.
+// Ties: equal keys go to the lower index (the sort's order is a total one; ties across the K-th
+// place are ranked by index). NaN, -0.0: by the keys (key_traits.cuh). Rows: regular, with
+// lengths, or CSR segments (row_extent.cuh); a row no longer than K has all its elements win.
+// Dtypes: all. Limits: K <= 2048 (the dispatcher's), rows whose layout (below) fits the dynamic
+// shared memory, so n < 2^31 and 32-bit counts and indices hold. Threads per block:
+// CUTOPK_BLOCK_ROW_THREADS (1024), (1024, 1) launch bounds (at most 64 registers); 8-bit keys
+// CUTOPK_BLOCK_ROW_8BIT_THREADS (512: their 16-key vectors spilled at 64 registers).
+// Dynamic shared memory (cutopk/cuda/families/block_row.py's shared_bytes): the histogram (2^12
+// 32-bit counters), the winners (pow2(K) keys and 32-bit indices), the candidates (cap keys and
+// indices, cap = min(CUTOPK_BLOCK_ROW_CAP, n / 4) rounded up to 16), then the row's keys, each
+// part a multiple of 16 bytes.
+#include "constants.cuh"
+#include "key_traits.cuh"
+#include "row_extent.cuh"
+#include "row_loads.cuh"
+#include "async_copy.cuh"
+#include "first_digit.cuh"
+#include "onchip_select.cuh"
+#include "entry.cuh"
+
+namespace cutopk::block_row {
+
+// Whether contiguous rows are copied asynchronously: sm_80 and later (cp.async), and the host
+// (the simulator runs async_copy.cuh's host branch). Before sm_80 a copy would be a load and a
+// dependent store per vector, one load in flight: the streaming loader's four 16-byte loads per
+// thread in flight, transformed and counted as they come (resident's load), serve those instead.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+constexpr bool ASYNC_COPIES = false;
+#else
+constexpr bool ASYNC_COPIES = true;
+#endif
+
+constexpr int CHUNKS = CUTOPK_BLOCK_ROW_CHUNKS;
+static_assert(CHUNKS - 1 <= MAX_PENDING_GROUPS, "wait_copies tells every chunk's group apart");
+
+// The candidate arrays' capacity for rows planned n long: a quarter of the row, at most
+// CUTOPK_BLOCK_ROW_CAP, rounded up to 16 (a bin of more keys than a quarter of the row is
+// refined as fast over the held row itself).
+__device__ __forceinline__ int candidate_cap(long long n) {
+  const long long quarter = ((n + 3) / 4 + 15) & ~15ll;
+  return (int)(quarter < CUTOPK_BLOCK_ROW_CAP ? quarter : CUTOPK_BLOCK_ROW_CAP);
+}
+
+__device__ __forceinline__ int round16(int bytes) {
+  return (bytes + 15) & ~15;
+}
+
+// Where each part of the dynamic shared memory lies (the header's layout).
+template <class Key>
+struct Layout {
+  unsigned* hist;
+  Key* win_key;
+  unsigned* win_idx;
+  Key* cand_key;
+  unsigned* cand_idx;
+  Key* keys;
+  int cap;
+};
+
+template <class Key>
+__device__ __forceinline__ Layout<Key> layout(unsigned char* smem, int kp, long long n) {
+  Layout<Key> l;
+  l.cap = candidate_cap(n);
+  int at = onchip::BINS * 4;
+  l.hist = reinterpret_cast<unsigned*>(smem);
+  l.win_key = reinterpret_cast<Key*>(smem + at);
+  at += round16(kp * (int)sizeof(Key));
+  l.win_idx = reinterpret_cast<unsigned*>(smem + at);
+  at += round16(kp * 4);
+  l.cand_key = reinterpret_cast<Key*>(smem + at);
+  at += round16(l.cap * (int)sizeof(Key));
+  l.cand_idx = reinterpret_cast<unsigned*>(smem + at);
+  at += round16(l.cap * 4);
+  l.keys = reinterpret_cast<Key*>(smem + at);
+  return l;
+}
+
+// The row's whole 16-byte vectors, `vecs` of them, in `count` groups of `per_chunk` vectors (a
+// multiple of the block: every thread copies as many vectors of a group as the others, but one).
+struct Chunks {
+  int vecs;
+  int per_chunk;
+  int count;
+};
+
+// 1a. Issues every copy of the row's whole vectors into `keys` (element i at keys[i]) and commits
+// one group per chunk. `row` and `keys` are 16-byte aligned.
+template <class Key>
+__device__ __forceinline__ Chunks issue_copies(const Key* row, int len, Key* keys) {
+  Chunks c;
+  c.vecs = len / onchip::KEYS_PER_VEC<Key>;
+  const int per = (c.vecs + CHUNKS - 1) / CHUNKS;
+  c.per_chunk = (per + (int)blockDim.x - 1) / (int)blockDim.x * (int)blockDim.x;
+  c.count = c.per_chunk > 0 ? (c.vecs + c.per_chunk - 1) / c.per_chunk : 0;
+  const Vec16* src = reinterpret_cast<const Vec16*>(row);
+  Vec16* dst = reinterpret_cast<Vec16*>(keys);
+  for (int g = 0; g < c.count; ++g) {
+    const int end = min(c.vecs, (g + 1) * c.per_chunk);
+    for (int v = g * c.per_chunk + (int)threadIdx.x; v < end; v += blockDim.x) copy16_async(dst + v, src + v);
+    commit_copies();
+  }
+  return c;
+}
+
+// One vector of a landed chunk: its bits become keys in place (a 16-byte shared load and store).
+template <class T>
+__device__ __forceinline__ onchip::Held<typename KeyTraits<T>::Key> to_keys(typename KeyTraits<T>::Key* keys, int v,
+                                                                            bool largest, bool nan_first) {
+  typedef typename KeyTraits<T>::Key Key;
+  constexpr int E = onchip::KEYS_PER_VEC<Key>;
+  const Vec16 raw = reinterpret_cast<const Vec16*>(keys)[v];
+  onchip::Held<Key> h;
+#pragma unroll
+  for (int e = 0; e < E; ++e) h.k[e] = KeyTraits<T>::from_bits(vec_element<Key>(raw, e), largest, nan_first);
+  onchip::store_held(keys, v * E, E, h);
+  return h;
+}
+
+// The least and the largest of the block's (lo, hi), in every thread: a warp reduction, then
+// every thread reads the warps' (`range`: 2 x 32 shared words). Every thread calls it.
+template <class Key>
+__device__ __forceinline__ void block_min_max(Key* lo, Key* hi, unsigned long long* range) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    const Key l = shfl_xor(*lo, offset), h = shfl_xor(*hi, offset);
+    *lo = l < *lo ? l : *lo;
+    *hi = h > *hi ? h : *hi;
+  }
+  if ((threadIdx.x & 31) == 0) {
+    range[threadIdx.x >> 5] = *lo;
+    range[32 + (threadIdx.x >> 5)] = *hi;
+  }
+  __syncthreads();
+  for (int w = 0; w < (int)(blockDim.x >> 5); ++w) {
+    *lo = (Key)range[w] < *lo ? (Key)range[w] : *lo;
+    *hi = (Key)range[32 + w] > *hi ? (Key)range[32 + w] : *hi;
+  }
+}
+
+// 1b'. Chunk 0 of a row of 32/64-bit integers: its keys in place, then the digit over their range
+// (RowDigit::over), then their count.
+template <class T>
+__device__ __forceinline__ RowDigit<T> count_first_chunk(typename KeyTraits<T>::Key* keys, int end, bool largest,
+                                                         bool nan_first, unsigned* hist, unsigned long long* range) {
+  typedef typename KeyTraits<T>::Key Key;
+  constexpr int E = onchip::KEYS_PER_VEC<Key>;
+  Key lo = static_cast<Key>(~Key(0)), hi = Key(0);
+  for (int v = threadIdx.x; v < end; v += blockDim.x) {
+    const onchip::Held<Key> h = to_keys<T>(keys, v, largest, nan_first);
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      lo = h.k[e] < lo ? h.k[e] : lo;
+      hi = h.k[e] > hi ? h.k[e] : hi;
+    }
+  }
+  block_min_max(&lo, &hi, range);
+  const RowDigit<T> digit = RowDigit<T>::over(lo, hi);
+  for (int v = threadIdx.x; v < end; v += blockDim.x) {  // this thread's own keys: no barrier needed
+    const onchip::Held<Key> h = onchip::held_keys(keys, v * E, end * E);
+#pragma unroll
+    for (int e = 0; e < E; ++e) count_key(hist, digit.of(h.k[e]), true, false);
+  }
+  return digit;
+}
+
+// 1b. Chunk by chunk, once its copies have landed (each thread's wait, then a barrier: the block
+// sees every thread's copies), the chunk's bits become keys in place and their first digit is
+// counted; the later chunks' copies are still in flight meanwhile. Returns the row's digit (for
+// 32/64-bit integers from chunk 0's range; `range`: 64 shared words). `hist` is zeroed before the
+// call (the first barrier here publishes it). Every thread calls it.
+template <class T>
+__device__ __forceinline__ RowDigit<T> count_chunks(typename KeyTraits<T>::Key* keys, Chunks c, bool largest,
+                                                    bool nan_first, unsigned* hist, unsigned long long* range) {
+  typedef typename KeyTraits<T>::Key Key;
+  constexpr int E = onchip::KEYS_PER_VEC<Key>;
+  RowDigit<T> digit = RowDigit<T>::prefix();
+  if (c.count == 0) __syncthreads();  // no chunk (a row shorter than a vector): publish the zeros
+  for (int g = 0; g < c.count; ++g) {
+    wait_copies(c.count - 1 - g);
+    __syncthreads();
+    const int end = min(c.vecs, (g + 1) * c.per_chunk);
+    if constexpr (RangedDigit<T>::value) {
+      if (g == 0) {  // the same in the whole block
+        digit = count_first_chunk<T>(keys, end, largest, nan_first, hist, range);
+        continue;
+      }
+    }
+    for (int v = g * c.per_chunk + (int)threadIdx.x; v < end; v += blockDim.x) {
+      const onchip::Held<Key> h = to_keys<T>(keys, v, largest, nan_first);
+#pragma unroll
+      for (int e = 0; e < E; ++e) count_key(hist, digit.of(h.k[e]), true, false);
+    }
+  }
+  return digit;
+}
+
+// 1'. A strided row, or one that starts off a 16-byte boundary: the streaming loader (plain
+// loads, several in flight), each run's keys stored and their first digit counted. `hist` is
+// zeroed and visible on entry.
+template <class T>
+__device__ __forceinline__ void load_plain(const T* base, long long col_stride, int len, bool largest, bool nan_first,
+                                           typename KeyTraits<T>::Key* keys, unsigned* hist) {
+  typedef typename KeyTraits<T>::Key Key;
+  stream_row(row_bits(base), col_stride, 0, len, threadIdx.x, blockDim.x, [&](const auto& run) {
+    constexpr int E = CUTOPK_RUN_SIZE(run);
+    onchip::Held<Key> h;
+#pragma unroll
+    for (int e = 0; e < E; ++e) h.k[e] = KeyTraits<T>::from_bits(run.bits[e], largest, nan_first);
+    onchip::store_held(keys, (int)run.first, run.count, h);
+#pragma unroll
+    for (int e = 0; e < E; ++e) count_key(hist, RowDigit<T>::prefix().of(h.k[e]), e < run.count, false);
+  });
+}
+
+// Where the candidate pass puts its two kinds of key: winners (keys of bins above t) and
+// candidates (bin t's), each at slots taken from a shared counter (0 on entry).
+template <class Key>
+struct Split {
+  Key* win_key;
+  unsigned* win_idx;
+  int* taken;
+  Key* cand_key;
+  unsigned* cand_idx;
+  int* cands;
+};
+
+// 3a. One pass over the held keys: first digit > t wins, == t becomes a candidate. A 16-byte
+// vector per thread and step; each lane's two counts (winners in the high 16 bits, candidates in
+// the low: at most 32 E each) go through one warp scan, and each warp step takes its slots with
+// one atomicAdd per kind (any order: the ordering step sorts the winners; the candidates carry
+// their indices). No per-key ballot: 8-bit keys, 16 to a vector, would hold 32 ballot words.
+template <class T>
+__device__ __forceinline__ void split_row(const typename KeyTraits<T>::Key* keys, int len, RowDigit<T> digit,
+                                          unsigned t, const Split<typename KeyTraits<T>::Key>& out) {
+  typedef typename KeyTraits<T>::Key Key;
+  constexpr int E = onchip::KEYS_PER_VEC<Key>;
+  const int lane = threadIdx.x & 31;
+  for (int v0 = 0; v0 < len; v0 += E * (int)blockDim.x) {
+    const int i = v0 + E * (int)threadIdx.x;
+    const onchip::Held<Key> h = onchip::held_keys(keys, i, len);
+    int count = 0;
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      const unsigned d = digit.of(h.k[e]);
+      count += i + e < len && d > t ? 1 << 16 : i + e < len && d == t ? 1 : 0;
+    }
+    int total;
+    const int before = warp_scan(count, &total);
+    if (total == 0) continue;  // the same in the whole warp
+    int up_slot = 0, in_slot = 0;
+    if (lane == 0 && (total >> 16) > 0) up_slot = atomicAdd(out.taken, total >> 16);
+    if (lane == 0 && (total & 0xffff) > 0) in_slot = atomicAdd(out.cands, total & 0xffff);
+    up_slot = __shfl_sync(onchip::FULL, up_slot, 0) + (before >> 16);
+    in_slot = __shfl_sync(onchip::FULL, in_slot, 0) + (before & 0xffff);
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      const unsigned d = digit.of(h.k[e]);
+      if (i + e < len && d > t) {
+        out.win_key[up_slot] = h.k[e];
+        out.win_idx[up_slot++] = (unsigned)(i + e);
+      } else if (i + e < len && d == t) {
+        out.cand_key[in_slot] = h.k[e];
+        out.cand_idx[in_slot++] = (unsigned)(i + e);
+      }
+    }
+  }
+}
+
+// 3b. The exact select over `keys` (the candidates, or the whole held row) from bucket `start`
+// (shift = the key's width: every key), by the key's 12-bit prefix digits: refine and choose until
+// the bucket holds just the winners still needed or every bit is resolved (ties). Every thread
+// calls it after a barrier that ends every read of *s; it ends with one, *s then the bucket.
+template <class Key>
+__device__ __forceinline__ void resolve_bucket(const Key* keys, int len, onchip::Bucket start, unsigned* hist,
+                                               onchip::Bucket* s, int* scan) {
+  if (threadIdx.x == 0) *s = start;
+  __syncthreads();
+  while (true) {
+    const onchip::Bucket b = *s;  // the same in every thread
+    if (b.count == b.needed || b.shift == 0) return;
+    const int bits = b.shift < onchip::DIGIT_BITS ? b.shift : onchip::DIGIT_BITS;
+    onchip::refine(keys, len, b, bits, hist);  // its first barrier: every thread has read *s
+    onchip::choose_bin(hist, bits, s, scan);
+    // choose_bin lowers the shift whenever the bucket holds its `needed` keys; a start bucket
+    // that claimed bits its keys do not share would leave it as it was: stop (a wrong answer the
+    // tests see) rather than loop for ever.
+    if (s->shift == b.shift) return;
+  }
+}
+
+// The shared scalars of a block: the bucket, the block scans' scratch, the slot counters.
+struct Block {
+  onchip::Bucket* bucket;
+  int* scan;                  // choose_bin's block scans (33)
+  unsigned long long* scan2;  // count_winners' (33)
+  int* taken;                 // winners placed (gather_winners, split_row)
+  int* cands;                 // candidates placed (split_row)
+};
+
+// 4. The winners of the held row once bucket b (over the row's keys, prefix digits) is found:
+// every key at or above it when all its members win, else the keys above it and its members of
+// lowest index (ranked by index over the row).
+template <class Key>
+__device__ __forceinline__ void collect(const Key* keys, int len, onchip::Bucket b, int k_row, const Block& s,
+                                        Key* win_key, unsigned* win_idx) {
+  if (b.count == b.needed) {
+    onchip::gather_winners(keys, len, b, s.taken, win_key, win_idx);
+  } else {
+    const onchip::Counts c = onchip::count_winners(keys, len, b, s.scan2);
+    onchip::place_winners(keys, len, 0, b, c, 0, 0, k_row - b.needed, win_key, win_idx);
+  }
+}
+
+// 3. From bin t of the first digit (the bucket *s.bucket after choose_bin) to the row's k_row
+// winners in (win_key, win_idx): through the candidates when bin t fits them, else the exact
+// select over the held row. Every thread calls it.
+template <class T>
+__device__ __forceinline__ void select_winners(const Layout<typename KeyTraits<T>::Key>& l, int len, int k_row,
+                                               RowDigit<T> digit, const Block& s) {
+  typedef typename KeyTraits<T>::Key Key;
+  constexpr int KEY_BITS = 8 * (int)sizeof(Key);
+  const onchip::Bucket first = *s.bucket;  // bin t: prefix t, needed, count
+  if (first.count > l.cap) {               // the bin overflows the candidates: the exact path
+    __syncthreads();                       // every thread has read *s.bucket
+    resolve_bucket(l.keys, len, onchip::Bucket{0ull, k_row, len, KEY_BITS}, l.hist, s.bucket, s.scan);
+    collect(l.keys, len, *s.bucket, k_row, s, l.win_key, l.win_idx);
+    return;
+  }
+  split_row<T>(l.keys, len, digit, (unsigned)first.prefix,
+               Split<Key>{l.win_key, l.win_idx, s.taken, l.cand_key, l.cand_idx, s.cands});
+  __syncthreads();  // the candidates and their count are visible; every thread has read *s.bucket
+  const Common shared = digit.common((unsigned)first.prefix);  // the high bits all candidates share
+  resolve_bucket(l.cand_key, first.count, onchip::Bucket{shared.prefix, first.needed, first.count, shared.shift},
+                 l.hist, s.bucket, s.scan);
+  const onchip::Bucket c = *s.bucket;
+  if (c.count == c.needed) {  // every member wins: the candidates at or above the bucket
+    onchip::gather_winners(l.cand_key, first.count, c, s.taken, l.win_key, l.win_idx, l.cand_idx);
+    return;
+  }
+  // Ties at the K-th place: the K-th key is c.prefix (every bit resolved), and every key equal to
+  // it is a candidate. The winners again, over the whole row in index order (over those the
+  // split placed: count_winners' first barrier is after every thread's split).
+  const onchip::Bucket ties{c.prefix, c.needed, c.count, 0};
+  collect(l.keys, len, ties, k_row, s, l.win_key, l.win_idx);
+}
+
+// One block per SM at 1024 threads (64 registers); 8-bit keys at 512 (16 keys to a 16-byte vector:
+// onchip::place_winners spilled at 64 registers under NVRTC 13.5).
+template <class T>
+CUTOPK_KERNEL(sizeof(T) == 1 ? CUTOPK_BLOCK_ROW_8BIT_THREADS : CUTOPK_BLOCK_ROW_THREADS, 1)
+block_row_topk(const T* __restrict__ in, long long rows, long long n, long long row_stride, long long col_stride,
+               const long long* __restrict__ extents, int rows_kind, int k, int largest, int nan_first, int by_index,
+               T* __restrict__ out_vals, void* __restrict__ out_idx, int index_bytes) {
+  typedef typename KeyTraits<T>::Key Key;
+  constexpr int KEY_BITS = 8 * (int)sizeof(Key);
+  constexpr int E = onchip::KEYS_PER_VEC<Key>;
+  extern __shared__ __align__(16) unsigned char smem[];
+  __shared__ onchip::Bucket s_bucket;
+  __shared__ int s_scan[33];
+  __shared__ unsigned long long s_scan2[33];
+  __shared__ int s_taken;
+  __shared__ int s_cands;
+  __shared__ unsigned long long s_range[64];  // block_min_max's (32/64-bit integer rows)
+  const int kp = pow2_at_least(k);
+  const Layout<Key> l = layout<Key>(smem, kp, n);
+  const Block s{&s_bucket, s_scan, s_scan2, &s_taken, &s_cands};
+
+  const long long row = blockIdx.x;
+  const RowExtent extent = row_extent(row, n, row_stride, col_stride, extents, rows_kind);
+  const T* base = in + extent.start;
+  const int len = (int)extent.length;  // < 2^31: the row fits in shared memory
+  const int k_row = k < len ? k : len;
+  const Key* bits = row_bits(base);
+  const bool copied = ASYNC_COPIES && col_stride == 1 && (reinterpret_cast<unsigned long long>(base) & 15) == 0;
+  Chunks chunks{0, 0, 0};
+  if (copied) chunks = issue_copies(bits, len, l.keys);                // every copy in flight before anything else
+  const int tail = copied ? chunks.vecs * E + (int)threadIdx.x : len;  // this thread's element past them
+  const Key tail_bits = tail < len ? bits[tail] : Key(0);
+  onchip::zero_bins(l.hist, 1 << FirstDigit<T>::BITS);
+  if (threadIdx.x == 0) {
+    s_bucket = onchip::Bucket{0ull, k_row, len, KEY_BITS};  // every key, k_row winners to take
+    s_taken = 0;
+    s_cands = 0;
+  }
+  RowDigit<T> digit = RowDigit<T>::prefix();
+  if (copied) {
+    digit = count_chunks<T>(l.keys, chunks, largest, nan_first, l.hist, s_range);  // publishes the zeros
+    if (tail < len) {
+      const Key key = KeyTraits<T>::from_bits(tail_bits, largest, nan_first);
+      l.keys[tail] = key;
+      count_key(l.hist, digit.of(key), true, false);
+    }
+  } else {
+    __syncthreads();
+    load_plain(base, col_stride, len, largest, nan_first, l.keys, l.hist);
+  }
+  __syncthreads();
+  if (len > k && k > 0) {
+    onchip::choose_bin(l.hist, FirstDigit<T>::BITS, &s_bucket, s_scan);
+    select_winners<T>(l, len, k_row, digit, s);
+  } else if (k > 0) {  // a row of at most K keeps every element
+    onchip::gather_winners(l.keys, len, s_bucket, &s_taken, l.win_key, l.win_idx);
+  }
+  onchip::order_and_write(l.win_key, l.win_idx, k_row, k, kp, by_index, base, col_stride, out_vals, out_idx,
+                          index_bytes, row);
+}
+
+}  // namespace cutopk::block_row
