@@ -51,6 +51,9 @@ from .._host_build import BuildError, asan_loaded, build_once, cache_home, recor
 from .._request import dtypes as _dtypes
 
 SOURCE = pathlib.Path(__file__).with_name("compiled.c")
+# The parts that SOURCE includes, one per method (``#include "compiled/..."``): the build finds them
+# through ``-I`` and the cache key hashes them (:func:`parts_text`).
+PARTS = SOURCE.with_name("compiled")
 ENV_VAR = "CUTOPK_COMPILED"
 CACHE_ENV_VAR = "CUTOPK_COMPILED_CACHE"
 # -O3 and the machine's own vector instructions for the vectoriser (the key and threshold
@@ -220,10 +223,18 @@ def build_flags() -> tuple[str, ...]:
     return FLAGS + (ASAN_FLAGS if _environ.flag(variable, False, text) else ())
 
 
+def parts_text() -> str:
+    """The parts of ``compiled.c`` (``PARTS``), each file's name and text, in name order."""
+    return "\0".join(
+        f"{p.name}\0{p.read_text()}" for p in sorted(PARTS.iterdir()) if p.suffix in (".c", ".h")
+    )
+
+
 def library_path(cc: str, source: str, flags: tuple[str, ...]) -> pathlib.Path:
-    """Where the build of ``source`` by ``cc`` with ``flags`` is kept: named by a hash of them
-    and of the processor."""
-    key = hashlib.sha256("\0".join((source, cc, *flags, _processor())).encode()).hexdigest()[:32]
+    """Where the build of ``source`` (and the parts it includes) by ``cc`` with ``flags`` is
+    kept: named by a hash of them and of the processor."""
+    text = "\0".join((source, parts_text(), cc, *flags, _processor()))
+    key = hashlib.sha256(text.encode()).hexdigest()[:32]
     return cache_dir() / f"compiled-{key}.so"
 
 
@@ -243,7 +254,9 @@ def build(cc: str, source: str, flags: tuple[str, ...] | None = None, rebuild: b
             library_path(cc, source, flags),
             SOURCE.name,
             source,
-            lambda src, built, _: [[*shlex.split(cc), *flags, str(src), "-o", str(built)]],
+            lambda src, built, _: [
+                [*shlex.split(cc), *flags, "-I", str(PARTS.parent), str(src), "-o", str(built)]
+            ],
             record=_record(cc, flags),
             rebuild=rebuild,
             keep=CACHE_KEEP,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import os
 import pathlib
+import shutil
 import zlib
 
 import numpy as np
@@ -287,6 +288,20 @@ def test_an_instrumented_build_needs_the_sanitizer_loaded_first(fresh_compiled, 
 
 def test_the_sanitizer_runtime_is_found_where_it_is_preloaded():
     assert compiled.asan_loaded() == ("libasan" in os.environ.get("LD_PRELOAD", ""))
+
+
+def test_the_cache_key_holds_every_part_that_compiled_c_includes(tmp_path, monkeypatch):
+    """compiled.c is a unity file of the parts in compiled/: a change to any of them is another
+    build, though compiled.c's own text is the same."""
+    cc, source = "cc", compiled.SOURCE.read_text()
+    assert '#include "compiled/keys.h"' in source
+    first = compiled.library_path(cc, source, compiled.FLAGS)
+    parts = tmp_path / "compiled"
+    shutil.copytree(compiled.PARTS, parts)
+    monkeypatch.setattr(compiled, "PARTS", parts)
+    assert compiled.library_path(cc, source, compiled.FLAGS) == first
+    (parts / "keys.h").write_text((parts / "keys.h").read_text() + "\n/* changed */\n")
+    assert compiled.library_path(cc, source, compiled.FLAGS) != first
 
 
 def test_the_build_is_cached_by_source_and_flags(tmp_path, monkeypatch, quick_builds):
