@@ -41,9 +41,7 @@ EXCEPTIONS: dict[str, str] = {
     # finish; issue 53 item 4) come with the GPU issues that rewrite these kernels.
     "kernels/multiblock.cu": "its layering waits for the GPU issues that rewrite it (issue 53 item 4)",
     # Fixed by the next commits of this branch (issue 53 items 2 and 4).
-    "cutopk/sim/runtime/sim_intrinsics.h": "its conversion and atomic macros written out next",
     "cutopk/sim/runtime/sim_launch.cpp": "split by its sections next (issue 53 item 4)",
-    "kernels/key_traits.cuh": "its traits macros as templates next",
     "kernels/radix.cu": "take_from_bucket's state in a struct next",
 }
 

@@ -746,21 +746,47 @@ __attribute__((no_sanitize_thread)) void count_access(const void* address, unsig
 
 extern "C" {
 #define CUTOPK_SIM_NO_TSAN __attribute__((no_sanitize_thread))
-#define CUTOPK_SIM_TRAFFIC_HOOKS(n)                                                                              \
-  CUTOPK_SIM_NO_TSAN void __tsan_read##n(void* a) { cutopk_sim::count_access(a, n, false); }                    \
-  CUTOPK_SIM_NO_TSAN void __tsan_write##n(void* a) { cutopk_sim::count_access(a, n, true); }                    \
-  CUTOPK_SIM_NO_TSAN void __tsan_unaligned_read##n(void* a) { cutopk_sim::count_access(a, n, false); }          \
-  CUTOPK_SIM_NO_TSAN void __tsan_unaligned_write##n(void* a) { cutopk_sim::count_access(a, n, true); }          \
-  CUTOPK_SIM_NO_TSAN void __tsan_volatile_read##n(void* a) { cutopk_sim::count_access(a, n, false); }           \
-  CUTOPK_SIM_NO_TSAN void __tsan_volatile_write##n(void* a) { cutopk_sim::count_access(a, n, true); }           \
-  CUTOPK_SIM_NO_TSAN void __tsan_unaligned_volatile_read##n(void* a) { cutopk_sim::count_access(a, n, false); } \
-  CUTOPK_SIM_NO_TSAN void __tsan_unaligned_volatile_write##n(void* a) { cutopk_sim::count_access(a, n, true); }
-CUTOPK_SIM_TRAFFIC_HOOKS(1)
-CUTOPK_SIM_TRAFFIC_HOOKS(2)
-CUTOPK_SIM_TRAFFIC_HOOKS(4)
-CUTOPK_SIM_TRAFFIC_HOOKS(8)
-CUTOPK_SIM_TRAFFIC_HOOKS(16)
-#undef CUTOPK_SIM_TRAFFIC_HOOKS
+// Each access of n bytes (1, 2, 4, 8, 16) that ThreadSanitizer's instrumentation reports.
+CUTOPK_SIM_NO_TSAN void __tsan_read1(void* a) { cutopk_sim::count_access(a, 1, false); }
+CUTOPK_SIM_NO_TSAN void __tsan_write1(void* a) { cutopk_sim::count_access(a, 1, true); }
+CUTOPK_SIM_NO_TSAN void __tsan_unaligned_read1(void* a) { cutopk_sim::count_access(a, 1, false); }
+CUTOPK_SIM_NO_TSAN void __tsan_unaligned_write1(void* a) { cutopk_sim::count_access(a, 1, true); }
+CUTOPK_SIM_NO_TSAN void __tsan_volatile_read1(void* a) { cutopk_sim::count_access(a, 1, false); }
+CUTOPK_SIM_NO_TSAN void __tsan_volatile_write1(void* a) { cutopk_sim::count_access(a, 1, true); }
+CUTOPK_SIM_NO_TSAN void __tsan_unaligned_volatile_read1(void* a) { cutopk_sim::count_access(a, 1, false); }
+CUTOPK_SIM_NO_TSAN void __tsan_unaligned_volatile_write1(void* a) { cutopk_sim::count_access(a, 1, true); }
+CUTOPK_SIM_NO_TSAN void __tsan_read2(void* a) { cutopk_sim::count_access(a, 2, false); }
+CUTOPK_SIM_NO_TSAN void __tsan_write2(void* a) { cutopk_sim::count_access(a, 2, true); }
+CUTOPK_SIM_NO_TSAN void __tsan_unaligned_read2(void* a) { cutopk_sim::count_access(a, 2, false); }
+CUTOPK_SIM_NO_TSAN void __tsan_unaligned_write2(void* a) { cutopk_sim::count_access(a, 2, true); }
+CUTOPK_SIM_NO_TSAN void __tsan_volatile_read2(void* a) { cutopk_sim::count_access(a, 2, false); }
+CUTOPK_SIM_NO_TSAN void __tsan_volatile_write2(void* a) { cutopk_sim::count_access(a, 2, true); }
+CUTOPK_SIM_NO_TSAN void __tsan_unaligned_volatile_read2(void* a) { cutopk_sim::count_access(a, 2, false); }
+CUTOPK_SIM_NO_TSAN void __tsan_unaligned_volatile_write2(void* a) { cutopk_sim::count_access(a, 2, true); }
+CUTOPK_SIM_NO_TSAN void __tsan_read4(void* a) { cutopk_sim::count_access(a, 4, false); }
+CUTOPK_SIM_NO_TSAN void __tsan_write4(void* a) { cutopk_sim::count_access(a, 4, true); }
+CUTOPK_SIM_NO_TSAN void __tsan_unaligned_read4(void* a) { cutopk_sim::count_access(a, 4, false); }
+CUTOPK_SIM_NO_TSAN void __tsan_unaligned_write4(void* a) { cutopk_sim::count_access(a, 4, true); }
+CUTOPK_SIM_NO_TSAN void __tsan_volatile_read4(void* a) { cutopk_sim::count_access(a, 4, false); }
+CUTOPK_SIM_NO_TSAN void __tsan_volatile_write4(void* a) { cutopk_sim::count_access(a, 4, true); }
+CUTOPK_SIM_NO_TSAN void __tsan_unaligned_volatile_read4(void* a) { cutopk_sim::count_access(a, 4, false); }
+CUTOPK_SIM_NO_TSAN void __tsan_unaligned_volatile_write4(void* a) { cutopk_sim::count_access(a, 4, true); }
+CUTOPK_SIM_NO_TSAN void __tsan_read8(void* a) { cutopk_sim::count_access(a, 8, false); }
+CUTOPK_SIM_NO_TSAN void __tsan_write8(void* a) { cutopk_sim::count_access(a, 8, true); }
+CUTOPK_SIM_NO_TSAN void __tsan_unaligned_read8(void* a) { cutopk_sim::count_access(a, 8, false); }
+CUTOPK_SIM_NO_TSAN void __tsan_unaligned_write8(void* a) { cutopk_sim::count_access(a, 8, true); }
+CUTOPK_SIM_NO_TSAN void __tsan_volatile_read8(void* a) { cutopk_sim::count_access(a, 8, false); }
+CUTOPK_SIM_NO_TSAN void __tsan_volatile_write8(void* a) { cutopk_sim::count_access(a, 8, true); }
+CUTOPK_SIM_NO_TSAN void __tsan_unaligned_volatile_read8(void* a) { cutopk_sim::count_access(a, 8, false); }
+CUTOPK_SIM_NO_TSAN void __tsan_unaligned_volatile_write8(void* a) { cutopk_sim::count_access(a, 8, true); }
+CUTOPK_SIM_NO_TSAN void __tsan_read16(void* a) { cutopk_sim::count_access(a, 16, false); }
+CUTOPK_SIM_NO_TSAN void __tsan_write16(void* a) { cutopk_sim::count_access(a, 16, true); }
+CUTOPK_SIM_NO_TSAN void __tsan_unaligned_read16(void* a) { cutopk_sim::count_access(a, 16, false); }
+CUTOPK_SIM_NO_TSAN void __tsan_unaligned_write16(void* a) { cutopk_sim::count_access(a, 16, true); }
+CUTOPK_SIM_NO_TSAN void __tsan_volatile_read16(void* a) { cutopk_sim::count_access(a, 16, false); }
+CUTOPK_SIM_NO_TSAN void __tsan_volatile_write16(void* a) { cutopk_sim::count_access(a, 16, true); }
+CUTOPK_SIM_NO_TSAN void __tsan_unaligned_volatile_read16(void* a) { cutopk_sim::count_access(a, 16, false); }
+CUTOPK_SIM_NO_TSAN void __tsan_unaligned_volatile_write16(void* a) { cutopk_sim::count_access(a, 16, true); }
 CUTOPK_SIM_NO_TSAN void __tsan_read_range(void* a, long n) {
   cutopk_sim::count_access(a, static_cast<unsigned long long>(n), false);
 }
