@@ -42,7 +42,6 @@ EXCEPTIONS: dict[str, str] = {
     "kernels/multiblock.cu": "its layering waits for the GPU issues that rewrite it (issue 53 item 4)",
     # Fixed by the next commits of this branch (issue 53 items 2 and 4).
     "cutopk/sim/runtime/sim_launch.cpp": "split by its sections next (issue 53 item 4)",
-    "kernels/radix.cu": "take_from_bucket's state in a struct next",
 }
 
 _LITERALS_AND_DIRECTIVES = re.compile(
