@@ -40,8 +40,6 @@ EXCEPTIONS: dict[str, str] = {
     # MB_INPUT and MB_PASS_PARAMS are parameter lists. Its layers (state, filter, gather,
     # finish; issue 53 item 4) come with the GPU issues that rewrite these kernels.
     "kernels/multiblock.cu": "its layering waits for the GPU issues that rewrite it (issue 53 item 4)",
-    # Fixed by the next commits of this branch (issue 53 items 2 and 4).
-    "cutopk/sim/runtime/sim_launch.cpp": "split by its sections next (issue 53 item 4)",
 }
 
 _LITERALS_AND_DIRECTIVES = re.compile(
