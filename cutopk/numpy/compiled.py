@@ -225,9 +225,7 @@ def build_flags() -> tuple[str, ...]:
 
 def parts_text() -> str:
     """The parts of ``compiled.c`` (``PARTS``), each file's name and text, in name order."""
-    return "\0".join(
-        f"{p.name}\0{p.read_text()}" for p in sorted(PARTS.iterdir()) if p.suffix in (".c", ".h")
-    )
+    return "\0".join(f"{p.name}\0{p.read_text()}" for p in sorted(PARTS.glob("*.[ch]")))
 
 
 def library_path(cc: str, source: str, flags: tuple[str, ...]) -> pathlib.Path:
@@ -248,15 +246,13 @@ def build(cc: str, source: str, flags: tuple[str, ...] | None = None, rebuild: b
     :func:`build_flags`) into the cache, reused where its build record fits (the same source,
     compiler, flags and processor; the file's size and SHA-256 as recorded); ``rebuild``: build
     even so. Raises ``RuntimeError`` with the compiler's message when it fails."""
-    flags = build_flags() if flags is None else flags
+    flags, include = build_flags() if flags is None else flags, ("-I", str(PARTS.parent))
     try:
         return build_once(
             library_path(cc, source, flags),
             SOURCE.name,
             source,
-            lambda src, built, _: [
-                [*shlex.split(cc), *flags, "-I", str(PARTS.parent), str(src), "-o", str(built)]
-            ],
+            lambda src, built, _: [[*shlex.split(cc), *flags, *include, str(src), "-o", str(built)]],
             record=_record(cc, flags),
             rebuild=rebuild,
             keep=CACHE_KEEP,
