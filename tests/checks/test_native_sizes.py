@@ -28,6 +28,8 @@ from typing import NamedTuple
 
 import pytest
 
+from cutopk import _c_declarations
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FOLDERS = ("cutopk", "kernels", "benchmarks", "tools")
 SUFFIXES = (".c", ".h", ".cpp", ".cu", ".cuh")
@@ -103,19 +105,9 @@ def _closing_paren_list(head: str) -> tuple[int, int] | None:
 
 
 def count_parameters(inner: str) -> int:
-    """The parameters of a parameter list's text (between its parentheses): commas at the top
-    level of parentheses, brackets, braces and template angle brackets; ``()`` and ``(void)``: 0."""
-    if inner.strip() in ("", "void"):
-        return 0
-    depth, count = 0, 1
-    for ch in inner:
-        if ch in "([{<":
-            depth += 1
-        elif ch in ")]}>":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            count += 1
-    return count
+    """The parameters of a parameter list's text (between its parentheses), read by the one parser
+    of C declarations (``cutopk/_c_declarations.py``); ``()`` and ``(void)``: 0."""
+    return len(_c_declarations.parameters(inner))
 
 
 def _definition(header: str) -> tuple[str, int] | None:

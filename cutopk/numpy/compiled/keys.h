@@ -228,23 +228,9 @@ static ALWAYS_INLINE int keys_of(void* keys, const char* src, int64_t count, int
   }
 }
 
-/* Two copies, each vectorised once per width: full chunks (a constant count, no remainder loop)
- * and the rest; inlined into every caller, they made the build 5x slower. */
-static __attribute__((noinline)) int make_chunk_keys(void* keys, const char* src, int64_t stride,
-                                                     const struct key_rule* rule, uint64_t threshold, int bytes) {
-  switch (bytes) {
-    case 1:
-      return keys_of(keys, src, CHUNK, stride, rule, threshold, 1);
-    case 2:
-      return keys_of(keys, src, CHUNK, stride, rule, threshold, 2);
-    case 4:
-      return keys_of(keys, src, CHUNK, stride, rule, threshold, 4);
-    default:
-      return keys_of(keys, src, CHUNK, stride, rule, threshold, 8);
-  }
-}
-static __attribute__((noinline)) int make_part_keys(void* keys, const char* src, int64_t count, int64_t stride,
-                                                    const struct key_rule* rule, uint64_t threshold, int bytes) {
+/* keys_of in the copy for `bytes`. */
+static ALWAYS_INLINE int keys_by_width(void* keys, const char* src, int64_t count, int64_t stride,
+                                       const struct key_rule* rule, uint64_t threshold, int bytes) {
   switch (bytes) {
     case 1:
       return keys_of(keys, src, count, stride, rule, threshold, 1);
@@ -255,6 +241,17 @@ static __attribute__((noinline)) int make_part_keys(void* keys, const char* src,
     default:
       return keys_of(keys, src, count, stride, rule, threshold, 8);
   }
+}
+
+/* Two copies, each vectorised once per width: full chunks (a constant count, no remainder loop)
+ * and the rest; inlined into every caller, they made the build 5x slower. */
+static __attribute__((noinline)) int make_chunk_keys(void* keys, const char* src, int64_t stride,
+                                                     const struct key_rule* rule, uint64_t threshold, int bytes) {
+  return keys_by_width(keys, src, CHUNK, stride, rule, threshold, bytes);
+}
+static __attribute__((noinline)) int make_part_keys(void* keys, const char* src, int64_t count, int64_t stride,
+                                                    const struct key_rule* rule, uint64_t threshold, int bytes) {
+  return keys_by_width(keys, src, count, stride, rule, threshold, bytes);
 }
 
 /* The keys of `count` elements from `src` (`stride` bytes apart) into keys[], by the full chunk's
