@@ -82,53 +82,65 @@ __device__ __forceinline__ Key int_bits_of_key(Key key, bool is_signed, bool lar
 template <class T>
 struct KeyTraits;
 
-#define CUTOPK_INT_TRAITS(T, K, SIGNED)                                               \
-  template <>                                                                         \
-  struct KeyTraits<T> {                                                               \
-    typedef K Key;                                                                    \
-    static __device__ __forceinline__ Key from_bits(Key bits, bool largest, bool) {   \
-      return int_key<K>(bits, SIGNED, largest);                                       \
-    }                                                                                 \
-    static __device__ __forceinline__ Key to_key(T v, bool largest, bool n) {         \
-      return from_bits(bits_of<K>(v), largest, n);                                    \
-    }                                                                                 \
-    static __device__ __forceinline__ bool key_holds_bits(Key, bool) { return true; } \
-    static __device__ __forceinline__ Key bits_of_key(Key key, bool largest) {        \
-      return int_bits_of_key<K>(key, SIGNED, largest);                                \
-    }                                                                                 \
-  };
-CUTOPK_INT_TRAITS(signed char, unsigned char, true)
-CUTOPK_INT_TRAITS(short, unsigned short, true)
-CUTOPK_INT_TRAITS(int, unsigned int, true)
-CUTOPK_INT_TRAITS(long long, unsigned long long, true)
-CUTOPK_INT_TRAITS(unsigned char, unsigned char, false)
-CUTOPK_INT_TRAITS(unsigned short, unsigned short, false)
-CUTOPK_INT_TRAITS(unsigned int, unsigned int, false)
-CUTOPK_INT_TRAITS(unsigned long long, unsigned long long, false)
-#undef CUTOPK_INT_TRAITS
+// The traits of an integer element type T whose keys are K (SIGNED: the sign bit flipped).
+template <class T, class K, bool SIGNED>
+struct IntKeyTraits {
+  typedef K Key;
+  static __device__ __forceinline__ Key from_bits(Key bits, bool largest, bool) {
+    return int_key<K>(bits, SIGNED, largest);
+  }
+  static __device__ __forceinline__ Key to_key(T v, bool largest, bool n) {
+    return from_bits(bits_of<K>(v), largest, n);
+  }
+  static __device__ __forceinline__ bool key_holds_bits(Key, bool) { return true; }
+  static __device__ __forceinline__ Key bits_of_key(Key key, bool largest) {
+    return int_bits_of_key<K>(key, SIGNED, largest);
+  }
+};
 
-#define CUTOPK_FLOAT_TRAITS(T, K, NAN_ABOVE)                                                  \
-  template <>                                                                                 \
-  struct KeyTraits<T> {                                                                       \
-    typedef K Key;                                                                            \
-    static __device__ __forceinline__ Key from_bits(Key bits, bool largest, bool nan_first) { \
-      return float_key<K, NAN_ABOVE>(bits, largest, nan_first);                               \
-    }                                                                                         \
-    static __device__ __forceinline__ Key to_key(T v, bool largest, bool nan_first) {         \
-      return from_bits(bits_of<K>(v), largest, nan_first);                                    \
-    }                                                                                         \
-    static __device__ __forceinline__ bool key_holds_bits(Key key, bool largest) {            \
-      return float_key_holds_bits<K>(key, largest);                                           \
-    }                                                                                         \
-    static __device__ __forceinline__ Key bits_of_key(Key key, bool largest) {                \
-      return float_bits_of_key<K>(key, largest);                                              \
-    }                                                                                         \
-  };
-CUTOPK_FLOAT_TRAITS(__half, unsigned short, 0x7C00u)
-CUTOPK_FLOAT_TRAITS(__nv_bfloat16, unsigned short, 0x7F80u)
-CUTOPK_FLOAT_TRAITS(float, unsigned int, 0x7F800000u)
-CUTOPK_FLOAT_TRAITS(double, unsigned long long, 0x7FF0000000000000ull)
-#undef CUTOPK_FLOAT_TRAITS
+// The traits of a floating-point element type T whose keys are K (NAN_ABOVE: +inf's bits, above
+// which every pattern with the sign cleared is a NaN).
+template <class T, class K, K NAN_ABOVE>
+struct FloatKeyTraits {
+  typedef K Key;
+  static __device__ __forceinline__ Key from_bits(Key bits, bool largest, bool nan_first) {
+    return float_key<K, NAN_ABOVE>(bits, largest, nan_first);
+  }
+  static __device__ __forceinline__ Key to_key(T v, bool largest, bool nan_first) {
+    return from_bits(bits_of<K>(v), largest, nan_first);
+  }
+  static __device__ __forceinline__ bool key_holds_bits(Key key, bool largest) {
+    return float_key_holds_bits<K>(key, largest);
+  }
+  static __device__ __forceinline__ Key bits_of_key(Key key, bool largest) {
+    return float_bits_of_key<K>(key, largest);
+  }
+};
+
+template <>
+struct KeyTraits<signed char> : IntKeyTraits<signed char, unsigned char, true> {};
+template <>
+struct KeyTraits<short> : IntKeyTraits<short, unsigned short, true> {};
+template <>
+struct KeyTraits<int> : IntKeyTraits<int, unsigned int, true> {};
+template <>
+struct KeyTraits<long long> : IntKeyTraits<long long, unsigned long long, true> {};
+template <>
+struct KeyTraits<unsigned char> : IntKeyTraits<unsigned char, unsigned char, false> {};
+template <>
+struct KeyTraits<unsigned short> : IntKeyTraits<unsigned short, unsigned short, false> {};
+template <>
+struct KeyTraits<unsigned int> : IntKeyTraits<unsigned int, unsigned int, false> {};
+template <>
+struct KeyTraits<unsigned long long> : IntKeyTraits<unsigned long long, unsigned long long, false> {};
+template <>
+struct KeyTraits<__half> : FloatKeyTraits<__half, unsigned short, 0x7C00u> {};
+template <>
+struct KeyTraits<__nv_bfloat16> : FloatKeyTraits<__nv_bfloat16, unsigned short, 0x7F80u> {};
+template <>
+struct KeyTraits<float> : FloatKeyTraits<float, unsigned int, 0x7F800000u> {};
+template <>
+struct KeyTraits<double> : FloatKeyTraits<double, unsigned long long, 0x7FF0000000000000ull> {};
 
 // Selection order of two (key, index) pairs: larger key first, then lower index. With indices
 // unique this is a total order, so every sort below is deterministic.

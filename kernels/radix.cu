@@ -171,15 +171,29 @@ __device__ __forceinline__ void find_bucket(Shared& sh, const T* base, long long
   }
 }
 
+// Where step 3 reads the keys: the row's element bits (`col_stride` apart) or, `buffered`, the
+// bucket's keys in the row's buffer with their indices `bidx`; `len` of them.
+template <class Key>
+struct CompactSource {
+  const Key* src;
+  bool buffered;
+  long long col_stride;
+  long long len;
+  const unsigned* bidx;
+};
+
 // 3a. The bucket fits shared memory: one read puts the keys above it (winners) and its keys
 // (candidates, at kp) in shared memory; the candidates sorted by (key, index) give the first
 // `fin.needed` winners still missing, ties at the boundary to lower indices.
 template <class T, class Key>
-__device__ __forceinline__ void take_from_bucket(Shared& sh, const Key* src, bool buffered, long long col_stride,
-                                                 long long len, const DigitState& fin, int above, int kp, int largest,
-                                                 int nan_first, Key* win_key, unsigned long long* win_idx,
-                                                 const unsigned* bidx) {
+__device__ __forceinline__ void take_from_bucket(Shared& sh, const CompactSource<Key>& from, const DigitState& fin,
+                                                 int above, int kp, int largest, int nan_first, Key* win_key,
+                                                 unsigned long long* win_idx) {
   typedef unsigned long long Index;
+  const Key* src = from.src;
+  const bool buffered = from.buffered;
+  const long long col_stride = from.col_stride, len = from.len;
+  const unsigned* bidx = from.bidx;
   const Key prefix = static_cast<Key>(fin.prefix);
   Key* cand_key = win_key + kp;
   Index* cand_idx = win_idx + kp;
@@ -216,11 +230,14 @@ __device__ __forceinline__ void take_from_bucket(Shared& sh, const Key* src, boo
 // above it win, and the first `fin.needed` equal ones in index order (block prefix sums; the
 // buffer is in index order too).
 template <class T, class Key>
-__device__ __forceinline__ void take_first_ties(Shared& sh, const Key* src, bool buffered, long long col_stride,
-                                                long long len, const DigitState& fin, int above, int largest,
-                                                int nan_first, Key* win_key, unsigned long long* win_idx,
-                                                const unsigned* bidx) {
+__device__ __forceinline__ void take_first_ties(Shared& sh, const CompactSource<Key>& from, const DigitState& fin,
+                                                int above, int largest, int nan_first, Key* win_key,
+                                                unsigned long long* win_idx) {
   typedef unsigned long long Index;
+  const Key* src = from.src;
+  const bool buffered = from.buffered;
+  const long long col_stride = from.col_stride, len = from.len;
+  const unsigned* bidx = from.bidx;
   const Key prefix = static_cast<Key>(fin.prefix);
   long long taken = 0;  // equal keys seen so far: the same in every thread
   stream_row(src, buffered ? 1 : col_stride, 0, len, threadIdx.x, blockDim.x, [&](const auto& run) {
@@ -310,10 +327,11 @@ radix_topk(const T* __restrict__ in, long long rows, long long n, long long row_
   const Key* src = buffered ? bkey : row_bits(base);
   if (threadIdx.x == 0) sh.cands = 0;
   __syncthreads();
+  const CompactSource<Key> from{src, buffered, col_stride, len, bidx};
   if (fin.bucket <= (unsigned long long)cap)
-    take_from_bucket<T>(sh, src, buffered, col_stride, len, fin, above, kp, largest, nan_first, win_key, win_idx, bidx);
+    take_from_bucket<T>(sh, from, fin, above, kp, largest, nan_first, win_key, win_idx);
   else
-    take_first_ties<T>(sh, src, buffered, col_stride, len, fin, above, largest, nan_first, win_key, win_idx, bidx);
+    take_first_ties<T>(sh, from, fin, above, largest, nan_first, win_key, win_idx);
   __syncthreads();
   CUTOPK_PHASE(2, compact);
 

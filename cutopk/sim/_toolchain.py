@@ -19,8 +19,25 @@ RUNTIME_DIR = pathlib.Path(__file__).parent / "runtime"
 CACHE_ENV_VAR = "CUTOPK_SIM_CACHE"
 # The runtime's code that is the same for every kernel source, compiled once per set of flags
 # into objects that every module links (:func:`runtime_objects`).
-RUNTIME_SOURCES = ("sim_runtime.cpp", "sim_launch.cpp", "sim_async.cpp")
-RUNTIME_FILES = ("sim_runtime.h", "sim_intrinsics.h", "sim_cluster.h", "sim_launch.h", *RUNTIME_SOURCES)
+# The launch: sim_scheduler.cpp with its parts (fibers, shared memory, faults; sim_launch_parts.h),
+# the counting build's hooks (sim_traffic.cpp) and the asynchronous copies' model (sim_async.cpp).
+RUNTIME_SOURCES = (
+    "sim_runtime.cpp",
+    "sim_fibers.cpp",
+    "sim_shared.cpp",
+    "sim_faults.cpp",
+    "sim_scheduler.cpp",
+    "sim_traffic.cpp",
+    "sim_async.cpp",
+)
+RUNTIME_FILES = (
+    "sim_runtime.h",
+    "sim_intrinsics.h",
+    "sim_cluster.h",
+    "sim_launch.h",
+    "sim_launch_parts.h",
+    *RUNTIME_SOURCES,
+)
 # gnu++17 for the comma elision of the variadic macros (__syncwarp()).
 # -fvisibility=hidden and -fno-gnu-unique keep the modules' runtimes apart when several are
 # loaded into one process (they would otherwise share the runtime's inline globals).
@@ -29,7 +46,7 @@ BASE_FLAGS = ("-std=gnu++17", "-O1", "-g", "-fPIC", "-shared", "-fvisibility=hid
 LIBS = ("-lrt", "-ldl")
 ASAN_FLAGS = ("-fsanitize=address", "-fno-omit-frame-pointer", "-DCUTOPK_SIM_ASAN")
 # The counting build (RawModule(count_traffic=True)): GCC's thread-sanitizer instrumentation calls
-# __tsan_{read,write}N for every memory access, which the runtime (sim_launch.cpp) defines and
+# __tsan_{read,write}N for every memory access, which the runtime (sim_traffic.cpp) defines and
 # counts. Compiled with these flags, linked without them: no sanitizer runtime is loaded.
 TRAFFIC_FLAGS = (
     "-fsanitize=thread",

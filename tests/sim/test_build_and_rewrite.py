@@ -12,7 +12,7 @@ import pytest
 from cutopk.sim import _rewrite, _toolchain
 
 # The counting build's contract, in little: every load of the module calls __tsan_read<n>, which
-# the module defines (the simulator's runtime does the same in sim_launch.cpp), and nothing of the
+# the module defines (the simulator's runtime does the same in sim_traffic.cpp), and nothing of the
 # sanitizer's own runtime is linked in.
 COUNTED = r"""
 #define NO_TSAN __attribute__((no_sanitize("thread")))

@@ -118,23 +118,39 @@ inline I to_int64(long double x, char mode) {
 }
 }  // namespace cutopk_sim
 
-#define CUTOPK_SIM_CVT(from, name, to, mode, how) \
-  inline to name(from x) { return ::cutopk_sim::how<to>(x, mode); }
-#define CUTOPK_SIM_CVT4(from, prefix, to, how)         \
-  CUTOPK_SIM_CVT(from, prefix##_rn, to, 'n', how)      \
-  CUTOPK_SIM_CVT(from, prefix##_rz, to, 'z', how)      \
-  CUTOPK_SIM_CVT(from, prefix##_rd, to, 'd', how)      \
-  CUTOPK_SIM_CVT(from, prefix##_ru, to, 'u', how)
-CUTOPK_SIM_CVT4(float, __float2int, int, to_int)
-CUTOPK_SIM_CVT4(float, __float2uint, unsigned, to_int)
-CUTOPK_SIM_CVT4(float, __float2ll, long long, to_int64)
-CUTOPK_SIM_CVT4(float, __float2ull, unsigned long long, to_int64)
-CUTOPK_SIM_CVT4(double, __double2int, int, to_int)
-CUTOPK_SIM_CVT4(double, __double2uint, unsigned, to_int)
-CUTOPK_SIM_CVT4(double, __double2ll, long long, to_int64)
-CUTOPK_SIM_CVT4(double, __double2ull, unsigned long long, to_int64)
-#undef CUTOPK_SIM_CVT4
-#undef CUTOPK_SIM_CVT
+// Float to integer, each rounding mode (rn, rz, rd, ru) of each pair of types.
+inline int __float2int_rn(float x) { return ::cutopk_sim::to_int<int>(x, 'n'); }
+inline int __float2int_rz(float x) { return ::cutopk_sim::to_int<int>(x, 'z'); }
+inline int __float2int_rd(float x) { return ::cutopk_sim::to_int<int>(x, 'd'); }
+inline int __float2int_ru(float x) { return ::cutopk_sim::to_int<int>(x, 'u'); }
+inline unsigned __float2uint_rn(float x) { return ::cutopk_sim::to_int<unsigned>(x, 'n'); }
+inline unsigned __float2uint_rz(float x) { return ::cutopk_sim::to_int<unsigned>(x, 'z'); }
+inline unsigned __float2uint_rd(float x) { return ::cutopk_sim::to_int<unsigned>(x, 'd'); }
+inline unsigned __float2uint_ru(float x) { return ::cutopk_sim::to_int<unsigned>(x, 'u'); }
+inline long long __float2ll_rn(float x) { return ::cutopk_sim::to_int64<long long>(x, 'n'); }
+inline long long __float2ll_rz(float x) { return ::cutopk_sim::to_int64<long long>(x, 'z'); }
+inline long long __float2ll_rd(float x) { return ::cutopk_sim::to_int64<long long>(x, 'd'); }
+inline long long __float2ll_ru(float x) { return ::cutopk_sim::to_int64<long long>(x, 'u'); }
+inline unsigned long long __float2ull_rn(float x) { return ::cutopk_sim::to_int64<unsigned long long>(x, 'n'); }
+inline unsigned long long __float2ull_rz(float x) { return ::cutopk_sim::to_int64<unsigned long long>(x, 'z'); }
+inline unsigned long long __float2ull_rd(float x) { return ::cutopk_sim::to_int64<unsigned long long>(x, 'd'); }
+inline unsigned long long __float2ull_ru(float x) { return ::cutopk_sim::to_int64<unsigned long long>(x, 'u'); }
+inline int __double2int_rn(double x) { return ::cutopk_sim::to_int<int>(x, 'n'); }
+inline int __double2int_rz(double x) { return ::cutopk_sim::to_int<int>(x, 'z'); }
+inline int __double2int_rd(double x) { return ::cutopk_sim::to_int<int>(x, 'd'); }
+inline int __double2int_ru(double x) { return ::cutopk_sim::to_int<int>(x, 'u'); }
+inline unsigned __double2uint_rn(double x) { return ::cutopk_sim::to_int<unsigned>(x, 'n'); }
+inline unsigned __double2uint_rz(double x) { return ::cutopk_sim::to_int<unsigned>(x, 'z'); }
+inline unsigned __double2uint_rd(double x) { return ::cutopk_sim::to_int<unsigned>(x, 'd'); }
+inline unsigned __double2uint_ru(double x) { return ::cutopk_sim::to_int<unsigned>(x, 'u'); }
+inline long long __double2ll_rn(double x) { return ::cutopk_sim::to_int64<long long>(x, 'n'); }
+inline long long __double2ll_rz(double x) { return ::cutopk_sim::to_int64<long long>(x, 'z'); }
+inline long long __double2ll_rd(double x) { return ::cutopk_sim::to_int64<long long>(x, 'd'); }
+inline long long __double2ll_ru(double x) { return ::cutopk_sim::to_int64<long long>(x, 'u'); }
+inline unsigned long long __double2ull_rn(double x) { return ::cutopk_sim::to_int64<unsigned long long>(x, 'n'); }
+inline unsigned long long __double2ull_rz(double x) { return ::cutopk_sim::to_int64<unsigned long long>(x, 'z'); }
+inline unsigned long long __double2ull_rd(double x) { return ::cutopk_sim::to_int64<unsigned long long>(x, 'd'); }
+inline unsigned long long __double2ull_ru(double x) { return ::cutopk_sim::to_int64<unsigned long long>(x, 'u'); }
 // Integer to float: round to nearest is the host's default mode, the only one used here.
 inline float __int2float_rn(int x) { return static_cast<float>(x); }
 inline float __uint2float_rn(unsigned x) { return static_cast<float>(x); }
@@ -218,25 +234,50 @@ inline long long llmax(long long a, long long b) { return a < b ? b : a; }
 // is atomic as written. Each is also a point where a spinning thread gives way; an atomic that
 // leaves memory unchanged (a poll such as atomicAdd(p, 0) or a failed CAS) counts towards the
 // deadlock budget, one that changes memory is progress.
-#define CUTOPK_SIM_ATOMIC(name, expr)                         \
-  template <class T, class U>                                 \
-  inline T name(T* address, U v) {                            \
-    T old = *address;                                         \
-    T val = static_cast<T>(v);                                \
-    T now = (expr);                                           \
-    *address = now;                                           \
-    ::cutopk_sim::atomic_point(memcmp(&old, &now, sizeof(T)) != 0); \
-    return old;                                               \
-  }
-CUTOPK_SIM_ATOMIC(atomicAdd, static_cast<T>(old + val))
-CUTOPK_SIM_ATOMIC(atomicSub, static_cast<T>(old - val))
-CUTOPK_SIM_ATOMIC(atomicExch, val)
-CUTOPK_SIM_ATOMIC(atomicMax, old < val ? val : old)
-CUTOPK_SIM_ATOMIC(atomicMin, val < old ? val : old)
-CUTOPK_SIM_ATOMIC(atomicAnd, static_cast<T>(old & val))
-CUTOPK_SIM_ATOMIC(atomicOr, static_cast<T>(old | val))
-CUTOPK_SIM_ATOMIC(atomicXor, static_cast<T>(old ^ val))
-#undef CUTOPK_SIM_ATOMIC
+namespace cutopk_sim {
+// *address = op(old, val), the old value returned; memory changed or not decides whether the
+// atomic was progress (atomic_point).
+template <class T, class Op>
+inline T atomic_update(T* address, T val, Op op) {
+  T old = *address;
+  T now = op(old, val);
+  *address = now;
+  atomic_point(memcmp(&old, &now, sizeof(T)) != 0);
+  return old;
+}
+}  // namespace cutopk_sim
+template <class T, class U>
+inline T atomicAdd(T* address, U v) {
+  return ::cutopk_sim::atomic_update(address, static_cast<T>(v), [](T old, T val) { return static_cast<T>(old + val); });
+}
+template <class T, class U>
+inline T atomicSub(T* address, U v) {
+  return ::cutopk_sim::atomic_update(address, static_cast<T>(v), [](T old, T val) { return static_cast<T>(old - val); });
+}
+template <class T, class U>
+inline T atomicExch(T* address, U v) {
+  return ::cutopk_sim::atomic_update(address, static_cast<T>(v), [](T old, T val) { return val; });
+}
+template <class T, class U>
+inline T atomicMax(T* address, U v) {
+  return ::cutopk_sim::atomic_update(address, static_cast<T>(v), [](T old, T val) { return old < val ? val : old; });
+}
+template <class T, class U>
+inline T atomicMin(T* address, U v) {
+  return ::cutopk_sim::atomic_update(address, static_cast<T>(v), [](T old, T val) { return val < old ? val : old; });
+}
+template <class T, class U>
+inline T atomicAnd(T* address, U v) {
+  return ::cutopk_sim::atomic_update(address, static_cast<T>(v), [](T old, T val) { return static_cast<T>(old & val); });
+}
+template <class T, class U>
+inline T atomicOr(T* address, U v) {
+  return ::cutopk_sim::atomic_update(address, static_cast<T>(v), [](T old, T val) { return static_cast<T>(old | val); });
+}
+template <class T, class U>
+inline T atomicXor(T* address, U v) {
+  return ::cutopk_sim::atomic_update(address, static_cast<T>(v), [](T old, T val) { return static_cast<T>(old ^ val); });
+}
 template <class T, class U, class V>
 inline T atomicCAS(T* address, U compare, V val) {
   T old = *address;

@@ -1,7 +1,7 @@
 // cutopk CPU simulator: what a module's table of kernels needs, compiled after the kernel source
 // (each kernel's signature, its call from an array of arguments, the scheduler's entry point run()).
 // The Python loader appends the table of kernels and cutopk_sim_launch below this file; the
-// scheduler itself is sim_launch.cpp, compiled once into an object that every module links.
+// scheduler itself is sim_scheduler.cpp (with its parts), compiled once into objects that every module links.
 #pragma once
 
 #pragma GCC visibility push(hidden)
@@ -104,7 +104,7 @@ struct KernelEntry {
 };
 
 // Runs a launch of `entry` (a kernel of the table, called with `args`) to its end or its first fault;
-// returns an ErrorCode, with the message in cutopk_sim_error() (sim_launch.cpp).
+// returns an ErrorCode, with the message in cutopk_sim_error() (sim_scheduler.cpp).
 int run(void (*entry)(void**), void** args, dim3 grid, dim3 block, size_t dynamic_bytes, int resident,
         unsigned long long seed, unsigned long long block_seed, int poison, unsigned long long spin_budget,
         double watchdog_s);

@@ -1,7 +1,8 @@
 // cutopk CPU simulator: the runtime compiled in front of every kernel source in host mode.
 // This header holds what kernels compile against (types, the CUDA names, the small functions
-// worth inlining); the rest is in sim_runtime.cpp and sim_launch.cpp, compiled once per set of
-// flags into objects that every module links (cutopk/sim/_toolchain.py).
+// worth inlining); the rest is in sim_runtime.cpp and the launch's files (sim_scheduler.cpp and
+// its parts), compiled once per set of flags into objects that every module links
+// (cutopk/sim/_toolchain.py).
 //
 // Each CUDA thread is a fiber (its own stack, switched by the few instructions of
 // cutopk_sim_switch: no kernel call, no signal mask save as swapcontext does). Fibers run until
@@ -216,7 +217,7 @@ struct Launch {
 };
 
 // Module-wide state. The code that is the same for every module (sim_runtime.cpp,
-// sim_launch.cpp) is compiled once per set of flags into objects that each module links: every
+// the launch's files) is compiled once per set of flags into objects that each module links: every
 // module has its own copy of this state, hidden, so modules loaded into one process share nothing.
 extern Launch g_launch;
 extern char g_error[4096];
@@ -228,7 +229,7 @@ inline Fiber* cur() { return g_launch.current; }
 inline void progressed() { g_launch.spins = 0; }
 
 // Saves the callee-saved registers of the running context on its stack, stores its stack
-// pointer in *from and resumes the context whose stack pointer is `to` (sim_launch.cpp).
+// pointer in *from and resumes the context whose stack pointer is `to` (sim_fibers.cpp).
 extern "C" void cutopk_sim_switch(void** from, void* to);
 
 // AddressSanitizer must be told about every stack switch, or it mistakes fiber stacks for
