@@ -15,6 +15,11 @@ fails when a streaming kernel cannot run at the memory-bandwidth limit:
   shared memory but not global memory, holds a ``VOTE`` or ``MATCH``, and has no 16-byte shared
   load (``LDS.128``). That was the refine, count and place loops' shape before issue 39: a
   dependent load-vote-match-atomic chain per key, latency-bound with one block per row;
+* the streaming select's filter (kernels/streaming.cu, the ring of asynchronous copies) holds a
+  per-key atomic or warp match: in the kernel's own code (its out-of-line callees, the exact path
+  of rows whose threshold failed, excluded), an innermost loop that reads global memory (``LDG``,
+  or the copies' ``LDGSTS``) holds an ``ATOMS``, ``ATOM``, ``ATOMG``, ``RED`` or ``MATCH``; and
+  on sm_80 and later no innermost loop issues ``LDGSTS`` (the ring is gone);
 * any kernel holds a warp match (``MATCH``): every histogram counts with a plain shared
   ``atomicAdd(&h[d], 1u)`` (``ATOMS.POPC.INC`` on sm_90, which adds up the lanes that hit one
   address), as the anchors do; the match that aggregated a warp's equal digits first cost about
@@ -65,6 +70,11 @@ HISTOGRAM_OP = re.compile(r"^(ATOMS|MATCH)\b")
 # Kernels that hold a row (or slice) as keys in shared memory and scan it (onchip_select.cuh).
 ON_CHIP = re.compile(r"^(resident_topk|split_topk|cluster_topk)_[a-z]")
 WARP_VOTE = re.compile(r"^(VOTE|MATCH)\b")
+# Kernels that filter a row through a ring of asynchronous copies (kernels/streaming.cu), and what
+# their filter's loop must not hold: any atomic or warp match (issue 52: none per input key).
+RINGED = re.compile(r"^streaming_topk_[a-z]")
+PER_KEY_OP = re.compile(r"^(ATOMS|ATOMG|ATOM|RED|MATCH)\b")
+ASYNC_COPY = re.compile(r"^LDGSTS\b")
 # Kernels that may not hold a warp match: every kernel (each selects, or orders, merges or moves
 # what was selected; none needs a match since the histograms count with plain atomics).
 SELECTION = re.compile(r"")
@@ -358,6 +368,7 @@ def check(
     filtered=FILTERED,
     on_chip=ON_CHIP,
     selection=SELECTION,
+    ringed=RINGED,
 ) -> list[Finding]:
     found = []
     for (arch, name), code in sorted(functions.items()):
@@ -387,6 +398,8 @@ def check(
                 )
         if filtered.search(name):
             found += _filter_findings(arch, name, code, min_loads)
+        if ringed.search(name):
+            found += _ring_findings(arch, name, code)
         if on_chip.search(name):
             for loop in key_at_a_time_scans(code):
                 found.append(
@@ -398,6 +411,34 @@ def check(
                     )
                 )
     return found
+
+
+def own_code(instructions: Code) -> Code:
+    """A kernel's own code: its instructions before the first of its out-of-line callees."""
+    starts = [c[0][0] for c in callees(instructions) if c]
+    return [ins for ins in instructions if not starts or ins[0] < min(starts)]
+
+
+def _ring_findings(arch: str, name: str, code: Code) -> list[Finding]:
+    out = []
+    reading = []  # the innermost loops of the kernel's own code that read global memory
+    for loop in innermost_loops(own_code(code)):
+        ops = [t.split()[0] for _, _, t in loop]
+        if any(GLOBAL_LOAD.match(o) or ASYNC_COPY.match(o) for o in ops):
+            reading.append(ops)
+            bad = [o for o in ops if PER_KEY_OP.match(o)]
+            if bad:
+                out.append(
+                    Finding(
+                        arch,
+                        name,
+                        f"an atomic or warp match in a loop that reads the row ({bad[0]} at {loop[0][0]:#x})",
+                    )
+                )
+    newer = int(arch.removeprefix("sm_").rstrip("a") or 0) >= 80
+    if newer and not any(any(ASYNC_COPY.match(o) for o in ops) for ops in reading):
+        out.append(Finding(arch, name, "no loop issues asynchronous copies (LDGSTS): the ring is gone"))
+    return out
 
 
 def _filter_findings(arch: str, name: str, code: Code, min_loads: int) -> list[Finding]:

@@ -14,6 +14,7 @@ from . import (
     resident,
     sort,
     split,
+    streaming,
     thread_row,
     transpose,
     warp_radix,
@@ -29,6 +30,7 @@ FAMILIES = {
     "resident": resident,
     "cluster": cluster,
     "split": split,
+    "streaming": streaming,
     "multiblock": multiblock,
     "sort": sort,
 }
