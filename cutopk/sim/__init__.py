@@ -8,6 +8,7 @@ compiler and run with every CUDA thread as a fiber, behind the interface of ``cu
 
 from ._arguments import Parameter
 from ._errors import (
+    AsyncCopyError,
     BarrierDivergenceError,
     ClusterError,
     DeadlockError,
@@ -26,6 +27,7 @@ from ._toolchain import unavailable_reason
 from ._traffic import LaunchTraffic, counting_traffic
 
 __all__ = [
+    "AsyncCopyError",
     "BarrierDivergenceError",
     "ClusterError",
     "DeadlockError",

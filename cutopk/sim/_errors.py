@@ -41,6 +41,14 @@ class ClusterError(SimError):
     an access to the shared memory of a block that has exited."""
 
 
+class AsyncCopyError(SimError):
+    """Asynchronous copies (``kernels/async_copy.cuh``) misused: a thread that exits with copies
+    pending (a block that ends with bulk copies not landed), a destination written while its copy
+    is pending, a destination outside the block's shared memory, an address that is not 16-byte
+    aligned, a source in shared memory, a bulk copy's size or arrival that breaks the protocol of
+    its barrier."""
+
+
 class LaunchArgumentError(SimError, TypeError):
     """A launch argument whose type or size does not match the kernel parameter."""
 
@@ -65,4 +73,5 @@ BY_CODE = {
     8: KernelHangError,
     9: SimError,
     10: ClusterError,
+    11: AsyncCopyError,
 }

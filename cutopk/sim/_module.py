@@ -219,7 +219,7 @@ class RawModule:
 # Fault handlers are process-wide, so one launch runs at a time in a process.
 _LAUNCH_LOCK = threading.Lock()
 # Codes whose fault happened at an unknown place in the code: worth a look-up of the source line.
-_LOCATE = {4, 5, 8, 10}  # overrun, crash, hang, cluster misuse
+_LOCATE = {4, 5, 8, 10, 11}  # overrun, crash, hang, cluster misuse, asynchronous copies
 
 # Blocks a thread-block cluster may hold without a non-portable opt-in (CUDA's portable maximum).
 MAX_CLUSTER_BLOCKS = 8

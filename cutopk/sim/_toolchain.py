@@ -19,7 +19,7 @@ RUNTIME_DIR = pathlib.Path(__file__).parent / "runtime"
 CACHE_ENV_VAR = "CUTOPK_SIM_CACHE"
 # The runtime's code that is the same for every kernel source, compiled once per set of flags
 # into objects that every module links (:func:`runtime_objects`).
-RUNTIME_SOURCES = ("sim_runtime.cpp", "sim_launch.cpp")
+RUNTIME_SOURCES = ("sim_runtime.cpp", "sim_launch.cpp", "sim_async.cpp")
 RUNTIME_FILES = ("sim_runtime.h", "sim_intrinsics.h", "sim_cluster.h", "sim_launch.h", *RUNTIME_SOURCES)
 # gnu++17 for the comma elision of the variadic macros (__syncwarp()).
 # -fvisibility=hidden and -fno-gnu-unique keep the modules' runtimes apart when several are

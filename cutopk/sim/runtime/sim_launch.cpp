@@ -52,6 +52,7 @@ void fiber_main() {
   Fiber* f = L.current;
   L.entry(L.args);
   f = L.current;  // the same fiber; reread after the switches inside the kernel
+  if (!f->copies.empty()) async_exit(f);
   f->state = DONE;
   f->block->done++;
   f->block->warp_done[f->linear / 32] |= 1u << (f->linear % 32);
@@ -473,6 +474,7 @@ void start_block(Block& b, size_t slot, uint3 idx, unsigned first, bool poison) 
   b.pred_count = 0;
   b.warp_arrived.assign((L.nthreads + 31) / 32, 0u);
   b.warp_done.assign((L.nthreads + 31) / 32, 0u);
+  b.copy_barriers.clear();
   b.arena = arena(slot);
   b.dynamic = L.dynamic_bytes ? dynamic_region(slot, L.dynamic_bytes) : nullptr;
   if (poison) {
@@ -487,6 +489,8 @@ void start_block(Block& b, size_t slot, uint3 idx, unsigned first, bool poison) 
     f.tid = {i % L.block.x, (i / L.block.x) % L.block.y, i / (L.block.x * L.block.y)};
     f.line = 0;
     f.mask = 0;
+    f.copies.clear();
+    f.groups = 0;
     prepare_fiber(f, f.stack);
   }
 }
@@ -600,6 +604,7 @@ int run_launch(void (*entry)(void**), void** args, dim3 grid, dim3 block, size_t
         if (L.error) return L.error;
       }
       if (b.done == L.nthreads && !b.finished) {  // a finished block's pages may be gone: not read
+        if (async_block_end(b)) return L.error;
         if (b.dynamic) {
           if (long at = damaged_canary(b)) {
             snprintf(g_error, sizeof g_error,

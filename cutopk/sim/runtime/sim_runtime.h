@@ -99,6 +99,7 @@ enum ErrorCode {
   E_HANG = 8,
   E_RESOURCE = 9,
   E_CLUSTER = 10,
+  E_ASYNC = 11,
 };
 
 static const char* const OP_NAMES[] = {
@@ -107,6 +108,34 @@ static const char* const OP_NAMES[] = {
     "__reduce_max_sync", "__reduce_and_sync", "__reduce_or_sync",  "__reduce_xor_sync"};
 
 struct Block;
+
+// An asynchronous copy (copy16_async) that has not completed: its 16 bytes, read from the source
+// when it was issued, land in `dst` at the wait that completes its group (sim_async.cpp).
+struct PendingCopy {
+  unsigned char* dst;
+  unsigned char bytes[16];
+  unsigned group;  // the thread's count of committed groups when it was issued (its group's number)
+  uintptr_t site;  // the return address into the kernel: the source line of a fault about it
+};
+
+// A bulk copy (bulk_copy_async) whose bytes have not landed: read from the source at issue, they
+// land at the first wait that sees its phase complete (sim_async.cpp).
+struct BulkCopy {
+  unsigned char* dst;
+  std::vector<unsigned char> bytes;
+  unsigned phase;   // the barrier's phase it completes
+  unsigned thread;  // the issuing thread (linear index)
+  uintptr_t site;   // the return address into the kernel
+};
+
+// A CopyBarrier of a block (an mbarrier counting one arrival per phase), by its address.
+struct CopyBarrierState {
+  const void* address = nullptr;
+  unsigned completed = 0;        // phases completed
+  unsigned issued = 0;           // bytes copied in the open phase
+  int issuer = -1;               // the thread (linear index) that copies in the open phase, -1 none yet
+  std::vector<BulkCopy> copies;  // not landed: of the open phase, or of completed ones no wait saw
+};
 
 struct Fiber {
   void* sp = nullptr;
@@ -124,6 +153,9 @@ struct Fiber {
   int width = 32;
   uint64_t result = 0;
   int pred = 0;
+  // Asynchronous copies: those not completed, in the order issued, and the groups committed.
+  std::vector<PendingCopy> copies;
+  unsigned groups = 0;
 };
 
 struct Block {
@@ -140,6 +172,7 @@ struct Block {
   unsigned slot = 0;  // its place among the resident blocks (L.blocks)
   unsigned rank = 0;  // its rank in its thread-block cluster: slot - rank is the cluster's rank 0
   bool finished = false;  // every thread has exited (its shared memory is gone)
+  std::vector<CopyBarrierState> copy_barriers;  // the barriers its threads initialised
 };
 
 // A cluster's barrier (cluster.sync()): threads of all its blocks waiting, and the call site.
@@ -240,6 +273,12 @@ void describe_thread(char* out, size_t n, const Fiber* f);
 [[noreturn]] void fault(int code, int line, const char* fmt, ...);
 
 [[noreturn]] inline void trap(int line) { fault(E_CRASH, line, "__trap() called"); }
+
+// The code addresses (offsets into the module) of the last fault's frames, innermost first;
+// Python turns them into a kernel.cu line (sim_launch.cpp).
+extern uintptr_t g_frames[16];
+extern int g_nframes;
+void record_frames(void* context);
 
 // ---- shared memory ----
 
@@ -423,6 +462,28 @@ inline void poll_point(int line, bool changed_memory) {
 }
 
 inline void atomic_point(bool changed_memory) { poll_point(0, changed_memory); }
+
+// ---- asynchronous copies (kernels/async_copy.cuh calls these where this is defined) ----
+// Per thread, as PTX defines cp.async: a copy joins the thread's open group, async_commit
+// closes it, async_wait(n) completes every committed group but the newest n (sim_async.cpp).
+#define CUTOPK_SIM_ASYNC_COPIES 1
+void async_copy16(void* dst, const void* src);
+void async_commit();
+void async_wait(int pending);
+// A thread that exits with copies pending: a fault (called as it exits).
+void async_exit(Fiber* f);
+// Bulk copies completing on a CopyBarrier (kernels/async_copy.cuh): one arrival per phase.
+void barrier_init(void* bar);
+void bulk_copy(void* dst, const void* src, unsigned bytes, void* bar);
+void barrier_arrive(void* bar, unsigned bytes);
+void barrier_wait(void* bar, unsigned phase);
+// At the end of block b: OK, or the fault of bulk copies that never landed (g_error set).
+int async_block_end(Block& b);
+
+#ifdef CUTOPK_SIM_TRAFFIC
+// Counts an access of the counting build (sim_launch.cpp): for reads done by the runtime itself.
+void count_access(const void* address, unsigned long long n, bool write);
+#endif
 
 }  // namespace cutopk_sim
 #pragma GCC visibility pop
