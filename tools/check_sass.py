@@ -17,9 +17,9 @@ fails when a streaming kernel cannot run at the memory-bandwidth limit:
   dependent load-vote-match-atomic chain per key, latency-bound with one block per row;
 * the streaming select's filter (kernels/streaming.cu, the ring of asynchronous copies) holds a
   per-key atomic or warp match: in the kernel's own code (its out-of-line callees, the exact path
-  of rows whose threshold failed, excluded), an innermost loop that reads global memory (``LDG``,
-  or the copies' ``LDGSTS``) holds an ``ATOMS``, ``ATOM``, ``ATOMG``, ``RED`` or ``MATCH``; and
-  on sm_80 and later no innermost loop issues ``LDGSTS`` (the ring is gone);
+  of rows whose threshold failed, excluded), a loop that reads global memory (``LDG``, or the
+  copies' ``LDGSTS``) holds an ``ATOMS``, ``ATOM``, ``ATOMG``, ``RED`` or ``MATCH``; and on sm_80
+  and later no loop issues ``LDGSTS`` (the ring is gone);
 * any kernel holds a warp match (``MATCH``): every histogram counts with a plain shared
   ``atomicAdd(&h[d], 1u)`` (``ATOMS.POPC.INC`` on sm_90, which adds up the lanes that hit one
   address), as the anchors do; the match that aggregated a warp's equal digits first cost about
@@ -419,10 +419,20 @@ def own_code(instructions: Code) -> Code:
     return [ins for ins in instructions if not starts or ins[0] < min(starts)]
 
 
+def loops(instructions: Code) -> list[Code]:
+    """The bodies of every loop, nested or not: from the target of a backward branch to the branch."""
+    out = []
+    for addr, _predicated, text in instructions:
+        if text.startswith("BRA") and (m := TARGET.search(text.partition(" ")[2])) and int(m[1], 16) <= addr:
+            start = int(m[1], 16)
+            out.append([ins for ins in instructions if start <= ins[0] <= addr])
+    return out
+
+
 def _ring_findings(arch: str, name: str, code: Code) -> list[Finding]:
     out = []
-    reading = []  # the innermost loops of the kernel's own code that read global memory
-    for loop in innermost_loops(own_code(code)):
+    reading = []  # the loops of the kernel's own code that read global memory
+    for loop in loops(own_code(code)):
         ops = [t.split()[0] for _, _, t in loop]
         if any(GLOBAL_LOAD.match(o) or ASYNC_COPY.match(o) for o in ops):
             reading.append(ops)
