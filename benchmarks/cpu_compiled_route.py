@@ -22,7 +22,7 @@ import numpy as np
 from cpu_numpy import EXTRA_CASES
 
 import cutopk
-from cutopk._bench import grid, inputs
+from cutopk._demo import grid, inputs
 from cutopk.numpy import compiled as compiled_route
 
 

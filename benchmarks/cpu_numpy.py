@@ -47,7 +47,7 @@ import time
 import numpy as np
 
 import cutopk
-from cutopk._bench import baselines, check, env, grid, inputs
+from cutopk._demo import baselines, check, env, grid, inputs
 from cutopk.numpy import compiled as compiled_route
 from cutopk.numpy import compiled_threads as _compiled_threads
 from cutopk.numpy import threads as _threads

@@ -52,11 +52,11 @@ import time
 import numpy as np
 
 import cutopk
-from cutopk import _bench
-from cutopk._bench.baselines import numpy_naive_route
-from cutopk._bench.grid import quick_grid
-from cutopk._bench.recording import recording_launches
+from cutopk import _demo
 from cutopk._core import call as _call
+from cutopk._core.call import observe_launches as recording_launches
+from cutopk._demo.baselines import numpy_naive_route
+from cutopk._demo.grid import quick_grid
 
 
 def _dtype(name: str):
@@ -191,7 +191,7 @@ def reference_rows(calls: int, repeat: int) -> dict[str, float]:
         out[f"numpy backend {label}"] = per_call_us(lambda x=x, k=k: cutopk.top_k(x, k), n_calls, repeat)
         route = numpy_naive_route(x, 1, k, "largest")
         out[f"np.argpartition route {label}"] = per_call_us(route.call, n_calls, repeat)
-    if _bench.baselines.missing("torch") is None:
+    if _demo.baselines.missing("torch") is None:
         import torch
 
         t = torch.from_numpy(rng.random((1, 128), dtype=np.float32))
@@ -426,7 +426,7 @@ def cupy_path_rows(calls: int, repeat: int, profile: bool) -> list[dict]:
         for (rows_, n), k, dtype, algorithm in _cupy_cases():
             x = cupy.asarray(np.random.default_rng(0).random((rows_, n)).astype(_dtype(dtype)))
 
-            def call(x=x, k=k, algorithm=algorithm):  # as the scoreboard calls it (_bench/baselines.py)
+            def call(x=x, k=k, algorithm=algorithm):  # as the scoreboard calls it (_demo/baselines.py)
                 return cutopk.top_k(x, k, axis=1, mode="largest", nan="largest", algorithm=algorithm)
 
             call()  # on a GPU: the modules compiled (or loaded) before any timing

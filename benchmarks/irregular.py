@@ -47,14 +47,14 @@ on one thread (``cutopk.set_num_threads(1)``, ``torch.set_num_threads(1)``), tim
 clock (``time.perf_counter``).
 
 ``--backend cuda``: CuPy arrays and torch CUDA tensors (zero-copy views of them), timed one call
-at a time by ``cutopk._bench.timing.GpuTimer`` (CUDA events; the L2 cache flushed and a 1 ms spin
+at a time by ``cutopk._demo.timing.GpuTimer`` (CUDA events; the L2 cache flushed and a 1 ms spin
 kernel queued before each call, so the events time the device; host work beyond the spin is
 counted). For cutopk's routes the table also gives the bytes the route must at least read and
 write over its time, as a fraction of the device-to-device copy bandwidth measured at the start.
 With CuPy lengths, ``top_k(lengths=)`` reads back one boolean (its range check): its time includes
 that synchronisation and the host's launches after it. The CUB peer ``mask+cub``
 (``cub::DeviceBatchedTopK`` for rows up to its limit, else ``DeviceTopK`` per row; through
-``cutopk._bench.cub``, unordered output, checked like torch's) runs on the indexer's masked rows
+``cutopk_bench.cub``, unordered output, checked like torch's) runs on the indexer's masked rows
 when the shim is built (``python benchmarks/cub/build.py``); CUB's per-segment-size
 ``DeviceBatchedTopK`` (segments of their own lengths) is not wrapped by the shim, so the kNN
 regime has no CUB route. Nothing of the CUDA path imports unless ``--backend cuda`` is asked.
@@ -82,7 +82,7 @@ import numpy as np
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # run from a checkout, no install
 
 import cutopk
-from cutopk._bench import env
+from cutopk._demo import env
 
 
 class Mismatch(AssertionError):
@@ -146,8 +146,9 @@ def numpy_backend() -> Backend:
 
 def cuda_backend() -> Backend:
     import cupy
+    from cutopk_bench import cub
 
-    from cutopk._bench import cub, timing
+    from cutopk._demo import timing
 
     timer = timing.GpuTimer(repeat=1, warmup=0, min_repeat=1)  # one call per sample: routes take turns
     torch = _torch_or_none()
@@ -376,7 +377,7 @@ def indexer(be: Backend, rng, rows: int, n: int, k: int, repeat: int) -> Section
     notes = [_plan_line(x, k, lens)]
     if be.name == "cuda":
         if be.cub is not None:
-            from cutopk._bench import cub
+            from cutopk_bench import cub
 
             probe = cub.route(mask(), 1, k, "largest", "float32", be.cub)
             if probe.call is None:

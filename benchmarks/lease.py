@@ -3,7 +3,7 @@
     python3 benchmarks/lease.py --out DIR [--budget 540]
     python3 benchmarks/lease.py --out DIR --dry-run     # on the CPU: the plan, checked, each step's dry run
 
-The steps, their files, estimates and bounds are in ``cutopk/_bench/lease.py``. The dry run prints
+The steps, their files, estimates and bounds are in ``benchmarks/cutopk_bench/lease.py``. The dry run prints
 every command line, the step order, each step's estimate with its basis and the files it would
 write; it fails when the estimates with the scoreboard's minimum exceed the budget, when more files
 would come back than the device tool returns, when a step's script is missing, or when a step's own
@@ -22,7 +22,7 @@ import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from cutopk._bench import lease
+from cutopk_bench import lease
 
 # Each step's dry run: the scripts' own --dry-run (what they would run, checked on the CPU).
 DRY = {

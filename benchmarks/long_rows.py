@@ -30,7 +30,7 @@ import numpy as np
 
 import cutopk
 from cutopk import sim
-from cutopk._bench.grid import REGIMES, Case, regime_cases
+from cutopk._demo.grid import REGIMES, Case, regime_cases
 
 HBM3_BYTES_PER_S = 3.35e12  # H100 SXM5 HBM3
 SIM_ROWS = 2

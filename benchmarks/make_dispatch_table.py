@@ -6,7 +6,7 @@
 
 Each CSV's header names its compute capability; the files of one capability make one table. A
 shape gets an entry where at least two families were timed on it and today's hand rule's choice
-is one of them (``cutopk/_bench/tabulate.py``); each entry cites its files and cases, and what
+is one of them (``cutopk/_demo/tabulate.py``); each entry cites its files and cases, and what
 the files could not decide is written under ``lacks``. Results from two cards of one capability
 (an H100 and an H200) are compared by cutopk's time over torch.topk's in the same run. The format
 of the input is in benchmarks/README.md ("Forced-family results").
@@ -20,7 +20,7 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # this checkout's cutopk
 
-from cutopk._bench import tabulate  # noqa: E402
+from cutopk._demo import tabulate  # noqa: E402
 from cutopk.cuda import dispatch_table  # noqa: E402
 
 # The committed GPU runs: sm_90 both. Neither forced a family (each case ran auto's choice), so

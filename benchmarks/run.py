@@ -4,8 +4,9 @@
     python benchmarks/run.py --regime llm --plots # one regime (a GPU session allows 10 minutes a command)
     python benchmarks/run.py --quick --out /tmp/q # the quick grid of ``python -m cutopk``
 
-A thin wrapper over ``cutopk._bench`` (the same runner as ``python -m cutopk``) with two other
-defaults: the full grid and ``--save``. ``--help`` lists every option.
+The benchmark's kit (``benchmarks/cutopk_bench/shims.py``: the demo's runner of ``python -m cutopk``
+with CUB's and FlashInfer's peers, the watchdog and ``--plots``) with two other defaults: the full
+grid and ``--save``. ``--help`` lists every option.
 """
 
 import pathlib
@@ -13,7 +14,7 @@ import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # this checkout's cutopk
 
-from cutopk._bench import main
+from cutopk_bench.shims import main
 
 if __name__ == "__main__":
     sys.exit(main(prog="benchmarks/run.py", full=True, save=True))

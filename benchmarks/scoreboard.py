@@ -5,7 +5,7 @@
     python benchmarks/scoreboard.py --profile                             # the ncu target (see below)
     python benchmarks/scoreboard.py --dry-run --time-limit 300            # CPU: check everything above
 
-The cases (``cutopk/_bench/scoreboard.py``): every llm and indexer case of the grid, every case of
+The cases (``benchmarks/cutopk_bench/scoreboard.py``): every llm and indexer case of the grid, every case of
 the reference GPU run below 0.95x torch.topk, and the moe/knn/huge shapes on either side of a
 dispatcher threshold, measured against torch.topk, CUB DeviceTopK (``cub``, ``cub-sorted``) and
 FlashInfer's top_k (``flashinfer``, ``flashinfer-unsorted``), no case started that would end after
@@ -30,10 +30,11 @@ import time
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # this checkout's cutopk
 
 import numpy as np
+from cutopk_bench import cub, shims
+from cutopk_bench import flashinfer as fi
+from cutopk_bench import scoreboard as sb
 
-from cutopk._bench import cub, env, grid, runner, timing
-from cutopk._bench import flashinfer as fi
-from cutopk._bench import scoreboard as sb
+from cutopk._demo import cli, env, grid, timing
 
 ARCH = "sm_90"  # the lent machines' GPUs (H100, H200)
 
@@ -57,9 +58,9 @@ def parser() -> argparse.ArgumentParser:
                    "(default benchmarks/results)")  # fmt: skip
     p.add_argument("--out", type=_folder, help="this folder instead of ROOT/<date>-<device>/ (tools/gpu_session.sh "
                    "passes the one --where printed, so that the steps share it)")  # fmt: skip
-    p.add_argument("--time-limit", type=runner._positive(float), default=300.0,
+    p.add_argument("--time-limit", type=cli._positive(float), default=300.0,
                    help="start no case that would end after this many seconds (default 300)")  # fmt: skip
-    p.add_argument("--repeat", type=runner._positive(int), help="most timed repetitions per measurement (20)")
+    p.add_argument("--repeat", type=cli._positive(int), help="most timed repetitions per measurement (20)")
     p.add_argument("--timing", choices=timing.TIMINGS, default="eager", help="eager calls (default) or graph "
                    "replays (benchmarks/README.md, Method); not eager: scoreboard-<timing>.csv/.json")  # fmt: skip
     p.add_argument("--reference", type=_reference, default=sb.REFERENCE, help="the committed GPU run the cases "
@@ -122,7 +123,7 @@ def mini_run(limit: float) -> None:
     ]
     with tempfile.TemporaryDirectory() as tmp:
         out = pathlib.Path(tmp)
-        results = runner.run(out=out, repeat=3, time_limit=limit, peers=sb.PEERS, cases=cases, stem=sb.STEM,
+        results = shims.run(out=out, repeat=3, time_limit=limit, peers=sb.PEERS, cases=cases, stem=sb.STEM,
                              cost=lambda c: 0.01, extra={"scoreboard": "dry run"})  # fmt: skip
         written = sorted(p.name for p in out.iterdir())
         if len(results) != len(cases) or f"{sb.STEM}.csv" not in written:
@@ -137,7 +138,7 @@ def profile() -> None:
     import cupy
 
     import cutopk
-    from cutopk._bench import inputs
+    from cutopk._demo import inputs
 
     runtime = cupy.cuda.runtime
     start = getattr(runtime, "profilerStart", None) or cupy.cuda.profiler.start
@@ -203,7 +204,7 @@ def main(argv=None) -> int:
         }
     }
     stem = sb.STEM if args.timing == "eager" else f"{sb.STEM}-{args.timing}"
-    runner.run(out=out, repeat=args.repeat, time_limit=args.time_limit, peers=sb.PEERS, cases=cases, stem=stem,
+    shims.run(out=out, repeat=args.repeat, time_limit=args.time_limit, peers=sb.PEERS, cases=cases, stem=stem,
                cost=model, extra=extra, timing_mode=args.timing)  # fmt: skip
     return 0
 

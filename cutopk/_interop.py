@@ -25,6 +25,12 @@ def is_torch_tensor(a: object) -> bool:
     return torch is not None and isinstance(a, getattr(torch, "Tensor", ()))
 
 
+def requires_grad(*arrays: object) -> bool:
+    """Whether one of ``arrays`` may be a tensor autograd records (torch is not imported here:
+    :mod:`cutopk._core.autograd` makes the exact check)."""
+    return any(type(a) is not np.ndarray and getattr(a, "requires_grad", False) for a in arrays)
+
+
 def import_cupy():
     """Import CuPy, or raise the RuntimeError of docs/SPEC.md saying what is missing."""
     try:

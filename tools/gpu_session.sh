@@ -22,7 +22,7 @@
 #   run(command="bash tools/gpu_session.sh lease", carry=["build/cub", "build/flashinfer"], timeout_s=600)
 #   DRY_RUN=1 bash tools/gpu_session.sh lease    # on the CPU: the plan, its estimates and files, checked
 #
-# (benchmarks/lease.py, cutopk/_bench/lease.py). $OUT/lease.log is its log; the step files are
+# (benchmarks/lease.py, benchmarks/cutopk_bench/lease.py). $OUT/lease.log is its log; the step files are
 # listed by the dry run.
 #
 # Phases:
@@ -213,7 +213,7 @@ run_phase() {
       return $rc
       ;;
     memcheck | racecheck | synccheck) sanitize "$1" ;;
-    cub) build_cub && python3 -c "from cutopk._bench import cub; import sys; lib, why = cub.available('$(cub_arch)'); print(why or f'CUB {lib.version} loaded from {lib.path}'); sys.exit(lib is None)" ;;
+    cub) build_cub && python3 -c "import sys; sys.path.insert(0, 'benchmarks'); from cutopk_bench import cub; lib, why = cub.available('$(cub_arch)'); print(why or f'CUB {lib.version} loaded from {lib.path}'); sys.exit(lib is None)" ;;
     quick) bench quick --quick ;;
     full-a) bench full-a --full --regime moe,indexer ;;
     full-b) bench full-b --full --regime huge,layout ;;

@@ -7,7 +7,7 @@
 Needs nvcc and CCCL >= 3.3 headers (the ``nvidia-cuda-cccl`` wheel of the ``test`` extra; CUDA
 13.0's own CCCL 3.0 has no ``cub::DeviceTopK``). The lent GPU machines have nvcc but no package
 index: build here and carry ``build/cub`` (the library, a few MB), or copy the headers here with
-``--copy-headers`` and build there (``tools/gpu_session.sh cub``). See ``cutopk/_bench/cub.py``.
+``--copy-headers`` and build there (``tools/gpu_session.sh cub``). See ``benchmarks/cutopk_bench/cub.py``.
 """
 
 import argparse
@@ -16,8 +16,9 @@ import sys
 import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))  # this checkout's cutopk
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # benchmarks/: the benchmark package
 
-from cutopk._bench import cub
+from cutopk_bench import cub
 
 
 def main(argv=None) -> int:

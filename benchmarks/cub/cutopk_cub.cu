@@ -1,7 +1,7 @@
 // A C entry point to NVIDIA's own top-K, cub::DeviceTopK and cub::DeviceBatchedTopK (CCCL >= 3.3,
 // the AIR top-K algorithm), for the benchmark's `cub` peer. Not part of cutopk: CUB's device-wide
 // algorithms dispatch on the host, so they cannot go through cupy.RawModule; this file is compiled
-// by nvcc into a shared library and loaded with ctypes (cutopk/_bench/cub.py builds and loads it).
+// by nvcc into a shared library and loaded with ctypes (benchmarks/cutopk_bench/cub.py builds and loads it).
 //
 // What CUB offers in this release, and so what the peer measures:
 // - Output order and ties: only `determinism::not_guaranteed` + `output_ordering::unsorted` compile
@@ -42,7 +42,7 @@
 
 namespace {
 
-// Must match DTYPES in cutopk/_bench/cub.py.
+// Must match DTYPES in benchmarks/cutopk_bench/cub.py.
 enum DtypeCode : int { DTYPE_FLOAT32 = 0, DTYPE_FLOAT16 = 1, DTYPE_BFLOAT16 = 2 };
 
 // The longest row DeviceBatchedTopK takes here: its one-block-per-row agent must fit its tile of

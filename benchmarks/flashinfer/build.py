@@ -9,7 +9,7 @@ unless ``--wheel`` names one, extracts its headers, bundled CCCL and ``csrc/cub_
 build/flashinfer-src/, and compiles with nvcc and FlashInfer's own JIT flags into
 build/flashinfer/libcutopk_flashinfer-<arch>-<hash>.so (skipped if up to date). The lent GPU
 machines have no package index and compiling there costs GPU time: build here and name
-``build/flashinfer`` in the device run's ``carry``. See ``cutopk/_bench/flashinfer_build.py``.
+``build/flashinfer`` in the device run's ``carry``. See ``benchmarks/cutopk_bench/flashinfer_build.py``.
 """
 
 import argparse
@@ -18,9 +18,10 @@ import sys
 import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))  # this checkout's cutopk
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # benchmarks/: the benchmark package
 
-from cutopk._bench import flashinfer as fi
-from cutopk._bench import flashinfer_build as fb
+from cutopk_bench import flashinfer as fi
+from cutopk_bench import flashinfer_build as fb
 
 
 def _arch(text: str) -> str:

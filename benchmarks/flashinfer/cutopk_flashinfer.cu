@@ -2,7 +2,7 @@
 // cutopk: FlashInfer's own Python API (flashinfer.top_k) JIT-compiles a tvm-ffi module on first use,
 // which on a lent GPU machine costs minutes and needs FlashInfer's Python dependencies. This file is
 // compiled here by nvcc (benchmarks/flashinfer/build.py, with the wheel's headers and flags) into a
-// shared library loaded with ctypes (cutopk/_bench/flashinfer.py), and calls the same kernels the
+// shared library loaded with ctypes (benchmarks/cutopk_bench/flashinfer.py), and calls the same kernels the
 // wheel's bindings call:
 // - native: flashinfer::sampling::TopKDispatch (include/flashinfer/topk.cuh), which picks
 //   FilteredTopK (one block per row, 128 KB of shared memory) or RadixTopKMultiCTA by its own
@@ -38,7 +38,7 @@
 
 namespace {
 
-// Must match DTYPES in cutopk/_bench/flashinfer.py.
+// Must match DTYPES in benchmarks/cutopk_bench/flashinfer.py.
 enum DtypeCode : int { DTYPE_FLOAT32 = 0, DTYPE_FLOAT16 = 1, DTYPE_BFLOAT16 = 2 };
 
 namespace fs = flashinfer::sampling;

@@ -1,4 +1,4 @@
-// M2 of the lease (cutopk/_bench/lease.py): what one warp's count of one digit costs, in cycles per
+// M2 of the lease (benchmarks/cutopk_bench/lease.py): what one warp's count of one digit costs, in cycles per
 // warp operation, for the primitives a shared-memory histogram can be built from.
 //
 // count_primitives(mode, distinct, iters, cycles, hist_out): every warp of the grid (the whole GPU

@@ -1,4 +1,4 @@
-"""M0 of the lease (cutopk/_bench/lease.py): the facts the other steps are read against.
+"""M0 of the lease (benchmarks/cutopk_bench/lease.py): the facts the other steps are read against.
 
     python3 benchmarks/gpu/facts.py [--dry-run]
 

@@ -1,4 +1,4 @@
-"""The lease's family steps (cutopk/_bench/lease.py): M1's sanitizer target, M5's ncu target, M6's
+"""The lease's family steps (benchmarks/cutopk_bench/lease.py): M1's sanitizer target, M5's ncu target, M6's
 forced-family table and M7's host time per call.
 
     python3 benchmarks/gpu/families.py check             # M1: never-run families, two shapes each, bit-exact
@@ -8,7 +8,7 @@ forced-family table and M7's host time per call.
     python3 benchmarks/gpu/families.py {check,profile,table,host} --dry-run   # on the CPU: what it would run
 
 ``table``: every family that can take each shape (``dispatch.why_not``) forced, checked and timed
-by ``cutopk._bench.tune.measure`` (``python -m cutopk tune``'s measurement: answer against the NumPy
+by ``cutopk._demo.tune.measure`` (``python -m cutopk tune``'s measurement: answer against the NumPy
 backend's, CUDA events, L2 flushed, at most 10 repetitions in 0.2 s), eagerly and under graph
 replay (``--timing eager,graph``: 10 calls captured, replayed); torch.topk, FlashInfer (sorted and
 unsorted) and CUB checked and timed the same two ways on the same input. The file is the
@@ -33,10 +33,12 @@ import sys
 import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # benchmarks/: the benchmark package
 
 import numpy as np
+from cutopk_bench import lease, shims, watchdog
 
-from cutopk._bench import baselines, check, env, grid, inputs, lease, timing, tune, watchdog
+from cutopk._demo import baselines, check, env, grid, inputs, timing, tune
 from cutopk.cuda import dispatch
 
 # M1: the families never run on a GPU, two shapes each (rows, n, k, dtype): cluster; split (forced:
@@ -198,7 +200,7 @@ def _route(who: str, x, case: grid.Case, family: str = "auto"):
             family if family != "auto" else "cutopk",
             lambda: cutopk.top_k(x, case.k, algorithm=family, nan="largest"),
         )
-    return baselines.peers(x, 1, case, True, only=(who,))[0]
+    return shims.KIT.routes(x, 1, case, True, only=(who,))[0]
 
 
 def table_columns(peers) -> tuple[str, ...]:
@@ -215,7 +217,7 @@ def time_peers(x, host, case: grid.Case, expected, timers: dict, dog, peers) -> 
     copy), checked once against the NumPy backend's ``expected`` values (``check.check``; an
     unsorted peer as a multiset), then timed by each of ``timers``."""
     cells: dict[str, dict] = {mode: {} for mode in timers}
-    for route in baselines.peers(x, 1, case, True, only=tuple(peers)):
+    for route in shims.KIT.routes(x, 1, case, True, only=tuple(peers)):
         for mode, cell in _peer_cells(route, host, case, expected, timers, dog).items():
             cells[mode].update({f"{route.name}_{field}": value for field, value in cell.items()})
     return cells
@@ -374,7 +376,7 @@ def _host_call(name: str, x, case: grid.Case):
         if op is None:
             return None, "torch.ops.cutopk.top_k is not registered"
         return (lambda: op(t, case.k)), None
-    route = baselines.peers(x, 1, case, True, only=(name,))[0]
+    route = shims.KIT.routes(x, 1, case, True, only=(name,))[0]
     return route.call, route.reason
 
 

@@ -32,11 +32,13 @@ import subprocess
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # benchmarks/: the benchmark package
 
 import numpy as np
+from cutopk_bench import watchdog
 
-from cutopk._bench import inputs, watchdog
 from cutopk._core import call as _call
+from cutopk._demo import inputs
 from cutopk.cuda import dispatch, launcher
 from cutopk.cuda import kernel_source as _kernel_source
 
@@ -206,7 +208,7 @@ def measure(target: str, shape, family: str, built: dict, repeat: int = REPEAT) 
 
 
 def _case(shape):
-    from cutopk._bench import grid
+    from cutopk._demo import grid
 
     rows_, n, k, dtype = shape
     return grid.Case("lease", rows_, n, k, dtype=dtype)
@@ -327,7 +329,7 @@ def main(argv=None) -> int:
     if args.dry_run and not args.variants:
         for family in FAMILIES:
             print(f"{family}: steps {', '.join(steps_of(family))}")
-        from cutopk._bench import lease
+        from cutopk_bench import lease
 
         for text in SHAPES:
             rows_, n, k, dtype = parse_shape(text)

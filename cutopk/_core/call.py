@@ -88,6 +88,22 @@ class CallCache:
 CACHE = CallCache()
 
 
+@contextlib.contextmanager
+def observe_launches(count_allocations: bool = True):
+    """The CUDA code path's launches recorded instead of run (``cutopk/cuda/observe.py``): calls
+    on NumPy arrays with ``backend="sim"`` do every step up to the launch; yields the recorder
+    (``launches``, ``shapes``, ``allocations``, ``allocated``, ``copies``). The prepared calls are
+    emptied before and after, so that none resolves its launches against the other modules."""
+    from ..cuda import observe as _observe
+
+    CACHE.clear()
+    try:
+        with _observe.observe_launches(count_allocations) as recorder:
+            yield recorder
+    finally:
+        CACHE.clear()
+
+
 def algorithm_names(backend: str) -> tuple[str, ...]:
     """The algorithms of a backend (a checked name: "numpy", "cuda" or "sim"), as its own module
     lists them."""

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from .._interop import is_torch_tensor
+from .._interop import is_torch_tensor, requires_grad
 from .._request import checks as _checks
 from .._request.plan import Plan
 from . import call as _call
@@ -161,8 +161,8 @@ def plan(
     )
     if lengths is None:
         return call.describe(cached, arr)
-    # The variant that reads the lengths is planned on the array's device too: its kernels are
-    # loaded, and opted in to shared memory, on the device current while it is built.
+    # The variant that reads the lengths is planned on the array's device too (its facts: the
+    # shared memory a block may take); its kernels are built by its first call, not here.
     with scope if scope is not None else contextlib.nullcontext():
         _, longest = lengths_.check(lengths, arr, call.req)
         arr, call = lengths_.narrowed(arr, call, longest)
@@ -171,12 +171,6 @@ def plan(
         planned = kernel_call.describe(cached, arr)
         return lengths_.describe_in_kernel(planned, arr.shape[call.req.axis], longest is not None)
     return lengths_.describe(call.describe(cached, arr), arr)
-
-
-def requires_grad(*arrays: Array) -> bool:
-    """Whether one of ``arrays`` may be a tensor autograd records (torch is not imported here:
-    :mod:`cutopk._core.autograd` makes the exact check)."""
-    return any(type(a) is not np.ndarray and getattr(a, "requires_grad", False) for a in arrays)
 
 
 def _forward(

@@ -66,6 +66,11 @@ class Plan:
         the package's for the device's architecture, or the user's from ``python -m cutopk tune``)
         or ``"rules"`` (the dispatcher's hand rules, where no table covers the shape); "" on the
         NumPy backend.
+    built : bool or None
+        On the CUDA and simulator backends, whether every kernel module the call launches is
+        compiled and loaded already: a plan compiles nothing, the call's first launch of a family
+        compiles that family's module (for its element type). None on the NumPy backend (its
+        compiled route's state is in ``params``) and where nothing launches.
     """
 
     backend: str
@@ -80,6 +85,7 @@ class Plan:
     params: dict = dataclasses.field(default_factory=dict)
     batch: str = "regular"
     chosen_by: str = ""
+    built: bool | None = None
 
     @property
     def copy(self) -> bool:
@@ -105,6 +111,10 @@ class Plan:
             f"  launches: {self.launch_count}" + ("" if self.launches else " (nothing runs on a GPU)"),
         ]
         lines += [f"    {launch}" for launch in self.launches]
+        if self.built is not None:
+            lines.append(
+                "  modules: " + ("built" if self.built else "not built yet (the first call compiles them)")
+            )
         lines.append(f"  scratch: {self.scratch_bytes} bytes besides the outputs")
         if self.launches:
             lines.append(f"  global memory: {self.global_bytes} bytes moved (32-byte sectors, per launch)")

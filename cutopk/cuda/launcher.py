@@ -5,6 +5,7 @@ module class is shared, so the simulator tests the very code that runs on a GPU.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import math
@@ -14,7 +15,6 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .. import _interop
-from .._interop import array_module
 from .._request import dtypes as _dtypes
 from .._request import layout as _layout
 from .._request.checks import Request, check_algorithm
@@ -105,6 +105,10 @@ class _Module:
             fn = self._functions[name] = self.raw.get_function(name)
         return fn
 
+    def built(self, name: str) -> bool:
+        """Whether the module holding kernel ``name`` is compiled and loaded (nothing is built here)."""
+        return name in self._functions or self.raw.built(name)
+
 
 class _FamilyModules:
     """One element type's kernels, one module per family, each compiled on the first use of one
@@ -130,6 +134,10 @@ class _FamilyModules:
                     mod = self.modules[family] = _build_family(self.target, self.cxx, family)
         return mod.get_function(entry)
 
+    def built(self, name: str) -> bool:
+        where = _entry_points(self.cxx).get(name.replace(" ", ""))
+        return where is not None and where[0] in self.modules
+
 
 def _build_family(target: str, cxx: str, family: str):
     """The module of one family for one element type. No name expressions: CuPy then finds the
@@ -144,8 +152,38 @@ def _build_family(target: str, cxx: str, family: str):
     return sim.RawModule(code=code)
 
 
+# Launch observers (cutopk/cuda/observe.py, for tests and the host-overhead benchmark): while one
+# is here, the last builds every module and gives the array module; none in normal use.
+OBSERVERS: list[Any] = []
+
+
+def array_module(target: str):
+    """The array module of ``target`` (CuPy or NumPy), or the launch observer's."""
+    if OBSERVERS:
+        return OBSERVERS[-1].array_module(target)
+    return _interop.array_module(target)
+
+
 def _build_module(target: str, cxx: str):
+    if OBSERVERS:
+        return OBSERVERS[-1].module(target, cxx)
     return _FamilyModules(target, cxx)
+
+
+@contextlib.contextmanager
+def emptied_caches():
+    """The module and placeholder caches empty inside, as they were after (a launch observer's
+    modules never outlive it, and never hide the real ones)."""
+    saved = dict(_MODULES), dict(_PLACEHOLDERS)
+    _MODULES.clear()
+    _PLACEHOLDERS.clear()
+    try:
+        yield
+    finally:
+        _MODULES.clear()
+        _MODULES.update(saved[0])
+        _PLACEHOLDERS.clear()
+        _PLACEHOLDERS.update(saved[1])
 
 
 def _module(target: str, cxx: str, device: int | None = None) -> _Module:
@@ -451,7 +489,7 @@ class GpuCall:
         scratch = self.workspace_bytes + sum(step.size for step in before)
         return Plan(
             req.backend, p.algorithm, self.rows, req.n, req.k, launches, copy_lines(copies), scratch, cached,
-            dict(p.params), chosen_by=p.chosen_by,
+            dict(p.params), chosen_by=p.chosen_by, built=runner.built(),
         )  # fmt: skip
 
     def _raise_memory_error(self, exc: Exception) -> None:

@@ -31,7 +31,7 @@ def merge(target: str, pairs, k: int, largest: bool, by_index: bool, nan_first: 
     ``target``'s kind: "cuda" CuPy arrays on the current device, "sim" NumPy arrays), ``where``
     each winner's position along the parts' concatenated last axis (None unless ``positions``);
     or None when the kernel cannot take these rows."""
-    xp = _launcher.array_module(target)  # the launcher's: a recording (cutopk/_bench/recording.py) patches it
+    xp = _launcher.array_module(target)  # the launcher's: a recording (cutopk/cuda/observe.py) patches it
     values0, indices0 = pairs[0]
     vdt, idt = values0.dtype, indices0.dtype
     batch = values0.shape[:-1]

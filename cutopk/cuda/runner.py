@@ -168,6 +168,30 @@ class _Chunk:
         self.nbytes = _common.scratch_bytes(self.table, key_bytes)
 
 
+class _Kernel:
+    """A launch's kernel: its function fetched, and opted in to its shared memory, on the first
+    launch (:meth:`function`), which is when its family's module is compiled and loaded (in the
+    call's device scope, as every launch is). Until then the call is planned, not built."""
+
+    __slots__ = ("_fn", "module", "name", "shared_bytes", "target")
+
+    def __init__(self, module, name: str, shared_bytes: int, target: str):
+        self.module, self.name, self.shared_bytes, self.target = module, name, shared_bytes, target
+        self._fn = None
+
+    def function(self):
+        fn = self._fn
+        if fn is None:  # a race fetches the same function twice and opts it in twice: harmless
+            fn = self.module.get_function(self.name)
+            _shared_memory.opt_in(fn, self.shared_bytes, self.target)
+            self._fn = fn
+        return fn
+
+    def built(self) -> bool:
+        """Whether the kernel's module is compiled and loaded already."""
+        return self._fn is not None or self.module.built(self.name)
+
+
 class _Sequence:
     """Steps resolved once: each launch's function (opted in to its shared memory), geometry and
     argument list (scalars typed, constants in place, slots for the per-call arrays and for the
@@ -248,11 +272,12 @@ class _Sequence:
                 at_call.append((i, where))
             elif kind == "scratch":
                 at_scratch.append((i, where))
-        fn = call.module.get_function(name)
-        _shared_memory.opt_in(fn, step.shared_bytes, call.target)
+        # The function is fetched (its module built) at the first launch, not here: plan() builds
+        # nothing. The device's shared-memory limit is checked now, so plan() reports it.
+        _shared_memory.check(step.shared_bytes, call.target)
         self.ops.append((True, len(self.launches)))
         launch = (
-            fn,
+            _Kernel(call.module, name, step.shared_bytes, call.target),
             step.grid,
             (step.block,),
             step.shared_bytes,
@@ -277,7 +302,8 @@ class _Sequence:
         if tickets is not None:
             views.update(_common.carve_tickets(tickets, self.schedule.table))
         filled = []
-        for fn, grid, block, shared, template, at_call, at_scratch in self.launches:
+        for kernel, grid, block, shared, template, at_call, at_scratch in self.launches:
+            fn = kernel.function()
             args = list(template)
             for i, name in at_scratch:
                 args[i] = views[name]
@@ -355,7 +381,8 @@ class Runner:
             self.chunks.append((start, stop, sequences[id(chunk)]))
         # One launch without scratch (most single-launch families): :meth:`direct` slots the
         # arrays straight into its argument list.
-        self.single: tuple = ()  # the one launch's function, geometry, arguments and slots
+        self.single: tuple = ()  # the one launch's kernel, geometry, arguments and slots
+        self.unresolved = False  # whether single holds the _Kernel rather than its function
         self.direct = self.run
         if len(self.sequence.ops) == 1 and self.sequence.ops[0][0] and not schedule.nbytes:
             fn, grid, block, shared, template, at_call, _ = self.sequence.launches[0]
@@ -371,9 +398,13 @@ class Runner:
                 slots.get(2),
                 slots.get(3),
             )
+            self.unresolved = True
             self.direct = self._direct_single
 
     def _direct_single(self, xp, a, values, indices, extents=None) -> dict:
+        if self.unresolved:  # the first launch: the kernel's function (and module) now
+            self.single = (self.single[0].function(), *self.single[1:])
+            self.unresolved = False
         fn, grid, block, shared, template, at_input, at_extents, at_values, at_indices = self.single
         args = template.copy()
         args[at_input], args[at_values], args[at_indices] = a, values, indices
@@ -423,6 +454,15 @@ class Runner:
             part = base if segments else as_rows[start:stop]
             part_extents = extents if regular else extents[start : stop + 1 if segments else stop]
             chunk.run(xp, (part, part_extents, values[start:stop], indices[start:stop]), buffer)
+
+    def built(self) -> bool:
+        """Whether every kernel the call launches is in a module compiled and loaded already (a
+        plan builds none: the call's first launch of a family builds that family's module)."""
+        sequences = (self.sequence, *(chunk for _, _, chunk in self.chunks))
+        kernels = [launch[0] for seq in sequences for launch in seq.launches]
+        if self.single:
+            kernels.append(self.single[0])
+        return all(k.built() if isinstance(k, _Kernel) else True for k in kernels)
 
     def launches(self) -> list:
         """The launches as plan() lists them: every step, a chunked family's per chunk of rows,

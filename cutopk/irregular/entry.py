@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 
 from .._core import entry as _entry
-from .._core.entry import is_torch_tensor, requires_grad
 from .._core.result import Array, DType, Integer, TopK
+from .._interop import is_torch_tensor, requires_grad
 from .._request.plan import Plan
 from . import merge, segmented
 

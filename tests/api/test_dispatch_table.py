@@ -16,8 +16,8 @@ from support.backends import sim_unavailable_reason
 from support.reference import assert_same
 
 import cutopk
-from cutopk._bench import tabulate
 from cutopk._core import call as _call
+from cutopk._demo import tabulate
 from cutopk.cuda import device as _device
 from cutopk.cuda import dispatch as _dispatch
 from cutopk.cuda import dispatch_table as _table

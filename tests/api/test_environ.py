@@ -60,7 +60,7 @@ def _threads():
 
 
 def _step_limit():
-    from cutopk._bench import watchdog
+    from cutopk_bench import watchdog
 
     return watchdog.limit_from_env()
 

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 from support.backends import BACKEND_PARAMS, require, to_backend, to_host, usable
 from support.inputs import make_values, misaligned
+from support.launches import recording_launches
 from support.reference import assert_same, reference_top_k
 
 import cutopk
-from cutopk._bench.recording import recording_launches
 from cutopk._core import call as _call
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -384,6 +384,20 @@ SMALL = [
     ((64, 2048), 100, "bitonic"),
     ((64, 4000), 100, "radix"),
 ]
+
+
+def test_observed_launches_end_with_the_observation():
+    """The launch observer is the runner's seam, not a patch: inside it a call's launches are
+    recorded and none runs; after it no observer is left, and the same call (prepared again, not
+    the recorded one from the call cache) runs its kernels and gives the answer."""
+    from cutopk.cuda import launcher
+
+    x = np.arange(4 * 3000, dtype=np.float32).reshape(4, 3000)
+    with recording_launches() as rec:
+        cutopk.top_k(x, 5, backend="sim")
+        assert rec.launches and len(launcher.OBSERVERS) == 1
+    assert launcher.OBSERVERS == [] and launcher.array_module("sim") is np
+    assert_same(cutopk.top_k(x, 5, backend="sim"), reference_top_k(x, 5))
 
 
 @pytest.mark.parametrize(("shape", "k", "algorithm"), SMALL)

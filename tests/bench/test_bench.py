@@ -5,17 +5,19 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import subprocess
 import sys
 import types
 
 import numpy as np
 import pytest
+from cutopk_bench import plots, shims
 from support.backends import cuda_is_standin, hardware_only
 
 import cutopk
-from cutopk._bench import baselines, check, env, grid, inputs, plots, report, runner, timing
 from cutopk._core import entry
+from cutopk._demo import baselines, check, cli, env, grid, inputs, report, runner, timing
 
 HAS_TORCH = baselines.missing("torch") is None
 HAS_MPL = baselines.missing("matplotlib") is None
@@ -344,7 +346,7 @@ def test_gpu_path_on_a_stand_in_cupy(monkeypatch, tmp_path, capsys):
              grid.Case("layout", 32, 256, 8, layout="transposed")]  # fmt: skip
     monkeypatch.setattr(grid, "quick_grid", lambda gpu: small)
     monkeypatch.setattr(env, "default_out_dir", lambda meta: tmp_path)  # not the checkout's results/
-    results = runner.run(plots=True, repeat=3)  # a GPU run from a checkout saves by default
+    results = shims.run(plots=True, repeat=3)  # a GPU run from a checkout saves by default
     out = capsys.readouterr().out
     assert "GPU found: FakeGPU" in out and "copy bandwidth measured now" in out
     assert len(results) == 4
@@ -381,9 +383,32 @@ def test_python_m_cutopk_runs(tmp_path):
     assert (tmp_path / "quick-moe-llm.json").exists() and (tmp_path / "quick-moe-llm.csv").exists()
 
 
+def test_the_demo_has_no_plots_and_imports_no_benchmark():
+    """``python -m cutopk`` is the package's demo: it offers no ``--plots`` (benchmarks/run.py does)
+    and loads nothing of the benchmark package, which lives outside cutopk."""
+    code = (
+        "import sys, contextlib, io\n"
+        "from cutopk._demo import cli, tune\n"
+        "import cutopk.__main__\n"
+        "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+        "    try:\n"
+        "        cli.main(['--help'])\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        "print('--plots' in out.getvalue(), sorted(m for m in sys.modules if m.startswith('cutopk_bench')))\n"
+    )
+    env_vars = os.environ | {"PYTHONPATH": "benchmarks"}  # where an import of it would find it
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True, env=env_vars
+    )
+    assert proc.stdout.split() == ["False", "[]"], proc.stdout
+    with pytest.raises(SystemExit):  # the benchmark's command line has them
+        shims.main(["--help"])
+
+
 def test_unknown_peer_is_an_error():
     with pytest.raises(SystemExit):
-        runner.main(["--peers", "nope"])
+        shims.main(["--peers", "nope"])
 
 
 def test_python_m_cutopk_lists_the_full_grid():
@@ -433,7 +458,7 @@ def test_a_wrong_cutopk_answer_on_the_gpu_path_is_flagged_and_peers_keep_their_t
 def _fails_with(argv: list[str], capsys, *needles: str) -> str:
     """``main(argv)`` stops with argparse's usage error (exit 2, no traceback) naming ``needles``."""
     with pytest.raises(SystemExit) as exc:
-        runner.main(argv)
+        shims.main(argv)
     assert exc.value.code == 2
     err = capsys.readouterr().err
     for needle in needles:
@@ -501,7 +526,7 @@ def test_plots_without_files_to_write_is_a_usage_error(capsys, no_measuring):
 
 
 def test_list_honours_max_elements(capsys):
-    assert runner.main(["--full", "--list", "--max-elements", "100000"]) == 0
+    assert shims.main(["--full", "--list", "--max-elements", "100000"]) == 0
     out = capsys.readouterr().out.splitlines()
     listed = out[:-1]
     full = grid.full_grid()
@@ -518,7 +543,7 @@ def test_a_requested_peer_that_cannot_run_is_an_error_not_a_silent_drop(monkeypa
     monkeypatch.setattr(baselines, "missing", lambda m: fake[m] if m in fake else real(m))
     monkeypatch.setattr(env, "gpu_unavailable", lambda: None)  # a GPU run, where jax is a peer
     _fails_with(["--peers", "jax"], capsys, "--peers", "jax is not installed")
-    from cutopk._bench import cub
+    from cutopk_bench import cub
 
     monkeypatch.setitem(sys.modules, "cupy", fake_cupy())
     monkeypatch.setattr(cub, "available", lambda arch: (None, f"the CUB shim is not built for {arch}"))
@@ -533,7 +558,7 @@ def test_save_from_an_installed_package_goes_where_help_says(monkeypatch, tmp_pa
     meta = {"date": "2026-11-22T10:00:00+00:00", "device": "NVIDIA H100 80GB HBM3", "cpu": "x"}
     assert env.default_out_dir(meta) == tmp_path / "cutopk-results" / "2026-11-22-nvidia-h100-80gb-hbm3"
     with pytest.raises(SystemExit):
-        runner.main(["--help"])
+        shims.main(["--help"])
     assert "./cutopk-results/<date>-<device>/" in "".join(capsys.readouterr().out.split())  # unwrapped
 
 
@@ -851,12 +876,12 @@ def test_gpu_peer_that_needs_more_memory_than_is_free_is_skipped(monkeypatch, na
 
 
 def test_cub_facts_only_when_a_cub_peer_may_run(monkeypatch, capsys):
-    from cutopk._bench import cub
+    from cutopk_bench import cub
 
-    assert runner._cub_facts({"compute_capability": "90"}, ("torch",)) is None
+    assert shims.cub_facts({"compute_capability": "90"}, ("torch",)) is None
     lib = types.SimpleNamespace(version=300500, path="/x/libcutopk_cub.so")
     monkeypatch.setattr(cub, "available", lambda arch: (lib, None) if arch == "sm_90" else (None, "no"))
-    facts = runner._cub_facts({"compute_capability": "90"}, ())
+    facts = shims.cub_facts({"compute_capability": "90"}, ())
     assert facts == {
         "available": True,
         "cub_version": 300500,
@@ -864,7 +889,7 @@ def test_cub_facts_only_when_a_cub_peer_may_run(monkeypatch, capsys):
         "note": cub.NOTE,
     }
     assert "CUB peer: CUB 3.5.0 from /x/libcutopk_cub.so" in capsys.readouterr().out
-    assert runner._cub_facts({"compute_capability": "80"}, ("cub",)) == {"available": False, "reason": "no"}
+    assert shims.cub_facts({"compute_capability": "80"}, ("cub",)) == {"available": False, "reason": "no"}
 
 
 def test_cpu_start_without_torch_says_so(monkeypatch, capsys):
@@ -933,17 +958,17 @@ def test_a_count_that_is_not_a_number_is_a_usage_error(capsys, no_measuring):
 
 
 def test_cases_for_without_a_limit_keeps_the_whole_quick_grid():
-    cases, left_out = runner.cases_for(False, [], False, None)
+    cases, left_out = cli.cases_for(False, [], False, None)
     assert cases == grid.quick_grid(False) and left_out == []
 
 
 def test_the_console_script_module_runs_nothing_when_imported():
     import importlib
 
-    from cutopk import _bench
+    from cutopk import _demo
 
     module = importlib.import_module("cutopk.__main__")
-    assert module.main is _bench.main  # the benchmark's command, or `tune` (runner.main otherwise)
+    assert module.main is _demo.main  # the benchmark's command, or `tune` (runner.main otherwise)
 
 
 # --- the peers' routes: set-up paths a CPU-only machine does not take ---------------------------
@@ -1053,7 +1078,7 @@ def test_cpu_count_without_affinity_is_the_machine_count(monkeypatch):
 
 
 def test_cub_route_hands_over_to_the_shim_when_it_loads(monkeypatch):
-    from cutopk._bench import cub
+    from cutopk_bench import cub
 
     monkeypatch.setitem(sys.modules, "cupy", fake_cupy())
     lib = object()
@@ -1061,7 +1086,7 @@ def test_cub_route_hands_over_to_the_shim_when_it_loads(monkeypatch):
     seen = []
     monkeypatch.setattr(cub, "route", lambda *args: seen.append(args) or "the shim's route")
     x = np.zeros((2, 8), np.float32)
-    assert baselines.cub_route(x, 1, 2, "largest", "float32", sort=True) == "the shim's route"
+    assert shims.cub_route(x, 1, 2, "largest", "float32", sort=True) == "the shim's route"
     assert seen == [(x, 1, 2, "largest", "float32", lib, True)]
     assert baselines.peer_unavailable("cupy", gpu=True) is None
 
@@ -1128,7 +1153,7 @@ def test_plots_without_matplotlib_is_a_usage_error_with_the_install_hint(
 
 @pytest.mark.parametrize("limit", [["--max-elements", "1"], ["--time-limit", "1e-9"]])
 def test_a_run_that_measured_nothing_fails_and_says_why(limit, capsys, cpu_run):
-    assert runner.main([*limit, "--no-save", "--regime", "moe"]) == 1
+    assert shims.main([*limit, "--no-save", "--regime", "moe"]) == 1
     captured = capsys.readouterr()
     assert "no case was measured" in captured.err and "case skipped" in captured.out
 

@@ -10,11 +10,12 @@ import json
 
 import numpy as np
 import pytest
+from cutopk_bench import flashinfer as fi
+from cutopk_bench import scoreboard, shims
+from support.launches import recording_launches
 
 import cutopk
-from cutopk._bench import baselines, check, env, grid, inputs, report, runner, scoreboard
-from cutopk._bench import flashinfer as fi
-from cutopk._bench.recording import recording_launches
+from cutopk._demo import baselines, check, env, grid, inputs, report, runner
 from cutopk.cuda import launcher
 
 HAS_TORCH = baselines.missing("torch") is None
@@ -130,12 +131,12 @@ def test_flashinfer_route_says_why_the_shim_is_missing_or_hands_over_to_it(monke
     x = np.zeros((4, 3000), np.float32)
     case = grid.Case("llm", 4, 3000, 5)
     monkeypatch.setattr(fi, "available", lambda arch: (None, f"no shim for {arch}"))
-    route = baselines.flashinfer_route(x, 1, case, sort=True)
+    route = shims.flashinfer_route(x, 1, case, sort=True)
     assert (route.name, route.call, route.reason) == ("flashinfer", None, f"no shim for sm_{cc}")
     lib, seen = _FakeLibrary(), []
     monkeypatch.setattr(fi, "available", lambda arch: (lib, None))
     monkeypatch.setattr(fi, "route", lambda *args: seen.append(args) or "the shim's route")
-    assert baselines.flashinfer_route(x, 1, case, sort=False) == "the shim's route"
+    assert shims.flashinfer_route(x, 1, case, sort=False) == "the shim's route"
     # the major version, and the SMs and opt-in shared bytes (a launch wider than the GPU is refused)
     assert seen == [(x, 1, case, lib, int(cc) // 10, False, (132, 227 * 1024))]
 
@@ -144,7 +145,7 @@ def test_a_flashinfer_peer_asked_for_says_what_it_lacks(monkeypatch):
     monkeypatch.setattr(fi, "available", lambda arch: (None, f"the FlashInfer shim for {arch} is not built"))
     import cupy
 
-    why = baselines.peer_unavailable("flashinfer-unsorted", gpu=True)
+    why = shims.KIT.unavailable("flashinfer-unsorted", gpu=True)
     # torch first (FlashInfer's top_k allocates and sorts with it), then the shim.
     arch = f"sm_{cupy.cuda.Device().compute_capability}"
     assert why == (f"the FlashInfer shim for {arch} is not built" if HAS_TORCH else "torch is not installed")

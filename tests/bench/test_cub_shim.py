@@ -1,4 +1,4 @@
-"""The CUB peer's shim (benchmarks/cub/cutopk_cub.cu + cutopk/_bench/cub.py) without a GPU: the
+"""The CUB peer's shim (benchmarks/cub/cutopk_cub.cu + benchmarks/cutopk_bench/cub.py) without a GPU: the
 ctypes declarations against the C source, the errors when it cannot be built or loaded, the
 Python side's pointers, shapes and layouts against a stand-in library, and (when nvcc and CCCL
 >= 3.3 headers are here) an nvcc build of the real library, whose own argument checks run
@@ -17,9 +17,10 @@ import types
 
 import numpy as np
 import pytest
+from cutopk_bench import cub
 
 import cutopk
-from cutopk._bench import check, cub, grid, inputs
+from cutopk._demo import check, grid, inputs
 from cutopk._host_build import cache_home
 
 # --- the declarations against the C source ------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The FlashInfer shim's build steps (cutopk/_bench/flashinfer_build.py) without a package index or
+"""The FlashInfer shim's build steps (benchmarks/cutopk_bench/flashinfer_build.py) without a package index or
 nvcc: the wheel's download through pip (its command line, a wheel already there, pip's failure),
 the extraction reused or redone, and the compile with a stand-in nvcc (a shell script that writes
 its ``-o`` file, or fails), which must leave either the library or nothing under its name."""
@@ -11,9 +11,8 @@ import types
 import zipfile
 
 import pytest
-
-from cutopk._bench import flashinfer as fi
-from cutopk._bench import flashinfer_build as fb
+from cutopk_bench import flashinfer as fi
+from cutopk_bench import flashinfer_build as fb
 
 CUB_SOURCE = """#include "topk_transform_checks.h"
 namespace {

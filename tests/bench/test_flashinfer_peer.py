@@ -1,4 +1,4 @@
-"""The FlashInfer peers' plumbing without a GPU (benchmarks/flashinfer, cutopk/_bench/flashinfer*.py):
+"""The FlashInfer peers' plumbing without a GPU (benchmarks/flashinfer, benchmarks/cutopk_bench/flashinfer*.py):
 the ctypes declarations against the C source, what FlashInfer refuses and which backend its top_k
 picks, the build script's arguments, the wheel's extraction and the CUB core cut from its source,
 and (when the library is built here) its symbols and sm_90 code. Nothing here runs FlashInfer:
@@ -19,11 +19,12 @@ import zipfile
 import ml_dtypes
 import numpy as np
 import pytest
+from cutopk_bench import flashinfer as fi
+from cutopk_bench import flashinfer_build as fb
+from cutopk_bench import shims
 
 import cutopk
-from cutopk._bench import baselines, check, grid, inputs
-from cutopk._bench import flashinfer as fi
-from cutopk._bench import flashinfer_build as fb
+from cutopk._demo import baselines, check, grid, inputs
 
 C_TYPES = {
     "int": ctypes.c_int,
@@ -105,27 +106,25 @@ def test_unsorted_backend_follows_flashinfers_dispatch(rows, n, k, dtype, major,
 
 
 def test_the_peers_are_gpu_peers_and_named_ones_only_are_set_up():
-    assert {"flashinfer", "flashinfer-unsorted"} <= set(baselines.GPU_PEERS)
-    assert "runs only in a GPU benchmark" in baselines.peer_unavailable("flashinfer", gpu=False)
+    assert {"flashinfer", "flashinfer-unsorted"} <= set(shims.GPU_PEERS)
+    assert "runs only in a GPU benchmark" in shims.KIT.unavailable("flashinfer", gpu=False)
     case = grid.Case("t", 2, 50, 3)
     routes = baselines.peers(np.zeros((2, 50), np.float32), 1, case, gpu=False, only=("numpy-sort",))
     assert [r.name for r in routes] == ["numpy-sort"]
 
 
 def test_flashinfer_facts_only_when_a_flashinfer_peer_may_run(monkeypatch, capsys):
-    from cutopk._bench import runner
-
-    assert runner._flashinfer_facts({"compute_capability": "90"}, ("torch", "cub")) is None
+    assert shims.flashinfer_facts({"compute_capability": "90"}, ("torch", "cub")) is None
     lib = types.SimpleNamespace(version="0.7.2.post1", has_cub=True, path="/x/lib.so")
     monkeypatch.setattr(fi, "available", lambda arch: (lib, None) if arch == "sm_90" else (None, "no"))
-    facts = runner._flashinfer_facts({"compute_capability": "90"}, ())
+    facts = shims.flashinfer_facts({"compute_capability": "90"}, ())
     assert facts == {"available": True, "version": "0.7.2.post1", "cub_backend": True, "library": "/x/lib.so",
                      "note": fi.NOTE}  # fmt: skip
     assert (
         "FlashInfer peers: FlashInfer 0.7.2.post1 (with its CUB backend) from /x/lib.so"
         in capsys.readouterr().out
     )
-    assert runner._flashinfer_facts({"compute_capability": "80"}, ("flashinfer",)) == {
+    assert shims.flashinfer_facts({"compute_capability": "80"}, ("flashinfer",)) == {
         "available": False,
         "reason": "no",
     }
@@ -500,6 +499,6 @@ def test_the_peer_reads_the_guards_limits_from_the_gpu_it_runs_on(monkeypatch, d
     with cupy.cuda.Device(device):
         x = cupy.zeros((1, 1 << 24), dtype=cupy.float32)
         for sort in (True, False):
-            route = baselines.flashinfer_route(x, 1, grid.Case("huge", 1, 1 << 24, 1024), sort)
+            route = shims.flashinfer_route(x, 1, grid.Case("huge", 1, 1 << 24, 1024), sort)
             assert route.call is None and f"{blocks} blocks per row" in route.reason
             assert f"this GPU's {sms} SMs" in route.reason and "it never ends" in route.reason

@@ -12,8 +12,8 @@ import pytest
 from support.backends import cuda_is_standin, sim_unavailable_reason
 
 import cutopk
-from cutopk._bench import baselines, grid, report, runner, timing
-from cutopk._bench.route import Route
+from cutopk._demo import baselines, cli, grid, report, runner, timing
+from cutopk._demo.route import Route
 
 
 @pytest.fixture
@@ -89,13 +89,21 @@ def _peers(x, axis, case, gpu, only=()):
     ]
 
 
-def test_graph_timing_end_to_end_sets_each_peer_against_its_like(cupy, monkeypatch, tmp_path, capsys):
-    monkeypatch.setattr(baselines, "peers", _peers)
-    monkeypatch.setattr(baselines, "GPU_PEERS", ("twin", "rev", "nocap"))
-    monkeypatch.setattr(runner.pairs, "UNSORTED", ("rev",))  # as cub and flashinfer-unsorted are
-    monkeypatch.setattr(runner, "_absent_peers", lambda names, session: {})
+class _Kit(runner.Kit):
+    """Three peers of the test's own: a sorted one, an unsorted one, one that cannot be captured."""
+
+    unsorted = ("rev",)  # as cub and flashinfer-unsorted are
+
+    def peer_names(self, gpu):
+        return ("twin", "rev", "nocap")
+
+    def routes(self, x, axis, case, gpu, only=()):
+        return _peers(x, axis, case, gpu, only)
+
+
+def test_graph_timing_end_to_end_sets_each_peer_against_its_like(cupy, tmp_path, capsys):
     cases = [grid.Case("llm", 2, 1500, 20), grid.Case("llm", 3, 600, 8)]
-    results = runner.run(cases=cases, out=tmp_path, stem="g", repeat=3, timing_mode="graph")
+    results = runner.run(cases=cases, out=tmp_path, stem="g", repeat=3, timing_mode="graph", kit=_Kit())
     out = capsys.readouterr().out
     assert len(results) == 2
     for r in results:
@@ -130,7 +138,7 @@ def test_graph_timing_end_to_end_sets_each_peer_against_its_like(cupy, monkeypat
 def test_graph_timing_needs_a_gpu(monkeypatch, capsys):
     monkeypatch.setattr(runner.env, "gpu_unavailable", lambda: "CuPy is not installed")
     with pytest.raises(SystemExit):
-        runner.main(["--timing", "graph"])
+        cli.main(["--timing", "graph"])
     assert "--timing graph: graph replay needs a GPU" in capsys.readouterr().err
 
 
@@ -155,9 +163,8 @@ def test_each_replay_queues_behind_the_spin_kernel(cupy):
 
 def test_the_speedup_plot_names_and_hatches_the_call_each_peer_is_against(monkeypatch, tmp_path):
     matplotlib = pytest.importorskip("matplotlib")
+    from cutopk_bench import plots
     from matplotlib.axes import Axes
-
-    from cutopk._bench import plots
 
     matplotlib.use("Agg")
     bars = []

@@ -1,4 +1,4 @@
-"""The lease command (tools/gpu_session.sh lease, benchmarks/lease.py, cutopk/_bench/lease.py): its
+"""The lease command (tools/gpu_session.sh lease, benchmarks/lease.py, benchmarks/cutopk_bench/lease.py): its
 dry run on the CPU prints and checks the plan, its plan fits 9 minutes and 8 files, and a step that
 hangs costs that step only. Nothing here runs a GPU."""
 
@@ -11,8 +11,7 @@ import sys
 import time
 
 import pytest
-
-from cutopk._bench import lease
+from cutopk_bench import lease
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="the lease is a bash script for the lent Linux machines")

@@ -10,9 +10,10 @@ import importlib.util
 import pathlib
 
 import pytest
+from cutopk_bench import lease
 from support.backends import require
 
-from cutopk._bench import lease, timing
+from cutopk._demo import timing
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
@@ -49,7 +50,7 @@ def _m6_csv(families, tmp_path, monkeypatch) -> pathlib.Path:
     pytest.importorskip("torch")
     from standin import torch_cuda
 
-    from cutopk._bench import tune
+    from cutopk._demo import tune
 
     torch_cuda.install(monkeypatch)
     real = tune.timers
@@ -94,7 +95,7 @@ def test_the_forced_family_table_times_every_family_both_ways_with_the_peers_bes
 def test_the_forced_family_csv_makes_a_dispatch_table_as_it_is(families, tmp_path, monkeypatch):
     """make_dispatch_table reads M6.csv with no conversion: a measurement of every family M6
     timed, each timing apart, scored over torch.topk's time on the same row, and an entry."""
-    from cutopk._bench import tabulate
+    from cutopk._demo import tabulate
 
     path = _m6_csv(families, tmp_path, monkeypatch)
     every = set(families.families_for(M6_SHAPE, families.device_facts()))

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from cutopk import sim
-from cutopk._bench import env
+from cutopk._demo import env
 
 
 def _script(monkeypatch):

@@ -1,4 +1,4 @@
-"""The scoreboard (cutopk/_bench/scoreboard.py, benchmarks/scoreboard.py, tools/gpu_session.sh
+"""The scoreboard (benchmarks/cutopk_bench/scoreboard.py, benchmarks/scoreboard.py, tools/gpu_session.sh
 scoreboard) on the CPU: which cases it chooses from the committed GPU run, the cost estimate fitted
 from that run's logs, the budget, and the phase's dry run, which runs every command line the GPU
 session would run (the measurements themselves need a GPU)."""
@@ -11,8 +11,9 @@ import subprocess
 import sys
 
 import pytest
+from cutopk_bench import scoreboard
 
-from cutopk._bench import env, grid, runner, scoreboard
+from cutopk._demo import env, grid, runner
 
 
 def committed_rows() -> list[dict]:

@@ -1,4 +1,4 @@
-"""The ctypes wrappers of the CUB and FlashInfer shims (cutopk/_bench/cub.py, flashinfer.py) against
+"""The ctypes wrappers of the CUB and FlashInfer shims (benchmarks/cutopk_bench/cub.py, flashinfer.py) against
 stand-in libraries built here with the C compiler: the same entry points and signatures, answering
 as the real shims do on a GPU (a size query writes the scratch size, a refused call returns a CUDA
 error code). What runs on a GPU behind them is left to a lent GPU; this holds the Python side: the
@@ -10,9 +10,8 @@ import shutil
 import subprocess
 
 import pytest
-
-from cutopk._bench import cub
-from cutopk._bench import flashinfer as fi
+from cutopk_bench import cub
+from cutopk_bench import flashinfer as fi
 
 # The stand-ins: a size query (null scratch) writes a size that needs 64 bits, made of the
 # arguments, so a truncated argument or size shows; K above the row is cudaErrorInvalidValue (1).

@@ -11,9 +11,9 @@ import pytest
 from support.backends import sim_unavailable_reason
 
 import cutopk
-from cutopk import _bench
-from cutopk._bench import tabulate, tune
+from cutopk import _demo
 from cutopk._core import call as _call
+from cutopk._demo import tabulate, tune
 from cutopk.cuda import device as _device
 from cutopk.cuda import tables as _tables
 
@@ -35,7 +35,7 @@ def standin(monkeypatch, tmp_path):
 
 
 def test_tune_measures_every_family_saves_a_keyed_table_and_later_calls_use_it(standin, capsys):
-    assert _bench.main(["tune", "--shapes", SHAPES, "--repeat", "1"]) == 0
+    assert _demo.main(["tune", "--shapes", SHAPES, "--repeat", "1"]) == 0
     out, err = capsys.readouterr()
     path = _tables.user_path("Stand-in H100")
     assert f"wrote {path}" in out and "tune [" in err and "2x3000 k=40 float32 radix" in err
@@ -55,7 +55,7 @@ def test_tune_measures_every_family_saves_a_keyed_table_and_later_calls_use_it(s
 
 
 def test_a_tuned_table_of_another_cutopk_is_stale_and_warns_once(standin, monkeypatch, capsys):
-    assert _bench.main(["tune", "--shapes", "2x3000:40", "--repeat", "1", "--time-limit", "0.001"]) == 0
+    assert _demo.main(["tune", "--shapes", "2x3000:40", "--repeat", "1", "--time-limit", "0.001"]) == 0
     monkeypatch.setattr(_tables, "__version__", "99.0")
     _device.device_facts.cache_clear()
     _call.CACHE.clear()
@@ -67,7 +67,7 @@ def test_a_tuned_table_of_another_cutopk_is_stale_and_warns_once(standin, monkey
 
 
 def test_tune_stops_at_its_time_limit_and_says_what_it_left_out(standin, capsys):
-    assert _bench.main(["tune", "--shapes", "2x3000:40", "--repeat", "1", "--time-limit", "0.001"]) == 0
+    assert _demo.main(["tune", "--shapes", "2x3000:40", "--repeat", "1", "--time-limit", "0.001"]) == 0
     out = capsys.readouterr().out
     assert "left out: " in out and "would end after the 0.001 s limit" in out
     assert json.loads(_tables.user_path("Stand-in H100").read_text())["entries"] == []  # one family timed
@@ -81,7 +81,7 @@ def test_tune_shapes_are_checked(bad):
 
 def test_tune_refuses_a_time_limit_past_two_minutes(capsys):
     with pytest.raises(SystemExit):
-        _bench.main(["tune", "--time-limit", "300"])
+        _demo.main(["tune", "--time-limit", "300"])
     assert "--time-limit" in capsys.readouterr().err
 
 
@@ -98,7 +98,7 @@ def test_tune_times_each_family_eagerly_and_under_graph_replay(standin, capsys):
         "--time-limit",
         "0.001",
     ]
-    assert _bench.main(argv) == 0
+    assert _demo.main(argv) == 0
     path = _tables.user_path("Stand-in H100")
     _, graph = tabulate.read_csv(path.with_suffix(".csv"), "g", "graph")
     _, eager = tabulate.read_csv(path.with_suffix(".csv"), "e", "eager")
@@ -108,5 +108,5 @@ def test_tune_times_each_family_eagerly_and_under_graph_replay(standin, capsys):
 
 def test_tune_timing_names_are_checked(capsys):
     with pytest.raises(SystemExit):
-        _bench.main(["tune", "--timing", "eager,fast"])
+        _demo.main(["tune", "--timing", "eager,fast"])
     assert "--timing: expected some of eager, graph, graph-flush" in capsys.readouterr().err

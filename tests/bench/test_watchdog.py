@@ -1,5 +1,5 @@
 """The benchmark's watchdog: a step that never returns ends the run, naming the case and the route,
-instead of holding a lent GPU until its command's limit (cutopk/_bench/watchdog.py)."""
+instead of holding a lent GPU until its command's limit (benchmarks/cutopk_bench/watchdog.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import io
 import time
 
 import pytest
+from cutopk_bench import shims, watchdog
 
-from cutopk._bench import baselines, grid, runner, timing, watchdog
+from cutopk._demo import baselines, grid, runner, timing
 
 
 class Exits:
@@ -83,12 +84,14 @@ def test_the_runner_names_the_peer_that_did_not_answer(monkeypatch):
     monkeypatch.setattr(baselines, "peers", peers)
     exits, out = Exits(), io.StringIO()
     session = runner.Session(
-        False, timing.CpuTimer(repeat=3), watchdog=watchdog.Watchdog(0.05, exit=exits, out=out, poll_s=0.01)
+        False,
+        timing.CpuTimer(repeat=3),
+        guard=watchdog.Watchdog(0.05, exit=exits, out=out, poll_s=0.01).watch,
     )
     runner.measure(grid.Case("t", 4, 500, 5), session)
     assert exits.codes and "from t 4x500 k=5 largest: stuck" in out.getvalue()
 
 
 def test_a_cpu_run_has_no_watchdog_by_default():
-    session = runner.Session(False, timing.CpuTimer(repeat=3))
-    assert session.watchdog.limit_s == 0
+    assert runner.Session(False, timing.CpuTimer(repeat=3)).guard is runner.unguarded  # the demo's
+    assert shims.KIT.guard(False).__self__.limit_s == 0  # the benchmark's, on the CPU

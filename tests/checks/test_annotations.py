@@ -43,7 +43,7 @@ PUBLIC = dict(_public_functions())
 
 
 def test_mypy_checks_the_package_and_every_function_body():
-    assert CONFIG["files"] == ["cutopk"]
+    assert CONFIG["files"][0] == "cutopk" and set(CONFIG["files"]) <= {"cutopk", "benchmarks/cutopk_bench"}
     assert CONFIG["check_untyped_defs"] is True
 
 

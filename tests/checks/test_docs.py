@@ -86,7 +86,7 @@ _SOURCE_PATH = re.compile(
 # A path inside the package or the kernels named from where it lies (``numpy/backend.py``,
 # ``cuda/runner.py``, ``runtime/sim_launch.h``, ``common/keys.cuh``), and the folders it may lie in.
 _RELATIVE_PATH = re.compile(
-    r"(?<![\w./$-])((?:_core|_request|_bench|numpy|cuda|sim|irregular|families|runtime|common)/"
+    r"(?<![\w./$-])((?:_core|_request|_demo|numpy|cuda|sim|irregular|families|runtime|common)/"
     r"[\w/.-]*\.(?:py|cuh|cu|h|c))\b"
 )
 _RELATIVE_BASES = ("cutopk", "cutopk/cuda", "cutopk/sim", "kernels")

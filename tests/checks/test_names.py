@@ -41,11 +41,8 @@ def test_the_check_sees_a_name_defined_in_two_modules(tmp_path):
 # users set, and the file names of earlier versions' build folders that the cache cleaner knows.
 RETIRED = {
     r"\bCUTOPK_NATIVE": ("numpy/compiled.py",),  # CUTOPK_COMPILED*; the aliases live there
-    # The compiled route; FlashInfer calls one of its own backends "native" (the benchmark's peer).
-    r"[\"']native(-\w+)?[\"']|\bcutopk_native|numpy/native|numpy\.native": (
-        "numpy/compiled.py",
-        "_bench/flashinfer.py",
-    ),
+    # The compiled route (FlashInfer's "native" backend is the benchmark's, outside the package).
+    r"[\"']native(-\w+)?[\"']|\bcutopk_native|numpy/native|numpy\.native": ("numpy/compiled.py",),
     r"\bselect_rows\.c\b": ("_host_build.py",),  # compiled.c; an earlier version's build file
     r"\bclass Prepared\b|\bdef prepared\(": (),  # a runner (the core's prepared call keeps the word)
     r"\bcuda\.rows\b|\bcuda/rows\.py|from \. import rows\b|import rows as": (),  # cuda/shared_memory.py

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from support.launches import recording_launches
 
 import cutopk
-from cutopk._bench.recording import recording_launches
 from cutopk.cuda import workspace as _workspace
 
 # (shape, k, keyword arguments): every family, with and without scratch, one chunk of rows.

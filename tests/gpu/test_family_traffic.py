@@ -183,9 +183,9 @@ TIE_DISTRIBUTIONS = ("all_equal", "narrow", "inf", "nan", "ties_at_k", "sorted")
     ids=str,
 )
 def test_repeated_keys_move_no_more_than_spread_keys(dtype, k, apart, monkeypatch):
-    from cutopk._bench.grid import Case
-    from cutopk._bench.inputs import values
     from cutopk._core import call as _call
+    from cutopk._demo.grid import Case
+    from cutopk._demo.inputs import values
 
     if apart:
         monkeypatch.setattr(multiblock, "BLOCK_SORT_MAX", 64)

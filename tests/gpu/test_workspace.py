@@ -9,10 +9,10 @@ import threading
 import numpy as np
 import pytest
 from support.backends import cuda_is_standin
+from support.launches import recording_launches
 from support.reference import assert_same
 
 import cutopk
-from cutopk._bench.recording import recording_launches
 from cutopk.cuda import dispatch as _dispatch
 from cutopk.cuda import runner as _runner
 from cutopk.cuda import workspace as _workspace

@@ -36,8 +36,10 @@ import hashlib
 import math
 import pathlib
 
-from .. import _environ
-from . import cub, env
+from cutopk import _environ
+from cutopk._demo import env
+
+from . import cub
 
 SOURCE = env.REPO / "benchmarks" / "flashinfer" / "cutopk_flashinfer.cu"
 STANDIN = SOURCE.with_name("tvm_ffi_standin.h")
@@ -213,7 +215,7 @@ def route(
     import cupy
     import torch
 
-    from .route import Route
+    from cutopk._demo.route import Route
 
     name = "flashinfer" if sort else "flashinfer-unsorted"
     if axis not in (-1, x.ndim - 1) or x.ndim != 2 or not x.flags.c_contiguous:

@@ -26,7 +26,7 @@ import re
 
 import numpy as np
 
-from . import env, grid
+from cutopk._demo import env, grid
 
 REFERENCE = env.REPO / "benchmarks" / "results" / "2026-11-25-nvidia-h200"
 SLOW_RATIO = 0.95

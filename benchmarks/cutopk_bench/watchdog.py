@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 
-from .. import _environ
+from cutopk import _environ
 
 EXIT_CODE = 3  # apart from timeout(1)'s 124 and a Python error's 1
 DEFAULT_LIMIT_S = 60.0

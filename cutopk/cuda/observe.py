@@ -1,20 +1,24 @@
-"""The CUDA code path with its kernel launches recorded instead of run: for timing the host path
-(``benchmarks/host_overhead.py``) and for counting launches and allocations in tests.
+"""Launches observed instead of run: the seam through which tests count a call's kernel launches,
+grids and allocations, and ``benchmarks/host_overhead.py`` times the host path without a GPU.
 
-The simulator target (NumPy arrays) runs every step of a call for real (checks, the call cache,
-layout, allocations, launch arguments) up to the launch itself, which only counts.
+While :func:`observe_launches` is active, the launcher's modules are recording modules (a launch
+records the kernel's name and geometry and runs nothing) and the simulator target's array module
+is NumPy with its allocations and copies counted: every step of a call on NumPy arrays runs for
+real (checks, layout, allocations, launch arguments) up to the launch itself. The launcher asks
+its one hook (``launcher.OBSERVERS``) and knows nothing of recording. Use it through
+``cutopk._core.call.observe_launches``, which also empties the core's cache of prepared calls
+(whose launches are resolved against the modules of their first call).
 """
 
 from __future__ import annotations
 
 import contextlib
-from unittest import mock
+from collections.abc import Iterator
 
 import numpy as np
 
-from .._core import call as _call
-from ..cuda import launcher as _launcher
-from ..cuda import workspace as _workspace
+from . import launcher as _launcher
+from . import workspace as _workspace
 
 
 class Recorder:
@@ -45,6 +49,9 @@ class _RecordingModule:
             shapes((name, tuple(grid), tuple(block), shared_mem))
 
         return launch
+
+    def built(self, name: str) -> bool:
+        return True  # nothing to compile
 
 
 class _RecordingNumpy:
@@ -87,24 +94,34 @@ class _RecordingNumpy:
         return np.empty(a.shape, a.dtype)
 
 
+class _Observer:
+    """The launcher's hook: a recording module for every element type, and the simulator
+    target's counted NumPy (NumPy for the other target)."""
+
+    def __init__(self, recorder: Recorder, count_allocations: bool):
+        self.recorder = recorder
+        self.xp = _RecordingNumpy(recorder, count_allocations)
+
+    def module(self, target: str, cxx: str) -> _RecordingModule:
+        return _RecordingModule(self.recorder)
+
+    def array_module(self, target: str):
+        return self.xp if target == "sim" else np
+
+
 @contextlib.contextmanager
-def recording_launches(count_allocations: bool = True):
-    """The simulator target with recording kernels and (unless ``count_allocations`` is False,
-    for timing without the counting's own cost) counted allocations; yields the
-    :class:`Recorder`. The call cache, the module cache and the workspaces start empty and are
-    left empty."""
+def observe_launches(count_allocations: bool = True) -> Iterator[Recorder]:
+    """The launcher's kernels recorded instead of run, and (unless ``count_allocations`` is False,
+    for timing without the counting's own cost) the simulator target's allocations counted;
+    yields the :class:`Recorder`. The launcher's module cache and the workspaces start empty
+    and are left as they were (the modules) or empty (the workspaces)."""
     recorder = Recorder()
-    xp = _RecordingNumpy(recorder, count_allocations)
-    with (
-        mock.patch.object(_launcher, "_build_module", lambda target, cxx: _RecordingModule(recorder)),
-        mock.patch.object(_launcher, "array_module", lambda target: xp if target == "sim" else np),
-        mock.patch.dict(_launcher._MODULES, clear=True),
-        mock.patch.dict(_launcher._PLACEHOLDERS, clear=True),
-    ):
-        _call.CACHE.clear()
+    observer = _Observer(recorder, count_allocations)
+    with _launcher.emptied_caches():
         _workspace.release_workspace()
+        _launcher.OBSERVERS.append(observer)
         try:
             yield recorder
         finally:
-            _call.CACHE.clear()
+            _launcher.OBSERVERS.remove(observer)
             _workspace.release_workspace()

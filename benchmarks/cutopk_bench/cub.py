@@ -43,8 +43,8 @@ import re
 import shutil
 import subprocess
 
-from .. import _environ
-from . import env
+from cutopk import _environ
+from cutopk._demo import env
 
 SOURCE = env.REPO / "benchmarks" / "cub" / "cutopk_cub.cu"
 BUILD_DIR = env.REPO / "build" / "cub"
@@ -278,7 +278,7 @@ def route(x, axis: int, k: int, mode: str, dtype: str, lib: CubLibrary, sort: bo
     """
     import cupy
 
-    from .route import Route
+    from cutopk._demo.route import Route
 
     name = "cub-sorted" if sort else "cub"
     if dtype not in DTYPES:

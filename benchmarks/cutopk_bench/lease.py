@@ -48,10 +48,10 @@ import subprocess
 import time
 from typing import TYPE_CHECKING
 
-from . import env
+from cutopk._demo import env
 
 if TYPE_CHECKING:
-    from ..cuda import dispatch as dispatch_types
+    from cutopk.cuda import dispatch as dispatch_types
 
 BUDGET_S = 540.0  # 9 minutes of the 10 a command may take: the files still come back
 MAX_FILES = 8  # the device tool returns at most 8 files from $OUT
@@ -170,7 +170,8 @@ def _m6_estimate() -> tuple[float, str]:
     """M6's seconds from the scoreboard's cost model (the 2026-11-25 H200 run's logged phases): a
     route timed one way costs a sixth of a case (the fit's cases timed about 6 routes each, their
     input and its checks included), and M6 times each route eagerly and under graph replay."""
-    from ..cuda import dispatch
+    from cutopk.cuda import dispatch
+
     from . import scoreboard as sb
 
     model = sb.fit_cost()
@@ -199,7 +200,7 @@ def _m6_estimate() -> tuple[float, str]:
 def hopper() -> dispatch_types.Device:
     """An H100's or H200's facts as the dispatcher sees them (132 SMs, 227 KB of opt-in shared memory
     per block, clusters): what the dry runs plan with, for the lent sm_90 machines."""
-    from ..cuda import dispatch
+    from cutopk.cuda import dispatch
 
     return dispatch.Device(sm_count=132, shared_bytes=dispatch.shared_limit(48 << 10, 232448), clusters=True)
 
@@ -212,7 +213,7 @@ def forced_shapes() -> list[tuple[int, int, int, str]]:
     """M6's shapes, ``python -m cutopk tune``'s (``tune.SHAPES``): (rows, n, k, dtype). 1/16/128/256
     rows x 32000/131072/262144 x k 50/1024 in float32, then the indexer's 16 x 65536 bfloat16
     k=2048 and 1 x 8192 k=512."""
-    from . import tune
+    from cutopk._demo import tune
 
     return [(c.rows, c.n, c.k, c.dtype) for c in tune.SHAPES]
 

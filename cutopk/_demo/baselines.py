@@ -10,11 +10,8 @@ Peers on a GPU: ``torch.topk`` on a zero-copy DLPack view; ``jax.lax.top_k`` on 
 the largest of ``-x``, negated back; integers would take ``~x`` instead, which has no overflow,
 and floats with NaN are skipped because ``-NaN`` sorts first); CuPy's best sort-based route
 (``cupy.argsort`` + take: CuPy's ``argpartition`` sorts fully anyway, so a partition would only
-add a second sort of the K); CUB's ``DeviceTopK``/``DeviceBatchedTopK`` through a small shared
-library (``cutopk/_bench/cub.py``): ``cub`` (unordered output, compared as a multiset) and
-``cub-sorted`` (the same plus an argsort of the K); FlashInfer's ``top_k`` through a shim built from
-its wheel (``cutopk/_bench/flashinfer.py``): ``flashinfer`` (``sorted=True``) and
-``flashinfer-unsorted`` (its default, compared as a multiset). On the CPU: NumPy's naive route
+add a second sort of the K). CUB's and FlashInfer's top-K, through shims built from their sources,
+are the benchmark's peers (``benchmarks/cutopk_bench/shims.py``), not the demo's. On the CPU: NumPy's naive route
 (``argpartition`` + gather + ``argsort`` of the K), a full ``argsort(kind="stable")``,
 ``torch.topk`` with one thread and with its default thread count, and cutopk on one thread
 (``cutopk`` itself uses every core).
@@ -168,40 +165,6 @@ def numpy_sort_route(x, axis: int, k: int, mode: str) -> Route:
     return Route("numpy-sort", call, nan="last")
 
 
-def cub_route(x, axis: int, k: int, mode: str, dtype: str, sort: bool = False) -> Route:
-    """CUB's top-K through the shim (``cutopk/_bench/cub.py``; ``sort``: then an argsort of the K),
-    skipped with the reason when the shim is not built for this GPU."""
-    import cupy
-
-    from . import cub
-
-    lib, reason = cub.available(cub.arch_of(cupy.cuda.Device().compute_capability))
-    if lib is None:
-        return Route("cub-sorted" if sort else "cub", None, reason)
-    return cub.route(x, axis, k, mode, dtype, lib, sort)
-
-
-def flashinfer_route(x, axis: int, case, sort: bool) -> Route:
-    """FlashInfer's top_k through its shim (``cutopk/_bench/flashinfer.py``; ``sort``: ``sorted=True``),
-    skipped with the reason when the shim is not built for this GPU or FlashInfer refuses the case."""
-    import cupy
-
-    from . import flashinfer
-
-    name = "flashinfer" if sort else "flashinfer-unsorted"
-    if why := flashinfer.refusal(case.mode, case.dtype, case.layout, case.n, case.k):
-        return Route(name, None, why)
-    if reason := missing("torch"):
-        return Route(name, None, f"{reason} (FlashInfer's top_k allocates and sorts with torch)")
-    device = cupy.cuda.Device()
-    lib, reason = flashinfer.available(flashinfer.arch_of(device.compute_capability))
-    if lib is None:
-        return Route(name, None, reason)
-    attrs = device.attributes
-    limits = (attrs["MultiProcessorCount"], attrs.get("MaxSharedMemoryPerBlockOptin", 0))
-    return flashinfer.route(x, axis, case, lib, int(device.compute_capability) // 10, sort, limits)
-
-
 def _cpus() -> int:
     """The CPUs this process may use: torch's default intra-op thread count on machines
     without SMT (it counts physical cores), cutopk's default everywhere."""
@@ -248,13 +211,12 @@ def cpu_thread_routes(x, axis: int, k: int, mode: str, dtype: str) -> dict[str, 
     return {"cutopk-1thread": cutopk_one, "torch-threads": torch_default}
 
 
-GPU_PEERS = ("torch", "jax", "cupy", "cub", "cub-sorted", "flashinfer", "flashinfer-unsorted")
+GPU_PEERS = ("torch", "jax", "cupy")
 CPU_PEERS = ("numpy-naive", "numpy-sort", "torch", "cutopk-1thread", "torch-threads")
 
 
-# The modules a peer's route imports besides cutopk's own (FlashInfer's shim takes torch tensors).
-PEER_MODULES = {"torch": "torch", "torch-threads": "torch", "jax": "jax", "flashinfer": "torch",
-                "flashinfer-unsorted": "torch"}  # fmt: skip
+# The modules a peer's route imports besides cutopk's own.
+PEER_MODULES = {"torch": "torch", "torch-threads": "torch", "jax": "jax"}
 
 
 def peer_missing(name: str) -> str | None:
@@ -274,54 +236,45 @@ def peer_unavailable(name: str, gpu: bool) -> str | None:
         return f"{name} runs only in a {there} benchmark, and this one runs on the {here} (its peers: {', '.join(mine)}){also}"
     if name in ("torch", "jax"):
         return missing(name)
-    if name in ("cub", "cub-sorted"):
-        import cupy
-
-        from . import cub
-
-        return cub.available(cub.arch_of(cupy.cuda.Device().compute_capability))[1]
-    if name in ("flashinfer", "flashinfer-unsorted"):
-        import cupy
-
-        from . import flashinfer
-
-        return (
-            missing("torch")
-            or flashinfer.available(flashinfer.arch_of(cupy.cuda.Device().compute_capability))[1]
-        )
     return None
 
 
-def peers(x, axis: int, case, gpu: bool, only: tuple[str, ...] = ()) -> list[Route]:
-    """The peers for one input: on a GPU torch, JAX, CuPy, CUB and FlashInfer; on the CPU NumPy's two
-    routes and torch; ``only`` these when given (the others are not even set up: JAX's import and
-    jit cost seconds). A peer whose library fails to import or to take the input is skipped, with
-    the reason."""
+def builders(x, axis: int, case, gpu: bool) -> dict[str, Callable[[], Route]]:
+    """The demo's peers for one input, by name, each built only when called: on a GPU torch, JAX
+    and CuPy; on the CPU NumPy's two routes, torch, and the thread-count variants."""
     k, mode = case.k, case.mode
     if gpu:
-        builders = {
+        found = {
             "torch": lambda: torch_route(x, axis, k, mode, case.dtype),
             "jax": lambda: jax_route(x, axis, k, mode, case.dist, case.dtype),
             "cupy": lambda: cupy_route(x, axis, k, mode),
-            "cub": lambda: cub_route(x, axis, k, mode, case.dtype),
-            "cub-sorted": lambda: cub_route(x, axis, k, mode, case.dtype, sort=True),
-            "flashinfer": lambda: flashinfer_route(x, axis, case, sort=True),
-            "flashinfer-unsorted": lambda: flashinfer_route(x, axis, case, sort=False),
         }
     else:
-        builders = {
+        found = {
             "numpy-naive": lambda: numpy_naive_route(x, axis, k, mode),
             "numpy-sort": lambda: numpy_sort_route(x, axis, k, mode),
             "torch": lambda: torch_route(x, axis, k, mode, case.dtype),
             **cpu_thread_routes(x, axis, k, mode, case.dtype),
         }
-    assert tuple(builders) == (GPU_PEERS if gpu else CPU_PEERS)
+    assert tuple(found) == (GPU_PEERS if gpu else CPU_PEERS)
+    return found
+
+
+def build(found: dict[str, Callable[[], Route]], only: tuple[str, ...] = ()) -> list[Route]:
+    """The routes of ``found`` (``only`` these when given: the others are not even set up, JAX's
+    import and jit cost seconds). A peer whose library fails to import or to take the input is
+    skipped, with the reason."""
     routes = []
-    for name, build in builders.items():
+    for name, make in found.items():
         if only and name not in only:
             continue
         try:
-            routes.append(build())
+            routes.append(make())
         except Exception as exc:  # noqa: BLE001 - e.g. a JAX whose CUDA plugin does not load
             routes.append(Route(name, None, f"cannot set up: {type(exc).__name__}: {exc}"[:200]))
     return routes
+
+
+def peers(x, axis: int, case, gpu: bool, only: tuple[str, ...] = ()) -> list[Route]:
+    """The demo's peers for one input (:func:`builders`), ``only`` these when given."""
+    return build(builders(x, axis, case, gpu), only)

@@ -1,28 +1,80 @@
 """Running the grid: per case, the input, cutopk's answer and time, every peer checked then timed.
 
-``python -m cutopk`` and ``benchmarks/run.py`` both end in :func:`main`.
+``python -m cutopk`` (:mod:`.cli`) runs :func:`run` with the demo's :class:`Kit`: the peers of
+:mod:`.baselines`. ``benchmarks/run.py`` runs the same loop with a kit of its own
+(``benchmarks/cutopk_bench/shims.py``: CUB's and FlashInfer's peers, the watchdog, the plots); the
+package never imports it.
 """
 
 from __future__ import annotations
 
-import argparse
+import contextlib
 import dataclasses
 import os
 import pathlib
 import sys
-import textwrap
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 
 import numpy as np
 
 from .._core import entry
-from . import baselines, check, env, grid, inputs, pairs, report, timing, watchdog
+from . import baselines, check, env, grid, inputs, pairs, report, timing
 from .pairs import summary
+from .route import Route
 
 GIB = 1 << 30
 CPU_FULL_MAX_ELEMENTS = 1 << 24  # the full grid on the CPU leaves out larger cases unless told otherwise
 REGIME_NAMES = (*grid.REGIMES, "layout")
+
+
+def unguarded(step: str) -> AbstractContextManager:
+    """A step guard that guards nothing (the demo's; a benchmark's watchdog ends a hung step)."""
+    return contextlib.nullcontext()
+
+
+class Kit:
+    """What a run sets beside cutopk, and how it guards its steps: the demo's peers
+    (:mod:`.baselines`, read when asked, so that a test's replacement is seen). A benchmark's kit
+    subclasses it to add peers, a start-up per GPU run, a guard and plots."""
+
+    records: tuple[str, ...] = ()  # the files' ``meta`` keys that :meth:`start` fills (None on the CPU)
+    unsorted: tuple[str, ...] = ()  # the GPU peers whose K come unordered (none of the demo's)
+    plots = False  # :meth:`plot` writes plots (the command line offers ``--plots``)
+
+    def peer_names(self, gpu: bool) -> tuple[str, ...]:
+        """The peers' names, in column order."""
+        return baselines.GPU_PEERS if gpu else baselines.CPU_PEERS
+
+    def routes(self, x, axis: int, case: grid.Case, gpu: bool, only: tuple[str, ...] = ()) -> list[Route]:
+        """The peers' routes for one input (``only`` these when given)."""
+        return baselines.peers(x, axis, case, gpu, only)
+
+    def unavailable(self, name: str, gpu: bool) -> str | None:
+        """Why the peer ``name``, asked for with ``--peers``, cannot run here, or None."""
+        return baselines.peer_unavailable(name, gpu)
+
+    def start(self, facts: dict, peers: tuple[str, ...]) -> dict[str, dict | None]:
+        """A GPU run's set-up on the device of ``facts`` (said as it goes): records for the files'
+        ``meta``, read back by :meth:`absent`."""
+        return {}
+
+    def absent(self, name: str, loaded: dict[str, dict | None]) -> str | None:
+        """Why the peer ``name`` cannot run at all in this run, already said by :meth:`start`, or
+        None (the runner then asks whether a module it needs is missing)."""
+        return None
+
+    def guard(self, gpu: bool) -> Callable[[str], AbstractContextManager]:
+        """The guard of each step (a context manager per call, named for the step)."""
+        return unguarded
+
+    def plot(self, results: list[dict], names: list[str], out: pathlib.Path, stem: str) -> list[pathlib.Path]:
+        """Write plots of the results (``--plots``); the demo writes none."""
+        raise NotImplementedError("the demo writes no plots: benchmarks/run.py --plots does")
+
+
+DEMO = Kit()
 
 
 @dataclasses.dataclass
@@ -34,13 +86,14 @@ class Session:
     copy_bps: float | None = None
     peers: tuple[str, ...] = ()
     self_check_max: int = 1 << 27
-    cub: dict | None = None  # the CUB shim's version and library, or why it is unavailable
-    flashinfer: dict | None = None  # the FlashInfer shim's likewise
+    loaded: dict[str, dict | None] = dataclasses.field(default_factory=dict)  # Kit.start's records
     left_out: tuple[str, ...] = ()  # peers that cannot run at all here: no column, said once
-    # Ends the run, naming the step, when a call never returns (a hung kernel cannot be interrupted).
-    watchdog: watchdog.Watchdog = dataclasses.field(default_factory=lambda: watchdog.Watchdog(0))
+    # Around every call: a benchmark's watchdog ends the run, naming the step, when a call never
+    # returns (a hung kernel cannot be interrupted).
+    guard: Callable[[str], AbstractContextManager] = unguarded
     timing: str = "eager"  # timing.TIMINGS: eager calls, or replays of a captured graph
     unsorted: bool = False  # an unsorted GPU peer runs: the table shows cutopk's sorted=False call
+    kit: Kit = DEMO
 
 
 def _free_device_bytes() -> int:
@@ -144,14 +197,14 @@ def measure(case: grid.Case, session: Session) -> dict:
     ours = baselines.cutopk_route(x, axis, case.k, case.mode)
     assert ours.call is not None  # cutopk's own route is never skipped
     try:
-        with session.watchdog.watch(f"{case.label()}: cutopk"):
+        with session.guard(f"{case.label()}: cutopk"):
             first = ours.call()
             expected = {"largest": check.to_numpy(first.values)}
         if session.gpu:
             result["self_check"], ref = self_check(x_host, axis, case, first, session.self_check_max)
             if ref is not None:
                 expected["largest"] = ref
-        with session.watchdog.watch(f"{case.label()}: cutopk, timed"):
+        with session.guard(f"{case.label()}: cutopk, timed"):
             t = session.timer(ours.call)
     except Exception as exc:  # noqa: BLE001 - cutopk failing on a case is reported, and the run goes on
         result["cutopk"] = {"note": _error(exc)}
@@ -160,7 +213,7 @@ def measure(case: grid.Case, session: Session) -> dict:
     result["timing"] = session.timing
     routes = [
         r
-        for r in baselines.peers(x, axis, case, session.gpu, session.peers)
+        for r in session.kit.routes(x, axis, case, session.gpu, session.peers)
         if r.name not in session.left_out
     ]
     against = {True: t, False: pairs.time_unsorted(x, x_host, axis, case, expected, session, result, routes)}
@@ -192,7 +245,7 @@ def _measure_peer(route, case, x, x_host, axis, expected, ours_t, session, items
                 "note": f"needs about {need / GIB:.1f} GiB, {free / GIB:.1f} GiB free",
             }
     try:
-        with session.watchdog.watch(f"{case.label()}: {route.name}"):  # the check waits for it
+        with session.guard(f"{case.label()}: {route.name}"):  # the check waits for it
             answer = route.call()  # also the warm-up (and JAX's compilation)
             if route.nan not in expected:
                 rule = entry.top_k(x, case.k, axis=axis, mode=case.mode, nan=route.nan)
@@ -201,7 +254,7 @@ def _measure_peer(route, case, x, x_host, axis, expected, ours_t, session, items
         del answer
         if problem:
             return {"status": "mismatch", "note": problem}
-        with session.watchdog.watch(f"{case.label()}: {route.name}, timed"):
+        with session.guard(f"{case.label()}: {route.name}, timed"):
             t = session.timer(route.call, own_stream=route.own_stream, capture=route.capture)
     except timing.Uncapturable as exc:
         return {"status": "skipped", "note": f"not timed under graph replay: {exc}"}
@@ -216,7 +269,7 @@ def _measure_peer(route, case, x, x_host, axis, expected, ours_t, session, items
     return out
 
 
-def start(repeat: int | None, peers: tuple[str, ...], timing_mode: str = "eager") -> Session:
+def start(repeat: int | None, peers: tuple[str, ...], timing_mode: str = "eager", kit: Kit = DEMO) -> Session:
     """Pick the GPU when CuPy can use one, say which backend runs and why, set up the timer."""
     reason = env.gpu_unavailable()
     if reason is None:
@@ -229,7 +282,7 @@ def start(repeat: int | None, peers: tuple[str, ...], timing_mode: str = "eager"
         report.say(
             f"GPU found: {facts['device']} (compute capability {facts['compute_capability']}, driver "
             f"{facts['driver']}, CUDA runtime {facts['cuda_runtime']}): benchmarking cutopk's CUDA backend "
-            "against torch.topk, jax.lax.top_k, CuPy's argsort route, CUB's DeviceTopK and FlashInfer's top_k"
+            f"against {', '.join(kit.peer_names(True))}"
         )
         copy_bps = timer.copy_bandwidth()
         report.say(f"device-to-device copy bandwidth measured now: {copy_bps / 1e9:.0f} GB/s (read + write)")
@@ -238,10 +291,10 @@ def start(repeat: int | None, peers: tuple[str, ...], timing_mode: str = "eager"
             replay or timer,
             copy_bps,
             peers,
-            cub=_cub_facts(facts, peers),
-            flashinfer=_flashinfer_facts(facts, peers),
-            watchdog=watchdog.Watchdog(watchdog.limit_from_env()),
+            loaded=kit.start(facts, peers),
+            guard=kit.guard(True),
             timing=timing_mode,
+            kit=kit,
         )
     if baselines.missing("torch") is None:
         import torch
@@ -263,41 +316,7 @@ def start(repeat: int | None, peers: tuple[str, ...], timing_mode: str = "eager"
         "torch-threads columns compare at one thread and at torch's default; the compiled route for "
         f"long rows: {'built' if compiled_why is None else 'not used, ' + compiled_why}"
     )
-    return Session(False, timing.CpuTimer(repeat or 7), None, peers)
-
-
-def _cub_facts(facts: dict, peers: tuple[str, ...]) -> dict | None:
-    """Load the CUB shim for this GPU once, say whether the ``cub`` peer runs, and return what
-    the files record about it."""
-    if peers and not {"cub", "cub-sorted"} & set(peers):
-        return None
-    from . import cub
-
-    lib, why = cub.available(cub.arch_of(facts["compute_capability"]))
-    if lib is None:
-        report.say(f"CUB peer skipped: {why}")
-        return {"available": False, "reason": why}
-    v = lib.version
-    report.say(f"CUB peer: CUB {v // 100000}.{v // 100 % 1000}.{v % 100} from {lib.path}; {cub.NOTE}")
-    return {"available": True, "cub_version": v, "library": str(lib.path), "note": cub.NOTE}
-
-
-def _flashinfer_facts(facts: dict, peers: tuple[str, ...]) -> dict | None:
-    """Load the FlashInfer shim for this GPU once and say whether its peers run (as _cub_facts)."""
-    if peers and not {"flashinfer", "flashinfer-unsorted"} & set(peers):
-        return None
-    from . import flashinfer
-
-    lib, why = flashinfer.available(flashinfer.arch_of(facts["compute_capability"]))
-    if lib is None:
-        report.say(f"FlashInfer peers skipped: {why}")
-        return {"available": False, "reason": why}
-    cub = "with" if lib.has_cub else "without"
-    report.say(
-        f"FlashInfer peers: FlashInfer {lib.version} ({cub} its CUB backend) from {lib.path}; {flashinfer.NOTE}"
-    )
-    return {"available": True, "version": lib.version, "cub_backend": lib.has_cub, "library": str(lib.path),
-            "note": flashinfer.NOTE}  # fmt: skip
+    return Session(False, timing.CpuTimer(repeat or 7), None, peers, guard=kit.guard(False), kit=kit)
 
 
 def _absent_peers(names: list[str], session: Session) -> dict[str, str]:
@@ -305,15 +324,8 @@ def _absent_peers(names: list[str], session: Session) -> dict[str, str]:
     shim's own line at start-up) and its column is left out, rather than "skip" on every row."""
     absent = {}
     for name in names:
-        shim = (
-            session.cub
-            if name.startswith("cub")
-            else session.flashinfer
-            if name.startswith("flash")
-            else None
-        )
-        if shim is not None and not shim["available"]:
-            absent[name] = shim["reason"]  # said by _cub_facts / _flashinfer_facts
+        if why := session.kit.absent(name, session.loaded):
+            absent[name] = why  # said by the kit's start
         elif why := baselines.peer_missing(name):
             absent[name] = why
             report.say(f"{name} peer left out: {why}")
@@ -335,6 +347,7 @@ def run(
     cost: Callable[[grid.Case], float] | None = None,
     extra: dict | None = None,
     timing_mode: str = "eager",
+    kit: Kit = DEMO,
 ) -> list[dict]:
     """Run the quick or full grid, print the table, and write files.
 
@@ -351,7 +364,7 @@ def run(
         in a source checkout, ``./cutopk-results/<date>-<device>/`` otherwise); by default only a GPU
         run from a source checkout does.
     plots : bool
-        Also write PNG plots (needs matplotlib).
+        Also write plots (``Kit.plot``: the benchmark's kit writes PNGs with matplotlib).
     repeat, max_elements, time_limit, peers
         As the command-line options of the same names.
     cases, stem
@@ -363,6 +376,8 @@ def run(
         More metadata for the files.
     timing_mode
         ``--timing``: ``eager`` calls, or ``graph`` / ``graph-flush`` replays (timing.GraphTimer).
+    kit
+        The peers and the guard (:class:`Kit`): the demo's, or a benchmark's.
 
     Returns
     -------
@@ -372,27 +387,24 @@ def run(
     t0 = time.monotonic()
     if out is not None and (why := env.unwritable(out)):
         raise ValueError(f"out: {why}")
-    session = start(repeat, peers, timing_mode)
+    session = start(repeat, peers, timing_mode, kit)
     if max_elements is None and not session.gpu and full:
         max_elements = CPU_FULL_MAX_ELEMENTS
         print("CPU: shapes with more than 2**24 elements are left out of the full grid (--max-elements)")
     if cases is None:
         cases = grid.select(grid.full_grid() if full else grid.quick_grid(session.gpu), regimes)
-    names = [
-        n for n in (baselines.GPU_PEERS if session.gpu else baselines.CPU_PEERS) if not peers or n in peers
-    ]
+    names = [n for n in kit.peer_names(session.gpu) if not peers or n in peers]
     absent = _absent_peers(names, session)
     names = [n for n in names if n not in absent]
     session.left_out = tuple(absent)
-    session.unsorted = session.gpu and bool(set(names) & set(pairs.UNSORTED))
+    session.unsorted = session.gpu and bool(set(names) & set(kit.unsorted))
     meta = env.metadata(session.gpu) | {
         "grid": "full" if full else "quick",
         "regimes": regimes or "all",
         "peers": names,
         "peers_left_out": absent,
         "copy_gbps": session.copy_bps / 1e9 if session.copy_bps else None,
-        "cub": session.cub,
-        "flashinfer": session.flashinfer,
+        **{key: session.loaded.get(key) for key in kit.records},
         "timer": _timer_facts(session.timer),
         "timing": session.timing,
         "argv": sys.argv,
@@ -448,9 +460,7 @@ def run(
     if out is not None:
         files = report.write(results, meta | {"skipped": skipped}, out, stem)
         if plots:
-            from . import plots as plotting
-
-            files += plotting.plot(results, names, out, stem)
+            files += kit.plot(results, names, out, stem)
         print("wrote " + ", ".join(str(f) for f in files))
     return results
 
@@ -468,132 +478,3 @@ def _timer_facts(timer) -> dict:
             timer.spin_ns / 1e6 if timer.spin is not None else None
         )  # None: host overhead timed
     return facts
-
-
-def _positive(kind):
-    """An argparse type: a number of ``kind`` greater than zero."""
-
-    def parse(text: str):
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {noun} greater than 0, got {text!r}") from None
-        if not value > 0:
-            raise argparse.ArgumentTypeError(f"expected {noun} greater than 0, got {text}")
-        return value
-
-    noun = {int: "an integer", float: "a number"}[kind]
-    parse.__name__ = f"positive {kind.__name__}"
-    return parse
-
-
-def _folder(text: str) -> pathlib.Path:
-    """An argparse type: a folder path, not empty (``pathlib.Path("")`` is the current folder)."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError(f"expected a folder, got an empty path {text!r}")
-    return pathlib.Path(text)
-
-
-class _HelpFormatter(argparse.HelpFormatter):
-    """argparse's, without breaking lines inside hyphenated words (paths such as ./cutopk-results/)."""
-
-    def _split_lines(self, text: str, width: int) -> list[str]:
-        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
-
-
-def parser(prog: str = "python -m cutopk") -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog=prog,
-        description="cutopk's benchmark against torch, JAX, CuPy, CUB and NumPy (python -m cutopk tune: this GPU's dispatch table)",
-        formatter_class=_HelpFormatter,
-    )
-    size = p.add_mutually_exclusive_group()
-    size.add_argument("--quick", action="store_true", help="the quick grid (default): a tour of every regime")
-    size.add_argument("--full", action="store_true", help="the full grid (many minutes on a GPU)")
-    p.add_argument("--regime", action="append", help="only these regimes (repeat or comma-separate): "
-                   f"{', '.join(REGIME_NAMES)}")  # fmt: skip
-    files = p.add_mutually_exclusive_group()
-    files.add_argument("--out", type=_folder, help="write <grid>.json / .csv (and plots) into this folder")
-    files.add_argument("--save", action="store_const", const=True, help="write into benchmarks/results/<date>-<device>/ "
-                       "in a source checkout, else into ./cutopk-results/<date>-<device>/ (the default for a GPU "
-                       "run from a source checkout)")  # fmt: skip
-    files.add_argument("--no-save", dest="save", action="store_const", const=False, help="do not write files")
-    p.add_argument("--plots", action="store_true", help="also write PNG plots (needs matplotlib), into the "
-                   "folder of the other files: not with --no-save")  # fmt: skip
-    p.add_argument(
-        "--repeat", type=_positive(int), help="most timed repetitions per measurement (GPU 20, CPU 7)"
-    )
-    p.add_argument("--max-elements", type=_positive(int), help="leave out cases with more elements than this")
-    p.add_argument("--time-limit", type=_positive(float), help="start no new case after this many seconds")
-    p.add_argument("--peers", help="only these peers, comma-separated (e.g. torch,cupy); one that cannot run "
-                   "here is an error")  # fmt: skip
-    p.add_argument("--timing", choices=timing.TIMINGS, default="eager", help="eager calls (default), or "
-                   "replays of a captured CUDA graph: graph (10 calls a replay), graph-flush (one, L2 flushed)")  # fmt: skip
-    p.add_argument(
-        "--list", action="store_true", help="print the grid's cases (as --max-elements leaves them) and exit"
-    )
-    return p
-
-
-def cases_for(full: bool, regimes: list[str], gpu: bool, max_elements: int | None) -> tuple[list, list]:
-    """The grid's cases for this run, split into those measured and those left out by
-    ``max_elements`` (on the CPU the full grid leaves out more than 2**24 elements by default)."""
-    cases = grid.select(grid.full_grid() if full else grid.quick_grid(gpu), regimes)
-    if max_elements is None and full and not gpu:
-        max_elements = CPU_FULL_MAX_ELEMENTS
-    if max_elements is None:
-        return cases, []
-    return [c for c in cases if c.elements <= max_elements], [c for c in cases if c.elements > max_elements]
-
-
-def main(argv: list[str] | None = None, prog: str = "python -m cutopk", **defaults) -> int:
-    """The command line; ``defaults`` preset options (``benchmarks/run.py``: full grid, saved).
-
-    Every option is checked before anything is measured: a mistake is argparse's usage error
-    (exit status 2), never a traceback after minutes of benchmarking."""
-    p = parser(prog)
-    p.set_defaults(**defaults)
-    args = p.parse_args(argv)
-    gpu = env.gpu_unavailable() is None
-    # --peers first, with or without --list: a peer that is unknown or cannot run here is an error.
-    peers = tuple(name for name in (args.peers or "").split(",") if name)
-    known = {*baselines.GPU_PEERS, *baselines.CPU_PEERS}
-    if set(peers) - known:
-        p.error(f"--peers: unknown {sorted(set(peers) - known)}; expected some of {sorted(known)}")
-    for name in peers:
-        if why := baselines.peer_unavailable(name, gpu):
-            p.error(f"--peers: {name} cannot run here: {why}")
-    full = args.full and not args.quick  # --quick wins over a preset --full
-    save = False if args.out is not None else args.save  # --out wins over a preset --save
-    regimes = [r for item in args.regime or [] for r in item.split(",") if r]
-    if unknown := [r for r in regimes if r not in REGIME_NAMES]:
-        p.error(f"--regime: unknown {', '.join(unknown)}; expected some of {', '.join(REGIME_NAMES)}")
-    if args.regime is not None and not regimes:  # --regime '' would otherwise mean every regime
-        p.error(f"--regime: expected some of {', '.join(REGIME_NAMES)}, got {','.join(args.regime)!r}")
-    if args.timing != "eager" and not gpu:
-        p.error(f"--timing {args.timing}: graph replay needs a GPU ({env.gpu_unavailable()})")
-    if args.plots and args.out is None and save is False:
-        p.error("--plots: no plot can be written with --no-save; give --out DIR or --save instead")
-    if args.plots and (why := baselines.missing("matplotlib")):
-        p.error(f"--plots: {why}; install it with pip install matplotlib (or the bench extra, cutopk[bench])")
-    np.seterr(all="ignore")  # -inf - inf and NaN comparisons in the peers' routes are expected
-    if args.list:
-        cases, left_out = cases_for(full, regimes, gpu, args.max_elements)
-        for c in cases:
-            print(c.label())
-        limit = args.max_elements or CPU_FULL_MAX_ELEMENTS  # left_out is empty without either
-        more = f" ({len(left_out)} more left out by --max-elements {limit})" if left_out else ""
-        print(f"{len(cases)} cases{more}")
-        return 0
-    if args.out is not None and (why := env.unwritable(args.out)):
-        p.error(f"--out: {why}")
-    if save and (why := env.unwritable(env.results_base())):
-        p.error(f"--save: {why}")
-    results = run(
-        full, regimes, args.out, save, args.plots, args.repeat, args.max_elements, args.time_limit, peers,
-        timing_mode=args.timing,
-    )  # fmt: skip
-    if not results:  # each case's reason is among the notes above
-        print("no case was measured (see the notes above): nothing to compare", file=sys.stderr)
-        return 1
-    return 0
