@@ -16,10 +16,9 @@ fails when a streaming kernel cannot run at the memory-bandwidth limit:
   load (``LDS.128``). That was the refine, count and place loops' shape before issue 39: a
   dependent load-vote-match-atomic chain per key, latency-bound with one block per row;
 * the streaming select's filter (kernels/streaming.cu, the ring of asynchronous copies) holds a
-  per-key atomic or warp match: in the kernel's own code (its out-of-line callees, the exact path
-  of rows whose threshold failed, excluded), a loop that reads global memory (``LDG``, or the
-  copies' ``LDGSTS``) holds an ``ATOMS``, ``ATOM``, ``ATOMG``, ``RED`` or ``MATCH``; and on sm_80
-  and later no loop issues ``LDGSTS`` (the ring is gone);
+  per-key atomic or warp match: a loop that issues the ring's copies (``LDGSTS``, and holds no
+  other such loop) holds an ``ATOMS``, ``ATOM``, ``ATOMG``, ``RED`` or ``MATCH``; and on sm_80 and
+  later no loop issues ``LDGSTS`` (the ring is gone);
 * any kernel holds a warp match (``MATCH``): every histogram counts with a plain shared
   ``atomicAdd(&h[d], 1u)`` (``ATOMS.POPC.INC`` on sm_90, which adds up the lanes that hit one
   address), as the anchors do; the match that aggregated a warp's equal digits first cost about
@@ -413,40 +412,41 @@ def check(
     return found
 
 
-def own_code(instructions: Code) -> Code:
-    """A kernel's own code: its instructions before the first of its out-of-line callees."""
-    starts = [c[0][0] for c in callees(instructions) if c]
-    return [ins for ins in instructions if not starts or ins[0] < min(starts)]
-
-
-def loops(instructions: Code) -> list[Code]:
-    """The bodies of every loop, nested or not: from the target of a backward branch to the branch."""
+def loops(instructions: Code) -> list[tuple[int, int]]:
+    """Every loop, nested or not, as (first, last) addresses: the target of a backward branch and
+    the branch (a cold block that branches back into a loop counts too: it only widens the set)."""
     out = []
     for addr, _predicated, text in instructions:
         if text.startswith("BRA") and (m := TARGET.search(text.partition(" ")[2])) and int(m[1], 16) <= addr:
-            start = int(m[1], 16)
-            out.append([ins for ins in instructions if start <= ins[0] <= addr])
+            out.append((int(m[1], 16), addr))
     return out
+
+
+def ring_loops(instructions: Code) -> list[Code]:
+    """The loops that issue asynchronous copies (``LDGSTS``) and hold no other loop that does: a
+    ring's tile loop. Minimal among such loops, so that an outer loop (or a cold block branching
+    back) around the ring and the code after it is not taken for the ring itself."""
+    copies = [a for a, _, t in instructions if ASYNC_COPY.match(t)]
+    spans = [(s, e) for s, e in loops(instructions) if any(s <= a <= e for a in copies)]
+    minimal = [
+        (s, e) for s, e in spans if not any((s2, e2) != (s, e) and s <= s2 and e2 <= e for s2, e2 in spans)
+    ]
+    return [[ins for ins in instructions if s <= ins[0] <= e] for s, e in minimal]
 
 
 def _ring_findings(arch: str, name: str, code: Code) -> list[Finding]:
     out = []
-    reading = []  # the loops of the kernel's own code that read global memory
-    for loop in loops(own_code(code)):
-        ops = [t.split()[0] for _, _, t in loop]
-        if any(GLOBAL_LOAD.match(o) or ASYNC_COPY.match(o) for o in ops):
-            reading.append(ops)
-            bad = [o for o in ops if PER_KEY_OP.match(o)]
-            if bad:
-                out.append(
-                    Finding(
-                        arch,
-                        name,
-                        f"an atomic or warp match in a loop that reads the row ({bad[0]} at {loop[0][0]:#x})",
-                    )
+    rings = ring_loops(code)
+    for loop in rings:
+        bad = [t.split()[0] for _, _, t in loop if PER_KEY_OP.match(t)]
+        if bad:
+            out.append(
+                Finding(
+                    arch, name, f"an atomic or warp match in the ring's loop ({bad[0]} at {loop[0][0]:#x})"
                 )
+            )
     newer = int(arch.removeprefix("sm_").rstrip("a") or 0) >= 80
-    if newer and not any(any(ASYNC_COPY.match(o) for o in ops) for ops in reading):
+    if newer and not rings:
         out.append(Finding(arch, name, "no loop issues asynchronous copies (LDGSTS): the ring is gone"))
     return out
 

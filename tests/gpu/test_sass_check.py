@@ -343,7 +343,7 @@ def ring_findings(functions, name):
 
 def test_a_ring_filter_with_an_atomic_per_key_fails(planted):
     problems = ring_findings(planted, "ring_atomic")
-    assert any("an atomic or warp match in a loop that reads the row" in p for p in problems), problems
+    assert any("an atomic or warp match in the ring's loop" in p for p in problems), problems
 
 
 def test_a_ring_filter_without_atomics_passes_and_a_kernel_without_a_ring_fails(planted):
