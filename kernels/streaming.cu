@@ -9,8 +9,9 @@
 //    32-byte runs (multiblock's sample and rank rule: rank m + 4 sqrt(m) + 8 with m = K x samples /
 //    n, so that fewer than K keys reach it only rarely), by a radix select of the sample on chip.
 // 3. filter: each tile, once it has landed, is compared with the threshold; the keys that reach it
-//    are appended in index order to the candidates (a block scan of the threads' counts per tile:
-//    no atomic at all), and the stage is refilled with the tile STAGES ahead. Strided rows read
+//    are appended in index order to the candidates (a warp scan of the threads' counts and one
+//    barrier per tile: no atomic at all), and the stage before it is refilled with the tile STAGES
+//    ahead of that. Strided rows read
 //    through the streaming loader instead (row_loads.cuh), with the same filter per call.
 // 4. select: when at least K and at most `cap` keys reached the threshold, the candidates hold
 //    every winner: onchip_select.cuh's radix steps on them (the candidates' positions are index
@@ -64,6 +65,7 @@ struct Row {
   int cap;
   Bucket* bucket;             // s_bucket
   int* scan;                  // block_scan's scratch (33 ints)
+  int* warps;                 // the filter's warp totals (two slots of 32)
   unsigned long long* scan2;  // count_winners' (33 packed counts)
 };
 
@@ -170,55 +172,84 @@ __device__ __forceinline__ typename KeyTraits<T>::Key sampled_threshold(const Ro
 // reaching the threshold appended at `taken` + their rank; returns the step's count (the same in
 // every thread: candidates past `cap` are counted, not kept). The keys are read twice (to count,
 // then to append) rather than held: holding 16 or 32 8- and 16-bit keys a thread made ptxas spill
-// at the 64 registers of two blocks per SM. The block scan's barriers also mean that every thread
-// is done with the keys it read from shared memory.
+// at the 64 registers of two blocks per SM.
+// The ranks take one barrier: a warp scan, each warp's total published in `warps` (a slot of 32 of
+// the two that consecutive steps alternate: a step rewrites the slot two steps back only after
+// every thread passed the barrier of the step between, so after every read of it), then each
+// warp adds up the totals of the warps before it with shuffles.
 template <class Key, int E, class KeyAt>
 __device__ __forceinline__ int sift(KeyAt&& key_at, int count, long long first, Key threshold, Key* cand_key,
-                                    unsigned* cand_idx, int cap, int taken, int* scan) {
+                                    unsigned* cand_idx, int cap, int taken, int* warps) {
+  const unsigned FULL = 0xffffffffu;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   int mine = 0;
 #pragma unroll
   for (int e = 0; e < E; ++e) mine += e < count && key_at(e) >= threshold;
-  int total;
-  int slot = taken + block_scan(mine, scan, &total);
+  int inclusive = mine;
+#pragma unroll
+  for (int offset = 1; offset < 32; offset <<= 1) {
+    const int other = __shfl_up_sync(FULL, inclusive, offset);
+    if (lane >= offset) inclusive += other;
+  }
+  if (lane == 31) warps[warp] = inclusive;
+  __syncthreads();
+  // Lane l holds warp l's total: the block's total in the high half, the warps' before this one in
+  // the low (at most 512 x 32 keys a step: each half fits 16 bits).
+  const int total_l = lane < (int)(blockDim.x >> 5) ? warps[lane] : 0;
+  int packed = (total_l << 16) | (lane < warp ? total_l : 0);
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) packed += __shfl_xor_sync(FULL, packed, offset);
+  int slot = taken + (packed & 0xffff) + inclusive - mine;
   if (mine != 0) {
 #pragma unroll
     for (int e = 0; e < E; ++e) {
-      const Key key = key_at(e);
-      if (e < count && key >= threshold) {
-        if (slot < cap) {
-          cand_key[slot] = key;
-          cand_idx[slot] = (unsigned)(first + e);
+      if (e < count) {  // past `count` key_at may lie outside the row
+        const Key key = key_at(e);
+        if (key >= threshold) {
+          if (slot < cap) {
+            cand_key[slot] = key;
+            cand_idx[slot] = (unsigned)(first + e);
+          }
+          ++slot;
         }
-        ++slot;
       }
     }
   }
-  return total;
+  return (int)((unsigned)packed >> 16);
+}
+
+// The slot of `warps` (two of 32 counts) that step `step` of the filter publishes in.
+__device__ __forceinline__ int* warp_slot(int* warps, int step) {
+  return warps + 32 * (step & 1);
 }
 
 // The head or the tail of a contiguous row (fewer than 16 bytes), thread 0's step alone.
 template <class T>
 __device__ __forceinline__ int sift_edge(const Row<T>& r, int from, int count, typename KeyTraits<T>::Key threshold,
-                                         int taken) {
+                                         int taken, int step) {
   typedef typename KeyTraits<T>::Key Key;
   constexpr int E = 16 / (int)sizeof(T);
   const int mine = threadIdx.x == 0 ? count : 0;
   const Key* bits = row_bits(r.base);
   auto key_at = [&](int e) { return KeyTraits<T>::from_bits(bits[from + e], r.largest, r.nan_first); };
-  return sift<Key, E>(key_at, mine, from, threshold, r.cand_key, r.cand_idx, r.cap, taken, r.scan);
+  return sift<Key, E>(key_at, mine, from, threshold, r.cand_key, r.cand_idx, r.cap, taken, warp_slot(r.warps, step));
 }
 
 // The filter over a contiguous row through the ring, the first STAGES tiles already in flight.
-// Tile i waits for its group (STAGES - 1 groups may stay in flight: one is committed per tile,
-// empty past the last), is filtered, and its stage is refilled with tile i + STAGES.
+// Tile i waits for its group, then (every thread being done with tile i - 1) refills tile i - 1's
+// stage with tile i - 1 + STAGES, and is filtered: while it is, the next STAGES - 1 tiles are in
+// flight. One group is committed per refill (empty past the last tile), so before tile i's wait
+// STAGES + i - 1 groups are committed (STAGES before tile 0's): STAGES - 2 may stay in flight.
 template <class T>
 __device__ __forceinline__ int filter_ring(const Row<T>& r, const Vectors& v, typename KeyTraits<T>::Key threshold) {
   typedef typename KeyTraits<T>::Key Key;
   constexpr int E = 16 / (int)sizeof(T);
-  int taken = sift_edge(r, 0, v.head, threshold, 0);
+  static_assert(STAGES >= 2, "a stage is refilled while the next one is filtered");
+  int taken = sift_edge(r, 0, v.head, threshold, 0, 0);
   for (int tile = 0; tile < v.tiles; ++tile) {
-    wait_copies(STAGES - 1);
-    __syncthreads();  // every thread's copies of this tile have landed
+    wait_copies(STAGES - 2);
+    __syncthreads();  // every thread's copies of this tile have landed; every thread is past tile - 1
+    if (tile > 0) copy_tile(r, v, tile - 1 + STAGES);
     const Vec16* stage = reinterpret_cast<const Vec16*>(r.smem + (tile % STAGES) * STAGE_BYTES);
     const long long at = (long long)tile * TILE_VECS + VECS * (int)threadIdx.x;  // this thread's first vector
     const int count = (int)max(0ll, min((long long)VECS * E, (v.vecs - at) * E));
@@ -226,24 +257,24 @@ __device__ __forceinline__ int filter_ring(const Row<T>& r, const Vectors& v, ty
     auto key_at = [&](int e) {
       return KeyTraits<T>::from_bits(vec_element<Key>(mine[e / E], e % E), r.largest, r.nan_first);
     };
-    taken +=
-        sift<Key, VECS * E>(key_at, count, v.head + at * E, threshold, r.cand_key, r.cand_idx, r.cap, taken, r.scan);
-    copy_tile(r, v, tile + STAGES);  // the stage is free: every thread has passed sift's barriers
+    taken += sift<Key, VECS * E>(key_at, count, v.head + at * E, threshold, r.cand_key, r.cand_idx, r.cap, taken,
+                                 warp_slot(r.warps, tile + 1));
   }
   wait_copies(0);  // only empty groups are left
   const int tail_from = v.head + (int)(v.vecs * E);
-  return taken + sift_edge(r, tail_from, r.len - tail_from, threshold, taken);
+  return taken + sift_edge(r, tail_from, r.len - tail_from, threshold, taken, v.tiles + 1);
 }
 
 // The filter over a strided row: the streaming loader's runs, in index order per call.
 template <class T>
 __device__ __forceinline__ int filter_strided(const Row<T>& r, typename KeyTraits<T>::Key threshold) {
   typedef typename KeyTraits<T>::Key Key;
-  int taken = 0;
+  int taken = 0, step = 0;
   stream_row(row_bits(r.base), r.col_stride, 0, r.len, threadIdx.x, blockDim.x, [&](const auto& run) {
     constexpr int E = CUTOPK_RUN_SIZE(run);
     auto key_at = [&](int e) { return KeyTraits<T>::from_bits(run.bits[e], r.largest, r.nan_first); };
-    taken += sift<Key, E>(key_at, run.count, run.first, threshold, r.cand_key, r.cand_idx, r.cap, taken, r.scan);
+    taken += sift<Key, E>(key_at, run.count, run.first, threshold, r.cand_key, r.cand_idx, r.cap, taken,
+                          warp_slot(r.warps, step++));
   });
   return taken;
 }
@@ -349,6 +380,7 @@ streaming_topk(const T* __restrict__ in, long long rows, long long n, long long 
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ Bucket s_bucket;
   __shared__ int s_scan[33];
+  __shared__ int s_warps[64];
   __shared__ unsigned long long s_scan2[33];
   __shared__ int s_taken;
   const long long row = blockIdx.x;
@@ -366,6 +398,7 @@ streaming_topk(const T* __restrict__ in, long long rows, long long n, long long 
   r.cap = cap;
   r.bucket = &s_bucket;
   r.scan = s_scan;
+  r.warps = s_warps;
   r.scan2 = s_scan2;
   const int kp = pow2_at_least(k);
   Key* win_key = reinterpret_cast<Key*>(smem);  // over the ring, once it is dead
