@@ -124,16 +124,14 @@ def caches_of_other_packages(tmp_path_factory):
     """The suite leaves nothing in the user's temp and cache folders (issue 49): what other
     packages cache on their own, torch.compile's inductor (``/tmp/torchinductor_<user>``),
     matplotlib's font list and onnxruntime's device id (``$XDG_CACHE_HOME``), goes into this
-    session's temp folder (pytest's, which it prunes). cutopk's own caches, the simulator's
-    modules and the compiled route's library, stay where they were (built once, reused by the
-    next run, as a user's are); the tests that build into a cache of their own set one."""
-    from cutopk.numpy import compiled
+    session's temp folder (pytest's, which it prunes). cutopk's own cache, the simulator's
+    modules, stays where it was (built once, reused by the next run, as a user's is); the tests
+    that build into a cache of their own set one."""
     from cutopk.sim import _toolchain
 
     root = tmp_path_factory.mktemp("caches")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(_toolchain.CACHE_ENV_VAR, str(_toolchain.cache_dir()))
-        patch.setenv(compiled.CACHE_ENV_VAR, str(compiled.cache_dir()))
         patch.setenv("XDG_CACHE_HOME", str(root / "xdg"))
         patch.setenv("TORCHINDUCTOR_CACHE_DIR", str(root / "torchinductor"))
         patch.setenv("MPLCONFIGDIR", str(root / "matplotlib"))

@@ -314,7 +314,7 @@ def start(repeat: int | None, peers: tuple[str, ...], timing_mode: str = "eager"
         f"{threads.get_num_threads()} threads where its cost model says they pay (measured now: "
         f"{task_s * 1e6:.0f} us per task handed over, two threads {speedups}); the cutopk-1thread and "
         "torch-threads columns compare at one thread and at torch's default; the compiled route for "
-        f"long rows: {'built' if compiled_why is None else 'not used, ' + compiled_why}"
+        f"long rows: {'loaded' if compiled_why is None else 'not used, ' + compiled_why}"
     )
     return Session(False, timing.CpuTimer(repeat or 7), None, peers, guard=kit.guard(False), kit=kit)
 

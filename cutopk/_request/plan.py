@@ -55,7 +55,7 @@ class Plan:
     params : dict
         The chosen kernel's parameters (the dispatcher's, on the CUDA and simulator backends). On
         the NumPy backend: ``route``, ``threads`` and ``threads_why``, and the compiled route's
-        state: ``compiled`` (loaded, built, or not built yet) and ``compiler``, or
+        state: ``compiled`` (loaded, with ``compiled_variant``, or not loaded yet), or
         ``compiled_unavailable`` (why it cannot run). A plan builds and loads nothing.
     batch : str
         ``"regular"`` (every row ``n`` long), or how rows of their own lengths are served:

@@ -13,9 +13,9 @@ its shape (its runner: ``short_rows.runner``): no checks, no thread count, one s
 of composite keys). Within a block, by row length:
 
 - **At least 8192, K at most a 64th of the row and at most 512: the compiled route** (``compiled``,
-  ``compiled.c`` built with the machine's C compiler on first use): one C call per block
-  reads each row once against a running threshold (see ``compiled.py``); where it cannot run (no
-  compiler, ``CUTOPK_COMPILED=0``), the NumPy routes below, with the same answers. The compiled
+  ``compiled.c`` built when the package is installed): one C call per block reads each row
+  once against a running threshold (see ``compiled.py``); where it cannot run (not built at
+  install, ``CUTOPK_COMPILED=0``), the NumPy routes below, with the same answers. The compiled
   route's call takes every row at once and shares them between threads itself (the C file's
   pool: no block goes through the Python pool, a handover costs microseconds).
 - **Shorter rows, and an outer axis, on the compiled route too** (issue 42; ``compiled_choice.choose_method``):

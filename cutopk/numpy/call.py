@@ -48,7 +48,7 @@ class NumpyCall:
         req, itemsize = self.req, self.dtype.itemsize
         rows = math.prod(s for i, s in enumerate(self.shape) if i != req.axis)
         in_place = _layout.row_strides(self.shape, self.strides, itemsize, req.axis) is not None
-        with _compiled.planning():  # a plan never builds the compiled route, nor loads it
+        with _compiled.planning():  # a plan never loads the compiled route's library
             if in_place:
                 info = _backend.describe(arr, req)
             else:  # the copy the backend makes is C-contiguous rows: describe one over a single element
@@ -76,7 +76,7 @@ class NumpyCall:
             params = {"route": info["route"], "threads": info["threads"], "threads_why": info["threads_why"]}
             if info["compiled"] is not None:  # why the compiled route cannot run here
                 params["compiled_unavailable"] = info["compiled"]
-            else:  # whether it is built and loaded, and which compiler built it (or would)
+            else:  # the library loaded (and its variant for this processor), or where it is
                 params.update(_compiled.status())
         return Plan(
             "numpy",

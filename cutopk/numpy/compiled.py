@@ -1,4 +1,4 @@
-"""The NumPy backend's compiled route: ``compiled.c``, built with the machine's C compiler.
+"""The NumPy backend's compiled route: ``compiled.c``, built when the package is installed.
 
 One C function selects the top K of a block of rows as they lie in memory (any strides, any
 alignment, native byte order, every dtype the backend takes): one pass over each row with a
@@ -6,25 +6,21 @@ running threshold, vectorised by the compiler, then a sort of the K (see the C f
 It needs no NumPy call per row and holds no GIL. One call takes every row of the request and
 shares them between ``threads`` threads itself (the C file's pool: the calling thread and workers
 kept alive between calls, a job handed over in microseconds; see its "Threads" section and
-:func:`handover`), so no block goes through the backend's Python thread pool. A call of more
+:func:`measure_pool`), so no block goes through the backend's Python thread pool. A call of more
 than ``INTERRUPT_BLOCK_ELEMENTS`` is made in blocks of rows, so that Ctrl-C interrupts it.
 
-The library is built by the first call that takes the route (some 1.5 s; ``-march=native``),
-never by ``cutopk.plan()`` (:func:`planning`, :func:`status`), into ``$CUTOPK_COMPILED_CACHE`` or
-``$XDG_CACHE_HOME/cutopk/compiled`` (an absolute one; else ``~/.cache/cutopk/compiled``) under a
-name that hashes the source, the compiler, its flags and the processor, with a build record
-beside it (size, SHA-256, ABI, compiler, flags: ``cutopk._host_build``) that is checked before
-the library is loaded: a file cut short would kill the process with SIGBUS when mapped. One
-that does not fit its record, does not load, lacks the entry points or has another ABI is
-closed and built again, once; the cache keeps the ``CACHE_KEEP`` libraries last used. A compiler that rejects ``-march=native`` gets the portable
-build. The compiler: ``$CC`` (a command line; one that names no program is the reason the
-route does not run, never passed over), else ``cc``, ``gcc`` or ``clang``. Where none is found,
-or the build fails, the backend runs its NumPy routes, which give the same answers:
+The library is built by ``pip install .`` (setup.py: an optional extension, one build of the C
+file per instruction-set variant, the widest this processor runs picked when it is loaded) and
+installed as the top-level module ``_cutopk_compiled``; this module finds it with importlib
+(:func:`locate`: also the installed one when ``import cutopk`` imports a source checkout, as
+``python -m pytest`` does from the repository's root) and loads it with ctypes, checking its
+ABI, by the first call that takes the route, never by ``cutopk.plan()`` (:func:`planning`,
+:func:`status`). Nothing is compiled at run time. Where it was not built (no C compiler at
+install time), does not load or has another ABI, the backend runs its NumPy routes, which give
+the same answers:
 :func:`unavailable_reason` says why, and ``cutopk.plan()`` shows it. ``CUTOPK_COMPILED=0`` turns
-the route off (the NumPy routes alone); it is read when it changes. The variables' names before
-issue 40 (``CUTOPK_NATIVE``, ``CUTOPK_NATIVE_CACHE``, ``CUTOPK_NATIVE_ASAN``) still work where
-the new name is unset, with a ``FutureWarning`` (:func:`setting`). A child forked while
-another thread builds gets a lock of its own and builds for itself.
+the route off (the NumPy routes alone); it is read when it changes, and its name before issue 40,
+``CUTOPK_NATIVE``, still works where it is unset, with a ``FutureWarning`` (:func:`setting`).
 """
 
 from __future__ import annotations
@@ -33,12 +29,10 @@ import contextlib
 import contextvars
 import ctypes
 import functools
-import hashlib
+import importlib.machinery
+import importlib.util
 import os
 import pathlib
-import platform
-import shlex
-import shutil
 import threading
 import time
 import warnings
@@ -47,40 +41,21 @@ from collections.abc import Iterator
 import numpy as np
 
 from .. import _environ
-from .._host_build import BuildError, asan_loaded, build_once, cache_home, record_fits
 from .._request import dtypes as _dtypes
 
-SOURCE = pathlib.Path(__file__).with_name("compiled.c")
-ENV_VAR = "CUTOPK_COMPILED"
-CACHE_ENV_VAR = "CUTOPK_COMPILED_CACHE"
-# -O3 and the machine's own vector instructions for the vectoriser (the key and threshold
-# loops: 1x2**21 float32 k=64 in 0.67 ms with SSE2 alone, 0.27 ms with AVX-512). The cache key
-# holds the processor's description, so another machine sharing the cache builds its own.
-FLAGS = (
-    "-O3",
-    "-march=native",
-    "-std=gnu11",
-    "-fPIC",
-    "-shared",
-    "-fvisibility=hidden",
-    "-fno-strict-aliasing",
-    "-pthread",  # the C file's thread pool
+# The library's module name (setup.py's extension), found on sys.path like any module.
+LIBRARY = "_cutopk_compiled"
+# Its builds of the C file, widest first (compiled_variants.c picks the first this processor runs;
+# a processor that runs one runs every one after it).
+VARIANTS = ("avx512", "avx2", "baseline")
+NOT_BUILT = (
+    f"not built at install: no {LIBRARY} library on sys.path (`pip install .` builds it where a C "
+    "compiler is found; in a source checkout, `python setup.py build_ext --inplace`)"
 )
-# CUTOPK_COMPILED_ASAN=1: the build is instrumented by AddressSanitizer (its runtime must then be
-# preloaded: LD_PRELOAD=$(cc -print-file-name=libasan.so)); .ci/run's sanitizer step.
-ASAN_ENV_VAR = "CUTOPK_COMPILED_ASAN"
-ASAN_FLAGS = ("-fsanitize=address", "-fno-omit-frame-pointer", "-g")
-# Each compiler command line, flag set and processor builds a library of its own (every distinct
-# $CC, sanitizer builds, the portable build): the cache keeps the CACHE_KEEP last used, and
-# removes the others once unused for an hour (_host_build.evict).
-CACHE_KEEP = 8
-# The variables' names before issue 40 gave the route one name ("native" also meant byte order):
-# users set them, so each is still read where its new name is unset, with a FutureWarning.
-DEPRECATED_ENV_VARS = {
-    ENV_VAR: "CUTOPK_NATIVE",
-    CACHE_ENV_VAR: "CUTOPK_NATIVE_CACHE",
-    ASAN_ENV_VAR: "CUTOPK_NATIVE_ASAN",
-}
+ENV_VAR = "CUTOPK_COMPILED"
+# The variable's name before issue 40 gave the route one name ("native" also meant byte order):
+# users set it, so it is still read where the new name is unset, with a FutureWarning.
+DEPRECATED_ENV_VARS = {ENV_VAR: "CUTOPK_NATIVE"}
 _warned: set[str] = set()
 # The C file's ABI number and the size of its struct cutopk_rows (cutopk_compiled_abi()).
 ABI = 5
@@ -119,17 +94,15 @@ class Rows(ctypes.Structure):
 
 _lock = threading.Lock()
 # "lib": the loaded function, or None with "why" saying why not; "env": the last CUTOPK_COMPILED
-# (variable, text) read and whether it allows the route; "path"/"cc": the library loaded and the compiler
-# command that built it.
-_state: dict = {"lib": None, "why": None, "tried": False, "env": (None, True), "path": None, "cc": None}
-# plan(): the route's state is reported, never built or loaded (see planning()).
+# (variable, text) read and whether it allows the route; "path", "variant": the library loaded.
+_state: dict = {"lib": None, "why": None, "tried": False, "env": (None, True), "path": None, "variant": None}
+# plan(): the route's state is reported, never loaded (see planning()).
 _planning: contextvars.ContextVar = contextvars.ContextVar("cutopk_compiled_planning", default=False)
 
 
 def _after_fork_in_child() -> None:
-    """A fork while another thread builds the library: that thread does not exist in the child,
-    and the lock it holds would never be released there. The child gets a lock of its own and,
-    where nothing was loaded yet, tries again itself."""
+    """A fork while another thread loads the library: that thread does not exist in the child,
+    and the lock it holds would never be released there. The child gets a lock of its own."""
     global _lock
     _lock = threading.Lock()
 
@@ -138,33 +111,11 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def find_compiler() -> tuple[list[str] | None, str | None]:
-    """``(command, None)``: the C compiler's command line, ``$CC`` (split as a shell would:
-    ``CC="ccache gcc"`` or ``CC="gcc -O0"`` too), else the first of ``cc``, ``gcc``, ``clang`` on
-    PATH; or ``(None, why)``. A ``$CC`` that names no program is the reason, never passed over
-    for another compiler: the user asked for that one."""
-    text = os.environ.get("CC")
-    if text is not None and text.strip():
-        try:
-            words = shlex.split(text)
-        except ValueError as exc:
-            return None, f"CC={text!r} cannot be split into words ({exc})"
-        found = shutil.which(words[0]) if words else None
-        if found is None:
-            return None, f"CC={text!r}: {words[0]!r} is not a program (a path, or a name on PATH)"
-        return [found, *words[1:]], None
-    for name in ("cc", "gcc", "clang"):
-        found = shutil.which(name)
-        if found:
-            return [found], None
-    return None, "no C compiler found (set CC, or install cc, gcc or clang)"
-
-
 def setting(name: str) -> tuple[str, str | None]:
-    """``(variable, text)`` of the route's environment variable ``name`` (``ENV_VAR``,
-    ``CACHE_ENV_VAR`` or ``ASAN_ENV_VAR``): its own value where it is set, else the value of its
-    deprecated earlier name (``DEPRECATED_ENV_VARS``) where that one is set, with a
-    ``FutureWarning`` the first time in the process, else ``(name, None)``."""
+    """``(variable, text)`` of the route's environment variable ``name`` (``ENV_VAR``): its own
+    value where it is set, else the value of its deprecated earlier name
+    (``DEPRECATED_ENV_VARS``) where that one is set, with a ``FutureWarning`` the first time in
+    the process, else ``(name, None)``."""
     text = _environ.get(name)
     if text is None:
         old = DEPRECATED_ENV_VARS[name]
@@ -175,20 +126,6 @@ def setting(name: str) -> tuple[str, str | None]:
                 warnings.warn(f"{old} is deprecated: set {name} instead", FutureWarning, stacklevel=2)
             return old, old_text
     return name, text
-
-
-def compiler() -> str | None:
-    """The C compiler's command line as text (see :func:`find_compiler`), or None."""
-    command, _ = find_compiler()
-    return None if command is None else shlex.join(command)
-
-
-def cache_dir() -> pathlib.Path:
-    """Where the built library is kept: ``$CUTOPK_COMPILED_CACHE``, else
-    ``$XDG_CACHE_HOME/cutopk/compiled`` (``~/.cache/cutopk/compiled``; a relative
-    ``$XDG_CACHE_HOME`` is ignored, as the XDG specification says)."""
-    root = _environ.path(*setting(CACHE_ENV_VAR))
-    return cache_home() / "cutopk" / "compiled" if root is None else root
 
 
 def _enabled() -> bool:
@@ -202,58 +139,18 @@ def _enabled() -> bool:
     return allowed
 
 
-@functools.cache
-def _processor() -> str:
-    """The processor's model and instruction-set flags (what ``-march=native`` builds for)."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            lines = [line for line in f if line.startswith(("model name", "flags", "Features"))]
-        return "".join(sorted(set(lines)))
-    except OSError:
-        return platform.machine() + platform.processor()
-
-
-def build_flags() -> tuple[str, ...]:
-    """The compiler flags of this process's build: ``FLAGS``, and ``ASAN_FLAGS`` where
-    ``CUTOPK_COMPILED_ASAN=1``."""
-    variable, text = setting(ASAN_ENV_VAR)
-    return FLAGS + (ASAN_FLAGS if _environ.flag(variable, False, text) else ())
-
-
-def library_path(cc: str, source: str, flags: tuple[str, ...]) -> pathlib.Path:
-    """Where the build of ``source`` by ``cc`` with ``flags`` is kept: named by a hash of them
-    and of the processor."""
-    key = hashlib.sha256("\0".join((source, cc, *flags, _processor())).encode()).hexdigest()[:32]
-    return cache_dir() / f"compiled-{key}.so"
-
-
-def _record(cc: str, flags: tuple[str, ...]) -> dict:
-    """What a build record holds beyond the file's size and SHA-256 (checked before loading)."""
-    return {"abi": (ABI << 32) | ctypes.sizeof(Rows), "compiler": cc, "flags": list(flags)}
-
-
-def build(cc: str, source: str, flags: tuple[str, ...] | None = None, rebuild: bool = False) -> pathlib.Path:
-    """Compile ``source`` with ``cc`` (a command line) and ``flags`` (default
-    :func:`build_flags`) into the cache, reused where its build record fits (the same source,
-    compiler, flags and processor; the file's size and SHA-256 as recorded); ``rebuild``: build
-    even so. Raises ``RuntimeError`` with the compiler's message when it fails."""
-    flags = build_flags() if flags is None else flags
-    try:
-        return build_once(
-            library_path(cc, source, flags),
-            SOURCE.name,
-            source,
-            lambda src, built, _: [[*shlex.split(cc), *flags, str(src), "-o", str(built)]],
-            record=_record(cc, flags),
-            rebuild=rebuild,
-            keep=CACHE_KEEP,
-        )
-    except BuildError as exc:
-        raise RuntimeError(f"{cc} could not compile {SOURCE.name}: {exc.stderr.strip()[-2000:]}") from None
-    except OSError as exc:  # the cache folder, or the compiler, cannot be used
-        variable, root = setting(CACHE_ENV_VAR)
-        where = f"{cache_dir()} (from {variable})" if root else cache_dir()
-        raise RuntimeError(f"{cc} could not build into {where}: {exc}") from None
+def locate() -> pathlib.Path | None:
+    """The library's file: the extension module ``LIBRARY`` where ``sys.path`` holds one (the
+    installed package's, or an in-place build at the top of a source checkout, which comes first
+    on ``sys.path`` there), else None. Found, never imported: it is no CPython module."""
+    spec = importlib.util.find_spec(LIBRARY)
+    if (
+        spec is None
+        or not isinstance(spec.loader, importlib.machinery.ExtensionFileLoader)
+        or not spec.origin
+    ):
+        return None
+    return pathlib.Path(spec.origin)
 
 
 class LoadError(RuntimeError):
@@ -261,104 +158,58 @@ class LoadError(RuntimeError):
     ABI is another."""
 
 
-def _close(lib) -> None:
-    """Unload ``lib``: else loading its path again, once rebuilt, gives back the same handle."""
-    try:
-        import _ctypes
-
-        _ctypes.dlclose(lib._handle)
-    except (ImportError, AttributeError, OSError):
-        pass
-
-
-def load(path: pathlib.Path):
-    """The library's ``cutopk_compiled_select``, ready for :func:`select`; :class:`LoadError` where
-    it does not load, lacks the entry points, or its ABI is not this module's (it is closed)."""
+def load(path: pathlib.Path, variant: str | None = None):
+    """The library's ``cutopk_compiled_select``, ready for :func:`select` (the variant the library
+    picked for this processor, or ``variant``'s own entry points: the tests run each variant this
+    processor can); :class:`LoadError` where it does not load, lacks the entry points, or its ABI
+    is not this module's."""
     try:
         lib = ctypes.CDLL(str(path))
     except OSError as exc:
         raise LoadError(f"{path} does not load: {exc}") from None
+    suffix = "" if variant is None else f"_{variant}"
     try:
-        abi, fn = lib.cutopk_compiled_abi, lib.cutopk_compiled_select
+        abi = getattr(lib, f"cutopk_compiled_abi{suffix}")
+        fn = getattr(lib, f"cutopk_compiled_select{suffix}")
+        lib.cutopk_compiled_variant.restype = ctypes.c_char_p
     except AttributeError:
-        _close(lib)
         raise LoadError(
-            f"{path} lacks the entry points (cutopk_compiled_abi, cutopk_compiled_select)"
+            f"{path} lacks the entry points (cutopk_compiled_abi{suffix}, cutopk_compiled_select{suffix}, "
+            "cutopk_compiled_variant): not a library of this cutopk's setup.py"
         ) from None
     abi.restype, abi.argtypes = ctypes.c_int64, ()
     found, expected = abi(), (ABI << 32) | ctypes.sizeof(Rows)
     if found != expected:
-        _close(lib)
-        raise LoadError(f"the compiled route's ABI {found:#x} is not the expected {expected:#x}")
-    fn.restype, fn.argtypes = ctypes.c_int, (ctypes.POINTER(Rows),)
-    # The pool's controls (set_spin, workers: tests) travel with the function.
-    fn.library = lib  # type: ignore[attr-defined]
-    return fn
-
-
-def _build_and_load(cc: str, source: str, flags: tuple[str, ...]):
-    """Build (or find built) and load; a library that does not load is built again, once."""
-    path = build(cc, source, flags)
-    try:
-        fn = load(path)
-    except LoadError:
-        path = build(cc, source, flags, rebuild=True)
-        try:
-            fn = load(path)
-        except LoadError as exc:
-            raise LoadError(f"{exc} (built again by {cc}; it still does not load)") from None
-    _state["path"], _state["cc"] = path, cc
-    return fn
-
-
-def _portable(flags: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(f for f in flags if f != "-march=native")
-
-
-def _obstacle() -> tuple[str | None, str | None, tuple[str, ...]]:
-    """``(cc, why, flags)``: the compiler command and flags a build would use, or why none can
-    run (no compiler, a ``$CC`` that names none, a sanitizer build without its runtime)."""
-    command, why = find_compiler()
-    flags = build_flags()
-    if command is None:
-        return None, why, flags
-    if ASAN_FLAGS[0] in flags and not asan_loaded():  # loading it would abort the process
-        why = (
-            f"{setting(ASAN_ENV_VAR)[0]}=1 needs AddressSanitizer's runtime loaded first: "
-            "LD_PRELOAD=$(cc -print-file-name=libasan.so)"
+        raise LoadError(
+            f"{path}'s ABI {found:#x} is not the expected {expected:#x} (built from another version of "
+            "compiled.c: install the package again)"
         )
-        return None, why, flags
-    return shlex.join(command), None, flags
+    fn.restype, fn.argtypes = ctypes.c_int, (ctypes.POINTER(Rows),)
+    # The pool's controls (set_spin, workers: tests) and the variant's name travel with the function.
+    fn.library = lib
+    fn.suffix = suffix
+    fn.variant = variant or lib.cutopk_compiled_variant().decode()
+    return fn
 
 
 def _load():
-    """Build (once) and load the library; None, with the reason kept, where that fails."""
-    cc, why, flags = _obstacle()
-    if cc is None:
-        _state["why"] = why
+    """Find and load the library; None, with the reason kept, where that fails."""
+    path = locate()
+    if path is None:
+        _state["why"] = NOT_BUILT
         return None
-    source = SOURCE.read_text()
     try:
-        try:
-            return _build_and_load(cc, source, flags)
-        except LoadError:
-            raise
-        except RuntimeError:
-            # A compiler that does not know -march=native (some cross or older compilers):
-            # the portable build, vectorised for the processor family's baseline.
-            if "-march=native" not in flags:
-                raise
-            return _build_and_load(cc, source, _portable(flags))
+        fn = load(path)
     except LoadError as exc:
         _state["why"] = f"the compiled route's library cannot be used: {exc}"
-    except (OSError, RuntimeError) as exc:
-        _state["why"] = f"the compiled route could not be built: {exc}"
-    return None
+        return None
+    _state["path"], _state["variant"] = path, fn.variant
+    return fn
 
 
 def _function():
     if not _state["tried"]:
-        if _planning.get():  # plan(): nothing is built or loaded
+        if _planning.get():  # plan(): nothing is loaded
             return None
         with _lock:
             if not _state["tried"]:
@@ -369,9 +220,9 @@ def _function():
 
 @contextlib.contextmanager
 def planning() -> Iterator[None]:
-    """Within the block (``cutopk.plan``), :func:`available` and :func:`unavailable_reason`
-    build and load nothing: where the route was not tried yet, they answer whether it would
-    be (a compiler is found: the first call that takes the route builds it)."""
+    """Within the block (``cutopk.plan``), :func:`available`, :func:`unavailable_reason` and
+    :func:`status` load nothing: where the route was not tried yet, they answer whether it would
+    run (the library is found: the first call that takes the route loads it)."""
     token = _planning.set(True)
     try:
         yield
@@ -386,40 +237,26 @@ def unavailable_reason() -> str | None:
         variable, text = setting(ENV_VAR)
         return f"turned off by {variable}={text}"
     if not _state["tried"] and _planning.get():
-        return _obstacle()[1]
+        return None if locate() is not None else NOT_BUILT
     if _function() is None:
         return _state["why"]
     return None
 
 
 def available() -> bool:
-    """Whether :func:`select` can run (the library built and loaded, not turned off; inside
-    :func:`planning`: would be)."""
+    """Whether :func:`select` can run (the library found and loaded, not turned off; inside
+    :func:`planning`: found)."""
     return unavailable_reason() is None
 
 
 def status() -> dict:
-    """What ``cutopk.plan()`` says of the route where it can run, without building or loading
-    anything: ``compiled`` (loaded; built and not loaded yet; or not built yet, with the
-    library's path) and ``compiler`` (the command that built it, or would)."""
-    if _state["tried"] and _state["lib"] is not None:
-        return {"compiled": f"loaded from {_state['path']}", "compiler": _state["cc"]}
-    cc, _, flags = _obstacle()
-    if cc is None:  # the reason is plan()'s compiled_unavailable
-        return {}
-    source = SOURCE.read_text()
-    for candidate in (flags, _portable(flags)):
-        path = library_path(cc, source, candidate)
-        if record_fits(path, _record(cc, candidate)) is None:
-            return {
-                "compiled": f"built, loaded by the first call that takes the route: {path}",
-                "compiler": cc,
-            }
-    path = library_path(cc, source, flags)
-    return {
-        "compiled": f"not built: the first call that takes the route builds it (some seconds) into {path}",
-        "compiler": cc,
-    }
+    """What ``cutopk.plan()`` says of the route where it can run (:func:`unavailable_reason` is
+    None; where it cannot, that is what the plan says), loading nothing: ``compiled`` (the library
+    loaded, and ``compiled_variant``, its build for this processor, one of ``VARIANTS``; or not
+    loaded yet, with the library's path)."""
+    if _state["lib"] is not None:
+        return {"compiled": f"loaded from {_state['path']}", "compiled_variant": _state["variant"]}
+    return {"compiled": f"not loaded yet: the first call that takes the route loads {locate()}"}
 
 
 @functools.cache
@@ -490,8 +327,8 @@ def select(
     up to 32 bits). ``threads``: the rows are shared between that many threads, this one
     included (contiguous pieces claimed by whichever thread is free; the answer is the same for
     every count; a second caller while another one uses the pool runs alone). Only where
-    :func:`available`, or with ``function`` from :func:`load` (another build: the tests'
-    portable one)."""
+    :func:`available`, or with ``function`` from :func:`load` (one variant: the tests run each
+    one this processor can)."""
     kind, inf_bits = _element(x.dtype)
     fn = function or _function()
     total, n = x.shape
@@ -534,17 +371,19 @@ def select(
 def set_spin(ns: int, function=None) -> None:
     """How long the C pool's idle workers (and a caller waiting for them) spin before they sleep,
     in ns (tests: 0 runs the sleeping paths every time); ``function``: as in :func:`select`."""
-    lib = (function or _function()).library
-    lib.cutopk_compiled_set_spin.argtypes = (ctypes.c_int64,)
-    lib.cutopk_compiled_set_spin(int(ns))
+    fn = function or _function()
+    set_spin = getattr(fn.library, f"cutopk_compiled_set_spin{fn.suffix}")
+    set_spin.argtypes = (ctypes.c_int64,)
+    set_spin(int(ns))
 
 
 def workers(function=None) -> int:
     """The C pool's worker threads started in this process (a forked child: none until its first
     split)."""
-    lib = (function or _function()).library
-    lib.cutopk_compiled_workers.restype = ctypes.c_int
-    return lib.cutopk_compiled_workers()
+    fn = function or _function()
+    count = getattr(fn.library, f"cutopk_compiled_workers{fn.suffix}")
+    count.restype = ctypes.c_int
+    return count()
 
 
 # The pool's probe (:func:`measure_pool`): a call of two tiny rows, split in two or not, for the
@@ -565,7 +404,7 @@ def measure_pool(function=None) -> tuple[float, float] | None:
     worker's claim, the wait for its last piece) over half the one-thread time, and what a second
     thread adds to the speed of rows of the threshold scan (1: twice as fast), from the fastest
     of a few runs by turns, some 5 ms in all. None where the route is not loaded (a plan before
-    the first build) or turned off."""
+    the first call), cannot run, or is turned off."""
     if function is None:
         if not _enabled() or (_planning.get() and not _state["tried"]):
             return None

@@ -105,7 +105,7 @@ def takes_lanes(itemsize: int, n: int, k: int) -> bool:
 
 def choose_method(x: np.ndarray, k: int) -> str | None:
     """How the compiled route (``compiled.select``) selects ``x`` (2-D, native byte order), one of
-    ``compiled.METHODS``, or None where it does not take it (or is not built, or turned off)."""
+    ``compiled.METHODS``, or None where it does not take it (or it is not built, or turned off)."""
     rows, n = x.shape
     if k >= n:
         return None  # every element (the "all" route) or a row shorter than K: no selection

@@ -18,8 +18,9 @@ import time
 from . import compiled as _compiled
 from . import threads as _threads
 
-# Where the pool is not measured yet (plan() before the first build): a handover of this many
-# seconds and a second thread this much faster, said so in the plan's threads_why.
+# Where the pool is not measured yet (a plan before the first call that measures it): a
+# handover of this many seconds and a second thread this much faster, said so in the plan's
+# threads_why.
 GUESS = (20e-6, 0.8)
 # A measurement that found a second thread at most RETRY_BELOW faster (efficiency) is taken
 # again (some 5 ms, in the call that asks) once it is MEASURE_S old: one taken while other work

@@ -1,13 +1,16 @@
 """Every error of docs/SPEC.md's table: the right type, a message naming the argument, the expected and
-the given value, raised before any work is done."""
+the given value, raised before any work is done; and the checks' other inputs (NumPy booleans for
+``sorted``, an unhashable value checked against a table of choices)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 from numpy.exceptions import AxisError
+from support.reference import check_top_k
 
 import cutopk
+from cutopk._request import checks
 
 X = np.arange(12, dtype=np.float32).reshape(3, 4)
 
@@ -167,3 +170,22 @@ def test_without_ml_dtypes_bfloat16_is_unsupported_and_says_what_to_install(monk
     torch = pytest.importorskip("torch")
     with pytest.raises(TypeError, match=r"^bfloat16 needs the ml_dtypes package \(pip install ml_dtypes\)$"):
         _dtypes.as_numpy_dtype(torch.bfloat16)
+
+
+@pytest.mark.parametrize(("flag", "order"), [(np.True_, True), (np.False_, False)])
+def test_a_numpy_bool_for_sorted_is_the_python_bool(flag, order):
+    x = np.array([3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0, 6.0, 5.0])
+    want = check_top_k(x, 4, sorted=order)  # the Python bool, against the reference
+    got = cutopk.top_k(x, 4, sorted=flag)
+    np.testing.assert_array_equal(got.indices, want.indices)
+    np.testing.assert_array_equal(got.values, want.values)
+    assert checks.check_order(flag) == ("value" if order else "none")
+
+
+def test_an_unhashable_value_against_a_table_of_choices_lists_them():
+    names = {"value": True, "index": "index", "none": False}
+    with pytest.raises(
+        ValueError, match=r"^sorted: expected one of 'value', 'index', 'none', got \['value'\]$"
+    ):
+        checks.check_choice("sorted", ["value"], names)
+    checks.check_choice("sorted", "index", names)  # a listed name passes

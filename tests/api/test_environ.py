@@ -47,12 +47,6 @@ def _compiled_route():
     return compiled.available()
 
 
-def _compiled_flags():
-    from cutopk.numpy import compiled
-
-    return compiled.build_flags()
-
-
 def _threads():
     from cutopk.numpy import threads
 
@@ -81,7 +75,6 @@ BAD_VALUES = [
     ("CUTOPK_COMPILED", "bogus", _compiled_route, _FLAG),
     ("CUTOPK_COMPILED", "2", _compiled_route, _FLAG),
     ("CUTOPK_NATIVE", "bogus", _compiled_route, _FLAG),  # the deprecated name, named as given
-    ("CUTOPK_COMPILED_ASAN", "maybe", _compiled_flags, _FLAG),
     ("CUTOPK_NUM_THREADS", "zero", _threads, "a positive integer number of threads"),
     ("CUTOPK_NUM_THREADS", "-2", _threads, "a positive integer number of threads"),
     ("CUTOPK_BENCH_STEP_LIMIT", "soon", _step_limit, "seconds, a number >= 0"),
@@ -124,7 +117,6 @@ def test_a_flag_takes_its_words_either_way(monkeypatch, text, on):
 
 
 def test_a_cache_folder_that_cannot_be_made_names_its_variable(monkeypatch):
-    from cutopk.numpy import compiled
     from cutopk.sim import _toolchain
 
     monkeypatch.setenv("CUTOPK_SIM_CACHE", "/proc/x")
@@ -132,9 +124,3 @@ def test_a_cache_folder_that_cannot_be_made_names_its_variable(monkeypatch):
         OSError, match=r"^CUTOPK_SIM_CACHE: expected a folder that can be made .*got '/proc/x'"
     ):
         _toolchain.cache_dir()
-    monkeypatch.setenv("CUTOPK_COMPILED_CACHE", "/proc/x")
-    cc = compiled.compiler()
-    if cc is None:
-        pytest.skip("no C compiler")
-    with pytest.raises(RuntimeError, match=r"could not build into /proc/x \(from CUTOPK_COMPILED_CACHE\)"):
-        compiled.build(cc, compiled.SOURCE.read_text())

@@ -369,7 +369,7 @@ def test_errors_keep_their_messages():
     ):
         cutopk.top_k(t, 1, lengths=[1, 11])
     assert cutopk.top_k(t, 1, lengths=[0, 2]).indices.tolist() == [[-1], [0]]
-    # Under compilation the fake implementation raises the same error (test_torch_op_paths.py).
+    # Under compilation the fake implementation raises the same error (test_torch_op_fakes.py).
     with pytest.raises(ValueError, match=r"^k: expected 0 <= k <= 10"):
         torch.compile(lambda t: cutopk.top_k(t, 11), fullgraph=True)(t)
 

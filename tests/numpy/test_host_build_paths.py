@@ -1,10 +1,10 @@
-"""cutopk/_host_build.py on its own (no compiler needed): what a build record that does not fit says,
-which build folders the sweep takes for abandoned, and the probes that must never raise (a process
-that may be another user's, a cache folder that is not there, /proc that cannot be read)."""
+"""cutopk/_host_build.py on its own (the simulator's builds; no compiler needed): which build
+folders the sweep takes for abandoned, where the cache lives, and the probes that must never
+raise (a process that may be another user's, a cache folder that is not there, /proc that cannot
+be read)."""
 
 from __future__ import annotations
 
-import json
 import os
 import pathlib
 import sys
@@ -14,46 +14,7 @@ import types
 import pytest
 
 from cutopk import _host_build as hb
-
-
-@pytest.fixture
-def library(tmp_path):
-    """A "library" and the record that vouches for it."""
-    out = tmp_path / "lib.so"
-    out.write_bytes(b"\x7fELF and the rest")
-    record = {"abi": 7, "size": out.stat().st_size, "sha256": hb._digest(out)}
-    hb.record_path(out).write_text(json.dumps(record))
-    return out
-
-
-def test_a_fitting_record_says_nothing(library):
-    assert hb.record_fits(library, {"abi": 7}) is None
-
-
-@pytest.mark.parametrize(
-    ("record", "said"),
-    [
-        ("{not json", "its build record cannot be read ("),
-        ("[1, 2]", "its build record is not a record"),
-        ('{"abi": 6}', "its build record's abi is 6, not 7"),
-    ],
-)
-def test_a_record_that_cannot_vouch_says_why(library, record, said):
-    hb.record_path(library).write_text(record)
-    assert hb.record_fits(library, {"abi": 7}).startswith(said)
-
-
-def test_a_library_changed_after_its_record_does_not_fit(library):
-    library.write_bytes(b"\x7fELF and the REST")  # the same size, other bytes
-    assert hb.record_fits(library, {"abi": 7}) == "its SHA-256 is not its build record's"
-    library.write_bytes(b"\x7fELF")
-    assert hb.record_fits(library, {}).startswith("its size is 4 bytes, its build record's ")
-
-
-def test_a_record_without_its_library_says_it_cannot_be_read(library):
-    library.unlink()
-    assert hb.record_fits(library, {"abi": 7}).startswith("it cannot be read (")
-
+from cutopk.sim import _toolchain as _sim_toolchain
 
 # --- which processes are alive ----------------------------------------------------------------------
 
@@ -159,57 +120,40 @@ def test_a_builder_killed_by_sigkill_leaves_a_folder_that_the_next_use_removes(t
     assert len(left) == 1 and (left[0] / "compiled.c").is_file()  # SIGKILL: no clean-up
     out = tmp_path / "lib.so"  # built since by another process
     out.write_bytes(b"\x7fELF and the rest")
-    hb.record_path(out).write_text(json.dumps({"size": out.stat().st_size, "sha256": hb._digest(out)}))
-    assert hb.build_once(out, "compiled.c", "int x;\n", lambda *a: pytest.fail("built"), record={}) == out
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["lib.json", "lib.so"]
+    assert hb.build_once(out, "compiled.c", "int x;\n", lambda *a: pytest.fail("built")) == out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lib.so"]
 
 
-# --- the bound on a cache's builds (build_once's keep) -----------------------------------------------
+# --- where the cache lives, and what earlier versions left there ---------------------------------------
 
 
-def _planted(folder, name: str, age_s: float) -> pathlib.Path:
-    out = folder / name
-    out.write_bytes(name.encode())
-    hb.record_path(out).write_text(json.dumps({"size": out.stat().st_size, "sha256": hb._digest(out)}))
-    when = time.time() - age_s
-    os.utime(out, (when, when))
-    return out
+def test_a_relative_xdg_cache_home_is_ignored(monkeypatch, tmp_path):
+    monkeypatch.delenv("CUTOPK_SIM_CACHE", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_CACHE_HOME", "relcache")
+    assert hb.cache_home() == tmp_path / "home" / ".cache"
+    assert _sim_toolchain.cache_dir() == tmp_path / "home" / ".cache" / "cutopk" / "sim"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert _sim_toolchain.cache_dir() == tmp_path / "xdg" / "cutopk" / "sim"
 
 
-def test_the_builds_beyond_the_last_used_go_with_their_records_once_unused_for_an_hour(tmp_path):
-    old = [_planted(tmp_path, f"lib-{i}.so", 7200 + 60 * i) for i in range(6)]
-    young = _planted(tmp_path, "lib-young.so", 1800)  # beyond the count, but used half an hour ago
-    recent = _planted(tmp_path, "lib-recent.so", 7200 + 3600 * 24)  # the oldest ...
-    os.utime(recent)  # ... until a process used it now
-    other = _planted(tmp_path, "other-0.so", 10**6)  # not one of these builds
-    stray = tmp_path / "lib-x.txt"
-    stray.write_text("")
-    out = hb.build_once(
-        tmp_path / "lib-new.so", "a.c", "int x;\n", lambda s, b, f: [["cp", str(s), str(b)]], {}, keep=2
-    )
-    assert out.read_text() == "int x;\n"
-    assert {p.name for p in tmp_path.iterdir()} == {
-        *(f"{p.stem}{suffix}" for p in (out, young, recent, other) for suffix in (".so", ".json")),
-        stray.name,
-    }
-    assert not any(p.exists() or hb.record_path(p).exists() for p in old)
-    # Found built: marked used, nothing evicted.
-    os.utime(young, (1, 1))
-    os.utime(out, (1, 1))
-    assert hb.build_once(out, "a.c", "int x;\n", lambda *a: pytest.fail("built"), {}, keep=1) == out
-    assert out.stat().st_mtime > time.time() - 60 and young.exists()
-
-
-def test_an_eviction_that_cannot_remove_a_file_leaves_it(tmp_path, monkeypatch):
-    victim = _planted(tmp_path, "lib-old.so", 7200)
-    out = _planted(tmp_path, "lib-new.so", 0)
-    real_unlink = pathlib.Path.unlink
-
-    def refuse(self, missing_ok=False):
-        if self == victim:
-            raise PermissionError(13, "in use")
-        real_unlink(self, missing_ok=missing_ok)
-
-    monkeypatch.setattr(pathlib.Path, "unlink", refuse)
-    assert hb.evict(out, 1) == [] and victim.exists()
-    assert hb.evict(tmp_path / "missing" / "lib-a.so", 1) == []
+def test_old_build_folders_are_removed_and_nothing_else(tmp_path):
+    """Earlier versions built in ``tmp*`` folders of the cache: one holding only their files
+    and an hour old is removed; anything else in the folder stays."""
+    hour_ago = time.time() - 2 * 3600
+    old = tmp_path / "tmpab12cd"
+    old.mkdir()
+    (old / "select_rows.c").write_text("int x;\n")
+    (old / "built.so").write_bytes(b"")
+    mine = tmp_path / "tmpuser"  # not a build's: another file in it
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep\n")
+    young = tmp_path / "tmpyoung"
+    young.mkdir()
+    (young / "module.cpp").write_text("\n")
+    for folder in (old, mine):
+        os.utime(folder, (hour_ago, hour_ago))
+    alive = tmp_path / f".cutopk-build-{hb._HOST}-{os.getpid()}-abc"
+    alive.mkdir()
+    assert hb.sweep(tmp_path) == [old]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted((mine.name, young.name, alive.name))

@@ -1,7 +1,8 @@
 """The NumPy backend's compiled route (cutopk/numpy/compiled.c through ``compiled.select``):
 bit for bit against the reference and the NumPy routes over every dtype, strides, mode, NaN
 rule and order; the sampled threshold and its fallback; the route's choice, ``plan()``, and the
-NumPy routes wherever it cannot run (turned off, no compiler, a failed build, a foreign ABI)."""
+NumPy routes wherever it cannot run (turned off, a foreign ABI; the library's loader:
+test_numpy_compiled_library.py)."""
 
 from __future__ import annotations
 
@@ -41,29 +42,22 @@ def _dtype(name):
     return dtype_of(name)
 
 
-def _portable_build():
-    """The library built for the baseline of this processor's family (x86-64: SSE2 alone), so
-    that its portable steps (no AVX-512 mask compares) are tested here too."""
-    import platform
-
-    if platform.machine() not in ("x86_64", "AMD64"):
-        return None
-    flags = tuple("-march=x86-64" if f == "-march=native" else f for f in compiled.build_flags())
-    return compiled.load(compiled.build(compiled.compiler(), compiled.SOURCE.read_text(), flags))
+VARIANTS = compiled.VARIANTS
 
 
-BUILDS = {"march-native": None}
-
-
-@pytest.fixture(params=("march-native", "portable"))
+@pytest.fixture(params=VARIANTS)
 def build(request):
-    """Which build ``_compiled`` calls: this machine's, or the portable one."""
-    if request.param == "portable":
-        if "portable" not in BUILDS:
-            BUILDS["portable"] = _portable_build()
-        if BUILDS["portable"] is None:
-            pytest.skip("the portable build is x86-64's baseline: another processor here")
-    _BUILD["function"] = BUILDS[request.param]
+    """Which variant of the library ``_compiled`` calls: each one built that this processor runs
+    (the one the library picked and every narrower one), so that the AVX2 and baseline steps (no
+    AVX-512 mask compares) are tested on a processor that has AVX-512 too."""
+    picked = compiled._function()
+    if not hasattr(picked.library, f"cutopk_compiled_select_{request.param}"):
+        pytest.skip(f"the install's compiler could not build the {request.param} variant")
+    if VARIANTS.index(request.param) < VARIANTS.index(picked.variant):
+        pytest.skip(
+            f"this processor does not run the {request.param} variant (the library picked {picked.variant})"
+        )
+    _BUILD["function"] = compiled.load(compiled.locate(), request.param)
     yield request.param
     _BUILD["function"] = None
 
@@ -199,25 +193,15 @@ def test_identical_answers_on_every_thread_count():
         np.testing.assert_array_equal(values.view(np.uint32), answers[0].values.view(np.uint32))
 
 
-def _fresh_state() -> dict:
-    return {"lib": None, "why": None, "tried": False, "env": (None, True), "path": None, "cc": None}
-
-
-@pytest.fixture(scope="module")
-def shared_cache(tmp_path_factory):
-    """One cache folder for this module's fresh processes: a build in it serves the later tests
-    with the same flags (the four turned-off tests re-enable the route: one build, not four)."""
-    return tmp_path_factory.mktemp("compiled-cache")
-
-
 @pytest.fixture
-def fresh_compiled(monkeypatch, shared_cache, quick_builds):
-    """A process that has not tried to load the compiled route yet, with the module's cache and
-    quick (-O0) builds (tests/numpy/conftest.py): these tests check how the route is found,
-    turned off and refused, not the build's code."""
-    monkeypatch.setattr(compiled, "_state", _fresh_state())
+def fresh_compiled(monkeypatch):
+    """A process that has not tried to load the compiled route yet."""
+    monkeypatch.setattr(
+        compiled,
+        "_state",
+        {"lib": None, "why": None, "tried": False, "env": (None, True), "path": None, "variant": None},
+    )
     monkeypatch.delenv(compiled.ENV_VAR, raising=False)
-    monkeypatch.setenv(compiled.CACHE_ENV_VAR, str(shared_cache))
 
 
 def _long_rows():
@@ -225,7 +209,7 @@ def _long_rows():
 
 
 def _assert_numpy_routes(x, why: str):
-    check_top_k(x, 10)  # the first call tries the route (a plan builds nothing)
+    check_top_k(x, 10)  # the first call tries the route
     params = cutopk.plan(x, 10).params
     assert params["route"] == "filter" and why in params["compiled_unavailable"], params
 
@@ -239,67 +223,9 @@ def test_turned_off_by_the_environment(fresh_compiled, monkeypatch, text):
     assert compiled.available()
 
 
-def test_no_compiler_leaves_the_numpy_routes(fresh_compiled, monkeypatch, tmp_path):
-    monkeypatch.delenv("CC", raising=False)
-    monkeypatch.setenv("PATH", str(tmp_path))  # no cc, gcc or clang on it
-    assert compiled.compiler() is None
-    _assert_numpy_routes(_long_rows(), "no C compiler found (set CC, or install cc, gcc or clang)")
-
-
-@pytest.mark.parametrize("march_native", (True, False))
-def test_a_failed_build_leaves_the_numpy_routes(fresh_compiled, monkeypatch, tmp_path, march_native):
-    """Also retried without -march=native where the flags have it."""
-    monkeypatch.setenv(compiled.CACHE_ENV_VAR, str(tmp_path))
-    if not march_native:
-        monkeypatch.setattr(compiled, "FLAGS", tuple(f for f in compiled.FLAGS if f != "-march=native"))
-    broken = tmp_path / "broken.c"
-    broken.write_text("this is not C\n")
-    monkeypatch.setattr(compiled, "SOURCE", broken)
-    _assert_numpy_routes(_long_rows(), "could not compile broken.c")
-
-
-def test_a_compiler_without_march_native_gets_the_portable_build(fresh_compiled, monkeypatch, tmp_path):
-    monkeypatch.setenv(compiled.CACHE_ENV_VAR, str(tmp_path / "cache"))
-    real = compiled.compiler()
-    picky = tmp_path / "picky-cc"
-    picky.write_text(
-        f'#!/bin/sh\nfor a in "$@"; do [ "$a" = -march=native ] && {{ echo "unknown: $a" >&2; exit 1; }}; done\n'
-        f'exec {real} "$@"\n'
-    )
-    picky.chmod(0o755)
-    monkeypatch.setenv("CC", str(picky))
-    assert compiled.available(), compiled.unavailable_reason()
-    assert len(list((tmp_path / "cache").glob("compiled-*.so"))) == 1  # the portable one
-    check_top_k(_long_rows(), 10)
-
-
 def test_a_foreign_abi_leaves_the_numpy_routes(fresh_compiled, monkeypatch):
     monkeypatch.setattr(compiled, "ABI", compiled.ABI + 1)
     _assert_numpy_routes(_long_rows(), "is not the expected")
-
-
-def test_an_instrumented_build_needs_the_sanitizer_loaded_first(fresh_compiled, monkeypatch):
-    monkeypatch.setenv(compiled.ASAN_ENV_VAR, "1")
-    monkeypatch.setattr(compiled, "asan_loaded", lambda: False)
-    assert "-fsanitize=address" in compiled.build_flags()
-    _assert_numpy_routes(_long_rows(), "needs AddressSanitizer's runtime loaded first")
-
-
-def test_the_sanitizer_runtime_is_found_where_it_is_preloaded():
-    assert compiled.asan_loaded() == ("libasan" in os.environ.get("LD_PRELOAD", ""))
-
-
-def test_the_build_is_cached_by_source_and_flags(tmp_path, monkeypatch, quick_builds):
-    monkeypatch.setenv(compiled.CACHE_ENV_VAR, str(tmp_path))
-    cc = compiled.compiler()
-    first = compiled.build(cc, compiled.SOURCE.read_text())
-    stamp = first.stat().st_ino  # a build moves a new file in; a use marks this one used (its mtime)
-    assert compiled.build(cc, compiled.SOURCE.read_text()) == first and first.stat().st_ino == stamp
-    other = compiled.build(cc, compiled.SOURCE.read_text() + "\n/* changed */\n")
-    names = sorted(p.name for p in tmp_path.iterdir())  # each with its build record, nothing else
-    assert other != first and names == sorted(
-        f"{p.stem}{s}" for p in (first, other) for s in (".json", ".so")
-    )
 
 
 def test_no_memory_is_a_memory_error(monkeypatch):
@@ -385,8 +311,9 @@ def test_every_method_matches_the_numpy_routes(dtype, n):
 
 
 @pytest.mark.parametrize("dtype", ("float32", "bfloat16", "int8", "uint16", "float64"))
-def test_every_method_on_the_portable_build(dtype, build):
-    """The steps without vector masks (x86-64's baseline build) and with them (this machine's)."""
+def test_every_method_on_every_variant(dtype, build):
+    """The steps with vector masks (the avx512 variant), with 256-bit vectors (avx2) and with
+    neither (baseline): each variant this processor runs."""
     dt = _dtype(dtype)
     rng = np.random.default_rng(zlib.crc32(dtype.encode()))
     for n, dist in ((13, "extremes"), (200, "few_distinct"), (300, "uniform"), (256, "sorted")):
@@ -437,7 +364,7 @@ def test_sixteen_bit_counts_settle_both_levels(dtype, build):
     (the low bytes settle it), one high byte for the whole row (the second pass reads every
     key), ties at the K-th key, NaN payloads of both signs; K at the edges and about
     COUNT_SORT_MAX_K (value order by a sort of composites, or by byte passes), both orders,
-    negative strides; with vector masks and without (the portable build)."""
+    negative strides; with vector masks and without (every variant)."""
     dt = _dtype(dtype)
     rng = np.random.default_rng(zlib.crc32(dtype.encode()))
     shape, n = (3, 1000), 1000

@@ -186,3 +186,21 @@ def test_the_environment_sets_the_block_seed(monkeypatch):
 def test_a_negative_block_seed_is_refused():
     with pytest.raises(ValueError, match="block_seed: expected an int"):
         sim.RawModule(code=KERNELS, block_seed=-1)
+
+
+def test_a_region_too_large_to_count_is_an_error_and_counting_goes_on():
+    counting = sim.RawModule(code=KERNELS, count_traffic=True)
+    x = np.arange(4, dtype=np.float32)
+    # Two elements 2**60 bytes apart: a region no sector bitmap can cover (never read: the
+    # launch is refused before the kernel runs).
+    far = np.lib.stride_tricks.as_strided(x, shape=(2,), strides=(1 << 60,))
+    out = np.full(4, -1.0, np.float32)
+    before = len(counting.traffic)
+    # One region or two: `out` may lie inside the 2**60 bytes after `x` (then they merge).
+    with pytest.raises(
+        sim.SimError, match=r"^kernel 'copy': cannot count the traffic of [12] array regions$"
+    ):
+        counting.get_function("copy")((1,), (4,), (far, out, np.int64(1)))
+    assert len(counting.traffic) == before and (out == -1).all()  # not run, not recorded
+    counting.get_function("copy")((1,), (4,), (x, out, np.int64(4)))
+    assert np.array_equal(out, x) and counting.traffic[-1].bytes == 32

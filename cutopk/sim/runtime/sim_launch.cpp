@@ -86,6 +86,7 @@ char* new_stack() {
 
 void prepare_fiber(Fiber& f, char* stack) {
   f.stack = stack;
+  asan_fresh_stack_top(stack + STACK_BYTES, 256);
   // The initial frame: six zeroed callee-saved registers for cutopk_sim_switch to pop, then
   // cutopk_sim_fiber_start as its return address. After that `ret`, rsp is 16-byte aligned, so
   // the `call` inside cutopk_sim_fiber_start enters the body with the alignment the ABI

@@ -252,7 +252,17 @@ inline void asan_entering_fiber(const void* stack, size_t size) {
   __sanitizer_start_switch_fiber(&g_scheduler_fake, stack, size);
 }
 inline void asan_back_in_scheduler() { __sanitizer_finish_switch_fiber(g_scheduler_fake, nullptr, nullptr); }
+extern "C" __attribute__((visibility("default"))) void __asan_unpoison_memory_region(void const volatile* addr,
+                                                                                    size_t size);
+// The top of a fiber stack made fresh before prepare_fiber writes its initial frame there: the
+// frames of a fiber that ended without returning from them (its last switch away, a fault's jump
+// out) leave their redzones poisoned. (Deeper down, each function's prologue rewrites its own
+// frame's shadow.)
+inline void asan_fresh_stack_top(const void* top, size_t size) {
+  __asan_unpoison_memory_region(static_cast<const char*>(top) - size, size);
+}
 #else
+inline void asan_fresh_stack_top(const void*, size_t) {}
 inline void asan_entered_fiber() {}
 inline void asan_leaving_fiber(bool) {}
 inline void asan_entering_fiber(const void*, size_t) {}
