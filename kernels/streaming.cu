@@ -283,8 +283,8 @@ __device__ __forceinline__ int filter_strided(const Row<T>& r, typename KeyTrait
 // steps, then the keys above it and the bucket's members (all, or the lowest positions where it
 // ends in ties), placed with their candidate positions, which then become row indices.
 template <class T>
-__device__ __noinline__ void select_candidates(const Row<T>& r, int count, typename KeyTraits<T>::Key* win_key,
-                                               unsigned* win_idx, int* taken) {
+__device__ __forceinline__ void select_candidates(const Row<T>& r, int count, typename KeyTraits<T>::Key* win_key,
+                                                  unsigned* win_idx, int* taken) {
   unsigned* hist = reinterpret_cast<unsigned*>(r.smem);  // over the dead ring
   const Bucket b = bucket_of(r.cand_key, count, r.k_row, hist, r.bucket, r.scan);
   if (b.count == b.needed) {
@@ -300,7 +300,17 @@ __device__ __noinline__ void select_candidates(const Row<T>& r, int count, typen
 
 // 5. The exact path over the row in global memory: the bucket of the K-th key, one read of the
 // row per 12-bit digit (a plain shared atomic per key in the race), then one read placing the
-// winners in index order. `hist` (4096 counters) and the winners overlay the ring.
+// winners in index order. `hist` (4096 counters) and the winners overlay the ring. The path of
+// rows whose threshold failed, so lean rather than fast: EXACT_RUN consecutive elements a thread
+// and step, scalar loads of any stride (the streaming loader's 16-byte loads in flight made ptxas
+// spill at the 64 registers of two blocks per SM, next to the filter).
+constexpr int EXACT_RUN = 4;
+
+template <class T>
+__device__ __forceinline__ typename KeyTraits<T>::Key exact_key(const Row<T>& r, int i) {
+  return KeyTraits<T>::from_bits(row_bits(r.base)[(long long)i * r.col_stride], r.largest, r.nan_first);
+}
+
 template <class T>
 __device__ __forceinline__ Bucket bucket_in_row(const Row<T>& r, unsigned* hist) {
   typedef typename KeyTraits<T>::Key Key;
@@ -313,14 +323,10 @@ __device__ __forceinline__ Bucket bucket_in_row(const Row<T>& r, unsigned* hist)
     onchip::zero_bins(hist, 1 << bits);
     if (threadIdx.x == 0) *r.bucket = b;
     __syncthreads();
-    stream_row(row_bits(r.base), r.col_stride, 0, r.len, threadIdx.x, blockDim.x, [&](const auto& run) {
-#pragma unroll
-      for (int e = 0; e < CUTOPK_RUN_SIZE(run); ++e) {
-        const Key key = KeyTraits<T>::from_bits(run.bits[e], r.largest, r.nan_first);
-        count_key(hist, (unsigned)(key >> shift) & mask, e < run.count && onchip::high_bits(key, b.shift) == b.prefix,
-                  false);
-      }
-    });
+    for (int i = threadIdx.x; i < r.len; i += blockDim.x) {
+      const Key key = exact_key(r, i);
+      count_key(hist, (unsigned)(key >> shift) & mask, onchip::high_bits(key, b.shift) == b.prefix, false);
+    }
     __syncthreads();
     onchip::choose_bin(hist, bits, r.bucket, r.scan);
     b = *r.bucket;
@@ -329,44 +335,50 @@ __device__ __forceinline__ Bucket bucket_in_row(const Row<T>& r, unsigned* hist)
   return b;
 }
 
-// Out of line: the path of rows whose threshold failed, kept out of the filter's registers (inlined,
-// its loader and collection made ptxas spill 16-bit keys at the 64 registers of two blocks per SM).
 template <class T>
-__device__ __noinline__ void select_in_row(const Row<T>& r, typename KeyTraits<T>::Key* win_key, unsigned* win_idx) {
+__device__ __forceinline__ void select_in_row(const Row<T>& r, typename KeyTraits<T>::Key* win_key, unsigned* win_idx) {
   typedef typename KeyTraits<T>::Key Key;
   const Bucket b = bucket_in_row(r, reinterpret_cast<unsigned*>(r.smem));
   const int above = r.k_row - b.needed;  // the keys above the bucket, all winners
   int up_rank = 0, rank = 0;             // the same in every thread
-  stream_row(row_bits(r.base), r.col_stride, 0, r.len, threadIdx.x, blockDim.x, [&](const auto& run) {
-    constexpr int E = CUTOPK_RUN_SIZE(run);
-    auto key_at = [&](int e) { return KeyTraits<T>::from_bits(run.bits[e], r.largest, r.nan_first); };
-    int count = 0;  // above in the high 16 bits, members in the low
+  // A step: thread t holds elements i0 + EXACT_RUN t .. + EXACT_RUN - 1, so index order is thread
+  // order; the threads' counts (above in the high 16 bits, members in the low) through one block
+  // scan give each its ranks.
+  for (int i0 = 0; i0 < r.len; i0 += EXACT_RUN * (int)blockDim.x) {
+    const int first = i0 + EXACT_RUN * (int)threadIdx.x;
+    int count = 0;
 #pragma unroll
-    for (int e = 0; e < E; ++e) {
-      const unsigned long long high = onchip::high_bits(key_at(e), b.shift);
-      count += e < run.count && high > b.prefix ? 1 << 16 : e < run.count && high == b.prefix ? 1 : 0;
+    for (int e = 0; e < EXACT_RUN; ++e) {
+      if (first + e < r.len) {
+        const unsigned long long high = onchip::high_bits(exact_key(r, first + e), b.shift);
+        count += high > b.prefix ? 1 << 16 : high == b.prefix ? 1 : 0;
+      }
     }
     int total;
     const int before = block_scan(count, r.scan, &total);
     int up_slot = up_rank + (before >> 16), m = rank + (before & 0xffff);
+    if (count != 0) {
 #pragma unroll
-    for (int e = 0; e < E; ++e) {
-      const Key key = key_at(e);
-      const unsigned long long high = onchip::high_bits(key, b.shift);
-      if (e < run.count && high > b.prefix) {
-        win_key[up_slot] = key;
-        win_idx[up_slot++] = (unsigned)(run.first + e);
-      } else if (e < run.count && high == b.prefix) {
-        if (m < b.needed) {
-          win_key[above + m] = key;
-          win_idx[above + m] = (unsigned)(run.first + e);
+      for (int e = 0; e < EXACT_RUN; ++e) {
+        if (first + e < r.len) {
+          const Key key = exact_key(r, first + e);
+          const unsigned long long high = onchip::high_bits(key, b.shift);
+          if (high > b.prefix) {
+            win_key[up_slot] = key;
+            win_idx[up_slot++] = (unsigned)(first + e);
+          } else if (high == b.prefix) {
+            if (m < b.needed) {
+              win_key[above + m] = key;
+              win_idx[above + m] = (unsigned)(first + e);
+            }
+            ++m;
+          }
         }
-        ++m;
       }
     }
     up_rank += total >> 16;
     rank += total & 0xffff;
-  });
+  }
   __syncthreads();
 }
 

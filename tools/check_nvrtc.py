@@ -196,6 +196,10 @@ def merged_programs(families: tuple[str, ...] = ()) -> list[tuple[str, list[str]
 
 
 def parse_ptxas(log: str) -> list[dict]:
+    """One row per kernel build: its registers, and its stack frame and spills together with those
+    of the out-of-line functions ptxas reports after it (``__noinline__`` callees: their
+    "Function properties" lines follow the entry's; each is added, not the last one kept, so a
+    callee's spills are never hidden by a later callee's clean report)."""
     rows, current = [], None
     for line in log.splitlines():
         if m := ENTRY.search(line):
@@ -204,7 +208,9 @@ def parse_ptxas(log: str) -> list[dict]:
         elif current and (m := USAGE.search(line)):
             current["regs"] = int(m["regs"])
         elif current and (m := SPILL.search(line)):
-            current.update(stack=int(m["stack"]), stores=int(m["stores"]), loads=int(m["loads"]))
+            current["stack"] = max(current["stack"], int(m["stack"]))
+            current["stores"] += int(m["stores"])
+            current["loads"] += int(m["loads"])
     return rows
 
 
