@@ -58,6 +58,11 @@
 #define CUTOPK_ORDER_WARP_SORT 256
 // cluster: blocks per row (a thread-block cluster, sm_90): 8, CUDA's portable cluster size.
 #define CUTOPK_CLUSTER_BLOCKS 8
+// streaming: threads per block, the stages of its ring of asynchronous copies, and the 16-byte
+// vectors each thread copies per stage (a stage is THREADS x THREAD_VECS x 16 bytes: 16 KB).
+#define CUTOPK_STREAMING_THREADS 512
+#define CUTOPK_STREAMING_STAGES 3
+#define CUTOPK_STREAMING_THREAD_VECS 2
 // split: blocks per row at most (the merging block scans their candidate counts, one a thread).
 #define CUTOPK_SPLIT_MAX_BLOCKS 256
 

@@ -179,13 +179,16 @@ def cupy_options(folder: pathlib.Path, arch: str, extra=()) -> list[str]:
     ]
 
 
-def merged_programs() -> list[tuple[str, list[str], list[str]]]:
-    """The launcher's programs (one per element type and kernel family), those with the same
-    source text merged: (source, name expressions, the kernels each must build)."""
+def merged_programs(families: tuple[str, ...] = ()) -> list[tuple[str, list[str], list[str]]]:
+    """The launcher's programs (one per element type and kernel family; only ``families``' where
+    given), those with the same source text merged: (source, name expressions, the kernels each
+    must build)."""
     from cutopk.cuda import launcher as _launcher
 
     merged: dict[str, tuple[list[str], list[str]]] = {}
     for program in _launcher.programs():
+        if families and program.family not in families:
+            continue
         names, kernels = merged.setdefault(program.source, ([], []))
         names += [n for n in program.name_expressions if n not in names]
         kernels += [k for k in program.kernels if k not in kernels]
@@ -193,6 +196,10 @@ def merged_programs() -> list[tuple[str, list[str], list[str]]]:
 
 
 def parse_ptxas(log: str) -> list[dict]:
+    """One row per kernel build: its registers, and its stack frame and spills together with those
+    of the out-of-line functions ptxas reports after it (``__noinline__`` callees: their
+    "Function properties" lines follow the entry's; each is added, not the last one kept, so a
+    callee's spills are never hidden by a later callee's clean report)."""
     rows, current = [], None
     for line in log.splitlines():
         if m := ENTRY.search(line):
@@ -201,7 +208,9 @@ def parse_ptxas(log: str) -> list[dict]:
         elif current and (m := USAGE.search(line)):
             current["regs"] = int(m["regs"])
         elif current and (m := SPILL.search(line)):
-            current.update(stack=int(m["stack"]), stores=int(m["stores"]), loads=int(m["loads"]))
+            current["stack"] = max(current["stack"], int(m["stack"]))
+            current["stores"] += int(m["stores"])
+            current["loads"] += int(m["loads"])
     return rows
 
 
@@ -287,6 +296,7 @@ def check_folder(
     ptx_archs: tuple[str, ...] = (),
     ptx_only: bool = False,
     sass: bool = False,
+    families: tuple[str, ...] = (),
 ) -> dict:
     """One NVRTC folder, in this process: the report as a dict. ``ptx_only``: the ``archs`` to
     PTX (no cubins, no register report); ``ptx_archs``: the programs that branch on
@@ -296,7 +306,7 @@ def check_folder(
     nvrtc = Nvrtc(find_library(folder))
     version = "{}.{}".format(*nvrtc.version)
     report = {"folder": str(folder), "version": version, "failures": [], "builds": [], "seconds": {}}
-    merged = merged_programs() if programs else []
+    merged = merged_programs(families) if programs else []
     indexed = [(i, len(merged), source, names) for i, (source, names, _) in enumerate(merged)]
     sass_code: dict = {}
     cubin_archs = archs if programs and not ptx_only else []
@@ -386,10 +396,19 @@ def kernel_file(source: str, log: str) -> str:
 
 
 def run_worker(
-    folder: str, archs: list[str], programs: bool, alone: bool, ptx_archs=(), ptx_only=False, sass=False
+    folder: str,
+    archs: list[str],
+    programs: bool,
+    alone: bool,
+    ptx_archs=(),
+    ptx_only=False,
+    sass=False,
+    families=(),
 ) -> dict:
     """check_folder in a child process (its own NVRTC library)."""
     cmd = [sys.executable, __file__, "--worker", folder, "--arch", *archs]
+    if families:
+        cmd += ["--family", *families]
     if ptx_archs:
         cmd += ["--ptx-arch", *ptx_archs]
     if ptx_only:
@@ -449,6 +468,9 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--only-alone", dest="programs", action="store_false", help="only the file-alone check (seconds)"
     )
+    parser.add_argument(
+        "--family", nargs="+", default=[], help="only these kernel families' programs (e.g. streaming)"
+    )
     parser.add_argument("--install", nargs=2, metavar=("DIR", "VERSION"))
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -463,6 +485,7 @@ def main(argv=None) -> int:
             tuple(args.ptx_arch),
             args.ptx_only,
             args.sass,
+            tuple(args.family),
         )
         print(json.dumps(report))
         return 0
@@ -472,7 +495,14 @@ def main(argv=None) -> int:
         reports = list(
             pool.map(
                 lambda f: run_worker(
-                    f, args.arch, args.programs, args.alone, args.ptx_arch, args.ptx_only, args.sass
+                    f,
+                    args.arch,
+                    args.programs,
+                    args.alone,
+                    args.ptx_arch,
+                    args.ptx_only,
+                    args.sass,
+                    args.family,
                 ),
                 args.folders,
             )

@@ -17,6 +17,10 @@ fails when a streaming kernel cannot run at the memory-bandwidth limit:
   dependent load-vote-match-atomic chain per key, latency-bound with one block per row;
 * block_row (kernels/block_row.cu) on sm_80 and later has no asynchronous copy (``LDGSTS``,
   cp.async): its row is to be copied into shared memory with every load in flight at entry;
+* the streaming select's filter (kernels/streaming.cu, the ring of asynchronous copies) holds a
+  per-key atomic or warp match: a loop that issues the ring's copies (``LDGSTS``, and holds no
+  other such loop) holds an ``ATOMS``, ``ATOM``, ``ATOMG``, ``RED`` or ``MATCH``; and on sm_80 and
+  later no loop issues ``LDGSTS`` (the ring is gone);
 * any kernel holds a warp match (``MATCH``): every histogram counts with a plain shared
   ``atomicAdd(&h[d], 1u)`` (``ATOMS.POPC.INC`` on sm_90, which adds up the lanes that hit one
   address), as the anchors do; the match that aggregated a warp's equal digits first cost about
@@ -73,6 +77,10 @@ ON_CHIP = re.compile(r"^(resident_topk|split_topk|cluster_topk|block_row_topk)_[
 ASYNC_COPY = re.compile(r"^block_row_topk_[a-z]")
 ASYNC_COPY_OP = re.compile(r"^LDGSTS\b")
 WARP_VOTE = re.compile(r"^(VOTE|MATCH)\b")
+# Kernels that filter a row through a ring of asynchronous copies (kernels/streaming.cu), and what
+# their filter's loop must not hold: any atomic or warp match (issue 52: none per input key).
+RINGED = re.compile(r"^streaming_topk_[a-z]")
+PER_KEY_OP = re.compile(r"^(ATOMS|ATOMG|ATOM|RED|MATCH)\b")
 # Kernels that may not hold a warp match: every kernel (each selects, or orders, merges or moves
 # what was selected; none needs a match since the histograms count with plain atomics).
 SELECTION = re.compile(r"")
@@ -367,6 +375,7 @@ def check(
     on_chip=ON_CHIP,
     selection=SELECTION,
     async_copy=ASYNC_COPY,
+    ringed=RINGED,
 ) -> list[Finding]:
     found = []
     for (arch, name), code in sorted(functions.items()):
@@ -404,6 +413,8 @@ def check(
             found.append(
                 Finding(arch, name, "no asynchronous copy (LDGSTS, cp.async) of the row into shared memory")
             )
+        if ringed.search(name):
+            found += _ring_findings(arch, name, code)
         if on_chip.search(name):
             for loop in key_at_a_time_scans(code):
                 found.append(
@@ -421,6 +432,44 @@ def _arch_number(arch: str) -> int:
     """80 for "sm_80" (0 where the name says no number)."""
     digits = re.sub(r"\D", "", arch)
     return int(digits) if digits else 0
+
+
+def loops(instructions: Code) -> list[tuple[int, int]]:
+    """Every loop, nested or not, as (first, last) addresses: the target of a backward branch and
+    the branch (a cold block that branches back into a loop counts too: it only widens the set)."""
+    out = []
+    for addr, _predicated, text in instructions:
+        if text.startswith("BRA") and (m := TARGET.search(text.partition(" ")[2])) and int(m[1], 16) <= addr:
+            out.append((int(m[1], 16), addr))
+    return out
+
+
+def ring_loops(instructions: Code) -> list[Code]:
+    """The loops that issue asynchronous copies (``LDGSTS``) and hold no other loop that does: a
+    ring's tile loop. Minimal among such loops, so that an outer loop (or a cold block branching
+    back) around the ring and the code after it is not taken for the ring itself."""
+    copies = [a for a, _, t in instructions if ASYNC_COPY_OP.match(t)]
+    spans = [(s, e) for s, e in loops(instructions) if any(s <= a <= e for a in copies)]
+    minimal = [
+        (s, e) for s, e in spans if not any((s2, e2) != (s, e) and s <= s2 and e2 <= e for s2, e2 in spans)
+    ]
+    return [[ins for ins in instructions if s <= ins[0] <= e] for s, e in minimal]
+
+
+def _ring_findings(arch: str, name: str, code: Code) -> list[Finding]:
+    out = []
+    rings = ring_loops(code)
+    for loop in rings:
+        bad = [t.split()[0] for _, _, t in loop if PER_KEY_OP.match(t)]
+        if bad:
+            out.append(
+                Finding(
+                    arch, name, f"an atomic or warp match in the ring's loop ({bad[0]} at {loop[0][0]:#x})"
+                )
+            )
+    if _arch_number(arch) >= 80 and not rings:
+        out.append(Finding(arch, name, "no loop issues asynchronous copies (LDGSTS): the ring is gone"))
+    return out
 
 
 def _filter_findings(arch: str, name: str, code: Code, min_loads: int) -> list[Finding]:

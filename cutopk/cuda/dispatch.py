@@ -22,6 +22,7 @@ from .families import multiblock as _multiblock
 from .families import radix as _radix
 from .families import resident as _resident
 from .families import split as _split
+from .families import streaming as _streaming
 from .families import thread_row as _thread_row
 from .families import warp_row as _warp_row
 from .families.common import order_tile, pow2_at_least, scratch_bytes
@@ -101,6 +102,16 @@ RESIDENT_RADIX_MIN_N = 16384
 # the H200 run's multiblock had 1.26-1.58x torch on the same shapes. So split takes at most
 # SPLIT_MAX_ROWS rows (the 16 between the measured 8 and 32 is not measured).
 SPLIT_MAX_ROWS = 16
+# streaming: many long rows, a block per row reading its row once through a ring of asynchronous
+# copies against a sampled threshold (kernels/streaming.cu). The rows the split and cluster
+# families serve worst: on the H100 (2026-11-26) split took 128 and 256 rows of 128256..262144 at
+# 6-7% of the copy bandwidth (0.65-0.87x torch.topk), and cluster's 8 SMs a row would take 16
+# waves for 256 rows (read from its SASS and shared memory, not measured). A block per row holds
+# (stages - 1) x 16 KB in flight, two blocks per SM: from 32 rows a block per row on its own SM
+# streams at least as many bytes at once as a cluster of 8 blocks per row of fewer rows. The
+# bounds are a design estimate: no GPU has run streaming yet.
+STREAMING_MIN_ROWS = 32
+STREAMING_MIN_N = 1 << 16
 RADIX_MAX_K = _radix.MAX_K
 RADIX_MAX_N = _radix.MAX_N
 SHARED_BYTES = 48 * 1024  # dynamic shared memory a block gets without opting in, on every GPU
@@ -249,6 +260,12 @@ def _rules(rows: int, n: int, k: int, key_bytes: int, device: Device, outer: boo
         return "warp_row"
     if rows >= WARP_RADIX_MIN_ROWS and k <= WARP_RADIX_MAX_K and WARP_ROW_SHORT_N < n <= WARP_RADIX_MAX_N:
         return "warp_radix"
+    if (
+        rows >= STREAMING_MIN_ROWS
+        and n >= STREAMING_MIN_N
+        and _streaming.why_not(n, k, key_bytes, device) is None
+    ):
+        return "streaming"  # many long rows: a block each, the row read once through a ring of copies
     on_chip = rows <= RESIDENT_MAX_ROWS and n >= RESIDENT_MIN_N and not _radix_measured_faster(n, k)
     if on_chip and _resident.why_not(n, k, key_bytes, device) is None:
         return "resident"  # latency-bound rows that fit on chip: one launch, one read

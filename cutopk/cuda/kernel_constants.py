@@ -94,6 +94,10 @@ ORDER_WARP_SORT = _value("ORDER_WARP_SORT")
 CLUSTER_BLOCKS = _value("CLUSTER_BLOCKS")
 # split: blocks per row at most.
 SPLIT_MAX_BLOCKS = _value("SPLIT_MAX_BLOCKS")
+# streaming: threads per block, the stages of its ring, and the 16-byte vectors a thread copies per stage.
+STREAMING_THREADS = _value("STREAMING_THREADS")
+STREAMING_STAGES = _value("STREAMING_STAGES")
+STREAMING_THREAD_VECS = _value("STREAMING_THREAD_VECS")
 # Independent loads per thread of a streaming pass (kernels/row_loads.cuh).
 STREAM_LOADS = _value("STREAM_LOADS")
 # The kinds of batch a kernel reads (kernels/row_extent.cuh).

@@ -203,6 +203,36 @@ extern "C" __global__ void copy_plain(const Vec* __restrict__ in, int nv, unsign
   __syncthreads();
   out[threadIdx.x] = row[threadIdx.x].w[0];
 }
+// A ring of asynchronous 16-byte copies (kernels/streaming.cu's filter): each landed tile's keys
+// compared with a threshold and counted; with an atomic per key, or a per-thread count only.
+template <bool Atomic>
+__device__ void ring(const Vec* __restrict__ in, int tiles, unsigned t, unsigned* out) {
+  __shared__ Vec stage[2][256];
+  __shared__ unsigned hits;
+  unsigned mine = 0;
+  if (threadIdx.x == 0) hits = 0;
+  for (int tile = 0; tile < tiles; ++tile) {
+    const unsigned dst = (unsigned)__cvta_generic_to_shared(&stage[tile & 1][threadIdx.x]);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(in + tile * 256 + threadIdx.x));
+    asm volatile("cp.async.commit_group;\n" ::);
+    asm volatile("cp.async.wait_group 0;\n" ::);
+    __syncthreads();
+    const Vec v = stage[tile & 1][threadIdx.x];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      if (Atomic && v.w[e] >= t) atomicAdd(&hits, 1u);
+      mine += v.w[e] >= t;
+    }
+    __syncthreads();
+  }
+  out[threadIdx.x] = mine + (Atomic ? hits : 0u);
+}
+extern "C" __global__ void ring_counted(const Vec* in, int tiles, unsigned t, unsigned* out) {
+  ring<false>(in, tiles, t, out);
+}
+extern "C" __global__ void ring_atomic(const Vec* in, int tiles, unsigned t, unsigned* out) {
+  ring<true>(in, tiles, t, out);
+}
 """
 
 
@@ -316,6 +346,30 @@ def test_a_histogram_counted_with_plain_atomics_passes(planted):
     assert match_findings(planted, "count_with_atomics") == []
 
 
+def ring_findings(functions, name):
+    mine = {key: code for key, code in functions.items() if key[1] == name}
+    assert mine, f"{name} is not in the disassembly"
+    none = re.compile("^$")
+    every = re.compile(r"^")
+    return [
+        f.problem
+        for f in check_sass.check(
+            mine, streaming=none, sampled=none, filtered=none, on_chip=none, selection=none, ringed=every
+        )
+    ]
+
+
+def test_a_ring_filter_with_an_atomic_per_key_fails(planted):
+    problems = ring_findings(planted, "ring_atomic")
+    assert any("an atomic or warp match in the ring's loop" in p for p in problems), problems
+
+
+def test_a_ring_filter_without_atomics_passes_and_a_kernel_without_a_ring_fails(planted):
+    assert ring_findings(planted, "ring_counted") == []
+    problems = ring_findings(planted, "stream_good")  # 16-byte loads, no asynchronous copy
+    assert any("the ring is gone" in p for p in problems), problems
+
+
 def test_the_counting_loops_count_instructions_per_key(planted):
     # One loop each, 4 keys (one 16-byte vector) per trip, one shared atomic per key; the matched
     # one issues a MATCH per key on top, so more instructions per key than the plain one.
@@ -362,6 +416,7 @@ def test_the_rules_name_the_entry_points_of_the_streaming_kernels():
             base in ("resident_topk", "split_topk", "cluster_topk", "block_row_topk")
         ), name
         assert bool(check_sass.ASYNC_COPY.search(name)) == (base == "block_row_topk"), name
+        assert bool(check_sass.RINGED.search(name)) == (base == "streaming_topk"), name
 
 
 SMALL = r"""

@@ -15,6 +15,7 @@ from . import (
     resident,
     sort,
     split,
+    streaming,
     thread_row,
     transpose,
     warp_radix,
@@ -31,6 +32,7 @@ FAMILIES = {
     "block_row": block_row,
     "cluster": cluster,
     "split": split,
+    "streaming": streaming,
     "multiblock": multiblock,
     "sort": sort,
 }
