@@ -17,6 +17,7 @@ import dataclasses
 
 from .dispatch_table import DispatchTable
 from .families import bitonic as _bitonic
+from .families import block_row as _block_row
 from .families import cluster as _cluster
 from .families import multiblock as _multiblock
 from .families import radix as _radix
@@ -83,6 +84,13 @@ RESIDENT_MIN_N = 8192
 # than multiblock's rows go to radix where its K fits, as before resident; the crossover between
 # 8192 and 32000 is not measured (16384: the middle, in octaves).
 RESIDENT_RADIX_MIN_N = 16384
+# block_row (issue 51): the same rows as resident where they fit its shared memory (an H100: about
+# 42.6K float32 keys at K <= 1024, 90K 16-bit keys), in resident's place: a 1024-thread block, the
+# row's copies all in flight at entry, a first digit that splits real data, exact refinement on
+# the candidates only. It answers what the H100 run found slow in resident (30-77 us a block,
+# where FlashInfer took 14-31: warp matches, one round trip per tile, a coarse first digit); not
+# run on a GPU yet, so the measured table entries (resident's) keep their shapes and the rows
+# between RESIDENT_RADIX_MIN_N and multiblock's stay radix's (measured) until a lease compares them.
 # cluster: the same rows when they are too long for one block but fit the shared memory of a
 # thread-block cluster of 8 (sm_90: about 390K float32 keys on an H100), one launch, the row read
 # once. The issue's rows of 65536..262144 (H200 full-llm.csv: llm 1..256 x 128256..262144,
@@ -267,8 +275,10 @@ def _rules(rows: int, n: int, k: int, key_bytes: int, device: Device, outer: boo
     ):
         return "streaming"  # many long rows: a block each, the row read once through a ring of copies
     on_chip = rows <= RESIDENT_MAX_ROWS and n >= RESIDENT_MIN_N and not _radix_measured_faster(n, k)
+    if on_chip and _block_row.why_not(n, k, key_bytes, device) is None:
+        return "block_row"  # latency-bound rows that fit on chip: one launch, every load in flight
     if on_chip and _resident.why_not(n, k, key_bytes, device) is None:
-        return "resident"  # latency-bound rows that fit on chip: one launch, one read
+        return "resident"  # rows that fit resident's shared memory but not block_row's
     if on_chip and _cluster.why_not(n, k, key_bytes, device) is None:
         return "cluster"  # longer ones on a cluster's shared memory (sm_90)
     earlier = _earlier(rows, n, k, key_bytes, device)

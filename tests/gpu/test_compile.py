@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import threading
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -14,6 +15,8 @@ from support.launches import recording_launches
 import cutopk
 from cutopk import sim
 from cutopk._request import dtypes as _dtypes
+from cutopk.cuda import device as _device
+from cutopk.cuda import dispatch as _dispatch
 from cutopk.cuda import kernel_source as _kernel_source
 from cutopk.cuda import launcher as _launcher
 
@@ -36,6 +39,9 @@ CALLS = [
 ]
 
 
+BIG = _dispatch.Device(shared_bytes=_dispatch.shared_limit(48 * 1024, 227 * 1024), clusters=True)
+
+
 def _dtype(name: str) -> np.dtype:
     return next(dt for dt, info in _dtypes.SUPPORTED.items() if info.name == name)
 
@@ -47,6 +53,9 @@ def _asked_for(dtype: np.dtype) -> list[str]:
     with recording_launches(count_allocations=False) as rec:
         for shape, k, kw in CALLS:
             cutopk.top_k(np.zeros(shape, dtype), k, backend="sim", **kw)
+        # streaming, which a 48 KB device (the simulator's) cannot hold: on an H100's facts.
+        with mock.patch.object(_device, "device_facts", lambda target, dev: BIG):
+            cutopk.top_k(np.zeros((2, 9000), dtype), 40, backend="sim", algorithm="streaming")
         # merge_top_k's kernel (kernels/merge.cu), which no top_k call reaches.
         part = (np.zeros((2, 3), dtype), np.zeros((2, 3), np.int64))
         _merge_parts.merge("sim", [part, part], 3, True, False, False, False)
