@@ -308,23 +308,31 @@ __device__ __forceinline__ Digit digit_range(const Order<T, Key>& a, const Items
 // that bin b's range starts after every winner of a higher bin; bins[b] becomes that start (its
 // end is bins[b - 1], or count for bin 0). Ranges longer than LANE_SORT go to the Head's list,
 // one longer than WARP_SORT (or past the list) sets too_long. Ends with a barrier.
+// The long ranges' places in the Head's list come from the same block scan as the ranges' starts
+// (the count of long ranges packed below the winners': at most 2048 winners, fewer than 64 long
+// ranges), not from an atomic per range, which the compiler aggregated with a warp vote per bin.
 __device__ __forceinline__ void bin_ranges(Head* head, unsigned* bins) {
   const int per = (BINS + blockDim.x - 1) / blockDim.x;
   const int top = BINS - 1 - (int)threadIdx.x * per;
   int mine = 0;
-  for (int j = 0; j < per; ++j) mine += top - j >= 0 ? (int)bins[top - j] : 0;
+  for (int j = 0; j < per; ++j) {
+    const int length = top - j >= 0 ? (int)bins[top - j] : 0;
+    mine += (length << 16) + (length > LANE_SORT && length <= WARP_SORT ? 1 : 0);
+  }
   int total;
-  int start = block_scan(mine, head->scan, &total);
+  const int before = block_scan(mine, head->scan, &total);
+  int start = before >> 16, at = before & 0xffff;
+  if (threadIdx.x == 0) head->longs = total & 0xffff;
   for (int j = 0; j < per && top - j >= 0; ++j) {
     const int length = (int)bins[top - j];
     if (length > WARP_SORT) {
       head->too_long = 1;
     } else if (length > LANE_SORT) {
-      const int at = atomicAdd(&head->longs, 1);
       if (at < LONG_CAP)
         head->ranges[at] = Range{start, length};
       else
         head->too_long = 1;
+      ++at;
     }
     bins[top - j] = (unsigned)start;
     start += length;
