@@ -23,7 +23,9 @@
 //    taken over the whole held row in index order (keys above it, the ties of lowest index).
 //    When bin t overflows the candidates (a row of one value, say), the same exact select runs
 //    over the held row from the key's top bit (resident's path), never re-reading global memory.
-// 4. order: onchip::order_and_write (a bitonic sort of the K pairs), values re-read by index.
+// 4. order: winners::order_and_write (order_winners.cuh: no power-of-two sort; by index a bitmap
+//    of the row, by value a counting scatter and warp sorts), its scratch over the candidates and
+//    the row's keys, the values rebuilt from the winners' keys.
 // Ties: equal keys go to the lower index (the sort's order is a total one; ties across the K-th
 // place are ranked by index). NaN, -0.0: by the keys (key_traits.cuh). Rows: regular, with
 // lengths, or CSR segments (row_extent.cuh); a row no longer than K has all its elements win.
@@ -42,6 +44,7 @@
 #include "async_copy.cuh"
 #include "first_digit.cuh"
 #include "onchip_select.cuh"
+#include "order_winners.cuh"
 #include "entry.cuh"
 
 namespace cutopk::block_row {
@@ -427,8 +430,25 @@ block_row_topk(const T* __restrict__ in, long long rows, long long n, long long 
   } else if (k > 0) {  // a row of at most K keeps every element
     onchip::gather_winners(l.keys, len, s_bucket, &s_taken, l.win_key, l.win_idx);
   }
-  onchip::order_and_write(l.win_key, l.win_idx, k_row, k, kp, by_index, base, col_stride, out_vals, out_idx,
-                          index_bytes, row);
+  // The candidates and the row's keys are dead once the winners are placed: the ordering's scratch
+  // goes over them (shared_bytes in cutopk/cuda/families/block_row.py makes room for it).
+  const winners::Order<T, Key> order{l.win_key,
+                                     l.win_idx,
+                                     reinterpret_cast<unsigned char*>(l.cand_key),
+                                     k_row,
+                                     k,
+                                     kp,
+                                     len,
+                                     by_index != 0,
+                                     largest != 0,
+                                     true,
+                                     base,
+                                     col_stride,
+                                     out_vals,
+                                     out_idx,
+                                     index_bytes,
+                                     row};
+  winners::order_and_write(order);
 }
 
 }  // namespace cutopk::block_row

@@ -60,13 +60,16 @@ WATCHDOG_S = 30.0  # one measurement inside a Python step (a GPU call that never
 ABANDON_S = 10.0  # after SIGKILL, how long to wait for a process stuck in the driver
 LOG = "lease.log"
 H200_LOGS = "benchmarks/results/2026-11-25-nvidia-h200/logs"
-# The files of the never-run kernels' tests (cluster, split, streaming, pass 1's streaming filter,
-# large K picked from the candidates, the order tiles) and of the device facts they depend on.
+# The files of the never-run kernels' tests (cluster, split, streaming, block_row and the ordering
+# step resident now takes, pass 1's streaming filter, large K picked from the candidates, the order
+# tiles) and of the device facts they depend on.
 NEVER_RUN_TESTS = (
     "tests/gpu/test_cluster.py",
     "tests/gpu/test_cluster_shape_refused.py",
     "tests/gpu/test_split.py",
     "tests/gpu/test_streaming.py",
+    "tests/gpu/test_block_row.py",
+    "tests/gpu/test_order_winners.py",
     "tests/gpu/test_multiblock_filter.py",
     "tests/gpu/test_multiblock_select.py",
     "tests/gpu/test_block_order.py",

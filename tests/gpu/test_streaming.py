@@ -140,3 +140,24 @@ def test_candidates_hold_the_expected_count_with_a_margin():
         assert c is not None and c >= 1.4 * _streaming.expected_candidates(n, k)
     assert "k=4096" in _streaming.why_not(1 << 20, 4096, 4, H100)
     assert "shared memory" in _streaming.why_not(1 << 20, 64, 4, _dispatch.Device())  # 48 KB: no room
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_long_llm_rows_take_one_launch_and_one_read_on_an_h100(monkeypatch, dtype):
+    """Issue 52's CPU target: on an H100's facts every LLM and indexer row of 65536-262144 (1-256
+    rows, K 1-2048) takes one launch moving at most 1.05 x its input and outputs (streaming for
+    many rows, cluster or block_row for few)."""
+    from support.inputs import dtype_of
+
+    monkeypatch.setattr(cutopk.cuda.device, "device_facts", lambda target, dev: H100)
+    np_dtype = dtype_of(dtype)
+    families = set()
+    for rows in (1, 4, 16, 64, 256):
+        for n in (65536, 128256, 131072, 151936, 262144):
+            for k in (1, 50, 256, 1024, 2048):
+                x = np.empty((rows, n), np_dtype)
+                p = cutopk.plan(x, k, backend="sim")
+                io = x.nbytes + rows * k * (x.itemsize + 8)
+                assert p.launch_count == 1 and p.global_bytes <= 1.05 * io, (rows, n, k, p)
+                families.add(p.algorithm)
+    assert "streaming" in families and families <= {"streaming", "cluster", "block_row", "resident"}, families

@@ -3,12 +3,15 @@ identical to the reference for every thread count, with ties across range bounda
 
 from __future__ import annotations
 
+import ctypes
 import os
 import pathlib
 import subprocess
 import sys
 import textwrap
+import threading
 import time
+import types
 
 import numpy as np
 import pytest
@@ -498,3 +501,144 @@ def test_a_fork_while_the_pool_lock_is_held_does_not_hang_the_child():
         check=False,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+# The thread pool's edges: CPU counts without affinity, the caller's CPU where it cannot be found,
+# worker placement that cannot or need not move, the bounded tables of trials and decisions,
+# costs set by hand, and answers that do not depend on the pool.
+COSTS = (50e-6, 1e-9, {family: 0.9 for family in _threads.PROBES}, 1e-6)
+
+
+def test_without_affinity_the_cpu_count_is_the_machines(monkeypatch):
+    def refuse(pid):
+        raise OSError(38, "Function not implemented")
+
+    monkeypatch.setattr(_threads.os, "sched_getaffinity", refuse)
+    monkeypatch.setattr(_threads.os, "cpu_count", lambda: 6)
+    monkeypatch.setitem(_threads._state, "cpus", None)
+    assert _threads._cpus() == 6 and _threads._state["cpus"] == 6  # asked once
+    monkeypatch.setattr(_threads.os, "cpu_count", lambda: None)  # unknown: one
+    monkeypatch.setitem(_threads._state, "cpus", None)
+    assert _threads._cpus() == 1
+
+
+def test_on_one_cpu_the_callers_cpu_is_not_looked_up(monkeypatch):
+    def refuse(*args):
+        raise AssertionError("sched_getcpu looked up on one CPU")
+
+    monkeypatch.setattr(ctypes, "CDLL", refuse)
+    monkeypatch.setitem(_threads._state, "cpus", 1)
+    monkeypatch.setitem(_threads._state, "getcpu", 0)
+    assert _threads._caller_cpu() is None and _threads._state["getcpu"] is None
+
+
+def test_a_libc_without_sched_getcpu_means_no_placement(monkeypatch):
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: types.SimpleNamespace())  # no sched_getcpu
+    monkeypatch.setitem(_threads._state, "cpus", 4)
+    monkeypatch.setitem(_threads._state, "getcpu", 0)
+    assert _threads._caller_cpu() is None and _threads._state["getcpu"] is None
+
+
+def _in_a_worker(fn):
+    """``fn()`` on a thread of its own (placement is per thread and changes its affinity)."""
+    out = []
+    worker = threading.Thread(target=lambda: out.append(fn()))
+    worker.start()
+    worker.join(10)
+    return out[0]
+
+
+@pytest.mark.parametrize(
+    ("allowed", "cpu"),
+    [({0, 1, 2}, 7), ({3}, 3)],  # the caller's CPU is not one of ours; or it is our only one
+)
+def test_a_worker_is_not_moved_where_the_move_would_not_keep_it_off(monkeypatch, allowed, cpu):
+    moves = []
+    monkeypatch.setattr(_threads.os, "sched_getaffinity", lambda pid: set(allowed))
+    monkeypatch.setattr(_threads.os, "sched_setaffinity", lambda pid, cpus: moves.append(cpus))
+
+    def place():
+        _threads._keep_off(cpu)
+        return _threads._placement.off
+
+    assert _in_a_worker(place) == cpu and moves == []
+
+
+def test_a_worker_that_may_not_move_stays_where_it_is(monkeypatch):
+    tried = []
+
+    def refuse(pid, cpus):
+        tried.append(cpus)
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(_threads.os, "sched_getaffinity", lambda pid: {0, 1, 2})
+    monkeypatch.setattr(_threads.os, "sched_setaffinity", refuse)
+    _in_a_worker(lambda: _threads._keep_off(1))
+    assert tried == [{0, 2}]
+
+
+# --- bounded tables ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def measured(monkeypatch):
+    """Costs as if measured (so trials run), empty tables, four CPUs."""
+    monkeypatch.setitem(_threads._state, "cpus", 4)
+    monkeypatch.setitem(_threads._state, "costs", COSTS)
+    monkeypatch.setitem(_threads._state, "measured", COSTS)
+    monkeypatch.setattr(_threads, "_trials", {})
+    monkeypatch.setattr(_threads, "_decisions", {})
+    monkeypatch.setattr(_threads, "TRIAL_MAX_SHAPES", 3)
+
+
+def test_the_trials_table_starts_again_when_full(measured):
+    for key in ("a", "b", "c"):
+        assert _threads.trial(key, 2) == 1  # each new shape's first call: one thread
+    assert len(_threads._trials) == 3
+    assert _threads.trial("d", 2) == 1
+    assert list(_threads._trials) == ["d"]
+
+
+def test_a_time_for_a_shape_or_count_not_on_trial_is_dropped(measured):
+    _threads.record("never tried", 2, 1e-3)
+    assert _threads._trials == {}
+    _threads.trial("a", 4)
+    _threads.record("a", 3, 1e-3)  # not a count this shape is tried on
+    assert _threads._trials == {"a": {1: [], 4: []}}
+
+
+def test_the_decisions_table_starts_again_when_full(measured):
+    answers = [_threads.threads_for(2, passes) for passes in (1e3, 1e4, 1e5)]
+    assert len(_threads._decisions) == 3
+    assert _threads.threads_for(2, 1e9)[0] == 2  # a long call: two _threads pay at these costs
+    assert len(_threads._decisions) == 1
+    assert [_threads.threads_for(2, passes) for passes in (1e3, 1e4, 1e5)] == answers  # worked out again
+
+
+def test_costs_set_by_hand_are_taken_at_their_word_and_none_measures_again(monkeypatch):
+    monkeypatch.setitem(_threads._state, "costs", None)
+    monkeypatch.setattr(_threads, "_trials", {"a shape": {1: [1e-3], 2: []}})
+    _threads.set_costs(1e-6, element_s=1e-8, efficiency=0.5, call_s=2e-7)
+    assert _threads.costs() == (1e-6, 1e-8, dict.fromkeys(_threads.PROBES, 0.5), 2e-7)
+    assert _threads._trials == {} and _threads.trial("a shape", 2) == 0  # not measured: no trials
+    _threads.set_costs(None)
+    assert _threads._state["costs"] is None
+    monkeypatch.setattr(_threads, "_measure", lambda: COSTS)
+    assert _threads.costs() is COSTS and _threads._state["measured"] is COSTS
+
+
+# --- the pool ------------------------------------------------------------------------------------
+
+
+def test_run_gives_every_answer_in_order_on_two_threads():
+    assert _threads.run(lambda i: i * i, list(range(50)), 2) == [i * i for i in range(50)]
+
+
+def test_the_first_error_of_a_run_reaches_the_caller():
+    def fn(i):
+        if i == 3:
+            raise KeyError(i)
+        return i
+
+    with pytest.raises(KeyError, match="3"):
+        _threads.run(fn, list(range(8)), 2)

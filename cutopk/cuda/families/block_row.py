@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..kernel_constants import BLOCK_ROW_8BIT_THREADS, BLOCK_ROW_CAP, BLOCK_ROW_THREADS, RESIDENT_DIGIT_BITS
+from . import order_winners as _order
 from .common import OUTPUTS, ROWS, SELECT, Geometry, no_scratch, pow2_at_least, read_once_bytes
 
 # The K winners are bitonic-sorted in shared memory (onchip::order_and_write), as resident's.
@@ -42,7 +43,13 @@ def front_bytes(n: int, k: int, key_bytes: int) -> int:
 
 
 def shared_bytes(n: int, k: int, key_bytes: int) -> int:
-    return front_bytes(n, k, key_bytes) + _round16(n * key_bytes)
+    """The layout's bytes, or more where the ordering's scratch (order_winners.scratch_bytes, over
+    the candidates and the row's keys once they are dead) needs more than those two hold."""
+    kp = pow2_at_least(max(1, k))
+    before_candidates = BINS * 4 + _round16(kp * key_bytes) + _round16(kp * 4)
+    return max(
+        front_bytes(n, k, key_bytes) + _round16(n * key_bytes), before_candidates + _order.scratch_bytes(n)
+    )
 
 
 def max_n(k: int, key_bytes: int, device) -> int:
