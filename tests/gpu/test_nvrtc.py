@@ -82,12 +82,14 @@ def test_every_kernel_file_is_checked_alone():
     assert "constants.cuh" in names and "entry.cuh" in names
 
 
-def test_the_programs_that_branch_on_the_architecture_are_the_cluster_family():
+def test_the_programs_that_branch_on_the_architecture_are_the_cluster_and_copying_families():
     # --ptx-arch compiles these for the other architecture: every other program's front-end work
-    # is the same on every architecture, so a new `#if __CUDA_ARCH__` must show up here.
+    # is the same on every architecture, so a new `#if __CUDA_ARCH__` must show up here. cluster's
+    # entry point, and async_copy.cuh's cp.async (block_row and streaming copy rows with it).
     branching = [s for s, _, _ in check_nvrtc.merged_programs() if check_nvrtc.arch_dependent(s)]
-    cluster = [p.source for p in _launcher.programs() if p.family == "cluster"]
-    assert branching and sorted(branching) == sorted(cluster)
+    families = ("cluster", "block_row", "streaming")
+    expected = [p.source for p in _launcher.programs() if p.family in families]
+    assert branching and sorted(branching) == sorted(expected)
 
 
 class _FakeNvrtc:
@@ -171,7 +173,7 @@ def test_the_sass_check_runs_on_every_cubin_and_fails_naming_version_and_kernel(
 
     monkeypatch.setattr(check_nvrtc, "find_library", lambda folder: folder)
     monkeypatch.setattr(check_nvrtc, "Nvrtc", lambda lib: _FakeCubins())
-    monkeypatch.setattr(check_nvrtc, "merged_programs", lambda: [("src", [], ["radix_topk_float32"])])
+    monkeypatch.setattr(check_nvrtc, "merged_programs", lambda *_: [("src", [], ["radix_topk_float32"])])
     monkeypatch.setattr(check_nvrtc, "disassemble", disassemble)
     monkeypatch.setattr(check_nvrtc.check_sass, "find_cuobjdump", lambda: ("cuobjdump", {}))
     report = check_nvrtc.check_folder(_wheel_folder(tmp_path), ["80"], True, False, sass=True)
@@ -192,7 +194,7 @@ def test_a_build_missing_from_the_disassembly_or_no_cuobjdump_fails(tmp_path, mo
     ]
     monkeypatch.setattr(check_nvrtc, "find_library", lambda folder: folder)
     monkeypatch.setattr(check_nvrtc, "Nvrtc", lambda lib: _FakeCubins())
-    monkeypatch.setattr(check_nvrtc, "merged_programs", lambda: [("src", [], [])])
+    monkeypatch.setattr(check_nvrtc, "merged_programs", lambda *_: [("src", [], [])])
     monkeypatch.setattr(check_nvrtc.check_sass, "find_cuobjdump", lambda: (None, {}))
     report = check_nvrtc.check_folder(_wheel_folder(tmp_path), ["80"], True, False, sass=True)
     assert report["failures"] == [f"NVRTC 13.5: the SASS check cannot run: {check_nvrtc.NO_CUOBJDUMP}"]

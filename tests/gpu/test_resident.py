@@ -24,7 +24,8 @@ GPU_BACKENDS = [p for p in BACKEND_PARAMS if p.values[0] != "numpy"]
 
 
 def resident_plan(backend, x, k, **kw):
-    plan = cutopk.plan(to_backend(x, backend), k, backend=backend, **kw)
+    # Forced: auto gives these rows to block_row, which holds them too (tests/gpu/test_block_row.py).
+    plan = cutopk.plan(to_backend(x, backend), k, backend=backend, algorithm="resident", **kw)
     assert plan.algorithm == "resident" and len(plan.launches) == 1, plan
     return plan
 
@@ -37,13 +38,13 @@ def test_every_dtype_on_rows_of_8192(backend, dtype, monkeypatch):
     rng = np.random.default_rng(21)
     dist = "nan" if "float" in dtype else "few_distinct"
     x = make_values(rng, dtype_of(dtype), (2, 8192), dist)
-    plan = resident_plan(backend, x, 512)  # auto picks it for these rows
+    plan = resident_plan(backend, x, 512)
     key_bytes = np.dtype(dtype_of(dtype)).itemsize
     # The row's keys, or the ordering's scratch over them where it is larger (8-bit keys).
     row_bytes = max(8192 * key_bytes, _order.scratch_bytes(8192))
     assert plan.launches[0].shared_bytes == _resident.front_bytes(512, key_bytes) + row_bytes
-    run_case(backend, x, 512, nan="largest")
-    run_case(backend, x, 2048, mode="smallest", sorted="index", index_dtype=np.int32)
+    run_case(backend, x, 512, nan="largest", algorithm="resident")
+    run_case(backend, x, 2048, mode="smallest", sorted="index", index_dtype=np.int32, algorithm="resident")
     run_case(backend, x, 50, sorted=False, algorithm="resident")
 
 
@@ -54,14 +55,14 @@ def test_ties(backend, monkeypatch):
     equal = np.full((2, 8192), 3.0, np.float32)  # one bin through every digit: ranks by index
     resident_plan(backend, equal, 512)
     for order in (True, "index", False):
-        run_case(backend, equal, 512, sorted=order)
-    run_case(backend, equal.astype(np.float16), 2048, mode="smallest")
+        run_case(backend, equal, 512, sorted=order, algorithm="resident")
+    run_case(backend, equal.astype(np.float16), 2048, mode="smallest", algorithm="resident")
     # A run of equal keys across the K-th place, winners above it spread over the row.
     rng = np.random.default_rng(22)
     x = np.where(rng.random((2, 8192)) < 0.05, rng.random((2, 8192)) + 2, 1.5).astype(np.float32)
     for k in (1, 300, 411, 1000):
-        run_case(backend, x, k)
-        run_case(backend, x, k, sorted="index")
+        run_case(backend, x, k, algorithm="resident")
+        run_case(backend, x, k, sorted="index", algorithm="resident")
     # 64-bit keys that differ in their lowest bits only: every digit is refined.
     y = (np.int64(2**62) + np.arange(8192, dtype=np.int64) % 37).reshape(1, -1)
     run_case(backend, y, 700, algorithm="resident")
@@ -103,9 +104,13 @@ def test_lengths_read_by_the_kernel(backend, dtype, monkeypatch):
     x = make_values(rng, dtype_of(dtype), (7, 8192), "nan" if "float" in dtype else "few_distinct")
     lengths = np.array([8192, 0, 1, 511, 512, 513, 5001])
     k = 512
-    plan = cutopk.plan(to_backend(x, backend), k, lengths=to_backend(lengths, backend), backend=backend)
+    plan = cutopk.plan(
+        to_backend(x, backend), k, lengths=to_backend(lengths, backend), backend=backend, algorithm="resident"
+    )
     assert plan.algorithm == "resident" and plan.batch.startswith("lengths read by the kernels"), plan
-    check_lengths(backend, x, k, lengths, (*LENGTHS_ORDERS, (False, "largest", "largest")))
+    check_lengths(
+        backend, x, k, lengths, (*LENGTHS_ORDERS, (False, "largest", "largest")), algorithm="resident"
+    )
 
 
 @pytest.mark.parametrize("backend", GPU_BACKENDS)
