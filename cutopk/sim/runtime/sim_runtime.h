@@ -262,8 +262,13 @@ extern "C" __attribute__((visibility("default"))) void __asan_unpoison_memory_re
 inline void asan_fresh_stack_top(const void* top, size_t size) {
   __asan_unpoison_memory_region(static_cast<const char*>(top) - size, size);
 }
+// A whole fiber stack made fresh before it is unmapped: ASan keeps the shadow of memory it did not
+// allocate, so a later mapping at the same address (Python's allocator's arenas) would inherit
+// the stale redzones and report a stack-buffer overflow there.
+inline void asan_forget_stack(const void* stack, size_t size) { __asan_unpoison_memory_region(stack, size); }
 #else
 inline void asan_fresh_stack_top(const void*, size_t) {}
+inline void asan_forget_stack(const void*, size_t) {}
 inline void asan_entered_fiber() {}
 inline void asan_leaving_fiber(bool) {}
 inline void asan_entering_fiber(const void*, size_t) {}

@@ -376,7 +376,10 @@ __attribute__((visibility("default"))) const char* cutopk_sim_error() { return c
 __attribute__((visibility("default"))) void cutopk_sim_trim() {
   using namespace cutopk_sim;
   long page = sysconf(_SC_PAGESIZE);
-  for (char* s : g_stacks) munmap(s - page, STACK_BYTES + page);
+  for (char* s : g_stacks) {
+    asan_forget_stack(s, STACK_BYTES);
+    munmap(s - page, STACK_BYTES + page);
+  }
   g_stacks = {};
   for (auto& m : g_dynamic_maps)
     if (m.first) munmap(m.first, m.second);
