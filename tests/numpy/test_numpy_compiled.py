@@ -594,7 +594,10 @@ def test_ctrl_c_interrupts_a_long_compiled_call_between_blocks(tmp_path):
         "except KeyboardInterrupt:\n"
         "    print('interrupted', flush=True)\n"
     )
-    env = {**os.environ, "CUTOPK_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    # This checkout's cutopk, and the compiled library wherever this process found it (CI's ASan
+    # step puts its instrumented build first on PYTHONPATH).
+    paths = [str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    env = {**os.environ, "CUTOPK_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(paths)}
     env.pop(compiled.ENV_VAR, None)
     child = subprocess.Popen(
         [sys.executable, "-c", code],
