@@ -12,8 +12,10 @@ from ..kernel_constants import (
     STREAMING_THREAD_VECS,
     STREAMING_THREADS,
 )
-from .common import OUTPUTS, ROWS, SELECT, Geometry, no_scratch, pow2_at_least, read_once_bytes
+from .common import OUTPUTS, ROWS, SELECT, Geometry, no_scratch, read_once_bytes
 
+# The K winners (pow2(K) keys and 32-bit indices) and the selection's histogram overlay the ring
+# once it is dead: at K = 2048 with 8-byte keys, 24 KB of its 48 KB.
 MAX_K = 2048
 MAX_N = 1 << 31  # 32-bit candidate positions and counts
 STAGE_BYTES = STREAMING_THREADS * STREAMING_THREAD_VECS * 16
@@ -54,11 +56,6 @@ def _candidate_bytes(cap: int, key_bytes: int) -> int:
     return _round16(cap * key_bytes) + cap * 4
 
 
-def _winner_bytes(k: int, key_bytes: int) -> int:
-    kp = pow2_at_least(k)
-    return _round16(kp * key_bytes) + _round16(kp * 4)
-
-
 def cap(n: int, k: int, key_bytes: int, device) -> int | None:
     """The candidates a block holds: CANDIDATE_MARGIN times the expected count (at least the
     sample), fewer where two blocks per SM would not fit, never fewer than the expected count;
@@ -73,12 +70,6 @@ def cap(n: int, k: int, key_bytes: int, device) -> int | None:
         if fits >= least:
             return min(want, fits)
     return None
-
-
-def shared_bytes(n: int, k: int, key_bytes: int, device) -> int:
-    c = cap(n, k, key_bytes, device)
-    assert c is not None
-    return RING_BYTES + _candidate_bytes(c, key_bytes)
 
 
 def blocks_per_sm(shared: int, key_bytes: int, device) -> int:
@@ -101,8 +92,6 @@ def why_not(n: int, k: int, key_bytes: int, device) -> str | None:
         return f"'streaming' selects at most k={MAX_K}, got k={k}"
     if n >= MAX_N:
         return f"'streaming' handles rows shorter than 2**31 elements, this axis has {n}"
-    if _winner_bytes(k, key_bytes) > RING_BYTES:
-        return f"'streaming' orders its k={k} winners over its ring, which holds {RING_BYTES} bytes"
     if cap(n, k, key_bytes, device) is None:
         return (
             f"'streaming' needs {RING_BYTES} bytes of ring and {expected_candidates(n, k)} candidates of "
