@@ -6,7 +6,8 @@ A prepared call is a :class:`Call` (what the core asks of one: its request, ``pl
 ``describe``); each backend has one class of them (:class:`cutopk.numpy.call.NumpyCall`,
 :class:`cutopk.cuda.launcher.GpuCall`), made only here (:func:`_new_call`), and every one is kept
 in :data:`CACHE` under a key of :func:`cache_key`: plain rows (:func:`prepare`), rows of their own
-lengths (:func:`lengths_call`) and CSR segments (:func:`segments_call`).
+lengths (:func:`lengths_call`) and CSR segments (:func:`segments_call`); and the merge of partial
+results in the GPU backend's kernels (:func:`merge_call`, keyed by its parts' signatures).
 
 The first call with a signature (array type, shape, strides, dtype, k, axis, mode, sorted, nan,
 index dtype, backend, algorithm, device, rows) checks every argument and plans; a repeated call
@@ -327,6 +328,40 @@ def planned_segments_call(data, segments: int, width: int, k: int, order: str, m
     return (found, True) if found is not None else (CACHE.get_or_make(key, make), False)
 
 
+def merge_call(pairs, k: int, largest: bool, order: str, nan_first: bool, positions: bool, backend: str):
+    """The GPU call that merges the checked parts ``pairs`` (native arrays of ``backend``'s kind:
+    "cuda" CuPy arrays on the current device, "sim" NumPy arrays) into ``k`` winners per row in
+    cutopk's own kernels, and whether its signature was already planned (the ``cached`` of
+    :func:`cutopk.plan`). Planned once per signature: the parts' shapes, strides and dtypes, k,
+    the options, ``positions`` (the winners' places are also written) and the device. The call's
+    ``why_not`` is not None where the kernel cannot take these rows."""
+    from ..cuda import device as _device
+    from ..cuda.merge_call import MergeCall
+
+    device = _device.device_id(backend)
+    parts = tuple((v.shape, v.strides, v.dtype, i.shape, i.strides, i.dtype) for v, i in pairs)
+    key = ("merge", type(pairs[0][0]), parts, k, largest, order, nan_first, positions, backend, device)
+    found = CACHE.hit(key)
+    if found is not None:
+        return found, True
+
+    def make():
+        # "none" takes index order, as the library route gives it: the same answer either way.
+        values, indices = pairs[0]
+        widths = [int(v.shape[-1]) for v, _ in pairs]
+        return MergeCall(backend, widths, values.shape[:-1], values.dtype, indices.dtype, k, largest,
+                         order != "value", nan_first, positions, device)  # fmt: skip
+
+    return CACHE.get_or_make(key, make), False
+
+
+def check_algorithm_name(algorithm: str, backend: str) -> None:
+    """A forced algorithm's name checked against the algorithms of ``backend``, eagerly (whether
+    it can handle a given shape is only known when its call is planned)."""
+    _checks.check_algorithm(algorithm, backend, algorithm_names(backend))
+
+
 __all__ = [
-    "CACHE", "Call", "Launch", "Plan", "cache_key", "lengths_call", "planned_segments_call", "prepare", "segments_call",
+    "CACHE", "Call", "Launch", "Plan", "cache_key", "check_algorithm_name", "lengths_call", "merge_call",
+    "planned_segments_call", "prepare", "segments_call",
 ]  # fmt: skip

@@ -198,11 +198,10 @@ def _module(target: str, cxx: str, device: int | None = None) -> _Module:
     return mod
 
 
-def kernel_function(target: str, cxx: str, name: str, device: int | None = None):
-    """The compiled kernel ``name`` for element type ``cxx`` (its family's module built on first
-    use, on ``device``, default the current one): for launches outside a prepared call
-    (cutopk/cuda/merge_parts.py)."""
-    return _module(target, cxx, device).get_function(name)
+def kernel_module(target: str, cxx: str, device: int | None = None) -> _Module:
+    """The kernels of element type ``cxx`` on ``device`` (default the current one), each family's
+    module built at its first launch, not here: the merge call's (cutopk/cuda/merge_call.py)."""
+    return _module(target, cxx, device)
 
 
 def _device_id(target: str) -> int:
