@@ -200,8 +200,9 @@ def test_gradients_of_cuda_tensor_parts_reach_the_winners(cupy, monkeypatch):
     weights = torch.arange(5.0)
     r = cutopk.merge_top_k([(v, torch.from_numpy(i)) for v, i in zip(cpu, indices, strict=True)], 5)
     (r.values * weights).sum().backward()
-    monkeypatch.setattr(_merge, "_merge", None)  # the GPU parts must take the kernel
-    r = cutopk.merge_top_k([(v, torch_cuda.to_cuda(i)) for v, i in zip(gpu, indices, strict=True)], 5)
+    parts = [(v, torch_cuda.to_cuda(i)) for v, i in zip(gpu, indices, strict=True)]
+    assert cutopk.plan(parts, 5).params["route"] == "kernels"  # the GPU parts take the kernel
+    r = cutopk.merge_top_k(parts, 5)
     (r.values * torch_cuda.to_cuda(weights)).sum().backward()
     for a, b in zip(cpu, gpu, strict=True):
         np.testing.assert_array_equal(a.grad.numpy(), b.grad.cpu().numpy())
