@@ -469,11 +469,7 @@ class Runner:
         """The launches as plan() lists them: every step, a chunked family's per chunk of rows,
         each with its global bytes (the family's formula, in its steps)."""
         cxx, schedule = self.call.info.cxx, self.schedule
-
-        def listed(steps: list, count: int = 1) -> list:
-            return _listed(steps, cxx, count)
-
-        out = listed([*schedule.before, *schedule.family])
+        out = _listed([*schedule.before, *schedule.family], cxx)
         counts: dict = {}
         for _, _, chunk in schedule.chunks:
             counts[id(chunk)] = counts.get(id(chunk), 0) + 1
@@ -481,8 +477,8 @@ class Runner:
         for _, _, chunk in schedule.chunks:
             if id(chunk) not in seen:
                 seen.add(id(chunk))
-                out += listed(chunk.family, counts[id(chunk)])
-        return out + listed(schedule.after)
+                out += _listed(chunk.family, cxx, counts[id(chunk)])
+        return out + _listed(schedule.after, cxx)
 
 
 class _Given:
@@ -491,9 +487,6 @@ class _Given:
 
     def __init__(self, steps: list, table: tuple, per_call: tuple, scalars: dict, key_bytes: int):
         self.family, self.table, self.per_call, self.scalars = steps, list(table), per_call, scalars
-        self.before: list = []
-        self.after: list = []
-        self.chunks: list = []
         self.shapes: dict = {}
         self.alias: dict = {}
         self.nbytes = _common.scratch_bytes(self.table, key_bytes)
