@@ -5,7 +5,7 @@ per call signature.
 A prepared call is a :class:`Call` (what the core asks of one: its request, ``plain``, ``run``,
 ``describe``); each backend has one class of them (:class:`cutopk.numpy.call.NumpyCall`,
 :class:`cutopk.cuda.launcher.GpuCall`), made only here (:func:`_new_call`), and every one is kept
-in :data:`CACHE` under a key of :func:`cache_key`: plain rows (:func:`prepare`), rows of their own
+in :data:`CACHE` under a key of :func:`cache_key`: regular rows (:func:`prepare`), rows of their own
 lengths (:func:`lengths_call`) and CSR segments (:func:`segments_call`); and the merge of partial
 results in the GPU backend's kernels (:func:`merge_call`, keyed by its parts' signatures).
 
@@ -182,7 +182,7 @@ def cache_key(
 ) -> tuple:
     """The key of :data:`CACHE` for every prepared call: the input's type, shape, strides and
     dtype, the arguments of :func:`cutopk.top_k` (as given: the key is made before the checks),
-    and ``where``: the device id (-1 on the CPU) for plain rows; for rows of their own extents
+    and ``where``: the device id (-1 on the CPU) for regular rows; for rows of their own extents
     ``(device, LENGTHS)`` or ``(device, SEGMENTS, bound)`` (the position every CSR segment must
     end within). TypeError where an argument is unhashable or ``k`` has no integer value.
 

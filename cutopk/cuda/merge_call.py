@@ -5,7 +5,7 @@ C-contiguous, and no host synchronisation (the call can be captured in a CUDA gr
 
 :class:`MergeCall` is the GPU backend's call of one merge signature, made only by the core
 (``cutopk/_core/call.py`` ``merge_call``): checked and planned once, its launches resolved by
-the runner (:class:`cutopk.cuda.runner.Listed`, the steps of ``families/merge.py``), so
+the runner (:class:`cutopk.cuda.runner.StepRunner`, the steps of ``families/merge.py``), so
 :meth:`MergeCall.describe` (``cutopk.plan`` of a merge) lists the very launches :meth:`run`
 makes and says whether their module is built (a plan builds nothing). For the CUDA backend
 (CuPy arrays) and the simulator (NumPy arrays): the same launches. Where the kernel cannot take
@@ -46,7 +46,7 @@ class MergeCall:
         self.xp = _launcher.array_module(target)  # the launcher's: a launch observer gives its own
         limit = _device.device_facts(target, device).shared_bytes
         self.why_not = _family.why_not(self.widths, k, self.info.itemsize, limit)
-        self.runner: _runner.Listed | None = None
+        self.runner: _runner.StepRunner | None = None
         self.module = None
         if self.why_not is None and k and self.rows:
             self.module = _launcher.kernel_module(target, self.info.cxx, device)
@@ -60,7 +60,7 @@ class MergeCall:
                 "spare_idx": _launcher.placeholder(target, self.idt),
             }
             per_call = _family.per_call(len(self.widths))
-            self.runner = _runner.Listed(self, steps, table, per_call, scalars, constants)
+            self.runner = _runner.StepRunner(self, steps, table, per_call, scalars, constants)
 
     def run(self, pairs):
         """``(values, indices, where)`` of the top ``k`` of the parts ``pairs`` (checked arrays

@@ -380,11 +380,11 @@ class Runner:
             if id(chunk) not in sequences:
                 sequences[id(chunk)] = _Sequence(call, chunk, constants, chunk.family)
             self.chunks.append((start, stop, sequences[id(chunk)]))
-        # One launch without scratch (most single-launch families): :meth:`direct` slots the
+        # One launch without scratch (most single-launch families): :meth:`run_short` slots the
         # arrays straight into its argument list.
         self.single: tuple = ()  # the one launch's kernel, geometry, arguments and slots
         self.unresolved = False  # whether single holds the _Kernel rather than its function
-        self.direct = self.run
+        self.run_short = self.run
         if len(self.sequence.ops) == 1 and self.sequence.ops[0][0] and not schedule.nbytes:
             fn, grid, block, shared, template, at_call, _ = self.sequence.launches[0]
             slots = {j: i for i, j in at_call}
@@ -400,9 +400,9 @@ class Runner:
                 slots.get(3),
             )
             self.unresolved = True
-            self.direct = self._direct_single
+            self.run_short = self._run_single
 
-    def _direct_single(self, xp, a, values, indices, extents=None) -> dict:
+    def _run_single(self, xp, a, values, indices, extents=None) -> dict:
         if self.unresolved:  # the first launch: the kernel's function (and module) now
             self.single = (self.single[0].function(), *self.single[1:])
             self.unresolved = False
@@ -469,7 +469,7 @@ class Runner:
         """The launches as plan() lists them: every step, a chunked family's per chunk of rows,
         each with its global bytes (the family's formula, in its steps)."""
         cxx, schedule = self.call.info.cxx, self.schedule
-        out = _listed([*schedule.before, *schedule.family], cxx)
+        out = _launches_of([*schedule.before, *schedule.family], cxx)
         counts: dict = {}
         for _, _, chunk in schedule.chunks:
             counts[id(chunk)] = counts.get(id(chunk), 0) + 1
@@ -477,12 +477,12 @@ class Runner:
         for _, _, chunk in schedule.chunks:
             if id(chunk) not in seen:
                 seen.add(id(chunk))
-                out += _listed(chunk.family, cxx, counts[id(chunk)])
-        return out + _listed(schedule.after, cxx)
+                out += _launches_of(chunk.family, cxx, counts[id(chunk)])
+        return out + _launches_of(schedule.after, cxx)
 
 
-class _Given:
-    """The schedule of :class:`Listed`: steps given whole, their scratch table and the arrays a
+class _GivenSteps:
+    """The schedule of :class:`StepRunner`: steps given whole, their scratch table and the arrays a
     call passes (no input layout, no aliases, no chunks)."""
 
     def __init__(self, steps: list, table: tuple, per_call: tuple, scalars: dict, key_bytes: int):
@@ -492,7 +492,7 @@ class _Given:
         self.nbytes = _common.scratch_bytes(self.table, key_bytes)
 
 
-class Listed:
+class StepRunner:
     """Steps that no dispatched family gives (merge_top_k's launches: families/merge.py), run as
     a :class:`Runner` runs a family's: resolved once per call signature (each kernel fetched, and
     its module built, at the first launch), the scratch carved from the stream's workspace, the
@@ -504,7 +504,7 @@ class Listed:
     def __init__(self, call, steps: list, table: tuple, per_call: tuple, scalars: dict, constants: dict):
         self.call = call
         self.target, self.device = call.target, call.device
-        self.schedule = _Given(steps, table, per_call, scalars, call.info.itemsize)
+        self.schedule = _GivenSteps(steps, table, per_call, scalars, call.info.itemsize)
         self.sequence = _Sequence(call, self.schedule, constants, steps)
 
     def run(self, xp, per_call: tuple) -> dict:
@@ -520,14 +520,14 @@ class Listed:
 
     def launches(self) -> list:
         """The launches as plan() lists them, each with its global bytes."""
-        return _listed(self.schedule.family, self.call.info.cxx)
+        return _launches_of(self.schedule.family, self.call.info.cxx)
 
 
 def _all_built(kernels: list) -> bool:
     return all(k.built() if isinstance(k, _Kernel) else True for k in kernels)
 
 
-def _listed(steps: list, cxx: str, count: int = 1) -> list:
+def _launches_of(steps: list, cxx: str, count: int = 1) -> list:
     """The :class:`~cutopk._request.plan.Launch` of each step, ``count`` times."""
     return [
         dataclasses.replace(_launch_of(step, cxx), count=count, global_bytes=step.global_bytes * count)
@@ -595,4 +595,4 @@ def _launch_of(step, cxx: str):
     return Launch(name, step.grid, step.block, step.shared_bytes)
 
 
-__all__ = ["DESCRIPTORS", "PER_CALL", "Listed", "Runner", "Schedule", "facts"]
+__all__ = ["DESCRIPTORS", "PER_CALL", "Runner", "Schedule", "StepRunner", "facts"]

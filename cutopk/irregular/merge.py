@@ -48,7 +48,7 @@ import numpy as np
 from .. import _interop
 from .._core import call as _call
 from .._core.result import TopK
-from .._core.select import select as _select
+from .._core.select import select
 from .._request import checks as _checks
 from .._request import dtypes as _dtypes
 from .._request.plan import Launch, Plan
@@ -297,9 +297,8 @@ def _merge(xp, pairs, k, mode, order, nan, vdt, idt, batch):
         return xp.zeros(shape, dtype=vdt), xp.zeros(shape, dtype=idt), xp.zeros(shape, dtype=np.int64)
     largest, nan_largest = mode == "largest", nan == "largest"
     # The values travel as their bits (unsigned integers of their width) and are seen as values
-    # only by the selection: on a GPU, CuPy's bfloat16 kernels turned a NaN's payload into the
-    # canonical NaN (0xffc0 came back as 0x7fff, seen on an H200), and the values must come back
-    # bit for bit.
+    # only by the selection: CuPy's bfloat16 kernels turn a NaN's payload into the canonical
+    # NaN (0xffc0 comes back as 0x7fff), and the values must come back bit for bit.
     bits = np.dtype(f"u{vdt.itemsize}")
     if len(pairs) == 1:
         values, indices = pairs[0][0].view(bits), pairs[0][1]
@@ -323,7 +322,7 @@ def _merge(xp, pairs, k, mode, order, nan, vdt, idt, batch):
     perm = xp.argsort(by_index, axis=-1, **sort_kw)
     values = xp.take_along_axis(values, perm, axis=-1)
     indices = xp.take_along_axis(indices, perm, axis=-1)
-    chosen = _select(
+    chosen = select(
         values.view(vdt), k, axis=-1, mode=mode, sorted="value" if order == "value" else "index", nan=nan
     )
     out_values = chosen.values.view(bits)

@@ -47,7 +47,7 @@ import numpy as np
 from .. import _interop
 from .._core import call as _call
 from .._core.result import TopK
-from .._core.select import select as _top_k
+from .._core.select import select
 from .._request import checks as _checks
 from .._request import dtypes as _dtypes
 from .._request.plan import Plan
@@ -376,7 +376,7 @@ def _run(data, starts, lengths, k, order, options, idt):
     for s in long.tolist():
         start, length = int(starts[s]), int(lengths[s])
         kk = min(k, length)
-        top = _top_k(data[start : start + length], kk, sorted=sort, index_dtype=idt, **options)
+        top = select(data[start : start + length], kk, sorted=sort, index_dtype=idt, **options)
         values[s, :kk] = top.values
         indices[s, :kk] = top.indices
     # The fill of padding cells, as a NumPy scalar.
@@ -414,7 +414,7 @@ def _gather_and_select(data, starts, lengths, rows, k, sort, options, worst, val
     block = _gather(data, starts, lengths, worst)
     width = block.shape[1]
     kk = min(k, width)
-    top = _top_k(block, kk, sorted=sort, **options)
+    top = select(block, kk, sorted=sort, **options)
     padding = top.indices >= lengths[:, None]
     values[rows, :kk] = np.where(padding, np.zeros((), dtype=data.dtype), top.values)
     indices[rows, :kk] = np.where(padding, -1, top.indices).astype(indices.dtype)

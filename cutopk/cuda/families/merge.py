@@ -4,7 +4,7 @@ per row, up to :data:`PARTS` parts per launch; more parts take one more launch p
 of them (each takes the previous launch's result as its part 0), so up to ``2 * PARTS - 1``
 parts are merged in two launches.
 
-:func:`steps` gives the launches as the runner's steps (cutopk/cuda/runner.py :class:`Listed`):
+:func:`steps` gives the launches as the runner's steps (cutopk/cuda/runner.py :class:`StepRunner`):
 the parts are per-call arrays named ``vals<p>``/``idx<p>``, a launch before the last writes its
 winners into the call's scratch (``mid<j>_vals``, ...), and plan() lists the same steps.
 """
