@@ -187,8 +187,8 @@ def cache_key(
     end within). TypeError where an argument is unhashable or ``k`` has no integer value.
 
     The rows share the device's element, and no argument has a default: a warm call's key is
-    then as quick to make as before issue 40 (an extra argument or a default cost ~25 ns of its
-    ~3.2 us, benchmarks/host_overhead.py)."""
+    then as quick to make as a key of the arguments alone (an extra argument or a default cost
+    ~25 ns of a warm call's ~3.2 us, benchmarks/host_overhead.py)."""
     return (
         tp, shape, strides, dtype, type(k), _value_of(k), type(axis), axis, mode, type(sorted_), sorted_, nan,
         index_dtype, backend, algorithm, where,
@@ -209,7 +209,7 @@ def cached_ndarray(a, k, axis, mode, sorted_, nan, index_dtype, backend, algorit
 
 def cached_cupy(a, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm):
     """The prepared call of a CuPy array's signature when it is cached and the array lies on the
-    current device, else None: the short path of :func:`cutopk.top_k` on a GPU array (issue 39).
+    current device, else None: the short path of :func:`cutopk.top_k` on a GPU array.
 
     Only an exact ``cupy.ndarray`` (its array kind is its type's, so the checks of the cached
     signature's first call hold for it) on the current device (no device scope to enter) takes

@@ -341,8 +341,8 @@ class GpuCall:
 
     def _plain(self):
         """``plain(a) -> (values, indices)``: :meth:`run` without ``out`` or extents, as one
-        function with everything but the input's address resolved (issue 39: a warm call's
-        Python is the launch latency of small rows). Where the outputs need moving, the input
+        function with everything but the input's address resolved (a warm call's Python is
+        the launch latency of small rows). Where the outputs need moving, the input
         a copy or the rows a kind of their own, it is :meth:`run` itself."""
         if not (
             self.short_path and self.rows_kind == _kernel_constants.ROWS_REGULAR and self.aligned_strides

@@ -544,8 +544,8 @@ def _generated(ops: list, launches: list, copies: list, views: dict, count: int 
     per-call arrays, ``p0``, ``p1``, ...), generated
     once per carved workspace: a launch is one call with its argument tuple written out (its
     constant runs prebuilt, the per-call arrays slotted in by name), so a call pays no loop, no
-    dispatch on the step's kind and no list copy per launch (host time per call is issue 28's
-    budget). Only names made here go into the source; every value is bound in its namespace."""
+    dispatch on the step's kind and no list copy per launch (host time per call is a
+    small call's whole cost). Only names made here go into the source; every value is bound in its namespace."""
     namespace: dict = {"views": views}
     lines = ["def run(xp, per_call, between):", f"    {', '.join(f'p{i}' for i in range(count))}, = per_call"]
     for n, (is_launch, index) in enumerate(ops):
