@@ -264,7 +264,7 @@ STEPS = (
     ("launch call (a no-op here)", (("host_overhead.py", "__call__"), ("~", "cupy.cuda.function.Function")), ()),
     (
         "launch arguments (runner)",
-        (("cuda/runner.py", "Runner._direct_single"), ("cuda/runner.py", "Runner.run")),
+        (("cuda/runner.py", "Runner._run_single"), ("cuda/runner.py", "Runner.run")),
         ("workspace and tickets", "launch call (a no-op here)"),
     ),
     ("alignment check", (("cuda/launcher.py", "_aligned"),), ()),

@@ -262,7 +262,7 @@ def misaligned(a) -> bool:
 def aligned_copy(a):
     """A C-ordered copy of the CuPy array ``a`` in new memory, read byte by byte. CuPy's copy
     reads whole elements, so copying a misaligned view (see :func:`misaligned`) faults on a GPU
-    (cudaErrorMisalignedAddress, first seen on an H200); a copy of its bytes viewed as uint8
+    (cudaErrorMisalignedAddress); a copy of its bytes viewed as uint8
     cannot, and new memory is aligned for every dtype."""
     cupy = sys.modules[type(a).__module__.split(".")[0]]
     size = a.dtype.itemsize

@@ -65,7 +65,7 @@ __device__ __forceinline__ void count_digit(unsigned* hist, unsigned digit, bool
 // CUTOPK_COUNT_WITH_MATCH, warp-aggregated only when more than SPARSE_LANES lanes count (at most
 // that many lanes: a plain atomic each, cheaper than the match, which a refine pass would
 // otherwise issue for nearly every element, a bucket of 1/16 of the row having a member in 87% of
-// the warp's 32 keys although its members are few and spread: issue 39). Every lane of the warp
+// the warp's 32 keys although its members are few and spread). Every lane of the warp
 // calls it.
 __device__ __forceinline__ void count_sparse_digit(unsigned* hist, unsigned digit, bool counted) {
 #if CUTOPK_COUNT_WITH_MATCH

@@ -82,7 +82,7 @@ order_tiles(const typename KeyTraits<T>::Key* __restrict__ src_key, const void* 
 }
 
 // multiblock's K winners of each row in tiles, picked where the selection left them, so that no
-// pass writes them into one buffer first (issue 39). `picks`, 4 per row, written by multiblock's
+// pass writes them into one buffer first. `picks`, 4 per row, written by multiblock's
 // finishing block: {from_cand, cut, prefix, from_win}: the first `from_cand` pairs of the row's
 // candidates (`cap` a row) whose keys' bits above `cut` exceed `prefix` (the keys above the K-th
 // key's bucket), then the first `from_win` pairs of its winners' buffer (K a row: the bucket's

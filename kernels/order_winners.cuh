@@ -1,4 +1,4 @@
-// Ordering the K winners of a block without a power-of-two sort (issue 51, item 4): the last step
+// Ordering the K winners of a block without a power-of-two sort: the last step
 // of a block that holds its `count` winners, (key, 32-bit index) pairs, in shared memory in any
 // order. It writes output positions [0, k) of the row, the winners then padding, exactly as
 // onchip::order_and_write (a bitonic sort of pow2(K) pairs, 16-29 barriers on 512 threads) does,

@@ -1,4 +1,4 @@
-// Phase clocks: where a block's time goes, step by step (issue 50, the lease's M3). Off in every
+// Phase clocks: where a block's time goes, step by step (benchmarks/gpu/phase_clocks.py). Off in every
 // normal build: CUTOPK_PHASE(i, name) expands to nothing, and the kernels' machine code is the
 // same as without the stamps (tests/bench/test_lease_kernels.py compares the SASS byte for byte).
 //

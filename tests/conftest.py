@@ -162,11 +162,15 @@ def fresh_call_cache():
 
 @pytest.fixture
 def no_generic_route(monkeypatch):
-    """A segmented_top_k call that should run in the kernels fails the test if it takes the
-    generic (padded batches) route instead."""
-    from cutopk.irregular import segmented as _segmented
+    """A segmented_top_k call that should run in the kernels fails the test if its plan (the
+    route the call itself takes, cutopk.plan with offsets) is the generic (padded batches) one."""
+    import cutopk
 
-    def generic(*args, **kwargs):
-        raise AssertionError("segmented_top_k took the generic route")
+    call = cutopk.segmented_top_k
 
-    monkeypatch.setattr(_segmented, "_run", generic)
+    def in_the_kernels(data, offsets, k, /, **kwargs):
+        route = cutopk.plan(data, k, offsets=offsets, **kwargs).batch
+        assert route.startswith("CSR segments read by the kernels"), f"segmented_top_k took {route!r}"
+        return call(data, offsets, k, **kwargs)
+
+    monkeypatch.setattr(cutopk, "segmented_top_k", in_the_kernels)

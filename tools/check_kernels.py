@@ -45,8 +45,8 @@ def sources() -> list[tuple[str, str, int]]:
     element type (cutopk.cuda.kernel_source), with the entry points of every element type at once."""
     dtypes = tuple(info.name for info in _dtypes.SUPPORTED.values())
     out = []
-    for family, fam in _kernel_source.FAMILIES.items():
-        count = sum(len(_kernel_source.entries(family, d)) for d in dtypes) + len(fam.plain)
+    for family in _kernel_source.FAMILIES:
+        count = sum(len(_kernel_source.entries(family, d)) for d in dtypes)
         out.append((family, _kernel_source.module_source(family, dtypes), count))
     return out
 

@@ -78,7 +78,7 @@ def clusters(optin: int) -> None:
 
     try:
         cutopk.top_k(cupy.arange(65536, dtype=cupy.float32), 50, algorithm="cluster")  # builds the module
-        fn = drv.CUfunction(launcher.kernel_function("cuda", "float", "cluster_topk_float32").ptr)
+        fn = drv.CUfunction(launcher.kernel_module("cuda", "float").get_function("cluster_topk_float32").ptr)
     except Exception as exc:  # noqa: BLE001 - a fact not read is said, the lease goes on
         print(
             f"clusters that fit: not read, the cluster kernel did not build or run ({type(exc).__name__}: {exc})"

@@ -5,8 +5,9 @@ per call signature.
 A prepared call is a :class:`Call` (what the core asks of one: its request, ``plain``, ``run``,
 ``describe``); each backend has one class of them (:class:`cutopk.numpy.call.NumpyCall`,
 :class:`cutopk.cuda.launcher.GpuCall`), made only here (:func:`_new_call`), and every one is kept
-in :data:`CACHE` under a key of :func:`cache_key`: plain rows (:func:`prepare`), rows of their own
-lengths (:func:`lengths_call`) and CSR segments (:func:`segments_call`).
+in :data:`CACHE` under a key of :func:`cache_key`: regular rows (:func:`prepare`), rows of their own
+lengths (:func:`lengths_call`) and CSR segments (:func:`segments_call`); and the merge of partial
+results in the GPU backend's kernels (:func:`merge_call`, keyed by its parts' signatures).
 
 The first call with a signature (array type, shape, strides, dtype, k, axis, mode, sorted, nan,
 index dtype, backend, algorithm, device, rows) checks every argument and plans; a repeated call
@@ -181,13 +182,13 @@ def cache_key(
 ) -> tuple:
     """The key of :data:`CACHE` for every prepared call: the input's type, shape, strides and
     dtype, the arguments of :func:`cutopk.top_k` (as given: the key is made before the checks),
-    and ``where``: the device id (-1 on the CPU) for plain rows; for rows of their own extents
+    and ``where``: the device id (-1 on the CPU) for regular rows; for rows of their own extents
     ``(device, LENGTHS)`` or ``(device, SEGMENTS, bound)`` (the position every CSR segment must
     end within). TypeError where an argument is unhashable or ``k`` has no integer value.
 
     The rows share the device's element, and no argument has a default: a warm call's key is
-    then as quick to make as before issue 40 (an extra argument or a default cost ~25 ns of its
-    ~3.2 us, benchmarks/host_overhead.py)."""
+    then as quick to make as a key of the arguments alone (an extra argument or a default cost
+    ~25 ns of a warm call's ~3.2 us, benchmarks/host_overhead.py)."""
     return (
         tp, shape, strides, dtype, type(k), _value_of(k), type(axis), axis, mode, type(sorted_), sorted_, nan,
         index_dtype, backend, algorithm, where,
@@ -208,7 +209,7 @@ def cached_ndarray(a, k, axis, mode, sorted_, nan, index_dtype, backend, algorit
 
 def cached_cupy(a, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm):
     """The prepared call of a CuPy array's signature when it is cached and the array lies on the
-    current device, else None: the short path of :func:`cutopk.top_k` on a GPU array (issue 39).
+    current device, else None: the short path of :func:`cutopk.top_k` on a GPU array.
 
     Only an exact ``cupy.ndarray`` (its array kind is its type's, so the checks of the cached
     signature's first call hold for it) on the current device (no device scope to enter) takes
@@ -327,6 +328,40 @@ def planned_segments_call(data, segments: int, width: int, k: int, order: str, m
     return (found, True) if found is not None else (CACHE.get_or_make(key, make), False)
 
 
+def merge_call(pairs, k: int, largest: bool, order: str, nan_first: bool, positions: bool, backend: str):
+    """The GPU call that merges the checked parts ``pairs`` (native arrays of ``backend``'s kind:
+    "cuda" CuPy arrays on the current device, "sim" NumPy arrays) into ``k`` winners per row in
+    cutopk's own kernels, and whether its signature was already planned (the ``cached`` of
+    :func:`cutopk.plan`). Planned once per signature: the parts' shapes, strides and dtypes, k,
+    the options, ``positions`` (the winners' places are also written) and the device. The call's
+    ``why_not`` is not None where the kernel cannot take these rows."""
+    from ..cuda import device as _device
+    from ..cuda.merge_call import MergeCall
+
+    device = _device.device_id(backend)
+    parts = tuple((v.shape, v.strides, v.dtype, i.shape, i.strides, i.dtype) for v, i in pairs)
+    key = ("merge", type(pairs[0][0]), parts, k, largest, order, nan_first, positions, backend, device)
+    found = CACHE.hit(key)
+    if found is not None:
+        return found, True
+
+    def make():
+        # "none" takes index order, as the library route gives it: the same answer either way.
+        values, indices = pairs[0]
+        widths = [int(v.shape[-1]) for v, _ in pairs]
+        return MergeCall(backend, widths, values.shape[:-1], values.dtype, indices.dtype, k, largest,
+                         order != "value", nan_first, positions, device)  # fmt: skip
+
+    return CACHE.get_or_make(key, make), False
+
+
+def check_algorithm_name(algorithm: str, backend: str) -> None:
+    """A forced algorithm's name checked against the algorithms of ``backend``, eagerly (whether
+    it can handle a given shape is only known when its call is planned)."""
+    _checks.check_algorithm(algorithm, backend, algorithm_names(backend))
+
+
 __all__ = [
-    "CACHE", "Call", "Launch", "Plan", "cache_key", "lengths_call", "planned_segments_call", "prepare", "segments_call",
+    "CACHE", "Call", "Launch", "Plan", "cache_key", "check_algorithm_name", "lengths_call", "merge_call",
+    "planned_segments_call", "prepare", "segments_call",
 ]  # fmt: skip

@@ -191,7 +191,5 @@ def _forward(
     return run
 
 
-def check_algorithm_name(algorithm: str, backend: str) -> None:
-    """A forced algorithm's name checked against :func:`algorithms` of ``backend``, eagerly (whether
-    it can handle a given shape is only known when its ``top_k`` call runs)."""
-    _checks.check_algorithm(algorithm, backend, algorithms(backend))
+# The check of a forced algorithm's name, for the front ends that reach the core here (cutopk.dask).
+check_algorithm_name = _call.check_algorithm_name

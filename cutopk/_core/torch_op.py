@@ -131,7 +131,7 @@ def host_tensor(arr: np.ndarray) -> torch.Tensor | np.ndarray:
 def plain_eager(*tensors) -> bool:
     """Whether the plain path serves this eager call exactly as the operator would, so that
     torch's dispatcher can be skipped (it doubled the host time of a small CPU call: 280 ->
-    620 us on this project's loaded 2-core machine). Only plain CPU/CUDA tensors that autograd
+    620 us, measured by benchmarks/host_overhead.py). Only plain CPU/CUDA tensors that autograd
     does not record, outside compilation, with no torch function or dispatch mode and no
     functorch transform watching: everything else (fake and meta tensors, subclasses, modes,
     tracing) must see the operator. Under TorchDynamo ``is_compiling()`` folds to True."""

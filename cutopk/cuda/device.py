@@ -36,7 +36,7 @@ def device_facts(target: str, device: int) -> _dispatch.Device:
         attrs["MaxSharedMemoryPerBlock"], attrs.get("MaxSharedMemoryPerBlockOptin", 0)
     )
     # CuPy's attribute dictionary has no compute capability: its `compute_capability` ("90") does.
-    # Reading the dictionary made every real GPU look cluster-less (H100 scoreboard, 2026-11-26).
+    # Reading the dictionary made every real GPU look cluster-less.
     capability = str(handle.compute_capability)
     clusters = int(capability) >= 90
     try:

@@ -70,7 +70,7 @@ THREAD_ROW_MAX_K = _thread_row.MAX_K
 THREAD_ROW_MIN_ROWS = 256
 # resident: a block per row holds the row in shared memory, one launch, the row read once. Auto
 # picks it for up to RESIDENT_MAX_ROWS rows of at least RESIDENT_MIN_N elements that fit (K <=
-# 2048): the LLM sampling and indexer rows of issue 37, where the H200 run shows the launches of
+# 2048): the LLM sampling and indexer rows, where the H200 run shows the launches of
 # the other families losing: full-moe-indexer.csv, indexer 1/16/64 x 8192 k=512 (radix 64.5-65.5
 # us, torch 59.6-93.7) and k=2048 (bitonic 91.9-93.1 us, torch 64.3-95.1); full-llm.csv, llm
 # 1..256 x 32000 (radix 41.6-111.6 us). No GPU has measured resident itself yet: the bounds are
@@ -84,7 +84,7 @@ RESIDENT_MIN_N = 8192
 # than multiblock's rows go to radix where its K fits, as before resident; the crossover between
 # 8192 and 32000 is not measured (16384: the middle, in octaves).
 RESIDENT_RADIX_MIN_N = 16384
-# block_row (issue 51): the same rows as resident where they fit its shared memory (an H100: about
+# block_row: the same rows as resident where they fit its shared memory (an H100: about
 # 42.6K float32 keys at K <= 1024, 90K 16-bit keys), in resident's place: a 1024-thread block, the
 # row's copies all in flight at entry, a first digit that splits real data, exact refinement on
 # the candidates only. It answers what the H100 run found slow in resident (30-77 us a block,
@@ -93,7 +93,7 @@ RESIDENT_RADIX_MIN_N = 16384
 # between RESIDENT_RADIX_MIN_N and multiblock's stay radix's (measured) until a lease compares them.
 # cluster: the same rows when they are too long for one block but fit the shared memory of a
 # thread-block cluster of 8 (sm_90: about 390K float32 keys on an H100), one launch, the row read
-# once. The issue's rows of 65536..262144 (H200 full-llm.csv: llm 1..256 x 128256..262144,
+# once. The LLM rows of 65536..262144 (H200 full-llm.csv: llm 1..256 x 128256..262144,
 # multiblock 50.0-634.6 us, 4 launches; full-moe-indexer.csv: indexer 1..64 x 65536/131072,
 # multiblock 58.8-329.7 us). No GPU has measured cluster yet: same bounds as resident's.
 # split: on devices without clusters (sm_75, sm_80), the rows resident cannot hold, where the
@@ -102,7 +102,7 @@ RESIDENT_RADIX_MIN_N = 16384
 # a slice, the last to arrive merging their candidates, one launch and the row read once. The
 # choice rests on plan()'s counts (1 launch against 4; the candidates add blocks x min(K, slice)
 # x (key + 4) bytes, aimed at a tenth of the row's: on an A100's facts less traffic than
-# multiblock's on each of issue 37's 125 cases it takes): no GPU has measured split, nor split
+# multiblock's on each of the H200 run's 125 cases it takes): no GPU has measured split, nor split
 # against multiblock on one shape. Where the earlier choice is one launch already (radix), it stays.
 # Measured since, on an H100 (benchmarks/results/2026-11-26-nvidia-h100-80gb-hbm3, where a device
 # facts defect sent sm_90 rows to split): 1 and 8 rows of 128256..262144 took 53-111 us, 1.0-1.8x
@@ -112,9 +112,10 @@ RESIDENT_RADIX_MIN_N = 16384
 SPLIT_MAX_ROWS = 16
 # streaming: many long rows, a block per row reading its row once through a ring of asynchronous
 # copies against a sampled threshold (kernels/streaming.cu). The rows the split and cluster
-# families serve worst: on the H100 (2026-11-26) split took 128 and 256 rows of 128256..262144 at
-# 6-7% of the copy bandwidth (0.65-0.87x torch.topk), and cluster's 8 SMs a row would take 16
-# waves for 256 rows (read from its SASS and shared memory, not measured). A block per row holds
+# families serve worst: on the H100 (benchmarks/results/2026-11-26-nvidia-h100-80gb-hbm3) split
+# took 128 and 256 rows of 128256..262144 at 6-7% of the copy bandwidth (0.65-0.87x torch.topk),
+# and cluster's 8 SMs a row would take 16 waves for 256 rows (read from its SASS and shared
+# memory, not measured). A block per row holds
 # (stages - 1) x 16 KB in flight, two blocks per SM: from 32 rows a block per row on its own SM
 # streams at least as many bytes at once as a cluster of 8 blocks per row of fewer rows. The
 # bounds are a design estimate: no GPU has run streaming yet.
@@ -140,7 +141,7 @@ MULTIBLOCK_MIN_N = 1 << 16
 # sorts); longer rows select first (multiblock) and order the K alone. Measured: on the H200
 # (benchmarks/results/2026-11-25-nvidia-h200/full-knn.csv) bitonic took 1.58 ms for 1000 x 10000,
 # k=4096 (16384 pairs a row) against 0.32 ms for torch.topk; multiblock on that shape has not run
-# on a GPU (issue 39).
+# on a GPU.
 BITONIC_LARGE_K_MAX_N = _multiblock.BLOCK_SORT_MAX
 # Re-exported for the launcher and the tests: the kernels' block sizes and the ordering's tile.
 __all__ = [

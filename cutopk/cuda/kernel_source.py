@@ -36,11 +36,9 @@ THREAD_ROW_KMAX = TEMPLATE_VALUES["thread_row_topk"]
 
 class Family(NamedTuple):
     """A kernel family: the kernels the launcher runs from its file, ``kernels/<family>.cu``, where
-    they and their helpers live in ``namespace cutopk::<family>`` (``plain``: the ``extern "C"``
-    kernels of the file, not templates, launched by name)."""
+    they and their helpers live in ``namespace cutopk::<family>``."""
 
     kernels: tuple[str, ...]
-    plain: tuple[str, ...] = ()
 
 
 # From the family modules (cutopk/cuda/families/registry.py): a family's file and its kernels are

@@ -56,11 +56,11 @@ class Program(NamedTuple):
 
 def programs() -> list[Program]:
     """Every module the launcher can compile, one per (dtype, family), with the entry points
-    (and plain kernels) each holds."""
+    each holds."""
     out = []
     for info in _dtypes.SUPPORTED.values():
-        for family, fam in FAMILIES.items():
-            names = tuple(e.name for e in _kernel_source.entries(family, info.name)) + fam.plain
+        for family in FAMILIES:
+            names = tuple(e.name for e in _kernel_source.entries(family, info.name))
             out.append(Program(info.name, family, _kernel_source.source(family, info.name), (), names))
     return out
 
@@ -76,14 +76,12 @@ def _dtype_name(cxx: str) -> str:
 @functools.cache
 def _entry_points(cxx: str) -> dict[str, tuple[str, str]]:
     """For one element type: each kernel name the launcher asks for (a name expression such as
-    ``warp_row_topk<float, 4>``, spaces ignored, an entry point's own name, or a plain kernel)
-    -> (family, entry point)."""
+    ``warp_row_topk<float, 4>``, spaces ignored, or an entry point's own name) -> (family, entry
+    point)."""
     found = {}
-    for family, fam in FAMILIES.items():
+    for family in FAMILIES:
         for e in _kernel_source.entries(family, _dtype_name(cxx)):
             found[e.expression.replace(" ", "")] = found[e.name] = (family, e.name)
-        for name in fam.plain:
-            found[name] = (family, name)
     return found
 
 
@@ -198,11 +196,10 @@ def _module(target: str, cxx: str, device: int | None = None) -> _Module:
     return mod
 
 
-def kernel_function(target: str, cxx: str, name: str, device: int | None = None):
-    """The compiled kernel ``name`` for element type ``cxx`` (its family's module built on first
-    use, on ``device``, default the current one): for launches outside a prepared call
-    (cutopk/cuda/merge_parts.py)."""
-    return _module(target, cxx, device).get_function(name)
+def kernel_module(target: str, cxx: str, device: int | None = None) -> _Module:
+    """The kernels of element type ``cxx`` on ``device`` (default the current one), each family's
+    module built at its first launch, not here: the merge call's (cutopk/cuda/merge_call.py)."""
+    return _module(target, cxx, device)
 
 
 def _device_id(target: str) -> int:
@@ -255,7 +252,7 @@ class GpuCall:
     """Everything about one call signature (shape, strides, dtype, request, device) that does not
     depend on the data: checked and planned once, then :meth:`run` does only the per-call work
     (the outputs, the launches, and any copy the plan names). The GPU backend's ``Call`` (the
-    protocol of cutopk/_core/call.py, which makes every one: plain rows, lengths, segments)."""
+    protocol of cutopk/_core/call.py, which makes every one: regular rows, lengths, segments)."""
 
     def __init__(
         self,
@@ -283,7 +280,7 @@ class GpuCall:
         # GPU array library has no other byte order).
         self.native = self.dtype.newbyteorder("=") if not self.dtype.isnative else self.dtype
         self.info = _dtypes.check_dtype(self.dtype)
-        self.facts = _device_facts(self.target, device)
+        self.device_facts = _device_facts(self.target, device)
         other = [s for i, s in enumerate(shape) if i != req.axis]
         self.rows = math.prod(other)
         self.out_shape = (*other, req.k)  # the kernels' rows, before the axis goes back in place
@@ -294,7 +291,7 @@ class GpuCall:
                 f"k: the CUDA kernels select at most 2**31 - 1 elements per row (k is a 32-bit kernel "
                 f"argument; every size and index is 64-bit), got k={req.k}; use backend='numpy'"
             )
-        _check_forced(req, self.info.itemsize, self.facts, self.rows)
+        _check_forced(req, self.info.itemsize, self.device_facts, self.rows)
         if self.native is not self.dtype:
             # run() byte-swaps the input into a C-contiguous copy: the kernels read that copy's
             # layout, not the input's.
@@ -309,7 +306,7 @@ class GpuCall:
             req.n,
             max(1, req.k),
             self.info.itemsize,
-            self.facts,
+            self.device_facts,
             layout is None,
             req.algorithm,
             outer,
@@ -325,7 +322,7 @@ class GpuCall:
         self.workspace_bytes = self.runner.schedule.nbytes if self.runner is not None else 0
         self.rows_k = (self.rows, req.k)
         # The input as it lies, into outputs that need no moving: run()'s short path.
-        self.direct = self.launches and self.last_axis and self.native is self.dtype
+        self.short_path = self.launches and self.last_axis and self.native is self.dtype
         self.reshape_out = self.out_shape != self.rows_k
         # An outer axis: the input's axes with the rows' last, and the outputs' axes put back.
         ndim = len(shape)
@@ -344,19 +341,21 @@ class GpuCall:
 
     def _plain(self):
         """``plain(a) -> (values, indices)``: :meth:`run` without ``out`` or extents, as one
-        function with everything but the input's address resolved (issue 39: a warm call's
-        Python is the launch latency of small rows). Where the outputs need moving, the input
+        function with everything but the input's address resolved (a warm call's Python is
+        the launch latency of small rows). Where the outputs need moving, the input
         a copy or the rows a kind of their own, it is :meth:`run` itself."""
-        if not (self.direct and self.rows_kind == _kernel_constants.ROWS_REGULAR and self.aligned_strides):
+        if not (
+            self.short_path and self.rows_kind == _kernel_constants.ROWS_REGULAR and self.aligned_strides
+        ):
             return self.run
         xp = self.xp
         empty, shape, out_shape = xp.empty, self.rows_k, self.out_shape
         value_dtype, index_dtype = self.native, self.req.index_dtype
         itemsize, reshape, slow = self.dtype.itemsize, self.reshape_out, self.run
         runner = self.runner
-        assert runner is not None  # direct: there are launches
+        assert runner is not None  # the short path: there are launches
         # Bound now: a test that patches the runner's class has done so before this call was made.
-        launch = runner.direct
+        launch = runner.run_short
         on_host = self.target != "cuda"  # the simulator's arrays are NumPy's (whatever xp a test puts in)
         fail = self._raise_memory_error
 
@@ -385,11 +384,11 @@ class GpuCall:
         if self.check_alignment and not _aligned(a, self.aligned_strides):
             return self._run_aligned(a, out, extents)
         runner = self.runner
-        if self.direct and out is None:  # the common case, in as few steps as it takes
-            assert runner is not None  # direct: there are launches
+        if self.short_path and out is None:  # the common case, in as few steps as it takes
+            assert runner is not None  # the short path: there are launches
             values, indices = xp.empty(self.rows_k, self.native), xp.empty(self.rows_k, req.index_dtype)
             try:
-                runner.direct(xp, a, values, indices, extents)
+                runner.run_short(xp, a, values, indices, extents)
             except Exception as exc:
                 self._raise_memory_error(exc)
                 raise

@@ -199,6 +199,7 @@ class _Sequence:
 
     def __init__(self, call, schedule, constants: dict, steps: list):
         self.schedule = schedule
+        self.per_call = getattr(schedule, "per_call", PER_CALL)  # the arrays each run() passes
         self.key_dtype, self.value_dtype = call.info.key_dtype, call.native
         self.offset = getattr(schedule, "offset", 0)
         self.scratch_names = {e.name for e in schedule.table}
@@ -215,10 +216,10 @@ class _Sequence:
     def _resolve(self, name: str):
         """Where a value comes from: ("call", index), ("scratch", name) or ("const", value)."""
         if name.startswith("call:"):  # a per-call array itself, whatever the aliases say
-            return "call", PER_CALL.index(name[5:])
+            return "call", self.per_call.index(name[5:])
         name = self.schedule.alias.get(name, name)
-        if name in PER_CALL and name not in self.constants:
-            return "call", PER_CALL.index(name)
+        if name in self.per_call and name not in self.constants:
+            return "call", self.per_call.index(name)
         if name in self.scratch_names:
             return "scratch", name
         if name in self.constants:
@@ -309,7 +310,7 @@ class _Sequence:
                 args[i] = views[name]
             filled.append((fn, grid, block, shared, args, at_call))
         copies = [self._copy_views(copy, views) for copy in self.copies]
-        carved = (views, filled, _generated(self.ops, filled, copies, views))
+        carved = (views, filled, _generated(self.ops, filled, copies, views, len(self.per_call)))
         # One assignment: a thread reads either triple, never views of one stream's tickets
         # paired with another's.
         self._carved = (buffer, tickets, carved)
@@ -379,11 +380,11 @@ class Runner:
             if id(chunk) not in sequences:
                 sequences[id(chunk)] = _Sequence(call, chunk, constants, chunk.family)
             self.chunks.append((start, stop, sequences[id(chunk)]))
-        # One launch without scratch (most single-launch families): :meth:`direct` slots the
+        # One launch without scratch (most single-launch families): :meth:`run_short` slots the
         # arrays straight into its argument list.
         self.single: tuple = ()  # the one launch's kernel, geometry, arguments and slots
         self.unresolved = False  # whether single holds the _Kernel rather than its function
-        self.direct = self.run
+        self.run_short = self.run
         if len(self.sequence.ops) == 1 and self.sequence.ops[0][0] and not schedule.nbytes:
             fn, grid, block, shared, template, at_call, _ = self.sequence.launches[0]
             slots = {j: i for i, j in at_call}
@@ -399,9 +400,9 @@ class Runner:
                 slots.get(3),
             )
             self.unresolved = True
-            self.direct = self._direct_single
+            self.run_short = self._run_single
 
-    def _direct_single(self, xp, a, values, indices, extents=None) -> dict:
+    def _run_single(self, xp, a, values, indices, extents=None) -> dict:
         if self.unresolved:  # the first launch: the kernel's function (and module) now
             self.single = (self.single[0].function(), *self.single[1:])
             self.unresolved = False
@@ -462,22 +463,13 @@ class Runner:
         kernels = [launch[0] for seq in sequences for launch in seq.launches]
         if self.single:
             kernels.append(self.single[0])
-        return all(k.built() if isinstance(k, _Kernel) else True for k in kernels)
+        return _all_built(kernels)
 
     def launches(self) -> list:
         """The launches as plan() lists them: every step, a chunked family's per chunk of rows,
         each with its global bytes (the family's formula, in its steps)."""
         cxx, schedule = self.call.info.cxx, self.schedule
-
-        def listed(steps: list, count: int = 1) -> list:
-            return [
-                dataclasses.replace(
-                    _launch_of(step, cxx), count=count, global_bytes=step.global_bytes * count
-                )
-                for step in steps
-            ]
-
-        out = listed([*schedule.before, *schedule.family])
+        out = _launches_of([*schedule.before, *schedule.family], cxx)
         counts: dict = {}
         for _, _, chunk in schedule.chunks:
             counts[id(chunk)] = counts.get(id(chunk), 0) + 1
@@ -485,22 +477,77 @@ class Runner:
         for _, _, chunk in schedule.chunks:
             if id(chunk) not in seen:
                 seen.add(id(chunk))
-                out += listed(chunk.family, counts[id(chunk)])
-        return out + listed(schedule.after)
+                out += _launches_of(chunk.family, cxx, counts[id(chunk)])
+        return out + _launches_of(schedule.after, cxx)
+
+
+class _GivenSteps:
+    """The schedule of :class:`StepRunner`: steps given whole, their scratch table and the arrays a
+    call passes (no input layout, no aliases, no chunks)."""
+
+    def __init__(self, steps: list, table: tuple, per_call: tuple, scalars: dict, key_bytes: int):
+        self.family, self.table, self.per_call, self.scalars = steps, list(table), per_call, scalars
+        self.shapes: dict = {}
+        self.alias: dict = {}
+        self.nbytes = _common.scratch_bytes(self.table, key_bytes)
+
+
+class StepRunner:
+    """Steps that no dispatched family gives (merge_top_k's launches: families/merge.py), run as
+    a :class:`Runner` runs a family's: resolved once per call signature (each kernel fetched, and
+    its module built, at the first launch), the scratch carved from the stream's workspace, the
+    per-call arrays those ``per_call`` names; :meth:`launches` and :meth:`built` are plan()'s.
+
+    ``call`` gives what a launch needs of its call (``info``, ``native``, ``module``, ``target``,
+    ``device``); ``constants``: values the steps name that are the same for every call."""
+
+    def __init__(self, call, steps: list, table: tuple, per_call: tuple, scalars: dict, constants: dict):
+        self.call = call
+        self.target, self.device = call.target, call.device
+        self.schedule = _GivenSteps(steps, table, per_call, scalars, call.info.itemsize)
+        self.sequence = _Sequence(call, self.schedule, constants, steps)
+
+    def run(self, xp, per_call: tuple) -> dict:
+        """The steps for one call, on the arrays ``per_call`` (in the order the steps name them)."""
+        buffer = None
+        if self.schedule.nbytes:
+            buffer, _ = _workspace.take(xp, self.target, self.device, self.schedule.nbytes)
+        return self.sequence.run(xp, per_call, buffer)
+
+    def built(self) -> bool:
+        """Whether every kernel the steps launch is in a module compiled and loaded already."""
+        return _all_built([launch[0] for launch in self.sequence.launches])
+
+    def launches(self) -> list:
+        """The launches as plan() lists them, each with its global bytes."""
+        return _launches_of(self.schedule.family, self.call.info.cxx)
+
+
+def _all_built(kernels: list) -> bool:
+    return all(k.built() if isinstance(k, _Kernel) else True for k in kernels)
+
+
+def _launches_of(steps: list, cxx: str, count: int = 1) -> list:
+    """The :class:`~cutopk._request.plan.Launch` of each step, ``count`` times."""
+    return [
+        dataclasses.replace(_launch_of(step, cxx), count=count, global_bytes=step.global_bytes * count)
+        for step in steps
+    ]
 
 
 _NO_VIEWS: dict = {}
 _UNSET = object()
 
 
-def _generated(ops: list, launches: list, copies: list, views: dict):
-    """The steps of a sequence as one Python function ``run(xp, per_call, between)``, generated
+def _generated(ops: list, launches: list, copies: list, views: dict, count: int = len(PER_CALL)):
+    """The steps of a sequence as one Python function ``run(xp, per_call, between)`` (``count``
+    per-call arrays, ``p0``, ``p1``, ...), generated
     once per carved workspace: a launch is one call with its argument tuple written out (its
     constant runs prebuilt, the per-call arrays slotted in by name), so a call pays no loop, no
-    dispatch on the step's kind and no list copy per launch (host time per call is issue 28's
-    budget). Only names made here go into the source; every value is bound in its namespace."""
+    dispatch on the step's kind and no list copy per launch (host time per call is a
+    small call's whole cost). Only names made here go into the source; every value is bound in its namespace."""
     namespace: dict = {"views": views}
-    lines = ["def run(xp, per_call, between):", "    p0, p1, p2, p3 = per_call"]
+    lines = ["def run(xp, per_call, between):", f"    {', '.join(f'p{i}' for i in range(count))}, = per_call"]
     for n, (is_launch, index) in enumerate(ops):
         if not is_launch:
             if index is None:  # where a chunked family's chunks of rows run
@@ -548,4 +595,4 @@ def _launch_of(step, cxx: str):
     return Launch(name, step.grid, step.block, step.shared_bytes)
 
 
-__all__ = ["DESCRIPTORS", "PER_CALL", "Runner", "Schedule", "facts"]
+__all__ = ["DESCRIPTORS", "PER_CALL", "Runner", "Schedule", "StepRunner", "facts"]

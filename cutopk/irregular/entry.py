@@ -178,14 +178,18 @@ def plan(
     max_length: int | None = None,
 ) -> Plan:
     """Report what :func:`top_k` does with these arguments, without running anything; with
-    ``offsets``, what :func:`segmented_top_k` ``(a, offsets, k, ...)`` does.
+    ``offsets``, what :func:`segmented_top_k` ``(a, offsets, k, ...)`` does; with a list or
+    tuple of parts as ``a``, what :func:`merge_top_k` ``(a, k, ...)`` does (``backend="sim"``:
+    NumPy parts merged by the kernels on the simulator, as CuPy parts are on a GPU).
 
     The same checks as the call (the same errors), and the same plan: the algorithm, every
     launch, the scratch memory, every copy, and whether the signature was already planned (a
     cached signature skips the checks and the planning). ``print(plan)`` lays it out. For
     segments, ``Plan.n`` is the length the rows are planned on (``max(max_length, k)`` with
     ``max_length`` and offsets on the device, which a plan never reads), and ``Plan.batch`` says
-    why; ``axis`` and ``lengths`` do not apply.
+    why; ``axis`` and ``lengths`` do not apply. For a merge, ``Plan.n`` is the candidates per row
+    of all parts together, ``Plan.params`` says the route (``"kernels"`` or ``"library"``, with
+    ``why_not``), and only ``mode``, ``sorted``, ``nan`` and ``backend`` apply.
 
     >>> import numpy as np, cutopk
     >>> p = cutopk.plan(np.zeros((4, 100), np.float32), 3, backend="sim")
@@ -194,7 +198,17 @@ def plan(
     >>> data, offsets = np.zeros(100_000, np.float32), np.array([0, 40, 100])
     >>> cutopk.plan(data, 5, offsets=offsets, backend="sim").n   # rows of the longest segment
     60
+    >>> left = cutopk.top_k(np.arange(8.0).reshape(2, 4), 2)
+    >>> p = cutopk.plan([left, (left.values, left.indices + 4)], 3, backend="sim")
+    >>> p.algorithm, p.launch_count, p.params["route"]
+    ('merge', 1, 'kernels')
     """
+    if type(a) in (list, tuple):  # parts: never an array (top_k takes none of these)
+        if offsets is not None or lengths is not None or axis != -1 or max_length is not None:
+            raise TypeError("a: a merge of parts takes neither axis, lengths, offsets nor max_length")
+        if index_dtype is not np.int64 or algorithm != "auto":
+            raise TypeError("a: a merge of parts takes neither index_dtype nor algorithm (the parts' own)")
+        return merge.plan(a, k, mode, sorted, nan, backend)
     if offsets is None:
         if max_length is not None:
             raise TypeError("max_length: applies to segments only (plan(..., offsets=...)), got no offsets")

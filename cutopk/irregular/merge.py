@@ -4,10 +4,12 @@
 sets of candidates, with indices in one common index space, and returns the top K of their union
 under SPEC.md's rules, exactly as ``top_k`` on the whole would.
 
-GPU parts (CuPy, CUDA torch) are merged by cutopk's own kernel (:mod:`cutopk.cuda.merge_parts`,
-kernels/merge.cu): the parts read where they lie, one launch for up to 8 parts, two for up to
-15, no host synchronisation. Rows with more candidates than a block's shared memory holds, and
-NumPy parts, take the library route below.
+GPU parts (CuPy, CUDA torch) are merged by cutopk's own kernel (kernels/merge.cu), through the
+core's prepared call like every GPU call (``cutopk/_core/call.py`` ``merge_call``: planned once
+per signature, its launches run by the CUDA backend's runner, so :func:`plan` describes them):
+the parts read where they lie, one launch for up to 8 parts, two for up to 15, no host
+synchronisation. Rows with more candidates than a block's shared memory holds, and NumPy parts,
+take the library route below.
 
 The library route, for a batch of rows (the last axis holds the candidates):
 
@@ -44,10 +46,12 @@ from collections.abc import Sequence
 import numpy as np
 
 from .. import _interop
+from .._core import call as _call
 from .._core.result import TopK
-from .._core.select import select as _select
+from .._core.select import select
 from .._request import checks as _checks
 from .._request import dtypes as _dtypes
+from .._request.plan import Launch, Plan
 
 # Index dtypes a part may carry: those of top_k's index_dtype.
 _INDEX_DTYPES = tuple(_checks.INDEX_DTYPES)
@@ -188,34 +192,101 @@ def check_k(k, total: int) -> int:
     return k
 
 
-def merge_top_k(parts, k, mode: str = "largest", sorted_=True, nan: str = "last", positions: bool = False):
+def merge_top_k(
+    parts,
+    k,
+    mode: str = "largest",
+    sorted_=True,
+    nan: str = "last",
+    positions: bool = False,
+    backend: str = "auto",
+):
     """The implementation of :func:`cutopk.merge_top_k` (see its docstring). ``positions``: also
-    return each winner's position along the parts' concatenated last axis (for the gradient)."""
+    return each winner's position along the parts' concatenated last axis (for the gradient).
+    ``backend``: ``"auto"`` (the parts' kind), or ``"sim"`` for NumPy parts merged by the kernels
+    on the simulator (what the public call of CuPy parts runs, for the tests)."""
+    merging = _checked(parts, k, mode, sorted_, nan, backend)
+    with merging.scope:
+        call, _ = merging.kernel_call(positions)
+        if call is not None and call.why_not is None:  # cutopk's own kernels, the parts in place
+            found = call.run(merging.pairs)
+        else:
+            found = _merge(merging.xp, merging.pairs, merging.k, mode, merging.order, nan, *merging.dtypes)
+        values, indices, where = found
+        given, back = merging.given, merging.back
+        values, indices = values.astype(given[0], copy=False), indices.astype(given[1], copy=False)
+        result = TopK(back(values), back(indices))
+        return (result, back(where)) if positions else result
+
+
+def plan(parts, k, mode: str = "largest", sorted_=True, nan: str = "last", backend: str = "auto") -> Plan:
+    """What :func:`merge_top_k` does with these arguments (:func:`cutopk.plan` of a sequence of
+    parts): the same checks and errors, nothing run or built. In the kernels: the GPU call's own
+    plan (every launch, the scratch between launches, the copies, ``built``); on the library
+    route, its steps around one ``top_k`` of the concatenated rows."""
+    merging = _checked(parts, k, mode, sorted_, nan, backend)
+    with merging.scope:
+        call, cached = merging.kernel_call(False)
+    if call is not None and call.why_not is None:
+        return call.describe(cached, merging.pairs)
+    vdt, idt, batch = merging.dtypes
+    rows, total = math.prod(batch), sum(int(v.shape[-1]) for v, _ in merging.pairs)
+    size = rows * total * (vdt.itemsize + idt.itemsize)
+    params = {"parts": len(merging.pairs), "route": "library"}
+    if call is not None:
+        params["why_not"] = call.why_not
+    steps = ("parts concatenated", "padding made least preferred", "argsort by index",
+             "top_k of the concatenated rows (cutopk.plan of a (rows, n) array of these says how)",
+             "winners gathered by position")  # fmt: skip
+    work = merging.k and rows
+    launches: tuple[Launch, ...] = ()
+    if merging.backend == "numpy":  # no launches on the NumPy backend: its steps by name
+        params["steps"] = steps
+    else:
+        launches = tuple(Launch(f"library: {step}") for step in steps) if work else ()
+    copies = (f"parts: concatenated ({size} bytes)",) if work and len(merging.pairs) > 1 else ()
+    return Plan(
+        merging.backend, "merge", rows, total, merging.k, launches, copies, size if copies else 0, False, params,
+        batch=f"merge of {len(merging.pairs)} parts",
+    )  # fmt: skip
+
+
+class _Merging:
+    """A merge's checked arguments: the parts as the backend takes them (``pairs``, native byte
+    order), their kind's array module, the scope to work in, the resolved backend, ``k``,
+    ``order``, ``dtypes`` (values, indices, batch shape), ``given`` (parts[0]'s dtypes, which the
+    results take) and ``back`` (the results as the caller's array type)."""
+
+    def __init__(self, kind, pairs, back, scope, backend, k, order, nan_first, largest, dtypes, given):
+        self.kind, self.pairs, self.back, self.scope, self.backend = kind, pairs, back, scope, backend
+        self.k, self.order, self.nan_first, self.largest = k, order, nan_first, largest
+        self.dtypes, self.given = dtypes, given
+        self.xp = _interop.array_module(kind)
+
+    def kernel_call(self, positions: bool):
+        """``(call, cached)`` of the kernels' merge, or ``(None, False)`` on the NumPy backend."""
+        if self.backend == "numpy":
+            return None, False
+        return _call.merge_call(
+            self.pairs, self.k, self.largest, self.order, self.nan_first, positions, self.backend
+        )
+
+
+def _checked(parts, k, mode, sorted_, nan, backend) -> _Merging:
+    """Every check of :func:`merge_top_k`, in its order, before any work."""
     pairs = _as_pairs(parts)
     _checks.check_choice("mode", mode, _checks.MODES)
     order = _checks.check_order(sorted_)
     _checks.check_choice("nan", nan, _checks.NAN_POLICIES)
     kind, pairs, back, scope = _convert(pairs)
-    vdt, idt, batch = _check_arrays(pairs)
+    resolved = _checks.resolve_backend(backend, kind)
+    dtypes = _check_arrays(pairs)
     # The results in parts[0]'s dtypes, byte order included (top_k keeps its input's).
     given = pairs[0][0].dtype, pairs[0][1].dtype
     pairs = _as_native(pairs)
-    total = sum(int(v.shape[-1]) for v, _ in pairs)
-    k = check_k(k, total)
-    xp = _interop.array_module(kind)
-    with scope:
-        found = None
-        if kind == "cupy" and k and math.prod(batch):  # cutopk's own kernels, the parts in place
-            from ..cuda import merge_parts as _merge_parts
-
-            by_index, nan_first = order != "value", nan == "largest" and mode == "largest"
-            found = _merge_parts.merge("cuda", pairs, k, mode == "largest", by_index, nan_first, positions)
-        if found is None:
-            found = _merge(xp, pairs, k, mode, order, nan, vdt, idt, batch)
-        values, indices, where = found
-        values, indices = values.astype(given[0], copy=False), indices.astype(given[1], copy=False)
-        result = TopK(back(values), back(indices))
-        return (result, back(where)) if positions else result
+    k = check_k(k, sum(int(v.shape[-1]) for v, _ in pairs))
+    nan_first = nan == "largest" and mode == "largest"
+    return _Merging(kind, pairs, back, scope, resolved, k, order, nan_first, mode == "largest", dtypes, given)
 
 
 def _merge(xp, pairs, k, mode, order, nan, vdt, idt, batch):
@@ -226,9 +297,8 @@ def _merge(xp, pairs, k, mode, order, nan, vdt, idt, batch):
         return xp.zeros(shape, dtype=vdt), xp.zeros(shape, dtype=idt), xp.zeros(shape, dtype=np.int64)
     largest, nan_largest = mode == "largest", nan == "largest"
     # The values travel as their bits (unsigned integers of their width) and are seen as values
-    # only by the selection: on a GPU, CuPy's bfloat16 kernels turned a NaN's payload into the
-    # canonical NaN (0xffc0 came back as 0x7fff, seen on an H200), and the values must come back
-    # bit for bit.
+    # only by the selection: CuPy's bfloat16 kernels turn a NaN's payload into the canonical
+    # NaN (0xffc0 comes back as 0x7fff), and the values must come back bit for bit.
     bits = np.dtype(f"u{vdt.itemsize}")
     if len(pairs) == 1:
         values, indices = pairs[0][0].view(bits), pairs[0][1]
@@ -252,7 +322,7 @@ def _merge(xp, pairs, k, mode, order, nan, vdt, idt, batch):
     perm = xp.argsort(by_index, axis=-1, **sort_kw)
     values = xp.take_along_axis(values, perm, axis=-1)
     indices = xp.take_along_axis(indices, perm, axis=-1)
-    chosen = _select(
+    chosen = select(
         values.view(vdt), k, axis=-1, mode=mode, sorted="value" if order == "value" else "index", nan=nan
     )
     out_values = chosen.values.view(bits)

@@ -44,9 +44,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .._core.entry import check_algorithm_name, is_torch_tensor
+from .. import _interop
+from .._core import call as _call
 from .._core.result import TopK
-from .._core.select import select as _top_k
+from .._core.select import select
 from .._request import checks as _checks
 from .._request import dtypes as _dtypes
 from .._request.plan import Plan
@@ -84,14 +85,10 @@ def _offsets_on_host(offsets) -> np.ndarray:
             f"got {type(offsets).__module__}.{type(offsets).__qualname__}"
         ) from None
     if kind == "cupy":
-        from .. import _interop
-
         arr, _, scope = _interop.as_cupy(offsets)
         with scope:
             # A strided misaligned view would be made contiguous by a CuPy copy, which faults.
             return (_interop.aligned_copy(arr) if _interop.misaligned(arr) else arr).get()
-    from .. import _interop
-
     try:
         return _interop.as_host(offsets)[0]
     except TypeError as exc:  # a masked array, say
@@ -108,8 +105,6 @@ def device_offsets(offsets, data_kind: str, data):
             return None
     except TypeError:
         return None  # check_offsets names what is wrong
-    from .. import _interop
-
     arr, _, _ = _interop.as_cupy(offsets)
     if arr.device.id != data.device.id:
         raise ValueError(
@@ -194,8 +189,6 @@ class _Route(NamedTuple):
 def _checked(data, k, mode, sorted_, nan, backend, algorithm, max_length):
     """The checks of :func:`cutopk.segmented_top_k` that need no offsets, in top_k's order:
     ``(arr, back, scope, k, order, resolved, max_length, options)``."""
-    from .. import _interop
-
     try:
         kind = _checks.array_kind(data)
     except TypeError as exc:
@@ -214,7 +207,7 @@ def _checked(data, k, mode, sorted_, nan, backend, algorithm, max_length):
     _checks.check_choice("mode", mode, _checks.MODES)
     order = _checks.check_order(sorted_)
     _checks.check_choice("nan", nan, _checks.NAN_POLICIES)
-    check_algorithm_name(algorithm, resolved)
+    _call.check_algorithm_name(algorithm, resolved)
     try:
         _dtypes.check_dtype(arr.dtype)
     except TypeError as exc:
@@ -350,8 +343,6 @@ def kernel_call(
     the longest a segment may be (the host's bound); ``bound``: the position every segment must
     end within (the data's length, for offsets the host has not checked). ``planned``: return
     ``(call, whether its signature was already planned)``."""
-    from .._core import call as _call
-
     # Rows of `width`: the longest segment, or k when k is larger (the rest of a row is padding):
     # a segment longer than the width is padding (kernels/row_extent.cuh checks end - first <= n).
     width = max(longest, k, 1)
@@ -385,7 +376,7 @@ def _run(data, starts, lengths, k, order, options, idt):
     for s in long.tolist():
         start, length = int(starts[s]), int(lengths[s])
         kk = min(k, length)
-        top = _top_k(data[start : start + length], kk, sorted=sort, index_dtype=idt, **options)
+        top = select(data[start : start + length], kk, sorted=sort, index_dtype=idt, **options)
         values[s, :kk] = top.values
         indices[s, :kk] = top.indices
     # The fill of padding cells, as a NumPy scalar.
@@ -423,7 +414,7 @@ def _gather_and_select(data, starts, lengths, rows, k, sort, options, worst, val
     block = _gather(data, starts, lengths, worst)
     width = block.shape[1]
     kk = min(k, width)
-    top = _top_k(block, kk, sorted=sort, **options)
+    top = select(block, kk, sorted=sort, **options)
     padding = top.indices >= lengths[:, None]
     values[rows, :kk] = np.where(padding, np.zeros((), dtype=data.dtype), top.values)
     indices[rows, :kk] = np.where(padding, -1, top.indices).astype(indices.dtype)
@@ -467,4 +458,4 @@ def differentiable(data, offsets, k, mode, sorted_, nan, index_dtype, backend, a
 
 def _is_device_tensor(value) -> bool:
     """Whether ``value`` is a torch tensor on a GPU (checked without importing torch)."""
-    return is_torch_tensor(value) and value.device.type != "cpu"
+    return _interop.is_torch_tensor(value) and value.device.type != "cpu"

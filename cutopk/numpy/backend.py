@@ -18,7 +18,7 @@ of composite keys). Within a block, by row length:
   install, ``CUTOPK_COMPILED=0``), the NumPy routes below, with the same answers. The compiled
   route's call takes every row at once and shares them between threads itself (the C file's
   pool: no block goes through the Python pool, a handover costs microseconds).
-- **Shorter rows, and an outer axis, on the compiled route too** (issue 42; ``compiled_choice.choose_method``):
+- **Shorter rows, and an outer axis, on the compiled route too** (``compiled_choice.choose_method``):
   8-bit elements by counting (``compiled-count``; 16-bit ones too where K is large against the
   row, on long rows above the threshold scan's K, and K = 1), K up to 8 by the ranks of the candidates
   above a bound (``compiled-rank``; 64-bit elements: sorted lists, ``compiled-insert``), larger K up to an eighth of the row by the threshold scan (``compiled``);

@@ -35,7 +35,7 @@
  * native byte order. Rows of fewer than 2**32 elements use 64-bit composites (32-bit halves), longer
  * ones and 64-bit keys 128-bit composites.
  *
- * Other methods (the request's `method`; issue 42), each exact on every input it takes, chosen
+ * Other methods (the request's `method`), each exact on every input it takes, chosen
  * by the caller for speed (cutopk/numpy/compiled.py's choose_method):
  * - METHOD_INSERT (short rows, small K): the K best so far kept sorted, an element entering
  *   only above the K-th; rows of at most CHUNK have the keys of several rows made at once.

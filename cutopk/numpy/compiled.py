@@ -19,7 +19,7 @@ ABI, by the first call that takes the route, never by ``cutopk.plan()`` (:func:`
 install time), does not load or has another ABI, the backend runs its NumPy routes, which give
 the same answers:
 :func:`unavailable_reason` says why, and ``cutopk.plan()`` shows it. ``CUTOPK_COMPILED=0`` turns
-the route off (the NumPy routes alone); it is read when it changes, and its name before issue 40,
+the route off (the NumPy routes alone); it is read when it changes, and its former name,
 ``CUTOPK_NATIVE``, still works where it is unset, with a ``FutureWarning`` (:func:`setting`).
 """
 
@@ -53,7 +53,7 @@ NOT_BUILT = (
     "compiler is found; in a source checkout, `python setup.py build_ext --inplace`)"
 )
 ENV_VAR = "CUTOPK_COMPILED"
-# The variable's name before issue 40 gave the route one name ("native" also meant byte order):
+# The variable's former name (before the route had one name; "native" also meant byte order):
 # users set it, so it is still read where the new name is unset, with a FutureWarning.
 DEPRECATED_ENV_VARS = {ENV_VAR: "CUTOPK_NATIVE"}
 _warned: set[str] = set()

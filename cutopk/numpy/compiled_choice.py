@@ -3,7 +3,7 @@
 threshold.
 
 Kept apart from :mod:`cutopk.numpy.routes` because its thresholds come from their own benchmarks
-(the C file against the NumPy routes, issue 42) and change when the C file does, not when the
+(the C file against the NumPy routes) and change when the C file does, not when the
 NumPy routes do; :func:`choose_method` is the one place that decides, ``routes.route_on`` and
 ``plan()`` read it.
 """
@@ -25,7 +25,7 @@ from . import compiled as _compiled
 COMPILED_MIN_N = 8192
 COMPILED_MAX_K_SHARE = 1 / 64
 COMPILED_MAX_K = 512
-# Shorter rows (issue 42) take the compiled route too, by the C file's other methods (each
+# Shorter rows take the compiled route too, by the C file's other methods (each
 # exact on any input; chosen here by speed, benchmarks/results/2026-11-26-cpu-short-rows.md):
 # 8-bit elements in rows of at least COUNT_MIN_N a counting selection ("count"); K up to
 # RANK_MAX_K the ranks of the candidates at or above a bound ("rank"; 64-bit elements, K up to

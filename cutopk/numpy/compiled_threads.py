@@ -105,14 +105,14 @@ def _threads_for(
         predicted = work * share + handover_s * (t - 1)
         if predicted < best:
             best, best_t = predicted, t
-    facts = (
+    figures = (
         f"{work * 1e6:.0f} us of work, {handover_s * 1e6:.1f} us per handover to the compiled route's "
         f"pool{note}, a second thread {1 + efficiency:.2f}x as fast"
     )
     asked = f"{threads}{capped}"
     if best_t == 1 or best > _threads.SPLIT_GAIN * work:
-        return 1, f"1 of {asked}: splitting would not pay ({facts})"
+        return 1, f"1 of {asked}: splitting would not pay ({figures})"
     return (
         best_t,
-        f"{best_t} of {asked} in the compiled route's pool: predicted {best * 1e6:.0f} us ({facts})",
+        f"{best_t} of {asked} in the compiled route's pool: predicted {best * 1e6:.0f} us ({figures})",
     )

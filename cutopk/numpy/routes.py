@@ -74,13 +74,13 @@ ROUTE_PASSES = {
     "long-rows": 1,  # 1x2**21 k=64: 1.5
     # The compiled route's methods, against the probe's loop in the same process, both by CPU
     # time (time.thread_time: the machine was loaded, load average 5, and wall-clock passes
-    # moved with it; probe 0.65-0.70 ns, as the quiet machine's wall clock): issue 42's second
-    # look, where the earlier counts held half the work.
+    # moved with it; probe 0.65-0.70 ns, as a quiet machine's wall clock): the second look,
+    # where the earlier counts held half the work.
     "compiled": 1,  # 8x128256 k=50: 1.0; 1x2**21 k=64: 1.2; 16x65536 k=512: 1.9; 1024x4096 k=64: 3.1
     "compiled-insert": 2,  # uint64 16384x128 k=4: 5.6; K of 1-4 on rows of 1024-65536: 0.5-1.5
     "compiled-rank": 3,  # 16384x128 k=8: 5.5, 2.4 since the ranks by vectors (third look)
     "compiled-count": 1.5,  # int8 1024x4096 k=64: 1.8; 64x65536 k=4096: 1.9; int16 256x4096 k=512: 6.6
-    # Rows side by side in vector lanes (issue 42's third look, thread time, probe 1.0-1.1 ns):
+    # Rows side by side in vector lanes (the third look, thread time, probe 1.0-1.1 ns):
     # 65536x8 k=2: 1.7; 131072x16 k=4: 2.2; along axis 0, 1024x1024 k=16: 2.5; 4096 rows of 512: 3.2.
     "compiled-columns": 2.5,
 }

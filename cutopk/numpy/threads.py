@@ -366,10 +366,10 @@ def verdict(key: Hashable, threads: int, ceiling: int, why: str) -> tuple[int, s
         return threads, why
     entry = _trials.get(key)
     if isinstance(entry, list):
-        t, facts = entry[0], entry[4]
+        t, figures = entry[0], entry[4]
         if t == threads:
-            return threads, f"{why}; {facts}"
-        return 1, f"1 of {ceiling}: splitting did not pay ({facts})"
+            return threads, f"{why}; {figures}"
+        return 1, f"1 of {ceiling}: splitting did not pay ({figures})"
     return threads, f"{why}; being measured on the calls themselves"
 
 
@@ -401,9 +401,9 @@ def record(key: Hashable, threads: int, seconds: float) -> None:
     split = max(entry)
     if all(len(times) >= TRIALS for times in entry.values()):
         one, best = min(entry[1]), min(entry[split])
-        # The facts' text made once: verdict() runs on every call of the shape (some 3 us a call).
-        facts = f"measured {best * 1e6:.0f} us on {split} threads against {one * 1e6:.0f} us on one"
-        _trials[key] = [split if best <= TRIAL_GAIN * one else 1, one, best, RETRIAL_CALLS, facts]
+        # The figures' text made once: verdict() runs on every call of the shape (some 3 us a call).
+        figures = f"measured {best * 1e6:.0f} us on {split} threads against {one * 1e6:.0f} us on one"
+        _trials[key] = [split if best <= TRIAL_GAIN * one else 1, one, best, RETRIAL_CALLS, figures]
 
 
 def set_costs(
@@ -473,14 +473,14 @@ def _threads_for(
             best, best_t, best_calls = predicted, t, calls
     t = best_t if best_t > 1 else 2
     calls = best_calls if best_t > 1 else block_calls * -(-max(blocks, t) // t)
-    facts = (
+    figures = (
         f"{work * 1e6:.0f} us of work, {task_s * 1e6:.0f} us per task handed over, "
         f"{calls} NumPy calls a thread at {call_s * 1e6:.1f} us each beside other threads, "
         f"a second thread {1 + efficiency:.2f}x as fast"
     )
     if best_t == 1 or best > SPLIT_GAIN * work:
-        return 1, f"1 of {asked}: splitting would not pay ({facts})"
-    return best_t, f"{best_t} of {asked}: predicted {best * 1e6:.0f} us ({facts})"
+        return 1, f"1 of {asked}: splitting would not pay ({figures})"
+    return best_t, f"{best_t} of {asked}: predicted {best * 1e6:.0f} us ({figures})"
 
 
 if hasattr(os, "register_at_fork"):

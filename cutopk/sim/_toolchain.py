@@ -174,8 +174,8 @@ def precompiled_header(flags: tuple[str, ...], includes: list[str]) -> pathlib.P
     these flags (built once into the cache), or None where there is none (not GCC, or its build
     failed: the module then parses the header as text, as before).
 
-    Parsing the runtime and CUDA's fp16/bf16 headers is most of a small module's build (measured
-    2026-11-27 on the loaded 2-core machine: 1.1 s of 3.3-4.7 s, plain or ASan), and a cold cache
+    Parsing the runtime and CUDA's fp16/bf16 headers is most of a small module's build
+    (benchmarks/results/2026-11-27-cpu-sim-build.md: 1.1 s of 3.3-4.7 s), and a cold cache
     (a fresh CI machine) builds some hundred modules. GCC takes ``NAME.gch`` found in an include
     folder before ``NAME``, checks that it was made with compatible options and otherwise reads
     the header (so a stale or foreign one costs time, never a wrong build); the key holds every
@@ -207,10 +207,9 @@ def runtime_objects(flags: tuple[str, ...], includes: list[str]) -> list[pathlib
     options, built once into the cache; every module's shared object links them.
 
     Compiling the runtime's scheduler, fault reports and warp operations with each module was
-    most of a small module's build left after the precompiled header. Measured 2026-11-27 (GCC
-    12, 2-core machine, CPU time, the shared parts built): a module of one small kernel 1.9 s
-    before, 0.3 s with the objects; six of the launcher's modules 15.2 s before, 6.9 s (ASan:
-    22.1 s, 13.1 s). What kernels call most (barriers, warp operations, fiber switches) stays
+    most of a small module's build left after the precompiled header: a module of one small
+    kernel 1.9 s before, 0.3 s with the objects (benchmarks/results/2026-11-27-cpu-sim-build.md).
+    What kernels call most (barriers, warp operations, fiber switches) stays
     inline in the headers: out of line it slowed benchmarks/sim_speed.py from 2.8 to 4-4.8 ms.
     The objects hide their symbols like the module
     (-fvisibility=hidden): linked into each shared object, each module keeps its own copy of the

@@ -1,7 +1,8 @@
 """Named paths exist: every path the documents (README.md, docs/, tests/README.md,
 benchmarks/README.md) name, as a Markdown link or a backticked path or command; and every path,
-folder and ``cutopk.*`` module the source files name in their comments and docstrings (issue 40:
-no comment may point a reader at a file that is gone). The dated records of benchmarks/results/
+folder, ``cutopk.*`` module and backticked ``module.name`` the source files name in their comments
+and docstrings, and the documents name (no comment may point a reader at a file or name that is
+gone). The dated records of benchmarks/results/
 name the files of the commit they measured, and are left as they are."""
 
 from __future__ import annotations
@@ -171,6 +172,8 @@ _PACKAGE_PARTS = {
     - {"__init__", "__main__", "__pycache__"}
 }
 _EXTERNAL = {"numpy", "torch", "cupy", "jax", "dask", "onnx", "openvino", "directml"}
+# CUDA's own names that read as a package module's (cutopk has a ``cluster`` family module).
+_CUDA_NAMES = {"cluster.sync"}
 
 
 def qualified_names(text: str) -> list[str]:
@@ -219,15 +222,23 @@ def test_every_module_a_comment_or_docstring_names_exists(source):
     assert missing == [], f"{source.relative_to(ROOT)} names modules that do not exist: {missing}"
 
 
-@pytest.mark.parametrize(
-    "source",
-    [s for s in SOURCES if s.is_relative_to(ROOT / "cutopk")],
-    ids=lambda p: str(p.relative_to(ROOT)),
-)
-def test_every_qualified_name_a_package_comment_names_exists(source):
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_qualified_name_a_comment_or_docstring_names_exists(source):
     names = qualified_names(commentary(source, _read(source)))
     missing = sorted({m for m in names if not qualified_exists(m)})
     assert missing == [], f"{source.relative_to(ROOT)} names module attributes that do not exist: {missing}"
+
+
+@pytest.mark.parametrize("doc", DOCUMENTS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_module_and_qualified_name_a_document_names_exists(doc):
+    """``cutopk.*`` modules and backticked ``module.name`` words (``call.merge_call``) of a
+    document, as of the source files' comments."""
+    text = doc.read_text()
+    missing = sorted(
+        {m for m in module_names(text) if not module_exists(m)}
+        | {m for m in qualified_names(text) if m not in _CUDA_NAMES and not qualified_exists(m)}
+    )
+    assert missing == [], f"{doc.relative_to(ROOT)} names modules or attributes that do not exist: {missing}"
 
 
 def test_qualified_names_are_the_package_modules_and_resolve():

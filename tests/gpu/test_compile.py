@@ -48,7 +48,7 @@ def _dtype(name: str) -> np.dtype:
 
 def _asked_for(dtype: np.dtype) -> list[str]:
     """The kernel names the launchers ask a module for, over CALLS (launches recorded, not run)."""
-    from cutopk.cuda import merge_parts as _merge_parts
+    from cutopk.irregular import merge as _merge
 
     with recording_launches(count_allocations=False) as rec:
         for shape, k, kw in CALLS:
@@ -58,7 +58,7 @@ def _asked_for(dtype: np.dtype) -> list[str]:
             cutopk.top_k(np.zeros((2, 9000), dtype), 40, backend="sim", algorithm="streaming")
         # merge_top_k's kernel (kernels/merge.cu), which no top_k call reaches.
         part = (np.zeros((2, 3), dtype), np.zeros((2, 3), np.int64))
-        _merge_parts.merge("sim", [part, part], 3, True, False, False, False)
+        _merge.merge_top_k([part, part], 3, backend="sim")
     return rec.launches
 
 
@@ -134,10 +134,10 @@ def built(monkeypatch):
         log.append((target, cxx, family))
         return build(target, cxx, family)
 
-    monkeypatch.setattr(_launcher, "_build_family", counted)
-    monkeypatch.setattr(_launcher, "_MODULES", {})
+    monkeypatch.setattr(_launcher, "_build_family", counted)  # no public seam sees a compilation
     cutopk._core.call.CACHE.clear()
-    yield log
+    with _launcher.emptied_caches():
+        yield log
     cutopk._core.call.CACHE.clear()
 
 
@@ -189,6 +189,32 @@ def test_a_plan_builds_nothing_and_says_whether_the_modules_are_built(built, alg
         assert np.array_equal(values, -np.sort(-x, axis=1)[:, :3])
     again = cutopk.plan(x, 3, backend="sim", algorithm=algorithm, **kwargs)
     assert again.built is True and "modules: built" in str(again)
+
+
+@pytest.mark.skipif(not sim.is_available(), reason="the CPU simulator cannot run here")
+def test_a_merge_plan_builds_nothing_and_lists_the_launches_the_merge_makes(built):
+    from cutopk.irregular import merge as _merge
+
+    rng = np.random.default_rng(3)
+    parts = []
+    for p in range(9):  # more parts than one launch takes: two launches, scratch between them
+        values = -np.sort(-rng.standard_normal((3, 4)).astype(np.float32), axis=1)
+        parts.append((values, np.arange(4)[None].repeat(3, 0) + 4 * p))
+    p = cutopk.plan(parts, 5, backend="sim")
+    assert built == [] and p.built is False, (built, p)
+    assert p.launch_count == 2 and p.scratch_bytes > 0 and p.params["route"] == "kernels"
+    with cutopk._core.call.observe_launches() as rec:
+        _merge.merge_top_k(parts, 5, backend="sim")
+    assert [(launch.kernel, launch.grid, (launch.block,), launch.shared_bytes) for launch in p.launches] == [
+        (name, grid, block, shared) for name, grid, block, shared in rec.shapes
+    ]
+    got = _merge.merge_top_k(parts, 5, backend="sim")
+    assert built == [("sim", "float", "merge")]
+    want = cutopk.top_k(np.concatenate([v for v, _ in parts], axis=1), 5)
+    np.testing.assert_array_equal(got.values, want.values)
+    np.testing.assert_array_equal(got.indices, want.indices)
+    again = cutopk.plan(parts, 5, backend="sim")
+    assert again.built is True and again.cached
 
 
 def test_a_numpy_plan_says_nothing_of_kernel_modules():

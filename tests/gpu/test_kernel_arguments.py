@@ -16,7 +16,7 @@ from cutopk.sim import _rewrite
 
 # The C scalar types the kernels take, and the NumPy type a launch must pass for each.
 C_SCALARS = {"long long": np.int64, "int": np.int32}
-ALL_KERNELS = [(f, k) for f, fam in _kernel_source.FAMILIES.items() for k in (*fam.kernels, *fam.plain)]
+ALL_KERNELS = [(f, k) for f, fam in _kernel_source.FAMILIES.items() for k in fam.kernels]
 
 
 def _python_side(kernel: str) -> tuple[tuple[str, ...], dict[str, type]]:
@@ -108,16 +108,13 @@ def test_both_parsers_read_a_multiline_launch_bounds_with_nested_parentheses():
 
 @pytest.mark.parametrize("family", list(_kernel_source.FAMILIES))
 def test_the_simulator_reads_the_same_parameter_names_as_the_launcher(family):
-    # The simulator reads the compiled module (entry points and plain kernels); the launcher's
+    # The simulator reads the compiled module (its entry points); the launcher's
     # generator reads the kernel file's declarations.
     dtype = next(iter(_dtypes.SUPPORTED.values())).name
     names = _rewrite.kernel_parameter_names(_kernel_source.source(family, dtype))
-    fam = _kernel_source.FAMILIES[family]
     for entry in _kernel_source.entries(family, dtype):
         kernel = entry.expression.split("<")[0]
         assert names[entry.name] == [tuple(n for n, _ in _kernel_source.signature(family, kernel))]
-    for kernel in fam.plain:
-        assert names[kernel] == [tuple(n for n, _ in _kernel_source.signature(family, kernel))]
 
 
 @pytest.mark.parametrize("family", list(_kernel_source.FAMILIES))

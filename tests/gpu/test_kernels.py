@@ -477,24 +477,23 @@ def test_algorithms_and_plan():
     assert plan.algorithm == "radix" and plan.params["cap"] >= 1024
 
 
-def test_out_of_memory_is_a_clear_memory_error(monkeypatch):
-    from cutopk.cuda import runner as _runner
+def test_out_of_memory_is_a_clear_memory_error():
+    from support.launches import failing_launches
 
     class OutOfMemoryError(Exception):  # stands in for cupy.cuda.memory.OutOfMemoryError
         pass
 
-    def no_memory(*args, **kwargs):
-        raise OutOfMemoryError("out of memory allocating 1,024 bytes")
-
-    monkeypatch.setattr(_runner.Runner, "run", no_memory)  # every family's launches
-    monkeypatch.setattr(_runner.Runner, "_direct_single", no_memory)  # one launch without scratch
-    _call.CACHE.clear()  # calls prepared before the patch keep their own
-    with pytest.raises(MemoryError, match=r"top_k: out of GPU memory running 'radix' on 2 rows of 5000"):
-        cutopk.top_k(np.zeros((2, 5000), np.float32), 100, backend="sim")
-    with pytest.raises(MemoryError, match=r"running 'radix' on 2 rows of 5000"):
-        cutopk.top_k(np.zeros((5000, 2), np.float32), 100, axis=0, backend="sim")  # a copy first
-    with pytest.raises(MemoryError, match=r"running 'multiblock' on 2 rows of 5000"):
-        cutopk.top_k(np.zeros((2, 5000), np.float32), 100, backend="sim", algorithm="multiblock")
+    with failing_launches(OutOfMemoryError("out of memory allocating 1,024 bytes")):
+        with pytest.raises(MemoryError, match=r"top_k: out of GPU memory running 'radix' on 2 rows of 5000"):
+            cutopk.top_k(np.zeros((2, 5000), np.float32), 100, backend="sim")
+        with pytest.raises(MemoryError, match=r"running 'radix' on 2 rows of 5000"):
+            cutopk.top_k(np.zeros((5000, 2), np.float32), 100, axis=0, backend="sim")  # a copy first
+        with pytest.raises(MemoryError, match=r"running 'multiblock' on 2 rows of 5000"):
+            cutopk.top_k(np.zeros((2, 5000), np.float32), 100, backend="sim", algorithm="multiblock")
+        with pytest.raises(
+            MemoryError, match=r"running 'warp_row' on 2 rows of 50"
+        ):  # one launch, no scratch
+            cutopk.top_k(np.zeros((2, 50), np.float32), 5, backend="sim", algorithm="warp_row")
 
 
 @pytest.mark.parametrize("backend", [pytest.param("numpy"), *GPU_BACKENDS])

@@ -8,10 +8,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from support.backends import require
+from support.launches import failing_launches
 
 import cutopk
 from cutopk._core import call as _call
-from cutopk.cuda import runner as _runner
 
 
 @pytest.fixture(autouse=True)
@@ -28,20 +28,12 @@ class LaunchFailure(RuntimeError):
     [((2, 300), -1, False), ((2, 300), -1, True), ((300, 2), 0, False)],
     ids=["in place", "in place into out", "transposed"],
 )
-def test_a_launch_error_that_is_not_out_of_memory_propagates_unchanged(monkeypatch, shape, axis, into_out):
+def test_a_launch_error_that_is_not_out_of_memory_propagates_unchanged(shape, axis, into_out):
     failure = LaunchFailure("unspecified launch failure")
-
-    def fail(*args, **kwargs):
-        raise failure
-
-    monkeypatch.setattr(_runner.Runner, "run", fail)  # every family's launches
-    monkeypatch.setattr(_runner.Runner, "_direct_single", fail)  # one launch without scratch
-    _call.CACHE.clear()  # calls prepared before the patch keep their own
     out = (np.zeros((2, 100), np.float32), np.zeros((2, 100), np.int64)) if into_out else None
-    with pytest.raises(LaunchFailure) as caught:
+    with failing_launches(failure), pytest.raises(LaunchFailure) as caught:
         cutopk.top_k(np.zeros(shape, np.float32), 100, axis=axis, backend="sim", algorithm="radix", out=out)
     assert caught.value is failure
-    _call.CACHE.clear()  # nor may a later test reuse a call prepared under the patch
 
 
 def test_the_call_that_reads_lengths_is_planned_once_and_kept_in_the_core_cache():

@@ -150,7 +150,7 @@ def run_segments(data, offsets, k, family, order=True, index_dtype=np.int64, **k
         shape_of, k, -1, kw.get("mode", "largest"), order, kw.get("nan", "last"), index_dtype, "sim", family
     )
     call = _launcher.GpuCall((rows, n), (0, step), data.dtype, req, -1, _kernel_constants.ROWS_SEGMENTS)
-    assert call.plan.algorithm == family and call.direct and not call.plan.copy
+    assert call.plan.algorithm == family and call.short_path and not call.plan.copy
     return call.run(data, extents=offsets)
 
 

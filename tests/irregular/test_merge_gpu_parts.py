@@ -31,12 +31,9 @@ def _parts(rng):
 
 
 @pytest.mark.parametrize("layout", ["strided", "misaligned"])
-def test_strided_and_misaligned_gpu_parts_give_the_host_answer(cupy, monkeypatch, layout):
+def test_strided_and_misaligned_gpu_parts_give_the_host_answer(cupy, layout):
     host = _parts(np.random.default_rng(3))
     want = cutopk.merge_top_k(host, 7)
-    from cutopk.irregular import merge as _merge
-
-    monkeypatch.setattr(_merge, "_merge", None)  # the GPU parts must take the kernel
     if layout == "strided":  # every other column of a wider array: not C-contiguous
         parts = []
         for v, i in host:
@@ -46,6 +43,8 @@ def test_strided_and_misaligned_gpu_parts_give_the_host_answer(cupy, monkeypatch
         assert not parts[0][0].flags.c_contiguous
     else:
         parts = [(misaligned(v, "cuda"), misaligned(i, "cuda")) for v, i in host]
+    planned = cutopk.plan(parts, 7)  # the GPU parts take the kernel, reading copies of these
+    assert planned.params["route"] == "kernels" and planned.copies, planned
     got = cutopk.merge_top_k(parts, 7)
     assert isinstance(got.values, cupy.ndarray)
     np.testing.assert_array_equal(got.indices.get(), want.indices)

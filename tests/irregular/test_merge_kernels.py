@@ -1,4 +1,4 @@
-"""merge_top_k in cutopk's own kernels (kernels/merge.cu, cutopk/cuda/merge_parts.py): the
+"""merge_top_k in cutopk's own kernels (kernels/merge.cu, cutopk/cuda/merge_call.py): the
 same results as the library route (concatenation, padding made least preferred, argsort by
 index, one top_k: cutopk/irregular/merge.py, on NumPy) for every dtype, ties across parts, NaN
 policies, orders, padding, unsorted parts, empty parts and more parts than one launch takes;
@@ -16,10 +16,11 @@ from support.backends import cuda_is_standin, require
 from support.inputs import DTYPES, dtype_of, make_values
 
 import cutopk
-from cutopk.cuda import merge_parts as _merge_parts
+from cutopk.cuda.families import merge as _family
 from cutopk.irregular import merge as _merge
 
 ORDERS = ("value", "index", "none")
+SORTED = {"value": True, "index": "index", "none": False}  # each order's sorted=
 POLICIES = (("largest", "last"), ("largest", "largest"), ("smallest", "last"), ("smallest", "largest"))
 
 
@@ -49,9 +50,12 @@ def make_parts(rng, dtype, rows, widths, sorted_, padding=True, dist="few_distin
 
 def check(parts, k, mode="largest", order="value", nan="last"):
     """The kernel on the simulator against the library route, bit for bit, positions too."""
-    largest, nan_first = mode == "largest", nan == "largest" and mode == "largest"
-    got = _merge_parts.merge("sim", parts, k, largest, order != "value", nan_first, True)
-    assert got is not None
+    assert (
+        cutopk.plan(parts, k, mode=mode, sorted=SORTED[order], nan=nan, backend="sim").params["route"]
+        == "kernels"
+    )
+    result, where = _merge.merge_top_k(parts, k, mode, SORTED[order], nan, positions=True, backend="sim")
+    got = (*result, where)
     vdt, idt = parts[0][0].dtype, parts[0][1].dtype
     batch = parts[0][0].shape[:-1]
     want = _merge._merge(np, parts, k, mode, order, nan, vdt, idt, batch)
@@ -116,7 +120,9 @@ def test_more_parts_than_one_launch_takes(count):
     k = min(10, sum(widths))
     for order in ("value", "index") if k else ():
         check(parts, k, order=order)
-    assert _merge_parts._family.launches(count) == 1 + max(0, -(-(count - 8) // 7))
+    assert _family.launches(count) == 1 + max(0, -(-(count - 8) // 7))
+    if k:
+        assert cutopk.plan(parts, k, backend="sim").launch_count == _family.launches(count)
 
 
 def test_strided_and_non_native_parts_and_a_batch_shape():
@@ -129,9 +135,13 @@ def test_strided_and_non_native_parts_and_a_batch_shape():
     check(swapped, 8)
 
 
-def test_too_many_candidates_for_shared_memory_take_the_library_route(monkeypatch):
-    wide = [(np.zeros((1, 40_000), np.float64), np.arange(40_000)[None])]
-    assert _merge_parts.merge("sim", wide, 5, True, False, False, False) is None
+def test_too_many_candidates_for_shared_memory_take_the_library_route():
+    wide = [(np.arange(40_000.0)[None], np.arange(40_000)[None])]
+    planned = cutopk.plan(wide, 5, backend="sim")
+    assert planned.params["route"] == "library" and "shared memory" in planned.params["why_not"]
+    assert planned.launches[0].kernel == "library: parts concatenated"
+    got = _merge.merge_top_k(wide, 5, backend="sim")
+    np.testing.assert_array_equal(got.indices, [[39_999, 39_998, 39_997, 39_996, 39_995]])
 
 
 # ---- on the CuPy stand-in: the launches merge_top_k makes
@@ -190,8 +200,9 @@ def test_gradients_of_cuda_tensor_parts_reach_the_winners(cupy, monkeypatch):
     weights = torch.arange(5.0)
     r = cutopk.merge_top_k([(v, torch.from_numpy(i)) for v, i in zip(cpu, indices, strict=True)], 5)
     (r.values * weights).sum().backward()
-    monkeypatch.setattr(_merge, "_merge", None)  # the GPU parts must take the kernel
-    r = cutopk.merge_top_k([(v, torch_cuda.to_cuda(i)) for v, i in zip(gpu, indices, strict=True)], 5)
+    parts = [(v, torch_cuda.to_cuda(i)) for v, i in zip(gpu, indices, strict=True)]
+    assert cutopk.plan(parts, 5).params["route"] == "kernels"  # the GPU parts take the kernel
+    r = cutopk.merge_top_k(parts, 5)
     (r.values * torch_cuda.to_cuda(weights)).sum().backward()
     for a, b in zip(cpu, gpu, strict=True):
         np.testing.assert_array_equal(a.grad.numpy(), b.grad.cpu().numpy())

@@ -36,7 +36,7 @@ TARGET_SLICE = 16384
 # The candidates' share of the row's bytes that the block count aims to stay within (blocks x
 # min(K, slice) x (key + 4) bytes, written, then read back by the merge), so long rows with a large K
 # take fewer, longer slices (down to the fewest that fit shared memory), keeping the launch near
-# one read of the row (issue 37's target: 1.1 x input and output bytes). A design estimate too.
+# one read of the row (the goal: 1.1 x input and output bytes). A design estimate too.
 CANDIDATE_SHARE = 0.1
 __all__ = ["MAX_K"]
 

@@ -1,6 +1,6 @@
 /* The thread pool (a part of compiled.c) and the library's entry points. */
 
-/* ---- Threads (issue 42) ----------------------------------------------------------------------
+/* ---- Threads ---------------------------------------------------------------------------------
  * One call splits its rows between r->threads threads itself: the calling thread and workers of a
  * pool kept alive between calls, as OpenMP runtimes do. A Python pool handed each block over in
  * some 150-200 us (a queue, a GIL turn, an event) and blocks of a few hundred us could not pay

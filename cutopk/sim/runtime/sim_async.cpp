@@ -92,6 +92,31 @@ void shared_place(char* out, size_t n, const Block* b, const unsigned char* p) {
     snprintf(out, n, "dynamic shared offset %zu", static_cast<size_t>(p - b->dynamic));
 }
 
+// The address checks every copy into shared memory makes, in its order: the `bytes` at `d` lie
+// in the block's shared memory, `d` and `s` are 16-byte aligned, and `s` is no shared address.
+// `what` names the copy in the faults; `dst_rule` and `src_rule` say why, in the copy's words.
+void check_copy(uintptr_t site, const Block* b, const unsigned char* d, const unsigned char* s, unsigned bytes,
+                const char* what, const char* dst_rule, const char* src_rule) {
+  const void* dst = d;
+  if (!in_shared(b, d, bytes)) {
+    if (touches_shared(b, d, bytes))
+      copy_fault(site,
+                 "%s destination %p: its %u bytes run past the block's shared memory (%zu bytes static, %zu "
+                 "dynamic)",
+                 what, dst, bytes, g_launch.static_shared_used, g_launch.dynamic_bytes);
+    copy_fault(site, "%s destination %p is not in this block's shared memory%s", what, dst, dst_rule);
+  }
+  if (reinterpret_cast<uintptr_t>(d) % COPY_BYTES) {
+    char where[64];
+    shared_place(where, sizeof where, b, d);
+    copy_fault(site, "%s destination %p (%s) is not 16-byte aligned", what, dst, where);
+  }
+  if (reinterpret_cast<uintptr_t>(s) % COPY_BYTES)
+    copy_fault(site, "%s source %p is not 16-byte aligned", what, static_cast<const void*>(s));
+  if (touches_shared(b, s, bytes))
+    copy_fault(site, "%s source %p is in shared memory: %s", what, static_cast<const void*>(s), src_rule);
+}
+
 }  // namespace
 
 // Not instrumented by the counting build: the source read is counted explicitly below (the
@@ -102,26 +127,9 @@ __attribute__((noinline, no_sanitize_thread)) void async_copy16(void* dst, const
   Block* b = f->block;
   auto d = static_cast<unsigned char*>(dst);
   auto s = static_cast<const unsigned char*>(src);
-  if (!in_shared(b, d, COPY_BYTES)) {
-    if (touches_shared(b, d, COPY_BYTES))
-      copy_fault(site,
-                 "copy16_async destination %p: its 16 bytes run past the block's shared memory (%zu bytes "
-                 "static, %zu dynamic)",
-                 dst, g_launch.static_shared_used, g_launch.dynamic_bytes);
-    copy_fault(site,
-               "copy16_async destination %p is not in this block's shared memory: cp.async.cg.shared.global "
-               "writes only the issuing block's shared memory",
-               dst);
-  }
-  if (reinterpret_cast<uintptr_t>(d) % COPY_BYTES) {
-    char where[64];
-    shared_place(where, sizeof where, b, d);
-    copy_fault(site, "copy16_async destination %p (%s) is not 16-byte aligned", dst, where);
-  }
-  if (reinterpret_cast<uintptr_t>(s) % COPY_BYTES)
-    copy_fault(site, "copy16_async source %p is not 16-byte aligned", src);
-  if (touches_shared(b, s, COPY_BYTES))
-    copy_fault(site, "copy16_async source %p is in shared memory: cp.async.cg.shared.global reads global memory", src);
+  check_copy(site, b, d, s, COPY_BYTES, "copy16_async",
+             ": cp.async.cg.shared.global writes only the issuing block's shared memory",
+             "cp.async.cg.shared.global reads global memory");
   PendingCopy c;
   c.dst = d;
   memcpy(c.bytes, s, COPY_BYTES);  // an instrumented read under AddressSanitizer
@@ -235,23 +243,7 @@ __attribute__((noinline, no_sanitize_thread)) void bulk_copy(void* dst, const vo
   auto s = static_cast<const unsigned char*>(src);
   if (bytes == 0 || bytes % COPY_BYTES)
     copy_fault(site, "bulk_copy_async of %u bytes: the size must be a positive multiple of 16", bytes);
-  if (!in_shared(b, d, bytes)) {
-    if (touches_shared(b, d, bytes))
-      copy_fault(site,
-                 "bulk_copy_async destination %p: its %u bytes run past the block's shared memory (%zu bytes "
-                 "static, %zu dynamic)",
-                 dst, bytes, g_launch.static_shared_used, g_launch.dynamic_bytes);
-    copy_fault(site, "bulk_copy_async destination %p is not in this block's shared memory", dst);
-  }
-  if (reinterpret_cast<uintptr_t>(d) % COPY_BYTES) {
-    char where[64];
-    shared_place(where, sizeof where, b, d);
-    copy_fault(site, "bulk_copy_async destination %p (%s) is not 16-byte aligned", dst, where);
-  }
-  if (reinterpret_cast<uintptr_t>(s) % COPY_BYTES)
-    copy_fault(site, "bulk_copy_async source %p is not 16-byte aligned", src);
-  if (touches_shared(b, s, bytes))
-    copy_fault(site, "bulk_copy_async source %p is in shared memory: the copy reads global memory", src);
+  check_copy(site, b, d, s, bytes, "bulk_copy_async", "", "the copy reads global memory");
   CopyBarrierState& state = barrier_of(bar, site, "bulk_copy_async");
   if (state.issuer >= 0 && state.issuer != static_cast<int>(f->linear))
     copy_fault(site,

@@ -3,6 +3,8 @@
 // named as the fault it is, and the module's C entry points. The rest of the launch: fibers
 // (sim_fibers.cpp), shared memory (sim_shared.cpp), faults and the watchdog (sim_faults.cpp), the
 // counting build's hooks (sim_traffic.cpp), the state of one launch (sim_runtime.cpp).
+#include <cstdarg>
+
 #include "sim_runtime.h"
 #include "sim_launch.h"
 #include "sim_launch_parts.h"
@@ -26,50 +28,61 @@ const char* state_name(const Fiber& f) {
                                  : "running";
 }
 
+// Of the `count` blocks from `first`: the first thread that waits in `state`, and the first that
+// exited (a barrier that one of them waits at and the other never reaches is divergent).
+struct Divergence {
+  Fiber* waiting = nullptr;
+  Fiber* exited = nullptr;
+};
+
+Divergence divergence(const Block* first, size_t count, FiberState state) {
+  Launch& L = g_launch;
+  Divergence d;
+  for (const Block* b = first; b < first + count; ++b)
+    for (unsigned i = 0; i < L.nthreads; ++i) {
+      Fiber& f = L.fibers[b->first_fiber + i];
+      if (f.state == state && !d.waiting) d.waiting = &f;
+      if (f.state == DONE && !d.exited) d.exited = &f;
+    }
+  return d;
+}
+
+// The fault of a divergent barrier: the message `fmt` says which, then the first thread that
+// exited without reaching it.
+__attribute__((format(printf, 2, 3))) void divergence_fault(const Divergence& d, const char* fmt, ...) {
+  Launch& L = g_launch;
+  L.current = d.waiting;
+  va_list ap;
+  va_start(ap, fmt);
+  const int len = vsnprintf(g_error, sizeof g_error, fmt, ap);
+  va_end(ap);
+  char who[160];
+  describe_thread(who, sizeof who, d.exited);
+  if (len >= 0 && len < static_cast<int>(sizeof g_error))
+    snprintf(g_error + len, sizeof g_error - len, " (first: %s) -- barrier divergence", who);
+  L.error = E_BARRIER;
+}
+
 // No thread of the resident blocks can run: name the fault.
 void diagnose_stall(std::vector<Block>& blocks) {
   Launch& L = g_launch;
-  for (Block& b : blocks) {
-    Fiber* at_barrier = nullptr;
-    Fiber* exited = nullptr;
-    for (unsigned i = 0; i < L.nthreads; ++i) {
-      Fiber& f = L.fibers[b.first_fiber + i];
-      if (f.state == AT_BARRIER && !at_barrier) at_barrier = &f;
-      if (f.state == DONE && !exited) exited = &f;
-    }
-    if (at_barrier && exited) {
-      L.current = at_barrier;
-      char who[160];
-      describe_thread(who, sizeof who, exited);
-      snprintf(g_error, sizeof g_error,
-               "block (%u,%u,%u): __syncthreads at line %d is reached by %u of %u threads; %u exited without "
-               "reaching it (first: %s) -- barrier divergence",
-               b.idx.x, b.idx.y, b.idx.z, at_barrier->line, b.arrived, L.nthreads, b.done, who);
-      L.error = E_BARRIER;
-      return;
-    }
+  for (const Block& b : blocks) {
+    const Divergence d = divergence(&b, 1, AT_BARRIER);
+    if (d.waiting && d.exited)
+      return divergence_fault(d,
+                              "block (%u,%u,%u): __syncthreads at line %d is reached by %u of %u threads; %u exited "
+                              "without reaching it",
+                              b.idx.x, b.idx.y, b.idx.z, d.waiting->line, b.arrived, L.nthreads, b.done);
   }
   // A cluster.sync() that threads of the cluster exited without reaching.
   for (size_t first = 0; L.cluster_size > 1 && first < blocks.size(); first += L.cluster_size) {
-    Fiber* waiting = nullptr;
-    Fiber* exited = nullptr;
-    for (size_t s = first; s < first + L.cluster_size; ++s)
-      for (unsigned i = 0; i < L.nthreads; ++i) {
-        Fiber& f = L.fibers[blocks[s].first_fiber + i];
-        if (f.state == AT_CLUSTER && !waiting) waiting = &f;
-        if (f.state == DONE && !exited) exited = &f;
-      }
-    if (waiting && exited) {
-      L.current = waiting;
-      char who[160];
-      describe_thread(who, sizeof who, exited);
-      snprintf(g_error, sizeof g_error,
-               "cluster.sync() at line %d is reached by %u of the cluster's %u threads; the others exited without "
-               "reaching it (first: %s) -- barrier divergence",
-               waiting->line, L.cluster_barriers[first / L.cluster_size].arrived, L.cluster_size * L.nthreads, who);
-      L.error = E_BARRIER;
-      return;
-    }
+    const Divergence d = divergence(&blocks[first], L.cluster_size, AT_CLUSTER);
+    if (d.waiting && d.exited)
+      return divergence_fault(d,
+                              "cluster.sync() at line %d is reached by %u of the cluster's %u threads; the others "
+                              "exited without reaching it",
+                              d.waiting->line, L.cluster_barriers[first / L.cluster_size].arrived,
+                              L.cluster_size * L.nthreads);
   }
   // Warp operations that cannot complete: a named lane waits elsewhere or under another mask.
   for (Block& b : blocks) {
