@@ -347,6 +347,20 @@ def counting_loops(instructions: Code) -> list[CountingLoop]:
     return sorted(out, key=lambda c: c.start)
 
 
+def held_counting_loop(instructions: Code) -> CountingLoop | None:
+    """The count of a row held in shared memory (block_row's first digit, kernels/block_row.cu
+    ``count_chunks``): the first counting loop, in address order, that reads shared memory 16 bytes
+    at a time (``LDS.128``) and global memory not at all. None where no loop is such. The streaming
+    loader's count (global loads) comes before it, the refine passes' counts after it."""
+    for loop in sorted(innermost_loops(instructions), key=lambda body: body[0][0]):
+        ops = [t.split()[0] for _, _, t in loop]
+        if any(WIDE_SHARED_LOAD.match(o) for o in ops) and not any(GLOBAL_LOAD.match(o) for o in ops):
+            counted = counting_loops(loop)  # the loop itself, where it holds shared atomics
+            if counted:
+                return counted[0]
+    return None
+
+
 def streaming_loop(instructions: Code) -> Code | None:
     """The code of the one callee of a kernel that issues 128-bit global loads: the marker by which
     the SASS shows the streaming filter (kernels/multiblock.cu keeps ``filter_slice`` out of line

@@ -382,6 +382,16 @@ def test_the_counting_loops_count_instructions_per_key(planted):
     assert check_sass.counting_loops(code["filter_good"]) == []  # no shared atomic in any loop
 
 
+def test_the_held_counting_loop_is_the_first_that_counts_16_byte_shared_vectors(planted):
+    # block_row's count of its held row (tests/gpu/test_counting_cost.py compares its cost with
+    # FlashInfer's): a loop of LDS.128 and shared atomics, no global load.
+    code = {n: c for (_, n), c in planted.items()}
+    (plain,) = check_sass.counting_loops(code["count_with_atomics"])
+    assert check_sass.held_counting_loop(code["count_with_atomics"]) == plain
+    assert check_sass.held_counting_loop(code["stream_good"]) is None  # global loads: a streaming count
+    assert check_sass.held_counting_loop(code["filter_good"]) is None  # no shared atomic
+
+
 def test_a_row_copied_without_cp_async_fails(planted):
     def problems(name):
         mine = {key: code for key, code in planted.items() if key[1] == name}
