@@ -489,7 +489,10 @@ def main(argv=None) -> int:
         "--family", nargs="+", default=[], help="only these kernel families' programs (e.g. streaming)"
     )
     parser.add_argument(
-        "--keep", default="", metavar="DIR", help="write every cubin into DIR (for tools/check_sass.py --counting)"
+        "--keep",
+        default="",
+        metavar="DIR",
+        help="write every cubin into DIR (for tools/check_sass.py --counting)",
     )
     parser.add_argument("--install", nargs=2, metavar=("DIR", "VERSION"))
     parser.add_argument("--worker", help=argparse.SUPPRESS)

@@ -19,7 +19,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
 
-import check_sass
+import check_sass  # noqa: E402
 
 REFERENCE = ROOT / "benchmarks" / "results" / "2026-12-02-sass" / "flashinfer_counting.txt"
 FOLDERS = [d for d in os.environ.get("CUTOPK_NVRTC_DIRS", "").split(os.pathsep) if d]
@@ -69,26 +69,24 @@ def newest(folders: list[str]) -> str:
 @pytest.fixture(scope="module")
 def block_row_sm90(tmp_path_factory):
     if not FOLDERS:
-        pytest.skip("no NVRTC wheel folder: set CUTOPK_NVRTC_DIRS (python tools/check_nvrtc.py --install DIR VERSION)")
+        pytest.skip(
+            "no NVRTC wheel folder: set CUTOPK_NVRTC_DIRS (python tools/check_nvrtc.py --install DIR VERSION)"
+        )
     if check_sass.find_cuobjdump()[0] is None:
         pytest.skip(NO_TOOLS)
     keep = tmp_path_factory.mktemp("block_row_cubins")
     cmd = [sys.executable, str(ROOT / "tools" / "check_nvrtc.py"), newest(FOLDERS), "--family", "block_row"]
     proc = subprocess.run(
-        [*cmd, "--arch", "90", "--no-alone", "--keep", str(keep)], capture_output=True, text=True, timeout=1200
+        [*cmd, "--arch", "90", "--no-alone", "--keep", str(keep)],
+        capture_output=True,
+        text=True,
+        timeout=1200,
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     cubins = [p.read_bytes() for p in sorted(keep.glob("*-sm_90-block_row_topk_*.cubin"))]
     return check_sass.disassemble_cubins("sm_90", cubins)
 
 
-# Not met yet: the count turns each held element into its key in place (KeyTraits, NaN and -0.0
-# included) before its digit (the counts and a way to the target: benchmarks/results/
-# 2026-12-02-sass/README.md). Strict: once it is met the test fails until this mark goes.
-NOT_MET = pytest.mark.xfail(strict=True, reason="block_row's count still makes every held key in place first")
-
-
-@NOT_MET
 @pytest.mark.parametrize("dtype", sorted(DTYPES))
 def test_block_rows_count_costs_at_most_flashinfers_per_key(block_row_sm90, dtype):
     code = block_row_sm90[("sm_90", f"block_row_topk_{dtype}")]
@@ -96,13 +94,17 @@ def test_block_rows_count_costs_at_most_flashinfers_per_key(block_row_sm90, dtyp
     assert loop is not None, f"block_row_topk_{dtype}: no count of the held row (LDS.128 and ATOMS) found"
     reference = recorded()[dtype]
     print(f"block_row_topk_{dtype} (sm_90): {loop}\nFlashInfer: {reference}")
-    assert round(loop.per_key, 1) <= per_key(reference), f"block_row_topk_{dtype}: {loop}; FlashInfer: {reference}"
+    assert round(loop.per_key, 1) <= per_key(reference), (
+        f"block_row_topk_{dtype}: {loop}; FlashInfer: {reference}"
+    )
 
 
 def test_the_built_shim_still_counts_the_recorded_number():
     shims = sorted((ROOT / "build" / "flashinfer").glob("libcutopk_flashinfer-sm_90-*.so"))
     if not shims:
-        pytest.skip("no FlashInfer shim for sm_90 in build/flashinfer (python benchmarks/flashinfer/build.py --arch sm_90)")
+        pytest.skip(
+            "no FlashInfer shim for sm_90 in build/flashinfer (python benchmarks/flashinfer/build.py --arch sm_90)"
+        )
     if check_sass.find_cuobjdump()[0] is None:
         pytest.skip(NO_TOOLS)
     functions = check_sass.disassemble(str(shims[-1]))
