@@ -262,8 +262,12 @@ __device__ __forceinline__ RowDigit<T> count_chunks(typename KeyTraits<T>::Key* 
     for (int v = g * c.per_chunk + (int)threadIdx.x; v < end; v += blockDim.x) {
       if constexpr (HeldRow<T>::BITS) {  // the bits stay: their digit without their keys
         const Vec16 bits = reinterpret_cast<const Vec16*>(keys)[v];
+        // Bin 2048 + offset: its address from bin 2048's by a byte offset (one multiply-add).
 #pragma unroll
-        for (int e = 0; e < E; ++e) count_key(hist, raw.of(vec_element<Key>(bits, e)), true, false);
+        for (int e = 0; e < E; ++e) {
+          const int at = raw.offset(vec_element<Key>(bits, e), (int)sizeof(unsigned));
+          count_key(reinterpret_cast<unsigned*>(reinterpret_cast<unsigned char*>(hist + 2048) + at), 0u, true, false);
+        }
       } else {
         const onchip::Held<Key> h = to_keys<T>(keys, v, largest, nan_first);
 #pragma unroll

@@ -148,10 +148,13 @@ struct FloatRawDigit {
     const bool signed_set = largest == nan_first;
     return FloatRawDigit{signed_set ? top_bit<Key>() : Key(0), largest == signed_set};
   }
-  __device__ __forceinline__ unsigned of(Key bits) const {
-    const unsigned c = View::view(static_cast<Key>(bits & View::LOW));
-    return (static_cast<Key>(bits ^ flip) <= INF) == down ? 2048u - c : 2048u + c;
+  // The digit less 2048, times `scale`: -scale c or scale c (the count's byte offset from bin
+  // 2048: one multiply-add by a selected +-scale).
+  __device__ __forceinline__ int offset(Key bits, int scale = 1) const {
+    const int c = (int)View::view(static_cast<Key>(bits & View::LOW));
+    return c * ((static_cast<Key>(bits ^ flip) <= INF) == down ? -scale : scale);
   }
+  __device__ __forceinline__ unsigned of(Key bits) const { return (unsigned)(2048 + offset(bits)); }
 };
 
 // RawDigit<T>::value: whether T's first digit is counted from the bits as loaded (the row held
@@ -160,6 +163,7 @@ template <class T>
 struct RawDigit {
   static constexpr bool value = false;
   static __device__ __forceinline__ RawDigit of_row(bool, bool) { return RawDigit{}; }
+  __device__ __forceinline__ int offset(typename KeyTraits<T>::Key) const { return 0; }    // not used
   __device__ __forceinline__ unsigned of(typename KeyTraits<T>::Key) const { return 0u; }  // not used
 };
 template <>
