@@ -10,10 +10,10 @@
 //    counted from their bits as loaded (RawDigit), which stay in shared memory: their keys
 //    (KeyTraits) are made in step 3 for the bin's members alone, or in place (keys_in_place) on
 //    the paths that scan the whole row as keys; other types become keys in place as they are
-//    counted (HeldRow says which). The elements after the last
-//    whole vector are read with plain loads. Other rows (strided, or starting off a 16-byte
-//    boundary), and every row before sm_80 (no cp.async), go through the streaming loader
-//    (row_loads.cuh: four 16-byte loads per thread in flight) as resident's do.
+//    counted (HeldRow says which). The elements after the last whole vector are read with plain
+//    loads. Other rows (strided, or starting off a 16-byte boundary), and every row before sm_80
+//    (no cp.async), go through the streaming loader (row_loads.cuh: four 16-byte loads per thread
+//    in flight) as resident's do.
 // 2. choose the bin t of the K-th key over the first digit's 4096 bins (onchip::choose_bin). The
 //    digit is monotone in the key, so bin t is a bucket: keys of higher bins win.
 // 3. candidates, when bin t's keys fit the candidate arrays (at most CUTOPK_BLOCK_ROW_CAP pairs):
