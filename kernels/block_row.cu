@@ -5,16 +5,19 @@
 // 1. load and count: a contiguous row whose start is 16-byte aligned has every one of its 16-byte
 //    vectors copied into shared memory at entry (async_copy.cuh: cp.async on sm_80+), in up to
 //    CUTOPK_BLOCK_ROW_CHUNKS groups; then group by group, once it has landed (its wait and a
-//    barrier), its raw bits become keys in place (KeyTraits) and their first digit
-//    (first_digit.cuh: 12 bits, a float16-style view for 32/64-bit floats) is counted, a plain
-//    shared atomicAdd per key, while the later groups still arrive. The elements after the last
-//    whole vector are read with plain loads. Other rows (strided, or starting off a 16-byte
-//    boundary), and every row before sm_80 (no cp.async), go through the streaming loader
-//    (row_loads.cuh: four 16-byte loads per thread in flight) as resident's do.
+//    barrier), its first digit (first_digit.cuh: 12 bits, a float16-style view for floats) is
+//    counted, a plain shared atomicAdd per key, while the later groups still arrive. Floats are
+//    counted from their bits as loaded (RawDigit), which stay in shared memory: their keys
+//    (KeyTraits) are made in step 3 for the bin's members alone, or in place (keys_in_place) on
+//    the paths that scan the whole row as keys; other types become keys in place as they are
+//    counted (HeldRow says which). The elements after the last whole vector are read with plain
+//    loads. Other rows (strided, or starting off a 16-byte boundary), and every row before sm_80
+//    (no cp.async), go through the streaming loader (row_loads.cuh: four 16-byte loads per thread
+//    in flight) as resident's do.
 // 2. choose the bin t of the K-th key over the first digit's 4096 bins (onchip::choose_bin). The
 //    digit is monotone in the key, so bin t is a bucket: keys of higher bins win.
 // 3. candidates, when bin t's keys fit the candidate arrays (at most CUTOPK_BLOCK_ROW_CAP pairs):
-//    one pass over the held keys puts those of higher bins among the winners (any order) and
+//    one pass over the held row puts those of higher bins among the winners (any order) and
 //    bin t's as (key, index) candidates. Then the exact select runs on the candidates alone
 //    (onchip::refine and choose_bin over the full key's 12-bit prefix digits, from the high bits
 //    the bin's keys share: RowDigit::common, e.g. a float32 key's top 15): when the bucket
@@ -102,6 +105,47 @@ __device__ __forceinline__ Layout<Key> layout(unsigned char* smem, int kp, long 
   at += round16(l.cap * 4);
   l.keys = reinterpret_cast<Key*>(smem + at);
   return l;
+}
+
+// What the row's words in shared memory are: for the types whose first digit is counted from an
+// element's bits (RawDigit: the floats), the bits as loaded, each key made where it is needed (the
+// candidate pass's members; keys_in_place for the paths that scan the whole row as keys); for the
+// others the keys, made as the row lands. `of` is a word's first digit, `key` its key.
+template <class T>
+struct HeldRow {
+  typedef typename KeyTraits<T>::Key Key;
+  static constexpr bool BITS = RawDigit<T>::value;
+  decltype(RawDigit<T>::of_row(true, false)) raw;
+  RowDigit<T> digit;
+  bool largest;
+  bool nan_first;
+  __device__ __forceinline__ unsigned of(Key word) const {
+    if constexpr (BITS)
+      return raw.of(word);
+    else
+      return digit.of(word);
+  }
+  __device__ __forceinline__ Key key(Key word) const {
+    return BITS ? KeyTraits<T>::from_bits(word, largest, nan_first) : word;
+  }
+};
+
+// The held bits become keys in place (BITS types; nothing for the others), each thread its own
+// 16-byte vectors (the split's, the refine passes'), then a barrier. Every thread calls it, after
+// a barrier that ends every read of the bits.
+template <class T>
+__device__ __forceinline__ void keys_in_place(const HeldRow<T>& held, typename KeyTraits<T>::Key* keys, int len) {
+  typedef typename KeyTraits<T>::Key Key;
+  constexpr int E = onchip::KEYS_PER_VEC<Key>;
+  if constexpr (HeldRow<T>::BITS) {
+    for (int i = E * (int)threadIdx.x; i < len; i += E * (int)blockDim.x) {
+      onchip::Held<Key> h = onchip::held_keys(keys, i, len);
+#pragma unroll
+      for (int e = 0; e < E; ++e) h.k[e] = held.key(h.k[e]);
+      onchip::store_held(keys, i, min(E, len - i), h);
+    }
+    __syncthreads();
+  }
 }
 
 // The row's whole 16-byte vectors, `vecs` of them, in `count` groups of `per_chunk` vectors (a
@@ -193,8 +237,8 @@ __device__ __forceinline__ RowDigit<T> count_first_chunk(typename KeyTraits<T>::
 }
 
 // 1b. Chunk by chunk, once its copies have landed (each thread's wait, then a barrier: the block
-// sees every thread's copies), the chunk's bits become keys in place and their first digit is
-// counted; the later chunks' copies are still in flight meanwhile. Returns the row's digit (for
+// sees every thread's copies), the chunk's first digits are counted (HeldRow: from the bits, or
+// from keys made in place); the later chunks' copies are still in flight meanwhile. Returns the row's digit (for
 // 32/64-bit integers from chunk 0's range; `range`: 64 shared words). `hist` is zeroed before the
 // call (the first barrier here publishes it). Every thread calls it.
 template <class T>
@@ -203,6 +247,7 @@ __device__ __forceinline__ RowDigit<T> count_chunks(typename KeyTraits<T>::Key* 
   typedef typename KeyTraits<T>::Key Key;
   constexpr int E = onchip::KEYS_PER_VEC<Key>;
   RowDigit<T> digit = RowDigit<T>::prefix();
+  const auto raw = RawDigit<T>::of_row(largest, nan_first);
   if (c.count == 0) __syncthreads();  // no chunk (a row shorter than a vector): publish the zeros
   for (int g = 0; g < c.count; ++g) {
     wait_copies(c.count - 1 - g);
@@ -215,29 +260,41 @@ __device__ __forceinline__ RowDigit<T> count_chunks(typename KeyTraits<T>::Key* 
       }
     }
     for (int v = g * c.per_chunk + (int)threadIdx.x; v < end; v += blockDim.x) {
-      const onchip::Held<Key> h = to_keys<T>(keys, v, largest, nan_first);
+      if constexpr (HeldRow<T>::BITS) {  // the bits stay: their digit without their keys
+        const Vec16 bits = reinterpret_cast<const Vec16*>(keys)[v];
+        // Bin 2048 + offset: its address from bin 2048's by a byte offset (one multiply-add).
 #pragma unroll
-      for (int e = 0; e < E; ++e) count_key(hist, digit.of(h.k[e]), true, false);
+        for (int e = 0; e < E; ++e) {
+          const int at = raw.offset(vec_element<Key>(bits, e), (int)sizeof(unsigned));
+          count_key(reinterpret_cast<unsigned*>(reinterpret_cast<unsigned char*>(hist + 2048) + at), 0u, true, false);
+        }
+      } else {
+        const onchip::Held<Key> h = to_keys<T>(keys, v, largest, nan_first);
+#pragma unroll
+        for (int e = 0; e < E; ++e) count_key(hist, digit.of(h.k[e]), true, false);
+      }
     }
   }
   return digit;
 }
 
 // 1'. A strided row, or one that starts off a 16-byte boundary: the streaming loader (plain
-// loads, several in flight), each run's keys stored and their first digit counted. `hist` is
+// loads, several in flight), each run's words stored (HeldRow) and their first digit counted. `hist` is
 // zeroed and visible on entry.
 template <class T>
 __device__ __forceinline__ void load_plain(const T* base, long long col_stride, int len, bool largest, bool nan_first,
                                            typename KeyTraits<T>::Key* keys, unsigned* hist) {
   typedef typename KeyTraits<T>::Key Key;
+  const HeldRow<T> held{RawDigit<T>::of_row(largest, nan_first), RowDigit<T>::prefix(), largest, nan_first};
   stream_row(row_bits(base), col_stride, 0, len, threadIdx.x, blockDim.x, [&](const auto& run) {
     constexpr int E = CUTOPK_RUN_SIZE(run);
     onchip::Held<Key> h;
 #pragma unroll
-    for (int e = 0; e < E; ++e) h.k[e] = KeyTraits<T>::from_bits(run.bits[e], largest, nan_first);
+    for (int e = 0; e < E; ++e)
+      h.k[e] = HeldRow<T>::BITS ? run.bits[e] : KeyTraits<T>::from_bits(run.bits[e], largest, nan_first);
     onchip::store_held(keys, (int)run.first, run.count, h);
 #pragma unroll
-    for (int e = 0; e < E; ++e) count_key(hist, RowDigit<T>::prefix().of(h.k[e]), e < run.count, false);
+    for (int e = 0; e < E; ++e) count_key(hist, held.of(h.k[e]), e < run.count, false);
   });
 }
 
@@ -253,13 +310,13 @@ struct Split {
   int* cands;
 };
 
-// 3a. One pass over the held keys: first digit > t wins, == t becomes a candidate. A 16-byte
+// 3a. One pass over the held words: first digit > t wins, == t becomes a candidate (its key made). A 16-byte
 // vector per thread and step; each lane's two counts (winners in the high 16 bits, candidates in
 // the low: at most 32 E each) go through one warp scan, and each warp step takes its slots with
 // one atomicAdd per kind (any order: the ordering step sorts the winners; the candidates carry
 // their indices). No per-key ballot: 8-bit keys, 16 to a vector, would hold 32 ballot words.
 template <class T>
-__device__ __forceinline__ void split_row(const typename KeyTraits<T>::Key* keys, int len, RowDigit<T> digit,
+__device__ __forceinline__ void split_row(const typename KeyTraits<T>::Key* keys, int len, const HeldRow<T>& digit,
                                           unsigned t, const Split<typename KeyTraits<T>::Key>& out) {
   typedef typename KeyTraits<T>::Key Key;
   constexpr int E = onchip::KEYS_PER_VEC<Key>;
@@ -285,10 +342,10 @@ __device__ __forceinline__ void split_row(const typename KeyTraits<T>::Key* keys
     for (int e = 0; e < E; ++e) {
       const unsigned d = digit.of(h.k[e]);
       if (i + e < len && d > t) {
-        out.win_key[up_slot] = h.k[e];
+        out.win_key[up_slot] = digit.key(h.k[e]);
         out.win_idx[up_slot++] = (unsigned)(i + e);
       } else if (i + e < len && d == t) {
-        out.cand_key[in_slot] = h.k[e];
+        out.cand_key[in_slot] = digit.key(h.k[e]);
         out.cand_idx[in_slot++] = (unsigned)(i + e);
       }
     }
@@ -345,20 +402,21 @@ __device__ __forceinline__ void collect(const Key* keys, int len, onchip::Bucket
 // select over the held row. Every thread calls it.
 template <class T>
 __device__ __forceinline__ void select_winners(const Layout<typename KeyTraits<T>::Key>& l, int len, int k_row,
-                                               RowDigit<T> digit, const Block& s) {
+                                               const HeldRow<T>& held, const Block& s) {
   typedef typename KeyTraits<T>::Key Key;
   constexpr int KEY_BITS = 8 * (int)sizeof(Key);
   const onchip::Bucket first = *s.bucket;  // bin t: prefix t, needed, count
   if (first.count > l.cap) {               // the bin overflows the candidates: the exact path
     __syncthreads();                       // every thread has read *s.bucket
+    keys_in_place(held, l.keys, len);
     resolve_bucket(l.keys, len, onchip::Bucket{0ull, k_row, len, KEY_BITS}, l.hist, s.bucket, s.scan);
     collect(l.keys, len, *s.bucket, k_row, s, l.win_key, l.win_idx);
     return;
   }
-  split_row<T>(l.keys, len, digit, (unsigned)first.prefix,
+  split_row<T>(l.keys, len, held, (unsigned)first.prefix,
                Split<Key>{l.win_key, l.win_idx, s.taken, l.cand_key, l.cand_idx, s.cands});
   __syncthreads();  // the candidates and their count are visible; every thread has read *s.bucket
-  const Common shared = digit.common((unsigned)first.prefix);  // the high bits all candidates share
+  const Common shared = held.digit.common((unsigned)first.prefix);  // the high bits all candidates share
   resolve_bucket(l.cand_key, first.count, onchip::Bucket{shared.prefix, first.needed, first.count, shared.shift},
                  l.hist, s.bucket, s.scan);
   const onchip::Bucket c = *s.bucket;
@@ -370,6 +428,7 @@ __device__ __forceinline__ void select_winners(const Layout<typename KeyTraits<T
   // it is a candidate. The winners again, over the whole row in index order (over those the
   // split placed: count_winners' first barrier is after every thread's split).
   const onchip::Bucket ties{c.prefix, c.needed, c.count, 0};
+  keys_in_place(held, l.keys, len);  // after the split's reads: resolve_bucket's barriers
   collect(l.keys, len, ties, k_row, s, l.win_key, l.win_idx);
 }
 
@@ -411,13 +470,13 @@ block_row_topk(const T* __restrict__ in, long long rows, long long n, long long 
     s_taken = 0;
     s_cands = 0;
   }
-  RowDigit<T> digit = RowDigit<T>::prefix();
+  HeldRow<T> held{RawDigit<T>::of_row(largest, nan_first), RowDigit<T>::prefix(), largest != 0, nan_first != 0};
   if (copied) {
-    digit = count_chunks<T>(l.keys, chunks, largest, nan_first, l.hist, s_range);  // publishes the zeros
+    held.digit = count_chunks<T>(l.keys, chunks, largest, nan_first, l.hist, s_range);  // publishes the zeros
     if (tail < len) {
-      const Key key = KeyTraits<T>::from_bits(tail_bits, largest, nan_first);
-      l.keys[tail] = key;
-      count_key(l.hist, digit.of(key), true, false);
+      const Key word = HeldRow<T>::BITS ? tail_bits : KeyTraits<T>::from_bits(tail_bits, largest, nan_first);
+      l.keys[tail] = word;
+      count_key(l.hist, held.of(word), true, false);
     }
   } else {
     __syncthreads();
@@ -426,8 +485,9 @@ block_row_topk(const T* __restrict__ in, long long rows, long long n, long long 
   __syncthreads();
   if (len > k && k > 0) {
     onchip::choose_bin(l.hist, FirstDigit<T>::BITS, &s_bucket, s_scan);
-    select_winners<T>(l, len, k_row, digit, s);
+    select_winners<T>(l, len, k_row, held, s);
   } else if (k > 0) {  // a row of at most K keeps every element
+    keys_in_place(held, l.keys, len);
     onchip::gather_winners(l.keys, len, s_bucket, &s_taken, l.win_key, l.win_idx);
   }
   // The candidates and the row's keys are dead once the winners are placed: the ordering's scratch

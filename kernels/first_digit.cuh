@@ -5,31 +5,31 @@
 // key (later digits are counted over the full key: block_row refines its candidates from the
 // key's top bit down).
 //
-// Floats (32/64-bit keys): the top bit of the key, then 11 bits of a float16-style view of the
-// rest. With x the key's low 31 (63) bits, E its exponent field (the 8 (11) bits below the top
-// bit), m its top 6 mantissa bits and lo = 112 (1008):
-//   g(x) = 0 if E < lo; 2047 if E > lo + 31; else ((E - lo) << 6) | m
-//   digit = (top bit << 11) | g(x)
-// SGLang's first digit (12 bits of the key rounded to float16: sign, 5 exponent, 6 mantissa
-// bits), so uniform [0, 1) values spread over 64 bins per binade instead of resident's 8.
-// Monotone (key1 <= key2 implies digit(key1) <= digit(key2)):
-//   * different top bits: the key with the top bit set is the larger one, and its digit is
-//     >= 2048 > 2047 >= the other's;
-//   * the same top bit: x1 <= x2. Since E and m are x's highest bits, x1 <= x2 implies
-//     (E1, m1) <= (E2, m2) lexicographically, i.e. p1 = (E1 << 6) | m1 <= p2 = (E2 << 6) | m2.
-//     g is p - (lo << 6) clamped to [0, 2047]: inside, ((E - lo) << 6) | m = p - (lo << 6) since
-//     0 <= E - lo <= 31; E < lo means p < lo << 6 (clamped to 0), E > lo + 31 means
-//     p > ((lo + 31) << 6) | 63 (clamped to 2047 = ((lo + 31) << 6 | 63) - (lo << 6)). Clamping
-//     a non-decreasing function keeps it non-decreasing.
-// Symmetric in the inverted half (negative numbers in mode "largest", positives in "smallest":
-// the key's low bits are the element's inverted, so E becomes 255 - E (2047 - E)): 112 + 143 =
-// 255 (1008 + 1039 = 2047), so the same exponents [2^-15, 2^17) get fine bins on both sides.
-// NaN keys (0 and all-ones) land in bins 0 and 4095, which they may share with extreme numbers
-// (tiny magnitudes, huge ones, infinities): a bin is a bucket, the full key's refinement tells
-// them apart.
+// Floats: with T the key's top bit and x its other bits, 2048 + c(x) where T is 1 and 2048 - c(~x)
+// where T is 0 (FloatView below), c a non-decreasing view of the magnitude bits in [0, CAP]:
+//   * 32/64-bit keys: with E the exponent field of x (the 8 (11) bits below the top bit), m its
+//     top 6 mantissa bits and lo = 112 (1008): c = 0 if E < lo; 2047 if E > lo + 31; else
+//     ((E - lo) << 6) | m. That is p - (lo << 6) clamped to [0, 2047] for p = (E << 6) | m, x's
+//     top bits: inside, 0 <= E - lo <= 31; E < lo means p < lo << 6, E > lo + 31 means
+//     p > ((lo + 31) << 6) | 63. SGLang's first digit (the key rounded to float16: sign, 5
+//     exponent, 6 mantissa bits), so uniform [0, 1) values spread over 64 bins per binade instead
+//     of resident's 8; the same exponents [2^-15, 2^17) get them on both sides of 2048.
+//   * 16-bit keys (float16, bfloat16): c = x >> 4 (x's top 11 bits) clamped at infinity's.
+// Monotone (key1 <= key2 implies digit(key1) <= digit(key2)): a top bit of 1 gives digits >= 2048,
+// of 0 digits <= 2048, and the larger key has the larger top bit; with the same top bit 1,
+// x1 <= x2 and c is non-decreasing; with 0, ~x1 >= ~x2, so c(~x1) >= c(~x2). Clamping a
+// non-decreasing function keeps it non-decreasing. Bin 2048 holds both sides' c = 0: +0.0 and
+// -0.0 (one key), and every magnitude below the view's range, both signs. Inverting a key maps
+// digit d to 4096 - d (mode "smallest" mirrors "largest"). The NaN keys (0 and all-ones) land in
+// bins 2048 - CAP and 2048 + CAP (1 and 4095 for 32/64-bit keys), which they may share with
+// extreme numbers (infinities, huge magnitudes): a bin is a bucket, the full key's refinement
+// tells them apart. Bin 0 (and for 16-bit keys bins below 2048 - CAP and above 2048 + CAP) is
+// never used. So the digit can be taken from an element's bits as loaded (FloatRawDigit below),
+// without its key: the key's top bit and magnitude are the element's sign and magnitude, or their
+// inverses.
 //
-// 16-bit keys (float16, bfloat16, int16, uint16): the key's top 12 bits; 8-bit keys: the whole
-// key. These are prefixes of the key, monotone by the same argument.
+// 16-bit integer keys: the key's top 12 bits; 8-bit keys: the whole key. These are prefixes of
+// the key, monotone since the key's top bits are its highest.
 // 32- and 64-bit integers (RangedDigit): a digit over the row's own range, RowDigit below:
 // clamp((key - base) >> shift, 0, 4095) with base and shift from the keys of the row's first copied
 // chunk (their minimum, and the shift that brings their range under 2^12). Monotone for any base
@@ -63,45 +63,124 @@ struct FirstDigit {
   static __device__ __forceinline__ Common common(unsigned t) { return Common{t, KEY_BITS - BITS}; }
 };
 
-// The float16-style digit of a 32- or 64-bit float key (EXP_BITS 8 or 11, LO 112 or 1008), as the
-// proof above computes it: p = (E << 6) | m is the key's bits below the top one, shifted, and g is
-// p - (LO << 6) clamped to [0, 2047] (a subtraction and two min/max, not compares and selects on E:
-// sm_90, float32: 8 instructions a key where the case analysis took 13).
-template <class Key, int EXP_BITS, int LO>
-__device__ __forceinline__ unsigned float16_view_digit(Key key) {
-  constexpr int W = 8 * (int)sizeof(Key);
-  constexpr int VIEW_SHIFT = W - 1 - EXP_BITS - 6;  // the lowest of m's bits
-  const int p = (int)((key >> VIEW_SHIFT) & ((Key(1) << (EXP_BITS + 6)) - 1));
-  const int g = min(max(p - (LO << 6), 0), 2047);
-  return ((unsigned)(key >> (W - 1)) << 11) | (unsigned)g;
-}
+// The digit of a float key (Key: its width) from the view c of its magnitude bits: with T the
+// key's top bit and x its other bits, 2048 + c(x) where T is 1 and 2048 - c(~x) where T is 0.
+// c(m) = clamp((m >> VIEW_SHIFT) - LO6, 0, CAP): for 32/64-bit keys the float16-style view (LO6 =
+// LO << 6, CAP 2047), for 16-bit ones m >> 4 clamped at infinity's (LO6 0, CAP = INF >> 4).
+template <class Key, int VIEW_SHIFT, int LO6, int CAP>
+struct FloatView {
+  static constexpr int W = 8 * (int)sizeof(Key);
+  static constexpr Key LOW = static_cast<Key>(~(Key(1) << (W - 1)));  // the bits below the top one
+  // c of magnitude bits m (top bit clear): a shift and two min/max (sm_90: SHF, VIADDMNMX, VIMNMX).
+  static __device__ __forceinline__ unsigned view(Key m) {
+    return (unsigned)min(max((int)(m >> VIEW_SHIFT) - LO6, 0), CAP);
+  }
+  static __device__ __forceinline__ unsigned of(Key key) {
+    return key >> (W - 1) ? 2048u + view(key & LOW) : 2048u - view(static_cast<Key>(~key & LOW));
+  }
+  // The bits that bin t's keys share, where c is strictly inside (0, CAP) (not clamped): the top
+  // bit and the magnitude bits at and above VIEW_SHIFT, (1, c + LO6) above 2048 and their
+  // inverse (0, ~(c + LO6)) below it. Bin 2048 (c = 0, either top bit) and the clamped bins
+  // 2048 +- CAP claim nothing.
+  static __device__ __forceinline__ Common common(unsigned t) {
+    constexpr unsigned VIEW_ONES = (1u << (W - 1 - VIEW_SHIFT)) - 1;  // the magnitude's viewed bits
+    if (t > 2048u && t < 2048u + CAP) return Common{(VIEW_ONES + 1) | (t - 2048u + LO6), VIEW_SHIFT};
+    if (t < 2048u && t > 2048u - CAP) return Common{VIEW_ONES - (2048u - t + LO6), VIEW_SHIFT};
+    return Common{0ull, W};
+  }
+};
 
-// Bin t of the float16 view, strictly inside its range (0 < g < 2047, where g is not clamped):
-// g = ((E << 6) | m) - (LO << 6), so its keys share the top bit, E and m: their top EXP_BITS + 7
-// bits are (top << (EXP_BITS + 6)) | (g + (LO << 6)). Bins 0, 2047 and their mirrors (g clamped)
-// share only the top bit: nothing is claimed.
-template <class Key, int EXP_BITS, int LO>
-__device__ __forceinline__ Common float16_view_common(unsigned t) {
-  constexpr int W = 8 * (int)sizeof(Key);
-  const unsigned g = t & 2047u;
-  if (g == 0 || g == 2047) return Common{0ull, W};
-  return Common{((unsigned long long)(t >> 11) << (EXP_BITS + 6)) | (g + (LO << 6)), W - 1 - EXP_BITS - 6};
-}
+typedef FloatView<unsigned short, 4, 0, (0x7C00 >> 4)> HalfView;
+typedef FloatView<unsigned short, 4, 0, (0x7F80 >> 4)> Bfloat16View;
+typedef FloatView<unsigned, 32 - 1 - 8 - 6, (112 << 6), 2047> FloatView32;
+typedef FloatView<unsigned long long, 64 - 1 - 11 - 6, (1008 << 6), 2047> FloatView64;
+
+template <>
+struct FirstDigit<__half> {
+  typedef unsigned short Key;
+  static constexpr int BITS = 12;
+  static __device__ __forceinline__ unsigned of(Key key) { return HalfView::of(key); }
+  static __device__ __forceinline__ Common common(unsigned t) { return HalfView::common(t); }
+};
+
+template <>
+struct FirstDigit<__nv_bfloat16> {
+  typedef unsigned short Key;
+  static constexpr int BITS = 12;
+  static __device__ __forceinline__ unsigned of(Key key) { return Bfloat16View::of(key); }
+  static __device__ __forceinline__ Common common(unsigned t) { return Bfloat16View::common(t); }
+};
 
 template <>
 struct FirstDigit<float> {
   typedef unsigned Key;
   static constexpr int BITS = 12;
-  static __device__ __forceinline__ unsigned of(Key key) { return float16_view_digit<Key, 8, 112>(key); }
-  static __device__ __forceinline__ Common common(unsigned t) { return float16_view_common<Key, 8, 112>(t); }
+  static __device__ __forceinline__ unsigned of(Key key) { return FloatView32::of(key); }
+  static __device__ __forceinline__ Common common(unsigned t) { return FloatView32::common(t); }
 };
 
 template <>
 struct FirstDigit<double> {
   typedef unsigned long long Key;
   static constexpr int BITS = 12;
-  static __device__ __forceinline__ unsigned of(Key key) { return float16_view_digit<Key, 11, 1008>(key); }
-  static __device__ __forceinline__ Common common(unsigned t) { return float16_view_common<Key, 11, 1008>(t); }
+  static __device__ __forceinline__ unsigned of(Key key) { return FloatView64::of(key); }
+  static __device__ __forceinline__ Common common(unsigned t) { return FloatView64::common(t); }
+};
+
+// The first digit of a float element from its bits as loaded, without its key: the same digit as
+// FirstDigit<T>::of(KeyTraits<T>::from_bits(bits, largest, nan_first)), for every bit pattern. With
+// m the magnitude bits, a number's key has top bit 1 and magnitude m, or (negative numbers) top bit
+// 0 and magnitude ~m, and mode "smallest" inverts it: the digit is 2048 + c(m) or 2048 - c(m), the
+// sign of c by the element's sign and the mode; -0.0 has c = 0, +0.0's digit. A NaN's c is CAP
+// (its magnitude is above infinity's), and its key's digit 2048 - CAP (key 0) or 2048 + CAP (key
+// all-ones, nan_first). So the digit goes down (2048 - c) for the bits in one of two sets, each one
+// unsigned compare after an xor chosen per row:
+//   * bits > INF (negative numbers, either NaN): mode "largest", NaN last;
+//   * (bits ^ top) <= INF (negative numbers, no NaN): mode "largest", nan_first;
+// and in mode "smallest" for the complement of the other one (positive numbers, then NaN last with
+// them, or not). -0.0 is in some of these sets and not others: its c is 0 either way.
+template <class T, class View, typename KeyTraits<T>::Key INF>
+struct FloatRawDigit {
+  typedef typename KeyTraits<T>::Key Key;
+  Key flip;   // top where the set is (bits ^ top) <= INF, else 0
+  bool down;  // whether bits in `(bits ^ flip) <= INF` go down (else the others do)
+  static __device__ __forceinline__ FloatRawDigit of_row(bool largest, bool nan_first) {
+    const bool signed_set = largest == nan_first;
+    return FloatRawDigit{signed_set ? top_bit<Key>() : Key(0), largest == signed_set};
+  }
+  // The digit less 2048, times `scale`: -scale c or scale c (the count's byte offset from bin
+  // 2048: one multiply-add by a selected +-scale).
+  __device__ __forceinline__ int offset(Key bits, int scale = 1) const {
+    const int c = (int)View::view(static_cast<Key>(bits & View::LOW));
+    return c * ((static_cast<Key>(bits ^ flip) <= INF) == down ? -scale : scale);
+  }
+  __device__ __forceinline__ unsigned of(Key bits) const { return (unsigned)(2048 + offset(bits)); }
+};
+
+// RawDigit<T>::value: whether T's first digit is counted from the bits as loaded (the row held
+// as bits, each key made where it is needed); the others count their keys' digit.
+template <class T>
+struct RawDigit {
+  static constexpr bool value = false;
+  static __device__ __forceinline__ RawDigit of_row(bool, bool) { return RawDigit{}; }
+  __device__ __forceinline__ int offset(typename KeyTraits<T>::Key) const { return 0; }    // not used
+  __device__ __forceinline__ unsigned of(typename KeyTraits<T>::Key) const { return 0u; }  // not used
+};
+template <>
+struct RawDigit<__half> : FloatRawDigit<__half, HalfView, 0x7C00u> {
+  static constexpr bool value = true;
+};
+template <>
+struct RawDigit<__nv_bfloat16> : FloatRawDigit<__nv_bfloat16, Bfloat16View, 0x7F80u> {
+  static constexpr bool value = true;
+};
+template <>
+struct RawDigit<float> : FloatRawDigit<float, FloatView32, 0x7F800000u> {
+  static constexpr bool value = true;
+};
+template <>
+struct RawDigit<double> : FloatRawDigit<double, FloatView64, 0x7FF0000000000000ull> {
+  static constexpr bool value = true;
 };
 
 // Element types whose first digit is taken over the row's range: the 32- and 64-bit integers.

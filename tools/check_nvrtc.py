@@ -5,6 +5,7 @@ file includes what it uses. No GPU needed.
 
     python tools/check_nvrtc.py DIR [DIR ...] [--arch 75 80 90] [--ptx-only] [--ptx-arch 75] [--sass] [--jobs N]
     python tools/check_nvrtc.py --install DIR VERSION     # VERSION: 12.9, 13.0 or 13.x (the newest)
+    python tools/check_nvrtc.py DIR --family block_row --arch 90 --no-alone --keep CUBINS  # then check_sass.py
 
 Each DIR is a ``pip install --target`` folder of NVRTC wheels (``--install`` makes one; see
 ``WHEELS``); it is checked in its own process, since two NVRTC libraries of one major version
@@ -297,10 +298,12 @@ def check_folder(
     ptx_only: bool = False,
     sass: bool = False,
     families: tuple[str, ...] = (),
+    keep: str = "",
 ) -> dict:
     """One NVRTC folder, in this process: the report as a dict. ``ptx_only``: the ``archs`` to
     PTX (no cubins, no register report); ``ptx_archs``: the programs that branch on
-    ``__CUDA_ARCH__`` to PTX for these as well; ``sass``: the SASS check on every cubin."""
+    ``__CUDA_ARCH__`` to PTX for these as well; ``sass``: the SASS check on every cubin; ``keep``:
+    a folder to write every cubin into (``keep_cubin``)."""
     from cutopk.cuda import launcher as _launcher
 
     nvrtc = Nvrtc(find_library(folder))
@@ -319,7 +322,9 @@ def check_folder(
         for i, (source, names, kernels) in enumerate(merged):
             where = f"NVRTC {version}, sm_{arch}"
             options = cupy_options(folder, arch, ["--ptxas-options=-v"])
-            ok, log, lowered, cubin = nvrtc.compile_cubin(source, "cutopk.cu", options, names, cubin=sass)
+            ok, log, lowered, cubin = nvrtc.compile_cubin(
+                source, "cutopk.cu", options, names, cubin=sass or bool(keep)
+            )
             if not ok:
                 report["failures"].append(
                     f"{where}: program {i + 1} of {len(merged)} does not compile ({kernel_file(source, log)}):"
@@ -331,6 +336,8 @@ def check_folder(
             report["failures"] += failures
             if sass and cubin:
                 cubins.append(cubin)
+            if keep and cubin:
+                keep_cubin(pathlib.Path(keep), version, arch, kernels, cubin)
         if sass:
             sass_code.update(disassemble(f"sm_{arch}", cubins))
         report["seconds"][f"sm_{arch}"] = round(time.perf_counter() - t0, 1)
@@ -358,6 +365,13 @@ def check_folder(
                 )
         report["seconds"]["alone"] = round(time.perf_counter() - t0, 1)
     return report
+
+
+def keep_cubin(folder: pathlib.Path, version: str, arch: str, kernels: list[str], cubin: bytes) -> None:
+    """Writes a program's cubin as ``<folder>/<NVRTC version>-sm_<arch>-<its first kernel>.cubin``
+    (e.g. ``13.5-sm_90-block_row_topk_float32.cubin``), for ``tools/check_sass.py``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{version}-sm_{arch}-{kernels[0] if kernels else 'program'}.cubin").write_bytes(cubin)
 
 
 NO_CUOBJDUMP = "cuobjdump/nvdisasm not found (pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm)"
@@ -404,9 +418,12 @@ def run_worker(
     ptx_only=False,
     sass=False,
     families=(),
+    keep="",
 ) -> dict:
     """check_folder in a child process (its own NVRTC library)."""
     cmd = [sys.executable, __file__, "--worker", folder, "--arch", *archs]
+    if keep:
+        cmd += ["--keep", keep]
     if families:
         cmd += ["--family", *families]
     if ptx_archs:
@@ -471,6 +488,12 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--family", nargs="+", default=[], help="only these kernel families' programs (e.g. streaming)"
     )
+    parser.add_argument(
+        "--keep",
+        default="",
+        metavar="DIR",
+        help="write every cubin into DIR (for tools/check_sass.py --counting)",
+    )
     parser.add_argument("--install", nargs=2, metavar=("DIR", "VERSION"))
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -486,6 +509,7 @@ def main(argv=None) -> int:
             args.ptx_only,
             args.sass,
             tuple(args.family),
+            args.keep,
         )
         print(json.dumps(report))
         return 0
@@ -503,6 +527,7 @@ def main(argv=None) -> int:
                     args.ptx_only,
                     args.sass,
                     args.family,
+                    args.keep,
                 ),
                 args.folders,
             )

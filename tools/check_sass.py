@@ -15,6 +15,9 @@ fails when a streaming kernel cannot run at the memory-bandwidth limit:
   shared memory but not global memory, holds a ``VOTE`` or ``MATCH``, and has no 16-byte shared
   load (``LDS.128``). That was the refine, count and place loops' shape before issue 39: a
   dependent load-vote-match-atomic chain per key, latency-bound with one block per row;
+* block_row's count of its held row (``held_counting_loop``) on sm_90, for float32, float16 and
+  bfloat16, costs more instructions per key than FlashInfer's FilteredTopK coarse histogram, whose
+  counts benchmarks/results/2026-12-02-sass/flashinfer_counting.txt records;
 * block_row (kernels/block_row.cu) on sm_80 and later has no asynchronous copy (``LDGSTS``,
   cp.async): its row is to be copied into shared memory with every load in flight at entry;
 * the streaming select's filter (kernels/streaming.cu, the ring of asynchronous copies) holds a
@@ -101,6 +104,27 @@ TARGET = re.compile(r"\b0x([0-9a-f]+)\b")
 NO_DEST = re.compile(
     r"^(ST|STG|STS|STL|RED|ATOM|ATOMS|ATOMG|BRA|BAR|EXIT|RET|CALL|SYNCS|WARPSYNC|BSYNC|BSSY)\b"
 )
+
+
+# block_row's count of its held row (held_counting_loop) costs at most FlashInfer's FilteredTopK
+# coarse histogram per key, on sm_90, for the dtypes FlashInfer serves: its counts are recorded
+# (CI cannot build FlashInfer), one line per dtype as `check_sass.py --counting` printed it.
+HELD_COUNT = re.compile(r"^block_row_topk_(float32|float16|bfloat16)$")
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+FLASHINFER_COUNTING = ROOT / "benchmarks" / "results" / "2026-12-02-sass" / "flashinfer_counting.txt"
+PER_KEY = re.compile(r": ([0-9.]+) per key ")
+
+
+def flashinfer_counting(path: pathlib.Path = FLASHINFER_COUNTING) -> dict[str, float]:
+    """{dtype: FlashInfer's instructions per key} from the record (empty where it is missing)."""
+    if not path.is_file():
+        return {}
+    out = {}
+    for line in path.read_text().splitlines():
+        if line and not line.startswith("#"):
+            dtype, printed = line.split("\t")
+            out[dtype] = float(PER_KEY.search(printed)[1])
+    return out
 
 
 def tool_dirs() -> list[str]:
@@ -347,6 +371,20 @@ def counting_loops(instructions: Code) -> list[CountingLoop]:
     return sorted(out, key=lambda c: c.start)
 
 
+def held_counting_loop(instructions: Code) -> CountingLoop | None:
+    """The count of a row held in shared memory (block_row's first digit, kernels/block_row.cu
+    ``count_chunks``): the first counting loop, in address order, that reads shared memory 16 bytes
+    at a time (``LDS.128``) and global memory not at all. None where no loop is such. The streaming
+    loader's count (global loads) comes before it, the refine passes' counts after it."""
+    for loop in sorted(innermost_loops(instructions), key=lambda body: body[0][0]):
+        ops = [t.split()[0] for _, _, t in loop]
+        if any(WIDE_SHARED_LOAD.match(o) for o in ops) and not any(GLOBAL_LOAD.match(o) for o in ops):
+            counted = counting_loops(loop)  # the loop itself, where it holds shared atomics
+            if counted:
+                return counted[0]
+    return None
+
+
 def streaming_loop(instructions: Code) -> Code | None:
     """The code of the one callee of a kernel that issues 128-bit global loads: the marker by which
     the SASS shows the streaming filter (kernels/multiblock.cu keeps ``filter_slice`` out of line
@@ -376,8 +414,10 @@ def check(
     selection=SELECTION,
     async_copy=ASYNC_COPY,
     ringed=RINGED,
+    counting_reference: dict[str, float] | None = None,
 ) -> list[Finding]:
     found = []
+    budget = flashinfer_counting() if counting_reference is None else counting_reference
     for (arch, name), code in sorted(functions.items()):
         if selection.search(name):
             matches = [(a, t) for a, _, t in code if WARP_MATCH.match(t)]
@@ -415,6 +455,17 @@ def check(
             )
         if ringed.search(name):
             found += _ring_findings(arch, name, code)
+        if (m := HELD_COUNT.match(name)) and arch == "sm_90" and m[1] in budget:
+            loop = held_counting_loop(code)
+            if loop is None or round(loop.per_key, 1) > budget[m[1]]:
+                found.append(
+                    Finding(
+                        arch,
+                        name,
+                        f"its count of the held row costs more per key than FlashInfer's {budget[m[1]]} "
+                        f"({loop or 'no such loop'}; {FLASHINFER_COUNTING.relative_to(ROOT)})",
+                    )
+                )
         if on_chip.search(name):
             for loop in key_at_a_time_scans(code):
                 found.append(

@@ -39,9 +39,9 @@ def block_row_plan(backend, x, k, **kw):
 def float_edge_values(dtype) -> np.ndarray:
     """Every exponent with a few mantissas, both signs, and the special values: NaN (several
     payloads), +-inf, +-0, subnormals, the extremes."""
-    dt = np.dtype(dtype)
+    dt = dtype_of(dtype) if isinstance(dtype, str) else np.dtype(dtype)
     width = dt.itemsize * 8
-    exp_bits = {16: 5, 32: 8, 64: 11}[width]
+    exp_bits = 8 if dt.name == "bfloat16" else {16: 5, 32: 8, 64: 11}[width]
     mant_bits = width - 1 - exp_bits
     u = np.dtype(f"u{dt.itemsize}")
     exps = np.arange(1 << exp_bits, dtype=np.uint64)
@@ -54,66 +54,114 @@ def float_edge_values(dtype) -> np.ndarray:
     return both.view(dt)
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_first_digit_of_floats_is_monotone_and_splits_each_binade_64_ways(dtype):
-    rng = np.random.default_rng(50)
-    dt = np.dtype(dtype)
+FLOATS = ["float16", "bfloat16", "float32", "float64"]
+
+
+def float_values(dtype, rng) -> np.ndarray:
+    """float_edge_values, random bit patterns and the special values."""
+    dt = dtype_of(dtype)
     u = np.dtype(f"u{dt.itemsize}")
     random_bits = rng.integers(0, np.iinfo(u).max, 20_000, dtype=u, endpoint=True).view(dt)
-    values = np.concatenate(
-        [float_edge_values(dt), random_bits, np.array([0.0, -0.0, np.inf, -np.inf, np.nan], dt)]
-    )
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan], np.float64).astype(dt)
+    return np.concatenate([float_edge_values(dt), random_bits, special])
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_first_digit_of_floats_is_monotone_and_splits_each_binade_64_ways(dtype):
+    rng = np.random.default_rng(50)
+    dt = dtype_of(dtype)
+    values = float_values(dtype, rng)
     for largest in (True, False):
         for nan_first in (True, False):
             keys = np.sort(_keys.preference_keys(values, largest, nan_first))
-            digits = _block_row.first_digit(keys, floating=True)
-            assert digits.min() >= 0 and digits.max() <= 4095
+            digits = _block_row.first_digit(keys, dt)
+            assert digits.min() >= 1 and digits.max() <= 4095
             assert (np.diff(digits) >= 0).all(), "a larger key must never get a smaller digit"
-            nan_key = _keys.preference_keys(np.array([np.nan], dt), largest, nan_first)
-            assert _block_row.first_digit(nan_key, floating=True)[0] == (4095 if nan_first else 0)
-    # Uniform [0.5, 1): one exponent, 64 bins (resident's digit: 8); and the same on the negative side.
+            nan_key = _keys.preference_keys(np.array([np.nan], np.float64).astype(dt), largest, nan_first)
+            _, _, cap = _block_row.FLOAT_VIEWS[dt.name]
+            assert _block_row.first_digit(nan_key, dt)[0] == 2048 + (cap if nan_first else -cap)
+            zeros = _keys.preference_keys(np.array([0.0, -0.0], np.float64).astype(dt), largest, nan_first)
+            assert (_block_row.first_digit(zeros, dt) == 2048).all()
+    # Uniform [0.5, 1): one exponent, 64 bins for 32/64-bit floats (resident's digit: 8), 64 for
+    # float16 (its top 6 mantissa bits) and 8 for bfloat16 (its top 3 of 7); the same on the
+    # negative side.
     half = (0.5 + rng.random(50_000) / 2).astype(dt)
+    half = half[half < 1]  # rounded to 1.0 in 16 bits: the next binade
     for v in (half, -half):
-        assert (
-            np.unique(_block_row.first_digit(_keys.preference_keys(v, True, False), floating=True)).size == 64
-        )
+        bins = np.unique(_block_row.first_digit(_keys.preference_keys(v, True, False), dt)).size
+        assert bins == (8 if dtype == "bfloat16" else 64)
 
 
-@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "int16", "uint8", "int32", "uint64"])
+@pytest.mark.parametrize("dtype", ["int16", "uint8", "int32", "uint64"])
 def test_first_digit_of_other_keys_is_their_top_bits(dtype):
     dt = dtype_of(dtype)
     keys = _keys.preference_keys(make_values(np.random.default_rng(51), dt, (5000,), "uniform"), True, False)
     width = np.dtype(dt).itemsize * 8
     bits = min(12, width)
     want = keys.astype(np.uint64) >> np.uint64(width - bits)
-    assert (_block_row.first_digit(keys, floating=np.dtype(dt).kind == "f") == want.astype(np.int64)).all()
+    assert (_block_row.first_digit(keys, dt) == want.astype(np.int64)).all()
+
+
+def test_first_digit_common_bits_are_those_of_every_key_of_the_bin():
+    # FloatView::common's twin: a bin strictly inside (2048 - CAP, 2048 + CAP), not 2048, holds
+    # the keys whose bits at and above VIEW_SHIFT are one prefix.
+    rng = np.random.default_rng(56)
+    for dtype in FLOATS:
+        dt = dtype_of(dtype)
+        keys = _keys.preference_keys(float_values(dtype, rng), True, False).astype(np.uint64)
+        digits = _block_row.first_digit(keys.astype(f"u{dt.itemsize}"), dt)
+        shift, _, cap = _block_row.FLOAT_VIEWS[dt.name]
+        for t in np.unique(digits):
+            prefixes = np.unique(keys[digits == t] >> np.uint64(shift))
+            assert (len(prefixes) == 1) or t == 2048 or abs(int(t) - 2048) >= cap, (dtype, t)
 
 
 DIGIT_SOURCE = r"""
-extern "C" __global__ void digits_f32(const unsigned* keys, unsigned* out, int n) {
-  for (int i = threadIdx.x; i < n; i += blockDim.x) out[i] = cutopk::FirstDigit<float>::of(keys[i]);
+template <class T>
+__device__ void digits(const typename cutopk::KeyTraits<T>::Key* bits, unsigned* out, int n, int largest, int nan_first) {
+  typedef cutopk::KeyTraits<T> K;
+  const auto raw = cutopk::RawDigit<T>::of_row(largest, nan_first);
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    out[2 * i] = cutopk::FirstDigit<T>::of(K::from_bits(bits[i], largest, nan_first));
+    out[2 * i + 1] = raw.of(bits[i]);
+  }
 }
-extern "C" __global__ void digits_f64(const unsigned long long* keys, unsigned* out, int n) {
-  for (int i = threadIdx.x; i < n; i += blockDim.x) out[i] = cutopk::FirstDigit<double>::of(keys[i]);
+extern "C" __global__ void digits_f16(const unsigned short* b, unsigned* o, int n, int l, int f) { digits<__half>(b, o, n, l, f); }
+extern "C" __global__ void digits_bf16(const unsigned short* b, unsigned* o, int n, int l, int f) {
+  digits<__nv_bfloat16>(b, o, n, l, f);
 }
-extern "C" __global__ void digits_u16(const unsigned short* keys, unsigned* out, int n) {
-  for (int i = threadIdx.x; i < n; i += blockDim.x) out[i] = cutopk::FirstDigit<__half>::of(keys[i]);
-}
+extern "C" __global__ void digits_f32(const unsigned* b, unsigned* o, int n, int l, int f) { digits<float>(b, o, n, l, f); }
+extern "C" __global__ void digits_f64(const unsigned long long* b, unsigned* o, int n, int l, int f) { digits<double>(b, o, n, l, f); }
 """
 
 
-def test_the_kernels_first_digit_is_the_twins():
+def test_the_kernels_first_digit_and_the_digit_of_the_bits_are_the_twins():
+    # FirstDigit<T>::of(key) and RawDigit<T>::of(bits) (the count's: the element's bits as loaded)
+    # against the NumPy twin of the keys, every mode and NaN rule (nan_first with "smallest" too,
+    # which no request makes).
     require("sim")
     headers = _kernel_source._inline(_kernel_source.files_of("first_digit.cuh"))
     mod = sim.RawModule(code=headers + DIGIT_SOURCE)
     rng = np.random.default_rng(52)
-    for name, dtype in (("digits_f32", np.float32), ("digits_f64", np.float64), ("digits_u16", np.float16)):
-        values = np.concatenate([float_edge_values(dtype), make_values(rng, dtype, (3000,), "uniform")])
-        keys = _keys.preference_keys(values, False, False)
-        out = np.zeros(keys.size, np.uint32)
-        mod.get_function(name)(1, 256, (keys, out, np.int32(keys.size)))
-        want = _block_row.first_digit(keys, floating=dtype != np.float16)
-        assert (out.astype(np.int64) == want).all(), name
+    for name, dtype in (
+        ("digits_f16", "float16"),
+        ("digits_bf16", "bfloat16"),
+        ("digits_f32", "float32"),
+        ("digits_f64", "float64"),
+    ):
+        dt = dtype_of(dtype)
+        values = float_values(dtype, rng)[::7]
+        bits = values.view(f"u{dt.itemsize}").copy()
+        for largest in (True, False):
+            for nan_first in (True, False):
+                keys = _keys.preference_keys(values, largest, nan_first)
+                out = np.zeros(2 * bits.size, np.uint32)
+                mod.get_function(name)(
+                    1, 256, (bits, out, np.int32(bits.size), np.int32(largest), np.int32(nan_first))
+                )
+                want = _block_row.first_digit(keys, dt)
+                assert (out[0::2].astype(np.int64) == want).all(), (name, largest, nan_first)
+                assert (out[1::2].astype(np.int64) == want).all(), (name, largest, nan_first, "bits")
 
 
 @pytest.mark.parametrize("backend", GPU_BACKENDS)

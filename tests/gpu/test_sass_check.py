@@ -382,6 +382,31 @@ def test_the_counting_loops_count_instructions_per_key(planted):
     assert check_sass.counting_loops(code["filter_good"]) == []  # no shared atomic in any loop
 
 
+def test_the_held_counting_loop_is_the_first_that_counts_16_byte_shared_vectors(planted):
+    # block_row's count of its held row (tests/gpu/test_counting_cost.py compares its cost with
+    # FlashInfer's): a loop of LDS.128 and shared atomics, no global load.
+    code = {n: c for (_, n), c in planted.items()}
+    (plain,) = check_sass.counting_loops(code["count_with_atomics"])
+    assert check_sass.held_counting_loop(code["count_with_atomics"]) == plain
+    assert check_sass.held_counting_loop(code["stream_good"]) is None  # global loads: a streaming count
+    assert check_sass.held_counting_loop(code["filter_good"]) is None  # no shared atomic
+
+
+def test_a_held_count_dearer_than_flashinfers_fails(planted):
+    # The rule on sm_90's block_row kernels, with the planted count under their name.
+    (code,) = [c for (_, n), c in planted.items() if n == "count_with_atomics"]
+    per_key = round(check_sass.held_counting_loop(code).per_key, 1)
+    functions = {("sm_90", "block_row_topk_float32"): code, ("sm_80", "block_row_topk_float16"): code}
+    none = re.compile("^$")
+    rules = dict(streaming=none, sampled=none, filtered=none, on_chip=none, async_copy=none)
+    problems = [
+        f.problem for f in check_sass.check(functions, **rules, counting_reference={"float32": per_key - 0.1})
+    ]
+    assert len(problems) == 1 and "FlashInfer's" in problems[0], problems  # sm_80 is not held to it
+    assert check_sass.check(functions, **rules, counting_reference={"float32": per_key}) == []
+    assert set(check_sass.flashinfer_counting()) == {"float32", "float16", "bfloat16"}
+
+
 def test_a_row_copied_without_cp_async_fails(planted):
     def problems(name):
         mine = {key: code for key, code in planted.items() if key[1] == name}

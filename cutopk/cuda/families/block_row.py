@@ -91,21 +91,32 @@ def kernel_name(params: dict, cxx: str) -> str:
 scratch, global_bytes = no_scratch, read_once_bytes
 
 
-def first_digit(keys: np.ndarray, floating: bool) -> np.ndarray:
+# kernels/first_digit.cuh's FloatView per float dtype name: (VIEW_SHIFT, LO6, CAP).
+FLOAT_VIEWS = {
+    "float16": (4, 0, 0x7C00 >> 4),
+    "bfloat16": (4, 0, 0x7F80 >> 4),
+    "float32": (17, 112 << 6, 2047),
+    "float64": (46, 1008 << 6, 2047),
+}
+
+
+def first_digit(keys: np.ndarray, dtype) -> np.ndarray:
     """The NumPy twin of kernels/first_digit.cuh: the first digit (int64) of unsigned keys
-    (cutopk/_request/keys.py's) of an element type of their width. ``floating`` with 32- or 64-bit
-    keys: the top bit, then the float16-style view of the rest; else the key's top 12 bits (all 8
-    of an 8-bit key)."""
+    (cutopk/_request/keys.py's) of the element type ``dtype`` (their width). Floats: 2048 + c(x)
+    where the key's top bit is 1, 2048 - c(~x) where it is 0 (x the other bits, c the view of
+    FLOAT_VIEWS); other types: the key's top 12 bits (all 8 of an 8-bit key)."""
     keys = np.asarray(keys)
     width = keys.dtype.itemsize * 8
     wide = keys.astype(np.uint64)
-    if not (floating and width in (32, 64)):
+    view = FLOAT_VIEWS.get(np.dtype(dtype).name)
+    if view is None:
         bits = min(12, width)
         return (wide >> np.uint64(width - bits)).astype(np.int64)
-    exp_bits, lo = (8, 112) if width == 32 else (11, 1008)
-    exp_shift = width - 1 - exp_bits
-    top = (wide >> np.uint64(width - 1)).astype(np.int64)
-    e = ((wide >> np.uint64(exp_shift)) & np.uint64((1 << exp_bits) - 1)).astype(np.int64)
-    m = ((wide >> np.uint64(exp_shift - 6)) & np.uint64(63)).astype(np.int64)
-    g = np.where(e < lo, 0, np.where(e > lo + 31, 2047, ((e - lo) << 6) | m))
-    return (top << 11) | g
+    shift, lo6, cap = view
+    low = np.uint64((1 << (width - 1)) - 1)
+    top = (wide >> np.uint64(width - 1)).astype(bool)
+
+    def c(x):
+        return np.clip((x >> np.uint64(shift)).astype(np.int64) - lo6, 0, cap)
+
+    return np.where(top, 2048 + c(wide & low), 2048 - c(~wide & low))
