@@ -20,7 +20,7 @@
 //    for short rows: an exact radix select over the row in global memory by the block alone
 //    (12-bit digits, one read of the row per digit, then one read collecting the winners in index
 //    order): the same launch, exact, slow only on such rows.
-// 6. order: the K (key, index) pairs are ordered as asked and written (onchip::order_and_write).
+// 6. order: the K (key, index) pairs are ordered as asked and written (winners::finish_winners_sorted).
 // Ties: equal keys go to the lower index. NaN, -0.0: by the keys (key_traits.cuh). Rows: regular,
 // with lengths, or CSR segments (row_extent.cuh). Dtypes: all. Limits: K <= 2048, rows of fewer
 // than 2^31 elements (32-bit candidate indices and counts). Threads: CUTOPK_STREAMING_THREADS
@@ -35,6 +35,7 @@
 #include "row_loads.cuh"
 #include "radix_digit.cuh"
 #include "onchip_select.cuh"
+#include "order_winners.cuh"
 #include "async_copy.cuh"
 #include "entry.cuh"
 
@@ -432,8 +433,9 @@ streaming_topk(const T* __restrict__ in, long long rows, long long n, long long 
     if (filtered) select_candidates(r, taken, win_key, win_idx, &s_taken);
   }
   if (!filtered) select_in_row(r, win_key, win_idx);
-  onchip::order_and_write(win_key, win_idx, r.k_row, k, kp, by_index, r.base, col_stride, out_vals, out_idx,
-                          index_bytes, row);
+  const winners::Request<T> req{k, by_index != 0, largest != 0, false, out_vals, out_idx, index_bytes};
+  winners::finish_winners_sorted(winners::Placed<Key>{win_key, win_idx, r.k_row, kp},
+                                 winners::Source<T>{r.base, col_stride, row}, req);
 }
 
 }  // namespace cutopk::streaming
