@@ -80,6 +80,7 @@
 #include "block_sort.cuh"
 #include "row_loads.cuh"
 #include "radix_digit.cuh"
+#include "row_sample.cuh"
 #include "multiblock_state.cuh"
 #include "multiblock_filter.cuh"
 #include "multiblock_gather.cuh"
@@ -88,8 +89,8 @@
 
 namespace cutopk::multiblock {
 
-// sample_threshold: every thread issues all its sample loads at once (one memory round trip per row,
-// not one per load), whole rounds of the block.
+// sample_threshold's sample (row_sample.cuh): every thread issues all its loads at once, several
+// in flight (one memory round trip per row, not one per load).
 constexpr int SAMPLE_LOADS = CUTOPK_MULTIBLOCK_SAMPLES / CUTOPK_MULTIBLOCK_THREADS;
 static_assert(CUTOPK_MULTIBLOCK_SAMPLES % CUTOPK_MULTIBLOCK_THREADS == 0 && SAMPLE_LOADS >= CUTOPK_STREAM_LOADS,
               "sample_threshold reads whole rounds of its sample, several loads in flight");
@@ -121,33 +122,7 @@ sample_threshold(MB_INPUT, int rank, int k, State* __restrict__ state, unsigned 
     if (threadIdx.x == 0) state[row] = s;
     return;
   }
-  const Key* bits = row_bits(in + extent.start);
-  // The sample is SAMPLES / GROUP runs of GROUP consecutive keys (a 32-byte sector each on a
-  // contiguous row), evenly spaced: one sector per sampled key would read 32 / sizeof(Key) times
-  // the sample's bytes (half a 64K-element float16 row). SAMPLE_LOADS loads in flight per thread,
-  // transformed after.
-  const int GROUP = 32 / (int)sizeof(Key);
-  const long long groups = CUTOPK_MULTIBLOCK_SAMPLES / GROUP;
-  // Keys before the row's first 32-byte boundary: the runs start on boundaries, whatever the
-  // row's alignment (a run across one would touch two sectors).
-  const long long skew =
-      col_stride == 1 ? (long long)((reinterpret_cast<unsigned long long>(bits) & 31) / sizeof(Key)) : 0;
-  for (int j0 = threadIdx.x; j0 < CUTOPK_MULTIBLOCK_SAMPLES; j0 += SAMPLE_LOADS * blockDim.x) {
-    Key raw[SAMPLE_LOADS];
-#pragma unroll
-    for (int u = 0; u < SAMPLE_LOADS; ++u) {
-      const long long j = j0 + u * (long long)blockDim.x;
-      long long first = ((j / GROUP) * len / groups + skew) / GROUP * GROUP - skew;
-      if (first < 0) first += GROUP;
-      const long long at = min(len - 1, first + j % GROUP);
-      raw[u] = j < CUTOPK_MULTIBLOCK_SAMPLES ? bits[at * col_stride] : Key(0);
-    }
-#pragma unroll
-    for (int u = 0; u < SAMPLE_LOADS; ++u) {
-      const long long j = j0 + u * (long long)blockDim.x;
-      if (j < CUTOPK_MULTIBLOCK_SAMPLES) keys[j] = KeyTraits<T>::from_bits(raw[u], largest, nan_first);
-    }
-  }
+  load_sample<T, CUTOPK_MULTIBLOCK_THREADS>(in + extent.start, col_stride, len, largest, nan_first, keys);
   if (threadIdx.x == 0) {
     s_state.prefix = 0;
     s_state.needed = (long long)rank + 1;
