@@ -158,21 +158,24 @@ __device__ __forceinline__ bool resolve_digit(const Args<T>& a, const Pass<T>& p
   const bool restart =
       p.top && s.staging != BEHIND &&
       after_first_pass(s, f, p.strict, p.filter, a.cand.cap, KEY_BITS, a.tie_counts + row * gridDim.x, tie_sums);
-  const Winners<Key> to{a.win.key + row * a.k, a.win.idx + row * a.k, cursor};
-  const bool staged = p.stage_bucket && f->bucket_count <= (unsigned long long)a.bucket.cap;
+  // The gathering's values are computed in its branches, not before them: live across the branches,
+  // they cost digit_pass registers (NVRTC 12.9, 8-bit keys).
   bool finish = false;
   if (f->mode == TIES || restart) {
     // pass 2 gathers the row, or counts its top digit
   } else if (p.penultimate) {  // the next-to-last digit of a row one behind: the last one as well, then gather
     finish = true;
+    const bool staged = p.stage_bucket && f->bucket_count <= (unsigned long long)a.bucket.cap;
     f->gathered = staged ? FROM_BUCKET : FROM_INPUT;
     const Buffer<Key> b = a.bucket.at(row);
     finish_behind<T>(input_row<T>(a.input, a.cand, row), staged, Pairs<Key>{b.key, b.idx, (long long)f->bucket_count},
-                     BucketBits{s.cut, s.prefix}, above, f, to, counts);
+                     BucketBits{s.cut, s.prefix}, above, f,
+                     Winners<Key>{a.win.key + row * a.k, a.win.idx + row * a.k, cursor}, counts);
   } else if (p.low == 0) {  // the last digit: the K-th key is `prefix`; gather the bucket's winners
     finish = true;
+    const bool staged = p.stage_bucket && f->bucket_count <= (unsigned long long)a.bucket.cap;
     gather_last_digit<T>(input_row<T>(a.input, a.cand, row), s, f, staged, a.bucket.at(row), a.cand.at(row), above,
-                         a.input.n, to, counts);
+                         a.input.n, Winners<Key>{a.win.key + row * a.k, a.win.idx + row * a.k, cursor}, counts);
   } else if (f->bucket == f->needed) {
     f->mode = COLLECT;  // the bucket is taken whole: the next launch writes its keys and those above
   }

@@ -34,8 +34,11 @@ __device__ __forceinline__ long long sample_position(long long j, long long len,
 }
 
 // The sample of the row at `base` (`len` >= 1 keys, `col_stride` apart) into sample[0, SAMPLES),
-// as keys (KeyTraits<T>::from_bits), sample key j read by thread j % THREADS. A block of THREADS
-// threads calls it.
+// as keys (KeyTraits<T>::from_bits): SAMPLES / THREADS loads a thread, all in flight, in whole
+// rounds of the block (THREADS: the block size the kernel is launched with). The rounds stay a loop
+// over the block's size with a guard per load, as multiblock's sample_threshold wrote it: unrolled
+// over THREADS without the guard, NVRTC gave that kernel about a third more registers. The whole
+// block calls it.
 template <class T, int THREADS>
 __device__ __forceinline__ void load_sample(const T* base, long long col_stride, long long len, bool largest,
                                             bool nan_first, typename KeyTraits<T>::Key* sample) {
@@ -45,15 +48,19 @@ __device__ __forceinline__ void load_sample(const T* base, long long col_stride,
   const Key* bits = row_bits(base);
   const long long skew =
       col_stride == 1 ? (long long)((reinterpret_cast<unsigned long long>(bits) & 31) / sizeof(Key)) : 0;
-  Key raw[PER_THREAD];
+  for (int j0 = threadIdx.x; j0 < CUTOPK_MULTIBLOCK_SAMPLES; j0 += PER_THREAD * blockDim.x) {
+    Key raw[PER_THREAD];
 #pragma unroll
-  for (int u = 0; u < PER_THREAD; ++u) {
-    const long long j = threadIdx.x + (long long)u * THREADS;
-    raw[u] = bits[sample_position<Key>(j, len, skew) * col_stride];
+    for (int u = 0; u < PER_THREAD; ++u) {
+      const long long j = j0 + u * (long long)blockDim.x;
+      raw[u] = j < CUTOPK_MULTIBLOCK_SAMPLES ? bits[sample_position<Key>(j, len, skew) * col_stride] : Key(0);
+    }
+#pragma unroll
+    for (int u = 0; u < PER_THREAD; ++u) {
+      const long long j = j0 + u * (long long)blockDim.x;
+      if (j < CUTOPK_MULTIBLOCK_SAMPLES) sample[j] = KeyTraits<T>::from_bits(raw[u], largest, nan_first);
+    }
   }
-#pragma unroll
-  for (int u = 0; u < PER_THREAD; ++u)
-    sample[threadIdx.x + u * THREADS] = KeyTraits<T>::from_bits(raw[u], largest, nan_first);
 }
 
 }  // namespace cutopk
