@@ -34,11 +34,10 @@ __device__ __forceinline__ long long sample_position(long long j, long long len,
 }
 
 // The sample of the row at `base` (`len` >= 1 keys, `col_stride` apart) into sample[0, SAMPLES),
-// as keys (KeyTraits<T>::from_bits): SAMPLES / THREADS loads a thread, all in flight, in whole
-// rounds of the block (THREADS: the block size the kernel is launched with). The rounds stay a loop
-// over the block's size with a guard per load, as multiblock's sample_threshold wrote it: unrolled
-// over THREADS without the guard, NVRTC gave that kernel about a third more registers. The whole
-// block calls it.
+// as keys (KeyTraits<T>::from_bits): SAMPLES / THREADS loads a thread, all in flight (THREADS: the
+// block size the kernel is launched with; sample key j is thread j % THREADS's). The sample's
+// numbers are 32-bit and each load keeps its guard: in 64 bits, or unrolled without the guard,
+// NVRTC gave both callers more registers. The whole block calls it.
 template <class T, int THREADS>
 __device__ __forceinline__ void load_sample(const T* base, long long col_stride, long long len, bool largest,
                                             bool nan_first, typename KeyTraits<T>::Key* sample) {
@@ -48,18 +47,16 @@ __device__ __forceinline__ void load_sample(const T* base, long long col_stride,
   const Key* bits = row_bits(base);
   const long long skew =
       col_stride == 1 ? (long long)((reinterpret_cast<unsigned long long>(bits) & 31) / sizeof(Key)) : 0;
-  for (int j0 = threadIdx.x; j0 < CUTOPK_MULTIBLOCK_SAMPLES; j0 += PER_THREAD * blockDim.x) {
-    Key raw[PER_THREAD];
+  Key raw[PER_THREAD];
 #pragma unroll
-    for (int u = 0; u < PER_THREAD; ++u) {
-      const long long j = j0 + u * (long long)blockDim.x;
-      raw[u] = j < CUTOPK_MULTIBLOCK_SAMPLES ? bits[sample_position<Key>(j, len, skew) * col_stride] : Key(0);
-    }
+  for (int u = 0; u < PER_THREAD; ++u) {
+    const int j = (int)threadIdx.x + u * THREADS;
+    raw[u] = j < CUTOPK_MULTIBLOCK_SAMPLES ? bits[sample_position<Key>(j, len, skew) * col_stride] : Key(0);
+  }
 #pragma unroll
-    for (int u = 0; u < PER_THREAD; ++u) {
-      const long long j = j0 + u * (long long)blockDim.x;
-      if (j < CUTOPK_MULTIBLOCK_SAMPLES) sample[j] = KeyTraits<T>::from_bits(raw[u], largest, nan_first);
-    }
+  for (int u = 0; u < PER_THREAD; ++u) {
+    const int j = (int)threadIdx.x + u * THREADS;
+    if (j < CUTOPK_MULTIBLOCK_SAMPLES) sample[j] = KeyTraits<T>::from_bits(raw[u], largest, nan_first);
   }
 }
 
