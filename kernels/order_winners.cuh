@@ -467,5 +467,64 @@ __device__ __forceinline__ void order_and_write(const Order<T, Key>& a) {
     order_by_value(a, it, digit);
 }
 
+// The shared finish of the families that hold a row's winners in shared memory: what a block
+// is asked to write (Request), the row the winners come from (Source), and the winners themselves
+// (Placed). finish_winners orders them with order_and_write (scratch for the counting scatter or the
+// bitmap); finish_winners_sorted, for a block with no such scratch or a row too long for the
+// bitmap, with the pow2 bitonic sort of the kp pairs (sort_all). Both write output places [0, k)
+// of the row, the winners in the order asked, then padding; every thread of the block calls them.
+template <class T>
+struct Request {
+  int k;          // output places of a row
+  bool by_index;  // index order, else value order
+  bool largest;   // the keys' mode (to give the values back)
+  bool rebuild;   // values from the keys where they hold the bits (else re-read from the input)
+  T* out_vals;    // k places a row
+  void* out_idx;
+  int index_bytes;
+};
+
+template <class T>
+struct Source {
+  const T* base;  // the row's first element in the input
+  long long col_stride;
+  long long row;
+};
+
+template <class Key>
+struct Placed {
+  Key* key;       // `count` winners, any order, in arrays of kp
+  unsigned* idx;  // their indices in the row
+  int count;
+  int kp;  // a power of two >= count
+};
+
+template <class T, class Key>
+__device__ __forceinline__ Order<T, Key> order_of(const Placed<Key>& w, unsigned char* scratch, int len,
+                                                  const Source<T>& src, const Request<T>& req) {
+  return Order<T, Key>{w.key,        w.idx,        scratch,         w.count,     req.k,    w.kp,
+                       len,          req.by_index, req.largest,     req.rebuild, src.base, src.col_stride,
+                       req.out_vals, req.out_idx,  req.index_bytes, src.row};
+}
+
+// `scratch`: scratch_bytes(len) bytes (len: the bound of the winners' indices), which may overlay
+// anything dead once the winners are placed.
+template <class T, class Key>
+__device__ __forceinline__ void finish_winners(const Placed<Key>& w, unsigned char* scratch, int len,
+                                               const Source<T>& src, const Request<T>& req) {
+  order_and_write(order_of(w, scratch, len, src, req));
+}
+
+// Every index below 0xffffffff (the padding pairs' index, which sorts after every winner's); the
+// arrays' [count, kp) free. sort_all's first barrier makes the winners visible.
+template <class T, class Key>
+__device__ __forceinline__ void finish_winners_sorted(const Placed<Key>& w, const Source<T>& src,
+                                                      const Request<T>& req) {
+  const Order<T, Key> a = order_of(w, nullptr, 0, src, req);
+  for (int j = a.count + threadIdx.x; j < a.k; j += blockDim.x)
+    write_padding(a.out_vals, a.out_idx, a.index_bytes, a.row * a.k + j);
+  sort_all(a, a.by_index);
+}
+
 }  // namespace winners
 }  // namespace cutopk

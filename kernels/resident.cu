@@ -88,23 +88,10 @@ resident_topk(const T* __restrict__ in, long long rows, long long n, long long r
   }
   CUTOPK_PHASE(3, collect);
   // The row's keys are dead once the winners are placed: the ordering's scratch goes over them.
-  const winners::Order<T, Key> order{win_key,
-                                     win_idx,
-                                     reinterpret_cast<unsigned char*>(keys),
-                                     k_row,
-                                     k,
-                                     kp,
-                                     len,
-                                     by_index != 0,
-                                     largest != 0,
-                                     true,
-                                     base,
-                                     col_stride,
-                                     out_vals,
-                                     out_idx,
-                                     index_bytes,
-                                     row};
-  winners::order_and_write(order);
+  const winners::Placed<Key> held{win_key, win_idx, k_row, kp};
+  const winners::Request<T> req{k, by_index != 0, largest != 0, true, out_vals, out_idx, index_bytes};
+  winners::finish_winners(held, reinterpret_cast<unsigned char*>(keys), len, winners::Source<T>{base, col_stride, row},
+                          req);
   CUTOPK_PHASE(4, order);
 }
 

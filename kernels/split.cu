@@ -27,6 +27,7 @@
 #include "key_traits.cuh"
 #include "row_extent.cuh"
 #include "onchip_select.cuh"
+#include "order_winners.cuh"
 #include "phase_clock.cuh"
 #include "entry.cuh"
 
@@ -198,7 +199,9 @@ split_topk(const T* __restrict__ in, long long rows, long long n, long long row_
   select_held(keys, total, 0, k_row, first_bits, hist, sh, win_key, win_idx);  // positions, not indices
   positions_to_indices(win_idx, k_row, cand_idx, row, blocks, k, sh.base);
   CUTOPK_PHASE(5, merge_select);
-  order_and_write(win_key, win_idx, k_row, k, kp, by_index, base, col_stride, out_vals, out_idx, index_bytes, row);
+  const winners::Request<T> req{k, by_index != 0, largest != 0, false, out_vals, out_idx, index_bytes};
+  winners::finish_winners_sorted(winners::Placed<Key>{win_key, win_idx, k_row, kp},
+                                 winners::Source<T>{base, col_stride, row}, req);
   CUTOPK_PHASE(6, order);
 }
 

@@ -20,7 +20,7 @@
 //    for short rows: an exact radix select over the row in global memory by the block alone
 //    (12-bit digits, one read of the row per digit, then one read collecting the winners in index
 //    order): the same launch, exact, slow only on such rows.
-// 6. order: the K (key, index) pairs are ordered as asked and written (onchip::order_and_write).
+// 6. order: the K (key, index) pairs are ordered as asked and written (winners::finish_winners_sorted).
 // Ties: equal keys go to the lower index. NaN, -0.0: by the keys (key_traits.cuh). Rows: regular,
 // with lengths, or CSR segments (row_extent.cuh). Dtypes: all. Limits: K <= 2048, rows of fewer
 // than 2^31 elements (32-bit candidate indices and counts). Threads: CUTOPK_STREAMING_THREADS
@@ -35,7 +35,9 @@
 #include "row_loads.cuh"
 #include "radix_digit.cuh"
 #include "onchip_select.cuh"
+#include "order_winners.cuh"
 #include "async_copy.cuh"
+#include "row_sample.cuh"
 #include "entry.cuh"
 
 namespace cutopk::streaming {
@@ -48,7 +50,6 @@ constexpr int TILE_VECS = THREADS * VECS;
 constexpr int STAGE_BYTES = TILE_VECS * 16;
 constexpr int SAMPLES = CUTOPK_MULTIBLOCK_SAMPLES;
 static_assert(STAGES * STAGE_BYTES >= onchip::BINS * 4, "the selection's histogram overlays the ring");
-static_assert(SAMPLES % THREADS == 0, "every thread reads the same number of sample keys");
 
 // What every step of a block shares: the row, the request and the block's shared arrays.
 template <class T>
@@ -107,30 +108,6 @@ __device__ __forceinline__ void copy_tile(const Row<T>& r, const Vectors& v, int
   commit_copies();
 }
 
-// 2. The sample: SAMPLES keys in runs of one 32-byte sector, evenly spaced (as multiblock's
-// sample_threshold reads them), all of a thread's loads issued before any is used.
-template <class T>
-__device__ __forceinline__ void load_sample(const Row<T>& r, typename KeyTraits<T>::Key* sample) {
-  typedef typename KeyTraits<T>::Key Key;
-  constexpr int PER_THREAD = SAMPLES / THREADS;
-  const int GROUP = 32 / (int)sizeof(Key);
-  const long long groups = SAMPLES / GROUP;
-  const Key* bits = row_bits(r.base);
-  const long long skew =
-      r.col_stride == 1 ? (long long)((reinterpret_cast<unsigned long long>(bits) & 31) / sizeof(Key)) : 0;
-  Key raw[PER_THREAD];
-#pragma unroll
-  for (int u = 0; u < PER_THREAD; ++u) {
-    const long long j = threadIdx.x + (long long)u * THREADS;
-    long long first = ((j / GROUP) * r.len / groups + skew) / GROUP * GROUP - skew;
-    if (first < 0) first += GROUP;
-    raw[u] = bits[min((long long)r.len - 1, first + j % GROUP) * r.col_stride];
-  }
-#pragma unroll
-  for (int u = 0; u < PER_THREAD; ++u)
-    sample[threadIdx.x + u * THREADS] = KeyTraits<T>::from_bits(raw[u], r.largest, r.nan_first);
-}
-
 // The smallest key of the bucket b (every key whose bits at and above b.shift are b.prefix).
 template <class Key>
 __device__ __forceinline__ Key bucket_floor(const Bucket& b) {
@@ -161,7 +138,7 @@ __device__ __forceinline__ typename KeyTraits<T>::Key sampled_threshold(const Ro
   Key* sample = r.cand_key;
   unsigned* hist =
       reinterpret_cast<unsigned*>(reinterpret_cast<unsigned char*>(r.cand_key) + round16(SAMPLES * (int)sizeof(Key)));
-  load_sample(r, sample);
+  load_sample<T, THREADS>(r.base, r.col_stride, r.len, r.largest, r.nan_first, sample);  // 2. (row_sample.cuh)
   __syncthreads();
   const Bucket b = bucket_of(sample, SAMPLES, rank + 1, hist, r.bucket, r.scan);
   return bucket_floor<Key>(b);
@@ -423,17 +400,16 @@ streaming_topk(const T* __restrict__ in, long long rows, long long n, long long 
     const bool ring = col_stride == 1;
     if (ring)
       for (int tile = 0; tile < STAGES; ++tile) copy_tile(r, v, tile);
-    const long long m = (long long)k * SAMPLES / r.len;
-    const int rank = (int)min((long long)SAMPLES - 1, m + 4 * (long long)sqrtf((float)m) + 8);
-    const Key threshold = sampled_threshold(r, rank);
+    const Key threshold = sampled_threshold(r, sample_rank(k, r.len));
     const int taken = ring ? filter_ring(r, v, threshold) : filter_strided(r, threshold);
     filtered = taken >= r.k_row && taken <= cap;
     __syncthreads();  // the ring and the candidates are complete
     if (filtered) select_candidates(r, taken, win_key, win_idx, &s_taken);
   }
   if (!filtered) select_in_row(r, win_key, win_idx);
-  onchip::order_and_write(win_key, win_idx, r.k_row, k, kp, by_index, r.base, col_stride, out_vals, out_idx,
-                          index_bytes, row);
+  const winners::Request<T> req{k, by_index != 0, largest != 0, false, out_vals, out_idx, index_bytes};
+  winners::finish_winners_sorted(winners::Placed<Key>{win_key, win_idx, r.k_row, kp},
+                                 winners::Source<T>{r.base, col_stride, row}, req);
 }
 
 }  // namespace cutopk::streaming

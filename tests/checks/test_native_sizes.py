@@ -37,12 +37,7 @@ FILE_MAX_LINES = 600
 FUNCTION_MAX_LINES = 120
 DEVICE_MAX_PARAMETERS = 12
 # Files allowed to break the rules for now, each with its reason.
-EXCEPTIONS: dict[str, str] = {
-    # 1,059 lines; count_and_stage takes 23 parameters, order_winners 16, four more helpers 14;
-    # MB_INPUT and MB_PASS_PARAMS are parameter lists. Its layers (state, filter, gather,
-    # finish; issue 53 item 4) come with the GPU issues that rewrite these kernels.
-    "kernels/multiblock.cu": "its layering waits for the GPU issues that rewrite it (issue 53 item 4)",
-}
+EXCEPTIONS: dict[str, str] = {}
 
 _LITERALS_AND_DIRECTIVES = re.compile(
     r"""(?P<raw>(?:u8|u|U|L)?R"(?P<delim>[^()\\\s"]{0,16})\((?:.|\n)*?\)(?P=delim)")"""
