@@ -492,9 +492,9 @@ block_row_topk(const T* __restrict__ in, long long rows, long long n, long long 
   }
   // The candidates and the row's keys are dead once the winners are placed: the ordering's scratch
   // goes over them (shared_bytes in cutopk/cuda/families/block_row.py makes room for it).
-  const winners::Placed<Key> held{l.win_key, l.win_idx, k_row, kp};
+  const winners::Placed<Key> placed{l.win_key, l.win_idx, k_row, kp};
   const winners::Request<T> req{k, by_index != 0, largest != 0, true, out_vals, out_idx, index_bytes};
-  winners::finish_winners(held, reinterpret_cast<unsigned char*>(l.cand_key), len,
+  winners::finish_winners(placed, reinterpret_cast<unsigned char*>(l.cand_key), len,
                           winners::Source<T>{base, col_stride, row}, req);
 }
 
