@@ -8,8 +8,8 @@
 //    counted by the first digit (first_digit.cuh: a float16-style view of 32/64-bit floats, the
 //    top 12 bits of other keys: one digit for the whole cluster, so no per-slice range) as its
 //    chunk lands, a plain shared atomic per key; strided or unaligned rows by the streaming loader.
-// 2. the cluster's histogram, reduced by owner (cluster_exchange.cuh: block r sums its share of
-//    the bins from every block, one round trip of 16-byte DSMEM loads, and stores the sums into
+// 2. the cluster's histogram, reduced by owner in place (cluster_exchange.cuh: block r sums its
+//    share of the bins from every block, one round trip of DSMEM loads, and stores the sums into
 //    every block), and every block chooses the same bin t of the K-th key.
 // 3. candidates, when bin t fits block 0's candidate arrays (`cap`): every block splits its slice
 //    (split_row), its keys of higher bins stored as winners and bin t's as (key, row index)
@@ -24,7 +24,7 @@
 //    the counts reduced by owner each digit), and the winners are placed in index order into
 //    block 0 (place_across: each block's count pushed to the later blocks for their bases).
 // 4. order: block 0 alone, winners::order_and_write (order_winners.cuh; its scratch over its
-//    dead candidates and keys), the values rebuilt from the winners' keys.
+//    dead histogram, candidates and keys), the values rebuilt from the winners' keys.
 // Cluster barriers: two per digit counted (reduce_bins), one after the candidates or the
 // placement (split into arrive and wait: the other blocks arrive and leave; block 0 waits), one
 // between the counts pushed and the placement (block 0, needing none, places its winners before
@@ -37,9 +37,8 @@
 // 8-bit keys 512), one block per SM. Built for sm_90 and later only (the entry points'
 // __cluster_dims__): on earlier GPUs the kernel traps and the dispatcher never picks it.
 // Dynamic shared memory, every block alike (DSMEM maps an address to the same offset in another
-// block): this block's histogram and the cluster's (2 x 2^12 32-bit counters), the winners
-// (pow2(K) keys and 32-bit indices), the candidates (cap keys and indices), the slice's keys,
-// each part a multiple of 16 bytes.
+// block): the winners (pow2(K) keys and 32-bit indices), the histogram (2^12 32-bit counters),
+// the candidates (cap keys and indices), the slice's keys, each part a multiple of 16 bytes.
 #include <cooperative_groups.h>
 
 #include "constants.cuh"
@@ -67,10 +66,9 @@ __device__ __forceinline__ int round16(int bytes) {
 // Where each part of the dynamic shared memory lies (the header's layout).
 template <class Key>
 struct Layout {
-  unsigned* hist;   // this block's counts
-  unsigned* total;  // the cluster's
   Key* win_key;
   unsigned* win_idx;
+  unsigned* hist;  // this block's counts, then the cluster's (reduce_bins)
   Key* cand_key;
   unsigned* cand_idx;
   Key* keys;
@@ -80,14 +78,12 @@ template <class Key>
 __device__ __forceinline__ Layout<Key> layout(unsigned char* smem, int kp, int cap) {
   Layout<Key> l;
   int at = 0;
-  l.hist = reinterpret_cast<unsigned*>(smem);
-  at += onchip::BINS * 4;
-  l.total = reinterpret_cast<unsigned*>(smem + at);
-  at += onchip::BINS * 4;
-  l.win_key = reinterpret_cast<Key*>(smem + at);
+  l.win_key = reinterpret_cast<Key*>(smem);
   at += round16(kp * (int)sizeof(Key));
   l.win_idx = reinterpret_cast<unsigned*>(smem + at);
   at += round16(kp * 4);
+  l.hist = reinterpret_cast<unsigned*>(smem + at);
+  at += onchip::BINS * 4;
   l.cand_key = reinterpret_cast<Key*>(smem + at);
   at += round16(cap * (int)sizeof(Key));
   l.cand_idx = reinterpret_cast<unsigned*>(smem + at);
@@ -241,8 +237,8 @@ __device__ __forceinline__ void resolve_across(const Cluster& cluster, const Lay
     if (b.count == b.needed || b.shift == 0) return;
     const int bits = b.shift < onchip::DIGIT_BITS ? b.shift : onchip::DIGIT_BITS;
     onchip::refine(l.keys, mine, b, bits, l.hist);  // its first barrier: every thread has read *s
-    cluster_exchange::reduce_bins<BLOCKS>(cluster, l.hist, l.total, bits);
-    onchip::choose_bin(l.total, bits, s.bucket, s.scan);
+    cluster_exchange::reduce_bins<BLOCKS>(cluster, l.hist, bits);
+    onchip::choose_bin(l.hist, bits, s.bucket, s.scan);
   }
 }
 
@@ -281,8 +277,8 @@ __device__ __forceinline__ bool select_winners(const Cluster& cluster, const Lay
                                                const Block<BLOCKS>& s) {
   typedef typename KeyTraits<T>::Key Key;
   constexpr int KEY_BITS = 8 * (int)sizeof(Key);
-  cluster_exchange::reduce_bins<BLOCKS>(cluster, l.hist, l.total, FirstDigit<T>::BITS);
-  onchip::choose_bin(l.total, FirstDigit<T>::BITS, s.bucket, s.scan);
+  cluster_exchange::reduce_bins<BLOCKS>(cluster, l.hist, FirstDigit<T>::BITS);
+  onchip::choose_bin(l.hist, FirstDigit<T>::BITS, s.bucket, s.scan);
   CUTOPK_PHASE(2, bucket);
   const onchip::Bucket first = *s.bucket;  // bin t: the same in every block
   if (first.count <= cap) return select_candidates<T, BLOCKS>(cluster, l, mine, (unsigned)first_index, first, s);
@@ -356,11 +352,11 @@ cluster_topk(const T* __restrict__ in, long long rows, long long n, long long ro
   }
   if (!orders) return;
   CUTOPK_PHASE(3, collect);  // block 0 alone from here
-  // The candidates and the slice's keys are dead once the winners are placed: the ordering's
-  // scratch goes over them (shared_bytes in cutopk/cuda/families/cluster.py makes room for it).
+  // The histogram, the candidates and the slice's keys are dead once the winners are placed: the
+  // ordering's scratch goes over them (shared_bytes in cutopk/cuda/families/cluster.py makes room).
   const winners::Order<T, Key> order{l.win_key,
                                      l.win_idx,
-                                     reinterpret_cast<unsigned char*>(l.cand_key),
+                                     reinterpret_cast<unsigned char*>(l.hist),
                                      k_row,
                                      k,
                                      kp,

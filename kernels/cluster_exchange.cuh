@@ -26,23 +26,23 @@ namespace cluster_exchange {
 typedef cooperative_groups::cluster_group Cluster;
 
 // The sum over the cluster's BLOCKS blocks of their counts in `hist` (bins [0, 2^bits)), into
-// `total` of every block. Reduced by owner: block r sums bins [r B / BLOCKS, (r + 1) B / BLOCKS)
-// from every block, a thread a bin, its BLOCKS remote loads issued together (one round trip; 32-bit
-// loads: BLOCKS 16-byte vectors held at once spilled at the 64 registers of 1024 threads), and
-// stores each sum into every block's `total` (stores need no reply). The first cluster barrier:
-// every block's counts are complete and every block is done reading its `total` of the digit
-// before; the second: every `total` is complete (and no block zeroes its `hist` for the next
-// digit while an owner still reads it). Every thread of the cluster calls it; it ends with every
-// block's `total` the cluster's counts.
+// `hist` of every block, in place. Reduced by owner: block r sums bins [r B / BLOCKS, (r + 1) B /
+// BLOCKS) from every block, a thread a bin, its BLOCKS remote loads issued together (one round
+// trip; 32-bit loads: BLOCKS 16-byte vectors held at once spilled at the 64 registers of 1024
+// threads), and stores the sum into every block's bin (stores need no reply). In place: bin d of
+// any block is read and written by one thread only, the owner's, which loads every block's
+// before it stores. The first cluster barrier: every block's counts are complete and every block
+// is done reading its sums of the digit before (choose_bin); the second: every block holds the
+// sums (and no block zeroes its `hist` for the next digit while an owner still reads or writes
+// it). Every thread of the cluster calls it.
 template <int BLOCKS>
-__device__ __forceinline__ void reduce_bins(const Cluster& cluster, unsigned* hist, unsigned* total, int bits) {
+__device__ __forceinline__ void reduce_bins(const Cluster& cluster, unsigned* hist, int bits) {
   cluster.sync();
   const int bins = 1 << bits;
   const int rank = (int)cluster.block_rank();
   const int lo = rank * bins / BLOCKS, hi = (rank + 1) * bins / BLOCKS;
-  const long long to_total = total - hist;  // the same offset in every block (one layout)
   for (int d = lo + (int)threadIdx.x; d < hi; d += (int)blockDim.x) {
-    unsigned* at[BLOCKS];  // bin d of each block's hist: one mapping per block, `total` past it
+    unsigned* at[BLOCKS];  // bin d of each block's hist
     unsigned part[BLOCKS];
 #pragma unroll
     for (int r = 0; r < BLOCKS; ++r) {
@@ -53,7 +53,7 @@ __device__ __forceinline__ void reduce_bins(const Cluster& cluster, unsigned* hi
 #pragma unroll
     for (int r = 0; r < BLOCKS; ++r) sum += part[r];
 #pragma unroll
-    for (int r = 0; r < BLOCKS; ++r) at[r][to_total] = sum;
+    for (int r = 0; r < BLOCKS; ++r) *at[r] = sum;
   }
   cluster.sync();
 }

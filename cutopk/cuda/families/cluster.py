@@ -37,7 +37,7 @@ TEMPLATE_VALUES = {"cluster_topk": tuple(sorted(SIZES))}
 CLUSTER_BLOCKS = {"cluster_topk": "BLOCKS"}
 SLICE_ALIGN = 32  # elements: slices start on whole 16-byte vectors of every element type
 # The kernel's static shared memory (its bucket, two block scans' scratch, three slot counters,
-# the earlier blocks' counts: about 560 bytes), kept out of the dynamic shared memory.
+# the earlier blocks' counts: about 500 bytes), kept out of the dynamic shared memory.
 STATIC_BYTES = 1024
 # Block 0's candidates: a quarter of the row at most, and at most MAX_CAP, fewer where the
 # shared memory left by the slice holds fewer (at least MIN_CAP, or the quarter when smaller).
@@ -57,11 +57,16 @@ def slice_of(n: int, blocks: int) -> int:
     return -(-max(1, -(-n // blocks)) // SLICE_ALIGN) * SLICE_ALIGN
 
 
-def front_bytes(k: int, key_bytes: int) -> int:
-    """Shared bytes before the candidates: this block's histogram and the cluster's (2 x 2^12
-    32-bit counters), the winners (pow2(K) keys and 32-bit indices; ``layout`` in kernels/cluster.cu)."""
+def winners_bytes(k: int, key_bytes: int) -> int:
+    """Shared bytes of the winners (pow2(K) keys and 32-bit indices), the layout's first part."""
     kp = pow2_at_least(max(1, k))
-    return 2 * BINS * 4 + _round16(kp * key_bytes) + _round16(kp * 4)
+    return _round16(kp * key_bytes) + _round16(kp * 4)
+
+
+def front_bytes(k: int, key_bytes: int) -> int:
+    """Shared bytes before the candidates: the winners and the histogram (2^12 32-bit counters,
+    this block's and then the cluster's; ``layout`` in kernels/cluster.cu)."""
+    return winners_bytes(k, key_bytes) + BINS * 4
 
 
 def _layout_bytes(n: int, k: int, key_bytes: int, blocks: int, cap: int) -> int:
@@ -72,9 +77,9 @@ def _layout_bytes(n: int, k: int, key_bytes: int, blocks: int, cap: int) -> int:
 
 def layout_shared_bytes(n: int, k: int, key_bytes: int, blocks: int, cap: int) -> int:
     """The layout's bytes, or more where block 0's ordering scratch (order_winners.scratch_bytes
-    over the row's n positions, over its dead candidates and keys) needs more."""
+    over the row's n positions, over its dead histogram, candidates and keys) needs more."""
     return max(
-        _layout_bytes(n, k, key_bytes, blocks, cap), front_bytes(k, key_bytes) + _order.scratch_bytes(n)
+        _layout_bytes(n, k, key_bytes, blocks, cap), winners_bytes(k, key_bytes) + _order.scratch_bytes(n)
     )
 
 
