@@ -48,6 +48,7 @@
 #include "first_digit.cuh"
 #include "onchip_select.cuh"
 #include "order_winners.cuh"
+#include "block_steps.cuh"
 #include "entry.cuh"
 
 namespace cutopk::block_row {
@@ -61,9 +62,6 @@ constexpr bool ASYNC_COPIES = false;
 #else
 constexpr bool ASYNC_COPIES = true;
 #endif
-
-constexpr int CHUNKS = CUTOPK_BLOCK_ROW_CHUNKS;
-static_assert(CHUNKS - 1 <= MAX_PENDING_GROUPS, "wait_copies tells every chunk's group apart");
 
 // The candidate arrays' capacity for rows planned n long: a quarter of the row, at most
 // CUTOPK_BLOCK_ROW_CAP, rounded up to 16 (a bin of more keys than a quarter of the row is
@@ -105,74 +103,6 @@ __device__ __forceinline__ Layout<Key> layout(unsigned char* smem, int kp, long 
   at += round16(l.cap * 4);
   l.keys = reinterpret_cast<Key*>(smem + at);
   return l;
-}
-
-// What the row's words in shared memory are: for the types whose first digit is counted from an
-// element's bits (RawDigit: the floats), the bits as loaded, each key made where it is needed (the
-// candidate pass's members; keys_in_place for the paths that scan the whole row as keys); for the
-// others the keys, made as the row lands. `of` is a word's first digit, `key` its key.
-template <class T>
-struct HeldRow {
-  typedef typename KeyTraits<T>::Key Key;
-  static constexpr bool BITS = RawDigit<T>::value;
-  decltype(RawDigit<T>::of_row(true, false)) raw;
-  RowDigit<T> digit;
-  bool largest;
-  bool nan_first;
-  __device__ __forceinline__ unsigned of(Key word) const {
-    if constexpr (BITS)
-      return raw.of(word);
-    else
-      return digit.of(word);
-  }
-  __device__ __forceinline__ Key key(Key word) const {
-    return BITS ? KeyTraits<T>::from_bits(word, largest, nan_first) : word;
-  }
-};
-
-// The held bits become keys in place (BITS types; nothing for the others), each thread its own
-// 16-byte vectors (the split's, the refine passes'), then a barrier. Every thread calls it, after
-// a barrier that ends every read of the bits.
-template <class T>
-__device__ __forceinline__ void keys_in_place(const HeldRow<T>& held, typename KeyTraits<T>::Key* keys, int len) {
-  typedef typename KeyTraits<T>::Key Key;
-  constexpr int E = onchip::KEYS_PER_VEC<Key>;
-  if constexpr (HeldRow<T>::BITS) {
-    for (int i = E * (int)threadIdx.x; i < len; i += E * (int)blockDim.x) {
-      onchip::Held<Key> h = onchip::held_keys(keys, i, len);
-#pragma unroll
-      for (int e = 0; e < E; ++e) h.k[e] = held.key(h.k[e]);
-      onchip::store_held(keys, i, min(E, len - i), h);
-    }
-    __syncthreads();
-  }
-}
-
-// The row's whole 16-byte vectors, `vecs` of them, in `count` groups of `per_chunk` vectors (a
-// multiple of the block: every thread copies as many vectors of a group as the others, but one).
-struct Chunks {
-  int vecs;
-  int per_chunk;
-  int count;
-};
-
-// 1a. Issues every copy of the row's whole vectors into `keys` (element i at keys[i]) and commits
-// one group per chunk. `row` and `keys` are 16-byte aligned.
-template <class Key>
-__device__ __forceinline__ Chunks issue_copies(const Key* row, int len, Key* keys) {
-  Chunks c;
-  c.vecs = len / onchip::KEYS_PER_VEC<Key>;
-  const int per = (c.vecs + CHUNKS - 1) / CHUNKS;
-  c.per_chunk = (per + (int)blockDim.x - 1) / (int)blockDim.x * (int)blockDim.x;
-  c.count = c.per_chunk > 0 ? (c.vecs + c.per_chunk - 1) / c.per_chunk : 0;
-  const Vec16* src = reinterpret_cast<const Vec16*>(row);
-  Vec16* dst = reinterpret_cast<Vec16*>(keys);
-  for (int g = 0; g < c.count; ++g) {
-    const int end = min(c.vecs, (g + 1) * c.per_chunk);
-    for (int v = g * c.per_chunk + (int)threadIdx.x; v < end; v += blockDim.x) copy16_async(dst + v, src + v);
-    commit_copies();
-  }
-  return c;
 }
 
 // One vector of a landed chunk: its bits become keys in place (a 16-byte shared load and store).
@@ -278,102 +208,6 @@ __device__ __forceinline__ RowDigit<T> count_chunks(typename KeyTraits<T>::Key* 
   return digit;
 }
 
-// 1'. A strided row, or one that starts off a 16-byte boundary: the streaming loader (plain
-// loads, several in flight), each run's words stored (HeldRow) and their first digit counted. `hist` is
-// zeroed and visible on entry.
-template <class T>
-__device__ __forceinline__ void load_plain(const T* base, long long col_stride, int len, bool largest, bool nan_first,
-                                           typename KeyTraits<T>::Key* keys, unsigned* hist) {
-  typedef typename KeyTraits<T>::Key Key;
-  const HeldRow<T> held{RawDigit<T>::of_row(largest, nan_first), RowDigit<T>::prefix(), largest, nan_first};
-  stream_row(row_bits(base), col_stride, 0, len, threadIdx.x, blockDim.x, [&](const auto& run) {
-    constexpr int E = CUTOPK_RUN_SIZE(run);
-    onchip::Held<Key> h;
-#pragma unroll
-    for (int e = 0; e < E; ++e)
-      h.k[e] = HeldRow<T>::BITS ? run.bits[e] : KeyTraits<T>::from_bits(run.bits[e], largest, nan_first);
-    onchip::store_held(keys, (int)run.first, run.count, h);
-#pragma unroll
-    for (int e = 0; e < E; ++e) count_key(hist, held.of(h.k[e]), e < run.count, false);
-  });
-}
-
-// Where the candidate pass puts its two kinds of key: winners (keys of bins above t) and
-// candidates (bin t's), each at slots taken from a shared counter (0 on entry).
-template <class Key>
-struct Split {
-  Key* win_key;
-  unsigned* win_idx;
-  int* taken;
-  Key* cand_key;
-  unsigned* cand_idx;
-  int* cands;
-};
-
-// 3a. One pass over the held words: first digit > t wins, == t becomes a candidate (its key made). A 16-byte
-// vector per thread and step; each lane's two counts (winners in the high 16 bits, candidates in
-// the low: at most 32 E each) go through one warp scan, and each warp step takes its slots with
-// one atomicAdd per kind (any order: the ordering step sorts the winners; the candidates carry
-// their indices). No per-key ballot: 8-bit keys, 16 to a vector, would hold 32 ballot words.
-template <class T>
-__device__ __forceinline__ void split_row(const typename KeyTraits<T>::Key* keys, int len, const HeldRow<T>& digit,
-                                          unsigned t, const Split<typename KeyTraits<T>::Key>& out) {
-  typedef typename KeyTraits<T>::Key Key;
-  constexpr int E = onchip::KEYS_PER_VEC<Key>;
-  const int lane = threadIdx.x & 31;
-  for (int v0 = 0; v0 < len; v0 += E * (int)blockDim.x) {
-    const int i = v0 + E * (int)threadIdx.x;
-    const onchip::Held<Key> h = onchip::held_keys(keys, i, len);
-    int count = 0;
-#pragma unroll
-    for (int e = 0; e < E; ++e) {
-      const unsigned d = digit.of(h.k[e]);
-      count += i + e < len && d > t ? 1 << 16 : i + e < len && d == t ? 1 : 0;
-    }
-    int total;
-    const int before = warp_scan(count, &total);
-    if (total == 0) continue;  // the same in the whole warp
-    int up_slot = 0, in_slot = 0;
-    if (lane == 0 && (total >> 16) > 0) up_slot = atomicAdd(out.taken, total >> 16);
-    if (lane == 0 && (total & 0xffff) > 0) in_slot = atomicAdd(out.cands, total & 0xffff);
-    up_slot = __shfl_sync(onchip::FULL, up_slot, 0) + (before >> 16);
-    in_slot = __shfl_sync(onchip::FULL, in_slot, 0) + (before & 0xffff);
-#pragma unroll
-    for (int e = 0; e < E; ++e) {
-      const unsigned d = digit.of(h.k[e]);
-      if (i + e < len && d > t) {
-        out.win_key[up_slot] = digit.key(h.k[e]);
-        out.win_idx[up_slot++] = (unsigned)(i + e);
-      } else if (i + e < len && d == t) {
-        out.cand_key[in_slot] = digit.key(h.k[e]);
-        out.cand_idx[in_slot++] = (unsigned)(i + e);
-      }
-    }
-  }
-}
-
-// 3b. The exact select over `keys` (the candidates, or the whole held row) from bucket `start`
-// (shift = the key's width: every key), by the key's 12-bit prefix digits: refine and choose until
-// the bucket holds just the winners still needed or every bit is resolved (ties). Every thread
-// calls it after a barrier that ends every read of *s; it ends with one, *s then the bucket.
-template <class Key>
-__device__ __forceinline__ void resolve_bucket(const Key* keys, int len, onchip::Bucket start, unsigned* hist,
-                                               onchip::Bucket* s, int* scan) {
-  if (threadIdx.x == 0) *s = start;
-  __syncthreads();
-  while (true) {
-    const onchip::Bucket b = *s;  // the same in every thread
-    if (b.count == b.needed || b.shift == 0) return;
-    const int bits = b.shift < onchip::DIGIT_BITS ? b.shift : onchip::DIGIT_BITS;
-    onchip::refine(keys, len, b, bits, hist);  // its first barrier: every thread has read *s
-    onchip::choose_bin(hist, bits, s, scan);
-    // choose_bin lowers the shift whenever the bucket holds its `needed` keys; a start bucket
-    // that claimed bits its keys do not share would leave it as it was: stop (a wrong answer the
-    // tests see) rather than loop for ever.
-    if (s->shift == b.shift) return;
-  }
-}
-
 // The shared scalars of a block: the bucket, the block scans' scratch, the slot counters.
 struct Block {
   onchip::Bucket* bucket;
@@ -474,13 +308,13 @@ block_row_topk(const T* __restrict__ in, long long rows, long long n, long long 
   if (copied) {
     held.digit = count_chunks<T>(l.keys, chunks, largest, nan_first, l.hist, s_range);  // publishes the zeros
     if (tail < len) {
-      const Key word = HeldRow<T>::BITS ? tail_bits : KeyTraits<T>::from_bits(tail_bits, largest, nan_first);
+      const Key word = held.stored(tail_bits);
       l.keys[tail] = word;
       count_key(l.hist, held.of(word), true, false);
     }
   } else {
     __syncthreads();
-    load_plain(base, col_stride, len, largest, nan_first, l.keys, l.hist);
+    load_plain(base, col_stride, len, held, l.keys, l.hist);
   }
   __syncthreads();
   if (len > k && k > 0) {

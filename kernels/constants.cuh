@@ -56,7 +56,8 @@
 // a longer one takes the block's bitonic sort of all the winners.
 #define CUTOPK_ORDER_DIGIT_BITS 11
 #define CUTOPK_ORDER_WARP_SORT 256
-// cluster: blocks per row (a thread-block cluster, sm_90): 8, CUDA's portable cluster size.
+// cluster: the most blocks per row (a thread-block cluster, sm_90): 8, CUDA's portable cluster
+// size; the family compiles clusters of 8, 4 and 2 and picks one by the rows.
 #define CUTOPK_CLUSTER_BLOCKS 8
 // streaming: threads per block, the stages of its ring of asynchronous copies, and the 16-byte
 // vectors each thread copies per stage (a stage is THREADS x THREAD_VECS x 16 bytes: 16 KB).

@@ -78,6 +78,9 @@ ON_CHIP = re.compile(r"^(resident_topk|split_topk|cluster_topk|block_row_topk)_[
 # Kernels that copy a row into shared memory asynchronously at entry (kernels/async_copy.cuh:
 # cp.async, LDGSTS in SASS) on sm_80 and later, so that every load of the row is in flight at once.
 ASYNC_COPY = re.compile(r"^block_row_topk_[a-z]")
+# The same from sm_90 (kernels/cluster.cu: its builds before sm_90 trap, thread-block clusters
+# being sm_90's), every slice copied at entry.
+ASYNC_COPY_SM90 = re.compile(r"^cluster_topk_[a-z]")
 ASYNC_COPY_OP = re.compile(r"^LDGSTS\b")
 WARP_VOTE = re.compile(r"^(VOTE|MATCH)\b")
 # Kernels that filter a row through a ring of asynchronous copies (kernels/streaming.cu), and what
@@ -414,6 +417,7 @@ def check(
     selection=SELECTION,
     async_copy=ASYNC_COPY,
     ringed=RINGED,
+    async_copy_sm90=ASYNC_COPY_SM90,
     counting_reference: dict[str, float] | None = None,
 ) -> list[Finding]:
     found = []
@@ -446,10 +450,9 @@ def check(
         if filtered.search(name):
             found += _filter_findings(arch, name, code, min_loads)
         if (
-            async_copy.search(name)
-            and _arch_number(arch) >= 80
-            and not any(ASYNC_COPY_OP.match(t) for _, _, t in code)
-        ):
+            (async_copy.search(name) and _arch_number(arch) >= 80)
+            or (async_copy_sm90.search(name) and _arch_number(arch) >= 90)
+        ) and not any(ASYNC_COPY_OP.match(t) for _, _, t in code):
             found.append(
                 Finding(arch, name, "no asynchronous copy (LDGSTS, cp.async) of the row into shared memory")
             )

@@ -281,8 +281,7 @@ def steps() -> tuple[LeaseStep, ...]:
             "M3.csv",
             50.0,
             "stated: as M3 (40 s) for the match A/B (CUTOPK_COUNT_WITH_MATCH, the count-atomics branch's "
-            "switch: the kernels honour it), and a tenth of it for merge_bins (the cluster family alone, 3 "
-            "shapes); the others not built",
+            "switch: the kernels honour it); the others not built",
             (("python3", "benchmarks/gpu/phase_clocks.py", "--variants", "--append", "--out", "{file}"),),
             90.0,
         ),

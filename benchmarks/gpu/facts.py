@@ -62,10 +62,29 @@ def device() -> None:
     clusters(a.get("MaxSharedMemoryPerBlockOptin", 0))
 
 
+def _shapes(optin: int) -> list[tuple[int, str, int]]:
+    """(cluster size, what, shared bytes) of the occupancy queries: each size at the shared memory
+    of the cluster family's rows of ROW_LENGTHS (K = 50, float32) on a device of ``optin`` bytes
+    opt-in, and at the opt-in maximum."""
+    from cutopk.cuda import dispatch
+    from cutopk.cuda.families import cluster
+
+    device = dispatch.Device(shared_bytes=dispatch.shared_limit(48 * 1024, optin), clusters=True)
+    out = []
+    for blocks in cluster.SIZES:
+        for n in ROW_LENGTHS:
+            shared = cluster.shared_bytes(n, 50, 4, blocks, device)
+            if shared is not None:
+                out.append((blocks, f"1x{n} k=50", shared))
+        out.append((blocks, "opt-in maximum", optin))
+    return out
+
+
 def clusters(optin: int) -> None:
-    """cuOccupancyMaxActiveClusters for cluster_topk (its cluster shape is compiled in: CLUSTER_BLOCKS)
-    at the shared memory of the cluster family's rows of ROW_LENGTHS (K = 50, float32) and at the
-    opt-in maximum, through cuda-bindings' driver API on CuPy's function handle."""
+    """cuOccupancyMaxActiveClusters for each of cluster_topk's entry points (its cluster shape is
+    compiled in: one entry point per size of cluster.SIZES) at the shared memory of the cluster
+    family's rows of ROW_LENGTHS and at the opt-in maximum, through cuda-bindings' driver API on
+    CuPy's function handle: the counts ``Device.active_clusters`` would hold."""
     try:
         import cupy
         from cuda.bindings import driver as drv
@@ -74,46 +93,41 @@ def clusters(optin: int) -> None:
         return
     import cutopk
     from cutopk.cuda import launcher
-    from cutopk.cuda.families import cluster
 
     try:
         cutopk.top_k(cupy.arange(65536, dtype=cupy.float32), 50, algorithm="cluster")  # builds the module
-        fn = drv.CUfunction(launcher.kernel_module("cuda", "float").get_function("cluster_topk_float32").ptr)
     except Exception as exc:  # noqa: BLE001 - a fact not read is said, the lease goes on
         print(
             f"clusters that fit: not read, the cluster kernel did not build or run ({type(exc).__name__}: {exc})"
         )
         return
     sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
-    sizes = [(f"1x{n} k=50", cluster.shared_bytes(n, 50, 4)) for n in ROW_LENGTHS] + [
-        ("opt-in maximum", optin)
-    ]
-    for what, shared in sizes:
+    for blocks, what, shared in _shapes(optin):
         try:
+            name = f"cluster_topk_float32_blocks{blocks}"
+            fn = drv.CUfunction(launcher.kernel_module("cuda", "float").get_function(name).ptr)
             (err,) = drv.cuFuncSetAttribute(
                 fn, drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, optin
             )
             cfg = drv.CUlaunchConfig()
-            cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = cluster.BLOCKS * sms, 1, 1
-            cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = 512, 1, 1
+            cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = blocks * sms, 1, 1
+            cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = 1024, 1, 1
             cfg.sharedMemBytes = shared
             err, count = drv.cuOccupancyMaxActiveClusters(fn, cfg)
             print(
-                f"clusters of {cluster.BLOCKS} blocks, {shared} B shared each ({what}): {count} fit at once ({err})"
+                f"clusters of {blocks} blocks, {shared} B shared each ({what}): {count} fit at once ({err})"
             )
         except Exception as exc:  # noqa: BLE001 - a fact not read is said, the lease goes on
-            print(f"clusters ({what}): not read ({type(exc).__name__}: {exc})")
+            print(f"clusters of {blocks} ({what}): not read ({type(exc).__name__}: {exc})")
 
 
 def main(argv=None) -> int:
     dry = "--dry-run" in (argv if argv is not None else sys.argv[1:])
     if dry:
-        from cutopk.cuda.families import cluster
-
-        shared = ", ".join(f"1x{n} k=50: {cluster.shared_bytes(n, 50, 4)} B" for n in ROW_LENGTHS)
+        shapes = ", ".join(f"{b} blocks at {what}: {shared} B" for b, what, shared in _shapes(227 * 1024))
         print(
             f"would run: nvidia-smi --query-gpu={SMI} --format=csv; CuPy's device attributes; "
-            f"cuOccupancyMaxActiveClusters for cluster_topk ({cluster.BLOCKS} blocks) at {shared} and the opt-in maximum"
+            f"cuOccupancyMaxActiveClusters for cluster_topk ({shapes}; an H100's opt-in shown)"
         )
         return 0
     smi()

@@ -64,12 +64,6 @@ VARIANTS = (  # (name, switch, what it changes, the families it changes)
         "1024 threads per block",
         ("resident", "cluster", "split"),
     ),
-    (
-        "merge_bins_unrolled",
-        "CUTOPK_MERGE_BINS_UNROLLED",
-        "merge_bins unrolled over its constant cluster size",
-        ("cluster",),
-    ),
 )
 FIELDS = (
     "variant",

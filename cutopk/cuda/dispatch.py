@@ -159,14 +159,20 @@ class Device:
     opt-in maximum where the device has one, e.g. 223 KB on an H100, else 48 KB). The launcher
     opts a kernel in before a launch that asks for more than 48 KB. ``clusters``: whether the
     device runs thread-block clusters (sm_90 and later; the "cluster" family needs them). Off
-    unless the device says so (the simulator's device has them). ``table``: the measured dispatch
-    table for this device (None: the hand rules alone).
+    unless the device says so (the simulator's device has them). ``active_clusters``: pairs
+    (cluster size in blocks, clusters of that size resident at once at one block per SM), as
+    ``cudaOccupancyMaxActiveClusters`` reports them; a size not listed (none is, today: CuPy
+    exposes no such call, benchmarks/gpu/facts.py reads it on a lease) is estimated as the SMs
+    divided by the size (families/cluster.py's ``clusters_that_fit``); last, so that the fields
+    before keep their places. ``table``: the measured dispatch table for this device (None: the
+    hand rules alone).
     """
 
     sm_count: int = 132
     shared_bytes: int = SHARED_BYTES
     clusters: bool = False  # thread-block clusters (compute capability 9.0 or later)
     table: DispatchTable | None = None
+    active_clusters: tuple[tuple[int, int], ...] = ()
 
 
 def shared_limit(per_block: int, opt_in: int) -> int:

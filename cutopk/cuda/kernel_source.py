@@ -213,8 +213,11 @@ def _entry(family: str, kernel: str, info: _dtypes.DtypeInfo, value: int | None)
     template_args = ", ".join(p for _, p in decl.template)
     # A kernel of thread-block clusters (a family's CLUSTER_BLOCKS) names its cluster shape at
     # compile time, as a plain launch (CuPy's) requires; sm_90 only (NVRTC refuses it before), and
-    # the simulator (no __CUDA_ARCH__) reads it from the text.
+    # the simulator (no __CUDA_ARCH__) reads it from the text. The shape is a number of blocks, or
+    # the name of the kernel's second template parameter: each entry point's value of it.
     blocks = getattr(_MODULES[family], "CLUSTER_BLOCKS", {}).get(kernel)
+    if isinstance(blocks, str):
+        blocks = value if rest and rest[0][1] == blocks else None
     cluster = (
         f"#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900\n    __cluster_dims__({blocks}, 1, 1)\n#endif\n"
         if blocks

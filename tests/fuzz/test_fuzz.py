@@ -79,7 +79,7 @@ def fuzz_cases(draw, max_n):
     return x, k, kwargs
 
 
-# A forced "cluster" simulates 8 blocks of 512 threads per row (about 40 ms a row on the CPU
+# A forced "cluster" simulates up to 8 blocks of 1024 threads per row (tens of ms a row on the CPU
 # simulator, 15x the other families): the fuzzer forces it on batches of at most this many rows
 # only. tests/gpu/test_cluster.py covers the family's dtypes, ties and layouts exhaustively.
 CLUSTER_MAX_ROWS = 4

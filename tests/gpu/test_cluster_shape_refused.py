@@ -15,9 +15,10 @@ def test_a_launch_with_another_cluster_shape_than_compiled_is_refused():
     if why := sim_unavailable_reason():
         pytest.skip(why)
     module = launcher._build_family("sim", "float", "cluster")  # built once per process
-    ((name, dims),) = module.cluster_dims.items()
-    assert dims == (_cluster.BLOCKS, 1, 1)
+    dims = module.cluster_dims
+    assert sorted(dims.values()) == [(b, 1, 1) for b in sorted(_cluster.SIZES)]  # an entry point each
+    name = next(n for n, d in dims.items() if d == (8, 1, 1))
     with pytest.raises(
         ValueError, match=rf"^kernel '{name}' is compiled for clusters \(8, 1, 1\), launched with \(4,\)$"
     ):
-        module.get_function(name)((8,), (512,), (), cluster=(4,))
+        module.get_function(name)((8,), (1024,), (), cluster=(4,))

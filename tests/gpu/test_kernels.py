@@ -139,7 +139,7 @@ def test_hard_inputs(backend, dist, algorithm, monkeypatch):
     n = 200 if algorithm == "warp_row" else 2000
     k = {"warp_row": 20, "warp_radix": 100, "thread_row": 8}.get(algorithm, 150)
     dtypes = ("float32", "float16", "int8", "uint64", "float64") if FULL else ("float32", "float16", "int64")
-    # A forced cluster simulates 8 blocks of 512 threads a row (15x another family's time): one
+    # A forced cluster simulates up to 8 blocks of 1024 threads a row (many times another family's time): one
     # row of it here, the row's values being the point; tests/gpu/test_cluster.py and the
     # extents matrices run it on batches.
     rows = 1 if algorithm == "cluster" and not FULL else 2

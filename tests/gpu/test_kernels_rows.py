@@ -23,15 +23,16 @@ GPU_BACKENDS = [p for p in BACKEND_PARAMS if p.values[0] != "numpy"]
 H100_SHARED = _dispatch.shared_limit(48 * 1024, 227 * 1024)  # 227 KB opt-in, less the reserve
 
 
-def use_device(monkeypatch, backend, shared_bytes):
-    """Plans and launches see a device with ``shared_bytes`` of dynamic shared memory per block.
-    On the simulator every launch must then have opted in to what it asks beyond 48 KB, as CUDA
-    requires (the simulator itself does not check the kernel attribute)."""
+def use_device(monkeypatch, backend, shared_bytes, **facts):
+    """Plans and launches see a device with ``shared_bytes`` of dynamic shared memory per block
+    (and the other ``Device`` fields in ``facts``: clusters, SMs). On the simulator every launch
+    must then have opted in to what it asks beyond 48 KB, as CUDA requires (the simulator itself
+    does not check the kernel attribute)."""
     if backend == "cuda":
         real = _launcher._device_facts("cuda", _launcher._device_id("cuda"))
         if real.shared_bytes < shared_bytes:
             pytest.skip(f"this GPU allows {real.shared_bytes} bytes of shared memory, not {shared_bytes}")
-    device = _dispatch.Device(shared_bytes=shared_bytes)
+    device = _dispatch.Device(shared_bytes=shared_bytes, **facts)
     monkeypatch.setattr(_device, "device_facts", lambda target, dev: device)
     _call.CACHE.clear()  # plans made for the real device must not serve calls after the patch
     if backend == "sim":

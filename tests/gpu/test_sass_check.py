@@ -414,6 +414,12 @@ def test_a_row_copied_without_cp_async_fails(planted):
 
     assert any("no asynchronous copy" in p for p in problems("copy_plain")), problems("copy_plain")
     assert problems("copy_async") == []
+    # The cluster family's rule holds from sm_90 only (its earlier builds trap): the sm_80 code
+    # passes it, the same code labelled sm_90 fails it.
+    ((arch, _), code) = next((key, c) for key, c in planted.items() if key[1] == "copy_plain")
+    for label, wanted in ((arch, False), ("sm_90", True)):
+        found = check_sass.check({(label, "copy_plain"): code}, async_copy_sm90=re.compile(r"^copy_"))
+        assert any("no asynchronous copy" in f.problem for f in found) == wanted, (label, found)
 
 
 def test_the_rules_name_the_entry_points_of_the_streaming_kernels():
@@ -441,6 +447,7 @@ def test_the_rules_name_the_entry_points_of_the_streaming_kernels():
             base in ("resident_topk", "split_topk", "cluster_topk", "block_row_topk")
         ), name
         assert bool(check_sass.ASYNC_COPY.search(name)) == (base == "block_row_topk"), name
+        assert bool(check_sass.ASYNC_COPY_SM90.search(name)) == (base == "cluster_topk"), name
         assert bool(check_sass.RINGED.search(name)) == (base == "streaming_topk"), name
 
 

@@ -19,6 +19,7 @@ from test_kernels_rows import H100_SHARED, use_device
 import cutopk
 from cutopk import sim
 from cutopk.cuda import dispatch as _dispatch
+from cutopk.cuda.families import cluster as _cluster
 from cutopk.cuda.families import streaming as _streaming
 
 GPU_BACKENDS = [p for p in BACKEND_PARAMS if p.values[0] != "numpy"]
@@ -145,14 +146,16 @@ def test_candidates_hold_the_expected_count_with_a_margin():
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
 def test_long_llm_rows_take_one_launch_and_one_read_on_an_h100(monkeypatch, dtype):
     """Issue 52's CPU target: on an H100's facts every LLM and indexer row of 65536-262144 (1-256
-    rows, K 1-2048) takes one launch moving at most 1.05 x its input and outputs (streaming for
-    many rows, cluster or block_row for few)."""
+    rows, K 1-2048) takes one launch moving at most 1.05 x its input and outputs: streaming for 32
+    rows and more, and for the fewer rows cluster (or block_row where one block holds the row),
+    its clusters filling the GPU: 8 blocks a row up to the 16 clusters of 8 that fit on 132 SMs
+    at once, 4 beyond (one wave of 33) where a quarter of the row fits a block's shared memory."""
     from support.inputs import dtype_of
 
     monkeypatch.setattr(cutopk.cuda.device, "device_facts", lambda target, dev: H100)
     np_dtype = dtype_of(dtype)
     families = set()
-    for rows in (1, 4, 16, 64, 256):
+    for rows in (1, 2, 4, 8, 16, 17, 24, 31, 32, 64, 256):
         for n in (65536, 128256, 131072, 151936, 262144):
             for k in (1, 50, 256, 1024, 2048):
                 x = np.empty((rows, n), np_dtype)
@@ -160,4 +163,14 @@ def test_long_llm_rows_take_one_launch_and_one_read_on_an_h100(monkeypatch, dtyp
                 io = x.nbytes + rows * k * (x.itemsize + 8)
                 assert p.launch_count == 1 and p.global_bytes <= 1.05 * io, (rows, n, k, p)
                 families.add(p.algorithm)
-    assert "streaming" in families and families <= {"streaming", "cluster", "block_row", "resident"}, families
+                if rows < _dispatch.STREAMING_MIN_ROWS:
+                    assert p.algorithm in ("cluster", "block_row"), (rows, n, k, p)
+                else:
+                    assert p.algorithm == "streaming", (rows, n, k, p)
+                if p.algorithm == "cluster":  # 8 blocks a row while 16 fit at once, then 4 where they fit
+                    quarter_fits = _cluster.shared_bytes(n, k, x.itemsize, 4, H100) is not None
+                    want = 4 if rows > 16 and quarter_fits else 8
+                    assert p.params["cluster"] == want, (rows, n, k, p)
+    assert (
+        families == {"streaming", "cluster", "block_row"} if dtype == "float16" else {"streaming", "cluster"}
+    )

@@ -1,7 +1,11 @@
 """Thread-block clusters on the simulator (cutopk/sim/runtime/sim_cluster.h): the cluster shape
 given at launch, cluster.sync(), distributed shared memory through map_shared_rank, and the
 faults of its misuse (a rank outside the cluster, a map of memory that is not shared, reading the
-shared memory of a block that has exited, a cluster.sync() some threads never reach)."""
+shared memory of a block that has exited, a cluster.sync() some threads never reach), and the
+barrier split into barrier_arrive() and barrier_wait() with the patterns of kernels/cluster.cu
+(counts reduced by owner, results pushed into rank 0 by blocks that then arrive and leave) and
+their misuse (a block that arrives, leaves and is read afterwards; a second arrival before the
+wait; a wait without an arrival)."""
 
 from __future__ import annotations
 
@@ -82,6 +86,74 @@ extern "C" __global__ void read_after_exit(int* out) {
   out[threadIdx.x] = other[threadIdx.x];
 }
 
+// kernels/cluster.cu's patterns: every block counts into its bins; block r owns bins
+// [r B / n, (r + 1) B / n), sums them over every block and stores the sums into every block; the
+// blocks other than 0 then push their sum of the totals into rank 0, arrive and leave, rank 0
+// waits and writes what it was sent.
+extern "C" __global__ void owner_reduce_and_push(int* out) {
+  __shared__ unsigned hist[64];
+  __shared__ unsigned total[64];
+  __shared__ unsigned sent[8];
+  cg::cluster_group cluster = cg::this_cluster();
+  const unsigned rank = cluster.block_rank(), n = cluster.num_blocks();
+  hist[threadIdx.x] = rank + threadIdx.x;
+  cluster.sync();
+  if (threadIdx.x >= rank * 64 / n && threadIdx.x < (rank + 1) * 64 / n) {
+    unsigned sum = 0;
+    for (unsigned r = 0; r < n; ++r) sum += cluster.map_shared_rank(hist, r)[threadIdx.x];
+    for (unsigned r = 0; r < n; ++r) cluster.map_shared_rank(total, r)[threadIdx.x] = sum;
+  }
+  cluster.sync();
+  if (threadIdx.x == 0) {
+    unsigned all = 0;
+    for (int d = 0; d < 64; ++d) all += total[d];
+    cluster.map_shared_rank(sent, 0)[rank] = all;
+  }
+  cluster.barrier_arrive();
+  if (rank != 0) return;  // no block reads this one's memory any more
+  cluster.barrier_wait();
+  if (threadIdx.x < n) out[blockIdx.x / n * 8 + threadIdx.x] = (int)sent[threadIdx.x];
+}
+
+// The owner's loop over one rank too many.
+extern "C" __global__ void owner_rank_outside(int* out) {
+  __shared__ unsigned hist[64];
+  cg::cluster_group cluster = cg::this_cluster();
+  hist[threadIdx.x] = 1;
+  cluster.sync();
+  unsigned sum = 0;
+  for (unsigned r = 0; r <= cluster.num_blocks(); ++r) sum += cluster.map_shared_rank(hist, r)[threadIdx.x];  // BUG
+  cluster.sync();
+  out[threadIdx.x] = (int)sum;
+}
+
+// Counts read (pulled) from the earlier block, which has arrived and left meanwhile.
+extern "C" __global__ void pull_after_leave(int* out) {
+  __shared__ unsigned count;
+  cg::cluster_group cluster = cg::this_cluster();
+  count = 5;
+  cluster.sync();
+  cluster.barrier_arrive();
+  if (cluster.block_rank() == 0) return;  // BUG: rank 1 reads this block's count below
+  cluster.barrier_wait();
+  for (int i = 0; i < 4; ++i) __syncthreads();  // rank 0 has exited by now
+  out[threadIdx.x] = (int)*cluster.map_shared_rank(&count, 0);
+}
+
+extern "C" __global__ void arrive_twice(int* out) {
+  cg::cluster_group cluster = cg::this_cluster();
+  cluster.barrier_arrive();
+  cluster.barrier_arrive();  // BUG: the first arrival's wait is missing
+  cluster.barrier_wait();
+  out[0] = 1;
+}
+
+extern "C" __global__ void wait_without_arrival(int* out) {
+  cg::cluster_group cluster = cg::this_cluster();
+  cluster.barrier_wait();  // BUG: no arrival before it
+  out[0] = 1;
+}
+
 extern "C" __global__ void sync_skipped(int* out) {
   cg::cluster_group cluster = cg::this_cluster();
   if (cluster.block_rank() == 1) return;  // BUG: these threads never reach the cluster barrier
@@ -149,6 +221,10 @@ def test_without_a_cluster_each_block_is_its_own(module):
         ("not_shared", 0, ["not in this block's shared memory"]),
         ("map_after_exit", 0, ["block rank 0", "which has exited"]),
         ("read_after_exit", 256, ["after it exited", "cluster rank 0", "block (0,0,0)"]),
+        ("owner_rank_outside", 0, ["block rank 2, outside the cluster of 2 blocks"]),
+        ("pull_after_leave", 0, ["which has exited"]),
+        ("arrive_twice", 0, ["barrier_arrive() again before the barrier_wait()"]),
+        ("wait_without_arrival", 0, ["barrier_wait() without a barrier_arrive()"]),
     ],
 )
 def test_cluster_misuse_faults(module, kernel, shared, words):
@@ -164,6 +240,20 @@ def test_cluster_misuse_faults(module, kernel, shared, words):
     ok = np.zeros(2 * 64, np.int32)
     module.get_function("exchange")((2,), (64,), (ok, counts), shared_mem=256, cluster=(2,))
     assert list(counts) == [2]
+
+
+@pytest.mark.parametrize("cluster", [2, 4, 8])
+@pytest.mark.parametrize("seed", [0, 3])
+def test_counts_reduced_by_owner_and_pushed_into_rank_0(cluster, seed):
+    # The blocks other than 0 arrive and leave before rank 0 waits: their arrivals complete the
+    # barrier all the same, and nothing reads their memory after it.
+    mod = sim.RawModule(code=SOURCE, seed=seed, block_seed=seed)
+    blocks = 2 * cluster
+    out = np.full(8 * (blocks // cluster), -1, np.int32)
+    mod.get_function("owner_reduce_and_push")((blocks,), (64,), (out,), cluster=(cluster,))
+    for c in range(blocks // cluster):
+        total = sum(r + d for r in range(cluster) for d in range(64))
+        assert list(out[8 * c : 8 * c + cluster]) == [total] * cluster
 
 
 def test_a_cluster_barrier_that_some_threads_never_reach(module):

@@ -6,8 +6,10 @@
 // cooperative_groups that cluster code uses, defined here in place of CUDA's header (whose
 // device code does not compile in host mode):
 //   cg::this_cluster(): block_rank(), num_blocks(), dim_blocks(), block_index(), thread_rank(),
-//   num_threads(), sync(), map_shared_rank(pointer, rank).
-// Faults (ClusterError in Python): a rank outside the cluster, a pointer that is not in this
+//   num_threads(), sync(), barrier_arrive() and barrier_wait() (sync() in two halves: work may go
+//   between them, and a block may leave after its arrival), map_shared_rank(pointer, rank).
+// Faults (ClusterError in Python): a second barrier_arrive() before the wait of the first, a
+// barrier_wait() without an arrival, a rank outside the cluster, a pointer that is not in this
 // block's shared memory, and any access to the shared memory of a block that has exited (its
 // pages are made inaccessible until its whole cluster is done, so even a pointer mapped earlier
 // faults). A cluster.sync() that some thread of the cluster never reaches (it exited) is a
@@ -27,8 +29,11 @@ inline Block& cluster_block(unsigned rank) {
   return g_launch.blocks[b->slot - b->rank + rank];
 }
 
-// cluster.sync(): waits for every thread of the cluster's blocks.
+// cluster.sync(): waits for every thread of the cluster's blocks; split into its arrival and
+// its wait by barrier_arrive() and barrier_wait().
 void cluster_sync_impl(int line);
+void cluster_arrive_impl(int line, bool sync);
+void cluster_wait_impl(int line);
 
 // `addr` (in this block's static or dynamic shared memory) at the same offset in the shared
 // memory of the cluster's block `rank`.
@@ -40,7 +45,14 @@ void* map_shared_rank_impl(const void* addr, unsigned rank, int line);
 namespace cooperative_groups {
 
 struct cluster_group {
+  struct arrival_token {};
   void sync(int line = __builtin_LINE()) const { ::cutopk_sim::cluster_sync_impl(line); }
+  arrival_token barrier_arrive(int line = __builtin_LINE()) const {
+    ::cutopk_sim::cluster_arrive_impl(line, false);
+    return arrival_token{};
+  }
+  void barrier_wait(int line = __builtin_LINE()) const { ::cutopk_sim::cluster_wait_impl(line); }
+  void barrier_wait(arrival_token&&, int line = __builtin_LINE()) const { ::cutopk_sim::cluster_wait_impl(line); }
   unsigned block_rank() const { return ::cutopk_sim::cur()->block->rank; }
   unsigned num_blocks() const { return ::cutopk_sim::g_launch.cluster_size; }
   dim3 dim_blocks() const { return ::cutopk_sim::g_launch.cluster; }

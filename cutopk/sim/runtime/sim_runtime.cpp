@@ -134,23 +134,36 @@ void resolve_warp(Block* b, unsigned warp, unsigned mask, int line) {
 
 // ---- thread-block clusters (sim_cluster.h) ----
 
-void cluster_sync_impl(int line) {
+// cluster.barrier_arrive(): this thread's arrival in the cluster barrier's open phase; the last
+// of the cluster's threads to arrive completes the phase and lets every waiting thread go. A
+// second arrival before the wait of the first is misuse (CUDA leaves it undefined). `sync`: the
+// arrival of a cluster.sync(), whose call sites must agree within a phase (barrier divergence);
+// split arrivals may come from different lines (the kernel chose them).
+void cluster_arrive_impl(int line, bool sync) {
   Launch& L = g_launch;
   Fiber* f = cur();
   Block* b = f->block;
   ClusterBarrier& c = L.cluster_barriers[b->slot / L.cluster_size];
+  if (f->cluster_arrived)
+    fault(E_CLUSTER, line,
+          "cluster barrier_arrive() again before the barrier_wait() of its arrival at line %d -- cluster misuse",
+          f->line);
   if (c.arrived == 0) {
     c.line = line;
-  } else if (c.line != line) {
+    c.sync = sync;
+  } else if (sync && c.sync && c.line != line) {
     fault(E_BARRIER, line,
           "cluster.sync() here while %u threads of the cluster wait at the cluster.sync() at line %d -- barrier "
           "divergence",
           c.arrived, c.line);
   }
   f->line = line;
-  f->state = AT_CLUSTER;
+  f->cluster_arrived = true;
+  f->cluster_phase = c.phase;
   if (++c.arrived == L.cluster_size * L.nthreads) {
-    // The last thread of the cluster to arrive lets every thread of every block go and carries on.
+    // The phase is complete: every thread of every block waiting on it goes on.
+    ++c.phase;
+    c.arrived = 0;
     for (unsigned r = 0; r < L.cluster_size; ++r) {
       Block& other = cluster_block(r);
       for (unsigned i = 0; i < L.nthreads; ++i) {
@@ -158,11 +171,28 @@ void cluster_sync_impl(int line) {
         if (g.state == AT_CLUSTER) g.state = RUNNABLE;
       }
     }
-    c.arrived = 0;
     progressed();
-  } else {
-    to_scheduler();
   }
+}
+
+// cluster.barrier_wait(): returns once the phase of this thread's arrival has completed (at once
+// if it has). A wait without an arrival before it is misuse.
+void cluster_wait_impl(int line) {
+  Launch& L = g_launch;
+  Fiber* f = cur();
+  ClusterBarrier& c = L.cluster_barriers[f->block->slot / L.cluster_size];
+  if (!f->cluster_arrived)
+    fault(E_CLUSTER, line, "cluster barrier_wait() without a barrier_arrive() before it -- cluster misuse");
+  f->cluster_arrived = false;
+  if (c.phase != f->cluster_phase) return;
+  f->line = line;
+  f->state = AT_CLUSTER;
+  to_scheduler();
+}
+
+void cluster_sync_impl(int line) {
+  cluster_arrive_impl(line, true);
+  cluster_wait_impl(line);
 }
 
 // `addr` (in this block's static or dynamic shared memory) at the same offset in the shared

@@ -157,6 +157,10 @@ struct Fiber {
   // Asynchronous copies: those not completed, in the order issued, and the groups committed.
   std::vector<PendingCopy> copies;
   unsigned groups = 0;
+  // Thread-block clusters: arrived at the cluster barrier (barrier_arrive) and not yet waited,
+  // and the phase of that arrival.
+  bool cluster_arrived = false;
+  unsigned cluster_phase = 0;
 };
 
 struct Block {
@@ -180,6 +184,8 @@ struct Block {
 struct ClusterBarrier {
   unsigned arrived = 0;
   int line = 0;
+  unsigned phase = 0;  // phases completed: a thread's wait returns once its arrival's phase has
+  bool sync = false;   // whether the phase's first arrival was a cluster.sync() (its line checked)
 };
 
 #ifdef CUTOPK_SIM_ASAN

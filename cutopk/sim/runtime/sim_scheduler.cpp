@@ -151,6 +151,7 @@ void start_block(Block& b, size_t slot, uint3 idx, unsigned first, bool poison) 
     f.mask = 0;
     f.copies.clear();
     f.groups = 0;
+    f.cluster_arrived = false;
     prepare_fiber(f, f.stack);
   }
 }
