@@ -293,6 +293,7 @@ CUTOPK_KERNEL(sizeof(T) <= 2 ? CUTOPK_BLOCK_ROW_8BIT_THREADS : CUTOPK_BLOCK_ROW_
 cluster_topk(const T* __restrict__ in, long long rows, long long n, long long row_stride, long long col_stride,
              const long long* __restrict__ extents, int rows_kind, int k, int largest, int nan_first, int by_index,
              int slice, int cap, T* __restrict__ out_vals, void* __restrict__ out_idx, int index_bytes) {
+  static_assert(BLOCKS <= CUTOPK_CLUSTER_BLOCKS, "the family's sizes are at most the portable cluster size");
 #if CUTOPK_CLUSTER_SUPPORTED
   CUTOPK_PHASE(0, entry);
   typedef typename KeyTraits<T>::Key Key;
@@ -340,8 +341,8 @@ cluster_topk(const T* __restrict__ in, long long rows, long long n, long long ro
     }
   } else {
     __syncthreads();
-    load_plain(base + first * col_stride, col_stride, mine, KeyedRow<T>{RowDigit<T>::prefix(), largest, nan_first},
-               l.keys, l.hist);
+    load_plain(base + first * col_stride, col_stride, mine,
+               KeyedRow<T>{RowDigit<T>::prefix(), largest != 0, nan_first != 0}, l.keys, l.hist);
   }
   __syncthreads();
   CUTOPK_PHASE(1, load);

@@ -10,7 +10,8 @@
 #include "radix_digit.cuh"
 #include "multiblock_state.cuh"
 
-namespace cutopk::multiblock {
+namespace cutopk {
+namespace multiblock {
 
 // Adds `key`'s digit (the bits [low, low + width) as `mask` keeps them) to hist when `counted`.
 // `aggregate`: see count_key (radix_digit.cuh; the top digit, where many keys share their top bits).
@@ -204,4 +205,5 @@ __device__ __forceinline__ void count_and_stage(const Row<T>& r, const Pass<T>& 
   });
 }
 
-}  // namespace cutopk::multiblock
+}  // namespace multiblock
+}  // namespace cutopk

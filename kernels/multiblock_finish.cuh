@@ -13,7 +13,8 @@
 #include "multiblock_state.cuh"
 #include "multiblock_gather.cuh"
 
-namespace cutopk::multiblock {
+namespace cutopk {
+namespace multiblock {
 
 // The end of a block's pass: its ties at the threshold (`ties`, when `count_ties`) and digit counts
 // added to the row's, then its arrival ticket. Returns whether it is the row's last block to
@@ -213,4 +214,5 @@ __device__ __forceinline__ void finish_pass(const Args<T>& a, const Pass<T>& p, 
   }
 }
 
-}  // namespace cutopk::multiblock
+}  // namespace multiblock
+}  // namespace cutopk

@@ -8,7 +8,8 @@
 #include "radix_digit.cuh"
 #include "multiblock_state.cuh"
 
-namespace cutopk::multiblock {
+namespace cutopk {
+namespace multiblock {
 
 // `count` pairs of a buffer, as the finishing block reads them (through L2).
 template <class Key>
@@ -291,4 +292,5 @@ __device__ __forceinline__ void gather_last_digit(const Row<T>& input, const Sta
   }
 }
 
-}  // namespace cutopk::multiblock
+}  // namespace multiblock
+}  // namespace cutopk

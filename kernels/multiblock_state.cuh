@@ -9,7 +9,8 @@
 #include "key_traits.cuh"
 #include "row_extent.cuh"
 
-namespace cutopk::multiblock {
+namespace cutopk {
+namespace multiblock {
 
 // A position in a row, as the candidate, bucket and winners' buffers hold it: 32 bits, since rows
 // are shorter than 2^32 (and the winners' padding takes its slot number: see pad_winners): 8-byte
@@ -288,4 +289,5 @@ __device__ __forceinline__ bool goes_direct(const State& f, long long direct) {
   return direct > 0 && last_next && f.source == ON_CANDIDATES && f.staging == NO_THRESHOLD && f.bucket <= direct;
 }
 
-}  // namespace cutopk::multiblock
+}  // namespace multiblock
+}  // namespace cutopk

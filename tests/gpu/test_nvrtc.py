@@ -201,9 +201,9 @@ def test_a_build_missing_from_the_disassembly_or_no_cuobjdump_fails(tmp_path, mo
 
 
 def _mb_state_block(source: str) -> str:
-    # multiblock::State, its enums and its layout checks: plain C++ from multiblock.cu.
+    # multiblock::State, its enums and its layout checks: plain C++ from multiblock_state.cuh.
     start = source.index("// What a launch does for a row.")
-    return source[start : source.index("// sample_threshold:", start)]
+    return source[start : source.index("constexpr int MAX_BINS", start)]
 
 
 def _syntax_check(text: str) -> subprocess.CompletedProcess:
@@ -223,7 +223,7 @@ def test_mb_state_layout_check_catches_a_moved_field():
     # The layout check the test side's MB_STATE relies on, without offsetof: swapping two fields
     # of one size (no size or padding changes) or widening one must fail to compile.
     header = _kernel_constants.HEADER.read_text()
-    block = _mb_state_block((_launcher.kernel_dir() / "multiblock.cu").read_text())
+    block = _mb_state_block((_launcher.kernel_dir() / "multiblock_state.cuh").read_text())
     assert _syntax_check(header + block).returncode == 0, _syntax_check(header + block).stderr
     cut = re.search(r"\n  int cut; [^\n]*", block)[0]
     width = re.search(r"\n  int width; [^\n]*", block)[0]
