@@ -18,7 +18,7 @@ from support.backends import BACKEND_PARAMS, to_backend, to_host
 from support.backends import require_clusters as require
 from support.family_checks import LENGTHS_ORDERS, check_lengths, signed_zeros_and_nans
 from support.inputs import DTYPES, dtype_of, make_values
-from support.reference import assert_same_padded, reference_with_lengths
+from support.reference import assert_same_padded, reference_segments
 from test_kernels import run_case
 from test_kernels_rows import H100_SHARED, use_device
 
@@ -162,11 +162,7 @@ def test_csr_segments_rows_no_longer_than_k_and_strided_rows(backend, h100):
         got = cutopk.segmented_top_k(
             to_backend(data, backend), offsets, 150, backend=backend, sorted=order, nan=nan, **ALGO
         )
-        seg_lengths = np.diff(offsets)
-        rows = np.zeros((seg_lengths.size, int(seg_lengths.max())), data.dtype)
-        for r, (start, length) in enumerate(zip(offsets[:-1].tolist(), seg_lengths.tolist(), strict=True)):
-            rows[r, :length] = data[start : start + length]
-        want = reference_with_lengths(rows, 150, seg_lengths, sorted=order, nan=nan)
+        want = reference_segments(data, offsets, 150, sorted=order, nan=nan)
         assert_same_padded(tuple(to_host(a) for a in got), want, order=order)
     x = make_values(rng, np.int16, (2, 1500), "few_distinct")
     run_case(backend, x, 1500, **ALGO)  # every element wins, from all 8 slices

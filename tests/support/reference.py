@@ -102,6 +102,17 @@ def reference_with_lengths(rows: np.ndarray, k: int, lengths, *, mode="largest",
     return values, indices
 
 
+def reference_segments(data: np.ndarray, offsets, k: int, **kw):
+    """``(values, indices)`` of the CSR segments ``data[offsets[s]:offsets[s+1]]`` of a 1-D array,
+    as :func:`reference_with_lengths` gives them for the segments laid out as padded rows."""
+    offsets = np.asarray(offsets)
+    lengths = np.diff(offsets)
+    rows = np.zeros((lengths.size, int(lengths.max())), data.dtype)
+    for r, (start, length) in enumerate(zip(offsets[:-1].tolist(), lengths.tolist(), strict=True)):
+        rows[r, :length] = data[start : start + length]
+    return reference_with_lengths(rows, k, lengths, **kw)
+
+
 def assert_same_padded(result, expected, *, index_dtype=np.int64, order=True) -> None:
     """:func:`assert_same` for 2-D results that may end in padding: the padding must be the last
     positions of each row in every order; for ``sorted=False`` the real entries are compared by
