@@ -39,7 +39,10 @@ class MergeCall:
         self.target, self.device = target, device
         self.widths, self.batch, self.k, self.positions = list(widths), tuple(batch), k, positions
         self.dtype, self.idt = np.dtype(vdt), np.dtype(idt)
-        self.native = self.dtype.newbyteorder("=") if not self.dtype.isnative else self.dtype
+        # irregular/merge.py copies byte-swapped parts to native order first; ``native`` is the
+        # runner's name for the values' native dtype (a top_k call's may differ from its dtype).
+        assert self.dtype.isnative and self.idt.isnative
+        self.native = self.dtype
         self.info = _dtypes.check_dtype(self.dtype)
         self.rows = math.prod(self.batch)
         self.result_shape = (*self.batch, k)
@@ -56,7 +59,7 @@ class MergeCall:
             scalars = {"largest": largest, "nan_first": nan_first, "index_bytes": self.idt.itemsize}
             constants = {
                 "no_array": None,
-                "spare_vals": _launcher.placeholder(target, self.native),
+                "spare_vals": _launcher.placeholder(target, self.dtype),
                 "spare_idx": _launcher.placeholder(target, self.idt),
             }
             per_call = _family.per_call(len(self.widths))
@@ -74,40 +77,36 @@ class MergeCall:
             return (*empty, xp.zeros(shape, np.int64) if self.positions else None)
         arrays = []
         for values, indices in pairs:
-            arrays += [_rows_of(xp, values, rows, self.native), _rows_of(xp, indices, rows, self.idt)]
-        out_vals, out_idx = xp.empty((rows, self.k), self.native), xp.empty((rows, self.k), self.idt)
+            arrays += [_rows_of(xp, values, rows, self.dtype), _rows_of(xp, indices, rows, self.idt)]
+        out_vals, out_idx = xp.empty((rows, self.k), self.dtype), xp.empty((rows, self.k), self.idt)
         out_pos = xp.empty((rows, self.k), np.int64) if self.positions else None
         self.runner.run(xp, (*arrays, out_vals, out_idx, out_pos))
-        if self.native is not self.dtype:
-            out_vals = out_vals.astype(self.dtype)
         where = out_pos.reshape(shape) if out_pos is not None else None
         return out_vals.reshape(shape), out_idx.reshape(shape), where
 
-    def describe(self, cached: bool, arr=None) -> Plan:
-        """What :func:`cutopk.plan` reports for a merge of this signature: the launches, the
-        scratch between them, the copies of parts that are not C-contiguous, and whether the
-        kernels' module is built. ``arr``: the parts (their layouts say which are copied), or
-        None (every part read in place)."""
+    def describe(self, cached: bool, arr=None, swapped=None) -> Plan:
+        """What :func:`cutopk.plan` reports for a merge of this signature (only where
+        :attr:`why_not` is None): the launches, the scratch between them, the copies of parts
+        that are not C-contiguous, and whether the kernels' module is built. ``arr``: the parts
+        (their layouts say which are copied), or None (every part read in place); ``swapped``:
+        the caller's copies to and from native byte order, a line each with its bytes."""
+        assert self.why_not is None
         total = sum(self.widths)
-        params = {"parts": len(self.widths), "route": "kernels" if self.why_not is None else "library"}
-        if self.why_not is not None:
-            params["why_not"] = self.why_not
+        params = {"parts": len(self.widths), "route": "kernels"}
         batch = f"merge of {len(self.widths)} parts"
         if self.runner is None:
             return Plan(
                 self.target, "merge", self.rows, total, self.k, (), (), 0, cached, params, batch=batch
             )
-        copies = {}
+        copies = dict(swapped or {})
         read_in_place = (
             [(True, True)] * len(self.widths) if arr is None else [tuple(map(layout, pair)) for pair in arr]
         )
         for p, (width, (values_c, indices_c)) in enumerate(zip(self.widths, read_in_place, strict=True)):
-            if not values_c or self.native is not self.dtype:
+            if not values_c:
                 copies[f"parts[{p}].values: copied to C order"] = self.rows * width * self.dtype.itemsize
             if not indices_c:
                 copies[f"parts[{p}].indices: copied to C order"] = self.rows * width * self.idt.itemsize
-        if self.native is not self.dtype:
-            copies["outputs: values byte-swapped back"] = self.rows * self.k * self.dtype.itemsize
         launches = tuple(self.runner.launches())
         scratch = self.runner.schedule.nbytes + sum(copies.values())
         return Plan(

@@ -228,7 +228,7 @@ def plan(parts, k, mode: str = "largest", sorted_=True, nan: str = "last", backe
     with merging.scope:
         call, cached = merging.kernel_call(False)
     if call is not None and call.why_not is None:
-        return call.describe(cached, merging.pairs)
+        return call.describe(cached, merging.pairs, merging.swapped())
     vdt, idt, batch = merging.dtypes
     rows, total = math.prod(batch), sum(int(v.shape[-1]) for v, _ in merging.pairs)
     size = rows * total * (vdt.itemsize + idt.itemsize)
@@ -255,13 +255,30 @@ class _Merging:
     """A merge's checked arguments: the parts as the backend takes them (``pairs``, native byte
     order), their kind's array module, the scope to work in, the resolved backend, ``k``,
     ``order``, ``dtypes`` (values, indices, batch shape), ``given`` (parts[0]'s dtypes, which the
-    results take) and ``back`` (the results as the caller's array type)."""
+    results take), ``given_parts`` (the parts before their copy to native byte order) and ``back`` (the results as the caller's array type)."""
 
-    def __init__(self, kind, pairs, back, scope, backend, k, order, nan_first, largest, dtypes, given):
+    def __init__(self, kind, pairs, back, scope, backend, k, order, nan_first, largest, dtypes, given,
+                 given_parts):  # fmt: skip
+        self.given_parts = given_parts
         self.kind, self.pairs, self.back, self.scope, self.backend = kind, pairs, back, scope, backend
         self.k, self.order, self.nan_first, self.largest = k, order, nan_first, largest
         self.dtypes, self.given = dtypes, given
         self.xp = _interop.array_module(kind)
+
+    def swapped(self) -> dict:
+        """The copies to and from native byte order that a merge of these parts makes (a line
+        each, with its bytes): each byte-swapped part's array, and the results where parts[0]'s
+        dtypes are byte-swapped."""
+        copies = {}
+        for p, pair in enumerate(self.given_parts):
+            for name, a in zip(("values", "indices"), pair, strict=True):
+                if not a.dtype.isnative:
+                    copies[f"parts[{p}].{name}: copied to native byte order"] = a.nbytes
+        rows = math.prod(self.dtypes[2])
+        for name, dtype in zip(("values", "indices"), self.given, strict=True):
+            if not dtype.isnative and self.k and rows:
+                copies[f"results: {name} copied to {dtype.str} byte order"] = rows * self.k * dtype.itemsize
+        return copies
 
     def kernel_call(self, positions: bool):
         """``(call, cached)`` of the kernels' merge, or ``(None, False)`` on the NumPy backend."""
@@ -282,11 +299,12 @@ def _checked(parts, k, mode, sorted_, nan, backend) -> _Merging:
     resolved = _checks.resolve_backend(backend, kind)
     dtypes = _check_arrays(pairs)
     # The results in parts[0]'s dtypes, byte order included (top_k keeps its input's).
-    given = pairs[0][0].dtype, pairs[0][1].dtype
+    given, given_parts = (pairs[0][0].dtype, pairs[0][1].dtype), pairs
     pairs = _as_native(pairs)
     k = check_k(k, sum(int(v.shape[-1]) for v, _ in pairs))
     nan_first = nan == "largest" and mode == "largest"
-    return _Merging(kind, pairs, back, scope, resolved, k, order, nan_first, mode == "largest", dtypes, given)
+    return _Merging(kind, pairs, back, scope, resolved, k, order, nan_first, mode == "largest", dtypes, given,
+                    given_parts)  # fmt: skip
 
 
 def _merge(xp, pairs, k, mode, order, nan, vdt, idt, batch):

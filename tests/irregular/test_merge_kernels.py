@@ -135,6 +135,30 @@ def test_strided_and_non_native_parts_and_a_batch_shape():
     check(swapped, 8)
 
 
+def test_the_plan_of_byte_swapped_parts_lists_their_copies():
+    values, indices = np.arange(60.0, dtype=">f4").reshape(2, 30), np.tile(np.arange(30), (2, 1))
+    parts = [(values, indices.astype(">i8")), (values.astype("<f4"), indices + 30)]
+    planned = cutopk.plan(parts, 4, backend="sim")
+    assert planned.params["route"] == "kernels"
+    assert planned.copies == (
+        "parts[0].values: copied to native byte order (240 bytes)",
+        "parts[0].indices: copied to native byte order (480 bytes)",
+        "results: values copied to >f4 byte order (32 bytes)",
+        "results: indices copied to >i8 byte order (64 bytes)",
+    )
+    got = _merge.merge_top_k(parts, 4, backend="sim")
+    assert got.values.dtype == np.dtype(">f4") and got.indices.dtype == np.dtype(">i8")
+    np.testing.assert_array_equal(got.indices, [[29, 59, 28, 58], [29, 59, 28, 58]])
+
+
+def test_the_plan_of_a_merge_with_nothing_to_select_launches_nothing():
+    parts = [(np.ones((3, 5), np.float32), np.zeros((3, 5), np.int64))] * 2
+    planned = cutopk.plan(parts, 0, backend="sim")
+    assert (planned.params["route"], planned.launches, planned.copies) == ("kernels", (), ())
+    got = _merge.merge_top_k(parts, 0, backend="sim")
+    assert got.values.shape == got.indices.shape == (3, 0)
+
+
 def test_too_many_candidates_for_shared_memory_take_the_library_route():
     wide = [(np.arange(40_000.0)[None], np.arange(40_000)[None])]
     planned = cutopk.plan(wide, 5, backend="sim")
