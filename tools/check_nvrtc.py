@@ -180,15 +180,17 @@ def cupy_options(folder: pathlib.Path, arch: str, extra=()) -> list[str]:
     ]
 
 
-def merged_programs(families: tuple[str, ...] = ()) -> list[tuple[str, list[str], list[str]]]:
-    """The launcher's programs (one per element type and kernel family; only ``families``' where
-    given), those with the same source text merged: (source, name expressions, the kernels each
-    must build)."""
+def merged_programs(
+    families: tuple[str, ...] = (), dtypes: tuple[str, ...] = ()
+) -> list[tuple[str, list[str], list[str]]]:
+    """The launcher's programs (one per element type and kernel family; only ``families``' and
+    ``dtypes``' where given), those with the same source text merged: (source, name expressions,
+    the kernels each must build)."""
     from cutopk.cuda import launcher as _launcher
 
     merged: dict[str, tuple[list[str], list[str]]] = {}
     for program in _launcher.programs():
-        if families and program.family not in families:
+        if (families and program.family not in families) or (dtypes and program.dtype not in dtypes):
             continue
         names, kernels = merged.setdefault(program.source, ([], []))
         names += [n for n in program.name_expressions if n not in names]
@@ -299,6 +301,7 @@ def check_folder(
     sass: bool = False,
     families: tuple[str, ...] = (),
     keep: str = "",
+    dtypes: tuple[str, ...] = (),
 ) -> dict:
     """One NVRTC folder, in this process: the report as a dict. ``ptx_only``: the ``archs`` to
     PTX (no cubins, no register report); ``ptx_archs``: the programs that branch on
@@ -309,7 +312,7 @@ def check_folder(
     nvrtc = Nvrtc(find_library(folder))
     version = "{}.{}".format(*nvrtc.version)
     report = {"folder": str(folder), "version": version, "failures": [], "builds": [], "seconds": {}}
-    merged = merged_programs(families) if programs else []
+    merged = merged_programs(families, dtypes) if programs else []
     indexed = [(i, len(merged), source, names) for i, (source, names, _) in enumerate(merged)]
     sass_code: dict = {}
     cubin_archs = archs if programs and not ptx_only else []
@@ -419,9 +422,12 @@ def run_worker(
     sass=False,
     families=(),
     keep="",
+    dtypes=(),
 ) -> dict:
     """check_folder in a child process (its own NVRTC library)."""
     cmd = [sys.executable, __file__, "--worker", folder, "--arch", *archs]
+    if dtypes:
+        cmd += ["--dtype", *dtypes]
     if keep:
         cmd += ["--keep", keep]
     if families:
@@ -489,6 +495,12 @@ def main(argv=None) -> int:
         "--family", nargs="+", default=[], help="only these kernel families' programs (e.g. streaming)"
     )
     parser.add_argument(
+        "--dtype",
+        nargs="+",
+        default=[],
+        help="only these element types' programs (e.g. int8 float16); default: every one",
+    )
+    parser.add_argument(
         "--keep",
         default="",
         metavar="DIR",
@@ -510,9 +522,16 @@ def main(argv=None) -> int:
             args.sass,
             tuple(args.family),
             args.keep,
+            tuple(args.dtype),
         )
         print(json.dumps(report))
         return 0
+    from cutopk._request import dtypes as _dtypes
+
+    known = [info.name for info in _dtypes.SUPPORTED.values()]
+    unknown = sorted(set(args.dtype) - set(known))
+    if unknown:
+        parser.error(f"--dtype: expected element types among {', '.join(known)}, got {', '.join(unknown)}")
     if not args.folders:
         parser.error("give at least one NVRTC folder (make one with --install DIR VERSION)")
     with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:
@@ -528,6 +547,7 @@ def main(argv=None) -> int:
                     args.sass,
                     args.family,
                     args.keep,
+                    args.dtype,
                 ),
                 args.folders,
             )

@@ -141,6 +141,16 @@ def test_the_ptx_options_reach_each_folders_worker(monkeypatch, capsys):
     ]
     assert check_nvrtc.main(["a"]) == 0 and seen[-1][2:] == ["--worker", "a", "--arch", "75", "80", "90"]
     assert check_nvrtc.main(["a", "--sass"]) == 0 and seen[-1][-1] == "--sass"
+    assert check_nvrtc.main(["a", "--dtype", "int8", "bfloat16"]) == 0
+    assert seen[-1][2:] == ["--worker", "a", "--arch", "75", "80", "90", "--dtype", "int8", "bfloat16"]
+
+
+def test_a_dtype_subset_keeps_only_those_element_types_programs():
+    chosen = check_nvrtc.merged_programs(dtypes=("int8", "bfloat16"))
+    expected = {p.source for p in _launcher.programs() if p.dtype in ("int8", "bfloat16")}
+    assert chosen and {source for source, _, _ in chosen} == expected
+    with pytest.raises(SystemExit):
+        check_nvrtc.main(["a", "--dtype", "int9"])
 
 
 def _wheel_folder(tmp_path):
