@@ -22,30 +22,31 @@ from . import compiled as _compiled
 COMPILED_MIN_N = 8192
 COMPILED_MAX_K_SHARE = 1 / 64
 COMPILED_MAX_K = 512
-# Shorter rows take the compiled route too, by the C file's other methods (each
-# exact on any input; chosen here by speed, benchmarks/results/2026-11-26-cpu-short-rows.md):
-# 8-bit elements in rows of at least COUNT_MIN_N a counting selection ("count"); K up to
-# RANK_MAX_K the ranks of the candidates at or above a bound ("rank"; 64-bit elements, K up to
-# INSERT_MAX_K, a sorted list of the K best, "insert"); larger K up to SHORT_MAX_K_SHARE of the
-# row the threshold scan from the same bound (C alone, one thread, CPU time:
-# benchmarks/results/2026-12-02-cpu-compiled-choice.md). An outer axis: the rows side by side in memory,
-# COLUMNS_BLOCK at a time, read where they lie ("columns", K up to COLUMNS_MAX_K: its sorted
-# lists cost O(K) an entry).
+# Shorter rows take the compiled route too, by the C file's other methods (each exact on any input;
+# chosen here by speed, benchmarks/results/2026-11-26-cpu-short-rows.md): 8-bit elements in rows of
+# at least COUNT_MIN_N a counting selection ("count"); K up to RANK_MAX_K the ranks of the
+# candidates at or above a bound ("rank"; 64-bit elements, K up to INSERT_MAX_K, a sorted list of
+# the K best, "insert"); larger K up to SHORT_MAX_K_SHARE of the row the threshold scan from the
+# same bound (C alone, one thread, CPU time: benchmarks/results/2026-12-02-cpu-compiled-choice.md).
+# An outer axis: the rows side by side in memory, COLUMNS_BLOCK at a time, read where they lie
+# ("columns", K up to COLUMNS_MAX_K: its sorted lists cost O(K) an entry).
 COUNT_MIN_N = 256
-# 16-bit elements are counted in two levels (the high byte, then the low byte of the K-th key's
-# bin: ``count_row_16``), whose fixed cost per row (two sets of 4 x 256 counts) the selection
-# methods beat on short rows and small K. The counts take: rows of at least 8192 with K above
-# the threshold scan's, 8-bit ones too (where they beat the NumPy routes); shorter rows of at
-# least COUNT16_MIN_N with K at least COUNT16_MIN_K_SHARE of them (where they beat the
-# threshold scan). K of 1-4 takes the sorted list instead (INSERT_LONG_MIN_N); rows of 256 with
-# more K, 128-element rows and K of 2-32 elsewhere keep their methods. CPU time, one thread:
-# benchmarks/results/2026-11-26-cpu-short-rows.md, benchmarks/results/2026-12-02-cpu-compiled-choice.md.
+# 16-bit elements are counted in two levels (the high byte, then the low byte of the K-th key's bin:
+# ``count_row_16``), whose fixed cost per row (two sets of 4 x 256 counts) the selection methods
+# beat on short rows and small K. The counts take: rows of at least 8192 with K above the threshold
+# scan's, 8-bit ones too (where they beat the NumPy routes); shorter rows of at least COUNT16_MIN_N
+# with K at least COUNT16_MIN_K_SHARE of them (where they beat the threshold scan). K of 1-4 takes
+# the sorted list instead (INSERT_LONG_MIN_N); rows of 256 with more K, 128-element rows and K of
+# 2-32 elsewhere keep their methods. CPU time, one thread:
+# benchmarks/results/2026-11-26-cpu-short-rows.md,
+# benchmarks/results/2026-12-02-cpu-compiled-choice.md.
 COUNT16_MIN_N = 1024
 COUNT16_MIN_K_SHARE = 1 / 16
 # Counts and columns are 32-bit in the C file.
 COUNT_MAX_N = (1 << 32) - 1
-# K of 9-16 joined the ranks with their count by vectors (16 vectors: 64 candidates in registers
-# and beside them), faster than the threshold scan there (benchmarks/results/2026-12-02-cpu-compiled-choice.md).
+# K of 9-16 joined the ranks with their count by vectors (16 vectors: 64 candidates in registers and
+# beside them), faster than the threshold scan there
+# (benchmarks/results/2026-12-02-cpu-compiled-choice.md).
 RANK_MAX_K = 16
 INSERT_MAX_K = 4
 # Rows of at most LANES_MAX_N (at least COLUMNS_MIN_ROWS of them) go side by side, one lane each
