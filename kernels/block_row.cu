@@ -1,5 +1,5 @@
 // Block-row select: top-K of a row that fits one block's shared memory, in one launch, one
-// 1024-thread block per row, the row read from global memory once (issue 51).
+// 1024-thread block per row, the row read from global memory once.
 //
 // Steps, each a function below (the kernel body is their sequence):
 // 1. load and count: a contiguous row whose start is 16-byte aligned has every one of its 16-byte

@@ -74,7 +74,7 @@ __device__ __forceinline__ void append(unsigned picks, const typename KeyTraits<
     }
 }
 
-// Pass 1 of a row with a sampled threshold (issue 39, item 3): the streaming filter. Nearly every
+// Pass 1 of a row with a sampled threshold: the streaming filter. Nearly every
 // key of a long row falls below the threshold, so the loop over the slice only transforms, compares
 // and counts the threshold's ties, with the next tile's 16-byte loads in flight (row_loads.cuh);
 // no histogram, no shared atomic, no warp match per element (tools/check_sass.py keeps ATOMS and

@@ -100,8 +100,8 @@ __device__ __forceinline__ bool after_first_pass(const State& s, State* f, bool 
 // (winners::finish_winners_sorted: the pow2 bitonic sort, by key, ties by index, or by index; the
 // K - k_row padding pairs sort after every winner and the places past k_row get padding), the
 // values rebuilt from the keys where the key holds the element's bits (KeyTraits<T>::key_holds_bits;
-// else, NaN and zero keys, re-read from the input at the index: issue 39, the winners' values were
-// a sector each, ~0.25 x the input of 16 x 65536, k=2048).
+// else, NaN and zero keys, re-read from the input at the index: a value read back by index costs
+// a whole sector, so with large K those reads approach a fraction of the input's own traffic).
 template <class T>
 __device__ __forceinline__ void order_row(const Args<T>& a, int k_row, unsigned char* smem, long long row) {
   typedef typename KeyTraits<T>::Key Key;

@@ -7,11 +7,11 @@
 // slices below that). Every histogram of every family counts with count_key below: one plain
 // shared atomicAdd(&hist[digit], 1u) per key, which sm_90 compiles to ATOMS.POPC.INC (the lanes of
 // a warp that hit one address are added together by the hardware), as FlashInfer's FilteredTopK,
-// SGLang, RAFT's select_radix and CUB's agent_topk count. It used to aggregate the warp's equal
-// digits with __match_any_sync first (issue 51): about 200 cycles per warp op by a fit to the
-// H100's per-block times, so over half of a block's time. CUTOPK_COUNT_WITH_MATCH=1 (off in every
-// normal build; tools/check_sass.py then fails on the MATCH) brings that back for an A/B on a GPU
-// (issue 50, M4).
+// SGLang, RAFT's select_radix and CUB's agent_topk count. Aggregating the warp's equal digits
+// with __match_any_sync first costs more than it saves: a MATCH is a slow warp-wide op, paid per
+// key, while the hardware already merges the lanes that hit one counter. CUTOPK_COUNT_WITH_MATCH=1
+// (off in every normal build; tools/check_sass.py then fails on the MATCH) builds that counting for
+// an A/B on a GPU (tests/gpu/test_count_switch.py; benchmarks/gpu/phase_clocks.py's count_with_match).
 #pragma once
 
 #include "key_traits.cuh"
@@ -40,7 +40,7 @@ __device__ __forceinline__ bool in_race(Key key, int shift, unsigned long long p
 #endif
 
 #if CUTOPK_COUNT_WITH_MATCH
-// The counting before issue 51: the lanes with equal digits (digit < 2^16) add once together,
+// The counting with a warp match: the lanes with equal digits (digit < 2^16) add once together,
 // after a warp match. Every lane of the warp calls it.
 __device__ __forceinline__ void count_matched(unsigned int* hist, unsigned digit, bool counted) {
   const unsigned lane = threadIdx.x & 31;

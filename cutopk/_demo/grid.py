@@ -51,7 +51,8 @@ class Case:
         return f"{self.regime} {self.rows}x{self.n} k={self.k} {self.mode} {self.variant()}".strip()
 
 
-#: The issue's regimes. ``mode`` is the direction the application selects in.
+#: The applications' regimes (MoE routing, LLM sampling, sparse-attention indexers, kNN, huge
+#: rows, layouts). ``mode`` is the direction the application selects in.
 REGIMES: dict[str, dict] = {
     "moe": dict(rows=(1024, 16384, 65536), n=(8, 64, 128, 256), k=(1, 2, 4, 8)),
     "llm": dict(rows=(1, 8, 32, 128, 256), n=(32000, 128256, 151936, 262144), k=(1, 50, 256, 1024)),
@@ -114,7 +115,7 @@ def quick_grid(gpu: bool) -> list[Case]:
             Case("indexer", 64, 131072, 2048),
             Case("knn", 1000, 100_000, 100, "smallest"),
             Case("huge", 1, 2**24, 64),
-            Case("huge", 1, 2**28, 64),  # issue 6: within 1.5x of one read of the input
+            Case("huge", 1, 2**28, 64),  # the bound: within 1.5x of one read of the input
             Case("llm", 32, 128256, 50, dtype="float16"),
             Case("llm", 32, 128256, 50, dtype="bfloat16"),
             Case("indexer", 16, 65536, 512, dist="ties_at_k"),
@@ -132,7 +133,7 @@ def quick_grid(gpu: bool) -> list[Case]:
         Case("indexer", 4, 65536, 512, dist="ties_at_k"),
         Case("llm", 4, 32000, 50, dist="nan"),
         Case("layout", 512, 4096, 16, layout="axis0"),
-        # Issue 29: the tiny call, many short rows, int8 with many ties, another outer axis.
+        # The tiny call, many short rows, int8 with many ties, another outer axis.
         Case("moe", 1, 128, 8),
         Case("moe", 65536, 8, 2),
         Case("moe", 131072, 16, 4),

@@ -8,7 +8,8 @@ and the table beside it, in the user's cache (``cutopk.cuda.tables.user_path``: 
 device name), keyed by device, cutopk, CUDA runtime and driver versions: later processes on this
 device prefer it (``plan().chosen_by`` says ``table tuned (...)``) until one of those changes.
 
-The shapes (:data:`SHAPES`) are the lease's M6 shapes: LLM sampling and indexer rows of 1..256 x
+The shapes (:data:`SHAPES`) are also those of the forced-family GPU run whose results make the
+package's dispatch tables (cutopk/cuda/tables/): LLM sampling and indexer rows of 1..256 x
 32000..262144, K 50 and 1024, float32, and two shapes of their own. ``--shapes`` measures others.
 No case is started that would end after ``--time-limit`` (estimated from the time so far).
 """
@@ -113,8 +114,8 @@ def measure(
     """The forced-family rows (``COLUMNS``: one per family, shape and timing of ``timers``) and
     what was left out, and why. ``watch``: a label's context manager around each call (the
     benchmark watchdog's ``watch``; none by default); ``arrays``: where the case in progress is
-    kept as ``{case: (device input, NumPy backend's answer)}`` (the lease's M6 times its peers on
-    the same input and answer)."""
+    kept as ``{case: (device input, NumPy backend's answer)}`` (the forced-family run times its
+    peers on the same input and answer)."""
     import cupy
 
     watch = watch or (lambda label: contextlib.nullcontext())

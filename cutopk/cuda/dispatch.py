@@ -5,8 +5,8 @@ measured table first (:attr:`Device.table`, :mod:`cutopk.cuda.dispatch_table`: t
 per-architecture table made from committed forced-family results, or the user's own from
 ``python -m cutopk tune``), and the hand rules below only where no entry covers the shape: they
 are the default. Each threshold below says where it comes
-from: a committed GPU result (file and case; H200 = benchmarks/results/2026-11-25-nvidia-h200/,
-times in microseconds, cutopk against torch.topk in the same run) or, where no GPU has measured
+from: a committed GPU result (its file under benchmarks/results/ and its case, times in
+microseconds, cutopk against torch.topk in the same run) or, where no GPU has measured
 the choice yet, that it is a capacity limit or a design estimate. Crossovers between families
 measured on the same shape live in the tables (cutopk/cuda/tables/), not in these rules.
 """
@@ -48,20 +48,22 @@ ALGORITHMS = tuple(FAMILIES)  # the registry's order
 WARP_ROW_MAX_N = _warp_row.MAX_N
 WARP_ROW_MAX_K = _warp_row.MAX_K
 # Auto picks warp_row for rows up to WARP_ROW_SHORT_N with any K <= 32, and up to WARP_ROW_MAX_N
-# with K <= WARP_ROW_MEDIUM_MAX_K: a round costs ITEMS compares per lane, so long rows with a
-# large K are left to the block kernels. Measured inside the limits only: H200 full-moe-indexer.csv,
-# moe 1024..65536 rows x 8..256, k 1..8: warp_row 4.3-127 us against torch 9-922 us (e.g. 65536 x
-# 256 k=8: 127.4 against 922.3). The limits themselves (n 257..1024, K 9..32) are an
-# instruction-count estimate: no GPU has measured a case there.
+# with K <= WARP_ROW_MEDIUM_MAX_K: a round costs ITEMS compares per lane, so long rows with a large
+# K are left to the block kernels. Measured inside the limits only:
+# benchmarks/results/2026-11-25-nvidia-h200/full-moe-indexer.csv, moe 1024..65536 rows x 8..256, k
+# 1..8: warp_row 4.3-127 us against torch 9-922 us (e.g. 65536 x 256 k=8: 127.4 against 922.3). The
+# limits themselves (n 257..1024, K 9..32) are an instruction-count estimate: no GPU has measured a
+# case there.
 WARP_ROW_SHORT_N = 256
 WARP_ROW_MEDIUM_MAX_K = 16
-# warp_radix: a warp per row, radix select with its own shared histogram, no block barrier.
-# Auto picks it for batches of at least WARP_RADIX_MIN_ROWS rows longer than warp_row's short
-# rows and up to WARP_RADIX_MAX_N (a few passes over a row that stays in L1/L2), where the block
-# kernels would synchronise a block per row at every step. Measured where it is chosen: H200
-# full-knn.csv, knn 10000 x 10000 k=10: 565.8 us against torch 1336.9; full-huge-layout.csv,
-# layout 4096 x 4096 k=64 rows: 162.8 against 352.0. Both bounds are a design estimate: no GPU
-# has timed warp_radix against radix or bitonic on one shape.
+# warp_radix: a warp per row, radix select with its own shared histogram, no block barrier. Auto
+# picks it for batches of at least WARP_RADIX_MIN_ROWS rows longer than warp_row's short rows and up
+# to WARP_RADIX_MAX_N (a few passes over a row that stays in L1/L2), where the block kernels would
+# synchronise a block per row at every step. Measured where it is chosen:
+# benchmarks/results/2026-11-25-nvidia-h200/full-knn.csv, knn 10000 x 10000 k=10: 565.8 us against
+# torch 1336.9; benchmarks/results/2026-11-25-nvidia-h200/full-huge-layout.csv, layout 4096 x 4096
+# k=64 rows: 162.8 against 352.0. Both bounds are a design estimate: no GPU has timed warp_radix
+# against radix or bitonic on one shape.
 WARP_RADIX_MIN_ROWS = 1024
 WARP_RADIX_MAX_N = 16384
 THREAD_ROW_MAX_K = _thread_row.MAX_K
@@ -70,55 +72,61 @@ THREAD_ROW_MAX_K = _thread_row.MAX_K
 THREAD_ROW_MIN_ROWS = 256
 # resident: a block per row holds the row in shared memory, one launch, the row read once. Auto
 # picks it for up to RESIDENT_MAX_ROWS rows of at least RESIDENT_MIN_N elements that fit (K <=
-# 2048): the LLM sampling and indexer rows, where the H200 run shows the launches of
-# the other families losing: full-moe-indexer.csv, indexer 1/16/64 x 8192 k=512 (radix 64.5-65.5
-# us, torch 59.6-93.7) and k=2048 (bitonic 91.9-93.1 us, torch 64.3-95.1); full-llm.csv, llm
-# 1..256 x 32000 (radix 41.6-111.6 us). No GPU has measured resident itself yet: the bounds are
-# the issue's shapes (256 rows: two waves of one block per SM on 132 SMs), not a crossover.
+# 2048): the LLM sampling and indexer rows, where the other families' launches lose:
+# benchmarks/results/2026-11-25-nvidia-h200/full-moe-indexer.csv, indexer 1/16/64 x 8192 k=512
+# (radix 64.5-65.5 us, torch 59.6-93.7) and k=2048 (bitonic 91.9-93.1 us, torch 64.3-95.1);
+# benchmarks/results/2026-11-25-nvidia-h200/full-llm.csv, llm 1..256 x 32000 (radix 41.6-111.6 us).
+# The bounds are those shapes' (256 rows: two waves of one block per SM on 132 SMs), not a
+# crossover.
 RESIDENT_MAX_ROWS = 256
 RESIDENT_MIN_N = 8192
-# Measured since (benchmarks/results/2026-11-26-nvidia-h100-80gb-hbm3, against torch.topk in the
-# same run): resident wins at 8192 (indexer 1/16/64 x 8192 k=512 and 2048: 30.3-47.6 us, 1.5-2.9x
-# torch) and loses at 32000 (llm 1..32 x 32000: 77-94 us, 0.84-1.17x torch), where the H200 run's
-# radix took 42-56 us (1.4-2.2x torch there). So rows longer than RESIDENT_RADIX_MIN_N and shorter
-# than multiblock's rows go to radix where its K fits, as before resident; the crossover between
-# 8192 and 32000 is not measured (16384: the middle, in octaves).
+# Measured on resident itself (benchmarks/results/2026-11-26-nvidia-h100-80gb-hbm3/scoreboard.csv,
+# against torch.topk in the same run): resident wins at 8192 (indexer 1/16/64 x 8192 k=512 and 2048:
+# 30.3-47.6 us, 1.5-2.9x torch) and loses at 32000 (llm 1..32 x 32000: 77-94 us, 0.84-1.17x torch),
+# where benchmarks/results/2026-11-25-nvidia-h200/full-llm.csv's radix took 42-56 us (1.4-2.2x torch
+# there). So rows longer than RESIDENT_RADIX_MIN_N and shorter than multiblock's rows go to radix
+# where its K fits, as before resident; the crossover between 8192 and 32000 is not measured (16384:
+# the middle, in octaves).
 RESIDENT_RADIX_MIN_N = 16384
-# block_row: the same rows as resident where they fit its shared memory (an H100: about
-# 42.6K float32 keys at K <= 1024, 90K 16-bit keys), in resident's place: a 1024-thread block, the
-# row's copies all in flight at entry, a first digit that splits real data, exact refinement on
-# the candidates only. It answers what the H100 run found slow in resident (30-77 us a block,
-# where FlashInfer took 14-31: warp matches, one round trip per tile, a coarse first digit); not
-# run on a GPU yet, so the measured table entries (resident's) keep their shapes and the rows
-# between RESIDENT_RADIX_MIN_N and multiblock's stay radix's (measured) until a lease compares them.
+# block_row: the same rows as resident where they fit its shared memory (an H100: about 42.6K
+# float32 keys at K <= 1024, 90K 16-bit keys), in resident's place: a 1024-thread block, the row's
+# copies all in flight at entry, a first digit that splits real data, exact refinement on the
+# candidates only. It answers what made resident slow in
+# benchmarks/results/2026-11-26-nvidia-h100-80gb-hbm3/scoreboard.csv (30-77 us a block, where
+# FlashInfer took 14-31: warp matches, one round trip per tile, a coarse first digit). No committed
+# result times block_row, so the measured table entries (resident's) keep their shapes and the rows
+# between RESIDENT_RADIX_MIN_N and multiblock's stay radix's (measured) until one compares them.
 # cluster: the same rows when they are too long for one block but fit the shared memory of a
 # thread-block cluster of 8 (sm_90: about 390K float32 keys on an H100), one launch, the row read
-# once. The LLM rows of 65536..262144 (H200 full-llm.csv: llm 1..256 x 128256..262144,
-# multiblock 50.0-634.6 us, 4 launches; full-moe-indexer.csv: indexer 1..64 x 65536/131072,
-# multiblock 58.8-329.7 us). No GPU has measured cluster yet: same bounds as resident's.
+# once. The LLM rows of 65536..262144 (benchmarks/results/2026-11-25-nvidia-h200/full-llm.csv: llm
+# 1..256 x 128256..262144, multiblock 50.0-634.6 us, 4 launches;
+# benchmarks/results/2026-11-25-nvidia-h200/full-moe-indexer.csv: indexer 1..64 x 65536/131072,
+# multiblock 58.8-329.7 us). No committed result times cluster: same bounds as resident's.
 # split: on devices without clusters (sm_75, sm_80), the rows resident cannot hold, where the
-# earlier families would take several launches (multiblock: 4 dependent launches, H200
-# full-llm.csv llm 1..256 x 128256..262144, 50.0-634.6 us): several blocks per row, each holding
-# a slice, the last to arrive merging their candidates, one launch and the row read once. The
-# choice rests on plan()'s counts (1 launch against 4; the candidates add blocks x min(K, slice)
-# x (key + 4) bytes, aimed at a tenth of the row's: on an A100's facts less traffic than
-# multiblock's on each of the H200 run's 125 cases it takes): no GPU has measured split, nor split
-# against multiblock on one shape. Where the earlier choice is one launch already (radix), it stays.
-# Measured since, on an H100 (benchmarks/results/2026-11-26-nvidia-h100-80gb-hbm3, where a device
-# facts defect sent sm_90 rows to split): 1 and 8 rows of 128256..262144 took 53-111 us, 1.0-1.8x
-# torch.topk; 32 rows 0.76-1.0x; 128 and 256 rows 0.65-0.87x at 6-7% of the copy bandwidth, where
-# the H200 run's multiblock had 1.26-1.58x torch on the same shapes. So split takes at most
-# SPLIT_MAX_ROWS rows (the 16 between the measured 8 and 32 is not measured).
+# earlier families would take several launches (multiblock: 4 dependent launches,
+# benchmarks/results/2026-11-25-nvidia-h200/full-llm.csv llm 1..256 x 128256..262144, 50.0-634.6
+# us): several blocks per row, each holding a slice, the last to arrive merging their candidates,
+# one launch and the row read once. The choice rests on plan()'s counts (1 launch against 4; the
+# candidates add blocks x min(K, slice) x (key + 4) bytes, aimed at a tenth of the row's: on an
+# A100's facts less traffic than multiblock's on each of the 125 cases of
+# benchmarks/results/2026-11-25-nvidia-h200/ it takes). No committed result times split against
+# multiblock on one shape. Where the earlier choice is one launch already (radix), it stays.
+# Measured on split itself (benchmarks/results/2026-11-26-nvidia-h100-80gb-hbm3/scoreboard.csv,
+# whose sm_90 rows went to split by wrong device facts): 1 and 8 rows of 128256..262144 took 53-111
+# us, 1.0-1.8x torch.topk; 32 rows 0.76-1.0x; 128 and 256 rows 0.65-0.87x at 6-7% of the copy
+# bandwidth, where benchmarks/results/2026-11-25-nvidia-h200/full-llm.csv's multiblock had
+# 1.26-1.58x torch on the same shapes. So split takes at most SPLIT_MAX_ROWS rows (the 16 between
+# the measured 8 and 32 is not measured).
 SPLIT_MAX_ROWS = 16
 # streaming: many long rows, a block per row reading its row once through a ring of asynchronous
 # copies against a sampled threshold (kernels/streaming.cu). The rows the split and cluster
-# families serve worst: on the H100 (benchmarks/results/2026-11-26-nvidia-h100-80gb-hbm3) split
+# families serve worst: in benchmarks/results/2026-11-26-nvidia-h100-80gb-hbm3/scoreboard.csv split
 # took 128 and 256 rows of 128256..262144 at 6-7% of the copy bandwidth (0.65-0.87x torch.topk),
 # and cluster's 8 SMs a row would take 16 waves for 256 rows (read from its SASS and shared
 # memory, not measured). A block per row holds
 # (stages - 1) x 16 KB in flight, two blocks per SM: from 32 rows a block per row on its own SM
 # streams at least as many bytes at once as a cluster of 8 blocks per row of fewer rows. The
-# bounds are a design estimate: no GPU has run streaming yet.
+# bounds are a design estimate: no committed result times streaming.
 STREAMING_MIN_ROWS = 32
 STREAMING_MIN_N = 1 << 16
 RADIX_MAX_K = _radix.MAX_K
@@ -129,17 +137,18 @@ SHARED_BYTES = 48 * 1024  # dynamic shared memory a block gets without opting in
 # dynamic shared memory together may not pass the device's opt-in maximum.
 STATIC_SHARED_RESERVE = 4096
 MAX_CANDIDATES = _radix.MAX_CANDIDATES
-# Fewer long rows than this many per SM take several blocks per row: one block per row (radix,
-# one 512-thread block per SM at its register use) would leave SMs idle for a partial wave.
-# Measured where it is chosen: H200 full-llm.csv, llm 1 x 128256 k=50: multiblock 58.2 us against
-# torch 81.5, and 32 x 262144 k=1024: 232.8 against 193.8 (slower). No GPU has timed multiblock
-# against radix on one shape: MULTIBLOCK_FEW_ROWS_PER_SM and MULTIBLOCK_MIN_N are design estimates.
+# Fewer long rows than this many per SM take several blocks per row: one block per row (radix, one
+# 512-thread block per SM at its register use) would leave SMs idle for a partial wave. Measured
+# where it is chosen: benchmarks/results/2026-11-25-nvidia-h200/full-llm.csv, llm 1 x 128256 k=50:
+# multiblock 58.2 us against torch 81.5, and 32 x 262144 k=1024: 232.8 against 193.8 (slower). No
+# GPU has timed multiblock against radix on one shape: MULTIBLOCK_FEW_ROWS_PER_SM and
+# MULTIBLOCK_MIN_N are design estimates.
 MULTIBLOCK_FEW_ROWS_PER_SM = 2
 MULTIBLOCK_MIN_N = 1 << 16
 # K beyond radix's candidates (K > RADIX_MAX_K) on rows that fit shared memory: bitonic sorts the
 # whole row in one block only up to this many pairs (as many as multiblock's finishing block
-# sorts); longer rows select first (multiblock) and order the K alone. Measured: on the H200
-# (benchmarks/results/2026-11-25-nvidia-h200/full-knn.csv) bitonic took 1.58 ms for 1000 x 10000,
+# sorts); longer rows select first (multiblock) and order the K alone. Measured:
+# benchmarks/results/2026-11-25-nvidia-h200/full-knn.csv: bitonic took 1.58 ms for 1000 x 10000,
 # k=4096 (16384 pairs a row) against 0.32 ms for torch.topk; multiblock on that shape has not run
 # on a GPU.
 BITONIC_LARGE_K_MAX_N = _multiblock.BLOCK_SORT_MAX
@@ -311,15 +320,18 @@ def _earlier(rows: int, n: int, k: int, key_bytes: int, device: Device) -> str:
     if rows < MULTIBLOCK_FEW_ROWS_PER_SM * device.sm_count and n >= MULTIBLOCK_MIN_N and multiblock:
         return "multiblock"  # few long rows: spread each row over many blocks
     # bitonic for short rows, and for K beyond radix on rows up to BITONIC_LARGE_K_MAX_N: a design
-    # estimate. H200 full-moe-indexer.csv, indexer 1 x 8192 k=2048: bitonic 91.9 us against torch
-    # 64.3 (that shape is resident's now); full-knn.csv, knn 1000 x 10000 k=4096: 1584.1 against
-    # 320.6 (multiblock's now). No GPU has timed bitonic against radix or multiblock on one shape.
+    # estimate. benchmarks/results/2026-11-25-nvidia-h200/full-moe-indexer.csv, indexer 1 x 8192
+    # k=2048: bitonic 91.9 us against torch 64.3 (that shape is resident's now);
+    # benchmarks/results/2026-11-25-nvidia-h200/full-knn.csv, knn 1000 x 10000 k=4096: 1584.1
+    # against 320.6 (multiblock's now). No GPU has timed bitonic against radix or multiblock on one
+    # shape.
     if bitonic_size(n, key_bytes, device) is not None and (
         n <= 2048 or (k > RADIX_MAX_K and pow2_at_least(n) <= BITONIC_LARGE_K_MAX_N)
     ):
         return "bitonic"
     # radix for the other long rows, while its K fits: a capacity limit. Measured where it is
-    # chosen: H200 full-knn.csv, knn 1000 x 100000 k=100: 639.5 us against torch 1251.7.
+    # chosen: benchmarks/results/2026-11-25-nvidia-h200/full-knn.csv, knn 1000 x 100000 k=100: 639.5
+    # us against torch 1251.7.
     if radix_cap(k, key_bytes, device) is not None and n < RADIX_MAX_N:
         return "radix"
     # K too large for radix: select the K winners (multiblock, about one read of the row), then

@@ -270,9 +270,9 @@ def _element(dtype: np.dtype) -> tuple[int, int]:
 
 
 def _address(a: np.ndarray) -> int:
-    """The address of ``a``'s first element. ``a.ctypes.data`` builds a ctypes helper object (some
-    2.8 us on the development machine, three per call); a writable C-contiguous array's buffer
-    gives it in 0.8 us. Other arrays (strided views, read-only inputs, dtypes that NumPy does not
+    """The address of ``a``'s first element. ``a.ctypes.data`` builds a ctypes helper object (three
+    per call); a writable C-contiguous array's buffer gives it at a fraction of that cost
+    (benchmarks/results/2026-12-02-cpu-compiled-choice.md). Other arrays (strided views, read-only inputs, dtypes that NumPy does not
     export as buffers: bfloat16) the plain way."""
     flags = a.flags
     if flags.c_contiguous and flags.writeable:
@@ -285,9 +285,10 @@ def _address(a: np.ndarray) -> int:
 
 # A C call holds no GIL and cannot be interrupted: Ctrl-C's KeyboardInterrupt waits until it
 # returns. A call of more elements than this is made in blocks of whole rows (:func:`block_rows`),
-# and Python raises it as the block under way returns: a block of 2**24 float32 elements took
-# 8-10 ms by the threshold scan (rows of 65536, K=8, one thread, loaded 2-core EPYC with
-# AVX-512), the slowest methods some 5x that; the split costs a short call some 0.1 us.
+# and Python raises it as the block under way returns: a block this large takes some
+# milliseconds on one thread (the slowest methods a few times the threshold scan), so Ctrl-C
+# answers promptly, while the split costs a short call next to nothing
+# (benchmarks/results/2026-12-02-cpu-compiled-choice.md).
 INTERRUPT_BLOCK_ELEMENTS = 1 << 24
 _COLUMNS_GROUP = 64  # the C file's CHUNK: the rows "columns" takes side by side
 

@@ -15,65 +15,50 @@ import numpy as np
 from . import compiled as _compiled
 
 # The compiled route (``compiled``) takes rows at least this long with K at most this share of
-# them and at most COMPILED_MAX_K, where its sampled threshold scan beats the NumPy routes (one
-# thread, 2-core EPYC with AVX-512, benchmarks/results/2026-11-25-cpu-compiled-route.md:
-# 8x128256 k=50 1.4x, 20x100000 k=10 1.75x, 1x2**21 k=64 3.8x, 4x32000 float16 k=50 2.8x, with
-# a tenth NaN 6x, 4x65536 k=512 ties at K 2.7x; uniform 16x65536 k=512 0.9-1.0x, kept for the
-# ties). Shorter rows stay on the NumPy routes, whose per-block calls cost less than its
-# per-row selection there (1M elements in rows of 512-4096: float32 0.64-1.58x, int8
-# 0.75-1.94x, float16 0.73-1.00x; at 8192 with K <= n/64, 1.2-2.3x).
+# them and at most COMPILED_MAX_K, where its sampled threshold scan beats the NumPy routes
+# (benchmarks/results/2026-11-25-cpu-compiled-route.md; uniform rows at the largest K about
+# even, kept for the ties). Shorter rows stay on the NumPy routes, whose per-block calls cost
+# less than its per-row selection there (benchmarks/results/2026-12-02-cpu-compiled-choice.md).
 COMPILED_MIN_N = 8192
 COMPILED_MAX_K_SHARE = 1 / 64
 COMPILED_MAX_K = 512
-# Shorter rows take the compiled route too, by the C file's other methods (each
-# exact on any input; chosen here by speed, benchmarks/results/2026-11-26-cpu-short-rows.md):
-# 8-bit elements in rows of at least COUNT_MIN_N a counting selection ("count"); K up to
-# RANK_MAX_K the ranks of the candidates at or above a bound ("rank"; 64-bit elements, K up to
-# INSERT_MAX_K, a sorted list of the K best, "insert"); larger K up to SHORT_MAX_K_SHARE of the
-# row the threshold scan from the same bound. C alone, one thread, loaded 2-core EPYC with
-# AVX2, CPU time, rank / threshold: 16384x128 k=4 4.2 / 7.0 ms, k=8 5.6 / 7.1, k=16 11.5 / 9.4;
-# 2048x1024 k=8 3.4 / 5.7, k=16 3.8 / 3.4; 65536x8 k=2 3.1 / 5.3; uint64 16384x128 insert /
-# threshold k=4 7.1 / 9.8, k=8 12.9 / 12.1. An outer axis: the rows side by side in memory,
-# COLUMNS_BLOCK at a time, read where they lie ("columns", K up to COLUMNS_MAX_K: its sorted
-# lists cost O(K) an entry).
+# Shorter rows take the compiled route too, by the C file's other methods (each exact on any input;
+# chosen here by speed, benchmarks/results/2026-11-26-cpu-short-rows.md): 8-bit elements in rows of
+# at least COUNT_MIN_N a counting selection ("count"); K up to RANK_MAX_K the ranks of the
+# candidates at or above a bound ("rank"; 64-bit elements, K up to INSERT_MAX_K, a sorted list of
+# the K best, "insert"); larger K up to SHORT_MAX_K_SHARE of the row the threshold scan from the
+# same bound (C alone, one thread, CPU time: benchmarks/results/2026-12-02-cpu-compiled-choice.md).
+# An outer axis: the rows side by side in memory, COLUMNS_BLOCK at a time, read where they lie
+# ("columns", K up to COLUMNS_MAX_K: its sorted lists cost O(K) an entry).
 COUNT_MIN_N = 256
-# 16-bit elements are counted in two levels (the high byte, then the low byte of the K-th key's
-# bin: ``count_row_16``), whose fixed cost per row (two sets of 4 x 256 counts) the selection
-# methods beat on short rows and small K. The counts take: rows of at least 8192 with K above
-# the threshold scan's, 8-bit ones too (against the NumPy routes before: 64x16384 int16 k=1024
-# 2.9x, k=2048 4.6x; 16x65536 k=4096 2.8x; float16 3.5-6.4x; int8 64x65536 k=4096 4.1x,
-# 256x16384 k=1024 4.1x); shorter rows of at least COUNT16_MIN_N with K at least
-# COUNT16_MIN_K_SHARE of them (against the threshold scan, uniform int16: 1024 k=64 1.6x, k=128
-# 2.0x; 4096 k=256 2.3x; 20 distinct values 1024 k=64 0.8x, k=128 1.3x; beyond N/8, against
-# the NumPy routes, 5-5.7x). K = 1 was counted from COUNT_MIN_N (against the ranks) until the
-# sorted list took K of 1-4 (INSERT_LONG_MIN_N: 1024 k=1 0.27x of the count's time). Rows of
-# 256 with more K, 128-element rows and K of 2-32 elsewhere keep their methods (count 0.4-1.2x).
-# CPU time, one thread, loaded 2-core EPYC with AVX2: benchmarks/results/2026-11-26-cpu-short-rows.md.
+# 16-bit elements are counted in two levels (the high byte, then the low byte of the K-th key's bin:
+# ``count_row_16``), whose fixed cost per row (two sets of 4 x 256 counts) the selection methods
+# beat on short rows and small K. The counts take: rows of at least 8192 with K above the threshold
+# scan's, 8-bit ones too (where they beat the NumPy routes); shorter rows of at least COUNT16_MIN_N
+# with K at least COUNT16_MIN_K_SHARE of them (where they beat the threshold scan). K of 1-4 takes
+# the sorted list instead (INSERT_LONG_MIN_N); rows of 256 with more K, 128-element rows and K of
+# 2-32 elsewhere keep their methods. CPU time, one thread:
+# benchmarks/results/2026-11-26-cpu-short-rows.md,
+# benchmarks/results/2026-12-02-cpu-compiled-choice.md.
 COUNT16_MIN_N = 1024
 COUNT16_MIN_K_SHARE = 1 / 16
 # Counts and columns are 32-bit in the C file.
 COUNT_MAX_N = (1 << 32) - 1
-# K of 9-16 joined the ranks with their count by vectors (16 vectors: 64 candidates in registers
-# and beside them): C alone, one thread, float32, ranks / threshold scan, K=16 rows of 128 0.77,
-# 256 0.90, 512 0.90, 1024 0.86; K=12 rows of 1024 0.74.
+# K of 9-16 joined the ranks with their count by vectors (16 vectors: 64 candidates in registers and
+# beside them), faster than the threshold scan there
+# (benchmarks/results/2026-12-02-cpu-compiled-choice.md).
 RANK_MAX_K = 16
 INSERT_MAX_K = 4
 # Rows of at most LANES_MAX_N (at least COLUMNS_MIN_ROWS of them) go side by side, one lane each
 # ("columns": every lane's sorted list takes the row's next element in vector steps, without a
-# branch per row). C alone, one thread, 1M elements, 2-core EPYC with AVX2, columns against the
-# best other method: float32 rows of 8 0.35-0.45, 16 0.41-0.72, 32 0.44-0.91, 64 0.46-1.03 (K=1),
-# 128 0.70-1.31; float16 and int8 alike (8-bit rows of 64 with K=32: counting, 1.55); float64
-# rows of 8 0.46-0.86, of 16-64 0.46-0.92 from K=4 and 1.1-1.4 below (the sorted list, insert).
-# 65536x8 k=2 float32: 1.2 ms against the ranks' 4.8.
+# branch per row): up to 64 they beat the best other method, at 128 not always (C alone, one
+# thread: benchmarks/results/2026-12-02-cpu-compiled-choice.md).
 LANES_MAX_N = 64
 # Longer rows with K of at most INSERT_LONG_MAX_K, from INSERT_LONG_MIN_N[K] elements: the sorted
 # list of one row at a time ("insert"), whose compare per element rarely lets one in (K ln N / N
-# of them on shuffled data; a rising row lets every one in, at most K moves each). C alone, one
-# thread, 2M elements, 2-core EPYC with AVX2, insert against the best other method: K=1 rows of
-# 128 0.78 (float32), 0.64 (float16), 0.42 (int8), 1024 0.35 (against counting 16 bits), 65536
-# 0.90 (the threshold scan); K=2 rows of 128 1.37 (kept on the ranks), 256 0.92, 1024 0.61, 8192
-# 0.50; K=4 rows of 256 1.49, 1024 0.95 (float32) to 0.86 (int16), 4096 0.72, 65536 0.79; K=8
-# rows of 4096 1.05 (kept on the ranks).
+# of them on shuffled data; a rising row lets every one in, at most K moves each). Each bound is
+# the shortest row where it beat the best other method (K=2 rows of 128 and K=8 stay on the
+# ranks; C alone, one thread: benchmarks/results/2026-12-02-cpu-compiled-choice.md).
 INSERT_LONG_MAX_K = 4
 INSERT_LONG_MIN_N = {1: LANES_MAX_N + 1, 2: 256, 3: 1024, 4: 1024}
 SHORT_MAX_K_SHARE = 1 / 8

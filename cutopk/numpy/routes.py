@@ -61,28 +61,24 @@ PARALLEL_MIN_ELEMENTS = 1 << 16
 COMPILED_PARALLEL_MIN_ELEMENTS = 1 << 14
 # The work of each route for the thread cost model (``_threads.threads_for``), in
 # vectorised passes over the input: its one-thread time per element over the probe's time
-# per element (a comparison and a count), rounded down (2-core EPYC, NumPy 2.4; the ratio of
-# two NumPy loops' speeds moves far less between machines than either speed does).
+# per element (a comparison and a count), rounded down: the ratio of two NumPy loops' speeds
+# moves far less between machines than either speed does. The compiled route's methods are
+# timed against the probe's loop in the same process, both by CPU time. The ratios per shape:
+# benchmarks/results/2026-12-02-cpu-compiled-choice.md.
 ROUTE_PASSES = {
-    "sorted": 9,  # 65536x8 k=2: 11; 131072x16 k=4: 10
+    "sorted": 9,
     "sort": 20,
-    "composite": 5,  # 16384x128 k=8: 5.6
+    "composite": 5,
     "all": 5,
-    "exact": 10,  # 1024x1000 k=500: 56
-    "filter": 1,  # 8x128256 k=50: 1.0; 16x65536 k=512: 2.1; 1024x4096 int8 k=64: 5.1
-    "filter-outer": 6,  # 4096x512 k=16 along axis 0: 14.7
-    "long-rows": 1,  # 1x2**21 k=64: 1.5
-    # The compiled route's methods, against the probe's loop in the same process, both by CPU
-    # time (time.thread_time: the machine was loaded, load average 5, and wall-clock passes
-    # moved with it; probe 0.65-0.70 ns, as a quiet machine's wall clock): the second look,
-    # where the earlier counts held half the work.
-    "compiled": 1,  # 8x128256 k=50: 1.0; 1x2**21 k=64: 1.2; 16x65536 k=512: 1.9; 1024x4096 k=64: 3.1
-    "compiled-insert": 2,  # uint64 16384x128 k=4: 5.6; K of 1-4 on rows of 1024-65536: 0.5-1.5
-    "compiled-rank": 3,  # 16384x128 k=8: 5.5, 2.4 since the ranks by vectors (third look)
-    "compiled-count": 1.5,  # int8 1024x4096 k=64: 1.8; 64x65536 k=4096: 1.9; int16 256x4096 k=512: 6.6
-    # Rows side by side in vector lanes (the third look, thread time, probe 1.0-1.1 ns):
-    # 65536x8 k=2: 1.7; 131072x16 k=4: 2.2; along axis 0, 1024x1024 k=16: 2.5; 4096 rows of 512: 3.2.
-    "compiled-columns": 2.5,
+    "exact": 10,
+    "filter": 1,
+    "filter-outer": 6,
+    "long-rows": 1,
+    "compiled": 1,
+    "compiled-insert": 2,
+    "compiled-rank": 3,
+    "compiled-count": 1.5,
+    "compiled-columns": 2.5,  # rows side by side in vector lanes
 }
 # Each route's probe family for the thread model (``threads.PROBES``) and the NumPy calls of one
 # of its blocks (or column ranges), some 1-3 us each whatever the block's size: a split adds them.

@@ -216,10 +216,10 @@ def _forget_pool() -> None:
 
 
 # A split must promise at least this much: the predicted time on t threads at most this share
-# of the one-thread time (a margin for the model's error: threads must never hurt). 0.7 never
-# split on a quiet 2-core machine (a second thread measured 1.27-1.40x), leaving torch's two
-# threads up to 1.9x ahead on the large shapes; at 0.85 those split and ran 1.5-1.8x faster than
-# one thread (benchmarks/results/2026-11-25-cpu-numpy.md), and the small ones still did not.
+# of the one-thread time (a margin for the model's error: threads must never hurt). A smaller
+# share keeps the large shapes from splitting where a second thread pays, a larger one would
+# split the small ones where it does not (benchmarks/results/2026-11-25-cpu-numpy.md,
+# benchmarks/results/2026-12-02-cpu-compiled-choice.md).
 SPLIT_GAIN = 0.85
 # The probes. The hand-over: a comparison and a count over this many float32 elements, a block
 # on each of two threads. What a second thread adds (per family of routes) and what a NumPy call

@@ -75,30 +75,31 @@ ROOM_DIVISOR = 8
 MIN_N = 1 << 16
 MAX_N = 1 << 32  # 32-bit counts: a block's shared counts, the rows' histograms
 # Bytes of a position in the candidate, bucket and winners' buffers (kernels/multiblock.cu, Pos):
-# every position is below MAX_N, and the winners' padding takes its slot number (below K). The scratch budget of
-# caps() is still counted in (key, int64 index) pairs: the buffers take less than it.
+# every position is below MAX_N, and the winners' padding takes its slot number (below K). The
+# scratch budget of caps() is still counted in (key, int64 index) pairs: the buffers take less than
+# it.
 POS_BYTES = 4
 # digit_pass's static shared memory, next to its dynamic part: scalars and block scans' sums
 # (1120 bytes from ptxas, rounded up), and the streaming filter's stage of candidate offsets, 4
 # bytes each per warp.
 STATIC_SHARED = 2048 + 4 * MULTIBLOCK_STAGE * (MULTIBLOCK_THREADS // 32)
-# The finishing block sorts the K winners in shared memory while pow2(K) is at most this many
-# pairs and fits the device (48 KB for 32-bit keys: every digit_pass block carries that shared
-# memory, 4 blocks per SM on an H100 still). Larger K (issue 39: K = 65536 sorted whole rows) is
+# The finishing block sorts the K winners in shared memory while pow2(K) is at most this many pairs
+# and fits the device (48 KB for 32-bit keys: every digit_pass block carries that shared memory, 4
+# blocks per SM on an H100 still). Larger K (K = 65536, whose rows the sort family sorted whole) is
 # ordered after the last pass by kernels/order.cu over the K pairs alone, in tiles of at most
 # ORDER_TILE pairs and ORDER_TILE_SHARED bytes, and 2 merge passes at most, the last one
 # (order_output) writing the outputs: 2 or 3 launches more, whatever n. Tiles of 8192 pairs (96 KB
-# for 32-bit keys, one block per SM) order K = 65536 in 8 runs, merged in one pass: each merge
-# pass moves the K pairs twice, a larger tile only costs the tile sort's own stages (13 x 14 / 2
-# instead of 12 x 13 / 2). Traffic from plan() and the simulator; not measured on a GPU.
+# for 32-bit keys, one block per SM) order K = 65536 in 8 runs, merged in one pass: each merge pass
+# moves the K pairs twice, a larger tile only costs the tile sort's own stages (13 x 14 / 2 instead
+# of 12 x 13 / 2). Traffic from plan() and the simulator; not measured on a GPU.
 BLOCK_SORT_MAX = 4096
 ORDER_TILE = 8192
 ORDER_TILE_SHARED = 96 * 1024  # and at most this much shared memory per tile
-# The K pairs picked where the selection left them (order.py's picked_steps, issue 39): when the
-# candidates hold every winner, the last digit's pass writes no winners above the K-th key's
-# bucket and order_winner_tiles reads them in the candidate buffer (1x2^20 K=65536 on an H100:
-# 8.81 -> 8.1 MB by plan()). Only while one merge of all the runs does: at most this many
-# slots of a tile (the candidates' tiles, the bucket's), each pair of order_output making a
+# The K pairs picked where the selection left them (order.py's picked_steps): when the candidates
+# hold every winner, the last digit's pass writes no winners above the K-th key's bucket and
+# order_winner_tiles reads them in the candidate buffer, so the K pairs are not written and read
+# back (plan()'s bytes count the saving). Only while one merge of all the runs does: at most this
+# many slots of a tile (the candidates' tiles, the bucket's), each pair of order_output making a
 # binary search in every other run; more candidates keep the winners' buffer and its merges.
 PICKED_MAX_RUNS = 32
 
@@ -186,8 +187,7 @@ def caps(n: int, k: int, key_bytes: int, blocks_per_row: int) -> tuple[int, int,
     index) pairs, less the state, the histogram and the slices' counts of the threshold's ties
     (the K winners come on top). The budget is in elements, not input bytes: the keys reaching
     the threshold are a share of the row's elements whatever their width, and a budget of
-    ``input bytes / 4`` gave 16-bit rows (16 x 65536, k=2048 on the H200, issue 39) no threshold
-    at all. The candidates get :func:`candidate_room` (the expected count and a margin); without
+    ``input bytes / 4`` gave 16-bit rows (16 x 65536, k=2048) no threshold at all. The candidates get :func:`candidate_room` (the expected count and a margin); without
     that much room, or for rows shorter than SAMPLE_MIN_N, there is no threshold. The bucket
     buffer gets what is left, up to the candidate buffer's size or n / 64 (a larger bucket is
     gathered from the candidates).

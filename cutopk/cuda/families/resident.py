@@ -10,8 +10,9 @@ from .common import OUTPUTS, ROWS, SELECT, Geometry, no_scratch, pow2_at_least, 
 
 # The K winners are ordered in shared memory over the histogram's bytes, next to the row (the pow2
 # front is kept for the bitonic sort that orders them where a bin of their digit is too long):
-# 2048 keeps them (24 KB of 64-bit pairs) small beside an H100's 223 KB for the row. The issue's
-# LLM shapes (issue 37) stop at K = 2048.
+# 2048 keeps them (24 KB of 64-bit pairs) small beside an H100's 223 KB for the row. The LLM
+# sampling and indexer shapes this family serves (cutopk/_demo/grid.py's llm and indexer cases)
+# stop at K = 2048.
 MAX_K = 2048
 BINS = 1 << RESIDENT_DIGIT_BITS
 # The kernel's static shared memory (its bucket and two block scans' scratch: about 420 bytes),

@@ -73,9 +73,7 @@ static void count_row_8(const struct cutopk_rows* r, const struct key_rule* rule
 #define BINS 256
 /* Up to this K, count_row_16's winners are put in value order by a sort of K composites; above
  * it by two counting passes (byte_pass_desc), whose 2 x 256 bins cost more than sorting a few
- * (int16, CPU time beyond index order's, loaded 2-core EPYC: 16384x128 K = 8, 0.3 us a row on
- * the passes, 0.07 us sorted; 2048x1024 K = 32 and 64, 0.5 and 0.8 us on the passes, 0.5 and
- * 1.2 us sorted). */
+ * (benchmarks/results/2026-12-02-cpu-compiled-choice.md). */
 #define COUNT_SORT_MAX_K 16
 
 /* One stable counting pass over k (key, column) pairs by the byte of the keys at `shift`,
