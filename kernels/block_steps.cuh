@@ -1,9 +1,10 @@
-// Steps of block_row's select (kernels/block_row.cu) over the keys a block holds in shared
+// Steps of block_row's select (kernels/block_row.cu) over the row a block holds in shared
 // memory, shared with the cluster family (kernels/cluster.cu, whose blocks each hold a slice of
-// a row): the 16-byte copies of a row issued at entry in chunks, the streaming loader's path for
-// the rows those cannot copy, the candidate split around bin t of the first digit, and the exact
-// select from a bucket. Each is called by every thread of the block; docs/kernels.md describes
-// the families.
+// a row): the entry (the 16-byte copies of a row issued in chunks, the tail, the zeroed bins),
+// the count of the first digit as the chunks land (floats from their bits, HeldRow) or through
+// the streaming loader for the rows the copies cannot take, the keys made lazily, the candidate
+// split around bin t of the first digit, and the exact select from a bucket. Each is called by
+// every thread of the block; docs/kernels.md describes the families.
 #pragma once
 
 #include "constants.cuh"

@@ -1,13 +1,18 @@
 // Cluster select: top-K of a row too long for one block's shared memory, in one launch, a
 // thread-block cluster of BLOCKS (2, 4 or 8) blocks per row (sm_90), the row read from global
 // memory once. block_row's steps (block_steps.cuh) over the cluster's blocks, block r holding
-// slice r of the row (`slice` elements, a multiple of 32) as keys in its shared memory.
+// slice r of the row (`slice` elements, a multiple of 32) in its shared memory (HeldRow: floats
+// as their loaded bits, other types as keys).
 //
 // Steps, each a function below:
-// 1. load and count: every 16-byte vector of the slice copied at entry (cp.async, in chunks) and
-//    counted by the first digit (first_digit.cuh: a float16-style view of 32/64-bit floats, the
-//    top 12 bits of other keys: one digit for the whole cluster, so no per-slice range) as its
-//    chunk lands, a plain shared atomic per key; strided or unaligned rows by the streaming loader.
+// 1. load and count, block_row's steps (enter_row, count_row): every 16-byte vector of the slice
+//    copied at entry (cp.async, in chunks) and counted by the first digit as its chunk lands, a
+//    plain shared atomic per key; strided or unaligned rows by the streaming loader. Floats are
+//    counted from their bits (RawDigit: a float16-style view), which stay in shared memory: their
+//    keys are made by split_row for what it stores into block 0, or in place (keys_in_place)
+//    before the paths that scan the slice as keys (the exact select across the cluster, a row no
+//    longer than K). Other types become keys as they land, counted by the key's top 12 bits: one
+//    digit for the whole cluster, so no per-slice range (count_row's RANGED false).
 // 2. the cluster's histogram, reduced by owner in place (cluster_exchange.cuh: block r sums its
 //    share of the bins from every block, one round trip of DSMEM loads, and stores the sums into
 //    every block), and every block chooses the same bin t of the K-th key.
@@ -33,10 +38,10 @@
 // carry their row index). NaN, -0.0: by the keys (key_traits.cuh). Rows: regular, with lengths,
 // or CSR segments (row_extent.cuh; slices past a row's length are empty); a row no longer than K
 // has all its elements win. Dtypes: all. Limits: K <= 2048, rows whose slices fit the layout
-// below (cutopk/cuda/families/cluster.py), n < 2^31. Threads per block: 1024; 8- and
-// 16-bit keys 512 (16-bit floats' first digit, clamped at infinity's, spilled at 1024), one block per SM. Built for
-// sm_90 and later only (the entry points'
-// __cluster_dims__): on earlier GPUs the kernel traps and the dispatcher never picks it.
+// below (cutopk/cuda/families/cluster.py), n < 2^31. Threads per block: 1024; 8-bit keys 512
+// (16 keys to a 16-byte vector, as block_row's), one block per SM. Built for sm_90 and later only
+// (the entry points' __cluster_dims__): on earlier GPUs the kernel traps and the dispatcher never
+// picks it.
 // Dynamic shared memory, every block alike (DSMEM maps an address to the same offset in another
 // block): the winners (pow2(K) keys and 32-bit indices), the histogram (2^12 32-bit counters),
 // the candidates (cap keys and indices), the slice's keys, each part a multiple of 16 bytes.
