@@ -105,109 +105,6 @@ __device__ __forceinline__ Layout<Key> layout(unsigned char* smem, int kp, long 
   return l;
 }
 
-// One vector of a landed chunk: its bits become keys in place (a 16-byte shared load and store).
-template <class T>
-__device__ __forceinline__ onchip::Held<typename KeyTraits<T>::Key> to_keys(typename KeyTraits<T>::Key* keys, int v,
-                                                                            bool largest, bool nan_first) {
-  typedef typename KeyTraits<T>::Key Key;
-  constexpr int E = onchip::KEYS_PER_VEC<Key>;
-  const Vec16 raw = reinterpret_cast<const Vec16*>(keys)[v];
-  onchip::Held<Key> h;
-#pragma unroll
-  for (int e = 0; e < E; ++e) h.k[e] = KeyTraits<T>::from_bits(vec_element<Key>(raw, e), largest, nan_first);
-  onchip::store_held(keys, v * E, E, h);
-  return h;
-}
-
-// The least and the largest of the block's (lo, hi), in every thread: a warp reduction, then
-// every thread reads the warps' (`range`: 2 x 32 shared words). Every thread calls it.
-template <class Key>
-__device__ __forceinline__ void block_min_max(Key* lo, Key* hi, unsigned long long* range) {
-#pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) {
-    const Key l = shfl_xor(*lo, offset), h = shfl_xor(*hi, offset);
-    *lo = l < *lo ? l : *lo;
-    *hi = h > *hi ? h : *hi;
-  }
-  if ((threadIdx.x & 31) == 0) {
-    range[threadIdx.x >> 5] = *lo;
-    range[32 + (threadIdx.x >> 5)] = *hi;
-  }
-  __syncthreads();
-  for (int w = 0; w < (int)(blockDim.x >> 5); ++w) {
-    *lo = (Key)range[w] < *lo ? (Key)range[w] : *lo;
-    *hi = (Key)range[32 + w] > *hi ? (Key)range[32 + w] : *hi;
-  }
-}
-
-// 1b'. Chunk 0 of a row of 32/64-bit integers: its keys in place, then the digit over their range
-// (RowDigit::over), then their count.
-template <class T>
-__device__ __forceinline__ RowDigit<T> count_first_chunk(typename KeyTraits<T>::Key* keys, int end, bool largest,
-                                                         bool nan_first, unsigned* hist, unsigned long long* range) {
-  typedef typename KeyTraits<T>::Key Key;
-  constexpr int E = onchip::KEYS_PER_VEC<Key>;
-  Key lo = static_cast<Key>(~Key(0)), hi = Key(0);
-  for (int v = threadIdx.x; v < end; v += blockDim.x) {
-    const onchip::Held<Key> h = to_keys<T>(keys, v, largest, nan_first);
-#pragma unroll
-    for (int e = 0; e < E; ++e) {
-      lo = h.k[e] < lo ? h.k[e] : lo;
-      hi = h.k[e] > hi ? h.k[e] : hi;
-    }
-  }
-  block_min_max(&lo, &hi, range);
-  const RowDigit<T> digit = RowDigit<T>::over(lo, hi);
-  for (int v = threadIdx.x; v < end; v += blockDim.x) {  // this thread's own keys: no barrier needed
-    const onchip::Held<Key> h = onchip::held_keys(keys, v * E, end * E);
-#pragma unroll
-    for (int e = 0; e < E; ++e) count_key(hist, digit.of(h.k[e]), true, false);
-  }
-  return digit;
-}
-
-// 1b. Chunk by chunk, once its copies have landed (each thread's wait, then a barrier: the block
-// sees every thread's copies), the chunk's first digits are counted (HeldRow: from the bits, or
-// from keys made in place); the later chunks' copies are still in flight meanwhile. Returns the row's digit (for
-// 32/64-bit integers from chunk 0's range; `range`: 64 shared words). `hist` is zeroed before the
-// call (the first barrier here publishes it). Every thread calls it.
-template <class T>
-__device__ __forceinline__ RowDigit<T> count_chunks(typename KeyTraits<T>::Key* keys, Chunks c, bool largest,
-                                                    bool nan_first, unsigned* hist, unsigned long long* range) {
-  typedef typename KeyTraits<T>::Key Key;
-  constexpr int E = onchip::KEYS_PER_VEC<Key>;
-  RowDigit<T> digit = RowDigit<T>::prefix();
-  const auto raw = RawDigit<T>::of_row(largest, nan_first);
-  if (c.count == 0) __syncthreads();  // no chunk (a row shorter than a vector): publish the zeros
-  for (int g = 0; g < c.count; ++g) {
-    wait_copies(c.count - 1 - g);
-    __syncthreads();
-    const int end = min(c.vecs, (g + 1) * c.per_chunk);
-    if constexpr (RangedDigit<T>::value) {
-      if (g == 0) {  // the same in the whole block
-        digit = count_first_chunk<T>(keys, end, largest, nan_first, hist, range);
-        continue;
-      }
-    }
-    for (int v = g * c.per_chunk + (int)threadIdx.x; v < end; v += blockDim.x) {
-      if constexpr (HeldRow<T>::BITS) {  // the bits stay: their digit without their keys
-        const Vec16 bits = reinterpret_cast<const Vec16*>(keys)[v];
-        // Bin 2048 + offset: its address from bin 2048's by a byte offset (one multiply-add).
-#pragma unroll
-        for (int e = 0; e < E; ++e) {
-          const int at = raw.offset(vec_element<Key>(bits, e), (int)sizeof(unsigned));
-          count_key(reinterpret_cast<unsigned*>(reinterpret_cast<unsigned char*>(hist + 2048) + at), 0u, true, false);
-        }
-      } else {
-        const onchip::Held<Key> h = to_keys<T>(keys, v, largest, nan_first);
-#pragma unroll
-        for (int e = 0; e < E; ++e) count_key(hist, digit.of(h.k[e]), true, false);
-      }
-    }
-  }
-  return digit;
-}
-
 // The shared scalars of a block: the bucket, the block scans' scratch, the slot counters.
 struct Block {
   onchip::Bucket* bucket;
@@ -275,7 +172,6 @@ block_row_topk(const T* __restrict__ in, long long rows, long long n, long long 
                T* __restrict__ out_vals, void* __restrict__ out_idx, int index_bytes) {
   typedef typename KeyTraits<T>::Key Key;
   constexpr int KEY_BITS = 8 * (int)sizeof(Key);
-  constexpr int E = onchip::KEYS_PER_VEC<Key>;
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ onchip::Bucket s_bucket;
   __shared__ int s_scan[33];
@@ -292,31 +188,15 @@ block_row_topk(const T* __restrict__ in, long long rows, long long n, long long 
   const T* base = in + extent.start;
   const int len = (int)extent.length;  // < 2^31: the row fits in shared memory
   const int k_row = k < len ? k : len;
-  const Key* bits = row_bits(base);
   const bool copied = ASYNC_COPIES && col_stride == 1 && (reinterpret_cast<unsigned long long>(base) & 15) == 0;
-  Chunks chunks{0, 0, 0};
-  if (copied) chunks = issue_copies(bits, len, l.keys);                // every copy in flight before anything else
-  const int tail = copied ? chunks.vecs * E + (int)threadIdx.x : len;  // this thread's element past them
-  const Key tail_bits = tail < len ? bits[tail] : Key(0);
-  onchip::zero_bins(l.hist, 1 << FirstDigit<T>::BITS);
+  const Entry<Key> entry = enter_row(row_bits(base), len, copied, l.keys, l.hist, 1 << FirstDigit<T>::BITS);
   if (threadIdx.x == 0) {
     s_bucket = onchip::Bucket{0ull, k_row, len, KEY_BITS};  // every key, k_row winners to take
     s_taken = 0;
     s_cands = 0;
   }
-  HeldRow<T> held{RawDigit<T>::of_row(largest, nan_first), RowDigit<T>::prefix(), largest != 0, nan_first != 0};
-  if (copied) {
-    held.digit = count_chunks<T>(l.keys, chunks, largest, nan_first, l.hist, s_range);  // publishes the zeros
-    if (tail < len) {
-      const Key word = held.stored(tail_bits);
-      l.keys[tail] = word;
-      count_key(l.hist, held.of(word), true, false);
-    }
-  } else {
-    __syncthreads();
-    load_plain(base, col_stride, len, held, l.keys, l.hist);
-  }
-  __syncthreads();
+  HeldRow<T> held = held_row<T>(largest != 0, nan_first != 0);
+  count_row<T, RangedDigit<T>::value>(entry, copied, base, col_stride, len, &held, l.keys, l.hist, s_range);
   if (len > k && k > 0) {
     onchip::choose_bin(l.hist, FirstDigit<T>::BITS, &s_bucket, s_scan);
     select_winners<T>(l, len, k_row, held, s);

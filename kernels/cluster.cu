@@ -1,13 +1,18 @@
 // Cluster select: top-K of a row too long for one block's shared memory, in one launch, a
 // thread-block cluster of BLOCKS (2, 4 or 8) blocks per row (sm_90), the row read from global
 // memory once. block_row's steps (block_steps.cuh) over the cluster's blocks, block r holding
-// slice r of the row (`slice` elements, a multiple of 32) as keys in its shared memory.
+// slice r of the row (`slice` elements, a multiple of 32) in its shared memory (HeldRow: floats
+// as their loaded bits, other types as keys).
 //
 // Steps, each a function below:
-// 1. load and count: every 16-byte vector of the slice copied at entry (cp.async, in chunks) and
-//    counted by the first digit (first_digit.cuh: a float16-style view of 32/64-bit floats, the
-//    top 12 bits of other keys: one digit for the whole cluster, so no per-slice range) as its
-//    chunk lands, a plain shared atomic per key; strided or unaligned rows by the streaming loader.
+// 1. load and count, block_row's steps (enter_row, count_row): every 16-byte vector of the slice
+//    copied at entry (cp.async, in chunks) and counted by the first digit as its chunk lands, a
+//    plain shared atomic per key; strided or unaligned rows by the streaming loader. Floats are
+//    counted from their bits (RawDigit: a float16-style view), which stay in shared memory: their
+//    keys are made by split_row for what it stores into block 0, or in place (keys_in_place)
+//    before the paths that scan the slice as keys (the exact select across the cluster, a row no
+//    longer than K). Other types become keys as they land, counted by the key's top 12 bits: one
+//    digit for the whole cluster, so no per-slice range (count_row's RANGED false).
 // 2. the cluster's histogram, reduced by owner in place (cluster_exchange.cuh: block r sums its
 //    share of the bins from every block, one round trip of DSMEM loads, and stores the sums into
 //    every block), and every block chooses the same bin t of the K-th key.
@@ -33,10 +38,10 @@
 // carry their row index). NaN, -0.0: by the keys (key_traits.cuh). Rows: regular, with lengths,
 // or CSR segments (row_extent.cuh; slices past a row's length are empty); a row no longer than K
 // has all its elements win. Dtypes: all. Limits: K <= 2048, rows whose slices fit the layout
-// below (cutopk/cuda/families/cluster.py), n < 2^31. Threads per block: 1024; 8- and
-// 16-bit keys 512 (16-bit floats' first digit, clamped at infinity's, spilled at 1024), one block per SM. Built for
-// sm_90 and later only (the entry points'
-// __cluster_dims__): on earlier GPUs the kernel traps and the dispatcher never picks it.
+// below (cutopk/cuda/families/cluster.py), n < 2^31. Threads per block: 1024; 8-bit keys 512
+// (16 keys to a 16-byte vector, as block_row's), one block per SM. Built for sm_90 and later only
+// (the entry points' __cluster_dims__): on earlier GPUs the kernel traps and the dispatcher never
+// picks it.
 // Dynamic shared memory, every block alike (DSMEM maps an address to the same offset in another
 // block): the winners (pow2(K) keys and 32-bit indices), the histogram (2^12 32-bit counters),
 // the candidates (cap keys and indices), the slice's keys, each part a multiple of 16 bytes.
@@ -104,34 +109,6 @@ struct Block {
   int* ties;                   // block 0's: ties gathered (take_ties)
   unsigned long long* before;  // the earlier blocks' winner counts, pushed (BLOCKS)
 };
-
-// 1. Chunk by chunk, once its copies have landed (each thread's wait, then a barrier), the
-// chunk's bits become keys in place and their first digit is counted, the later chunks still in
-// flight. As block_row's count_chunks, but with the digit every block of the cluster shares (for
-// 32/64-bit integers the key's top 12 bits, not a range of this block's own keys). `hist` is
-// zeroed before the call (its first barrier publishes the zeros).
-template <class T>
-__device__ __forceinline__ void count_slice(typename KeyTraits<T>::Key* keys, Chunks c, bool largest, bool nan_first,
-                                            unsigned* hist) {
-  typedef typename KeyTraits<T>::Key Key;
-  constexpr int E = onchip::KEYS_PER_VEC<Key>;
-  const RowDigit<T> digit = RowDigit<T>::prefix();
-  if (c.count == 0) __syncthreads();
-  for (int g = 0; g < c.count; ++g) {
-    wait_copies(c.count - 1 - g);
-    __syncthreads();
-    const int end = min(c.vecs, (g + 1) * c.per_chunk);
-    for (int v = g * c.per_chunk + (int)threadIdx.x; v < end; v += blockDim.x) {
-      const Vec16 raw = reinterpret_cast<const Vec16*>(keys)[v];
-      onchip::Held<Key> h;
-#pragma unroll
-      for (int e = 0; e < E; ++e) h.k[e] = KeyTraits<T>::from_bits(vec_element<Key>(raw, e), largest, nan_first);
-      onchip::store_held(keys, v * E, E, h);
-#pragma unroll
-      for (int e = 0; e < E; ++e) count_key(hist, digit.of(h.k[e]), true, false);
-    }
-  }
-}
 
 // Ties at the K-th place after the candidates, block 0: the K-th key `kth` exact (every bit
 // resolved), every key equal to it among the `count` candidates. The candidates above it join
@@ -202,17 +179,16 @@ __device__ __forceinline__ void take_ties(const Layout<Key>& l, int count, Key k
 template <class T, int BLOCKS>
 __device__ __forceinline__ bool select_candidates(const Cluster& cluster, const Layout<typename KeyTraits<T>::Key>& l,
                                                   int mine, unsigned first_index, onchip::Bucket first,
-                                                  const Block<BLOCKS>& s) {
+                                                  const HeldRow<T>& held, const Block<BLOCKS>& s) {
   typedef typename KeyTraits<T>::Key Key;
-  const KeyedRow<T> digit{RowDigit<T>::prefix(), false, false};  // the keys are made: no flags read
-  split_row<T>(l.keys, mine, digit, (unsigned)first.prefix,
+  split_row<T>(l.keys, mine, held, (unsigned)first.prefix,
                Split<Key>{cluster.map_shared_rank(l.win_key, 0), cluster.map_shared_rank(l.win_idx, 0),
                           cluster.map_shared_rank(s.taken, 0), cluster.map_shared_rank(l.cand_key, 0),
                           cluster.map_shared_rank(l.cand_idx, 0), cluster.map_shared_rank(s.cands, 0), first_index});
   cluster.barrier_arrive();  // this block's winners and candidates are in block 0
   if (cluster.block_rank() != 0) return false;
   cluster.barrier_wait();  // every block's are; every thread has read *s.bucket
-  const Common shared = digit.digit.common((unsigned)first.prefix);
+  const Common shared = held.digit.common((unsigned)first.prefix);
   resolve_bucket(l.cand_key, first.count, onchip::Bucket{shared.prefix, first.needed, first.count, shared.shift},
                  l.hist, s.bucket, s.scan);
   const onchip::Bucket c = *s.bucket;
@@ -275,21 +251,22 @@ __device__ __forceinline__ bool place_across(const Cluster& cluster, const Layou
 template <class T, int BLOCKS>
 __device__ __forceinline__ bool select_winners(const Cluster& cluster, const Layout<typename KeyTraits<T>::Key>& l,
                                                int mine, long long first_index, int len, int k_row, int cap,
-                                               const Block<BLOCKS>& s) {
+                                               const HeldRow<T>& held, const Block<BLOCKS>& s) {
   typedef typename KeyTraits<T>::Key Key;
   constexpr int KEY_BITS = 8 * (int)sizeof(Key);
   cluster_exchange::reduce_bins<BLOCKS>(cluster, l.hist, FirstDigit<T>::BITS);
   onchip::choose_bin(l.hist, FirstDigit<T>::BITS, s.bucket, s.scan);
   CUTOPK_PHASE(2, bucket);
   const onchip::Bucket first = *s.bucket;  // bin t: the same in every block
-  if (first.count <= cap) return select_candidates<T, BLOCKS>(cluster, l, mine, (unsigned)first_index, first, s);
+  if (first.count <= cap) return select_candidates<T, BLOCKS>(cluster, l, mine, (unsigned)first_index, first, held, s);
+  keys_in_place(held, l.keys, mine);  // the exact select scans the whole slice as keys
   resolve_across<BLOCKS>(cluster, l, mine, onchip::Bucket{0ull, k_row, len, KEY_BITS}, s);
   return place_across<BLOCKS>(cluster, l, mine, first_index, *s.bucket, k_row, s);
 }
 #endif
 
 template <class T, int BLOCKS>
-CUTOPK_KERNEL(sizeof(T) <= 2 ? CUTOPK_BLOCK_ROW_8BIT_THREADS : CUTOPK_BLOCK_ROW_THREADS, 1)
+CUTOPK_KERNEL(sizeof(T) == 1 ? CUTOPK_BLOCK_ROW_8BIT_THREADS : CUTOPK_BLOCK_ROW_THREADS, 1)
 cluster_topk(const T* __restrict__ in, long long rows, long long n, long long row_stride, long long col_stride,
              const long long* __restrict__ extents, int rows_kind, int k, int largest, int nan_first, int by_index,
              int slice, int cap, T* __restrict__ out_vals, void* __restrict__ out_idx, int index_bytes) {
@@ -298,7 +275,6 @@ cluster_topk(const T* __restrict__ in, long long rows, long long n, long long ro
   CUTOPK_PHASE(0, entry);
   typedef typename KeyTraits<T>::Key Key;
   constexpr int KEY_BITS = 8 * (int)sizeof(Key);
-  constexpr int E = onchip::KEYS_PER_VEC<Key>;
   const Cluster cluster = cooperative_groups::this_cluster();
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ onchip::Bucket s_bucket;
@@ -319,38 +295,26 @@ cluster_topk(const T* __restrict__ in, long long rows, long long n, long long ro
   const int k_row = k < len ? k : len;
   const long long first = (long long)cluster.block_rank() * slice;  // this block's slice of the row
   const int mine = (int)max(0ll, min((long long)slice, extent.length - first));
-  const Key* bits = row_bits(base + first * col_stride);
-  const bool copied = col_stride == 1 && (reinterpret_cast<unsigned long long>(bits) & 15) == 0;
-  Chunks chunks{0, 0, 0};
-  if (copied) chunks = issue_copies(bits, mine, l.keys);                // every copy in flight first
-  const int tail = copied ? chunks.vecs * E + (int)threadIdx.x : mine;  // this thread's element past them
-  const Key tail_bits = tail < mine ? bits[tail] : Key(0);
-  onchip::zero_bins(l.hist, 1 << FirstDigit<T>::BITS);
+  const T* slice_base = base + first * col_stride;
+  const bool copied = col_stride == 1 && (reinterpret_cast<unsigned long long>(slice_base) & 15) == 0;
+  const Entry<Key> entry = enter_row(row_bits(slice_base), mine, copied, l.keys, l.hist, 1 << FirstDigit<T>::BITS);
   if (threadIdx.x == 0) {
     s_bucket = onchip::Bucket{0ull, k_row, len, KEY_BITS};  // every key, k_row winners to take
     s_taken = 0;
     s_cands = 0;
     s_ties = 0;
   }
-  if (copied) {
-    count_slice<T>(l.keys, chunks, largest, nan_first, l.hist);  // publishes the zeros
-    if (tail < mine) {
-      const Key key = KeyTraits<T>::from_bits(tail_bits, largest, nan_first);
-      l.keys[tail] = key;
-      count_key(l.hist, RowDigit<T>::prefix().of(key), true, false);
-    }
-  } else {
-    __syncthreads();
-    load_plain(base + first * col_stride, col_stride, mine,
-               KeyedRow<T>{RowDigit<T>::prefix(), largest != 0, nan_first != 0}, l.keys, l.hist);
-  }
-  __syncthreads();
+  // The slice's bits held (floats), their keys made where needed; no range digit (one digit for
+  // the whole cluster).
+  HeldRow<T> held = held_row<T>(largest != 0, nan_first != 0);
+  count_row<T, false>(entry, copied, slice_base, col_stride, mine, &held, l.keys, l.hist, nullptr);
   CUTOPK_PHASE(1, load);
   bool orders = cluster.block_rank() == 0;
   if (len > k && k > 0) {  // the same in the whole cluster: every block meets the same barriers
-    orders = select_winners<T, BLOCKS>(cluster, l, mine, first, len, k_row, cap, s);
+    orders = select_winners<T, BLOCKS>(cluster, l, mine, first, len, k_row, cap, held, s);
   } else if (k > 0) {  // a row of at most K keeps every element
-    cluster.sync();    // every block has started: its shared memory may be mapped
+    keys_in_place(held, l.keys, mine);
+    cluster.sync();  // every block has started: its shared memory may be mapped
     orders = place_across<BLOCKS>(cluster, l, mine, first, s_bucket, k_row, s);
   }
   if (!orders) return;

@@ -198,6 +198,7 @@ def test_the_size_by_rows_and_the_limits():
     assert (p.kernel, p.block, p.grid, p.params["cluster"]) == ("cluster_topk", 1024, 32, 8)
     assert p.shared_bytes + _cluster.STATIC_BYTES <= h100.shared_bytes
     assert _dispatch.plan(1, 262144, 50, 1, h100, copy=False, algorithm="cluster").block == 512
+    assert _dispatch.plan(1, 262144, 50, 2, h100, copy=False, algorithm="cluster").block == 1024
     reason = _dispatch.why_not("cluster", 10**6, 10, 4, h100)
     assert reason is not None and "8 blocks" in reason
     assert "thread-block clusters" in _dispatch.why_not("cluster", 9000, 10, 4, _dispatch.Device())

@@ -393,16 +393,25 @@ def test_the_held_counting_loop_is_the_first_that_counts_16_byte_shared_vectors(
 
 
 def test_a_held_count_dearer_than_flashinfers_fails(planted):
-    # The rule on sm_90's block_row kernels, with the planted count under their name.
+    # The rule on sm_90's block_row and cluster kernels (one count step), with the planted count
+    # under their names.
     (code,) = [c for (_, n), c in planted.items() if n == "count_with_atomics"]
     per_key = round(check_sass.held_counting_loop(code).per_key, 1)
-    functions = {("sm_90", "block_row_topk_float32"): code, ("sm_80", "block_row_topk_float16"): code}
+    functions = {
+        ("sm_90", "block_row_topk_float32"): code,
+        ("sm_90", "cluster_topk_float16_blocks4"): code,
+        ("sm_90", "cluster_topk_float32_blocks4"): code,  # not held to it (check_sass.HELD_COUNT)
+        ("sm_80", "block_row_topk_float16"): code,
+    }
     none = re.compile("^$")
-    rules = dict(streaming=none, sampled=none, filtered=none, on_chip=none, async_copy=none)
-    problems = [
-        f.problem for f in check_sass.check(functions, **rules, counting_reference={"float32": per_key - 0.1})
-    ]
-    assert len(problems) == 1 and "FlashInfer's" in problems[0], problems  # sm_80 is not held to it
+    rules = dict(
+        streaming=none, sampled=none, filtered=none, on_chip=none, async_copy=none, async_copy_sm90=none
+    )
+    found = check_sass.check(
+        functions, **rules, counting_reference={"float32": per_key - 0.1, "float16": per_key - 0.1}
+    )
+    assert sorted(f.name for f in found) == ["block_row_topk_float32", "cluster_topk_float16_blocks4"], found
+    assert all("FlashInfer's" in f.problem for f in found), found  # sm_80 is not held to it
     assert check_sass.check(functions, **rules, counting_reference={"float32": per_key}) == []
     assert set(check_sass.flashinfer_counting()) == {"float32", "float16", "bfloat16"}
 

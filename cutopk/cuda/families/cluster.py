@@ -156,7 +156,7 @@ def geometry(rows: int, n: int, k: int, key_bytes: int, device) -> Geometry:
     blocks = size(rows, n, k, key_bytes, device) or SIZES[0]
     c = cap(n, k, key_bytes, blocks, device) or 16
     params = {"slice": slice_of(n, blocks), "cap": c, "cluster": blocks}
-    threads = BLOCK_ROW_THREADS if key_bytes > 2 else BLOCK_ROW_8BIT_THREADS  # the kernel's launch bounds
+    threads = BLOCK_ROW_THREADS if key_bytes > 1 else BLOCK_ROW_8BIT_THREADS  # the kernel's launch bounds
     shared = layout_shared_bytes(n, k, key_bytes, blocks, c)
     return Geometry("cluster_topk", rows * blocks, threads, shared, params)
 
