@@ -254,16 +254,22 @@ def plan(parts, k, mode: str = "largest", sorted_=True, nan: str = "last", backe
 class _Merging:
     """A merge's checked arguments: the parts as the backend takes them (``pairs``, native byte
     order), their kind's array module, the scope to work in, the resolved backend, ``k``,
-    ``order``, ``dtypes`` (values, indices, batch shape), ``given`` (parts[0]'s dtypes, which the
-    results take), ``given_parts`` (the parts before their copy to native byte order) and ``back`` (the results as the caller's array type)."""
+    ``order``, ``dtypes`` (values, indices, batch shape), ``given_parts`` (the parts as given,
+    before their copy to native byte order) and ``back`` (the results as the caller's array
+    type)."""
 
-    def __init__(self, kind, pairs, back, scope, backend, k, order, nan_first, largest, dtypes, given,
-                 given_parts):  # fmt: skip
-        self.given_parts = given_parts
+    def __init__(self, kind, pairs, back, scope, backend, k, order, nan_first, largest, dtypes, given_parts):
         self.kind, self.pairs, self.back, self.scope, self.backend = kind, pairs, back, scope, backend
         self.k, self.order, self.nan_first, self.largest = k, order, nan_first, largest
-        self.dtypes, self.given = dtypes, given
+        self.dtypes, self.given_parts = dtypes, given_parts
         self.xp = _interop.array_module(kind)
+
+    @property
+    def given(self) -> tuple[np.dtype, np.dtype]:
+        """parts[0]'s dtypes as given, byte order included: the results take them (top_k keeps its
+        input's)."""
+        values, indices = self.given_parts[0]
+        return values.dtype, indices.dtype
 
     def swapped(self) -> dict:
         """The copies to and from native byte order that a merge of these parts makes (a line
@@ -298,13 +304,12 @@ def _checked(parts, k, mode, sorted_, nan, backend) -> _Merging:
     kind, pairs, back, scope = _convert(pairs)
     resolved = _checks.resolve_backend(backend, kind)
     dtypes = _check_arrays(pairs)
-    # The results in parts[0]'s dtypes, byte order included (top_k keeps its input's).
-    given, given_parts = (pairs[0][0].dtype, pairs[0][1].dtype), pairs
-    pairs = _as_native(pairs)
+    given_parts, pairs = pairs, _as_native(pairs)
     k = check_k(k, sum(int(v.shape[-1]) for v, _ in pairs))
     nan_first = nan == "largest" and mode == "largest"
-    return _Merging(kind, pairs, back, scope, resolved, k, order, nan_first, mode == "largest", dtypes, given,
-                    given_parts)  # fmt: skip
+    return _Merging(
+        kind, pairs, back, scope, resolved, k, order, nan_first, mode == "largest", dtypes, given_parts
+    )
 
 
 def _merge(xp, pairs, k, mode, order, nan, vdt, idt, batch):
