@@ -4,22 +4,18 @@ hangs costs that step only. Nothing here runs a GPU."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 import sys
 import time
 
 import pytest
 from cutopk_bench import lease
+from support import gpu_session
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="the lease is a bash script for the lent Linux machines")
 def test_dry_run_of_the_lease_prints_every_step_and_fits_nine_minutes(tmp_path):
-    env_vars = os.environ | {"PATH": _with_this_python(), "OUT": str(tmp_path), "DRY_RUN": "1"}
-    proc = subprocess.run(
-        ["bash", "tools/gpu_session.sh", "lease"], capture_output=True, text=True, env=env_vars, check=False
-    )
+    proc = gpu_session.dry_run("lease", tmp_path)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
     order = [m for m in re.findall(r"^--- (\w+) ", out, flags=re.M)]
@@ -104,9 +100,3 @@ def test_the_steps_python_gets_the_lease_watchdog_and_the_scoreboard_its_own(tmp
         assert (tmp_path / "log").read_text().strip() == want
     assert all(s.watchdog_s == lease.WATCHDOG_S for s in lease.steps())
     assert lease.scoreboard_step(100.0).watchdog_s is None
-
-
-def _with_this_python() -> str:
-    """PATH with this interpreter's folder first: the script calls ``python3``, which must be the
-    interpreter running the tests (its venv holds the test extra) even where it is not activated."""
-    return os.pathsep.join((os.path.dirname(sys.executable), os.environ.get("PATH", "")))

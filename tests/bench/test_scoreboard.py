@@ -6,12 +6,12 @@ session would run (the measurements themselves need a GPU)."""
 from __future__ import annotations
 
 import csv
-import os
 import subprocess
 import sys
 
 import pytest
 from cutopk_bench import scoreboard
+from support import gpu_session
 
 from cutopk._demo import env, grid, runner
 
@@ -120,19 +120,7 @@ def test_command_line_errors_are_usage_errors(tmp_path):
 
 @pytest.mark.skipif(sys.platform != "linux", reason="the phase is a bash script for the lent Linux machines")
 def test_dry_run_of_the_gpu_session_phase_runs_every_command_line(tmp_path):
-    env_vars = os.environ | {
-        "PATH": _with_this_python(),
-        "OUT": str(tmp_path),
-        "DRY_RUN": "1",
-        "SCOREBOARD_S": "480",
-    }
-    proc = subprocess.run(
-        ["bash", "tools/gpu_session.sh", "scoreboard"],
-        capture_output=True,
-        text=True,
-        env=env_vars,
-        check=False,
-    )
+    proc = gpu_session.dry_run("scoreboard", tmp_path, SCOREBOARD_S="480")
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-3000:]
     assert "cases chosen" in out and "fit in --time-limit 330 s" in out
@@ -170,9 +158,3 @@ def test_profile_target_runs_each_case_once_inside_the_profiler_window(monkeypat
         per_case += [call, "sync", "start", call, "sync", "stop"]  # warm-up outside, one call inside
     assert events == per_case
     assert capsys.readouterr().out.count("profiled ") == len(scoreboard.PROFILE_CASES)
-
-
-def _with_this_python() -> str:
-    """PATH with this interpreter's folder first: the script calls ``python3``, which must be the
-    interpreter running the tests (its venv holds the test extra) even where it is not activated."""
-    return os.pathsep.join((os.path.dirname(sys.executable), os.environ.get("PATH", "")))
