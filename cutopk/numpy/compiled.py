@@ -272,8 +272,8 @@ def _element(dtype: np.dtype) -> tuple[int, int]:
 def _address(a: np.ndarray) -> int:
     """The address of ``a``'s first element. ``a.ctypes.data`` builds a ctypes helper object (three
     per call); a writable C-contiguous array's buffer gives it at a fraction of that cost
-    (benchmarks/results/2026-12-02-cpu-compiled-choice.md). Other arrays (strided views, read-only inputs, dtypes that NumPy does not
-    export as buffers: bfloat16) the plain way."""
+    (benchmarks/results/2026-12-02-cpu-compiled-choice.md). Other arrays (strided views, read-only
+    inputs, dtypes that NumPy does not export as buffers: bfloat16) the plain way."""
     flags = a.flags
     if flags.c_contiguous and flags.writeable:
         try:

@@ -187,8 +187,9 @@ def caps(n: int, k: int, key_bytes: int, blocks_per_row: int) -> tuple[int, int,
     index) pairs, less the state, the histogram and the slices' counts of the threshold's ties
     (the K winners come on top). The budget is in elements, not input bytes: the keys reaching
     the threshold are a share of the row's elements whatever their width, and a budget of
-    ``input bytes / 4`` gave 16-bit rows (16 x 65536, k=2048) no threshold at all. The candidates get :func:`candidate_room` (the expected count and a margin); without
-    that much room, or for rows shorter than SAMPLE_MIN_N, there is no threshold. The bucket
+    ``input bytes / 4`` gave 16-bit rows (16 x 65536, k=2048) no threshold at all. The
+    candidates get :func:`candidate_room` (the expected count and a margin); without that much
+    room, or for rows shorter than SAMPLE_MIN_N, there is no threshold. The bucket
     buffer gets what is left, up to the candidate buffer's size or n / 64 (a larger bucket is
     gathered from the candidates).
     """
