@@ -119,3 +119,16 @@ def test_the_standin_keeps_a_cuda_twin_per_key_width_and_a_third_of_the_distribu
         ]
         assert 3 <= len(met) <= 4
     assert standin_twin_keeps({"backend": "cuda", "dist": "a list of the test's own"})
+
+
+def test_the_standin_keeps_each_familys_twin_at_one_key_width_and_each_width_for_some_family():
+    def kept(family, dtype):
+        return standin_twin_keeps({"backend": "cuda", "family": family, "dtype": dtype})
+
+    for family in ALGORITHMS:
+        assert sum(kept(family, d) for d in ASAN_DTYPES) == 1
+        assert kept(family, "bfloat16") and not kept(family, "int16")
+    for dtype in ASAN_DTYPES:
+        assert 2 <= sum(kept(family, dtype) for family in ALGORITHMS) <= 4
+    assert standin_twin_keeps({"backend": "sim", "family": "cluster", "dtype": "int8"})
+    assert standin_twin_keeps({"backend": "cuda", "family": "a family of the test's own", "dtype": "int8"})

@@ -45,7 +45,8 @@ def standin_twin_keeps(params: dict) -> bool:
     its ``"sim"`` twin, which runs every case; what the "cuda" case adds is CuPy's side of the
     launcher (arrays, streams, scratch, the launch sequence), which follows the key's width and
     the algorithm but neither the other traits of the element type nor the values' distribution.
-    So a "cuda" case keeps TWIN_DTYPES of a ``dtype`` parameter, and a third of the
+    So a "cuda" case keeps TWIN_DTYPES of a ``dtype`` parameter (of a ``family`` matrix, the
+    (family, key width) diagonal of ``family_width_diagonal``), and a third of the
     distributions of a ``dist`` parameter (the (distribution, algorithm) diagonal of the ASan
     subset where an ``algorithm`` parameter goes with it). Other backends, and "cuda" cases
     without these parameters, are all kept; on a real GPU every case runs."""
@@ -53,6 +54,8 @@ def standin_twin_keeps(params: dict) -> bool:
         return True
     if "dtype" in params and str(params["dtype"]) not in TWIN_DTYPES:
         return False
+    if "dtype" in params and "family" in params:
+        return family_width_diagonal(str(params["family"]), str(params["dtype"]))
     if "dist" in params:
         from support.inputs import DISTRIBUTIONS
 
@@ -62,6 +65,19 @@ def standin_twin_keeps(params: dict) -> bool:
             return asan_keeps({"dist": params["dist"], "algorithm": params["algorithm"]})
         return DISTRIBUTIONS.index(params["dist"]) % 3 == 0
     return True
+
+
+def family_width_diagonal(family: str, dtype: str) -> bool:
+    """Whether a "cuda" twin of a (kernel family, element type) matrix case runs: each family
+    with one of ASAN_DTYPES' key widths, the widths in turn along the dispatcher's family order,
+    and bfloat16 (its own CuPy glue) with every family. The launcher's CuPy side passes a
+    family's arrays and row extents the same way whatever the key's width, and widths the same
+    way whatever the family; the "sim" twin runs every pair."""
+    from cutopk.cuda.dispatch import ALGORITHMS
+
+    if dtype not in ASAN_DTYPES or family not in ALGORITHMS:
+        return True
+    return (ALGORITHMS.index(family) - ASAN_DTYPES.index(dtype)) % len(ASAN_DTYPES) == 0
 
 
 def shard(value: str | None) -> tuple[int, int] | None:
