@@ -55,7 +55,8 @@ def standin_twin_keeps(params: dict) -> bool:
     if "dtype" in params and str(params["dtype"]) not in TWIN_DTYPES:
         return False
     if "dtype" in params and "family" in params:
-        return family_width_diagonal(str(params["family"]), str(params["dtype"]))
+        if not family_width_diagonal(str(params["family"]), str(params["dtype"])):
+            return False
     if "dist" in params:
         from support.inputs import DISTRIBUTIONS
 
