@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from cutopk_bench import plots, shims
 from support.backends import cuda_is_standin, hardware_only
+from support.scripts import load_benchmark
 
 import cutopk
 from cutopk._core import entry
@@ -566,13 +567,7 @@ def test_save_from_an_installed_package_goes_where_help_says(monkeypatch, tmp_pa
 
 
 def _irregular_script(monkeypatch):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("bench_irregular", env.REPO / "benchmarks" / "irregular.py")
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, module)  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark(monkeypatch, "irregular.py", "bench_irregular")
 
 
 IRREGULAR_TINY = ["--indexer", "4x64:8,3x50:20", "--segments", "40", "--merge", "2x3x100:5", "--repeat", "1"]

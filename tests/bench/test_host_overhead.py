@@ -4,12 +4,11 @@ of the profile named. Tiny counts: what is checked is that the tool runs, not it
 
 from __future__ import annotations
 
-import importlib.util
 import pathlib
-import sys
 
 import pytest
 from support.backends import cuda_is_standin, require
+from support.scripts import load_benchmark
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -18,12 +17,7 @@ def test_the_cupy_path_rows_run_one_launch_and_two_allocations(monkeypatch):
     require("cuda")
     if not cuda_is_standin():
         pytest.skip("the tool installs the CuPy stand-in: not in a session on a real GPU")
-    spec = importlib.util.spec_from_file_location(
-        "bench_host_overhead", ROOT / "benchmarks" / "host_overhead.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, module)
-    spec.loader.exec_module(module)
+    module = load_benchmark(monkeypatch, "host_overhead.py", "bench_host_overhead")
     rows = module.cupy_path_rows(calls=3, repeat=1, profile=True)
     assert len(rows) == len(module.CUPY_SHAPES) * len(module.CUPY_DTYPES) + len(module.CUPY_FORCED)
     for row in rows:

@@ -3,22 +3,16 @@ times), with simulator-counted bytes beside the plan's on a scaled-down shape.""
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
 
 import pytest
+from support.scripts import load_benchmark
 
 from cutopk import sim
-from cutopk._demo import env
 
 
 def _script(monkeypatch):
-    spec = importlib.util.spec_from_file_location("bench_long_rows", env.REPO / "benchmarks" / "long_rows.py")
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, module)  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark(monkeypatch, "long_rows.py", "bench_long_rows")
 
 
 def test_long_rows_table_says_no_gpu_and_counts_every_issue_case(monkeypatch, tmp_path, capsys):

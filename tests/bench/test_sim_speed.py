@@ -3,21 +3,14 @@ over-budget launch."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-
 import pytest
+from support.scripts import load_benchmark
 
 from cutopk import sim
-from cutopk._demo import env
 
 
 def _script(monkeypatch):
-    spec = importlib.util.spec_from_file_location("bench_sim_speed", env.REPO / "benchmarks" / "sim_speed.py")
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, module)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark(monkeypatch, "sim_speed.py", "bench_sim_speed")
 
 
 def test_budget_is_5_ms_on_a_machine_as_fast_as_the_reference_and_grows_on_a_slower_one(monkeypatch):
