@@ -9,7 +9,7 @@ import numpy as np
 
 from ..kernel_constants import BLOCK_ROW_8BIT_THREADS, BLOCK_ROW_CAP, BLOCK_ROW_THREADS, RESIDENT_DIGIT_BITS
 from . import order_winners as _order
-from .common import OUTPUTS, ROWS, SELECT, Geometry, no_scratch, pow2_at_least, read_once_bytes
+from .common import OUTPUTS, ROWS, SELECT, Geometry, no_scratch, pow2_at_least, read_once_bytes, round16
 
 # The K winners are bitonic-sorted in shared memory (onchip::order_and_write), as resident's.
 MAX_K = 2048
@@ -22,14 +22,10 @@ ARGUMENTS = {"block_row_topk": (*ROWS, *SELECT, *OUTPUTS)}
 KERNELS = tuple(ARGUMENTS)  # the kernels of kernels/block_row.cu
 
 
-def _round16(nbytes: int) -> int:
-    return -(-nbytes // 16) * 16
-
-
 def candidate_cap(n: int) -> int:
     """The candidate pairs a block of rows planned ``n`` long holds: a quarter of the row rounded
     up to 16, at most BLOCK_ROW_CAP (``candidate_cap`` in kernels/block_row.cu)."""
-    return min(BLOCK_ROW_CAP, _round16(-(-n // 4)))
+    return min(BLOCK_ROW_CAP, round16(-(-n // 4)))
 
 
 def front_bytes(n: int, k: int, key_bytes: int) -> int:
@@ -37,18 +33,16 @@ def front_bytes(n: int, k: int, key_bytes: int) -> int:
     (pow2(K) keys and 32-bit indices) and the candidates (``layout`` in kernels/block_row.cu)."""
     kp = pow2_at_least(max(1, k))
     cap = candidate_cap(n)
-    return (
-        BINS * 4 + _round16(kp * key_bytes) + _round16(kp * 4) + _round16(cap * key_bytes) + _round16(cap * 4)
-    )
+    return BINS * 4 + round16(kp * key_bytes) + round16(kp * 4) + round16(cap * key_bytes) + round16(cap * 4)
 
 
 def shared_bytes(n: int, k: int, key_bytes: int) -> int:
     """The layout's bytes, or more where the ordering's scratch (order_winners.scratch_bytes, over
     the candidates and the row's keys once they are dead) needs more than those two hold."""
     kp = pow2_at_least(max(1, k))
-    before_candidates = BINS * 4 + _round16(kp * key_bytes) + _round16(kp * 4)
+    before_candidates = BINS * 4 + round16(kp * key_bytes) + round16(kp * 4)
     return max(
-        front_bytes(n, k, key_bytes) + _round16(n * key_bytes), before_candidates + _order.scratch_bytes(n)
+        front_bytes(n, k, key_bytes) + round16(n * key_bytes), before_candidates + _order.scratch_bytes(n)
     )
 
 

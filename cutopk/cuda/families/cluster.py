@@ -21,6 +21,7 @@ from .common import (
     no_scratch,
     pow2_at_least,
     read_once_bytes,
+    round16,
 )
 
 MAX_K = 2048  # as block_row's: the ordering's pow2 front
@@ -48,10 +49,6 @@ MIN_CAP = 1024
 __all__ = ["MAX_K"]
 
 
-def _round16(nbytes: int) -> int:
-    return -(-nbytes // 16) * 16
-
-
 def slice_of(n: int, blocks: int) -> int:
     """Elements per block: the row cut into ``blocks`` slices, each a multiple of SLICE_ALIGN."""
     return -(-max(1, -(-n // blocks)) // SLICE_ALIGN) * SLICE_ALIGN
@@ -60,7 +57,7 @@ def slice_of(n: int, blocks: int) -> int:
 def winners_bytes(k: int, key_bytes: int) -> int:
     """Shared bytes of the winners (pow2(K) keys and 32-bit indices), the layout's first part."""
     kp = pow2_at_least(max(1, k))
-    return _round16(kp * key_bytes) + _round16(kp * 4)
+    return round16(kp * key_bytes) + round16(kp * 4)
 
 
 def front_bytes(k: int, key_bytes: int) -> int:
@@ -71,8 +68,8 @@ def front_bytes(k: int, key_bytes: int) -> int:
 
 def _layout_bytes(n: int, k: int, key_bytes: int, blocks: int, cap: int) -> int:
     # The slice's keys hold block 0's inverted tie indices after the split (cap 32-bit words).
-    keys = max(_round16(slice_of(n, blocks) * key_bytes), _round16(cap * 4))
-    return front_bytes(k, key_bytes) + _round16(cap * key_bytes) + _round16(cap * 4) + keys
+    keys = max(round16(slice_of(n, blocks) * key_bytes), round16(cap * 4))
+    return front_bytes(k, key_bytes) + round16(cap * key_bytes) + round16(cap * 4) + keys
 
 
 def layout_shared_bytes(n: int, k: int, key_bytes: int, blocks: int, cap: int) -> int:
@@ -86,7 +83,7 @@ def layout_shared_bytes(n: int, k: int, key_bytes: int, blocks: int, cap: int) -
 def cap(n: int, k: int, key_bytes: int, blocks: int, device) -> int | None:
     """Block 0's candidates for rows planned ``n`` long on clusters of ``blocks``: a multiple of 16,
     as many as fit up to min(MAX_CAP, n / 4); None where fewer than min(MIN_CAP, n / 4) fit."""
-    want = min(MAX_CAP, _round16(-(-n // 4)))
+    want = min(MAX_CAP, round16(-(-n // 4)))
     room = device.shared_bytes - STATIC_BYTES
     lo, hi = 0, want // 16
     while lo < hi:

@@ -197,6 +197,12 @@ def pow2_at_least(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
+def round16(nbytes: int) -> int:
+    """``nbytes`` rounded up to a multiple of 16: the kernels align each shared-memory region to
+    16 bytes (the 16-byte copies and vector loads that fill it)."""
+    return -(-nbytes // 16) * 16
+
+
 # The parameters the single-launch kernels share, by their C names (kernels/<family>.cu): the
 # input and its rows (kernels/row_extent.cuh), the selection, the outputs.
 ROWS = ("in", "rows", "n", "row_stride", "col_stride", "extents", "rows_kind")

@@ -5,6 +5,7 @@ dynamic shared memory with :func:`scratch_bytes`."""
 from __future__ import annotations
 
 from ..kernel_constants import ORDER_DIGIT_BITS
+from .common import round16
 
 # sizeof(winners::Head), rounded to 16 bytes (a static_assert in the header holds it): a block
 # scan's 33 counts, 3 ints, 32 warps' 64-bit least and greatest keys and 64 ranges of two ints.
@@ -17,4 +18,4 @@ def scratch_bytes(n: int) -> int:
     32-bit counts) or the bitmap of the winners' positions and one 32-bit prefix per word."""
     words = -(-n // 32)
     tail = max(8 * words, 4 * BINS)
-    return HEAD_BYTES + -(-tail // 16) * 16
+    return HEAD_BYTES + round16(tail)

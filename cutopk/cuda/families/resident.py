@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ..kernel_constants import RESIDENT_DIGIT_BITS, RESIDENT_THREADS
 from . import order_winners as _order
-from .common import OUTPUTS, ROWS, SELECT, Geometry, no_scratch, pow2_at_least, read_once_bytes
+from .common import OUTPUTS, ROWS, SELECT, Geometry, no_scratch, pow2_at_least, read_once_bytes, round16
 
 # The K winners are ordered in shared memory over the histogram's bytes, next to the row (the pow2
 # front is kept for the bitonic sort that orders them where a bin of their digit is too long):
@@ -24,15 +24,11 @@ ARGUMENTS = {"resident_topk": (*ROWS, *SELECT, *OUTPUTS)}
 KERNELS = tuple(ARGUMENTS)  # the kernels of kernels/resident.cu
 
 
-def _round16(nbytes: int) -> int:
-    return -(-nbytes // 16) * 16
-
-
 def front_bytes(k: int, key_bytes: int) -> int:
     """Shared bytes before the row's keys: the histogram (2^12 32-bit counters), which the K
     winners' keys and 32-bit indices later overlay (``front_bytes`` in kernels/resident.cu)."""
     kp = pow2_at_least(max(1, k))
-    return max(BINS * 4, _round16(kp * key_bytes) + _round16(kp * 4))
+    return max(BINS * 4, round16(kp * key_bytes) + round16(kp * 4))
 
 
 def max_n(k: int, key_bytes: int, device) -> int:
@@ -44,7 +40,7 @@ def max_n(k: int, key_bytes: int, device) -> int:
 def shared_bytes(n: int, k: int, key_bytes: int) -> int:
     """The front, then the row's keys, which the ordering's scratch overlays once they are dead
     (a short row's keys may take fewer bytes than that scratch)."""
-    return front_bytes(k, key_bytes) + max(_round16(n * key_bytes), _order.scratch_bytes(n))
+    return front_bytes(k, key_bytes) + max(round16(n * key_bytes), _order.scratch_bytes(n))
 
 
 def why_not(n: int, k: int, key_bytes: int, device) -> str | None:

@@ -11,8 +11,20 @@ import math
 import numpy as np
 
 from ..kernel_constants import RESIDENT_THREADS, SPLIT_MAX_BLOCKS
-from .common import OUTPUTS, ROWS, SELECT, Facts, Geometry, Part, Scratch, Step, read_once_bytes, sectors
-from .resident import MAX_K, _round16
+from .common import (
+    OUTPUTS,
+    ROWS,
+    SELECT,
+    Facts,
+    Geometry,
+    Part,
+    Scratch,
+    Step,
+    read_once_bytes,
+    round16,
+    sectors,
+)
+from .resident import MAX_K
 from .resident import front_bytes as _front_bytes
 
 # The kernel's C parameters, in order (kernels/split.cu; the runner passes them by name).
@@ -76,7 +88,7 @@ def blocks_of(n: int, k: int, key_bytes: int, device) -> int | None:
 
 
 def shared_bytes(n: int, k: int, key_bytes: int, blocks: int) -> int:
-    return _front_bytes(k, key_bytes) + _round16(_held(n, k, blocks) * key_bytes)
+    return _front_bytes(k, key_bytes) + round16(_held(n, k, blocks) * key_bytes)
 
 
 def why_not(n: int, k: int, key_bytes: int, device) -> str | None:

@@ -12,7 +12,7 @@ from ..kernel_constants import (
     STREAMING_THREAD_VECS,
     STREAMING_THREADS,
 )
-from .common import OUTPUTS, ROWS, SELECT, Geometry, no_scratch, read_once_bytes
+from .common import OUTPUTS, ROWS, SELECT, Geometry, no_scratch, read_once_bytes, round16
 
 # The K winners (pow2(K) keys and 32-bit indices) and the selection's histogram overlay the ring
 # once it is dead: at K = 2048 with 8-byte keys, 24 KB of its 48 KB.
@@ -36,10 +36,6 @@ ARGUMENTS = {"streaming_topk": (*ROWS, *SELECT, "cap", *OUTPUTS)}
 KERNELS = tuple(ARGUMENTS)  # the kernels of kernels/streaming.cu
 
 
-def _round16(nbytes: int) -> int:
-    return -(-nbytes // 16) * 16
-
-
 def sample_rank(n: int, k: int) -> int:
     """The rank of the threshold in the sample (the kernel computes the same from each row's own
     length): multiblock's rule, m + 4 sqrt(m) + 8 with m = K x samples / n."""
@@ -53,7 +49,7 @@ def expected_candidates(n: int, k: int) -> int:
 
 
 def _candidate_bytes(cap: int, key_bytes: int) -> int:
-    return _round16(cap * key_bytes) + cap * 4
+    return round16(cap * key_bytes) + cap * 4
 
 
 def cap(n: int, k: int, key_bytes: int, device) -> int | None:
