@@ -107,14 +107,22 @@ class _Merge(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_values, _grad_indices):
         out_indices, where = ctx.saved_tensors
-        # Padding winners (index -1) are the constant 0: no gradient reaches their part.
-        valid = out_indices.to(torch.int64) >= 0
-        where = torch.where(valid, where, torch.zeros_like(where))
-        flowing = torch.where(valid, grad_values, torch.zeros_like(grad_values))
-        grad = grad_values.new_zeros(ctx.shape)
-        if grad.numel():
-            grad.scatter_add_(-1, where, flowing)
+        grad = merge_grad(ctx.shape, out_indices, where, grad_values)
         return None, *torch.split(grad, ctx.widths, dim=-1)
+
+
+def merge_grad(shape, out_indices, where, grad_values):
+    """The gradient of the parts' values laid end to end along the last axis (``shape``): each
+    winner's ``grad_values`` scattered to its place ``where`` in zeros. Out of place and in torch
+    ops only, so that the compiler traces it too (the backward of ``torch.ops.cutopk.merge_top_k``)."""
+    # Padding winners (index -1) are the constant 0: no gradient reaches their part.
+    valid = out_indices.to(torch.int64) >= 0
+    where = torch.where(valid, where, torch.zeros_like(where))
+    flowing = torch.where(valid, grad_values, torch.zeros_like(grad_values))
+    grad = grad_values.new_zeros(shape)
+    if grad.numel():
+        grad = grad.scatter_add(-1, where, flowing)
+    return grad
 
 
 def merge_top_k(select, values):

@@ -22,7 +22,7 @@ import torch
 
 from .._core import torch_op as _top_k_op
 from .._core import transforms
-from .._core.autograd import valid_where
+from .._core.autograd import merge_grad, valid_where
 from .._request import checks as _checks
 from .._request import dtypes as _dtypes
 from . import merge, segmented
@@ -247,13 +247,7 @@ def _merge_setup(ctx, inputs, output):
 
 def _merge_backward(ctx, grad_values, _grad_indices, _grad_where):
     out_indices, where = ctx.saved_tensors
-    # Padding winners (index -1) are the constant 0: no gradient reaches their part.
-    valid = out_indices.to(torch.int64) >= 0
-    where = torch.where(valid, where, torch.zeros_like(where))
-    flowing = torch.where(valid, grad_values, torch.zeros_like(grad_values))
-    grad = grad_values.new_zeros(ctx.shape)
-    if grad.numel():
-        grad = grad.scatter_add(-1, where, flowing)
+    grad = merge_grad(ctx.shape, out_indices, where, grad_values)
     parts = list(torch.split(grad, ctx.widths, dim=-1))
     # One entry per input given: the dispatcher drops trailing arguments equal to their defaults,
     # and a tensor-list operator's backward must match the inputs' structure exactly.
