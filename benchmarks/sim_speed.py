@@ -2,12 +2,16 @@
 200 warp shuffles per thread (the budget in the simulator issue is 5 ms for this launch).
 
     python benchmarks/sim_speed.py [--repeat 20] [--check]
+    python3 benchmarks/sim_speed.py --calibrate
+
 
 With --check the exit status is 1 when even the fastest launch is over budget (the minimum, not
 the median, so that other work on a shared CI machine does not fail it). The budget is 5 ms on a
 machine as fast as the one it was set on, and grows with a slower machine's time for a fixed
 pure-Python loop (the fastest of several): CI machines differ by up to 2x in single-core speed, and
-an absolute budget failed a slow one on code that ran 1.7x under it on a fast one.
+an absolute budget failed a slow one on code that ran 1.7x under it on a fast one. --calibrate
+prints that loop's time alone and needs nothing but Python (.ci/run prints it before and after
+its steps, so that a run's time can be read against the machine's speed).
 """
 
 from __future__ import annotations
@@ -16,10 +20,6 @@ import argparse
 import statistics
 import sys
 import time
-
-import numpy as np
-
-from cutopk import sim
 
 BUDGET_MS = 5.0
 # The calibration loop's fastest time on the machine where the launch took 3.0 ms against the 5 ms
@@ -61,7 +61,18 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--check", action="store_true", help="exit 1 if the fastest launch is over budget")
+    parser.add_argument("--calibrate", action="store_true", help="only time the calibration loop")
     args = parser.parse_args(argv)
+    if args.calibrate:
+        print(
+            f"calibration loop {calibration_ms():.1f} ms (the machine's speed; "
+            f"{REFERENCE_CALIBRATION_MS:.1f} ms on the reference machine)"
+        )
+        return 0
+    import numpy as np  # here, not above: --calibrate runs in a bare Python
+
+    from cutopk import sim
+
     fn = sim.RawModule(code=KERNEL).get_function("sync_heavy")
     out = np.zeros(256, np.int32)
     fn(1, 256, (out,))  # build and warm up

@@ -39,3 +39,11 @@ def test_check_fails_a_launch_over_its_budget(monkeypatch, capsys):
     monkeypatch.setattr(speed, "BUDGET_MS", 1e-6)
     assert speed.main(["--repeat", "2", "--check"]) == 1
     assert "budget 0.00 ms" in capsys.readouterr().out
+
+
+def test_calibrate_prints_the_loop_alone_and_launches_nothing(monkeypatch, capsys):
+    speed = _script(monkeypatch)
+    monkeypatch.setattr(speed, "calibration_ms", lambda: 42.0)
+    monkeypatch.setattr(sim, "RawModule", None)  # a launch would fail
+    assert speed.main(["--calibrate"]) == 0
+    assert capsys.readouterr().out.startswith("calibration loop 42.0 ms")
