@@ -193,6 +193,7 @@ constexpr size_t STACK_BYTES = 1024 * 1024;  // ASan's error report itself needs
 #else
 constexpr size_t STACK_BYTES = 64 * 1024;  // printf needs about 13 KB
 #endif
+constexpr size_t STACK_COLOURS = 64;  // prepare_fiber's offsets of the stacks' first frames
 constexpr size_t STATIC_SHARED_LIMIT = 48 * 1024;
 constexpr size_t ARENA_BYTES = 64 * 1024;
 
