@@ -283,7 +283,9 @@ def test_default_out_dir_names_date_and_device():
 
 
 def test_cases_that_do_not_fit_are_skipped_and_said_so(monkeypatch, capsys):
-    monkeypatch.setattr(runner, "_free_host_bytes", lambda: 1 << 20)
+    real = runner.os.sysconf
+    free = {"SC_AVPHYS_PAGES": 256, "SC_PAGE_SIZE": 4096}  # 1 MiB of host memory free
+    monkeypatch.setattr(runner.os, "sysconf", lambda name: free.get(name) or real(name))
     monkeypatch.setattr(env, "gpu_unavailable", lambda: "a CPU run")  # host memory is what is checked
     assert "host memory" in runner.does_not_fit(grid.Case("t", 1024, 1024, 1), gpu=False)
     assert runner.does_not_fit(grid.Case("t", 16, 1024, 1), gpu=False) is None
@@ -1087,7 +1089,7 @@ def test_torch_threads_route_runs_on_the_default_count_and_restores_one_thread(m
     import torch
 
     x = inputs.values(grid.Case("t", 3, 500, 7, dist="ties_at_k"))
-    monkeypatch.setattr(baselines, "_cpus", lambda: 3)
+    monkeypatch.setattr(baselines.os, "sched_getaffinity", lambda pid: {0, 1, 2})  # three CPUs to use
     seen = []
     real_topk = torch.topk
     monkeypatch.setattr(
