@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from cutopk_bench import scoreboard
 from support import gpu_session
+from support.scripts import load_benchmark
 
 from cutopk._demo import env, grid, runner
 
@@ -188,14 +189,11 @@ def test_dry_run_of_the_gpu_session_phase_runs_every_command_line(tmp_path):
 
 
 def test_profile_target_runs_each_case_once_inside_the_profiler_window(monkeypatch, capsys):
-    import importlib.util
     import types
 
     import cutopk
 
-    spec = importlib.util.spec_from_file_location("scoreboard_cli", "benchmarks/scoreboard.py")
-    cli = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(cli)
+    cli = load_benchmark(monkeypatch, "scoreboard.py", "scoreboard_cli")
     events = []
     runtime = types.SimpleNamespace(
         profilerStart=lambda: events.append("start"), profilerStop=lambda: events.append("stop")
