@@ -4,7 +4,6 @@ corrupt (one warning, the next table or the rules, the same answers)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import pathlib
 import re
@@ -14,6 +13,7 @@ import numpy as np
 import pytest
 from support.backends import sim_unavailable_reason
 from support.reference import assert_same
+from support.scripts import load_benchmark
 
 import cutopk
 from cutopk._core import call as _call
@@ -25,16 +25,6 @@ from cutopk.cuda import tables as _tables
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 H100 = tabulate.device_for("90", 132)
-
-
-def _script():
-    spec = importlib.util.spec_from_file_location(
-        "make_dispatch_table", ROOT / "benchmarks" / "make_dispatch_table.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture
@@ -49,8 +39,9 @@ def clean(monkeypatch, tmp_path):
     _device.device_facts.cache_clear()
 
 
-def test_the_committed_sm90_table_is_what_the_script_makes_of_the_committed_results():
-    made = _script().tables([ROOT / f for f in _script().COMMITTED])
+def test_the_committed_sm90_table_is_what_the_script_makes_of_the_committed_results(monkeypatch):
+    script = load_benchmark(monkeypatch, "make_dispatch_table.py", "make_dispatch_table")
+    made = script.tables([ROOT / f for f in script.COMMITTED])
     committed = json.loads((ROOT / "cutopk" / "cuda" / "tables" / "sm90.json").read_text())
     assert made["90"] == committed
 

@@ -400,6 +400,23 @@ def test_observed_launches_end_with_the_observation():
     assert_same(cutopk.top_k(x, 5, backend="sim"), reference_top_k(x, 5))
 
 
+def test_the_recorder_counts_a_copy_to_contiguous_rows_without_making_it():
+    from cutopk.cuda import launcher
+
+    a = np.arange(24.0).reshape(4, 6).T  # F-order: needs a copy
+    with recording_launches() as rec:
+        xp = launcher.array_module("sim")
+        same = xp.ascontiguousarray(np.ones((2, 3)))
+        assert rec.allocations == 0 and rec.allocated == []  # already C-contiguous: NumPy's own
+        copy = xp.ascontiguousarray(a)
+        assert copy.shape == a.shape and copy.dtype == a.dtype and copy.flags.c_contiguous
+        assert rec.allocations == 1 and rec.allocated == [a.nbytes]
+    assert same.flags.c_contiguous
+    with recording_launches(count_allocations=False) as rec:
+        launcher.array_module("sim").ascontiguousarray(a)
+        assert rec.allocations == 0 and rec.allocated == []
+
+
 @pytest.mark.parametrize(("shape", "k", "algorithm"), SMALL)
 def test_small_problems_are_one_launch_and_allocate_only_outputs(shape, k, algorithm):
     x = np.zeros(shape, np.float32)

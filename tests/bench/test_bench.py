@@ -4,6 +4,7 @@ timing, the output files, the GPU code path on a stand-in CuPy, and `python -m c
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import os
 import subprocess
@@ -85,6 +86,15 @@ def test_narrow_values_share_their_leading_bits(dtype):
     b = x.view(f"u{x.itemsize}")
     assert (b >> 6 == b[0, 0] >> 6).all()  # only the lowest six bits vary
     assert len(np.unique(b)) == inputs.NARROW_LEVELS
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8"])
+def test_integer_inputs_span_the_dtypes_whole_range(dtype):
+    x = inputs.values(grid.Case("t", 4, 1000, 8, dtype=dtype))
+    info = np.iinfo(dtype)
+    assert x.dtype == np.dtype(dtype) and x.shape == (4, 1000)
+    assert x.min() == info.min and x.max() == info.max  # 4000 draws of 256 values: every end hit
+    assert len(np.unique(x)) > 200
 
 
 def test_layouts():
@@ -259,6 +269,13 @@ def test_table_prints_rows_notes_and_summary(capsys):
     assert "torch: skipped: torch is not installed" in out and "geometric mean over 1 cases" in out
 
 
+def test_a_table_without_notes_prints_the_summary_only():
+    out = io.StringIO()
+    table = report.Table(["numpy-sort"], gpu=False, total=0, stream=out)
+    table.footer(["0 cases measured, 0 skipped, in 0 s"])
+    assert out.getvalue() == "0 cases measured, 0 skipped, in 0 s\n"
+
+
 def test_default_out_dir_names_date_and_device():
     meta = {"date": "2026-11-22T10:00:00+00:00", "device": "NVIDIA H100 80GB HBM3", "cpu": "x"}
     out = env.default_out_dir(meta)
@@ -266,7 +283,9 @@ def test_default_out_dir_names_date_and_device():
 
 
 def test_cases_that_do_not_fit_are_skipped_and_said_so(monkeypatch, capsys):
-    monkeypatch.setattr(runner, "_free_host_bytes", lambda: 1 << 20)
+    real = runner.os.sysconf
+    free = {"SC_AVPHYS_PAGES": 256, "SC_PAGE_SIZE": 4096}  # 1 MiB of host memory free
+    monkeypatch.setattr(runner.os, "sysconf", lambda name: free.get(name) or real(name))
     monkeypatch.setattr(env, "gpu_unavailable", lambda: "a CPU run")  # host memory is what is checked
     assert "host memory" in runner.does_not_fit(grid.Case("t", 1024, 1024, 1), gpu=False)
     assert runner.does_not_fit(grid.Case("t", 16, 1024, 1), gpu=False) is None
@@ -808,6 +827,16 @@ def test_the_algorithm_column_names_the_cpu_route(monkeypatch):
     assert runner._algorithm(long_rows, case, 1) == "select:compiled"
 
 
+def test_the_algorithm_column_of_a_gpu_array_is_the_kernel_plans():
+    import cupy
+
+    case = grid.Case("t", 4, 2000, 16)
+    x = cupy.asarray(inputs.values(case))
+    plan = cutopk.plan(x, 16, nan="largest")
+    assert "route" not in plan.params  # a CUDA plan names no NumPy route
+    assert runner._algorithm(x, case, 1) == plan.algorithm + ("+copy" if plan.copy else "")
+
+
 def test_a_plan_that_fails_is_shown_as_a_question_mark(monkeypatch):
     def plan(*args, **kwargs):
         raise RuntimeError("no plan")
@@ -1053,6 +1082,80 @@ def test_torch_route_on_a_gpu_array_with_a_cpu_torch_is_skipped():
         pytest.skip("this torch has CUDA")
     route = baselines.torch_route(types.SimpleNamespace(shape=(2, 8)), 1, 2, "largest", "float32")
     assert route.call is None and route.reason == f"this torch ({torch.__version__}) has no CUDA"
+
+
+@pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed")
+def test_torch_threads_route_runs_on_the_default_count_and_restores_one_thread(monkeypatch):
+    import torch
+
+    x = inputs.values(grid.Case("t", 3, 500, 7, dist="ties_at_k"))
+    monkeypatch.setattr(baselines.os, "sched_getaffinity", lambda pid: {0, 1, 2})  # three CPUs to use
+    seen = []
+    real_topk = torch.topk
+    monkeypatch.setattr(
+        torch, "topk", lambda *a, **kw: seen.append(torch.get_num_threads()) or real_topk(*a, **kw)
+    )
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        route = baselines.cpu_thread_routes(x, 1, 7, "smallest", "float32")["torch-threads"]()
+        assert route.name == "torch-threads"
+        values, indices = route.call()
+        assert seen == [3] and torch.get_num_threads() == 1  # set for the call only
+    finally:
+        torch.set_num_threads(before)
+    expected = cutopk.top_k(x, 7, mode="smallest")
+    np.testing.assert_array_equal(values.numpy(), expected.values)
+    np.testing.assert_array_equal(np.sort(indices.numpy(), axis=1), np.sort(expected.indices, axis=1))
+
+
+@pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed")
+def test_a_cpu_session_puts_torch_on_one_thread_and_the_files_say_so(monkeypatch, tmp_path, capsys):
+    import torch
+
+    before = torch.get_num_threads()
+    monkeypatch.setattr(env, "gpu_unavailable", lambda: "CuPy is not installed")
+
+    def measure(case, session):
+        return {
+            "case": dataclasses.asdict(case),
+            "label": case.label(),
+            "peers": {},
+            "cutopk": {"note": "stub"},
+        }
+
+    monkeypatch.setattr(runner, "measure", measure)
+    torch.set_num_threads(2)
+    try:
+        runner.run(cases=[grid.Case("t", 2, 100, 3)], out=tmp_path, stem="t")
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
+    meta = json.loads((tmp_path / "t.json").read_text())["meta"]
+    assert meta["torch_threads"] == 1 and meta["peers"] == list(baselines.CPU_PEERS)
+    assert "torch.topk on the CPU (1 thread)" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed")
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_torch_route_on_a_gpu_array_reads_it_through_dlpack(monkeypatch, dtype):
+    """The GPU peer's hand-over (a zero-copy DLPack view; bfloat16 as its bits, reinterpreted) on
+    the torch CUDA stand-in over the CuPy stand-in: torch.topk then runs on the CPU build."""
+    import cupy
+    from standin import torch_cuda
+
+    torch_cuda.install(monkeypatch)
+    case = grid.Case("t", 3, 400, 9, dtype=dtype, dist="ties_at_k")
+    host = inputs.values(case)
+    route = baselines.torch_route(cupy.asarray(host), 1, 9, "largest", dtype)
+    assert route.name == "torch" and route.reason is None
+    values, indices = route.call()
+    assert values.is_cuda and str(values.dtype) == f"torch.{dtype}"
+    expected = cutopk.top_k(host, 9, nan="largest").values
+    assert check.check(host, 1, expected, (values, indices), sorts=True) is None
+    wrong = values.clone()
+    wrong[0, 0] = 0
+    assert check.check(host, 1, expected, (wrong, indices), sorts=True) is not None  # the check can fail
 
 
 def test_torch_routes_without_torch_are_skipped_under_their_own_names(monkeypatch):

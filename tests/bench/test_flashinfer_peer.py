@@ -26,6 +26,8 @@ from cutopk_bench import shims
 import cutopk
 from cutopk._demo import baselines, check, grid, inputs
 
+HAS_TORCH = baselines.missing("torch") is None
+
 C_TYPES = {
     "int": ctypes.c_int,
     "std::int64_t": ctypes.c_int64,
@@ -404,6 +406,38 @@ def test_route_skips_what_flashinfer_refuses_and_a_missing_cub_backend(monkeypat
     assert route.call is None and "built without it" in route.reason
     column = fi.route(x, 0, grid.Case("layout", 3000, 4, 2, layout="axis0"), FakeLibrary(), 9, sort=True)
     assert column.call is None and "contiguous (batch, d) rows only" in column.reason
+
+
+class _FakeLibrary:
+    """What flashinfer.available hands over where the shim loads."""
+
+
+@pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed")
+def test_flashinfer_route_says_why_the_shim_is_missing_or_hands_over_to_it(monkeypatch):
+    import cupy
+
+    cc = cupy.cuda.Device().compute_capability  # "90" on the stand-in's device 0
+    x = np.zeros((4, 3000), np.float32)
+    case = grid.Case("llm", 4, 3000, 5)
+    monkeypatch.setattr(fi, "available", lambda arch: (None, f"no shim for {arch}"))
+    route = shims.flashinfer_route(x, 1, case, sort=True)
+    assert (route.name, route.call, route.reason) == ("flashinfer", None, f"no shim for sm_{cc}")
+    lib, seen = _FakeLibrary(), []
+    monkeypatch.setattr(fi, "available", lambda arch: (lib, None))
+    monkeypatch.setattr(fi, "route", lambda *args: seen.append(args) or "the shim's route")
+    assert shims.flashinfer_route(x, 1, case, sort=False) == "the shim's route"
+    # the major version, and the SMs and opt-in shared bytes (a launch wider than the GPU is refused)
+    assert seen == [(x, 1, case, lib, int(cc) // 10, False, (132, 227 * 1024))]
+
+
+def test_a_flashinfer_peer_asked_for_says_what_it_lacks(monkeypatch):
+    monkeypatch.setattr(fi, "available", lambda arch: (None, f"the FlashInfer shim for {arch} is not built"))
+    import cupy
+
+    why = shims.KIT.unavailable("flashinfer-unsorted", gpu=True)
+    # torch first (FlashInfer's top_k allocates and sorts with it), then the shim.
+    arch = f"sm_{cupy.cuda.Device().compute_capability}"
+    assert why == (f"the FlashInfer shim for {arch} is not built" if HAS_TORCH else "torch is not installed")
 
 
 def wheel_functions() -> dict:

@@ -6,7 +6,6 @@ switched on, stamp each named step once, in order. No GPU: the cycles themselves
 from __future__ import annotations
 
 import csv
-import importlib.util
 import pathlib
 import re
 import shutil
@@ -16,6 +15,7 @@ import sys
 import numpy as np
 import pytest
 from support.backends import require
+from support.scripts import load_benchmark
 
 from cutopk.cuda import kernel_source
 
@@ -25,13 +25,6 @@ sys.path.insert(0, str(REPO / "tools"))
 import check_sass  # noqa: E402
 
 ON_CHIP = ("resident", "cluster", "split", "radix")
-
-
-def _script(name: str):
-    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / "gpu" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _nvcc() -> str:
@@ -51,11 +44,11 @@ def _cubin(tmp: pathlib.Path, name: str, source: str, *options: str) -> dict[str
     return dict(check_sass.text_sections(out.read_bytes()))
 
 
-def test_count_primitives_count_every_lane_once_on_the_simulator():
+def test_count_primitives_count_every_lane_once_on_the_simulator(monkeypatch):
     require("sim")
     from cutopk import sim
 
-    cp = _script("count_primitives")
+    cp = load_benchmark(monkeypatch, "gpu/count_primitives.py", "count_primitives")
     launch = sim.RawModule(cp.source()).get_function("count_primitives")
     rows = [(m, d) for m in cp.MODES for d in (1, 13, 32)]
     got = list(cp.measure(launch, np, 1, 3, rows))
@@ -64,8 +57,8 @@ def test_count_primitives_count_every_lane_once_on_the_simulator():
     assert all(float(r["cycles_per_op"]) > 0 and r["warps"] == 16 for r in got)
 
 
-def test_count_primitives_build_for_sm_90_with_the_match_and_the_shared_atomics(tmp_path):
-    cp = _script("count_primitives")
+def test_count_primitives_build_for_sm_90_with_the_match_and_the_shared_atomics(tmp_path, monkeypatch):
+    cp = load_benchmark(monkeypatch, "gpu/count_primitives.py", "count_primitives")
     code = _cubin(tmp_path, "count_primitives", cp.source())
     assert list(code) == ["count_primitives"]
     if check_sass.find_cuobjdump()[0] is None:
@@ -110,9 +103,9 @@ def test_phase_clocks_off_leave_the_on_chip_kernels_sass_byte_identical(tmp_path
 
 
 @pytest.mark.parametrize("family", ON_CHIP)
-def test_phase_clocks_on_stamp_each_named_step_once_in_order_on_the_simulator(family):
+def test_phase_clocks_on_stamp_each_named_step_once_in_order_on_the_simulator(family, monkeypatch):
     require("sim")
-    pc = _script("phase_clocks")
+    pc = load_benchmark(monkeypatch, "gpu/phase_clocks.py", "phase_clocks")
     import cutopk
 
     names = pc.steps_of(family)
@@ -142,7 +135,7 @@ def test_phase_clocks_on_stamp_each_named_step_once_in_order_on_the_simulator(fa
 
 
 def test_a_variant_whose_switch_the_kernels_lack_is_a_row_saying_so(tmp_path, monkeypatch, capsys):
-    pc = _script("phase_clocks")
+    pc = load_benchmark(monkeypatch, "gpu/phase_clocks.py", "phase_clocks")
     monkeypatch.setattr(
         pc,
         "VARIANTS",
@@ -165,8 +158,8 @@ def test_a_variant_whose_switch_the_kernels_lack_is_a_row_saying_so(tmp_path, mo
     )
 
 
-def test_the_phase_table_gives_each_step_its_cycles_and_share(tmp_path):
-    pc = _script("phase_clocks")
+def test_the_phase_table_gives_each_step_its_cycles_and_share(tmp_path, monkeypatch):
+    pc = load_benchmark(monkeypatch, "gpu/phase_clocks.py", "phase_clocks")
     path = tmp_path / "M3.csv"
     path.write_text(
         "variant,family,case,step,index,cycles_median,cycles_max,blocks,share,note\n"
@@ -179,9 +172,9 @@ def test_the_phase_table_gives_each_step_its_cycles_and_share(tmp_path):
     assert text.endswith("- count_with_match: not built: no kernel file tests CUTOPK_COUNT_WITH_MATCH")
 
 
-def test_a_built_variant_runs_in_a_process_of_its_own_and_appends_its_rows(tmp_path):
+def test_a_built_variant_runs_in_a_process_of_its_own_and_appends_its_rows(tmp_path, monkeypatch):
     require("sim")
-    pc = _script("phase_clocks")
+    pc = load_benchmark(monkeypatch, "gpu/phase_clocks.py", "phase_clocks")
     out = tmp_path / "M3.csv"
     base = ["--sim", "--shape", "1x8192:64", "--repeat", "1", "--out", str(out)]
     assert pc.main([*base, "--family", "cluster"]) == 0

@@ -6,33 +6,20 @@ are the simulator's, meaningless; what is tested is that each step's code runs a
 from __future__ import annotations
 
 import csv
-import importlib.util
 import pathlib
 
 import pytest
 from cutopk_bench import lease
 from support.backends import require
+from support.scripts import load_benchmark
 
 from cutopk._demo import timing
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
-
-
-def _load(name: str, path: pathlib.Path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def _script(name: str):
-    return _load(name, REPO / "benchmarks" / "gpu" / f"{name}.py")
-
 
 @pytest.fixture
-def families():
+def families(monkeypatch):
     require("cuda")
-    return _script("families")
+    return load_benchmark(monkeypatch, "gpu/families.py", "families")
 
 
 def _rows(path: pathlib.Path) -> list[dict]:
@@ -109,7 +96,7 @@ def test_the_forced_family_csv_makes_a_dispatch_table_as_it_is(families, tmp_pat
     assert m.score == pytest.approx(
         float(rows["radix"]["cutopk_ms"]) / float(rows["radix"]["torch_median_ms"])
     )
-    make = _load("make_dispatch_table", REPO / "benchmarks" / "make_dispatch_table.py")
+    make = load_benchmark(monkeypatch, "make_dispatch_table.py", "make_dispatch_table")
     for mode in ("eager", "graph"):
         (table,) = make.tables([path], mode).values()
         (entry,) = table["entries"]
@@ -157,7 +144,7 @@ def test_the_profiled_window_holds_one_call_of_each_kernel(families, monkeypatch
 
 def test_the_counting_primitives_run_through_cupy(tmp_path, monkeypatch):
     require("cuda")
-    cp = _script("count_primitives")
+    cp = load_benchmark(monkeypatch, "gpu/count_primitives.py", "count_primitives")
     monkeypatch.setattr(
         cp, "plan", lambda: [("match", 1), ("count_digit", 13), ("atomic", 3), ("ballot_add", 32)]
     )

@@ -1,7 +1,8 @@
 """The scoreboard (benchmarks/cutopk_bench/scoreboard.py, benchmarks/scoreboard.py, tools/gpu_session.sh
 scoreboard) on the CPU: which cases it chooses from the committed GPU run, the cost estimate fitted
-from that run's logs, the budget, and the phase's dry run, which runs every command line the GPU
-session would run (the measurements themselves need a GPU)."""
+from that run's logs (and from logs or a reference folder with files missing or odd), the budget,
+and the phase's dry run, which runs every command line the GPU session would run (the
+measurements themselves need a GPU)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ import csv
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 from cutopk_bench import scoreboard
 from support import gpu_session
+from support.scripts import load_benchmark
 
 from cutopk._demo import env, grid, runner
 
@@ -67,6 +70,60 @@ def test_cost_fit_reproduces_the_logged_phases():
     for cases, gelements, seconds in scoreboard.phase_logs():
         predicted = model.start + model.per_case * cases + model.per_gelement * gelements
         assert 0.6 * seconds < predicted < 1.6 * seconds
+
+
+def test_a_reference_folder_without_csv_files_is_an_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match=f"no benchmark CSV files in {tmp_path}"):
+        scoreboard.reference_rows(tmp_path)
+
+
+def _phase(folder, i: int, cases: int, seconds: int, rows: int, csv: bool = True) -> None:
+    """A benchmark log that says it measured ``cases`` in ``seconds`` and wrote ``phase<i>``, and
+    (``csv``) that CSV file with ``cases`` rows of ``rows`` x 1000 elements."""
+    logs = folder / "logs"
+    logs.mkdir(exist_ok=True)
+    (logs / f"bench-{i}.log").write_text(
+        f"{cases} cases measured, 0 skipped, in {seconds} s\nwrote /x/phase{i}.json, /x/phase{i}.csv\n"
+    )
+    if csv:
+        lines = ["# meta: x", "regime,rows,n,k,mode,dtype,dist,layout"]
+        lines += [f"t,{rows},1000,{c + 1},largest,float32,uniform,rows" for c in range(cases)]
+        (folder / f"phase{i}.csv").write_text("\n".join(lines) + "\n")
+
+
+def test_phase_logs_leave_out_a_log_whose_csv_file_is_gone(tmp_path):
+    _phase(tmp_path, 1, cases=2, seconds=10, rows=1000)
+    _phase(tmp_path, 2, cases=3, seconds=20, rows=1000, csv=False)
+    (tmp_path / "logs" / "bench-3.log").write_text("interrupted before its summary\n")
+    assert scoreboard.phase_logs(tmp_path) == [(2, 2 * 1000 * 1000 / 1e9, 10.0)]
+
+
+def test_the_cost_fit_needs_three_phases(tmp_path):
+    _phase(tmp_path, 1, cases=2, seconds=10, rows=1000)
+    _phase(tmp_path, 2, cases=4, seconds=20, rows=1000)
+    with pytest.raises(ValueError, match=r"logs: 2 benchmark logs with their CSV files, 3 needed"):
+        scoreboard.fit_cost(tmp_path)
+
+
+def test_the_cost_fit_drops_a_negative_coefficient_and_fits_again(tmp_path):
+    # seconds = 12 + 5 * cases - 1000 * gelements exactly: more elements take less time, and the
+    # unconstrained fit gives the elements a cost of -1000 s per Gelement, which a model of time
+    # cannot have. (Data that fit with a zero cost, as before, left the sign to rounding: OpenBLAS's
+    # AVX-512 kernels gave +3.5e-13 and kept it, its Haswell ones -1.7e-18.)
+    phases = [(2, 4000), (4, 2000), (6, 1000), (8, 500)]
+    for i, (cases, rows) in enumerate(phases):
+        seconds = 12 + 5 * cases - cases * rows // 1000
+        _phase(tmp_path, i, cases=cases, seconds=seconds, rows=rows)
+    logs = scoreboard.phase_logs(tmp_path)
+    unconstrained = np.linalg.lstsq(np.array([[1.0, n, g] for n, g, _ in logs]), [s for *_, s in logs])[0]
+    assert unconstrained[2] == pytest.approx(-1000)
+    model = scoreboard.fit_cost(tmp_path)
+    assert (
+        model.per_gelement == 0.0 and model.per_case == pytest.approx(5.7) and model.start == pytest.approx(2)
+    )
+    for cases, _, seconds in logs:
+        assert model.start + model.per_case * cases == pytest.approx(seconds, rel=0.1)
+    assert model.source == f"4 benchmark phases logged in {tmp_path}"
 
 
 def test_a_tight_budget_leaves_cases_out_and_a_loose_one_takes_all():
@@ -132,14 +189,11 @@ def test_dry_run_of_the_gpu_session_phase_runs_every_command_line(tmp_path):
 
 
 def test_profile_target_runs_each_case_once_inside_the_profiler_window(monkeypatch, capsys):
-    import importlib.util
     import types
 
     import cutopk
 
-    spec = importlib.util.spec_from_file_location("scoreboard_cli", "benchmarks/scoreboard.py")
-    cli = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(cli)
+    cli = load_benchmark(monkeypatch, "scoreboard.py", "scoreboard_cli")
     events = []
     runtime = types.SimpleNamespace(
         profilerStart=lambda: events.append("start"), profilerStop=lambda: events.append("stop")
