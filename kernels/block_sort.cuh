@@ -100,6 +100,23 @@ __device__ void block_bitonic(Key* keys, Index* idx, int size) {
   }
 }
 
+// Pads pairs [count, size) with (0, all-ones index), which sort after every pair in both orders
+// (real indices are below all-ones), then sorts the `size` pairs (a power of two) as asked. Every
+// thread of the block calls it; the pairs [0, count) must have been written by then (its barrier
+// makes them and the padding visible), and it ends with block_bitonic's barrier.
+template <class Key, class Index>
+__device__ __forceinline__ void sort_padded(Key* keys, Index* idx, int count, int size, bool by_index) {
+  for (int i = count + threadIdx.x; i < size; i += blockDim.x) {
+    keys[i] = Key(0);
+    idx[i] = ~Index(0);
+  }
+  __syncthreads();
+  if (by_index)
+    block_bitonic<true>(keys, idx, size);
+  else
+    block_bitonic<false>(keys, idx, size);
+}
+
 // The bucket that holds the `needed`-th key counting down from the largest digit: the largest
 // digit d with hist[d] + hist[d + 1] + ... + hist[255] >= needed (0 if none), and `*above`, the
 // keys in the buckets above it. One whole warp calls it (lane l sums bins 8l .. 8l + 7, then a

@@ -53,22 +53,14 @@ struct Common {
   int shift;
 };
 
-template <class T>
-struct FirstDigit {
-  typedef typename KeyTraits<T>::Key Key;
-  static constexpr int KEY_BITS = 8 * (int)sizeof(Key);
-  static constexpr int BITS = KEY_BITS < 12 ? KEY_BITS : 12;  // the digit's width
-  static __device__ __forceinline__ unsigned of(Key key) { return (unsigned)(key >> (KEY_BITS - BITS)); }
-  // A prefix digit: bin t is the keys whose top bits are t.
-  static __device__ __forceinline__ Common common(unsigned t) { return Common{t, KEY_BITS - BITS}; }
-};
-
 // The digit of a float key (Key: its width) from the view c of its magnitude bits: with T the
 // key's top bit and x its other bits, 2048 + c(x) where T is 1 and 2048 - c(~x) where T is 0.
 // c(m) = clamp((m >> VIEW_SHIFT) - LO6, 0, CAP): for 32/64-bit keys the float16-style view (LO6 =
-// LO << 6, CAP 2047), for 16-bit ones m >> 4 clamped at infinity's (LO6 0, CAP = INF >> 4).
-template <class Key, int VIEW_SHIFT, int LO6, int CAP>
+// LO << 6, CAP 2047), for 16-bit ones m >> 4 clamped at infinity's (LO6 0, CAP = INF >> 4). INF:
+// the bits of the type's +infinity (FloatRawDigit's sets).
+template <class Key, int VIEW_SHIFT, int LO6, int CAP, Key INF_BITS>
 struct FloatView {
+  static constexpr Key INF = INF_BITS;
   static constexpr int W = 8 * (int)sizeof(Key);
   static constexpr Key LOW = static_cast<Key>(~(Key(1) << (W - 1)));  // the bits below the top one
   // c of magnitude bits m (top bit clear): a shift and two min/max (sm_90: SHF, VIADDMNMX, VIMNMX).
@@ -90,41 +82,26 @@ struct FloatView {
   }
 };
 
-typedef FloatView<unsigned short, 4, 0, (0x7C00 >> 4)> HalfView;
-typedef FloatView<unsigned short, 4, 0, (0x7F80 >> 4)> Bfloat16View;
-typedef FloatView<unsigned, 32 - 1 - 8 - 6, (112 << 6), 2047> FloatView32;
-typedef FloatView<unsigned long long, 64 - 1 - 11 - 6, (1008 << 6), 2047> FloatView64;
-
-template <>
-struct FirstDigit<__half> {
-  typedef unsigned short Key;
-  static constexpr int BITS = 12;
-  static __device__ __forceinline__ unsigned of(Key key) { return HalfView::of(key); }
-  static __device__ __forceinline__ Common common(unsigned t) { return HalfView::common(t); }
+// DigitView<T>::type: the view of a float type's first digit; void for the other types.
+template <class T>
+struct DigitView {
+  typedef void type;
 };
-
 template <>
-struct FirstDigit<__nv_bfloat16> {
-  typedef unsigned short Key;
-  static constexpr int BITS = 12;
-  static __device__ __forceinline__ unsigned of(Key key) { return Bfloat16View::of(key); }
-  static __device__ __forceinline__ Common common(unsigned t) { return Bfloat16View::common(t); }
+struct DigitView<__half> {
+  typedef FloatView<unsigned short, 4, 0, (0x7C00 >> 4), 0x7C00u> type;
 };
-
 template <>
-struct FirstDigit<float> {
-  typedef unsigned Key;
-  static constexpr int BITS = 12;
-  static __device__ __forceinline__ unsigned of(Key key) { return FloatView32::of(key); }
-  static __device__ __forceinline__ Common common(unsigned t) { return FloatView32::common(t); }
+struct DigitView<__nv_bfloat16> {
+  typedef FloatView<unsigned short, 4, 0, (0x7F80 >> 4), 0x7F80u> type;
 };
-
 template <>
-struct FirstDigit<double> {
-  typedef unsigned long long Key;
-  static constexpr int BITS = 12;
-  static __device__ __forceinline__ unsigned of(Key key) { return FloatView64::of(key); }
-  static __device__ __forceinline__ Common common(unsigned t) { return FloatView64::common(t); }
+struct DigitView<float> {
+  typedef FloatView<unsigned, 32 - 1 - 8 - 6, (112 << 6), 2047, 0x7F800000u> type;
+};
+template <>
+struct DigitView<double> {
+  typedef FloatView<unsigned long long, 64 - 1 - 11 - 6, (1008 << 6), 2047, 0x7FF0000000000000ull> type;
 };
 
 // The first digit of a float element from its bits as loaded, without its key: the same digit as
@@ -139,9 +116,10 @@ struct FirstDigit<double> {
 //   * (bits ^ top) <= INF (negative numbers, no NaN): mode "largest", nan_first;
 // and in mode "smallest" for the complement of the other one (positive numbers, then NaN last with
 // them, or not). -0.0 is in some of these sets and not others: its c is 0 either way.
-template <class T, class View, typename KeyTraits<T>::Key INF>
+template <class T, class View>
 struct FloatRawDigit {
   typedef typename KeyTraits<T>::Key Key;
+  static constexpr Key INF = View::INF;
   Key flip;   // top where the set is (bits ^ top) <= INF, else 0
   bool down;  // whether bits in `(bits ^ flip) <= INF` go down (else the others do)
   static __device__ __forceinline__ FloatRawDigit of_row(bool largest, bool nan_first) {
@@ -157,30 +135,36 @@ struct FloatRawDigit {
   __device__ __forceinline__ unsigned of(Key bits) const { return (unsigned)(2048 + offset(bits)); }
 };
 
-// RawDigit<T>::value: whether T's first digit is counted from the bits as loaded (the row held
-// as bits, each key made where it is needed); the others count their keys' digit.
+// FirstDigit<T>: 12 bits through the float view (DigitView), or a prefix of the key (integers,
+// bool): bin t is the keys whose top bits are t.
+template <class T, class View = typename DigitView<T>::type>
+struct FirstDigit {
+  typedef typename KeyTraits<T>::Key Key;
+  static constexpr int BITS = 12;
+  static __device__ __forceinline__ unsigned of(Key key) { return View::of(key); }
+  static __device__ __forceinline__ Common common(unsigned t) { return View::common(t); }
+};
 template <class T>
-struct RawDigit {
+struct FirstDigit<T, void> {
+  typedef typename KeyTraits<T>::Key Key;
+  static constexpr int KEY_BITS = 8 * (int)sizeof(Key);
+  static constexpr int BITS = KEY_BITS < 12 ? KEY_BITS : 12;  // the digit's width
+  static __device__ __forceinline__ unsigned of(Key key) { return (unsigned)(key >> (KEY_BITS - BITS)); }
+  static __device__ __forceinline__ Common common(unsigned t) { return Common{t, KEY_BITS - BITS}; }
+};
+
+// RawDigit<T>::value: whether T's first digit is counted from the bits as loaded (the row held
+// as bits, each key made where it is needed): the float types; the others count their keys' digit.
+template <class T, class View = typename DigitView<T>::type>
+struct RawDigit : FloatRawDigit<T, View> {
+  static constexpr bool value = true;
+};
+template <class T>
+struct RawDigit<T, void> {
   static constexpr bool value = false;
   static __device__ __forceinline__ RawDigit of_row(bool, bool) { return RawDigit{}; }
   __device__ __forceinline__ int offset(typename KeyTraits<T>::Key) const { return 0; }    // not used
   __device__ __forceinline__ unsigned of(typename KeyTraits<T>::Key) const { return 0u; }  // not used
-};
-template <>
-struct RawDigit<__half> : FloatRawDigit<__half, HalfView, 0x7C00u> {
-  static constexpr bool value = true;
-};
-template <>
-struct RawDigit<__nv_bfloat16> : FloatRawDigit<__nv_bfloat16, Bfloat16View, 0x7F80u> {
-  static constexpr bool value = true;
-};
-template <>
-struct RawDigit<float> : FloatRawDigit<float, FloatView32, 0x7F800000u> {
-  static constexpr bool value = true;
-};
-template <>
-struct RawDigit<double> : FloatRawDigit<double, FloatView64, 0x7FF0000000000000ull> {
-  static constexpr bool value = true;
 };
 
 // Element types whose first digit is taken over the row's range: the 32- and 64-bit integers.

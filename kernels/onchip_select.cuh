@@ -324,7 +324,7 @@ __device__ __forceinline__ void place_winners(const Key* keys, int len, long lon
 
 // 4'. The winners of bucket b when all its members win (b.count == b.needed: the usual end of
 // find_bucket; not after ties, where members are ranked by index): every key at or above the
-// bucket, placed in any order, since order_and_write sorts them by a total order. One pass of
+// bucket, placed in any order, since the ordering step sorts them by a total order. One pass of
 // 16-byte vectors: each warp step takes its slots with one atomicAdd on `*taken` (0 on entry,
 // visible to all after a barrier), the lanes' places from the E ballots; no count_winners pass.
 // `indices`: key i's index in the row (block_row's candidates), or nullptr for i itself.
@@ -357,30 +357,6 @@ __device__ __forceinline__ void gather_winners(const Key* keys, int len, Bucket 
       }
       slot += __popc(wins[e]);
     }
-  }
-}
-
-// 5. Sorts the `count` winners (padded to kp with pairs that sort after them) and writes output
-// positions [0, k) of `row`: the winners, then padding.
-template <class T, class Key>
-__device__ __forceinline__ void order_and_write(Key* win_key, unsigned* win_idx, int count, int k, int kp,
-                                                bool by_index, const T* base, long long col_stride,
-                                                T* __restrict__ out_vals, void* __restrict__ out_idx, int index_bytes,
-                                                long long row) {
-  for (int i = count + threadIdx.x; i < kp; i += blockDim.x) {
-    win_key[i] = 0;
-    win_idx[i] = 0xffffffffu;
-  }
-  __syncthreads();
-  if (by_index)
-    block_bitonic<true>(win_key, win_idx, kp);
-  else
-    block_bitonic<false>(win_key, win_idx, kp);
-  for (int j = threadIdx.x; j < k; j += blockDim.x) {
-    if (j < count)
-      write_winner(base, col_stride, out_vals, out_idx, index_bytes, row * k + j, (unsigned long long)win_idx[j]);
-    else
-      write_padding(out_vals, out_idx, index_bytes, row * k + j);
   }
 }
 

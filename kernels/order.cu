@@ -138,15 +138,7 @@ order_winner_tiles(const typename KeyTraits<T>::Key* __restrict__ cand_key, cons
     const int count = s_count, size = pow2_at_least(count);
     // Padding up to a power of two sorts last in both orders: the lowest key with the highest
     // position (real positions are below 2^32 - 1).
-    for (int j = count + threadIdx.x; j < size; j += blockDim.x) {
-      keys[j] = Key(0);
-      idx[j] = ~0u;
-    }
-    __syncthreads();
-    if (by_index)
-      block_bitonic<true>(keys, idx, size);
-    else
-      block_bitonic<false>(keys, idx, size);
+    sort_padded(keys, idx, count, size, by_index != 0);
     const long long at = b * tile;  // slot q of the row
     for (int j = threadIdx.x; j < count; j += blockDim.x) {
       dst_key[at + j] = keys[j];

@@ -43,31 +43,6 @@
 
 namespace cutopk::radix {
 
-// 4. Orders a row's `count` winners (win_key, win_idx [0, count), count <= k) as asked (by_index:
-// by index, else by value), writes them as output positions 0 .. count - 1 of `row` and padding
-// (write_padding) past them up to k. Every thread of the block calls it; the winners must
-// be visible to all of them (a barrier after they were written).
-template <class T, class Key>
-__device__ __forceinline__ void write_row(Key* win_key, unsigned long long* win_idx, int count, int k, int kp,
-                                          int by_index, const T* base, long long col_stride, T* __restrict__ out_vals,
-                                          void* __restrict__ out_idx, int index_bytes, long long row) {
-  for (int i = count + threadIdx.x; i < kp; i += blockDim.x) {  // sorts after every winner in both orders
-    win_key[i] = 0;
-    win_idx[i] = ~0ull;
-  }
-  __syncthreads();
-  if (by_index)
-    block_bitonic<true>(win_key, win_idx, kp);
-  else
-    block_bitonic<false>(win_key, win_idx, kp);
-  for (int j = threadIdx.x; j < k; j += blockDim.x) {
-    if (j < count)
-      write_winner(base, col_stride, out_vals, out_idx, index_bytes, row * k + j, win_idx[j]);
-    else
-      write_padding(out_vals, out_idx, index_bytes, row * k + j);
-  }
-}
-
 // A row shorter than K: every element wins, in one read (the caller orders and pads them).
 template <class T, class Key>
 __device__ __forceinline__ void take_whole_row(const T* base, long long col_stride, long long length, int largest,
@@ -213,13 +188,7 @@ __device__ __forceinline__ void take_from_bucket(Shared& sh, const CompactSource
   });
   __syncthreads();
   const int cands = sh.cands;
-  const int padded = pow2_at_least(cands);
-  for (int i = cands + threadIdx.x; i < padded; i += blockDim.x) {
-    cand_key[i] = 0;
-    cand_idx[i] = ~0ull;
-  }
-  __syncthreads();
-  block_bitonic<false>(cand_key, cand_idx, padded);
+  sort_padded(cand_key, cand_idx, cands, pow2_at_least(cands), false);
   for (int j = threadIdx.x; j < fin.needed; j += blockDim.x) {
     win_key[above + j] = cand_key[j];
     win_idx[above + j] = cand_idx[j];
@@ -299,8 +268,8 @@ radix_topk(const T* __restrict__ in, long long rows, long long n, long long row_
   if (extent.length < k) {  // the same in the whole block
     take_whole_row(base, col_stride, extent.length, largest, nan_first, win_key, win_idx);
     __syncthreads();
-    write_row(win_key, win_idx, (int)extent.length, k, kp, by_index, base, col_stride, out_vals, out_idx, index_bytes,
-              row);
+    write_sorted(win_key, win_idx, (int)extent.length, k, kp, by_index != 0, base, col_stride, out_vals, out_idx,
+                 index_bytes, row);
     return;
   }
   Key* bkey = buf_key + row * buf_cap;
@@ -336,7 +305,7 @@ radix_topk(const T* __restrict__ in, long long rows, long long n, long long row_
   CUTOPK_PHASE(2, compact);
 
   // 4. Order the K winners and write them.
-  write_row(win_key, win_idx, k, k, kp, by_index, base, col_stride, out_vals, out_idx, index_bytes, row);
+  write_sorted(win_key, win_idx, k, k, kp, by_index != 0, base, col_stride, out_vals, out_idx, index_bytes, row);
   CUTOPK_PHASE(3, order);
 }
 

@@ -15,6 +15,7 @@
 #pragma once
 
 #include "key_traits.cuh"
+#include "row_extent.cuh"
 #include "block_sort.cuh"
 
 namespace cutopk {
@@ -156,6 +157,23 @@ __device__ __forceinline__ void write_winner(const T* __restrict__ base, long lo
                                              unsigned long long index) {
   store_index(out_idx, at, index, index_bytes);
   out_vals[at] = base[(long long)index * col_stride];
+}
+
+// Sorts a row's `count` winners (win_key, win_idx [0, count), in arrays of kp, a power of two >=
+// count) by the pow2 bitonic sort, as asked (by_index: by index, else by value), and writes output
+// positions [0, k) of `row`: the winners (their values re-read from the input), then padding.
+// Index: 32- or 64-bit. Every thread of the block calls it once the winners are written.
+template <class T, class Key, class Index>
+__device__ __forceinline__ void write_sorted(Key* win_key, Index* win_idx, int count, int k, int kp, bool by_index,
+                                             const T* base, long long col_stride, T* __restrict__ out_vals,
+                                             void* __restrict__ out_idx, int index_bytes, long long row) {
+  sort_padded(win_key, win_idx, count, kp, by_index);
+  for (int j = threadIdx.x; j < k; j += blockDim.x) {
+    if (j < count)
+      write_winner(base, col_stride, out_vals, out_idx, index_bytes, row * k + j, (unsigned long long)win_idx[j]);
+    else
+      write_padding(out_vals, out_idx, index_bytes, row * k + j);
+  }
 }
 
 }  // namespace cutopk

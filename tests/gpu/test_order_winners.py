@@ -1,6 +1,6 @@
 """The step that orders a block's winners without a power-of-two sort (kernels/order_winners.cuh),
 run alone on the simulator: a block is given a row's top-K indices in a shuffled order and must
-write what the reference writes, bit for bit, and what onchip::order_and_write (the bitonic sort
+write what the reference writes, bit for bit, and what write_sorted (radix_digit.cuh: the bitonic sort
 it replaces) writes. Each path is aimed at: a warp alone (K <= 32), the by-index bitmap, the
 by-value scatter with ranges ranked by their winners (<= 32), sorted by a warp (33-256) or, one
 past that, by the bitonic fallback; the fallback is told apart by the barriers thread 0 passes.
@@ -41,7 +41,7 @@ HEADERS
 using namespace cutopk;
 // The row's winners `chosen` (row positions, any order) as (key, index) pairs in shared memory,
 // then one of the two ordering steps: winners::order_and_write, whose values are re-read from
-// `reread`, or (old) onchip::order_and_write, which re-reads them from `in`.
+// `reread`, or (old) write_sorted (radix_digit.cuh), which re-reads them from `in`.
 template <class T>
 __global__ void __launch_bounds__(512)
 order_step(const T* in, const T* reread, int len, const unsigned* chosen, int count, int k, int largest, int nan_first,
@@ -58,7 +58,7 @@ order_step(const T* in, const T* reread, int len, const unsigned* chosen, int co
   }
   if (threadIdx.x == 0) barriers_seen = 0;
   if (old) {
-    onchip::order_and_write(win_key, win_idx, count, k, kp, by_index, in, 1, out_vals, out_idx, index_bytes, 0);
+    write_sorted(win_key, win_idx, count, k, kp, by_index != 0, in, 1, out_vals, out_idx, index_bytes, 0);
   } else {
     const winners::Order<T, Key> a{win_key, win_idx, scratch, count, k, kp, len, by_index != 0, largest != 0,
                                    true, reread, 1, out_vals, out_idx, index_bytes, 0};

@@ -11,7 +11,7 @@ from ..kernel_constants import BLOCK_ROW_8BIT_THREADS, BLOCK_ROW_CAP, BLOCK_ROW_
 from . import order_winners as _order
 from .common import OUTPUTS, ROWS, SELECT, Geometry, no_scratch, pow2_at_least, read_once_bytes, round16
 
-# The K winners are bitonic-sorted in shared memory (onchip::order_and_write), as resident's.
+# The K winners are ordered in shared memory (winners::finish_winners, order_winners.cuh), as resident's.
 MAX_K = 2048
 BINS = 1 << RESIDENT_DIGIT_BITS
 # The kernel's static shared memory (its bucket, two block scans' scratch, two slot counters, a
