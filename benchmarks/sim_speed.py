@@ -4,7 +4,6 @@
     python benchmarks/sim_speed.py [--repeat 20] [--check]
     python3 benchmarks/sim_speed.py --calibrate
 
-
 With --check the exit status is 1 when even the fastest launch is over budget (the minimum, not
 the median, so that other work on a shared CI machine does not fail it). The budget is 5 ms on a
 machine as fast as the one it was set on, and grows with a slower machine's time for a fixed
