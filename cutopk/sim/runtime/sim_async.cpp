@@ -65,7 +65,7 @@ void frames_at(uintptr_t site) {
       snprintf(g_error + len, sizeof g_error - len, " -- asynchronous copy misuse");
     g_launch.error = E_ASYNC;
   }
-  to_scheduler();
+  give_way();
   __builtin_unreachable();
 }
 
@@ -149,7 +149,7 @@ void async_commit() {
 void async_wait(int pending) {
   // The copies are in flight while the thread waits: the other threads go on first, so that a
   // read of this thread's copies that no barrier orders after this wait meets the poison.
-  to_scheduler();
+  give_way();
   Fiber* f = cur();
   const unsigned keep = pending < 0 ? 0u : static_cast<unsigned>(pending);
   if (f->groups <= keep) return;
@@ -289,7 +289,7 @@ __attribute__((noinline)) void barrier_arrive(void* bar, unsigned bytes) {
 __attribute__((noinline)) void barrier_wait(void* bar, unsigned phase) {
   const uintptr_t site = reinterpret_cast<uintptr_t>(__builtin_return_address(0));
   Launch& L = g_launch;
-  to_scheduler();  // the copies are in flight: the other threads go on first
+  give_way();  // the copies are in flight: the other threads go on first
   for (;;) {
     CopyBarrierState& state = barrier_of(bar, site, "copy_barrier_wait");
     if ((state.completed & 1u) != (phase & 1u)) {  // the phase of that parity is complete
@@ -303,7 +303,7 @@ __attribute__((noinline)) void barrier_wait(void* bar, unsigned phase) {
             "thread arrives: copy_barrier_arrive) -- deadlock",
             phase & 1u, bar);
     }
-    to_scheduler();
+    give_way();
   }
 }
 

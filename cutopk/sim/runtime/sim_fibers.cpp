@@ -49,7 +49,7 @@ void fiber_main() {
   f->block->done++;
   f->block->warp_done[f->linear / 32] |= 1u << (f->linear % 32);
   progressed();
-  to_scheduler(true);
+  give_way(true);
   __builtin_unreachable();
 }
 

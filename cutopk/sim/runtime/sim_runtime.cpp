@@ -25,7 +25,7 @@ void describe_thread(char* out, size_t n, const Fiber* f) {
     va_end(ap);
     g_launch.error = code;
   }
-  to_scheduler();
+  give_way();
   __builtin_unreachable();
 }
 
@@ -187,7 +187,7 @@ void cluster_wait_impl(int line) {
   if (c.phase != f->cluster_phase) return;
   f->line = line;
   f->state = AT_CLUSTER;
-  to_scheduler();
+  give_way();
 }
 
 void cluster_sync_impl(int line) {

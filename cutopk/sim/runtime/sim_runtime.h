@@ -207,6 +207,14 @@ struct Launch {
   std::vector<Block> blocks;  // the resident blocks
   void* scheduler_sp = nullptr;
   Fiber* current = nullptr;
+  // The turn of one block that run_threads has begun: its threads in `turn_order`'s order from
+  // the fiber `turn_first`; the one at `turn_at` runs. A thread that gives way resumes the next
+  // runnable one of the turn itself (next_in_turn), and only the turn's last goes back to the
+  // scheduler: one switch a step instead of two, in the order the scheduler would take.
+  const unsigned* turn_order = nullptr;
+  size_t turn_at = 0, turn_count = 0;
+  size_t turn_first = 0;
+  bool entered_from_scheduler = false;  // (AddressSanitizer's fiber bookkeeping)
   int error = OK;
   unsigned long long spin_budget = 0;
   unsigned long long spins = 0;  // polls (fences, atomics that change nothing) since the last progress
@@ -251,10 +259,18 @@ extern "C" __attribute__((visibility("default"))) void __sanitizer_finish_switch
 inline const void* g_scheduler_stack = nullptr;
 inline size_t g_scheduler_stack_size = 0;
 inline void* g_scheduler_fake = nullptr;
-inline void asan_entered_fiber() { __sanitizer_finish_switch_fiber(nullptr, &g_scheduler_stack, &g_scheduler_stack_size); }
-inline void asan_leaving_fiber(bool finished) {
+// Entered from the scheduler, the stack left is the scheduler's: remembered for the way back.
+inline void asan_entered_fiber() {
+  if (g_launch.entered_from_scheduler)
+    __sanitizer_finish_switch_fiber(nullptr, &g_scheduler_stack, &g_scheduler_stack_size);
+  else
+    __sanitizer_finish_switch_fiber(nullptr, nullptr, nullptr);
+}
+inline void asan_leaving_fiber(bool finished, const void* stack = nullptr, size_t size = 0) {
   static void* fake;
-  __sanitizer_start_switch_fiber(finished ? nullptr : &fake, g_scheduler_stack, g_scheduler_stack_size);
+  g_launch.entered_from_scheduler = stack == nullptr;
+  __sanitizer_start_switch_fiber(finished ? nullptr : &fake, stack ? stack : g_scheduler_stack,
+                                 stack ? size : g_scheduler_stack_size);
 }
 inline void asan_entering_fiber(const void* stack, size_t size) {
   __sanitizer_start_switch_fiber(&g_scheduler_fake, stack, size);
@@ -277,15 +293,37 @@ inline void asan_forget_stack(const void* stack, size_t size) { __asan_unpoison_
 inline void asan_fresh_stack_top(const void*, size_t) {}
 inline void asan_forget_stack(const void*, size_t) {}
 inline void asan_entered_fiber() {}
-inline void asan_leaving_fiber(bool) {}
+inline void asan_leaving_fiber(bool, const void* = nullptr, size_t = 0) {}
 inline void asan_entering_fiber(const void*, size_t) {}
 inline void asan_back_in_scheduler() {}
 #endif
 
-inline void to_scheduler(bool finished = false) {
-  Fiber* f = g_launch.current;
-  asan_leaving_fiber(finished);
-  cutopk_sim_switch(&f->sp, g_launch.scheduler_sp);
+// The next runnable thread of the block's turn (run_threads), or null at the turn's end.
+inline Fiber* next_in_turn() {
+  Launch& L = g_launch;
+  Fiber* first = &L.fibers[L.turn_first];
+  while (++L.turn_at < L.turn_count) {
+    Fiber* f = first + L.turn_order[L.turn_at];
+    if (f->state == RUNNABLE) return f;
+  }
+  return nullptr;
+}
+
+// The running thread gives way: to the next runnable thread of the turn, or, at the turn's end
+// or after a fault, to the scheduler.
+inline void give_way(bool finished = false) {
+  Launch& L = g_launch;
+  Fiber* f = L.current;
+  Fiber* next = L.error ? nullptr : next_in_turn();
+  if (next) {
+    L.current = next;
+    L.switches++;
+    asan_leaving_fiber(finished, next->stack, STACK_BYTES);
+    cutopk_sim_switch(&f->sp, next->sp);
+  } else {
+    asan_leaving_fiber(finished);
+    cutopk_sim_switch(&f->sp, L.scheduler_sp);
+  }
   asan_entered_fiber();
 }
 
@@ -358,7 +396,7 @@ inline int syncthreads_impl(int line, int pred) {
   if (++b->arrived + b->done == g_launch.nthreads && b->done == 0) {
     release_barrier(b);  // the last thread to arrive lets everyone go and carries on
   } else {
-    to_scheduler();
+    give_way();
   }
   return static_cast<int>(f->result);
 }
@@ -410,7 +448,7 @@ inline uint64_t warp_op(int line, int op, unsigned mask, uint64_t value, int arg
   if (complete)
     resolve_warp(b, warp, mask, line);
   else
-    to_scheduler();
+    give_way();
   return f->result;
 }
 
@@ -481,7 +519,7 @@ inline void poll_point(int line, bool changed_memory) {
           "resident_blocks)",
           L.spin_budget);
   }
-  if ((++L.polls & 63) == 0) to_scheduler();
+  if ((++L.polls & 63) == 0) give_way();
 }
 
 inline void atomic_point(bool changed_memory) { poll_point(0, changed_memory); }

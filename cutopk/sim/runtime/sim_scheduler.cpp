@@ -235,23 +235,26 @@ struct BlockOrder {
 };
 
 // One turn of block b: each runnable thread runs until it gives way (`order`: the threads' order,
-// shuffled where the launch asks); returns the launch's error, if one was raised.
+// shuffled where the launch asks), each resuming the next (give_way) and the last coming back
+// here; returns the launch's error, if one was raised.
 int run_threads(Block& b, std::vector<unsigned>& order, bool& progressed) {
   Launch& L = g_launch;
   if (L.shuffle) std::shuffle(order.begin(), order.end(), L.rng);
-  for (unsigned i : order) {
-    Fiber& f = L.fibers[b.first_fiber + i];
-    if (f.state != RUNNABLE) continue;
-    L.current = &f;
-    L.switches++;
-    asan_entering_fiber(f.stack, STACK_BYTES);
-    cutopk_sim_switch(&L.scheduler_sp, f.sp);
-    asan_back_in_scheduler();
-    L.current = nullptr;
-    progressed = true;
-    if (L.error) return L.error;
-  }
-  return OK;
+  L.turn_order = order.data();
+  L.turn_count = order.size();
+  L.turn_first = b.first_fiber;
+  L.turn_at = static_cast<size_t>(-1);
+  Fiber* f = next_in_turn();
+  if (!f) return OK;
+  L.current = f;
+  L.switches++;
+  L.entered_from_scheduler = true;
+  asan_entering_fiber(f->stack, STACK_BYTES);
+  cutopk_sim_switch(&L.scheduler_sp, f->sp);
+  asan_back_in_scheduler();
+  L.current = nullptr;
+  progressed = true;
+  return L.error;
 }
 
 // Block s (in slot s) has finished: its canaries checked, and its slot given the next block; a
