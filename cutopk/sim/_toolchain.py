@@ -32,6 +32,7 @@ RUNTIME_SOURCES = (
 )
 RUNTIME_FILES = (
     "sim_runtime.h",
+    "sim_asan.h",
     "sim_intrinsics.h",
     "sim_cluster.h",
     "sim_launch.h",
