@@ -1,5 +1,5 @@
-// cutopk CPU simulator: AddressSanitizer's fiber bookkeeping (asan=True builds define
-// CUTOPK_SIM_ASAN; elsewhere every call here is empty). Included by sim_runtime.h, after Launch.
+// cutopk CPU simulator: AddressSanitizer's fiber bookkeeping, empty calls outside asan=True
+// builds. Included by sim_runtime.h, after Launch (entered_from_scheduler).
 #pragma once
 
 namespace cutopk_sim {
