@@ -30,6 +30,7 @@ inline void asan_leaving_fiber(bool finished, const void* stack = nullptr, size_
                                  stack ? size : g_scheduler_stack_size);
 }
 inline void asan_entering_fiber(const void* stack, size_t size) {
+  g_launch.entered_from_scheduler = true;
   __sanitizer_start_switch_fiber(&g_scheduler_fake, stack, size);
 }
 inline void asan_back_in_scheduler() { __sanitizer_finish_switch_fiber(g_scheduler_fake, nullptr, nullptr); }

@@ -248,7 +248,6 @@ int run_threads(Block& b, std::vector<unsigned>& order, bool& progressed) {
   if (!f) return OK;
   L.current = f;
   L.switches++;
-  L.entered_from_scheduler = true;
   asan_entering_fiber(f->stack, STACK_BYTES);
   cutopk_sim_switch(&L.scheduler_sp, f->sp);
   asan_back_in_scheduler();
