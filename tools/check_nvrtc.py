@@ -4,6 +4,7 @@ any local-memory stack frame; and compile each kernel file alone (``-I kernels``
 file includes what it uses. No GPU needed.
 
     python tools/check_nvrtc.py DIR [DIR ...] [--arch 75 80 90] [--ptx-only] [--ptx-arch 75] [--sass] [--jobs N]
+    python tools/check_nvrtc.py DIR --arch 90 --dtype int8 float32 --front-end-dtype uint8 uint32
     python tools/check_nvrtc.py --install DIR VERSION     # VERSION: 12.9, 13.0 or 13.x (the newest)
     python tools/check_nvrtc.py DIR --family block_row --arch 90 --no-alone --keep CUBINS  # then check_sass.py
 
@@ -28,6 +29,14 @@ code on A than on the ``--arch`` targets, while every other program's front-end 
 on every architecture. PTX costs about 0.4 of a cubin (measured, NVRTC 13.x, 6 programs: 8.0 CPU
 s to compute_90 PTX, 19.5 s to sm_90 cubins, 25.9 s to sm_75 cubins). CI (.ci/run) uses both to
 keep the older NVRTCs' check to fewer cubin architectures without leaving a branch unparsed.
+
+``--front-end-dtype T ...``: these element types' programs through NVRTC's front end alone
+(``-fdevice-syntax-only``: parsing and template instantiation, no NVVM, no ptxas), on every
+``--arch`` and, for the programs that branch on ``__CUDA_ARCH__``, on every ``--ptx-arch``: a
+compile error in their code fails the check, as it would in a cubin compile, at about a seventh
+of the cost (NVRTC 13.5, the 15 programs of one element type: some 6 CPU s, against some 42 s to
+sm_90 cubins). What it cannot see is what the back end decides (registers, spills, the SASS
+check): CI gives the cubin compile to other element types of the same key width and kind.
 
 ``--sass``: the SASS check of tools/check_sass.py (the rules tools/check_kernels.py applies to
 nvcc's objects) on every cubin NVRTC returns, that is on the machine code CuPy would load; it
@@ -291,6 +300,28 @@ def ptx_failures(nvrtc, version: str, folder: pathlib.Path, arch: str, programs)
     return failures
 
 
+def front_end_failures(nvrtc, version: str, folder: pathlib.Path, archs, ptx_archs, programs) -> list[str]:
+    """``programs`` (merged_programs' triples) through the front end alone
+    (``-fdevice-syntax-only``) for sm_``archs``, and those that branch on ``__CUDA_ARCH__`` for
+    sm_``ptx_archs`` too: the compile errors, as a cubin compile would report them."""
+    failures = []
+    targets = [(arch, programs) for arch in archs]
+    targets += [
+        (arch, [p for p in programs if arch_dependent(p[0])]) for arch in ptx_archs if arch not in archs
+    ]
+    for arch, chosen in targets:
+        where = f"NVRTC {version}, sm_{arch} (front end only)"
+        options = cupy_options(folder, arch, ["-fdevice-syntax-only"])
+        for i, (source, names, _) in enumerate(chosen):
+            ok, log, _ = nvrtc.compile(source, "cutopk.cu", options, names)
+            if not ok:
+                failures.append(
+                    f"{where}: program {i + 1} of {len(chosen)} does not compile ({kernel_file(source, log)}):"
+                    + compile_errors(log, 20)
+                )
+    return failures
+
+
 def check_folder(
     folder: pathlib.Path,
     archs: list[str],
@@ -302,11 +333,13 @@ def check_folder(
     families: tuple[str, ...] = (),
     keep: str = "",
     dtypes: tuple[str, ...] = (),
+    front_end_dtypes: tuple[str, ...] = (),
 ) -> dict:
     """One NVRTC folder, in this process: the report as a dict. ``ptx_only``: the ``archs`` to
     PTX (no cubins, no register report); ``ptx_archs``: the programs that branch on
     ``__CUDA_ARCH__`` to PTX for these as well; ``sass``: the SASS check on every cubin; ``keep``:
-    a folder to write every cubin into (``keep_cubin``)."""
+    a folder to write every cubin into (``keep_cubin``); ``front_end_dtypes``: these element
+    types' programs through the front end alone (``front_end_failures``)."""
     from cutopk.cuda import launcher as _launcher
 
     nvrtc = Nvrtc(find_library(folder))
@@ -355,6 +388,12 @@ def check_folder(
         report["failures"] += ptx_failures(nvrtc, version, folder, arch, chosen)
         report["ptx_programs"] = report.get("ptx_programs", 0) + len(chosen)
         report["seconds"][f"compute_{arch}"] = round(time.perf_counter() - t0, 1)
+    if programs and front_end_dtypes:
+        t0 = time.perf_counter()
+        chosen = merged_programs(families, front_end_dtypes)
+        report["failures"] += front_end_failures(nvrtc, version, folder, archs, ptx_archs, chosen)
+        report["front_end_programs"] = len(chosen)
+        report["seconds"]["front end"] = round(time.perf_counter() - t0, 1)
     if alone:
         t0 = time.perf_counter()
         kernels = str(_launcher.kernel_dir())
@@ -423,11 +462,14 @@ def run_worker(
     families=(),
     keep="",
     dtypes=(),
+    front_end_dtypes=(),
 ) -> dict:
     """check_folder in a child process (its own NVRTC library)."""
     cmd = [sys.executable, __file__, "--worker", folder, "--arch", *archs]
     if dtypes:
         cmd += ["--dtype", *dtypes]
+    if front_end_dtypes:
+        cmd += ["--front-end-dtype", *front_end_dtypes]
     if keep:
         cmd += ["--keep", keep]
     if families:
@@ -501,6 +543,12 @@ def main(argv=None) -> int:
         help="only these element types' programs (e.g. int8 float16); default: every one",
     )
     parser.add_argument(
+        "--front-end-dtype",
+        nargs="+",
+        default=[],
+        help="also these element types' programs, through the front end alone (-fdevice-syntax-only)",
+    )
+    parser.add_argument(
         "--keep",
         default="",
         metavar="DIR",
@@ -523,15 +571,24 @@ def main(argv=None) -> int:
             tuple(args.family),
             args.keep,
             tuple(args.dtype),
+            tuple(args.front_end_dtype),
         )
         print(json.dumps(report))
         return 0
     from cutopk._request import dtypes as _dtypes
 
     known = [info.name for info in _dtypes.SUPPORTED.values()]
-    unknown = sorted(set(args.dtype) - set(known))
-    if unknown:
-        parser.error(f"--dtype: expected element types among {', '.join(known)}, got {', '.join(unknown)}")
+    for option, given in (("--dtype", args.dtype), ("--front-end-dtype", args.front_end_dtype)):
+        unknown = sorted(set(given) - set(known))
+        if unknown:
+            parser.error(
+                f"{option}: expected element types among {', '.join(known)}, got {', '.join(unknown)}"
+            )
+    if args.front_end_dtype and not args.dtype:
+        parser.error("--front-end-dtype needs --dtype: without it every element type is compiled to cubins")
+    both = sorted(set(args.dtype) & set(args.front_end_dtype))
+    if both:
+        parser.error(f"--dtype and --front-end-dtype name the same element types: {', '.join(both)}")
     if not args.folders:
         parser.error("give at least one NVRTC folder (make one with --install DIR VERSION)")
     with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:
@@ -548,6 +605,7 @@ def main(argv=None) -> int:
                     args.family,
                     args.keep,
                     args.dtype,
+                    args.front_end_dtype,
                 ),
                 args.folders,
             )
@@ -561,6 +619,11 @@ def main(argv=None) -> int:
         print(
             f"NVRTC {rep['version']} ({rep['folder']}): {len(builds)} kernel builds, "
             + (f"{rep['ptx_programs']} programs to PTX only, " if rep.get("ptx_programs") else "")
+            + (
+                f"{rep['front_end_programs']} programs through the front end only, "
+                if rep.get("front_end_programs")
+                else ""
+            )
             + (f"{rep['sass']} kernel builds disassembled for the SASS check, " if "sass" in rep else "")
             + f"max registers {', '.join(f'{a} {v}' for a, v in sorted(regs.items()))}; "
             f"seconds {', '.join(f'{k} {v}' for k, v in rep['seconds'].items())}; "

@@ -125,6 +125,56 @@ def test_ptx_compiles_for_compute_not_sm_and_reports_errors_and_unlowered_names(
     assert failures[1] == "NVRTC 12.9, compute_75 (PTX): the name expression b did not lower"
 
 
+def test_the_front_end_check_parses_every_arch_and_the_branching_programs_on_the_ptx_archs(tmp_path):
+    # Three programs, the second branching on __CUDA_ARCH__; sm_90, and sm_75 as a --ptx-arch:
+    # all three for sm_90, the branching one alone for sm_75; the third fails on sm_90.
+    _wheel_folder(tmp_path)
+    programs = [
+        ("// ---- radix.cu\n", [], ["radix_topk_uint8"]),
+        ("// ---- cluster.cu\n#if __CUDA_ARCH__ >= 900\n#endif\n", [], ["cluster_topk_uint8_blocks2"]),
+        ("// ---- split.cu\nx\n", [], ["split_topk_uint8"]),
+    ]
+    assert [check_nvrtc.arch_dependent(p[0]) for p in programs] == [False, True, False]
+    fake = _FakeNvrtc(
+        (True, "", {}),
+        (True, "", {}),
+        (False, "cutopk.cu(2): error: identifier x is undefined", {}),
+        (True, "", {}),
+    )
+    failures = check_nvrtc.front_end_failures(fake, "12.9", tmp_path, ["90"], ["75"], programs)
+    assert [next(o for o in opts if o.startswith("-arch=")) for opts in fake.options] == [
+        "-arch=sm_90"
+    ] * 3 + ["-arch=sm_75"]
+    assert all("-fdevice-syntax-only" in opts for opts in fake.options)
+    assert len(failures) == 1
+    assert failures[0].startswith(
+        "NVRTC 12.9, sm_90 (front end only): program 3 of 3 does not compile (kernels/split.cu)"
+    )
+    assert "identifier x is undefined" in failures[0]
+
+
+def test_front_end_element_types_go_with_a_cubin_subset_and_reach_the_worker(monkeypatch):
+    seen = []
+
+    def run(cmd, **kwargs):
+        seen.append(cmd)
+        report = {"folder": cmd[3], "version": "13.5", "builds": [], "seconds": {}, "failures": []}
+        return subprocess.CompletedProcess(cmd, 0, stdout=json.dumps(report) + "\n", stderr="")
+
+    monkeypatch.setattr(check_nvrtc.subprocess, "run", run)
+    argv = ["a", "--arch", "90", "--dtype", "int8", "--front-end-dtype", "uint8", "uint16"]
+    assert check_nvrtc.main(argv) == 0
+    assert seen[-1][2:] == [
+        "--worker", "a", "--arch", "90", "--dtype", "int8", "--front-end-dtype", "uint8", "uint16"
+    ]  # fmt: skip
+    for wrong in (["--front-end-dtype", "uint8"], ["--dtype", "int8", "--front-end-dtype", "int8"]):
+        with pytest.raises(SystemExit):  # every type to cubins already, or one type asked for twice
+            check_nvrtc.main(["a", *wrong])
+    with pytest.raises(SystemExit):
+        check_nvrtc.main(["a", "--dtype", "int8", "--front-end-dtype", "uint9"])
+    assert len(seen) == 1
+
+
 def test_the_ptx_options_reach_each_folders_worker(monkeypatch, capsys):
     seen = []
 
@@ -283,3 +333,28 @@ def test_launcher_programs_compile_with_nvrtc_without_spills(folder):
         check=False,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("folder", FOLDERS)
+def test_the_front_end_alone_finds_an_error_in_a_template_a_kernel_instantiates(folder):
+    # -fdevice-syntax-only: parsing and template instantiation, no back end. One element type's
+    # resident program compiles; with a kernel that instantiates a broken template it does not.
+    script = f"""
+import pathlib, sys
+sys.path.insert(0, {str(ROOT / "tools")!r})
+import check_nvrtc as c
+folder = pathlib.Path({folder!r})
+nvrtc = c.Nvrtc(c.find_library(folder))
+(source, names, kernels), = c.merged_programs(("resident",), ("uint16",))
+bad = source + '''
+template <typename T> __device__ T twice(T v) {{ return v.no_such_member * 2; }}
+extern "C" __global__ void probe(float* p) {{ p[0] = twice(p[1]); }}
+'''
+for program in ((source, names, kernels), (bad, names, kernels)):
+    print(len(c.front_end_failures(nvrtc, "?", folder, ["90"], [], [program])))
+"""
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=False, cwd=ROOT
+    )
+    assert proc.returncode == 0 and proc.stdout.split() == ["0", "1"], proc.stdout + proc.stderr
