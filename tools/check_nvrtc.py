@@ -275,6 +275,14 @@ def compile_errors(log: str, limit: int) -> str:
     return "\n    " + "\n    ".join(errors[:limit])
 
 
+def does_not_compile(where: str, i: int, count: int, source: str, log: str) -> str:
+    """The failure of program ``i`` (from 0) of ``count``: its kernel file and its errors."""
+    return (
+        f"{where}: program {i + 1} of {count} does not compile ({kernel_file(source, log)}):"
+        + compile_errors(log, 20)
+    )
+
+
 def arch_dependent(source: str) -> bool:
     """Whether the front end sees other code on other architectures (``#if __CUDA_ARCH__``)."""
     return "__CUDA_ARCH__" in source
@@ -289,10 +297,7 @@ def ptx_failures(nvrtc, version: str, folder: pathlib.Path, arch: str, programs)
     for i, count, source, names in programs:
         ok, log, lowered = nvrtc.compile(source, "cutopk.cu", options, names)
         if not ok:
-            failures.append(
-                f"{where}: program {i + 1} of {count} does not compile ({kernel_file(source, log)}):"
-                + compile_errors(log, 20)
-            )
+            failures.append(does_not_compile(where, i, count, source, log))
             continue
         failures += [
             f"{where}: the name expression {n} did not lower" for n, low in lowered.items() if low is None
@@ -315,10 +320,7 @@ def front_end_failures(nvrtc, version: str, folder: pathlib.Path, archs, ptx_arc
         for i, (source, names, _) in enumerate(chosen):
             ok, log, _ = nvrtc.compile(source, "cutopk.cu", options, names)
             if not ok:
-                failures.append(
-                    f"{where}: program {i + 1} of {len(chosen)} does not compile ({kernel_file(source, log)}):"
-                    + compile_errors(log, 20)
-                )
+                failures.append(does_not_compile(where, i, len(chosen), source, log))
     return failures
 
 
@@ -362,10 +364,7 @@ def check_folder(
                 source, "cutopk.cu", options, names, cubin=sass or bool(keep)
             )
             if not ok:
-                report["failures"].append(
-                    f"{where}: program {i + 1} of {len(merged)} does not compile ({kernel_file(source, log)}):"
-                    + compile_errors(log, 20)
-                )
+                report["failures"].append(does_not_compile(where, i, len(merged), source, log))
                 continue
             rows, failures = findings(where, log, lowered, kernels)
             report["builds"] += rows

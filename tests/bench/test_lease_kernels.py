@@ -1,7 +1,8 @@
 """The lease's kernel steps on the CPU: M2's counting primitives (benchmarks/gpu/count_primitives.cu)
 compile for sm_90 and count right on the simulator; M3's phase clocks (kernels/phase_clock.cuh) leave
 the kernels' sm_90 PTX byte for byte as it is without them when off (so the machine code that ptxas
-makes of it too), and on the simulator, switched on, stamp each named step once, in order. No GPU: the cycles themselves are not measured."""
+makes of it too), and on the simulator, switched on, stamp each named step once, in order. No GPU:
+the cycles themselves are not measured."""
 
 from __future__ import annotations
 

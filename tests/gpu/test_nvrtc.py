@@ -153,7 +153,8 @@ def test_the_front_end_check_parses_every_arch_and_the_branching_programs_on_the
     assert "identifier x is undefined" in failures[0]
 
 
-def test_front_end_element_types_go_with_a_cubin_subset_and_reach_the_worker(monkeypatch):
+def _record_workers(monkeypatch) -> list[list[str]]:
+    """The command lines of the worker processes main() starts (each answers an empty report)."""
     seen = []
 
     def run(cmd, **kwargs):
@@ -162,6 +163,11 @@ def test_front_end_element_types_go_with_a_cubin_subset_and_reach_the_worker(mon
         return subprocess.CompletedProcess(cmd, 0, stdout=json.dumps(report) + "\n", stderr="")
 
     monkeypatch.setattr(check_nvrtc.subprocess, "run", run)
+    return seen
+
+
+def test_front_end_element_types_go_with_a_cubin_subset_and_reach_the_worker(monkeypatch):
+    seen = _record_workers(monkeypatch)
     argv = ["a", "--arch", "90", "--dtype", "int8", "--front-end-dtype", "uint8", "uint16"]
     assert check_nvrtc.main(argv) == 0
     assert seen[-1][2:] == [
@@ -176,14 +182,7 @@ def test_front_end_element_types_go_with_a_cubin_subset_and_reach_the_worker(mon
 
 
 def test_the_ptx_options_reach_each_folders_worker(monkeypatch, capsys):
-    seen = []
-
-    def run(cmd, **kwargs):
-        seen.append(cmd)
-        report = {"folder": cmd[3], "version": "13.0", "builds": [], "seconds": {}, "failures": []}
-        return subprocess.CompletedProcess(cmd, 0, stdout=json.dumps(report) + "\n", stderr="")
-
-    monkeypatch.setattr(check_nvrtc.subprocess, "run", run)
+    seen = _record_workers(monkeypatch)
     argv = ["a", "b", "--arch", "90", "--ptx-only", "--ptx-arch", "75", "--no-alone"]
     assert check_nvrtc.main(argv) == 0
     assert [cmd[2:] for cmd in seen] == [
