@@ -35,16 +35,23 @@ struct Bucket {
   int shift;
 };
 
+// A part of a dynamic shared memory layout rounded up to 16 bytes (the front below, block_row's,
+// cluster's and streaming's layouts): the part after it starts aligned for 16-byte loads and
+// copies and for 8-byte keys.
+__device__ __forceinline__ int round16(int bytes) {
+  return (bytes + 15) & ~15;
+}
+
 // Bytes at the start of dynamic shared memory: the histogram, later the K winners' keys and
 // indices (the histogram is dead by then; keys first, each part a multiple of 16 bytes, so that
 // 8-byte keys, the indices and the row's keys after them are aligned).
 template <class Key>
 __device__ __forceinline__ int winner_keys_bytes(int kp) {
-  return (kp * (int)sizeof(Key) + 15) & ~15;
+  return round16(kp * (int)sizeof(Key));
 }
 template <class Key>
 __device__ __forceinline__ int front_bytes(int kp) {
-  const int winners = winner_keys_bytes<Key>(kp) + ((kp * 4 + 15) & ~15);
+  const int winners = winner_keys_bytes<Key>(kp) + round16(kp * 4);
   return winners > BINS * 4 ? winners : BINS * 4;
 }
 
