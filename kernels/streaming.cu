@@ -116,11 +116,10 @@ template <class Key>
 __device__ __forceinline__ Bucket bucket_of(const Key* keys, int len, int needed, unsigned* hist, Bucket* s,
                                             int* scan) {
   const int KEY_BITS = 8 * sizeof(Key);
-  const int first_bits = KEY_BITS < onchip::DIGIT_BITS ? KEY_BITS : onchip::DIGIT_BITS;
   const Bucket all{0ull, needed, len, KEY_BITS};
   if (threadIdx.x == 0) *s = all;
-  onchip::refine(keys, len, all, first_bits, hist);  // the top digit of every key
-  onchip::find_bucket(keys, len, first_bits, hist, s, scan, [&](int) { return hist; });
+  onchip::refine(keys, len, all, onchip::FIRST_BITS<Key>, hist);  // the top digit of every key
+  onchip::find_bucket(keys, len, onchip::FIRST_BITS<Key>, hist, s, scan, [&](int) { return hist; });
   const Bucket b = *s;
   __syncthreads();  // every thread has read *s
   return b;
