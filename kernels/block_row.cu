@@ -71,10 +71,6 @@ __device__ __forceinline__ int candidate_cap(long long n) {
   return (int)(quarter < CUTOPK_BLOCK_ROW_CAP ? quarter : CUTOPK_BLOCK_ROW_CAP);
 }
 
-__device__ __forceinline__ int round16(int bytes) {
-  return (bytes + 15) & ~15;
-}
-
 // Where each part of the dynamic shared memory lies (the header's layout).
 template <class Key>
 struct Layout {
@@ -94,13 +90,13 @@ __device__ __forceinline__ Layout<Key> layout(unsigned char* smem, int kp, long 
   int at = onchip::BINS * 4;
   l.hist = reinterpret_cast<unsigned*>(smem);
   l.win_key = reinterpret_cast<Key*>(smem + at);
-  at += round16(kp * (int)sizeof(Key));
+  at += onchip::round16(kp * (int)sizeof(Key));
   l.win_idx = reinterpret_cast<unsigned*>(smem + at);
-  at += round16(kp * 4);
+  at += onchip::round16(kp * 4);
   l.cand_key = reinterpret_cast<Key*>(smem + at);
-  at += round16(l.cap * (int)sizeof(Key));
+  at += onchip::round16(l.cap * (int)sizeof(Key));
   l.cand_idx = reinterpret_cast<unsigned*>(smem + at);
-  at += round16(l.cap * 4);
+  at += onchip::round16(l.cap * 4);
   l.keys = reinterpret_cast<Key*>(smem + at);
   return l;
 }

@@ -65,10 +65,6 @@ namespace cutopk::cluster {
 #if CUTOPK_CLUSTER_SUPPORTED
 using cluster_exchange::Cluster;
 
-__device__ __forceinline__ int round16(int bytes) {
-  return (bytes + 15) & ~15;
-}
-
 // Where each part of the dynamic shared memory lies (the header's layout).
 template <class Key>
 struct Layout {
@@ -85,15 +81,15 @@ __device__ __forceinline__ Layout<Key> layout(unsigned char* smem, int kp, int c
   Layout<Key> l;
   int at = 0;
   l.win_key = reinterpret_cast<Key*>(smem);
-  at += round16(kp * (int)sizeof(Key));
+  at += onchip::round16(kp * (int)sizeof(Key));
   l.win_idx = reinterpret_cast<unsigned*>(smem + at);
-  at += round16(kp * 4);
+  at += onchip::round16(kp * 4);
   l.hist = reinterpret_cast<unsigned*>(smem + at);
   at += onchip::BINS * 4;
   l.cand_key = reinterpret_cast<Key*>(smem + at);
-  at += round16(cap * (int)sizeof(Key));
+  at += onchip::round16(cap * (int)sizeof(Key));
   l.cand_idx = reinterpret_cast<unsigned*>(smem + at);
-  at += round16(cap * 4);
+  at += onchip::round16(cap * 4);
   l.keys = reinterpret_cast<Key*>(smem + at);
   return l;
 }

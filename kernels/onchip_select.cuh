@@ -26,6 +26,13 @@ constexpr int BINS_PER_THREAD = BINS / CUTOPK_RESIDENT_THREADS;  // choose_bin's
 static_assert(BINS % CUTOPK_RESIDENT_THREADS == 0, "every thread scans the same number of bins");
 constexpr unsigned FULL = 0xffffffffu;
 
+// A key's width, and its first digit's: the top DIGIT_BITS bits, or the whole key where it is
+// narrower (8-bit keys: one digit).
+template <class Key>
+constexpr int KEY_BITS = 8 * (int)sizeof(Key);
+template <class Key>
+constexpr int FIRST_BITS = KEY_BITS<Key> < DIGIT_BITS ? KEY_BITS<Key> : DIGIT_BITS;
+
 // Where the K-th key lies: the keys whose bits at and above `shift` equal `prefix` (with shift ==
 // the key's width, every key). `needed` winners are still to be taken from those `count` keys.
 struct Bucket {
@@ -35,18 +42,41 @@ struct Bucket {
   int shift;
 };
 
+// A part of a dynamic shared memory layout rounded up to 16 bytes (the front below, block_row's,
+// cluster's and streaming's layouts): the part after it starts aligned for 16-byte loads and
+// copies and for 8-byte keys.
+__device__ __forceinline__ int round16(int bytes) {
+  return (bytes + 15) & ~15;
+}
+
 // Bytes at the start of dynamic shared memory: the histogram, later the K winners' keys and
 // indices (the histogram is dead by then; keys first, each part a multiple of 16 bytes, so that
 // 8-byte keys, the indices and the row's keys after them are aligned).
 template <class Key>
 __device__ __forceinline__ int winner_keys_bytes(int kp) {
-  return (kp * (int)sizeof(Key) + 15) & ~15;
+  return round16(kp * (int)sizeof(Key));
 }
 template <class Key>
 __device__ __forceinline__ int front_bytes(int kp) {
-  const int winners = winner_keys_bytes<Key>(kp) + ((kp * 4 + 15) & ~15);
+  const int winners = winner_keys_bytes<Key>(kp) + round16(kp * 4);
   return winners > BINS * 4 ? winners : BINS * 4;
 }
+
+// Where the parts of a block's dynamic shared memory lie when it holds a row (resident) or a
+// slice (split) as keys, for K rounded up to kp: the front, then the keys. Built by its
+// constructor: a function returning it gave different (if equivalent) PTX under nvcc 13.0.
+template <class Key>
+struct Front {
+  unsigned* hist;
+  Key* win_key;  // over the histogram, once it is dead
+  unsigned* win_idx;
+  Key* keys;
+  __device__ __forceinline__ Front(unsigned char* smem, int kp)
+      : hist(reinterpret_cast<unsigned*>(smem)),
+        win_key(reinterpret_cast<Key*>(smem)),
+        win_idx(reinterpret_cast<unsigned*>(smem + winner_keys_bytes<Key>(kp))),
+        keys(reinterpret_cast<Key*>(smem + front_bytes<Key>(kp))) {}
+};
 
 // The key's bits at and above `shift` (0 when shift is the key's width: the whole row's prefix).
 template <class Key>

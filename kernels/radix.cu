@@ -147,7 +147,9 @@ __device__ __forceinline__ void find_bucket(Shared& sh, const T* base, long long
 }
 
 // Where step 3 reads the keys: the row's element bits (`col_stride` apart) or, `buffered`, the
-// bucket's keys in the row's buffer with their indices `bidx`; `len` of them.
+// bucket's keys in the row's buffer with their indices `bidx`; `len` of them. The steps take it
+// by value, a copy as their locals once were: through a reference, nvcc 13.0 emitted different
+// (if equivalent) PTX for the kernel.
 template <class Key>
 struct CompactSource {
   const Key* src;
@@ -155,30 +157,41 @@ struct CompactSource {
   long long col_stride;
   long long len;
   const unsigned* bidx;
+
+  // Calls visit(run) on every run of the source's keys (stream_row, the block's threads in turn).
+  template <class Visit>
+  __device__ __forceinline__ void stream(Visit&& visit) const {
+    stream_row(src, buffered ? 1 : col_stride, 0, len, threadIdx.x, blockDim.x, visit);
+  }
+  // A run element's key: the buffer holds keys already, the row the elements' bits.
+  template <class T>
+  __device__ __forceinline__ Key key(Key bits, int largest, int nan_first) const {
+    return buffered ? bits : KeyTraits<T>::from_bits(bits, largest, nan_first);
+  }
+  // The row index of the source's element at `at`.
+  __device__ __forceinline__ unsigned long long index(long long at) const {
+    return buffered ? (unsigned long long)bidx[at] : (unsigned long long)at;
+  }
 };
 
 // 3a. The bucket fits shared memory: one read puts the keys above it (winners) and its keys
 // (candidates, at kp) in shared memory; the candidates sorted by (key, index) give the first
 // `fin.needed` winners still missing, ties at the boundary to lower indices.
 template <class T, class Key>
-__device__ __forceinline__ void take_from_bucket(Shared& sh, const CompactSource<Key>& from, const DigitState& fin,
+__device__ __forceinline__ void take_from_bucket(Shared& sh, const CompactSource<Key> from, const DigitState& fin,
                                                  int above, int kp, int largest, int nan_first, Key* win_key,
                                                  unsigned long long* win_idx) {
   typedef unsigned long long Index;
-  const Key* src = from.src;
-  const bool buffered = from.buffered;
-  const long long col_stride = from.col_stride, len = from.len;
-  const unsigned* bidx = from.bidx;
   const Key prefix = static_cast<Key>(fin.prefix);
   Key* cand_key = win_key + kp;
   Index* cand_idx = win_idx + kp;
-  stream_row(src, buffered ? 1 : col_stride, 0, len, threadIdx.x, blockDim.x, [&](const auto& run) {
+  from.stream([&](const auto& run) {
 #pragma unroll
     for (int e = 0; e < CUTOPK_RUN_SIZE(run); ++e) {
-      const Key key = buffered ? run.bits[e] : KeyTraits<T>::from_bits(run.bits[e], largest, nan_first);
+      const Key key = from.template key<T>(run.bits[e], largest, nan_first);
       const Key digits = static_cast<Key>(key >> fin.shift);
       if (e < run.count && digits >= prefix) {
-        const Index index = buffered ? (Index)bidx[run.first + e] : (Index)(run.first + e);
+        const Index index = from.index(run.first + e);
         // Any order: the winners by the final sort, the candidates by the sort below.
         const int slot = digits > prefix ? atomicAdd(&sh.above, 1) : kp + atomicAdd(&sh.cands, 1);
         win_key[slot] = key;  // cand_key == win_key + kp, cand_idx == win_idx + kp
@@ -199,23 +212,19 @@ __device__ __forceinline__ void take_from_bucket(Shared& sh, const CompactSource
 // above it win, and the first `fin.needed` equal ones in index order (block prefix sums; the
 // buffer is in index order too).
 template <class T, class Key>
-__device__ __forceinline__ void take_first_ties(Shared& sh, const CompactSource<Key>& from, const DigitState& fin,
+__device__ __forceinline__ void take_first_ties(Shared& sh, const CompactSource<Key> from, const DigitState& fin,
                                                 int above, int largest, int nan_first, Key* win_key,
                                                 unsigned long long* win_idx) {
   typedef unsigned long long Index;
-  const Key* src = from.src;
-  const bool buffered = from.buffered;
-  const long long col_stride = from.col_stride, len = from.len;
-  const unsigned* bidx = from.bidx;
   const Key prefix = static_cast<Key>(fin.prefix);
   long long taken = 0;  // equal keys seen so far: the same in every thread
-  stream_row(src, buffered ? 1 : col_stride, 0, len, threadIdx.x, blockDim.x, [&](const auto& run) {
+  from.stream([&](const auto& run) {
     Key keys[CUTOPK_RUN_SIZE(run)];
     int ties = 0;
 #pragma unroll
     for (int e = 0; e < CUTOPK_RUN_SIZE(run); ++e) {
-      keys[e] = buffered ? run.bits[e] : KeyTraits<T>::from_bits(run.bits[e], largest, nan_first);
-      const Index index = buffered && e < run.count ? (Index)bidx[run.first + e] : (Index)(run.first + e);
+      keys[e] = from.template key<T>(run.bits[e], largest, nan_first);
+      const Index index = from.buffered && e < run.count ? from.index(run.first + e) : (Index)(run.first + e);
       if (e < run.count && keys[e] > prefix) {
         const int slot = atomicAdd(&sh.above, 1);
         win_key[slot] = keys[e];
@@ -230,7 +239,7 @@ __device__ __forceinline__ void take_first_ties(Shared& sh, const CompactSource<
       if (e < run.count && keys[e] == prefix) {
         if (position < fin.needed) {
           win_key[above + position] = keys[e];
-          win_idx[above + position] = buffered ? (Index)bidx[run.first + e] : (Index)(run.first + e);
+          win_idx[above + position] = from.index(run.first + e);
         }
         ++position;
       }

@@ -49,49 +49,45 @@ resident_topk(const T* __restrict__ in, long long rows, long long n, long long r
   using namespace onchip;
   CUTOPK_PHASE(0, entry);
   typedef typename KeyTraits<T>::Key Key;
-  const int KEY_BITS = 8 * sizeof(Key);
-  const int first_bits = KEY_BITS < DIGIT_BITS ? KEY_BITS : DIGIT_BITS;
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ Bucket s_bucket;
   __shared__ int s_scan[33];                  // choose_bin's block scans
   __shared__ unsigned long long s_scan2[33];  // count_winners' (two counts packed)
   __shared__ int s_taken;                     // gather_winners' slots taken
   const int kp = pow2_at_least(k);
-  unsigned* hist = reinterpret_cast<unsigned*>(smem);
-  Key* win_key = reinterpret_cast<Key*>(smem);  // over the histogram, once it is dead
-  unsigned* win_idx = reinterpret_cast<unsigned*>(smem + winner_keys_bytes<Key>(kp));
-  Key* keys = reinterpret_cast<Key*>(smem + front_bytes<Key>(kp));
+  const Front<Key> f(smem, kp);
 
   const long long row = blockIdx.x;
   const RowExtent extent = row_extent(row, n, row_stride, col_stride, extents, rows_kind);
   const T* base = in + extent.start;
   const int len = (int)extent.length;  // < 2^31: the row fits in shared memory
   const int k_row = k < len ? k : len;
-  zero_bins(hist, 1 << first_bits);
+  zero_bins(f.hist, 1 << FIRST_BITS<Key>);
   if (threadIdx.x == 0) {
-    s_bucket = Bucket{0ull, k_row, len, KEY_BITS};  // every key, k_row winners to take
+    s_bucket = Bucket{0ull, k_row, len, KEY_BITS<Key>};  // every key, k_row winners to take
     s_taken = 0;
   }
   __syncthreads();
-  load_row(base, col_stride, len, largest, nan_first, KEY_BITS - first_bits, first_bits, keys, hist);
+  load_row(base, col_stride, len, largest, nan_first, KEY_BITS<Key> - FIRST_BITS<Key>, FIRST_BITS<Key>, f.keys, f.hist);
   __syncthreads();
   CUTOPK_PHASE(1, load);
-  if (len > k && k > 0) find_bucket(keys, len, first_bits, hist, &s_bucket, s_scan, [&](int) { return hist; });
+  if (len > k && k > 0)
+    find_bucket(f.keys, len, FIRST_BITS<Key>, f.hist, &s_bucket, s_scan, [&](int) { return f.hist; });
   const Bucket b = s_bucket;  // a row of at most K keeps the whole row as its bucket
   __syncthreads();            // the histogram is read no more: the winners go over it
   CUTOPK_PHASE(2, bucket);
   if (b.count == b.needed) {  // every member wins: no ranking by index (the same in every thread)
-    gather_winners(keys, len, b, &s_taken, win_key, win_idx);
+    gather_winners(f.keys, len, b, &s_taken, f.win_key, f.win_idx);
   } else {
-    const Counts c = count_winners(keys, len, b, s_scan2);
-    place_winners(keys, len, 0, b, c, 0, 0, k_row - b.needed, win_key, win_idx);
+    const Counts c = count_winners(f.keys, len, b, s_scan2);
+    place_winners(f.keys, len, 0, b, c, 0, 0, k_row - b.needed, f.win_key, f.win_idx);
   }
   CUTOPK_PHASE(3, collect);
   // The row's keys are dead once the winners are placed: the ordering's scratch goes over them.
-  const winners::Placed<Key> held{win_key, win_idx, k_row, kp};
+  const winners::Placed<Key> held{f.win_key, f.win_idx, k_row, kp};
   const winners::Request<T> req{k, by_index != 0, largest != 0, true, out_vals, out_idx, index_bytes};
-  winners::finish_winners(held, reinterpret_cast<unsigned char*>(keys), len, winners::Source<T>{base, col_stride, row},
-                          req);
+  winners::finish_winners(held, reinterpret_cast<unsigned char*>(f.keys), len,
+                          winners::Source<T>{base, col_stride, row}, req);
   CUTOPK_PHASE(4, order);
 }
 

@@ -156,15 +156,10 @@ split_topk(const T* __restrict__ in, long long rows, long long n, long long row_
   using namespace onchip;
   CUTOPK_PHASE(0, entry);
   typedef typename KeyTraits<T>::Key Key;
-  const int KEY_BITS = 8 * sizeof(Key);
-  const int first_bits = KEY_BITS < DIGIT_BITS ? KEY_BITS : DIGIT_BITS;
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ Shared sh;
   const int kp = pow2_at_least(k);
-  unsigned* hist = reinterpret_cast<unsigned*>(smem);
-  Key* win_key = reinterpret_cast<Key*>(smem);  // over the histogram, once it is dead
-  unsigned* win_idx = reinterpret_cast<unsigned*>(smem + winner_keys_bytes<Key>(kp));
-  Key* keys = reinterpret_cast<Key*>(smem + front_bytes<Key>(kp));
+  const Front<Key> f(smem, kp);
 
   const long long row = blockIdx.x / blocks;
   const long long slot = blockIdx.x;  // = row * blocks + this block's rank in the row
@@ -173,16 +168,16 @@ split_topk(const T* __restrict__ in, long long rows, long long n, long long row_
   const long long first = (blockIdx.x - row * blocks) * (long long)slice;
   const int mine = (int)max(0LL, min((long long)slice, extent.length - first));
   const int take = k < mine ? k : mine;
-  zero_bins(hist, 1 << first_bits);
-  start_bucket(sh, take, mine, KEY_BITS);
+  zero_bins(f.hist, 1 << FIRST_BITS<Key>);
+  start_bucket(sh, take, mine, KEY_BITS<Key>);
   __syncthreads();
-  load_row(base + first * col_stride, col_stride, mine, largest, nan_first, KEY_BITS - first_bits, first_bits, keys,
-           hist);
+  load_row(base + first * col_stride, col_stride, mine, largest, nan_first, KEY_BITS<Key> - FIRST_BITS<Key>,
+           FIRST_BITS<Key>, f.keys, f.hist);
   __syncthreads();
   CUTOPK_PHASE(1, load);
-  select_held(keys, mine, first, take, first_bits, hist, sh, win_key, win_idx);
+  select_held(f.keys, mine, first, take, FIRST_BITS<Key>, f.hist, sh, f.win_key, f.win_idx);
   CUTOPK_PHASE(2, select);
-  publish(win_key, win_idx, take, slot, k, cand_key, cand_idx, cand_count);
+  publish(f.win_key, f.win_idx, take, slot, k, cand_key, cand_idx, cand_count);
   const bool last = arrive(tickets + row, blocks, sh);
   CUTOPK_PHASE(3, publish);
   if (!last) return;
@@ -190,17 +185,17 @@ split_topk(const T* __restrict__ in, long long rows, long long n, long long row_
   const int len = (int)extent.length;
   const int k_row = k < len ? k : len;
   const int total = candidate_bases(cand_count, row, blocks, sh);
-  zero_bins(hist, 1 << first_bits);
-  start_bucket(sh, k_row, total, KEY_BITS);
+  zero_bins(f.hist, 1 << FIRST_BITS<Key>);
+  start_bucket(sh, k_row, total, KEY_BITS<Key>);
   __syncthreads();
-  load_candidates(cand_key, row, blocks, k, sh.base, total, first_bits, keys, hist);
+  load_candidates(cand_key, row, blocks, k, sh.base, total, FIRST_BITS<Key>, f.keys, f.hist);
   __syncthreads();
   CUTOPK_PHASE(4, merge_load);
-  select_held(keys, total, 0, k_row, first_bits, hist, sh, win_key, win_idx);  // positions, not indices
-  positions_to_indices(win_idx, k_row, cand_idx, row, blocks, k, sh.base);
+  select_held(f.keys, total, 0, k_row, FIRST_BITS<Key>, f.hist, sh, f.win_key, f.win_idx);  // positions, not indices
+  positions_to_indices(f.win_idx, k_row, cand_idx, row, blocks, k, sh.base);
   CUTOPK_PHASE(5, merge_select);
   const winners::Request<T> req{k, by_index != 0, largest != 0, false, out_vals, out_idx, index_bytes};
-  winners::finish_winners_sorted(winners::Placed<Key>{win_key, win_idx, k_row, kp},
+  winners::finish_winners_sorted(winners::Placed<Key>{f.win_key, f.win_idx, k_row, kp},
                                  winners::Source<T>{base, col_stride, row}, req);
   CUTOPK_PHASE(6, order);
 }

@@ -70,10 +70,6 @@ struct Row {
   unsigned long long* scan2;  // count_winners' (33 packed counts)
 };
 
-__device__ __forceinline__ int round16(int nbytes) {
-  return (nbytes + 15) & ~15;
-}
-
 // The contiguous row's layout in 16-byte vectors: `head` elements before the first 16-byte
 // boundary, then `vecs` whole vectors, then the tail.
 struct Vectors {
@@ -120,11 +116,10 @@ template <class Key>
 __device__ __forceinline__ Bucket bucket_of(const Key* keys, int len, int needed, unsigned* hist, Bucket* s,
                                             int* scan) {
   const int KEY_BITS = 8 * sizeof(Key);
-  const int first_bits = KEY_BITS < onchip::DIGIT_BITS ? KEY_BITS : onchip::DIGIT_BITS;
   const Bucket all{0ull, needed, len, KEY_BITS};
   if (threadIdx.x == 0) *s = all;
-  onchip::refine(keys, len, all, first_bits, hist);  // the top digit of every key
-  onchip::find_bucket(keys, len, first_bits, hist, s, scan, [&](int) { return hist; });
+  onchip::refine(keys, len, all, onchip::FIRST_BITS<Key>, hist);  // the top digit of every key
+  onchip::find_bucket(keys, len, onchip::FIRST_BITS<Key>, hist, s, scan, [&](int) { return hist; });
   const Bucket b = *s;
   __syncthreads();  // every thread has read *s
   return b;
@@ -136,8 +131,8 @@ template <class T>
 __device__ __forceinline__ typename KeyTraits<T>::Key sampled_threshold(const Row<T>& r, int rank) {
   typedef typename KeyTraits<T>::Key Key;
   Key* sample = r.cand_key;
-  unsigned* hist =
-      reinterpret_cast<unsigned*>(reinterpret_cast<unsigned char*>(r.cand_key) + round16(SAMPLES * (int)sizeof(Key)));
+  unsigned* hist = reinterpret_cast<unsigned*>(reinterpret_cast<unsigned char*>(r.cand_key) +
+                                               onchip::round16(SAMPLES * (int)sizeof(Key)));
   load_sample<T, THREADS>(r.base, r.col_stride, r.len, r.largest, r.nan_first, sample);  // 2. (row_sample.cuh)
   __syncthreads();
   const Bucket b = bucket_of(sample, SAMPLES, rank + 1, hist, r.bucket, r.scan);
@@ -383,7 +378,7 @@ streaming_topk(const T* __restrict__ in, long long rows, long long n, long long 
   r.nan_first = nan_first;
   r.smem = smem;
   r.cand_key = reinterpret_cast<Key*>(smem + STAGES * STAGE_BYTES);
-  r.cand_idx = reinterpret_cast<unsigned*>(smem + STAGES * STAGE_BYTES + round16(cap * (int)sizeof(Key)));
+  r.cand_idx = reinterpret_cast<unsigned*>(smem + STAGES * STAGE_BYTES + onchip::round16(cap * (int)sizeof(Key)));
   r.cap = cap;
   r.bucket = &s_bucket;
   r.scan = s_scan;
