@@ -84,7 +84,8 @@ def family_width_diagonal(family: str, dtype: str) -> bool:
 def shard(value: str | None) -> tuple[int, int] | None:
     """``CUTOPK_TEST_SHARD=K/N`` (1 <= K <= N): the run keeps every N-th collected test from the
     K-th on, so that N runs with K = 1..N share a test list between them, each test run once
-    (CI splits its AddressSanitizer run so between its two cores, .ci/run). None when unset."""
+    (CI splits its AddressSanitizer run and its rerun of the skipped tests so between its two
+    cores, .ci/run). None when unset or empty."""
     if not value:
         return None
     k, sep, n = value.partition("/")
