@@ -28,7 +28,7 @@
 //    the whole cluster from the key's top bit (resolve_across: each block refines its slice,
 //    the counts reduced by owner each digit), and the winners are placed in index order into
 //    block 0 (place_across: each block's count pushed to the later blocks for their bases).
-// 4. order: block 0 alone, winners::order_and_write (order_winners.cuh; its scratch over its
+// 4. order: block 0 alone, winners::finish_winners (order_winners.cuh; its scratch over its
 //    dead histogram, candidates and keys), the values rebuilt from the winners' keys.
 // Cluster barriers: two per digit counted (reduce_bins), one after the candidates or the
 // placement (split into arrive and wait: the other blocks arrive and leave; block 0 waits), one
@@ -317,23 +317,10 @@ cluster_topk(const T* __restrict__ in, long long rows, long long n, long long ro
   CUTOPK_PHASE(3, collect);  // block 0 alone from here
   // The histogram, the candidates and the slice's keys are dead once the winners are placed: the
   // ordering's scratch goes over them (shared_bytes in cutopk/cuda/families/cluster.py makes room).
-  const winners::Order<T, Key> order{l.win_key,
-                                     l.win_idx,
-                                     reinterpret_cast<unsigned char*>(l.hist),
-                                     k_row,
-                                     k,
-                                     kp,
-                                     len,
-                                     by_index != 0,
-                                     largest != 0,
-                                     true,
-                                     base,
-                                     col_stride,
-                                     out_vals,
-                                     out_idx,
-                                     index_bytes,
-                                     row};
-  winners::order_and_write(order);
+  const winners::Placed<Key> placed{l.win_key, l.win_idx, k_row, kp};
+  const winners::Request<T> req{k, by_index != 0, largest != 0, true, out_vals, out_idx, index_bytes};
+  winners::finish_winners(placed, reinterpret_cast<unsigned char*>(l.hist), len,
+                          winners::Source<T>{base, col_stride, row}, req);
   CUTOPK_PHASE(4, order);
 #else
   __trap();  // not built for this GPU: the dispatcher gives the family to sm_90 and later only
