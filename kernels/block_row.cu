@@ -131,12 +131,11 @@ template <class T>
 __device__ __forceinline__ void select_winners(const Layout<typename KeyTraits<T>::Key>& l, int len, int k_row,
                                                const HeldRow<T>& held, const Block& s) {
   typedef typename KeyTraits<T>::Key Key;
-  constexpr int KEY_BITS = 8 * (int)sizeof(Key);
   const onchip::Bucket first = *s.bucket;  // bin t: prefix t, needed, count
   if (first.count > l.cap) {               // the bin overflows the candidates: the exact path
     __syncthreads();                       // every thread has read *s.bucket
     keys_in_place(held, l.keys, len);
-    resolve_bucket(l.keys, len, onchip::Bucket{0ull, k_row, len, KEY_BITS}, l.hist, s.bucket, s.scan);
+    resolve_bucket(l.keys, len, onchip::Bucket{0ull, k_row, len, KEY_BITS<Key>}, l.hist, s.bucket, s.scan);
     collect(l.keys, len, *s.bucket, k_row, s, l.win_key, l.win_idx);
     return;
   }
@@ -167,7 +166,6 @@ block_row_topk(const T* __restrict__ in, long long rows, long long n, long long 
                const long long* __restrict__ extents, int rows_kind, int k, int largest, int nan_first, int by_index,
                T* __restrict__ out_vals, void* __restrict__ out_idx, int index_bytes) {
   typedef typename KeyTraits<T>::Key Key;
-  constexpr int KEY_BITS = 8 * (int)sizeof(Key);
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ onchip::Bucket s_bucket;
   __shared__ int s_scan[33];
@@ -187,7 +185,7 @@ block_row_topk(const T* __restrict__ in, long long rows, long long n, long long 
   const bool copied = ASYNC_COPIES && col_stride == 1 && (reinterpret_cast<unsigned long long>(base) & 15) == 0;
   const Entry<Key> entry = enter_row(row_bits(base), len, copied, l.keys, l.hist, 1 << FirstDigit<T>::BITS);
   if (threadIdx.x == 0) {
-    s_bucket = onchip::Bucket{0ull, k_row, len, KEY_BITS};  // every key, k_row winners to take
+    s_bucket = onchip::Bucket{0ull, k_row, len, KEY_BITS<Key>};  // every key, k_row winners to take
     s_taken = 0;
     s_cands = 0;
   }

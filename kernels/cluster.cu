@@ -249,14 +249,13 @@ __device__ __forceinline__ bool select_winners(const Cluster& cluster, const Lay
                                                int mine, long long first_index, int len, int k_row, int cap,
                                                const HeldRow<T>& held, const Block<BLOCKS>& s) {
   typedef typename KeyTraits<T>::Key Key;
-  constexpr int KEY_BITS = 8 * (int)sizeof(Key);
   cluster_exchange::reduce_bins<BLOCKS>(cluster, l.hist, FirstDigit<T>::BITS);
   onchip::choose_bin(l.hist, FirstDigit<T>::BITS, s.bucket, s.scan);
   CUTOPK_PHASE(2, bucket);
   const onchip::Bucket first = *s.bucket;  // bin t: the same in every block
   if (first.count <= cap) return select_candidates<T, BLOCKS>(cluster, l, mine, (unsigned)first_index, first, held, s);
   keys_in_place(held, l.keys, mine);  // the exact select scans the whole slice as keys
-  resolve_across<BLOCKS>(cluster, l, mine, onchip::Bucket{0ull, k_row, len, KEY_BITS}, s);
+  resolve_across<BLOCKS>(cluster, l, mine, onchip::Bucket{0ull, k_row, len, KEY_BITS<Key>}, s);
   return place_across<BLOCKS>(cluster, l, mine, first_index, *s.bucket, k_row, s);
 }
 #endif
@@ -270,7 +269,6 @@ cluster_topk(const T* __restrict__ in, long long rows, long long n, long long ro
 #if CUTOPK_CLUSTER_SUPPORTED
   CUTOPK_PHASE(0, entry);
   typedef typename KeyTraits<T>::Key Key;
-  constexpr int KEY_BITS = 8 * (int)sizeof(Key);
   const Cluster cluster = cooperative_groups::this_cluster();
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ onchip::Bucket s_bucket;
@@ -295,7 +293,7 @@ cluster_topk(const T* __restrict__ in, long long rows, long long n, long long ro
   const bool copied = col_stride == 1 && (reinterpret_cast<unsigned long long>(slice_base) & 15) == 0;
   const Entry<Key> entry = enter_row(row_bits(slice_base), mine, copied, l.keys, l.hist, 1 << FirstDigit<T>::BITS);
   if (threadIdx.x == 0) {
-    s_bucket = onchip::Bucket{0ull, k_row, len, KEY_BITS};  // every key, k_row winners to take
+    s_bucket = onchip::Bucket{0ull, k_row, len, KEY_BITS<Key>};  // every key, k_row winners to take
     s_taken = 0;
     s_cands = 0;
     s_ties = 0;

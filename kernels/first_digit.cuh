@@ -61,24 +61,23 @@ struct Common {
 template <class Key, int VIEW_SHIFT, int LO6, int CAP, Key INF_BITS>
 struct FloatView {
   static constexpr Key INF = INF_BITS;
-  static constexpr int W = 8 * (int)sizeof(Key);
-  static constexpr Key LOW = static_cast<Key>(~(Key(1) << (W - 1)));  // the bits below the top one
+  static constexpr Key LOW = static_cast<Key>(~(Key(1) << (KEY_BITS<Key> - 1)));  // the bits below the top one
   // c of magnitude bits m (top bit clear): a shift and two min/max (sm_90: SHF, VIADDMNMX, VIMNMX).
   static __device__ __forceinline__ unsigned view(Key m) {
     return (unsigned)min(max((int)(m >> VIEW_SHIFT) - LO6, 0), CAP);
   }
   static __device__ __forceinline__ unsigned of(Key key) {
-    return key >> (W - 1) ? 2048u + view(key & LOW) : 2048u - view(static_cast<Key>(~key & LOW));
+    return key >> (KEY_BITS<Key> - 1) ? 2048u + view(key & LOW) : 2048u - view(static_cast<Key>(~key & LOW));
   }
   // The bits that bin t's keys share, where c is strictly inside (0, CAP) (not clamped): the top
   // bit and the magnitude bits at and above VIEW_SHIFT, (1, c + LO6) above 2048 and their
   // inverse (0, ~(c + LO6)) below it. Bin 2048 (c = 0, either top bit) and the clamped bins
   // 2048 +- CAP claim nothing.
   static __device__ __forceinline__ Common common(unsigned t) {
-    constexpr unsigned VIEW_ONES = (1u << (W - 1 - VIEW_SHIFT)) - 1;  // the magnitude's viewed bits
+    constexpr unsigned VIEW_ONES = (1u << (KEY_BITS<Key> - 1 - VIEW_SHIFT)) - 1;  // the magnitude's viewed bits
     if (t > 2048u && t < 2048u + CAP) return Common{(VIEW_ONES + 1) | (t - 2048u + LO6), VIEW_SHIFT};
     if (t < 2048u && t > 2048u - CAP) return Common{VIEW_ONES - (2048u - t + LO6), VIEW_SHIFT};
-    return Common{0ull, W};
+    return Common{0ull, KEY_BITS<Key>};
   }
 };
 
@@ -147,10 +146,9 @@ struct FirstDigit {
 template <class T>
 struct FirstDigit<T, void> {
   typedef typename KeyTraits<T>::Key Key;
-  static constexpr int KEY_BITS = 8 * (int)sizeof(Key);
-  static constexpr int BITS = KEY_BITS < 12 ? KEY_BITS : 12;  // the digit's width
-  static __device__ __forceinline__ unsigned of(Key key) { return (unsigned)(key >> (KEY_BITS - BITS)); }
-  static __device__ __forceinline__ Common common(unsigned t) { return Common{t, KEY_BITS - BITS}; }
+  static constexpr int BITS = KEY_BITS<Key> < 12 ? KEY_BITS<Key> : 12;  // the digit's width
+  static __device__ __forceinline__ unsigned of(Key key) { return (unsigned)(key >> (KEY_BITS<Key> - BITS)); }
+  static __device__ __forceinline__ Common common(unsigned t) { return Common{t, KEY_BITS<Key> - BITS}; }
 };
 
 // RawDigit<T>::value: whether T's first digit is counted from the bits as loaded (the row held
@@ -193,24 +191,23 @@ struct RangedDigit<unsigned long long> {
 template <class T>
 struct RowDigit {
   typedef typename KeyTraits<T>::Key Key;
-  static constexpr int KEY_BITS = 8 * (int)sizeof(Key);
   Key base;
   int shift;
   // The key's top 12 bits, until a range is known.
-  static __device__ __forceinline__ RowDigit prefix() { return RowDigit{Key(0), KEY_BITS - FirstDigit<T>::BITS}; }
+  static __device__ __forceinline__ RowDigit prefix() { return RowDigit{Key(0), KEY_BITS<Key> - FirstDigit<T>::BITS}; }
   // The digit over [lo, hi]: base lo, and the least shift that brings hi - lo under 2^12.
   static __device__ __forceinline__ RowDigit over(Key lo, Key hi) {
     const Key range = static_cast<Key>(hi - lo);
-    const int bits = KEY_BITS == 64 ? 64 - __clzll((long long)range) : 32 - __clz((int)range);
+    const int bits = KEY_BITS<Key> == 64 ? 64 - __clzll((long long)range) : 32 - __clz((int)range);
     return RowDigit{lo, bits > 12 ? bits - 12 : 0};
   }
   // The bits bin t's keys share: with the prefix digit, t itself; with shift 0, bins strictly
   // inside (0, 4095) hold the one key base + t; else nothing is claimed.
   __device__ __forceinline__ Common common(unsigned t) const {
     if constexpr (RangedDigit<T>::value) {
-      if (base == Key(0) && shift == KEY_BITS - FirstDigit<T>::BITS) return Common{t, shift};
+      if (base == Key(0) && shift == KEY_BITS<Key> - FirstDigit<T>::BITS) return Common{t, shift};
       if (shift == 0 && t > 0 && t < 4095) return Common{(unsigned long long)static_cast<Key>(base + t), 0};
-      return Common{0ull, KEY_BITS};
+      return Common{0ull, KEY_BITS<Key>};
     } else {
       return FirstDigit<T>::common(t);
     }

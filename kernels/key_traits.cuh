@@ -20,6 +20,10 @@
 
 namespace cutopk {
 
+// A key's width in bits (Key: an unsigned key type, KeyTraits<T>::Key).
+template <class Key>
+constexpr int KEY_BITS = 8 * (int)sizeof(Key);
+
 template <class U, class T>
 __device__ __forceinline__ U bits_of(const T& v) {
   return *reinterpret_cast<const U*>(&v);
@@ -29,7 +33,7 @@ __device__ __forceinline__ U bits_of(const T& v) {
 // inverse: the transform applies it, the inverse below undoes it).
 template <class Key>
 __device__ __forceinline__ Key top_bit() {
-  return static_cast<Key>(Key(1) << (sizeof(Key) * 8 - 1));
+  return static_cast<Key>(Key(1) << (KEY_BITS<Key> - 1));
 }
 
 template <class Key>

@@ -109,7 +109,6 @@ template <class T>
 CUTOPK_KERNEL(CUTOPK_MULTIBLOCK_THREADS, 2)
 sample_threshold(MB_INPUT, int rank, int k, State* __restrict__ state, unsigned int* __restrict__ hist, int bins) {
   typedef typename KeyTraits<T>::Key Key;
-  const int KEY_BITS = 8 * sizeof(Key);
   __shared__ Key keys[CUTOPK_MULTIBLOCK_SAMPLES];
   __shared__ unsigned int counts[256];
   __shared__ DigitState s_state;
@@ -117,7 +116,7 @@ sample_threshold(MB_INPUT, int rank, int k, State* __restrict__ state, unsigned 
   const RowExtent extent = row_extent(row, n, row_stride, col_stride, extents, rows_kind);
   const long long len = extent.length;
   for (int d = threadIdx.x; d < bins; d += blockDim.x) hist[row * bins + d] = 0;
-  State s = initial_state((int)min((long long)k, len), len, KEY_BITS);
+  State s = initial_state((int)min((long long)k, len), len, KEY_BITS<Key>);
   if (rank < 0 || s.mode != SELECT) {  // the same for the whole block: it leaves before any barrier
     if (threadIdx.x == 0) state[row] = s;
     return;
@@ -127,14 +126,14 @@ sample_threshold(MB_INPUT, int rank, int k, State* __restrict__ state, unsigned 
     s_state.prefix = 0;
     s_state.needed = (long long)rank + 1;
     s_state.bucket = 0;
-    s_state.shift = KEY_BITS - 8;
+    s_state.shift = KEY_BITS<Key> - 8;
   }
   __syncthreads();
-  for (int shift = KEY_BITS - 8; shift >= 0; shift -= 8) {
+  for (int shift = KEY_BITS<Key> - 8; shift >= 0; shift -= 8) {
     for (int d = threadIdx.x; d < 256; d += blockDim.x) counts[d] = 0;
     __syncthreads();
     const unsigned long long prefix = s_state.prefix;
-    const bool top = shift + 8 >= KEY_BITS;
+    const bool top = shift + 8 >= KEY_BITS<Key>;
     // A whole number of rounds per thread (the sample is a multiple of the block size), so
     // every lane of a warp reaches count_digit together (its warp match under CUTOPK_COUNT_WITH_MATCH).
     for (int j = threadIdx.x; j < CUTOPK_MULTIBLOCK_SAMPLES; j += blockDim.x)
@@ -174,7 +173,7 @@ __device__ __forceinline__ unsigned count_slice(const Args<T>& a, const Pass<T>&
   if (s.mode == TIES) {
     gather_threshold_ties<T>(input_row<T>(a.input, a.cand, row), s, st, a, row);
   } else if (p.filter) {
-    if constexpr (8 * sizeof(Key) > CUTOPK_MULTIBLOCK_DIGIT_BITS) {  // `filter` is false for one digit
+    if constexpr (KEY_BITS<Key> > CUTOPK_MULTIBLOCK_DIGIT_BITS) {  // `filter` is false for one digit
       const Buffer<Key> c = a.cand.at(row);
       at_threshold = filter_slice<T>(r.bits, r.stride, KeyMode{r.largest, r.nan_first}, p.begin, p.end, p.threshold,
                                      &st->cand_count, c.cap, c.key, c.idx, counts, DigitBits{p.low, p.mask});

@@ -196,7 +196,7 @@ __device__ __forceinline__ void count_and_stage(const Row<T>& r, const Pass<T>& 
       const bool won =
           p.select ? hi > s.prefix
                    : hi == s.prefix ||
-                         (hi > s.prefix && !(8 * sizeof(Key) > CUTOPK_MULTIBLOCK_DIGIT_BITS && s.staging == DIRECT));
+                         (hi > s.prefix && !(KEY_BITS<Key> > CUTOPK_MULTIBLOCK_DIGIT_BITS && s.staging == DIRECT));
       win |= (unsigned)(valid && won) << e;
     }
     if (p.stage_cand) append<T>(reach, keys, run, r, cand_to, &cand_full);

@@ -153,12 +153,11 @@ __device__ __forceinline__ bool resolve_digit(const Args<T>& a, const Pass<T>& p
                                               unsigned long long* cursor, unsigned int* counts, long long* tie_sums,
                                               long long row) {
   typedef typename KeyTraits<T>::Key Key;
-  const int KEY_BITS = 8 * sizeof(Key);
-  const long long above = next_digit(s, f, a.hist + row * a.bins, counts, p.digit_bins, p.low, KEY_BITS);
+  const long long above = next_digit(s, f, a.hist + row * a.bins, counts, p.digit_bins, p.low, KEY_BITS<Key>);
   // After pass 1 (not a row that starts over, whose top digit is counted in pass 2).
   const bool restart =
       p.top && s.staging != BEHIND &&
-      after_first_pass(s, f, p.strict, p.filter, a.cand.cap, KEY_BITS, a.tie_counts + row * gridDim.x, tie_sums);
+      after_first_pass(s, f, p.strict, p.filter, a.cand.cap, KEY_BITS<Key>, a.tie_counts + row * gridDim.x, tie_sums);
   // The gathering's values are computed in its branches, not before them: live across the branches,
   // they cost digit_pass registers (NVRTC 12.9, 8-bit keys).
   bool finish = false;

@@ -112,7 +112,7 @@ __device__ __forceinline__ int digit_width(int key_bits, int cut) {
 // A key's bits above `cut` (none when cut is the key's width: a shift by the width is undefined).
 template <class Key>
 __device__ __forceinline__ unsigned long long high(Key key, int cut) {
-  return cut >= (int)(8 * sizeof(Key)) ? 0ull : (unsigned long long)(key >> cut);
+  return cut >= KEY_BITS<Key> ? 0ull : (unsigned long long)(key >> cut);
 }
 
 // One row's elements, wherever they are: the strided input (key computed, index = position) or
@@ -228,22 +228,21 @@ struct Pass {
 template <class T>
 __device__ __forceinline__ Pass<T> plan_pass(const State& s, const Row<T>& r, long long slice) {
   typedef typename KeyTraits<T>::Key Key;
-  const int KEY_BITS = 8 * sizeof(Key);
   Pass<T> p;
   // More than one digit: a later pass can gather the threshold's ties, so pass 1 stages only the
   // keys above it and counts the ties (with one, the candidates must hold the ties too). Counting
   // adds one compare per key to pass 1, and this is a compile-time constant rather than a flag
   // read per row so that it folds away; rows of heavy ties would otherwise stage every tie.
-  p.strict = KEY_BITS > CUTOPK_MULTIBLOCK_DIGIT_BITS;
+  p.strict = KEY_BITS<Key> > CUTOPK_MULTIBLOCK_DIGIT_BITS;
   p.select = s.mode == SELECT;
-  p.top = s.cut >= KEY_BITS;  // pass 1: every key is in the race
-  p.low = s.cut - s.width;    // the digit's lowest bit (SELECT)
+  p.top = s.cut >= KEY_BITS<Key>;  // pass 1: every key is in the race
+  p.low = s.cut - s.width;         // the digit's lowest bit (SELECT)
   p.last_digit = p.select && p.low == 0;
   p.stage_cand = p.select && p.top && s.staging == FILTER;
   p.filter = p.strict && p.stage_cand;
   // A row one digit behind, in the last launch: it counts its next-to-last digit here, stages its
   // bucket and writes the winners above it; the finishing block resolves the last digit too.
-  p.penultimate = p.select && s.staging == BEHIND && p.low > 0 && digit_width(KEY_BITS, p.low) == p.low;
+  p.penultimate = p.select && s.staging == BEHIND && p.low > 0 && digit_width(KEY_BITS<Key>, p.low) == p.low;
   p.stage_bucket = (p.last_digit || p.penultimate) && !p.top;  // with one digit, pass 1's candidates serve
   // DIRECT: the winners above the bucket stay in the candidates (order_winner_tiles picks them).
   p.write_winners = (p.last_digit && !(p.strict && s.staging == DIRECT)) || p.penultimate || !p.select;

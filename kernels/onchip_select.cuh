@@ -26,10 +26,8 @@ constexpr int BINS_PER_THREAD = BINS / CUTOPK_RESIDENT_THREADS;  // choose_bin's
 static_assert(BINS % CUTOPK_RESIDENT_THREADS == 0, "every thread scans the same number of bins");
 constexpr unsigned FULL = 0xffffffffu;
 
-// A key's width, and its first digit's: the top DIGIT_BITS bits, or the whole key where it is
-// narrower (8-bit keys: one digit).
-template <class Key>
-constexpr int KEY_BITS = 8 * (int)sizeof(Key);
+// A key's first digit's width: the top DIGIT_BITS bits, or the whole key where it is narrower
+// (8-bit keys: one digit).
 template <class Key>
 constexpr int FIRST_BITS = KEY_BITS<Key> < DIGIT_BITS ? KEY_BITS<Key> : DIGIT_BITS;
 
@@ -81,7 +79,7 @@ struct Front {
 // The key's bits at and above `shift` (0 when shift is the key's width: the whole row's prefix).
 template <class Key>
 __device__ __forceinline__ unsigned long long high_bits(Key key, int shift) {
-  return shift >= 8 * (int)sizeof(Key) ? 0ull : (unsigned long long)key >> shift;
+  return shift >= KEY_BITS<Key> ? 0ull : (unsigned long long)key >> shift;
 }
 
 // Adds one to bin `digit` where `counted` (count_key: a plain shared atomic; the lanes of a warp
@@ -154,7 +152,7 @@ __device__ __forceinline__ void store_held(Key* keys, int i, int count, const He
       } else {
         unsigned word = 0;
 #pragma unroll
-        for (int j = 0; j < PER_WORD; ++j) word |= (unsigned)h.k[w * PER_WORD + j] << (8 * (int)sizeof(Key) * j);
+        for (int j = 0; j < PER_WORD; ++j) word |= (unsigned)h.k[w * PER_WORD + j] << (KEY_BITS<Key> * j);
         v.w[w] = word;
       }
     }

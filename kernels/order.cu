@@ -122,8 +122,7 @@ order_winner_tiles(const typename KeyTraits<T>::Key* __restrict__ cand_key, cons
       const long long j = j0 + threadIdx.x;
       const bool valid = j < end;
       const Key key = valid ? src_key[j] : Key(0);
-      const bool keep =
-          valid && (!in_cand || (cut < 8 * (int)sizeof(Key) && (unsigned long long)(key >> cut) > prefix));
+      const bool keep = valid && (!in_cand || (cut < KEY_BITS<Key> && (unsigned long long)(key >> cut) > prefix));
       const unsigned ballot = __ballot_sync(0xffffffffu, keep);
       int base = 0;
       if (lane == 0 && ballot) base = atomicAdd(&s_count, __popc(ballot));

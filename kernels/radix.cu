@@ -111,14 +111,13 @@ template <class T, class Key>
 __device__ __forceinline__ void find_bucket(Shared& sh, const T* base, long long col_stride, int largest, int nan_first,
                                             int cap, long long buf_cap, Key* win_key, unsigned long long* win_idx,
                                             Key* bkey, unsigned* bidx) {
-  const int KEY_BITS = 8 * sizeof(Key);
   while (true) {
     for (int d = threadIdx.x; d < 256; d += blockDim.x) sh.hist[d] = 0;
     __syncthreads();
     const DigitState st = sh.state;
     const bool buffered = sh.buffered;
     const long long len = sh.len;
-    const bool top = st.shift + 8 >= KEY_BITS;
+    const bool top = st.shift + 8 >= KEY_BITS<Key>;
     const Key* src = buffered ? bkey : row_bits(base);
     stream_row(src, buffered ? 1 : col_stride, 0, len, threadIdx.x, blockDim.x, [&](const auto& run) {
       count_run<T>(sh.hist, run, buffered, largest, nan_first, st.shift, st.prefix, top);
@@ -287,7 +286,7 @@ radix_topk(const T* __restrict__ in, long long rows, long long n, long long row_
     sh.state.prefix = 0;
     sh.state.needed = k;
     sh.state.bucket = 0;
-    sh.state.shift = 8 * sizeof(Key) - 8;
+    sh.state.shift = KEY_BITS<Key> - 8;
     sh.len = extent.length;
     sh.buffered = 0;
     sh.above = 0;

@@ -52,7 +52,7 @@ template <class Key>
 __device__ __forceinline__ Key vec_element(const Vec16& v, int e) {
   if (sizeof(Key) == 8) return static_cast<Key>((static_cast<unsigned long long>(v.w[2 * e + 1]) << 32) | v.w[2 * e]);
   const int per_word = sizeof(Key) >= 4 ? 1 : 4 / (int)sizeof(Key);  // Keys per 32-bit word
-  return static_cast<Key>(v.w[e / per_word] >> (8 * sizeof(Key) * (e % per_word)));
+  return static_cast<Key>(v.w[e / per_word] >> (KEY_BITS<Key> * (e % per_word)));
 }
 
 // One of a thread's 16-byte vectors, chosen by a runtime index without indexing an array (which

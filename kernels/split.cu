@@ -120,7 +120,7 @@ __device__ __forceinline__ int candidate_bases(const unsigned* cand_count, long 
 template <class Key>
 __device__ __forceinline__ void load_candidates(const Key* cand_key, long long row, int blocks, int k, const int* base,
                                                 int total, int first_bits, Key* keys, unsigned* hist) {
-  const int shift = 8 * (int)sizeof(Key) - first_bits;
+  const int shift = KEY_BITS<Key> - first_bits;
   const unsigned mask = (1u << first_bits) - 1;
   for (int p0 = 0; p0 < total; p0 += blockDim.x) {  // one trip count in every thread (count_digit's match, if on)
     const int p = p0 + (int)threadIdx.x;

@@ -107,7 +107,7 @@ __device__ __forceinline__ void copy_tile(const Row<T>& r, const Vectors& v, int
 // The smallest key of the bucket b (every key whose bits at and above b.shift are b.prefix).
 template <class Key>
 __device__ __forceinline__ Key bucket_floor(const Bucket& b) {
-  return b.shift >= 8 * (int)sizeof(Key) ? Key(0) : static_cast<Key>(b.prefix << b.shift);
+  return b.shift >= KEY_BITS<Key> ? Key(0) : static_cast<Key>(b.prefix << b.shift);
 }
 
 // The bucket of the `needed`-th key (from the top) of keys[0, len) in shared memory, by the
@@ -115,8 +115,7 @@ __device__ __forceinline__ Key bucket_floor(const Bucket& b) {
 template <class Key>
 __device__ __forceinline__ Bucket bucket_of(const Key* keys, int len, int needed, unsigned* hist, Bucket* s,
                                             int* scan) {
-  const int KEY_BITS = 8 * sizeof(Key);
-  const Bucket all{0ull, needed, len, KEY_BITS};
+  const Bucket all{0ull, needed, len, KEY_BITS<Key>};
   if (threadIdx.x == 0) *s = all;
   onchip::refine(keys, len, all, onchip::FIRST_BITS<Key>, hist);  // the top digit of every key
   onchip::find_bucket(keys, len, onchip::FIRST_BITS<Key>, hist, s, scan, [&](int) { return hist; });
@@ -286,8 +285,7 @@ __device__ __forceinline__ typename KeyTraits<T>::Key exact_key(const Row<T>& r,
 template <class T>
 __device__ __forceinline__ Bucket bucket_in_row(const Row<T>& r, unsigned* hist) {
   typedef typename KeyTraits<T>::Key Key;
-  const int KEY_BITS = 8 * sizeof(Key);
-  Bucket b{0ull, r.k_row, r.len, KEY_BITS};
+  Bucket b{0ull, r.k_row, r.len, KEY_BITS<Key>};
   while (b.count != b.needed && b.shift > 0) {  // the same in every thread
     const int bits = b.shift < onchip::DIGIT_BITS ? b.shift : onchip::DIGIT_BITS;
     const int shift = b.shift - bits;

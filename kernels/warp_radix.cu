@@ -65,7 +65,6 @@ warp_radix_topk(const T* __restrict__ in, long long rows, long long n, long long
                 const long long* __restrict__ extents, int rows_kind, int k, int largest, int nan_first, int by_index,
                 T* __restrict__ out_vals, void* __restrict__ out_idx, int index_bytes) {
   typedef typename KeyTraits<T>::Key Key;
-  const int KEY_BITS = 8 * sizeof(Key);
   __shared__ unsigned int hist_all[CUTOPK_WARP_RADIX_WARPS][256];
   __shared__ Key key_all[CUTOPK_WARP_RADIX_WARPS][CUTOPK_WARP_RADIX_CAP];
   __shared__ unsigned int idx_all[CUTOPK_WARP_RADIX_WARPS][CUTOPK_WARP_RADIX_CAP];
@@ -88,11 +87,11 @@ warp_radix_topk(const T* __restrict__ in, long long rows, long long n, long long
   st.prefix = 0;
   st.needed = take;
   st.bucket = 0;
-  st.shift = KEY_BITS - 8;
+  st.shift = KEY_BITS<Key> - 8;
   while (true) {
     for (int d = lane; d < 256; d += 32) hist[d] = 0;
     __syncwarp();
-    const bool top = st.shift + 8 >= KEY_BITS;
+    const bool top = st.shift + 8 >= KEY_BITS<Key>;
     stream_row(bits, col_stride, 0, len, lane, 32,
                [&](const auto& run) { count_run<T>(hist, run, false, largest, nan_first, st.shift, st.prefix, top); });
     __syncwarp();
