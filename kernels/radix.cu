@@ -105,6 +105,34 @@ struct Shared {
   int* scan;  // [33]: block_scan's
 };
 
+// Where a pass reads the keys: the row's element bits (`col_stride` apart) or, `buffered`, the
+// bucket's keys in the row's buffer with their indices `bidx`; `len` of them. The steps take it
+// by value, a copy as their locals once were: through a reference, nvcc 13.0 emitted different
+// (if equivalent) PTX for the kernel.
+template <class Key>
+struct KeySource {
+  const Key* src;
+  bool buffered;
+  long long col_stride;
+  long long len;
+  const unsigned* bidx;
+
+  // Calls visit(run) on every run of the source's keys (stream_row, the block's threads in turn).
+  template <class Visit>
+  __device__ __forceinline__ void stream(Visit&& visit) const {
+    stream_row(src, buffered ? 1 : col_stride, 0, len, threadIdx.x, blockDim.x, visit);
+  }
+  // A run element's key: the buffer holds keys already, the row the elements' bits.
+  template <class T>
+  __device__ __forceinline__ Key key(Key bits, int largest, int nan_first) const {
+    return buffered ? bits : KeyTraits<T>::from_bits(bits, largest, nan_first);
+  }
+  // The row index of the source's element at `at`.
+  __device__ __forceinline__ unsigned long long index(long long at) const {
+    return buffered ? (unsigned long long)bidx[at] : (unsigned long long)at;
+  }
+};
+
 // 1. Digit passes (and 2. the move to the buffer) until the bucket of the K-th key holds at most
 // `cap` keys or every bit is resolved; `sh.state` then names the bucket (its shift not lowered).
 template <class T, class Key>
@@ -118,10 +146,9 @@ __device__ __forceinline__ void find_bucket(Shared& sh, const T* base, long long
     const bool buffered = sh.buffered;
     const long long len = sh.len;
     const bool top = st.shift + 8 >= KEY_BITS<Key>;
-    const Key* src = buffered ? bkey : row_bits(base);
-    stream_row(src, buffered ? 1 : col_stride, 0, len, threadIdx.x, blockDim.x, [&](const auto& run) {
-      count_run<T>(sh.hist, run, buffered, largest, nan_first, st.shift, st.prefix, top);
-    });
+    const KeySource<Key> from{buffered ? bkey : row_bits(base), buffered, col_stride, len, bidx};
+    from.stream(
+        [&](const auto& run) { count_run<T>(sh.hist, run, buffered, largest, nan_first, st.shift, st.prefix, top); });
     __syncthreads();
     if (threadIdx.x < 32) {
       DigitState s = st;
@@ -145,39 +172,11 @@ __device__ __forceinline__ void find_bucket(Shared& sh, const T* base, long long
   }
 }
 
-// Where step 3 reads the keys: the row's element bits (`col_stride` apart) or, `buffered`, the
-// bucket's keys in the row's buffer with their indices `bidx`; `len` of them. The steps take it
-// by value, a copy as their locals once were: through a reference, nvcc 13.0 emitted different
-// (if equivalent) PTX for the kernel.
-template <class Key>
-struct CompactSource {
-  const Key* src;
-  bool buffered;
-  long long col_stride;
-  long long len;
-  const unsigned* bidx;
-
-  // Calls visit(run) on every run of the source's keys (stream_row, the block's threads in turn).
-  template <class Visit>
-  __device__ __forceinline__ void stream(Visit&& visit) const {
-    stream_row(src, buffered ? 1 : col_stride, 0, len, threadIdx.x, blockDim.x, visit);
-  }
-  // A run element's key: the buffer holds keys already, the row the elements' bits.
-  template <class T>
-  __device__ __forceinline__ Key key(Key bits, int largest, int nan_first) const {
-    return buffered ? bits : KeyTraits<T>::from_bits(bits, largest, nan_first);
-  }
-  // The row index of the source's element at `at`.
-  __device__ __forceinline__ unsigned long long index(long long at) const {
-    return buffered ? (unsigned long long)bidx[at] : (unsigned long long)at;
-  }
-};
-
 // 3a. The bucket fits shared memory: one read puts the keys above it (winners) and its keys
 // (candidates, at kp) in shared memory; the candidates sorted by (key, index) give the first
 // `fin.needed` winners still missing, ties at the boundary to lower indices.
 template <class T, class Key>
-__device__ __forceinline__ void take_from_bucket(Shared& sh, const CompactSource<Key> from, const DigitState& fin,
+__device__ __forceinline__ void take_from_bucket(Shared& sh, const KeySource<Key> from, const DigitState& fin,
                                                  int above, int kp, int largest, int nan_first, Key* win_key,
                                                  unsigned long long* win_idx) {
   typedef unsigned long long Index;
@@ -211,9 +210,8 @@ __device__ __forceinline__ void take_from_bucket(Shared& sh, const CompactSource
 // above it win, and the first `fin.needed` equal ones in index order (block prefix sums; the
 // buffer is in index order too).
 template <class T, class Key>
-__device__ __forceinline__ void take_first_ties(Shared& sh, const CompactSource<Key> from, const DigitState& fin,
-                                                int above, int largest, int nan_first, Key* win_key,
-                                                unsigned long long* win_idx) {
+__device__ __forceinline__ void take_first_ties(Shared& sh, const KeySource<Key> from, const DigitState& fin, int above,
+                                                int largest, int nan_first, Key* win_key, unsigned long long* win_idx) {
   typedef unsigned long long Index;
   const Key prefix = static_cast<Key>(fin.prefix);
   long long taken = 0;  // equal keys seen so far: the same in every thread
@@ -304,7 +302,7 @@ radix_topk(const T* __restrict__ in, long long rows, long long n, long long row_
   const Key* src = buffered ? bkey : row_bits(base);
   if (threadIdx.x == 0) sh.cands = 0;
   __syncthreads();
-  const CompactSource<Key> from{src, buffered, col_stride, len, bidx};
+  const KeySource<Key> from{src, buffered, col_stride, len, bidx};
   if (fin.bucket <= (unsigned long long)cap)
     take_from_bucket<T>(sh, from, fin, above, kp, largest, nan_first, win_key, win_idx);
   else
