@@ -130,6 +130,13 @@ __device__ __forceinline__ void write_one(const Order<T, Key>& a, int j, Key key
     a.out_vals[at] = a.base[(long long)idx * a.col_stride];
 }
 
+// Output places [count, k) of the row: padding.
+template <class T, class Key>
+__device__ __forceinline__ void write_padding_after(const Order<T, Key>& a) {
+  for (int j = a.count + threadIdx.x; j < a.k; j += blockDim.x)
+    write_padding(a.out_vals, a.out_idx, a.index_bytes, a.row * a.k + j);
+}
+
 // A bitonic sort of the warp's 32 E pairs in registers, best first, pair lane E + e in (k[e],
 // id[e]); the steps of a stride below E within the lane, the others by shuffles with lane ^
 // (stride / E). The exchange rule is block_bitonic's. Every lane of the warp calls it.
@@ -189,15 +196,7 @@ __device__ __forceinline__ void order_few(const Order<T, Key>& a) {
 // after them), then the writes. Every thread calls it.
 template <class T, class Key>
 __device__ __forceinline__ void sort_all(const Order<T, Key>& a, bool by_index) {
-  for (int i = a.count + threadIdx.x; i < a.kp; i += blockDim.x) {
-    a.win_key[i] = 0;
-    a.win_idx[i] = 0xffffffffu;
-  }
-  __syncthreads();
-  if (by_index)
-    block_bitonic<true>(a.win_key, a.win_idx, a.kp);
-  else
-    block_bitonic<false>(a.win_key, a.win_idx, a.kp);
+  sort_padded(a.win_key, a.win_idx, a.count, a.kp, by_index);
   for (int j = threadIdx.x; j < a.count; j += blockDim.x) write_one(a, j, a.win_key[j], a.win_idx[j]);
 }
 
@@ -449,8 +448,7 @@ __device__ __forceinline__ void order_by_value(const Order<T, Key>& a, Items<Key
 template <class T, class Key>
 __device__ __forceinline__ void order_and_write(const Order<T, Key>& a) {
   __syncthreads();  // the winners are visible, and whatever the scratch overlays is dead
-  for (int j = a.count + threadIdx.x; j < a.k; j += blockDim.x)
-    write_padding(a.out_vals, a.out_idx, a.index_bytes, a.row * a.k + j);
+  write_padding_after(a);
   if (a.count <= LANE_SORT) {
     order_few(a);
     return;
@@ -521,8 +519,7 @@ template <class T, class Key>
 __device__ __forceinline__ void finish_winners_sorted(const Placed<Key>& w, const Source<T>& src,
                                                       const Request<T>& req) {
   const Order<T, Key> a = order_of(w, nullptr, 0, src, req);
-  for (int j = a.count + threadIdx.x; j < a.k; j += blockDim.x)
-    write_padding(a.out_vals, a.out_idx, a.index_bytes, a.row * a.k + j);
+  write_padding_after(a);
   sort_all(a, a.by_index);
 }
 
