@@ -4,7 +4,7 @@
     python benchmarks/run.py --regime llm --plots # one regime (a GPU session allows 10 minutes a command)
     python benchmarks/run.py --quick --out /tmp/q # the quick grid of ``python -m cutopk``
 
-The benchmark's kit (``benchmarks/cutopk_bench/shims.py``: the demo's runner of ``python -m cutopk``
+The benchmark's kit (``benchmarks/cutopk_bench/shims.py``: the demo's loop of ``python -m cutopk``
 with CUB's and FlashInfer's peers, the watchdog and ``--plots``) with two other defaults: the full
 grid and ``--save``. ``--help`` lists every option.
 """

@@ -18,7 +18,7 @@ cudaProfilerStop, after a warm-up call (so NVRTC's compile and CuPy's allocation
 
 ``--dry-run`` needs no GPU: it lists every case with its reason, estimate and whether it fits, what
 FlashInfer would run or refuse for each on sm_90, whether the CUB and FlashInfer libraries are
-built for sm_90, and runs the same runner code on three scaled-down cases (on a GPU where there is one).
+built for sm_90, and runs the same loop's code on three scaled-down cases (on a GPU where there is one).
 """
 
 import argparse
@@ -115,7 +115,7 @@ def libraries() -> list[str]:
 
 
 def mini_run(limit: float) -> None:
-    """The runner's scoreboard path (cases, stem, cost, budget) on three scaled-down cases."""
+    """The loop's scoreboard path (cases, stem, cost, budget) on three scaled-down cases."""
     cases = [
         grid.Case("llm", 2, 4096, 50),
         grid.Case("indexer", 2, 8192, 512),
@@ -130,7 +130,7 @@ def mini_run(limit: float) -> None:
             raise SystemExit(
                 f"dry run: the mini run measured {len(results)} of {len(cases)} cases, wrote {written}"
             )
-        print(f"dry run: the runner measured {len(results)} scaled-down cases and wrote {', '.join(written)}")
+        print(f"dry run: the loop measured {len(results)} scaled-down cases and wrote {', '.join(written)}")
 
 
 def profile() -> None:

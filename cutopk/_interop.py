@@ -68,7 +68,7 @@ def as_cupy(a) -> tuple[Any, Callable[[Any], Any], contextlib.AbstractContextMan
     if is_torch_tensor(a):
         import torch
 
-        a = plain_tensor(a)
+        a = exportable_tensor(a)
         device = a.device.index
         stream = torch.cuda.current_stream(a.device)
         external = cupy.cuda.ExternalStream(stream.cuda_stream, device)
@@ -76,7 +76,7 @@ def as_cupy(a) -> tuple[Any, Callable[[Any], Any], contextlib.AbstractContextMan
         # the current one, and a stream mismatch would make it insert a cross-stream wait
         # (which breaks CUDA graph capture).
         with cupy.cuda.Device(device), external:
-            arr = from_dlpack(cupy, a)  # plain_tensor detached it
+            arr = from_dlpack(cupy, a)  # exportable_tensor detached it
         return (
             arr,
             torch.from_dlpack,
@@ -160,7 +160,7 @@ def as_host(a) -> tuple[Any, Callable[[Any], Any]]:
         return as_host_array(a), identity
     import torch
 
-    t = plain_tensor(a)
+    t = exportable_tensor(a)
     if t.dtype != torch.bfloat16:
         return np.from_dlpack(t), torch.from_numpy
     import ml_dtypes
@@ -186,7 +186,7 @@ def host_view(t):
     return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
 
 
-def plain_tensor(t, name: str = "a"):
+def exportable_tensor(t, name: str = "a"):
     """A torch tensor as DLPack can export it faithfully: detached (torch refuses to export one
     that requires grad), with its lazy negation and conjugation applied. DLPack carries neither
     bit, so a view such as ``x.conj().imag`` would otherwise be read with the wrong sign. Sparse

@@ -134,7 +134,7 @@ irregular() {
 # The scoreboard phase (see the header). Its three steps share SCOREBOARD_S: the cases get all but
 # 150 s (their own budget starts no case that would end later), the irregular table at most 100 s,
 # ncu the rest. DRY_RUN=1 runs every command line on the CPU: the cases listed and checked and three
-# of them scaled down through the same runner, the irregular script with the same options on tiny
+# of them scaled down through the same loop, the irregular script with the same options on tiny
 # NumPy-backend inputs (3 repetitions), the profiled cases listed and ncu's command printed.
 irregular_args=(--repeat 21)
 ncu_sections=(--section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats

@@ -1,4 +1,4 @@
-"""The benchmark's workshop, apart from the package (``cutopk`` never imports it): the demo's runner
+"""The benchmark's workshop, apart from the package (``cutopk`` never imports it): the demo's loop
 (``cutopk/_demo``) with CUB's and FlashInfer's peers (``shims``, ``cub``, ``flashinfer``,
 ``flashinfer_build``), the watchdog for lent GPUs (``watchdog``), plots (``plots``), the
 scoreboard's cases and budget (``scoreboard``) and the lent GPU's steps (``lease``).

@@ -14,7 +14,7 @@ in the order it is measured (a case already chosen is not chosen again):
 
 Each case's cost is estimated from the reference run's logs (:func:`fit_cost`: seconds per case and
 per element, fitted over the logged benchmark phases, whose peers included JAX's and CuPy's slower
-routes, so the estimate errs long); the runner starts no case that would end after the budget.
+routes, so the estimate errs long); the loop starts no case that would end after the budget.
 """
 
 from __future__ import annotations
@@ -133,7 +133,7 @@ def llm_cases() -> list[grid.Case]:
     return [c for c in grid.full_grid() if c.regime in ("llm", "indexer")]
 
 
-def select(folder: pathlib.Path = REFERENCE) -> list[tuple[grid.Case, str]]:
+def chosen(folder: pathlib.Path = REFERENCE) -> list[tuple[grid.Case, str]]:
     """The scoreboard's cases in the order measured, each with why it was chosen."""
     rows = reference_rows(folder)
     groups = (
@@ -194,7 +194,7 @@ def plan(folder: pathlib.Path = REFERENCE, budget: float | None = None):
     if every case before it ran as estimated."""
     model = dataclasses.replace(fit_cost(folder), scale=PEERS_SCALE)
     elapsed, rows = model.start + NVRTC_S, []
-    for case, why in select(folder):
+    for case, why in chosen(folder):
         est = model(case)
         fits = budget is None or elapsed + est <= budget
         if fits:

@@ -1,4 +1,4 @@
-"""The benchmark's kit: the demo's runner (``cutopk/_demo/runner.py``) with CUB's and FlashInfer's
+"""The benchmark's kit: the demo's loop (``cutopk/_demo/loop.py``) with CUB's and FlashInfer's
 peers beside the demo's, the watchdog around every call of a GPU run, and PNG plots.
 
 ``cub`` and ``cub-sorted``: CUB's ``DeviceTopK``/``DeviceBatchedTopK`` through a small shared
@@ -16,7 +16,7 @@ import pathlib
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 
-from cutopk._demo import baselines, cli, grid, report, runner
+from cutopk._demo import baselines, cli, grid, loop, report
 from cutopk._demo.route import Route
 
 from . import watchdog
@@ -109,7 +109,7 @@ def flashinfer_facts(facts: dict, peers: tuple[str, ...]) -> dict | None:
             "note": flashinfer.NOTE}  # fmt: skip
 
 
-class ShimKit(runner.Kit):
+class ShimKit(loop.Kit):
     """The demo's peers, then CUB's and FlashInfer's on a GPU; the watchdog; the plots."""
 
     records = ("cub", "flashinfer")
@@ -136,8 +136,8 @@ class ShimKit(runner.Kit):
             return shim_unavailable(name)
         return super().unavailable(name, gpu)  # on the CPU: a GPU peer, said so
 
-    def start(self, facts: dict, peers: tuple[str, ...]) -> dict[str, dict | None]:
-        return {"cub": cub_facts(facts, peers), "flashinfer": flashinfer_facts(facts, peers)}
+    def start(self, record: dict, peers: tuple[str, ...]) -> dict[str, dict | None]:
+        return {"cub": cub_facts(record, peers), "flashinfer": flashinfer_facts(record, peers)}
 
     def absent(self, name: str, loaded: dict[str, dict | None]) -> str | None:
         shim = loaded.get("cub" if name.startswith("cub") else "flashinfer") if name in SHIM_PEERS else None
@@ -157,8 +157,8 @@ KIT = ShimKit()
 
 
 def run(**options) -> list[dict]:
-    """:func:`cutopk._demo.runner.run` with the benchmark's kit (the same options)."""
-    return runner.run(**options, kit=KIT)
+    """:func:`cutopk._demo.loop.run` with the benchmark's kit (the same options)."""
+    return loop.run(**options, kit=KIT)
 
 
 def main(argv: list[str] | None = None, prog: str = "benchmarks/run.py", **defaults) -> int:

@@ -7,7 +7,7 @@ into its command's limit and the machine stopped answering, so nothing came back
 stopped 60 s into huge 1 x 16777216 k=65536 (an earlier H200 run had timed cutopk on it in 7 ms).
 
 :func:`watch` names the step in progress; a daemon thread ends the process, saying which case and
-which route did not answer, once a step has run for longer than its limit. The runner writes its
+which route did not answer, once a step has run for longer than its limit. The loop writes its
 files after every case, so what was measured before is kept, and the shell script that started the
 run goes on to its next step.
 """

@@ -61,9 +61,11 @@ def check(lengths, arr, req: _checks.Request):
         name = str(lengths.dtype).removeprefix("torch.")
         if not name.startswith(("int", "uint")):
             raise TypeError(f"lengths: expected an integer array, got dtype {name}")
-        from .._interop import host_view, plain_tensor
+        from .._interop import exportable_tensor, host_view
 
-        lengths = host_view(plain_tensor(lengths, "lengths")) if lengths.device.type == "cpu" else lengths
+        lengths = (
+            host_view(exportable_tensor(lengths, "lengths")) if lengths.device.type == "cpu" else lengths
+        )
         if xp is not np and not isinstance(lengths, np.ndarray):
             lengths = xp.from_dlpack(lengths)
     if not isinstance(lengths, np.ndarray) and xp is np:

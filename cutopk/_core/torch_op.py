@@ -8,16 +8,16 @@ the call, its gradient and (on CUDA) its capture.
 
 :func:`cutopk.top_k` on a torch tensor (without ``out=``) calls the operator, so compiled and
 eager code take the same path. This module imports torch, and is imported only on that path:
-``import cutopk`` alone registers nothing and imports no torch. A plain eager call (a CPU or CUDA
+``import cutopk`` alone registers nothing and imports no torch. An ordinary eager call (a CPU or CUDA
 tensor autograd does not record, no mode or transform active) skips torch's dispatcher and runs
-the operator's kernel directly: the same answer at half the host time (:func:`plain_eager`).
+the operator's kernel directly: the same answer at half the host time (:func:`dispatcher_skippable`).
 
 The schema carries every argument of ``top_k`` but ``out``: ``k`` (a SymInt, so dynamic shapes
 work), ``axis``, ``mode``, ``sorted`` (``"value"``, ``"index"`` or ``"none"``: a schema has no
 bool-or-string type), ``nan``, ``index_dtype`` (a torch dtype), ``backend``, ``algorithm`` and
 ``lengths`` (an optional tensor). Arguments that cannot cross (a ``k`` that is a tensor under
 compilation, a NumPy index dtype whose torch twin is looked up here) are translated first;
-anything else not carried (``out=``, a list for ``lengths``) takes the plain path, which raises
+anything else not carried (``out=``, a list for ``lengths``) takes the operator-free path, which raises
 the usual errors.
 
 Gradient: as :mod:`cutopk._core.autograd` says, the values' gradient scattered to the selected
@@ -90,7 +90,7 @@ def order_of(sorted_: str) -> bool | str:
 
 def _index_dtype(index_dtype) -> torch.dtype | None:
     """The torch twin of an index dtype (NumPy's or torch's), or None when there is none: the
-    plain path then reports it. Kept out of Dynamo's sight: it folds the answer as a constant
+    operator-free path then reports it. Kept out of Dynamo's sight: it folds the answer as a constant
     (NumPy dtype objects are no graph values)."""
     if isinstance(index_dtype, torch.dtype):
         return index_dtype
@@ -119,8 +119,8 @@ def _k_of(k):
 def host_tensor(arr: np.ndarray) -> torch.Tensor | np.ndarray:
     """An integer NumPy array (``lengths``, ``offsets``) as the CPU tensor the schema takes: a
     byte-swapped or read-only one copied first (``torch.from_numpy`` refuses the first and warns
-    of the second; a batch of lengths is small). Any other dtype stays NumPy: the caller's plain
-    path refuses it with the usual error."""
+    of the second; a batch of lengths is small). Any other dtype stays NumPy: the caller's
+    operator-free path refuses it with the usual error."""
     if arr.dtype.kind not in "iu":
         return arr
     if not arr.dtype.isnative or not arr.flags.writeable:
@@ -128,10 +128,10 @@ def host_tensor(arr: np.ndarray) -> torch.Tensor | np.ndarray:
     return torch.from_numpy(arr)
 
 
-def plain_eager(*tensors) -> bool:
-    """Whether the plain path serves this eager call exactly as the operator would, so that
+def dispatcher_skippable(*tensors) -> bool:
+    """Whether the operator-free path serves this eager call exactly as the operator would, so that
     torch's dispatcher can be skipped (it doubled the host time of a small CPU call: 280 ->
-    620 us, measured by benchmarks/host_overhead.py). Only plain CPU/CUDA tensors that autograd
+    620 us, measured by benchmarks/host_overhead.py). Only ordinary CPU/CUDA tensors that autograd
     does not record, outside compilation, with no torch function or dispatch mode and no
     functorch transform watching: everything else (fake and meta tensors, subclasses, modes,
     tracing) must see the operator. Under TorchDynamo ``is_compiling()`` folds to True."""
@@ -148,10 +148,10 @@ def plain_eager(*tensors) -> bool:
 
 
 def call(a, k, axis, mode, sorted_, nan, index_dtype, backend, algorithm, lengths):
-    """``(values, indices)`` from the operator, or None when the plain path serves the call: a
-    :func:`plain_eager` one, or one with an argument that cannot cross the schema (the plain path
-    then raises the usual error for it)."""
-    if plain_eager(a) and not transforms.wraps(lengths):
+    """``(values, indices)`` from the operator, or None when the operator-free path serves the
+    call: a :func:`dispatcher_skippable` one, or one with an argument that cannot cross the schema
+    (the operator-free path then raises the usual error for it)."""
+    if dispatcher_skippable(a) and not transforms.wraps(lengths):
         return None
     order = _checks.ORDERS.get(sorted_) if isinstance(sorted_, (bool, str)) else None
     dtype = _index_dtype(index_dtype)
@@ -196,7 +196,7 @@ def top_k(
 @eager_errors
 def _(a, k, axis=-1, mode="largest", sorted="value", nan="last", index_dtype=torch.int64,
       backend="auto", algorithm="auto", lengths=None):  # fmt: skip
-    # The checks that need no data, with the plain path's errors, then the shapes.
+    # The checks that need no data, with the operator-free path's errors, then the shapes.
     _check_torch_dtype(a.dtype, "a")
     _dtypes.check_dtype(a.dtype, "a")
     ax = _checks.check_axis(axis, a.dim())

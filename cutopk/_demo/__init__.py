@@ -6,7 +6,7 @@ against cutopk's, with the fraction of the copy bandwidth measured in the same r
 Modules, one job each: ``grid`` (what is measured), ``inputs`` (value distributions and layouts),
 ``baselines`` (the routes), ``check`` (the answer checker), ``timing`` (CUDA events, graph replay,
 perf_counter), ``env`` (GPU detection, metadata, output folder), ``report`` (table, CSV/JSON),
-``pairs`` (like with like, the summary), ``runner`` (the loop and its :class:`runner.Kit`),
+``pairs`` (like with like, the summary), ``loop`` (the measuring loop and its :class:`loop.Kit`),
 ``cli`` (the command line); ``tune`` and ``tabulate`` (dispatch tables from forced-family
 results). The benchmark's workshop (CUB and FlashInfer peers, the scoreboard, the lease, the
 watchdog, plots) is ``benchmarks/cutopk_bench/``, which builds on these; the package never imports it.
@@ -15,7 +15,7 @@ watchdog, plots) is ``benchmarks/cutopk_bench/``, which builds on these; the pac
 import sys
 
 from . import cli
-from .runner import run
+from .loop import run
 
 
 def main(argv: list[str] | None = None, prog: str = "python -m cutopk", **defaults) -> int:

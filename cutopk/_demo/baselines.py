@@ -195,7 +195,7 @@ def cpu_thread_routes(x, axis: int, k: int, mode: str, dtype: str) -> dict[str, 
             return dataclasses.replace(route, name="torch-threads")
         import torch
 
-        # torch's default count, computed (the runner has set torch to one thread by now).
+        # torch's default count, computed (the loop has set torch to one thread by now).
         threads, one_thread = _cpus(), route.call
 
         def call():

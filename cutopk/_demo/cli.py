@@ -1,5 +1,5 @@
 """The demo's command line (``python -m cutopk [options]``, and ``benchmarks/run.py`` with the
-benchmark's kit): every option checked before anything is measured, then :func:`runner.run`."""
+benchmark's kit): every option checked before anything is measured, then :func:`loop.run`."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import textwrap
 
 import numpy as np
 
-from . import baselines, env, grid, runner, timing
+from . import baselines, env, grid, loop, timing
 
-REGIME_NAMES = runner.REGIME_NAMES
+REGIME_NAMES = loop.REGIME_NAMES
 
 
 def _positive(kind):
@@ -46,7 +46,7 @@ class _HelpFormatter(argparse.HelpFormatter):
         return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
 
 
-def parser(prog: str = "python -m cutopk", kit: runner.Kit = runner.DEMO) -> argparse.ArgumentParser:
+def parser(prog: str = "python -m cutopk", kit: loop.Kit = loop.DEMO) -> argparse.ArgumentParser:
     peers = ", ".join(dict.fromkeys((*kit.peer_names(True), *kit.peer_names(False))))
     p = argparse.ArgumentParser(
         prog=prog,
@@ -86,15 +86,15 @@ def parser(prog: str = "python -m cutopk", kit: runner.Kit = runner.DEMO) -> arg
 def cases_for(full: bool, regimes: list[str], gpu: bool, max_elements: int | None) -> tuple[list, list]:
     """The grid's cases for this run, split into those measured and those left out by
     ``max_elements`` (on the CPU the full grid leaves out more than 2**24 elements by default)."""
-    cases = grid.select(grid.full_grid() if full else grid.quick_grid(gpu), regimes)
+    cases = grid.in_regimes(grid.full_grid() if full else grid.quick_grid(gpu), regimes)
     if max_elements is None and full and not gpu:
-        max_elements = runner.CPU_FULL_MAX_ELEMENTS
+        max_elements = loop.CPU_FULL_MAX_ELEMENTS
     if max_elements is None:
         return cases, []
     return [c for c in cases if c.elements <= max_elements], [c for c in cases if c.elements > max_elements]
 
 
-def main(argv: list[str] | None = None, prog: str = "python -m cutopk", kit: runner.Kit = runner.DEMO,
+def main(argv: list[str] | None = None, prog: str = "python -m cutopk", kit: loop.Kit = loop.DEMO,
          **defaults) -> int:  # fmt: skip
     """The command line; ``defaults`` preset options (``benchmarks/run.py``: full grid, saved, and
     its own ``kit``).
@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m cutopk", kit: run
     full = args.full and not args.quick  # --quick wins over a preset --full
     save = False if args.out is not None else args.save  # --out wins over a preset --save
     regimes = [r for item in args.regime or [] for r in item.split(",") if r]
-    names = runner.REGIME_NAMES
+    names = loop.REGIME_NAMES
     if unknown := [r for r in regimes if r not in names]:
         p.error(f"--regime: unknown {', '.join(unknown)}; expected some of {', '.join(names)}")
     if args.regime is not None and not regimes:  # --regime '' would otherwise mean every regime
@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m cutopk", kit: run
         cases, left_out = cases_for(full, regimes, gpu, args.max_elements)
         for c in cases:
             print(c.label())
-        limit = args.max_elements or runner.CPU_FULL_MAX_ELEMENTS  # left_out is empty without either
+        limit = args.max_elements or loop.CPU_FULL_MAX_ELEMENTS  # left_out is empty without either
         more = f" ({len(left_out)} more left out by --max-elements {limit})" if left_out else ""
         print(f"{len(cases)} cases{more}")
         return 0
@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m cutopk", kit: run
         p.error(f"--out: {why}")
     if save and (why := env.unwritable(env.results_base())):
         p.error(f"--save: {why}")
-    results = runner.run(
+    results = loop.run(
         full, regimes, args.out, save, plots, args.repeat, args.max_elements, args.time_limit, peers,
         timing_mode=args.timing, kit=kit,
     )  # fmt: skip

@@ -142,7 +142,7 @@ def quick_grid(gpu: bool) -> list[Case]:
     ]
 
 
-def select(cases: list[Case], regimes: list[str] | None) -> list[Case]:
+def in_regimes(cases: list[Case], regimes: list[str] | None) -> list[Case]:
     """The cases of the named regimes (all when ``regimes`` is empty)."""
     if not regimes:
         return cases

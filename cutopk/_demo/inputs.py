@@ -1,7 +1,7 @@
 """Benchmark inputs: values drawn from a case's distribution, laid out as the case says.
 
 Values are drawn on the host with NumPy (one generator for every backend, so a GPU run and a CPU
-run of the same case see the same numbers) and moved to the device by the runner.
+run of the same case see the same numbers) and moved to the device by the loop.
 
 Distributions (the properties ``tests/bench/test_bench.py`` checks):
 

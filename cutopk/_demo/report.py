@@ -1,6 +1,6 @@
 """Results out: the progress line and the terminal table, and the CSV / JSON files.
 
-One result is a dict (see ``runner.measure``): the case, cutopk's timing and plan, and one entry
+One result is a dict (see ``loop.measure``): the case, cutopk's timing and plan, and one entry
 per peer with a ``status`` of ``ok`` (timed), ``skipped``, ``mismatch`` or ``error`` and a note.
 """
 

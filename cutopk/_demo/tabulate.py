@@ -56,17 +56,17 @@ def key_bytes(dtype: str) -> int:
 def read_csv(
     path: pathlib.Path, label: str, timing: str = "eager"
 ) -> tuple[dict[str, str], list[Measurement]]:
-    """The header facts (``# name: value`` lines) and the measurements of one results CSV: the
+    """The header (``# name: value`` lines) and the measurements of one results CSV: the
     rows of contiguous, uniform inputs that cutopk answered right (``self_check`` ok or absent),
     timed as ``timing``. ``score``: cutopk's median over torch.topk's in the same row (so that
     runs on two cards of one architecture compare), or cutopk's median in ms where torch did not
     run. ``label``: how the entries cite the file."""
     lines = path.read_text(encoding="utf-8").splitlines()
-    facts = {}
+    header = {}
     for line in lines:
         if line.startswith("# ") and ": " in line:
             name, value = line[2:].split(": ", 1)
-            facts[name] = value
+            header[name] = value
     out = []
     for row in csv.DictReader(line for line in lines if not line.startswith("#")):
         family = row.get("algorithm", "")
@@ -88,7 +88,7 @@ def read_csv(
                 ms / float(torch) if torch else ms, f"{label}: {case} ({family} {ms:.4f} ms)",
             )
         )  # fmt: skip
-    return facts, out
+    return header, out
 
 
 def build(

@@ -30,7 +30,7 @@ class CpuTimer:
     """Wall-clock time of a callable with ``time.perf_counter``."""
 
     def __init__(self, repeat: int = 7, warmup: int = 0, min_repeat: int = 3, budget: float = 0.5):
-        # warmup 0: the runner's answer check is already a first, untimed call of every route.
+        # warmup 0: the loop's answer check is already a first, untimed call of every route.
         self.repeat, self.warmup, self.min_repeat, self.budget = repeat, warmup, min_repeat, budget
 
     def __call__(self, fn: Callable, own_stream: bool = False, capture: str = "cupy") -> dict:

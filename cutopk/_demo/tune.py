@@ -212,7 +212,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m cutopk tune") -> 
     dev, cc = record["device_id"], str(record["compute_capability"])
     key = tables.device_key(record["device"], cc, record["cuda_runtime"], record["driver"])
     facts = _device.device_facts("cuda", dev)
-    plain = dispatch.Device(facts.sm_count, facts.shared_bytes, facts.clusters)  # the rules, for build()
+    rules = dispatch.Device(facts.sm_count, facts.shared_bytes, facts.clusters)  # the rules, for build()
     out = args.out or tables.user_path(record["device"])
     if why := env.unwritable(out.parent):  # made if missing
         p.error(f"--out: {why}")
@@ -227,7 +227,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m cutopk tune") -> 
     csv_path = out.with_suffix(".csv")
     write_csv(csv_path, {**key, "sm_count": facts.sm_count, "date": date}, rows)
     _, measured = tabulate.read_csv(csv_path, f"tune {date[:10]}", modes[0])
-    table, lacks = tabulate.build(measured, plain, f"tuned ({out.name})", key)
+    table, lacks = tabulate.build(measured, rules, f"tuned ({out.name})", key)
     obj = dispatch_table.to_json(
         table, note="Made by python -m cutopk tune on this device.", unit="ms", timing=modes[0],
         sources=[str(csv_path)], lacks=lacks + left_out,
@@ -235,7 +235,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m cutopk tune") -> 
     out.write_text(json.dumps(obj, indent=1) + "\n", encoding="utf-8")
     _device.device_facts.cache_clear()  # this process's later calls use the table too
     _call.CACHE.clear()
-    changed = sum(e.family != dispatch.choose(e.rows, e.n, e.k, e.key_bytes, plain) for e in table.entries)
+    changed = sum(e.family != dispatch.choose(e.rows, e.n, e.k, e.key_bytes, rules) for e in table.entries)
     print(
         f"wrote {out} ({len(table.entries)} entries, {changed} differing from the hand rules; {len(rows)} "
         f"timings in {csv_path.name}); later processes on this device use it (cutopk.plan(...).chosen_by)"

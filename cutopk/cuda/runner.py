@@ -60,10 +60,10 @@ def _kernel_of(step) -> tuple[str, str]:
     return step.kernel, step.kernel
 
 
-def facts(call, rows: int) -> _common.Facts:
+def planned(call, rows: int) -> _common.Planned:
     """What the planned ``call``'s family needs to give its part over ``rows`` rows."""
     p, req = call.plan, call.req
-    return _common.Facts(
+    return _common.Planned(
         rows, req.n, req.k, call.info.itemsize, req.index_dtype, req.order, p.params, p.grid, p.block,
         p.shared_bytes, call.info.cxx,
     )  # fmt: skip
@@ -113,7 +113,7 @@ class Schedule:
             "buf_cap": p.params.get("buffer", 0), "index_bytes": req.index_dtype.itemsize,
             "rows_kind": call.rows_kind,
         }  # fmt: skip
-        part = _registry.part(p.algorithm, facts(call, rows))
+        part = _registry.part(p.algorithm, planned(call, rows))
         # The call's own share of the family's part: outputs redirected to its scratch, and the
         # steps after it (their "final:" names: where the outputs went before the redirection).
         final = {f"final:{name}": self._final(name) for name in part.outputs}
@@ -135,7 +135,7 @@ class Schedule:
         for start in range(0, rows, chunk):
             stop = min(rows, start + chunk)
             if stop - start not in sizes:
-                chunk_part = _registry.part(p.algorithm, facts(call, stop - start))
+                chunk_part = _registry.part(p.algorithm, planned(call, stop - start))
                 sizes[stop - start] = _Chunk(chunk_part, self.scalars, head, info.itemsize)
             self.chunks.append((start, stop, sizes[stop - start]))
         self.nbytes = head + max(c.nbytes for c in sizes.values())
@@ -595,4 +595,4 @@ def _launch_of(step, cxx: str):
     return Launch(name, step.grid, step.block, step.shared_bytes)
 
 
-__all__ = ["DESCRIPTORS", "PER_CALL", "Runner", "Schedule", "StepRunner", "facts"]
+__all__ = ["DESCRIPTORS", "PER_CALL", "Runner", "Schedule", "StepRunner", "planned"]

@@ -38,14 +38,14 @@ def _offsets_tensor(offsets):
         return offsets if isinstance(offsets, torch.Tensor) else None
     if isinstance(offsets, (list, tuple)) and offsets and all(type(o) is int for o in offsets):
         return torch.tensor(offsets, dtype=torch.int64)
-    return None  # an empty list, a mixed one, a masked array: the plain path reports it
+    return None  # an empty list, a mixed one, a masked array: the operator-free path reports it
 
 
 def call_segmented(data, offsets, k, mode, sorted_, nan, index_dtype, backend, algorithm, max_length=None):
     """``(values, indices)`` from the operator, or None when an argument cannot cross its schema
-    (the plain path then raises the usual error), or for a plain eager call
-    (:func:`cutopk._core.torch_op.plain_eager`)."""
-    if _top_k_op.plain_eager(data) and not transforms.wraps(offsets):
+    (the operator-free path then raises the usual error), or for an ordinary eager call
+    (:func:`cutopk._core.torch_op.dispatcher_skippable`)."""
+    if _top_k_op.dispatcher_skippable(data) and not transforms.wraps(offsets):
         return None
     if max_length is not None:  # an int crosses (a NumPy one made an int); a bool, a float do not
         if isinstance(max_length, (bool, np.bool_)) or not isinstance(max_length, (int, np.integer)):
@@ -161,13 +161,13 @@ def _segmented_vmap(info, in_dims, data, offsets, *args, **kwargs):
 def call_merge(parts, k, mode, sorted_, nan):
     """``(values, indices)`` from the operator when every part of ``parts`` (a non-empty list or
     tuple whose first part is a pair: :func:`cutopk.merge_top_k` calls this only then) is a pair
-    of torch tensors, or None (the plain path then serves the call, or raises the usual error)."""
+    of torch tensors, or None (the operator-free path then serves the call, or raises the usual error)."""
     pairs = [p for p in parts if isinstance(p, (tuple, list))]  # TopK is a tuple
     if len(pairs) != len(parts) or any(len(p) != 2 for p in pairs):
         return None
     if not all(isinstance(t, torch.Tensor) for p in pairs for t in p):
         return None
-    if _top_k_op.plain_eager(*(t for p in pairs for t in p)):
+    if _top_k_op.dispatcher_skippable(*(t for p in pairs for t in p)):
         return None
     order = _checks.ORDERS.get(sorted_) if isinstance(sorted_, (bool, str)) else None
     if order is None or not all(isinstance(s, str) for s in (mode, nan)):
@@ -209,7 +209,7 @@ def _(values, indices, k, mode="largest", sorted="value", nan="last"):
         raise ValueError(
             f"parts: expected one or more parts, as many values as indices, got {len(values)} and {len(indices)}"
         )
-    # The shapes checked as the plain path checks them (cutopk/irregular/merge.py), with its
+    # The shapes checked as the operator-free path checks them (cutopk/irregular/merge.py), with its
     # messages: a misfit is an error here too, never an output of the first part's batch shape.
     first = values[0]
     for p, (v, i) in enumerate(zip(values, indices, strict=True)):

@@ -160,7 +160,7 @@ class RawModule:
         self.name_expressions = tuple(name_expressions)
         self._names = [
             *self.name_expressions,
-            *(n for n in _rewrite.plain_kernels(code) if n not in self.name_expressions),
+            *(n for n in _rewrite.untemplated_kernels(code) if n not in self.name_expressions),
         ]
         flags = tuple(o for o in options if o.startswith(("-D", "-U", "-I")))
         self._unit, self._flags = _rewrite.translation_unit(code, self._names), flags
@@ -199,7 +199,7 @@ class RawModule:
         return lists[0] if len(lists) == 1 else ("",) * count
 
     def get_function(self, name: str) -> Function:
-        """The kernel ``name``: a name expression given at construction, or a plain kernel.
+        """The kernel ``name``: a name expression given at construction, or an untemplated kernel.
 
         Parameters
         ----------

@@ -161,7 +161,7 @@ def rewrite_shared(source: str) -> str:
     return _substitute(STATIC, source, static, static_global)
 
 
-def plain_kernels(source: str) -> list[str]:
+def untemplated_kernels(source: str) -> list[str]:
     """Names of the kernels that are not templates (those CuPy finds without name expressions)."""
     names = []
     for kernel in _c.kernels(_c.strip_comments(source)):

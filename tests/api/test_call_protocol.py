@@ -1,6 +1,6 @@
 """The backend seam (issue 40, item 1): one ``Call`` protocol in the core, one call object per
 backend in its own package, every call made by the core and kept under a key of its one key
-function (plain rows, ``lengths=``, CSR segments), and the GPU call describing itself."""
+function (regular rows, ``lengths=``, CSR segments), and the GPU call describing itself."""
 
 from __future__ import annotations
 
@@ -87,18 +87,18 @@ def test_segments_are_kept_under_the_cores_one_key():
     assert _call.CACHE.info()["size"] == 1
 
 
-def test_a_call_with_lengths_is_keyed_apart_from_the_plain_call():
+def test_a_call_with_lengths_is_keyed_apart_from_regular_rows():
     require("sim")
     x = np.arange(12, dtype=np.float32).reshape(2, 6)
     lengths = np.array([6, 6])  # the longest is the row: no narrowed view, one signature
     want = cutopk.top_k(x, 2, backend="sim")
     got = cutopk.top_k(x, 2, backend="sim", lengths=lengths)
     assert got.indices.tolist() == want.indices.tolist()
-    plain = _call.cache_key(np.ndarray, x.shape, x.strides, x.dtype, 2, -1, "largest", True, "last", np.int64,
-                            "sim", "auto", -1)  # fmt: skip
+    regular = _call.cache_key(np.ndarray, x.shape, x.strides, x.dtype, 2, -1, "largest", True, "last", np.int64,
+                               "sim", "auto", -1)  # fmt: skip
     lengths_key = _call.cache_key(np.ndarray, x.shape, x.strides, x.dtype, 2, 1, "largest", True, "last",
                                   np.dtype(np.int64), "sim", "auto", (-1, _call.LENGTHS))  # fmt: skip
-    assert set(_call.CACHE._entries) == {plain, lengths_key}
+    assert set(_call.CACHE._entries) == {regular, lengths_key}
 
 
 @pytest.mark.parametrize(

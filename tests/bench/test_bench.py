@@ -19,7 +19,7 @@ from support.scripts import load_benchmark
 
 import cutopk
 from cutopk._core import entry
-from cutopk._demo import baselines, check, cli, env, grid, inputs, report, runner, timing
+from cutopk._demo import baselines, check, cli, env, grid, inputs, loop, report, timing
 
 HAS_TORCH = baselines.missing("torch") is None
 HAS_MPL = baselines.missing("matplotlib") is None
@@ -49,9 +49,9 @@ def test_quick_grids():
         assert {c.regime for c in cases} >= {*grid.REGIMES, "layout"}
         assert {c.dtype for c in cases} > {"float32"} and {c.dist for c in cases} > {"uniform"}
         assert {c.layout for c in cases} > {"rows"}
-    assert [c.regime for c in grid.select(gpu, ["knn"])] == ["knn"]
+    assert [c.regime for c in grid.in_regimes(gpu, ["knn"])] == ["knn"]
     with pytest.raises(ValueError, match="unknown"):
-        grid.select(gpu, ["nope"])
+        grid.in_regimes(gpu, ["nope"])
 
 
 # --- inputs -----------------------------------------------------------------------------------
@@ -178,8 +178,8 @@ def test_a_wrong_peer_is_reported_as_a_mismatch_without_a_time(monkeypatch):
         return [good, off, shifted]
 
     monkeypatch.setattr(baselines, "peers", broken)
-    session = runner.Session(False, timing.CpuTimer(repeat=3))
-    result = runner.measure(grid.Case("t", 4, 500, 5), session)
+    session = loop.Session(False, timing.CpuTimer(repeat=3))
+    result = loop.measure(grid.Case("t", 4, 500, 5), session)
     assert result["peers"]["numpy-naive"]["status"] == "ok"
     for name in ("off-by-one", "shifted"):
         assert result["peers"][name]["status"] == "mismatch" and "median_ms" not in result["peers"][name]
@@ -197,14 +197,14 @@ def test_an_unsorted_peer_is_compared_as_a_multiset_and_the_files_say_so(monkeyp
                 baselines.Route("rev-claims-sorted", call)]  # fmt: skip
 
     monkeypatch.setattr(baselines, "peers", unordered)
-    result = runner.measure(grid.Case("t", 4, 500, 5), runner.Session(False, timing.CpuTimer(repeat=3)))
+    result = loop.measure(grid.Case("t", 4, 500, 5), loop.Session(False, timing.CpuTimer(repeat=3)))
     rev = result["peers"]["rev"]
     assert (rev["status"], rev["route"], rev["sorted"]) == ("ok", "reversed", False)
     assert result["peers"]["rev-claims-sorted"]["status"] == "mismatch"
     # Set against cutopk's sorted=False call, timed for it in the same case (issue 50 item 2).
     assert rev["against"] == "cutopk sorted=False" and "median_ms" in result["cutopk_unsorted"]
     assert rev["speedup"] == pytest.approx(rev["median_ms"] / result["cutopk_unsorted"]["median_ms"])
-    line = runner.summary([result], ["rev"])[0]
+    line = loop.summary([result], ["rev"])[0]
     assert line.startswith("rev against cutopk sorted=False: cutopk is")
 
 
@@ -225,9 +225,9 @@ def test_cpu_timer_adapts_repetitions_to_its_budget():
 
 
 def test_measure_write_and_plot(tmp_path):
-    session = runner.Session(False, timing.CpuTimer(repeat=3))
-    results = [runner.measure(grid.Case("moe", 64, 128, 4), session),
-               runner.measure(grid.Case("llm", 2, 3000, 20, dist="nan"), session)]  # fmt: skip
+    session = loop.Session(False, timing.CpuTimer(repeat=3))
+    results = [loop.measure(grid.Case("moe", 64, 128, 4), session),
+               loop.measure(grid.Case("llm", 2, 3000, 20, dist="nan"), session)]  # fmt: skip
     r = results[0]
     # The NumPy backend's route for 64 x 128, k=4 (compiled where a C compiler is): the column names it.
     route = cutopk.plan(np.zeros((64, 128), np.float32), 4).params["route"]
@@ -257,13 +257,13 @@ def test_plots_are_skipped_with_a_message_without_matplotlib(monkeypatch, tmp_pa
 
 
 def test_table_prints_rows_notes_and_summary(capsys):
-    session = runner.Session(False, timing.CpuTimer(repeat=3))
-    result = runner.measure(grid.Case("moe", 64, 128, 4), session)
+    session = loop.Session(False, timing.CpuTimer(repeat=3))
+    result = loop.measure(grid.Case("moe", 64, 128, 4), session)
     result["peers"]["torch"] = {"status": "skipped", "note": "torch is not installed"}
     table = report.Table(["numpy-naive", "numpy-sort", "torch"], gpu=False, total=1)
     table.header()
     table.row(0, result)
-    table.footer(runner.summary([result], ["numpy-naive"]))
+    table.footer(loop.summary([result], ["numpy-naive"]))
     out = capsys.readouterr().out
     assert "moe 64x128 k=4 largest" in out and " skip " in out
     assert "torch: skipped: torch is not installed" in out and "geometric mean over 1 cases" in out
@@ -283,13 +283,13 @@ def test_default_out_dir_names_date_and_device():
 
 
 def test_cases_that_do_not_fit_are_skipped_and_said_so(monkeypatch, capsys):
-    real = runner.os.sysconf
+    real = loop.os.sysconf
     free = {"SC_AVPHYS_PAGES": 256, "SC_PAGE_SIZE": 4096}  # 1 MiB of host memory free
-    monkeypatch.setattr(runner.os, "sysconf", lambda name: free.get(name) or real(name))
+    monkeypatch.setattr(loop.os, "sysconf", lambda name: free.get(name) or real(name))
     monkeypatch.setattr(env, "gpu_unavailable", lambda: "a CPU run")  # host memory is what is checked
-    assert "host memory" in runner.does_not_fit(grid.Case("t", 1024, 1024, 1), gpu=False)
-    assert runner.does_not_fit(grid.Case("t", 16, 1024, 1), gpu=False) is None
-    results = runner.run(regimes=["huge"], repeat=3)
+    assert "host memory" in loop.does_not_fit(grid.Case("t", 1024, 1024, 1), gpu=False)
+    assert loop.does_not_fit(grid.Case("t", 16, 1024, 1), gpu=False) is None
+    results = loop.run(regimes=["huge"], repeat=3)
     assert results == [] and "case skipped: needs about" in capsys.readouterr().out
 
 
@@ -297,7 +297,7 @@ def test_cases_that_do_not_fit_are_skipped_and_said_so(monkeypatch, capsys):
 
 
 def fake_cupy(devices: int = 1, broken: bool = False) -> types.ModuleType:
-    """Just enough of CuPy's API for the runner: arrays are NumPy's, events read the host clock."""
+    """Just enough of CuPy's API for the loop: arrays are NumPy's, events read the host clock."""
     import time
 
     cp = types.ModuleType("cupy")
@@ -438,7 +438,7 @@ def test_python_m_cutopk_lists_the_full_grid():
     if env.gpu_unavailable() is None and not cuda_is_standin():  # the child sees no stand-in
         assert last == f"{len(grid.full_grid())} cases"
     else:  # what a CPU run measures: the full grid without its cases of more than 2**24 elements
-        kept = sum(c.elements <= runner.CPU_FULL_MAX_ELEMENTS for c in grid.full_grid())
+        kept = sum(c.elements <= loop.CPU_FULL_MAX_ELEMENTS for c in grid.full_grid())
         assert (
             last == f"{kept} cases ({len(grid.full_grid()) - kept} more left out by --max-elements 16777216)"
         )
@@ -449,7 +449,7 @@ def test_gpu_benchmark_quick_run(tmp_path):
     if env.gpu_unavailable() is not None:
         pytest.skip(f"no GPU: {env.gpu_unavailable()}")
     hardware_only("times kernels with CUDA events; test_gpu_path_on_a_stand_in_cupy runs the code path")
-    results = runner.run(regimes=["moe"], out=tmp_path, repeat=3)
+    results = loop.run(regimes=["moe"], out=tmp_path, repeat=3)
     assert results and all(r["bandwidth_pct"] for r in results)
     assert all(r["self_check"] == "ok" for r in results)
 
@@ -461,13 +461,13 @@ def test_a_wrong_cutopk_answer_on_the_gpu_path_is_flagged_and_peers_keep_their_t
         return baselines.Route("cutopk", lambda: cutopk.top_k(x, k, axis=axis, mode=mode, nan="last"))
 
     monkeypatch.setattr(baselines, "cutopk_route", wrong_rule)
-    session = runner.Session(True, timing.GpuTimer(repeat=3), copy_bps=1e9)
-    result = runner.measure(grid.Case("llm", 2, 3000, 20, dist="nan"), session)
+    session = loop.Session(True, timing.GpuTimer(repeat=3), copy_bps=1e9)
+    result = loop.measure(grid.Case("llm", 2, 3000, 20, dist="nan"), session)
     assert result["self_check"].startswith("mismatch: values differ")
     assert result["peers"]["cupy"]["status"] == "ok"
     table = report.Table(["torch", "jax", "cupy"], gpu=True, total=1)
     table.row(0, result)
-    table.footer(runner.summary([result], ["cupy"]))
+    table.footer(loop.summary([result], ["cupy"]))
     out = capsys.readouterr().out
     assert "WRONG" in out and "differs from its NumPy backend's on 1 cases" in out
 
@@ -493,7 +493,7 @@ def no_measuring(monkeypatch):
     def measure(case, session):
         raise AssertionError(f"a case was measured: {case.label()}")
 
-    monkeypatch.setattr(runner, "measure", measure)
+    monkeypatch.setattr(loop, "measure", measure)
 
 
 def test_unknown_regime_is_a_usage_error(capsys, no_measuring):
@@ -757,32 +757,32 @@ def test_gpu_timer_without_its_spin_kernel_times_the_host_too(monkeypatch):
     cp.cuda.Device = Device
     monkeypatch.setitem(sys.modules, "cupy", cp)
     timer = timing.GpuTimer(repeat=3, warmup=0, min_repeat=3)
-    assert timer.spin is None and runner._timer_facts(timer)["spin_ms"] is None
+    assert timer.spin is None and loop._timer_record(timer)["spin_ms"] is None
     timer(lambda: spins.append(1))
     assert syncs == [] and len(spins) == 3
     timer(lambda: None, own_stream=True)  # a route on its own stream: the device is synchronized first
     assert len(syncs) == 3
 
 
-# --- the runner's reports of what could not be measured ------------------------------------------
+# --- the loop's reports of what could not be measured ------------------------------------------
 
 
 def test_unknown_free_host_memory_lets_every_case_try(monkeypatch):
     def sysconf(name):
         raise ValueError(f"unrecognized configuration name {name}")
 
-    monkeypatch.setattr(runner.os, "sysconf", sysconf)
-    assert runner._free_host_bytes() == 1 << 62
-    assert runner.does_not_fit(grid.Case("t", 1 << 20, 1 << 20, 1), gpu=False) is None
+    monkeypatch.setattr(loop.os, "sysconf", sysconf)
+    assert loop._free_host_bytes() == 1 << 62
+    assert loop.does_not_fit(grid.Case("t", 1 << 20, 1 << 20, 1), gpu=False) is None
 
 
 def test_case_too_large_for_the_gpu_is_skipped_and_said_so(monkeypatch):
     cp = fake_cupy()
     cp.cuda.runtime.memGetInfo = lambda: (1 << 20, 1 << 33)
     monkeypatch.setitem(sys.modules, "cupy", cp)
-    why = runner.does_not_fit(grid.Case("t", 1024, 1024, 1), gpu=True)
+    why = loop.does_not_fit(grid.Case("t", 1024, 1024, 1), gpu=True)
     assert why == "needs about 0.0 GiB of GPU memory, 0.0 GiB free"
-    assert runner.does_not_fit(grid.Case("t", 16, 1024, 1), gpu=True) is None
+    assert loop.does_not_fit(grid.Case("t", 16, 1024, 1), gpu=True) is None
 
 
 def test_releasing_between_gpu_cases_empties_the_pools(monkeypatch):
@@ -790,12 +790,12 @@ def test_releasing_between_gpu_cases_empties_the_pools(monkeypatch):
     cp.get_default_memory_pool = lambda: types.SimpleNamespace(free_all_blocks=lambda: freed.append(1))
     monkeypatch.setitem(sys.modules, "cupy", cp)
     monkeypatch.setitem(sys.modules, "torch", None)  # no peer imported torch: it is left alone
-    runner._release(True)
+    loop._release(True)
     assert freed == [1]
     fake_torch = types.SimpleNamespace(cuda=types.SimpleNamespace(empty_cache=lambda: emptied.append(1)))
     monkeypatch.setitem(sys.modules, "torch", fake_torch)
-    runner._release(True)
-    runner._release(False)  # the CPU has no pool to release
+    loop._release(True)
+    loop._release(False)  # the CPU has no pool to release
     assert freed == [1, 1] and emptied == [1]
 
 
@@ -803,9 +803,9 @@ def test_self_check_skips_large_cases_and_names_wrong_indices():
     case = grid.Case("t", 2, 100, 3)
     x = inputs.values(case)
     right = cutopk.top_k(x, 3, nan="largest")
-    assert runner.self_check(x, 1, case, right, limit=100) == ("skipped: more than 100 elements", None)
+    assert loop.self_check(x, 1, case, right, limit=100) == ("skipped: more than 100 elements", None)
     swapped = (right.values, right.indices[:, ::-1].copy())
-    assert runner.self_check(x, 1, case, swapped, limit=1000)[0] == (
+    assert loop.self_check(x, 1, case, swapped, limit=1000)[0] == (
         "mismatch: indices differ from the NumPy backend's"
     )
 
@@ -816,15 +816,15 @@ def test_the_algorithm_column_names_the_cpu_route(monkeypatch):
 
     long_rows, case = np.zeros((2, 9000), np.float32), grid.Case("t", 2, 9000, 10)
     monkeypatch.setenv(compiled.ENV_VAR, "0")
-    assert runner._algorithm(long_rows, case, 1) == "select:filter"
+    assert loop._algorithm(long_rows, case, 1) == "select:filter"
     assert (
-        runner._algorithm(np.zeros((64, 128), np.float32), grid.Case("t", 64, 128, 4), 1)
+        loop._algorithm(np.zeros((64, 128), np.float32), grid.Case("t", 64, 128, 4), 1)
         == "select:small-argsort"  # a small call's own function
     )
     monkeypatch.delenv(compiled.ENV_VAR)
     if compiled.unavailable_reason() is not None:
         pytest.skip(f"the compiled route cannot run here: {compiled.unavailable_reason()}")
-    assert runner._algorithm(long_rows, case, 1) == "select:compiled"
+    assert loop._algorithm(long_rows, case, 1) == "select:compiled"
 
 
 def test_the_algorithm_column_of_a_gpu_array_is_the_kernel_plans():
@@ -834,7 +834,7 @@ def test_the_algorithm_column_of_a_gpu_array_is_the_kernel_plans():
     x = cupy.asarray(inputs.values(case))
     plan = cutopk.plan(x, 16, nan="largest")
     assert "route" not in plan.params  # a CUDA plan names no NumPy route
-    assert runner._algorithm(x, case, 1) == plan.algorithm + ("+copy" if plan.copy else "")
+    assert loop._algorithm(x, case, 1) == plan.algorithm + ("+copy" if plan.copy else "")
 
 
 def test_a_plan_that_fails_is_shown_as_a_question_mark(monkeypatch):
@@ -842,7 +842,7 @@ def test_a_plan_that_fails_is_shown_as_a_question_mark(monkeypatch):
         raise RuntimeError("no plan")
 
     monkeypatch.setattr(entry, "plan", plan)
-    assert runner._algorithm(np.zeros((2, 8), np.float32), grid.Case("t", 2, 8, 1), 1) == "? (RuntimeError)"
+    assert loop._algorithm(np.zeros((2, 8), np.float32), grid.Case("t", 2, 8, 1), 1) == "? (RuntimeError)"
 
 
 def test_cutopk_failing_on_a_case_is_a_note_and_the_summary_counts_it(monkeypatch):
@@ -850,14 +850,14 @@ def test_cutopk_failing_on_a_case_is_a_note_and_the_summary_counts_it(monkeypatc
         return baselines.Route("cutopk", lambda: (_ for _ in ()).throw(MemoryError("out of\nmemory")))
 
     monkeypatch.setattr(baselines, "cutopk_route", broken)
-    result = runner.measure(grid.Case("t", 4, 500, 5), runner.Session(False, timing.CpuTimer(repeat=3)))
+    result = loop.measure(grid.Case("t", 4, 500, 5), loop.Session(False, timing.CpuTimer(repeat=3)))
     assert result["cutopk"] == {"note": "MemoryError: out of memory"} and result["peers"] == {}
-    assert runner.summary([result], ["numpy-sort"]) == ["cutopk failed on 1 cases: ['t 4x500 k=5 largest']"]
+    assert loop.summary([result], ["numpy-sort"]) == ["cutopk failed on 1 cases: ['t 4x500 k=5 largest']"]
 
 
 def test_session_peers_limit_what_is_measured():
-    session = runner.Session(False, timing.CpuTimer(repeat=3), peers=("numpy-sort",))
-    result = runner.measure(grid.Case("t", 4, 500, 5), session)
+    session = loop.Session(False, timing.CpuTimer(repeat=3), peers=("numpy-sort",))
+    result = loop.measure(grid.Case("t", 4, 500, 5), session)
     assert list(result["peers"]) == ["numpy-sort"]
 
 
@@ -868,10 +868,10 @@ def test_a_peer_that_raises_is_an_error_and_a_mismatch_is_counted(monkeypatch):
         return [baselines.Route("raises", lambda: np.take(x, [10**9])), wrong]
 
     monkeypatch.setattr(baselines, "peers", peers)
-    result = runner.measure(grid.Case("t", 4, 500, 5), runner.Session(False, timing.CpuTimer(repeat=3)))
+    result = loop.measure(grid.Case("t", 4, 500, 5), loop.Session(False, timing.CpuTimer(repeat=3)))
     raised = result["peers"]["raises"]
     assert raised["status"] == "error" and raised["note"].startswith("IndexError: index 1000000000")
-    assert runner.summary([result], ["wrong"]) == [
+    assert loop.summary([result], ["wrong"]) == [
         "wrong: 1 answers differ from cutopk's (see notes): no time reported for them"
     ]
 
@@ -884,15 +884,15 @@ def test_gpu_peer_that_needs_more_memory_than_is_free_is_skipped(monkeypatch, na
     monkeypatch.delenv("XLA_PYTHON_CLIENT_MEM_FRACTION", raising=False)
     route = baselines.Route(name, lambda: pytest.fail("a skipped peer ran"))
     case = grid.Case("t", 4, 500, 5)
-    session = runner.Session(True, timing.CpuTimer(repeat=3))
+    session = loop.Session(True, timing.CpuTimer(repeat=3))
     x = np.zeros((4, 500), np.float32)
-    out = runner._measure_peer(route, case, x, x, 1, {}, {"median": 1.0}, session, 4)
+    out = loop._measure_peer(route, case, x, x, 1, {}, {"median": 1.0}, session, 4)
     assert out == {"status": "skipped", "note": f"needs about 0.0 GiB, {(need - 1) / (1 << 30):.1f} GiB free"}
     monkeypatch.setenv("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.1")  # JAX's own pool is the smaller cap
     if name == "jax":
         cp.cuda.runtime.memGetInfo = lambda: (100 * need, 4 * need)
         assert (
-            runner._measure_peer(route, case, x, x, 1, {}, {"median": 1.0}, session, 4)["status"] == "skipped"
+            loop._measure_peer(route, case, x, x, 1, {}, {"median": 1.0}, session, 4)["status"] == "skipped"
         )
 
 
@@ -920,7 +920,7 @@ def test_cpu_start_without_torch_says_so(monkeypatch, capsys):
     real = baselines.missing
     monkeypatch.setattr(baselines, "missing", lambda m: "torch is not installed" if m == "torch" else real(m))
     monkeypatch.setattr(env, "gpu_unavailable", lambda: "CuPy is not installed")
-    session = runner.start(None, ())
+    session = loop.start(None, ())
     assert not session.gpu and session.timer.repeat == 7
     assert "no GPU found (CuPy is not installed)" in capsys.readouterr().out
 
@@ -929,27 +929,27 @@ def test_run_refuses_an_unwritable_out_before_measuring(tmp_path, monkeypatch, n
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     with pytest.raises(ValueError, match=r"^out: cannot write into"):
-        runner.run(out=blocker)
+        loop.run(out=blocker)
     monkeypatch.setattr(env, "results_base", lambda: blocker / "results")
     monkeypatch.setattr(env, "gpu_unavailable", lambda: "CuPy is not installed")
     with pytest.raises(ValueError, match=r"^save: cannot write into"):
-        runner.run(regimes=["moe"], save=True)
+        loop.run(regimes=["moe"], save=True)
 
 
 def _stub_measure(monkeypatch, behaviour):
-    """runner.measure replaced: ``behaviour(case)`` returns a result or raises."""
+    """loop.measure replaced: ``behaviour(case)`` returns a result or raises."""
     monkeypatch.setattr(env, "gpu_unavailable", lambda: "CuPy is not installed")
 
     def measure(case, session):
         return behaviour(case) | {"case": dataclasses.asdict(case), "label": case.label(), "peers": {}}
 
-    monkeypatch.setattr(runner, "measure", measure)
+    monkeypatch.setattr(loop, "measure", measure)
 
 
 def test_full_cpu_run_leaves_out_the_largest_cases_and_a_time_limit_stops_new_ones(monkeypatch, capsys):
     seen = []
     _stub_measure(monkeypatch, lambda case: seen.append(case) or {"cutopk": {"note": "stub"}})
-    results = runner.run(full=True, regimes=["knn"], time_limit=1e-9)
+    results = loop.run(full=True, regimes=["knn"], time_limit=1e-9)
     out = capsys.readouterr().out
     assert "CPU: shapes with more than 2**24 elements are left out of the full grid" in out
     assert results == [] and seen == []
@@ -969,7 +969,7 @@ def test_an_interrupted_run_writes_what_it_measured(monkeypatch, tmp_path, capsy
 
     _stub_measure(monkeypatch, behaviour)
     monkeypatch.setattr(grid, "quick_grid", lambda gpu: [grid.Case("moe", 4, 64, 2 + i) for i in range(4)])
-    results = runner.run(regimes=["moe"], out=tmp_path)
+    results = loop.run(regimes=["moe"], out=tmp_path)
     out = capsys.readouterr().out
     assert len(results) == 1 and "interrupted: writing what was measured" in out
     assert "case failed: RuntimeError: cudaErrorMemoryAllocation" in out
@@ -992,7 +992,7 @@ def test_the_console_script_module_runs_nothing_when_imported():
     from cutopk import _demo
 
     module = importlib.import_module("cutopk.__main__")
-    assert module.main is _demo.main  # the benchmark's command, or `tune` (runner.main otherwise)
+    assert module.main is _demo.main  # the benchmark's command, or `tune` (loop.main otherwise)
 
 
 # --- the peers' routes: set-up paths a CPU-only machine does not take ---------------------------
@@ -1124,10 +1124,10 @@ def test_a_cpu_session_puts_torch_on_one_thread_and_the_files_say_so(monkeypatch
             "cutopk": {"note": "stub"},
         }
 
-    monkeypatch.setattr(runner, "measure", measure)
+    monkeypatch.setattr(loop, "measure", measure)
     torch.set_num_threads(2)
     try:
-        runner.run(cases=[grid.Case("t", 2, 100, 3)], out=tmp_path, stem="t")
+        loop.run(cases=[grid.Case("t", 2, 100, 3)], out=tmp_path, stem="t")
         assert torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(before)
@@ -1208,7 +1208,7 @@ def test_a_run_without_files_measures_every_case_and_writes_nothing(monkeypatch,
     _stub_measure(monkeypatch, lambda case: {"cutopk": {"note": "stub"}})
     monkeypatch.setattr(grid, "quick_grid", lambda gpu: [grid.Case("moe", 4, 64, 2 + i) for i in range(3)])
     monkeypatch.chdir(tmp_path)
-    assert len(runner.run(regimes=["moe"], save=False)) == 3
+    assert len(loop.run(regimes=["moe"], save=False)) == 3
     assert "wrote" not in capsys.readouterr().out and list(tmp_path.iterdir()) == []
 
 
@@ -1261,7 +1261,7 @@ def test_a_peer_that_cannot_run_at_all_is_said_once_and_has_no_column(monkeypatc
         baselines, "peer_missing", lambda name: "torch is not installed" if "torch" in name else None
     )
     cases = [grid.Case("moe", 64, 128, 4), grid.Case("moe", 32, 128, 2)]
-    results = runner.run(cases=cases, repeat=1)
+    results = loop.run(cases=cases, repeat=1)
     out = capsys.readouterr().out
     assert out.count("torch is not installed") == 2  # torch's line and torch-threads' line, once each
     header = next(line for line in out.splitlines() if line.startswith("#"))
@@ -1271,7 +1271,7 @@ def test_a_peer_that_cannot_run_at_all_is_said_once_and_has_no_column(monkeypatc
 
 def test_output_lines_fit_a_terminal(capsys, cpu_run):
     # Prose wrapped to report.WIDTH; the table one row per case, its peer cells ratios only.
-    runner.run(cases=[grid.Case("indexer", 4, 2048, 16, dist="ties_at_k")], repeat=1)
+    loop.run(cases=[grid.Case("indexer", 4, 2048, 16, dist="ties_at_k")], repeat=1)
     lines = capsys.readouterr().out.splitlines()
     table = [line for line in lines if line[:1].isdigit() or line.startswith(("#", "-"))]
     assert table and max(map(len, table)) <= 160, table

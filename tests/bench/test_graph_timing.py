@@ -12,7 +12,7 @@ import pytest
 from support.backends import cuda_is_standin, sim_unavailable_reason
 
 import cutopk
-from cutopk._demo import baselines, cli, grid, report, runner, timing
+from cutopk._demo import baselines, cli, grid, loop, report, timing
 from cutopk._demo.route import Route
 
 
@@ -89,7 +89,7 @@ def _peers(x, axis, case, gpu, only=()):
     ]
 
 
-class _Kit(runner.Kit):
+class _Kit(loop.Kit):
     """Three peers of the test's own: a sorted one, an unsorted one, one that cannot be captured."""
 
     unsorted = ("rev",)  # as cub and flashinfer-unsorted are
@@ -103,7 +103,7 @@ class _Kit(runner.Kit):
 
 def test_graph_timing_end_to_end_sets_each_peer_against_its_like(cupy, tmp_path, capsys):
     cases = [grid.Case("llm", 2, 1500, 20), grid.Case("llm", 3, 600, 8)]
-    results = runner.run(cases=cases, out=tmp_path, stem="g", repeat=3, timing_mode="graph", kit=_Kit())
+    results = loop.run(cases=cases, out=tmp_path, stem="g", repeat=3, timing_mode="graph", kit=_Kit())
     out = capsys.readouterr().out
     assert len(results) == 2
     for r in results:
@@ -136,7 +136,7 @@ def test_graph_timing_end_to_end_sets_each_peer_against_its_like(cupy, tmp_path,
 
 
 def test_graph_timing_needs_a_gpu(monkeypatch, capsys):
-    monkeypatch.setattr(runner.env, "gpu_unavailable", lambda: "CuPy is not installed")
+    monkeypatch.setattr(loop.env, "gpu_unavailable", lambda: "CuPy is not installed")
     with pytest.raises(SystemExit):
         cli.main(["--timing", "graph"])
     assert "--timing graph: graph replay needs a GPU" in capsys.readouterr().err

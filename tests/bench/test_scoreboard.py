@@ -16,7 +16,7 @@ from cutopk_bench import scoreboard
 from support import gpu_session
 from support.scripts import load_benchmark
 
-from cutopk._demo import env, grid, runner
+from cutopk._demo import env, grid, loop
 
 
 def committed_rows() -> list[dict]:
@@ -28,7 +28,7 @@ def committed_rows() -> list[dict]:
 
 
 def test_every_llm_and_indexer_case_of_the_grid_comes_first():
-    chosen = [case for case, _ in scoreboard.select()]
+    chosen = [case for case, _ in scoreboard.chosen()]
     shapes = grid.regime_cases("llm") + grid.regime_cases("indexer")
     cases = [c for c in grid.full_grid() if c.regime in ("llm", "indexer")]
     assert set(shapes) < set(cases) and {c.dtype for c in cases} == set(grid.DTYPES)
@@ -37,7 +37,7 @@ def test_every_llm_and_indexer_case_of_the_grid_comes_first():
 
 
 def test_every_committed_case_below_095x_torch_is_chosen():
-    chosen = {case for case, _ in scoreboard.select()}
+    chosen = {case for case, _ in scoreboard.chosen()}
     slow = {
         scoreboard.case_of(r)
         for r in committed_rows()
@@ -149,11 +149,11 @@ def test_the_scaled_estimate_of_the_h100_runs_cases_is_within_its_measured_bound
     assert 130 <= first <= 230, first
 
 
-def test_the_runner_starts_no_case_its_estimate_says_would_end_late(tmp_path, monkeypatch):
+def test_the_loop_starts_no_case_its_estimate_says_would_end_late(tmp_path, monkeypatch):
     monkeypatch.setattr(env, "gpu_unavailable", lambda: "CuPy is not installed")  # the CPU path
     cases = [grid.Case("llm", 2, 1000, 5), grid.Case("llm", 2, 1000, 6), grid.Case("llm", 2, 1000, 7)]
     costs = {5: 0.0, 6: 1e6, 7: 0.0}
-    results = runner.run(
+    results = loop.run(
         out=tmp_path, repeat=1, time_limit=600, peers=("torch",), cases=cases, stem="sb",
         cost=lambda c: costs[c.k], extra={"scoreboard": "test"},
     )  # fmt: skip
@@ -181,7 +181,7 @@ def test_dry_run_of_the_gpu_session_phase_runs_every_command_line(tmp_path):
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-3000:]
     assert "cases chosen" in out and "fit in --time-limit 330 s" in out
-    assert "dry run: the runner measured 3 scaled-down cases and wrote" in out
+    assert "dry run: the loop measured 3 scaled-down cases and wrote" in out
     assert "would run: timeout" in out and "ncu --profile-from-start off" in out
     assert "would profile: " in out and "=== scoreboard: exit 0" in out
     assert list((tmp_path / "results").glob("*/*-irregular.md")), "the irregular script wrote no table"

@@ -9,7 +9,7 @@ import time
 import pytest
 from cutopk_bench import shims, watchdog
 
-from cutopk._demo import baselines, grid, runner, timing
+from cutopk._demo import baselines, grid, loop, timing
 
 
 class Exits:
@@ -71,7 +71,7 @@ def test_a_bad_limit_names_the_variable(monkeypatch, text, why):
         watchdog.limit_from_env()
 
 
-def test_the_runner_names_the_peer_that_did_not_answer(monkeypatch):
+def test_the_loop_names_the_peer_that_did_not_answer(monkeypatch):
     def peers(x, axis, case, gpu, only=()):
         good = baselines.numpy_sort_route(x, axis, case.k, case.mode)
 
@@ -83,15 +83,15 @@ def test_the_runner_names_the_peer_that_did_not_answer(monkeypatch):
 
     monkeypatch.setattr(baselines, "peers", peers)
     exits, out = Exits(), io.StringIO()
-    session = runner.Session(
+    session = loop.Session(
         False,
         timing.CpuTimer(repeat=3),
         guard=watchdog.Watchdog(0.05, exit=exits, out=out, poll_s=0.01).watch,
     )
-    runner.measure(grid.Case("t", 4, 500, 5), session)
+    loop.measure(grid.Case("t", 4, 500, 5), session)
     assert exits.codes and "from t 4x500 k=5 largest: stuck" in out.getvalue()
 
 
 def test_a_cpu_run_has_no_watchdog_by_default():
-    assert runner.Session(False, timing.CpuTimer(repeat=3)).guard is runner.unguarded  # the demo's
+    assert loop.Session(False, timing.CpuTimer(repeat=3)).guard is loop.unguarded  # the demo's
     assert shims.KIT.guard(False).__self__.limit_s == 0  # the benchmark's, on the CPU

@@ -103,7 +103,7 @@ def test_both_parsers_read_a_multiline_launch_bounds_with_nested_parentheses():
     entry = SOURCE.replace("CUTOPK_KERNEL(", "__global__ void __launch_bounds__(")
     names = _rewrite.kernel_parameter_names(entry)
     assert names == {k: [tuple(n for n, _ in v)] for k, v in expected.items()}
-    assert _rewrite.plain_kernels(entry) == ["plain"]
+    assert _rewrite.untemplated_kernels(entry) == ["plain"]
 
 
 @pytest.mark.parametrize("family", list(_kernel_source.FAMILIES))

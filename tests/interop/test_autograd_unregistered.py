@@ -2,8 +2,8 @@
 order given as a NumPy bool or an axis of an int subclass, ``segmented_top_k`` with a NumPy-bool
 order (``max_length=`` is on its schema: tested here against the same scatter), ``merge_top_k`` with NumPy indices or a NumPy-bool order. Those calls take the
 autograd functions of cutopk/_core/autograd.py: the same values and indices as the operator or
-the plain path, the gradient of torch.topk (or the expected scatter, padding passing none), and
-the plain path's errors; masked lengths and offsets are refused, never unmasked."""
+the operator-free path, the gradient of torch.topk (or the expected scatter, padding passing none), and
+the operator-free path's errors; masked lengths and offsets are refused, never unmasked."""
 
 from __future__ import annotations
 
@@ -95,7 +95,7 @@ MASKED = np.ma.masked_array(np.array([1, 2, 3]), mask=[False, True, False])
         ({"sorted": 1}, ValueError, r"^sorted: expected one of True, 'value', 'index', False, got 1$"),
     ],
 )  # fmt: skip
-def test_top_k_arguments_off_the_schema_keep_the_plain_paths_errors(kw, error, message):
+def test_top_k_arguments_off_the_schema_keep_the_operator_free_paths_errors(kw, error, message):
     """With an input that requires grad as without: the same error, and no mask dropped."""
     x = torch.randn(3, 5, requires_grad=True)
     for a in (x, x.detach()):
@@ -139,7 +139,7 @@ def test_segmented_off_the_schema_scatters_to_offsets_plus_index(kw, route):
     )
 
 
-def test_segmented_with_max_length_too_small_is_the_plain_paths_error():
+def test_segmented_with_max_length_too_small_is_the_operator_free_paths_error():
     data = torch.tensor(DATA, requires_grad=True)
     with pytest.raises(
         ValueError, match=r"^offsets: expected segments of at most max_length=4 elements, got segment 2 of 5$"
@@ -155,7 +155,7 @@ def test_segmented_with_max_length_too_small_is_the_plain_paths_error():
         (np.ma.masked_array([0, 3, 8], mask=[False, True, False]), TypeError, r"^offsets: expected an array without a mask"),
     ],
 )  # fmt: skip
-def test_segmented_offsets_off_the_schema_keep_the_plain_paths_errors(offsets, error, message):
+def test_segmented_offsets_off_the_schema_keep_the_operator_free_paths_errors(offsets, error, message):
     data = torch.tensor(DATA, requires_grad=True)
     for d in (data, data.detach()):
         with pytest.raises(error, match=message):
@@ -227,7 +227,7 @@ def test_merge_gradient_of_rows_of_no_candidates():
         assert [v.grad.shape for v in values] == [(0, 3), (0, 2)]
 
 
-def test_merge_parts_off_the_schema_keep_the_plain_paths_errors():
+def test_merge_parts_off_the_schema_keep_the_operator_free_paths_errors():
     (v0, i0), (v1, i1) = _merge_parts()[:2]
     with pytest.raises(
         TypeError,

@@ -1,7 +1,7 @@
 """NumPy ``lengths`` and ``offsets`` beside a torch tensor that requires grad (issue 49): the
 call crosses torch's operator, which takes them as tensors, and must take them as the call
 without grad does: byte-swapped, read-only (no warning of torch's reaches the caller), and with
-the plain path's errors for a dtype torch cannot hold."""
+the operator-free path's errors for a dtype torch cannot hold."""
 
 from __future__ import annotations
 
@@ -76,7 +76,7 @@ def test_segmented_with_grad_takes_byte_swapped_and_read_only_offsets(offsets):
 
 
 @pytest.mark.parametrize("grad", [False, True])
-def test_lengths_and_offsets_of_a_dtype_torch_cannot_hold_get_the_plain_paths_error(grad):
+def test_lengths_and_offsets_of_a_dtype_torch_cannot_hold_get_the_operator_free_paths_error(grad):
     x = _distinct((2, 4)).requires_grad_(grad)
     with pytest.raises(TypeError, match=r"^lengths: expected an integer array, got dtype object"):
         cutopk.top_k(x, 2, lengths=np.array([1, 2], dtype=object))

@@ -312,7 +312,7 @@ def test_opcheck_segmented_and_merge():
 
 def test_segmented_operator_takes_max_length_and_checks_it():
     """max_length is the schema's last argument, with a default (a graph saved before it was
-    added still calls the operator): a segment longer than it is the plain path's ValueError,
+    added still calls the operator): a segment longer than it is the operator-free path's ValueError,
     a bad value its TypeError/ValueError, also from the fake implementation (torch.compile)."""
     cutopk.segmented_top_k(torch.zeros(1), [0, 1], 1)  # registers the irregular operators
     op = torch.ops.cutopk.segmented_top_k.default
@@ -337,7 +337,7 @@ def test_segmented_operator_takes_max_length_and_checks_it():
             op(*fake, 2, max_length=-1)
 
 
-def test_the_operator_equals_the_plain_path():
+def test_the_operator_equals_the_operator_free_path():
     """``torch.ops.cutopk.top_k`` called directly, ``sorted`` by its schema name."""
     x = _hard_values("float64", (6, 40))
     values, indices = torch.ops.cutopk.top_k(_tensor(x), 4, 0, "smallest", "index", "largest", torch.int32)
@@ -393,7 +393,7 @@ def test_the_readme_compiled_example_and_the_torch_ops_doctest_run():
 
 
 def test_meta_tensors_and_dispatch_modes_see_the_operator():
-    """A plain eager call skips torch's dispatcher (same kernel, half the host time); a meta
+    """An ordinary eager call skips torch's dispatcher (same kernel, half the host time); a meta
     tensor, a dispatch mode or a tensor autograd records must still see the operator."""
     from torch.utils._python_dispatch import TorchDispatchMode
 

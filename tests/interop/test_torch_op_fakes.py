@@ -1,6 +1,6 @@
 """The fake implementations of ``torch.ops.cutopk.segmented_top_k`` and ``merge_top_k`` (what
-meta tensors and torch.compile see): every misfit the plain path refuses without reading data is
-refused with the plain path's message, never answered with a made-up shape; the operators
+meta tensors and torch.compile see): every misfit the operator-free path refuses without reading data is
+refused with the operator-free path's message, never answered with a made-up shape; the operators
 called directly with as many values as indices, or not; and a bad ``sorted`` given to an
 operator, answered with the choices its schema takes."""
 
@@ -22,7 +22,7 @@ def _both(device: str):
 
 
 def _raises_alike(call, error, message):
-    """``call(device)`` raises ``error`` matching ``message`` on CPU tensors (the plain path) and
+    """``call(device)`` raises ``error`` matching ``message`` on CPU tensors (the operator-free path) and
     on meta tensors (the operator's fake implementation)."""
     for device in ("cpu", "meta"):
         with pytest.raises(error, match=message):

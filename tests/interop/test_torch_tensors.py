@@ -1,7 +1,7 @@
 """torch tensors as arguments: views with the negative bit read with their sign (by top_k and
 the front ends alike), the conjugate bit, sparse and quantized tensors refused by type, ``k`` and
 ``index_dtype`` given as torch values, the reference's answer for a torch input, and every
-torch dtype cutopk does not support refused by the same TypeError (plain path, operator, fake)."""
+torch dtype cutopk does not support refused by the same TypeError (operator-free path, operator, fake)."""
 
 from __future__ import annotations
 

@@ -12,12 +12,12 @@ from cutopk.cuda import kernel_source as _kernel_source
 from cutopk.sim import _rewrite
 
 
-def test_a_commented_out_kernel_is_not_a_plain_kernel():
-    # The simulator builds a table entry for each plain kernel: one that exists only in a
+def test_a_commented_out_kernel_is_not_an_untemplated_kernel():
+    # The simulator builds a table entry for each untemplated kernel: one that exists only in a
     # comment would be a compile error of the whole module.
     source = "// __global__ void gone(int x)\n/* __global__ void gone2(int x) {} */\n"
     source += 'extern "C" __global__ void kept(int x) {}\n'
-    assert _rewrite.plain_kernels(source) == ["kept"]
+    assert _rewrite.untemplated_kernels(source) == ["kept"]
 
 
 # A template whose defaults hold angle brackets and a comparison, after an #endif and a
@@ -36,7 +36,7 @@ static __global__ void __launch_bounds__(256) k(LONG_PARAMS, U* out) {}
 def test_a_template_with_brackets_in_its_defaults_is_read_the_same_by_both_readers():
     (kernel,) = [k for k in _c.kernels(_c.strip_comments(TEMPLATED)) if k.name]
     assert kernel.template == "class T, int N = (3 > 2), class U = Pair<int, 2>"
-    assert _rewrite.plain_kernels(TEMPLATED) == []
+    assert _rewrite.untemplated_kernels(TEMPLATED) == []
     assert _rewrite.kernel_parameter_names(TEMPLATED) == {"k": [("in", "n", "out")]}
     assert _kernel_source.signatures(TEMPLATED) == {
         "k": (("in", "const T*"), ("n", "long long"), ("out", "U*"))

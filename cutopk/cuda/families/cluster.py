@@ -14,9 +14,9 @@ from .common import (
     OUTPUTS,
     ROWS,
     SELECT,
-    Facts,
     Geometry,
     Part,
+    Planned,
     Step,
     no_scratch,
     pow2_at_least,
@@ -167,9 +167,9 @@ def kernel_name(params: dict, cxx: str) -> str:
 scratch, global_bytes = no_scratch, read_once_bytes
 
 
-def part(facts: Facts) -> Part:
+def part(planned: Planned) -> Part:
     """One launch of ``rows`` clusters, the slice length and the candidates' capacity passed."""
-    f = facts
+    f = planned
     moved = global_bytes(f.rows, f.n, f.k, f.key_bytes, f.index_dtype.itemsize, f.params)
     step = Step(
         kernel_name(f.params, f.cxx), True, (f.grid,), f.block, f.shared_bytes,

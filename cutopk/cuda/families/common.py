@@ -1,4 +1,4 @@
-"""What the family modules share: the facts a family's launches depend on (:class:`Facts`), what
+"""What the family modules share: what a family's launches depend on (:class:`Planned`), what
 a family gives the runner (:class:`Part`: its steps, scratch and scalars), the scratch table's
 entries, the kernels' common parameter lists and their C scalar types, and the traffic formulas
 the families' ``global_bytes`` are built from."""
@@ -136,7 +136,7 @@ class Step(NamedTuple):
     global_bytes: int = 0
 
 
-class Facts(NamedTuple):
+class Planned(NamedTuple):
     """What a family's launches over ``rows`` rows depend on, from the planned call: the
     request's sizes and options, the dispatcher's geometry (``params``, ``grid``, ``block``,
     ``shared_bytes``) and the C++ type the kernels are instantiated for."""
@@ -156,7 +156,7 @@ class Facts(NamedTuple):
 
 class Part(NamedTuple):
     """What a family gives the runner for a call (cutopk/cuda/runner.py; one generic runner, no
-    branch per family): ``steps``, its launches over ``Facts.rows`` rows; ``scratch``, their
+    branch per family): ``steps``, its launches over ``Planned.rows`` rows; ``scratch``, their
     table; ``scalars``, values its kernels take by parameter name beyond the call's own (rows,
     n, strides, k, ...). The rest belongs to the whole call, also where the steps run per chunk of
     rows (``params["rows_per_chunk"]``; the runner then asks for each chunk's steps, scratch and
@@ -173,10 +173,10 @@ class Part(NamedTuple):
     after: list = []  # noqa: RUF012
 
 
-def single_launch(family, facts: Facts) -> Part:
+def single_launch(family, planned: Planned) -> Part:
     """The part of a family of one launch (its module gives ``kernel_name``, ``scratch`` and
     ``global_bytes``; the dispatcher gave its geometry)."""
-    f = facts
+    f = planned
     moved = family.global_bytes(f.rows, f.n, f.k, f.key_bytes, f.index_dtype.itemsize, f.params)
     name = family.kernel_name(f.params, f.cxx)
     step = Step(name, True, (f.grid,), f.block, f.shared_bytes, global_bytes=moved)

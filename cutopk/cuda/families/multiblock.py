@@ -36,7 +36,7 @@ from ..kernel_constants import (
     MULTIBLOCK_THREADS,
 )
 from . import order
-from .common import Facts, Geometry, Part, Scratch, Step, copy_step, pow2_at_least
+from .common import Geometry, Part, Planned, Scratch, Step, copy_step, pow2_at_least
 
 # The kernels' C parameters, in order (kernels/multiblock.cu; passed by name by the runner), and
 # the C types of the scalars that differ from the other families' (common.SCALAR_TYPES).
@@ -332,11 +332,11 @@ def picked_runs(params: dict, k: int) -> int:
     return order.picked_runs(params["cap"] if params["order_direct"] else 0, k, params["order_tile"])
 
 
-def part(facts: Facts) -> Part:
-    """The sequence over ``facts.rows`` rows (a chunk's, or the call's): its launches with their
+def part(planned: Planned) -> Part:
+    """The sequence over ``planned.rows`` rows (a chunk's, or the call's): its launches with their
     global bytes, its scratch, its scalars. The finishing blocks write int64 indices: for another
     index type they go to an ``idx64`` array of the call, converted once every chunk is done."""
-    f, p = facts, facts.params
+    f, p = planned, planned.params
     seq = steps(f.rows, f.key_bytes, p, f.block)
     moved = global_bytes(seq, f.rows, f.n, f.k, f.key_bytes, f.index_dtype.itemsize, p)
     rank = p["sample_rank"]

@@ -40,9 +40,9 @@ FAMILIES = {
 STEPS = {"order": order, "transpose": transpose, "merge": merge}
 
 
-def part(algorithm: str, facts: common.Facts) -> common.Part:
+def part(algorithm: str, planned: common.Planned) -> common.Part:
     """What family ``algorithm`` gives the runner for a call: its module's ``part``, or for a
     family of one launch (a module without one) the generic :func:`common.single_launch`."""
     family = FAMILIES[algorithm]
     own = getattr(family, "part", None)
-    return own(facts) if own is not None else common.single_launch(family, facts)
+    return own(planned) if own is not None else common.single_launch(family, planned)

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..kernel_constants import KEYS_THREADS
 from . import order
-from .common import ROWS, Facts, Geometry, Part, Scratch, Step, copy_step, gather_bytes, order_tile, sectors
+from .common import ROWS, Geometry, Part, Planned, Scratch, Step, copy_step, gather_bytes, order_tile, sectors
 
 COMPUTE_KEYS = (*ROWS, "largest", "nan_first", "out")
 ARGUMENTS = {"compute_keys": COMPUTE_KEYS, "gather_values": (*ROWS, "k", "idx", "out")}
@@ -51,9 +51,9 @@ def scratch(rows: int, n: int, k: int, params: dict, by_index: bool = False, int
     return tuple(table)
 
 
-def part(facts: Facts) -> Part:
+def part(planned: Planned) -> Part:
     """The sort path's steps and scratch for a call (cutopk/cuda/runner.py runs them)."""
-    f = facts
+    f = planned
     by_index, int64 = f.order == "index", f.index_dtype == np.int64
     seq = steps(f.rows, f.n, f.k, f.key_bytes, f.params, f.grid, by_index, int64, f.index_dtype.itemsize)
     return Part(seq, scratch(f.rows, f.n, f.k, f.params, by_index, int64))

@@ -15,9 +15,9 @@ from .common import (
     OUTPUTS,
     ROWS,
     SELECT,
-    Facts,
     Geometry,
     Part,
+    Planned,
     Scratch,
     Step,
     read_once_bytes,
@@ -141,9 +141,9 @@ def global_bytes(rows: int, n: int, k: int, key_bytes: int, index_bytes: int, pa
     return read_once_bytes(rows, n, k, key_bytes, index_bytes, params) + moved + sectors(rows * 4)
 
 
-def part(facts: Facts) -> Part:
+def part(planned: Planned) -> Part:
     """One launch of ``blocks`` blocks per row, the slice and block count passed as constants."""
-    f = facts
+    f = planned
     moved = global_bytes(f.rows, f.n, f.k, f.key_bytes, f.index_dtype.itemsize, f.params)
     args = (("slice", f.params["slice"]), ("blocks", f.params["blocks"]))
     step = Step(

@@ -55,14 +55,14 @@ class Kit:
         """Why the peer ``name``, asked for with ``--peers``, cannot run here, or None."""
         return baselines.peer_unavailable(name, gpu)
 
-    def start(self, facts: dict, peers: tuple[str, ...]) -> dict[str, dict | None]:
-        """A GPU run's set-up on the device of ``facts`` (said as it goes): records for the files'
-        ``meta``, read back by :meth:`absent`."""
+    def start(self, record: dict, peers: tuple[str, ...]) -> dict[str, dict | None]:
+        """A GPU run's set-up on the device of ``record`` (``env.device_record``; said as it
+        goes): records for the files' ``meta``, read back by :meth:`absent`."""
         return {}
 
     def absent(self, name: str, loaded: dict[str, dict | None]) -> str | None:
         """Why the peer ``name`` cannot run at all in this run, already said by :meth:`start`, or
-        None (the runner then asks whether a module it needs is missing)."""
+        None (the loop then asks whether a module it needs is missing)."""
         return None
 
     def guard(self, gpu: bool) -> Callable[[str], AbstractContextManager]:
@@ -274,14 +274,14 @@ def start(repeat: int | None, peers: tuple[str, ...], timing_mode: str = "eager"
     reason = env.gpu_unavailable()
     if reason is None:
         env.prepare_jax()
-        facts = env.device_record()
+        record = env.device_record()
         timer = timing.GpuTimer(repeat or 20)
         replay = (
             timing.GraphTimer(timer, flush=timing_mode == "graph-flush") if timing_mode != "eager" else None
         )
         report.say(
-            f"GPU found: {facts['device']} (compute capability {facts['compute_capability']}, driver "
-            f"{facts['driver']}, CUDA runtime {facts['cuda_runtime']}): benchmarking cutopk's CUDA backend "
+            f"GPU found: {record['device']} (compute capability {record['compute_capability']}, driver "
+            f"{record['driver']}, CUDA runtime {record['cuda_runtime']}): benchmarking cutopk's CUDA backend "
             f"against {', '.join(kit.peer_names(True))}"
         )
         copy_bps = timer.copy_bandwidth()
@@ -291,7 +291,7 @@ def start(repeat: int | None, peers: tuple[str, ...], timing_mode: str = "eager"
             replay or timer,
             copy_bps,
             peers,
-            loaded=kit.start(facts, peers),
+            loaded=kit.start(record, peers),
             guard=kit.guard(True),
             timing=timing_mode,
             kit=kit,
@@ -392,7 +392,7 @@ def run(
         max_elements = CPU_FULL_MAX_ELEMENTS
         print("CPU: shapes with more than 2**24 elements are left out of the full grid (--max-elements)")
     if cases is None:
-        cases = grid.select(grid.full_grid() if full else grid.quick_grid(session.gpu), regimes)
+        cases = grid.in_regimes(grid.full_grid() if full else grid.quick_grid(session.gpu), regimes)
     names = [n for n in kit.peer_names(session.gpu) if not peers or n in peers]
     absent = _absent_peers(names, session)
     names = [n for n in names if n not in absent]
@@ -405,7 +405,7 @@ def run(
         "peers_left_out": absent,
         "copy_gbps": session.copy_bps / 1e9 if session.copy_bps else None,
         **{key: session.loaded.get(key) for key in kit.records},
-        "timer": _timer_facts(session.timer),
+        "timer": _timer_record(session.timer),
         "timing": session.timing,
         "argv": sys.argv,
     }
@@ -465,16 +465,19 @@ def run(
     return results
 
 
-def _timer_facts(timer) -> dict:
-    facts = {k: getattr(timer, k) for k in ("repeat", "min_repeat", "warmup", "budget")}
+def _timer_record(timer) -> dict:
+    record = {k: getattr(timer, k) for k in ("repeat", "min_repeat", "warmup", "budget")}
     if isinstance(timer, timing.GraphTimer):
         return (
-            facts | {"graph_calls": timer.calls, "l2_flush": timer.flush} | _timer_facts(timer.base) | facts
+            record
+            | {"graph_calls": timer.calls, "l2_flush": timer.flush}
+            | _timer_record(timer.base)
+            | record
         )
-    facts["clock"] = "cuda events" if isinstance(timer, timing.GpuTimer) else "time.perf_counter"
+    record["clock"] = "cuda events" if isinstance(timer, timing.GpuTimer) else "time.perf_counter"
     if isinstance(timer, timing.GpuTimer):
-        facts["l2_flush_bytes"] = int(timer.flush.nbytes)
-        facts["spin_ms"] = (
+        record["l2_flush_bytes"] = int(timer.flush.nbytes)
+        record["spin_ms"] = (
             timer.spin_ns / 1e6 if timer.spin is not None else None
         )  # None: host overhead timed
-    return facts
+    return record
