@@ -61,8 +61,7 @@ LONG_SEGMENT = 1 << 16
 BLOCK_ELEMENTS = 1 << 20
 # From this width on, the NumPy route copies each segment into its row with a slice (a memcpy);
 # below, one vectorised gather through an index matrix is cheaper than a Python loop over rows
-# (measured on this CPU, float32: width 1024: 12 ms against 63 ms per 2**20 elements; width 64:
-# 57 against 67 ms; width 4: 89 against 16 ms).
+# (benchmarks/results/2026-12-04-cpu-segment-row-copy.md).
 ROW_COPY_WIDTH = 64
 
 
