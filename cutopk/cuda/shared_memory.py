@@ -1,6 +1,6 @@
 """Dynamic shared memory beyond 48 KB: a kernel opts in before a launch takes it (:func:`opt_in`).
-Used by the runner (cutopk/cuda/runner.py) and the merge kernels, on the CUDA and simulator
-targets alike.
+Used by the runner (cutopk/cuda/runner.py) for every launch, the merge's included, on the CUDA
+and simulator targets alike.
 """
 
 from __future__ import annotations

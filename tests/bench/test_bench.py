@@ -992,7 +992,7 @@ def test_the_console_script_module_runs_nothing_when_imported():
     from cutopk import _demo
 
     module = importlib.import_module("cutopk.__main__")
-    assert module.main is _demo.main  # the benchmark's command, or `tune` (loop.main otherwise)
+    assert module.main is _demo.main  # the benchmark's command, or `tune` (cli.main otherwise)
 
 
 # --- the peers' routes: set-up paths a CPU-only machine does not take ---------------------------

@@ -516,7 +516,7 @@ def test_route_refuses_a_multi_cta_launch_wider_than_the_gpu(monkeypatch):
 @pytest.mark.parametrize(("device", "blocks", "sms"), [(0, 292, 132), (1, 408, 108)])
 def test_the_peer_reads_the_guards_limits_from_the_gpu_it_runs_on(monkeypatch, device, blocks, sms):
     """The multi-CTA guard of the H100 hang (benchmarks/results/2026-11-26-nvidia-h100-80gb-hbm3:
-    1 x 16777216 never ended) as the benchmark calls it: baselines.flashinfer_route takes the SMs
+    1 x 16777216 never ended) as the benchmark calls it: shims.flashinfer_route takes the SMs
     and opt-in shared memory from the current device (the stand-in's H100: 132 SMs, 227 KB; its
     A100: 108 SMs, 163 KB: (166912 - 2080) // 4 keys a block, 408 blocks), refuses the row that
     would hang (that a row that fits runs: test_route_refuses_a_multi_cta_launch_wider_than_the_gpu)."""
